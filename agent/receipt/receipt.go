@@ -1,0 +1,226 @@
+// Package receipt builds, redacts, digests and chain-checks execution
+// receipts (DESIGN.md §6): one receipt per decision and invocation.
+//
+// Redaction is the default: a receipt holds the digest of the call's
+// arguments and result, never the raw values, and never headers, bearer
+// tokens or credentials. Only argument fields named in the Redaction
+// allow-list are kept verbatim.
+//
+// The package is pure: it does no I/O, does not sign (package sign does) and
+// does not store anything (packages spool and receiptstore do).
+package receipt
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// DefaultRedactionVersion names the default redaction policy: digests only,
+// no kept argument fields.
+const DefaultRedactionVersion = "digest-only/v1"
+
+// maxErrorMessage bounds Receipt.error_message.
+const maxErrorMessage = 512
+
+// Redaction is the redaction policy. The zero value keeps no argument
+// fields and records DefaultRedactionVersion.
+type Redaction struct {
+	// KeepArguments lists top-level argument field names whose values may be
+	// kept verbatim in kept_arguments. Everything else is digested only.
+	KeepArguments []string
+	// Version names this policy in receipts; "" means DefaultRedactionVersion.
+	Version string
+}
+
+func (p Redaction) version() string {
+	if p.Version == "" {
+		return DefaultRedactionVersion
+	}
+	return p.Version
+}
+
+// Builder stamps receipts with their provenance. The zero value works but
+// leaves emitter fields empty.
+type Builder struct {
+	// EmitterID is the agent id.
+	EmitterID string
+	// EmitterVersion is the agent software version.
+	EmitterVersion string
+	Redaction      Redaction
+}
+
+// Start returns a new receipt with id, provenance, emitted_at and started_at
+// set to now.
+func (b Builder) Start(now time.Time) *mcpreadyv1.Receipt {
+	ts := timestamppb.New(now)
+	return &mcpreadyv1.Receipt{
+		ReceiptId:              NewID(),
+		EmitterId:              b.EmitterID,
+		EmitterVersion:         b.EmitterVersion,
+		RedactionPolicyVersion: b.Redaction.version(),
+		EmittedAt:              ts,
+		StartedAt:              ts,
+	}
+}
+
+// Arguments records the call's arguments: their digest and the allow-listed
+// fields. It never stores the raw arguments.
+func (b Builder) Arguments(r *mcpreadyv1.Receipt, args json.RawMessage) {
+	Redact(r, args, b.Redaction)
+}
+
+// Result records the digest of the raw result bytes (never the bytes).
+func (b Builder) Result(r *mcpreadyv1.Receipt, result []byte) {
+	r.ResultDigest = ResultDigest(result)
+}
+
+// Finish sets ended_at, latency (from started_at) and emitted_at to end,
+// and attempt_count from the attempts when it is unset.
+func (b Builder) Finish(r *mcpreadyv1.Receipt, end time.Time) {
+	r.EndedAt = timestamppb.New(end)
+	r.EmittedAt = r.EndedAt
+	if r.StartedAt != nil {
+		r.Latency = durationpb.New(end.Sub(r.StartedAt.AsTime()))
+	}
+	if r.AttemptCount == 0 {
+		r.AttemptCount = int32(len(r.Attempts))
+	}
+}
+
+// Redact fills r.arguments_digest and r.kept_arguments from args under pol
+// and sets r.redaction_policy_version. Kept string values are stored as the
+// string; other kept values as canonical JSON.
+func Redact(r *mcpreadyv1.Receipt, args json.RawMessage, pol Redaction) {
+	r.RedactionPolicyVersion = pol.version()
+	r.ArgumentsDigest = ArgumentsDigest(args)
+	r.KeptArguments = nil
+	if len(pol.KeepArguments) == 0 || len(args) == 0 {
+		return
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(args, &fields) != nil {
+		return
+	}
+	for _, name := range pol.KeepArguments {
+		v, ok := fields[name]
+		if !ok {
+			continue
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			c, err := artifact.Canonicalize(v)
+			if err != nil {
+				continue
+			}
+			s = string(c)
+		}
+		if r.KeptArguments == nil {
+			r.KeptArguments = map[string]string{}
+		}
+		r.KeptArguments[name] = s
+	}
+}
+
+// ArgumentsDigest is the digest of the canonical JSON of args, or of the raw
+// bytes when they are not valid JSON. Empty args digest as "{}".
+func ArgumentsDigest(args json.RawMessage) string {
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if d, err := artifact.CanonicalDigest(args); err == nil {
+		return d
+	}
+	return artifact.Digest(args)
+}
+
+// ResultDigest is the digest of a raw result: canonical JSON when b is JSON,
+// else the bytes as given.
+func ResultDigest(b []byte) string {
+	return ArgumentsDigest(b)
+}
+
+var secretPattern = regexp.MustCompile(`(?i)(bearer\s+|basic\s+|token[=:]\s*|api[_-]?key[=:]\s*|authorization[=:]\s*(?:bearer\s+|basic\s+)?|password[=:]\s*)[^\s,;"']+`)
+
+// SafeError returns msg fit for Receipt.error_message: credential-looking
+// values ("Bearer x", "token=x", ...) replaced by "[redacted]" and the
+// length bounded. Callers must still never pass raw tool output.
+func SafeError(msg string) string {
+	msg = secretPattern.ReplaceAllString(msg, "${1}[redacted]")
+	if len(msg) > maxErrorMessage {
+		msg = msg[:maxErrorMessage] + "…"
+	}
+	return msg
+}
+
+// CanonicalJSON is the RFC 8785 canonical JSON of r's protojson form, the
+// input of Digest.
+func CanonicalJSON(r *mcpreadyv1.Receipt) ([]byte, error) {
+	j, err := protojson.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("receipt %s: %w", r.GetReceiptId(), err)
+	}
+	return artifact.Canonicalize(j)
+}
+
+// Digest is artifact.Digest of r's canonical JSON: the value listed in
+// ReceiptBatch.receipt_digests.
+func Digest(r *mcpreadyv1.Receipt) (string, error) {
+	c, err := CanonicalJSON(r)
+	if err != nil {
+		return "", err
+	}
+	return artifact.Digest(c), nil
+}
+
+// DigestOfDigests is the digest over a list of receipt digests, in order
+// (Evidence.receipts_digest).
+func DigestOfDigests(digests []string) string {
+	return artifact.Digest([]byte(strings.Join(digests, "\n")))
+}
+
+var idEncoding = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadding(base32.NoPadding)
+
+var idState struct {
+	sync.Mutex
+	lastMs uint64
+	seq    uint16
+}
+
+// NewID returns a unique, time-ordered id (26 characters of Crockford
+// base32: 48-bit milliseconds, a 16-bit in-process counter, 64 random bits).
+// Ids sort by creation time; ids from one process also sort within a
+// millisecond.
+func NewID() string {
+	ms := uint64(time.Now().UnixMilli())
+	idState.Lock()
+	if ms <= idState.lastMs {
+		ms = idState.lastMs
+		idState.seq++
+		if idState.seq == 0 { // 65536 ids in one millisecond: borrow the next
+			ms++
+		}
+	} else {
+		idState.seq = 0
+	}
+	idState.lastMs = ms
+	seq := idState.seq
+	idState.Unlock()
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[0:8], ms<<16|uint64(seq))
+	_, _ = rand.Read(b[8:16]) // never fails (crypto/rand contract since Go 1.24)
+	return idEncoding.EncodeToString(b[:])
+}
