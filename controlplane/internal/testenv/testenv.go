@@ -1,0 +1,35 @@
+// Package testenv starts real embedded etcd for control-plane tests. It is
+// for tests only.
+package testenv
+
+import (
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/mcpready/mcpready/controlplane/etcdembed"
+)
+
+// Etcd starts a single-node embedded etcd on a free loopback port in a
+// temporary directory and returns a client; both stop when t ends.
+func Etcd(t testing.TB) (*clientv3.Client, *etcdembed.Member) {
+	t.Helper()
+	m, err := etcdembed.StartSingle(etcdembed.Options{Dir: t.TempDir(), ProgressNotifyInterval: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return Client(t, m.ClientURL), m
+}
+
+// Client returns an etcd client for endpoints, closed when t ends.
+func Client(t testing.TB, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}

@@ -1,0 +1,178 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane/internal/testenv"
+	"github.com/mcpready/mcpready/controlplane/store"
+)
+
+func TestPutGetHistoryImmutable(t *testing.T) {
+	cli, _ := testenv.Etcd(t)
+	s := store.New(cli, store.Options{})
+	ctx := context.Background()
+
+	r1, unchanged, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "org/p", Bundle: []byte(`{"v":1}`), Signer: "k1"})
+	if err != nil || unchanged || r1.Revision != 1 {
+		t.Fatalf("first put: %+v %v %v", r1, unchanged, err)
+	}
+	// same bytes: no new revision
+	r, unchanged, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "org/p", Bundle: []byte(`{"v":1}`)})
+	if err != nil || !unchanged || r.Revision != 1 {
+		t.Fatalf("re-put: %+v %v %v", r, unchanged, err)
+	}
+	r2, _, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "org/p", Bundle: []byte(`{"v":2}`), Labels: map[string]string{"a": "b"}})
+	if err != nil || r2.Revision != 2 {
+		t.Fatalf("second put: %+v %v", r2, err)
+	}
+	// a name sharing the prefix must not appear in the history
+	if _, _, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "org/p/x", Bundle: []byte(`x`)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, artifact.KindPolicy, "org/p")
+	if err != nil || got.Revision != 2 || string(got.Bundle) != `{"v":2}` || got.Labels["a"] != "b" {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	h, err := s.History(ctx, artifact.KindPolicy, "org/p")
+	if err != nil || len(h) != 2 {
+		t.Fatalf("history: %v %v", h, err)
+	}
+	if !bytes.Equal(h[0].Bundle, []byte(`{"v":1}`)) || h[0].Signer != "k1" || h[1].Revision != 2 {
+		t.Fatalf("history contents: %+v", h)
+	}
+	// deletion is a new revision; history is kept
+	d, _, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "org/p", Bundle: []byte(`tomb`), Deleted: true})
+	if err != nil || d.Revision != 3 || !d.Deleted {
+		t.Fatalf("delete: %+v %v", d, err)
+	}
+	list, rev, err := s.List(ctx, artifact.KindPolicy)
+	if err != nil || len(list) != 2 || rev == 0 || !list[0].Deleted || list[1].Name != "org/p/x" {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if _, err := s.Get(ctx, artifact.KindPolicy, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+}
+
+func TestPutRejects(t *testing.T) {
+	cli, _ := testenv.Etcd(t)
+	s := store.New(cli, store.Options{MaxBytes: 100})
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		rec  store.Record
+		want error
+	}{
+		{"oversized", store.Record{Kind: artifact.KindPolicy, Name: "p", Bundle: bytes.Repeat([]byte("x"), 101)}, store.ErrTooLarge},
+		{"unknown kind", store.Record{Kind: "Bogus", Name: "p", Bundle: []byte("x")}, store.ErrInvalid},
+		{"bad name", store.Record{Kind: artifact.KindPolicy, Name: "../p", Bundle: []byte("x")}, store.ErrInvalid},
+		{"empty", store.Record{Kind: artifact.KindPolicy, Name: "p"}, store.ErrInvalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := s.Put(ctx, tc.rec); !errors.Is(err, tc.want) {
+				t.Fatalf("got %v want %v", err, tc.want)
+			}
+		})
+	}
+	if l, _, _ := s.List(ctx, artifact.KindPolicy); len(l) != 0 {
+		t.Fatalf("rejected puts stored %d records", len(l))
+	}
+}
+
+func TestConcurrentPutsAppendOnly(t *testing.T) {
+	cli, _ := testenv.Etcd(t)
+	s := store.New(cli, store.Options{})
+	ctx := context.Background()
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			_, _, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte{byte('a' + i)}})
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := s.History(ctx, artifact.KindPolicy, "p")
+	if err != nil || len(h) != 8 {
+		t.Fatalf("history %d %v", len(h), err)
+	}
+	for i, r := range h {
+		if r.Revision != int64(i+1) {
+			t.Fatalf("revision %d at %d", r.Revision, i)
+		}
+	}
+}
+
+func TestManyListsInBatches(t *testing.T) {
+	cli, _ := testenv.Etcd(t)
+	s := store.New(cli, store.Options{})
+	ctx := context.Background()
+	for i := range 300 {
+		if _, _, err := s.Put(ctx, store.Record{Kind: artifact.KindEvidence, Name: "e/" + strings.Repeat("x", i%5) + string(rune('a'+i%26)) + time.Duration(i).String(), Bundle: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, _, err := s.List(ctx, artifact.KindEvidence)
+	if err != nil || len(l) != 300 {
+		t.Fatalf("list %d %v", len(l), err)
+	}
+}
+
+func TestWatchReportsKinds(t *testing.T) {
+	cli, _ := testenv.Etcd(t)
+	s := store.New(cli, store.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rev, err := s.CurrentRevision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []artifact.Kind, 10)
+	go s.Watch(ctx, rev, func(k []artifact.Kind) { got <- k })
+	if _, _, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case k := <-got:
+		if len(k) != 1 || k[0] != artifact.KindPolicy {
+			t.Fatalf("kinds %v", k)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no watch event")
+	}
+}
+
+func TestEvents(t *testing.T) {
+	cli, _ := testenv.Etcd(t)
+	s := store.New(cli, store.Options{})
+	ctx := context.Background()
+	for _, e := range []string{"a", "b", "c"} {
+		if err := s.AppendEvent(ctx, "registry", "x/y", []byte(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.AppendEvent(ctx, "registry", "x/y/z", []byte("other"))
+	ev, err := s.Events(ctx, "registry", "x/y")
+	if err != nil || len(ev) != 3 || string(ev[2]) != "c" {
+		t.Fatalf("events %q %v", ev, err)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	cli := testenv.Client(t, "http://127.0.0.1:1")
+	s := store.New(cli, store.Options{Attempts: 2, Backoff: 10 * time.Millisecond, AttemptTimeout: 200 * time.Millisecond})
+	_, _, err := s.Put(context.Background(), store.Record{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte("x")})
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("got %v", err)
+	}
+}
