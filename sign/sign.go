@@ -71,16 +71,16 @@ type subject struct {
 	Digest map[string]string `json:"digest"`
 }
 
-// buildStatement returns the in-toto statement Sign signs for obj, and the
-// predicate's canonical JSON (the blob cosign verify-blob-attestation
-// hashes against the subject digest).
-func buildStatement(obj *artifact.Object) (stmt, predicate []byte, err error) {
+// buildStatement returns the canonical in-toto statement Sign signs for
+// obj. Its predicate is obj's canonical JSON, which is also the blob
+// cosign verify-blob-attestation hashes against the subject digest.
+func buildStatement(obj *artifact.Object) ([]byte, error) {
 	if obj == nil {
-		return nil, nil, fmt.Errorf("%w: nil object", artifact.ErrInvalid)
+		return nil, fmt.Errorf("%w: nil object", artifact.ErrInvalid)
 	}
-	predicate, err = obj.CanonicalJSON()
+	predicate, err := obj.CanonicalJSON()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	sum := sha256.Sum256(predicate)
 	raw, err := json.Marshal(statement{
@@ -90,13 +90,9 @@ func buildStatement(obj *artifact.Object) (stmt, predicate []byte, err error) {
 		Predicate:     predicate,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	stmt, err = jcs.Transform(raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	return stmt, predicate, nil
+	return jcs.Transform(raw)
 }
 
 // Sign signs obj with signer (an ECDSA P-256 or Ed25519 private key) and
@@ -111,25 +107,35 @@ func Sign(obj *artifact.Object, signer crypto.Signer) (bundle []byte, payload []
 	if err != nil {
 		return nil, nil, err
 	}
-	payload, _, err = buildStatement(obj)
+	payload, err = buildStatement(obj)
 	if err != nil {
 		return nil, nil, err
 	}
+	bundle, err = signPayload(priv, keyID, PayloadType, payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	return bundle, payload, nil
+}
+
+// signPayload signs payload as a DSSE envelope of payloadType with priv
+// (whose key id is keyID) and wraps it in a canonical v0.3 bundle.
+func signPayload(priv crypto.Signer, keyID, payloadType string, payload []byte) ([]byte, error) {
 	s, err := signature.LoadSigner(priv, crypto.SHA256)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrKeyType, err)
+		return nil, fmt.Errorf("%w: %v", ErrKeyType, err)
 	}
-	envJSON, err := sigdsse.WrapSigner(s, PayloadType).SignMessage(bytes.NewReader(payload))
+	envJSON, err := sigdsse.WrapSigner(s, payloadType).SignMessage(bytes.NewReader(payload))
 	if err != nil {
-		return nil, nil, fmt.Errorf("sign: %w", err)
+		return nil, fmt.Errorf("sign: %w", err)
 	}
 	var env ssldsse.Envelope
 	if err := json.Unmarshal(envJSON, &env); err != nil || len(env.Signatures) != 1 {
-		return nil, nil, fmt.Errorf("sign: unexpected DSSE envelope from signer: %v", err)
+		return nil, fmt.Errorf("sign: unexpected DSSE envelope from signer: %v", err)
 	}
 	sig, err := base64.StdEncoding.DecodeString(env.Signatures[0].Sig)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sign: %w", err)
+		return nil, fmt.Errorf("sign: %w", err)
 	}
 	pb := &protobundle.Bundle{
 		MediaType: BundleMediaType,
@@ -138,17 +144,17 @@ func Sign(obj *artifact.Object, signer crypto.Signer) (bundle []byte, payload []
 		},
 		Content: &protobundle.Bundle_DsseEnvelope{DsseEnvelope: &protodsse.Envelope{
 			Payload:     payload,
-			PayloadType: PayloadType,
+			PayloadType: payloadType,
 			Signatures:  []*protodsse.Signature{{Sig: sig}},
 		}},
 	}
 	raw, err := protojson.Marshal(pb)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sign: marshal bundle: %w", err)
+		return nil, fmt.Errorf("sign: marshal bundle: %w", err)
 	}
-	bundle, err = jcs.Transform(raw)
+	bundle, err := jcs.Transform(raw)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sign: canonicalise bundle: %w", err)
+		return nil, fmt.Errorf("sign: canonicalise bundle: %w", err)
 	}
-	return bundle, payload, nil
+	return bundle, nil
 }
