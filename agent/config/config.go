@@ -1,0 +1,268 @@
+// Package config reads the host agent's local configuration file: which
+// local clients (by bearer token) act as which principal, tenant class and
+// workflows, and how to reach and authenticate to each upstream MCP server.
+//
+// It never logs or stores tokens: client tokens are kept only as SHA-256
+// digests, and upstream credentials are read from files or environment
+// variables when a request is made. It does not decide anything about policy.
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Sentinel errors.
+var (
+	// ErrInvalid wraps every problem found in a configuration file.
+	ErrInvalid = errors.New("invalid agent config")
+	// ErrUnauthenticated is returned by Authenticate for a missing or unknown token.
+	ErrUnauthenticated = errors.New("unauthenticated")
+)
+
+// Identity is what a local client acts as.
+type Identity struct {
+	// Name labels the client in logs and receipts, e.g. "claude-desktop".
+	Name           string `json:"name"`
+	PrincipalClass string `json:"principalClass"`
+	TenantClass    string `json:"tenantClass,omitempty"`
+	// Workflows the client may name. Empty means any workflow.
+	Workflows []string `json:"workflows,omitempty"`
+}
+
+// AllowsWorkflow reports whether id may act within workflow w ("" is always allowed).
+func (id Identity) AllowsWorkflow(w string) bool {
+	if w == "" || len(id.Workflows) == 0 {
+		return true
+	}
+	for _, x := range id.Workflows {
+		if x == w || x == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// Principal maps one bearer token to an Identity. Exactly one of
+// TokenSHA256, TokenFile and TokenEnv names the token.
+type Principal struct {
+	Identity `json:",inline"`
+	// TokenSHA256 is "sha256:<hex>" of the token.
+	TokenSHA256 string `json:"tokenSHA256,omitempty"`
+	// TokenFile holds the token (surrounding whitespace ignored).
+	TokenFile string `json:"tokenFile,omitempty"`
+	// TokenEnv names an environment variable holding the token.
+	TokenEnv string `json:"tokenEnv,omitempty"`
+}
+
+// Upstream says how to reach one upstream server. Exactly one of URL and
+// Command is set.
+type Upstream struct {
+	// Name is the server name used in registry entries and /mcp/servers/<name>.
+	Name string `json:"name"`
+	// URL is a Streamable HTTP endpoint.
+	URL string `json:"url,omitempty"`
+	// Command starts a stdio server: program and arguments.
+	Command []string `json:"command,omitempty"`
+	// Env is added to Command's environment.
+	Env map[string]string `json:"env,omitempty"`
+	// TokenFile or TokenEnv supply a bearer token sent to URL.
+	TokenFile string `json:"tokenFile,omitempty"`
+	TokenEnv  string `json:"tokenEnv,omitempty"`
+	// Headers are extra HTTP headers sent to URL (not secrets).
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// Token reads the upstream's bearer token, "" when none is configured.
+func (u Upstream) Token() (string, error) {
+	switch {
+	case u.TokenFile != "":
+		b, err := os.ReadFile(u.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("upstream %s: token file: %w", u.Name, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	case u.TokenEnv != "":
+		v, ok := os.LookupEnv(u.TokenEnv)
+		if !ok {
+			return "", fmt.Errorf("upstream %s: environment variable %s is not set", u.Name, u.TokenEnv)
+		}
+		return strings.TrimSpace(v), nil
+	}
+	return "", nil
+}
+
+// File is the agent configuration file.
+type File struct {
+	// Principals are the local clients, by token.
+	Principals []Principal `json:"principals,omitempty"`
+	// DefaultPrincipal is used for requests without a token. Nil refuses them (HTTP 401).
+	DefaultPrincipal *Identity `json:"defaultPrincipal,omitempty"`
+	// Upstreams override or complete the endpoints named by registry entries.
+	Upstreams []Upstream `json:"upstreams,omitempty"`
+}
+
+// Config is a loaded, validated File. It is immutable and safe for concurrent use.
+type Config struct {
+	file   File
+	tokens [][32]byte // parallel to file.Principals
+}
+
+// Load reads and validates a configuration file (YAML or JSON; unknown
+// fields are errors). An empty path yields the empty configuration.
+func Load(path string) (*Config, error) {
+	if path == "" {
+		return Parse(nil)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return Parse(b)
+}
+
+// Parse validates configuration data. Nil or empty data is the empty configuration.
+func Parse(data []byte) (*Config, error) {
+	var f File
+	if len(bytes.TrimSpace(data)) > 0 {
+		j, err := yaml.YAMLToJSONStrict(data)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(j))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
+	return New(f)
+}
+
+// New validates f and resolves its principal tokens.
+func New(f File) (*Config, error) {
+	c := &Config{file: f}
+	seen := map[[32]byte]bool{}
+	for i, p := range f.Principals {
+		if p.Name == "" || p.PrincipalClass == "" {
+			return nil, fmt.Errorf("%w: principals[%d]: name and principalClass are required", ErrInvalid, i)
+		}
+		sum, err := p.tokenDigest()
+		if err != nil {
+			return nil, fmt.Errorf("%w: principal %s: %v", ErrInvalid, p.Name, err)
+		}
+		if seen[sum] {
+			return nil, fmt.Errorf("%w: principal %s: token shared with another principal", ErrInvalid, p.Name)
+		}
+		seen[sum] = true
+		c.tokens = append(c.tokens, sum)
+	}
+	if d := f.DefaultPrincipal; d != nil && d.PrincipalClass == "" {
+		return nil, fmt.Errorf("%w: defaultPrincipal: principalClass is required", ErrInvalid)
+	}
+	names := map[string]bool{}
+	for i, u := range f.Upstreams {
+		if u.Name == "" || strings.ContainsAny(u.Name, "/ ") {
+			return nil, fmt.Errorf("%w: upstreams[%d]: name %q must be non-empty without '/' or spaces", ErrInvalid, i, u.Name)
+		}
+		if names[u.Name] {
+			return nil, fmt.Errorf("%w: upstream %s listed twice", ErrInvalid, u.Name)
+		}
+		names[u.Name] = true
+		if (u.URL == "") == (len(u.Command) == 0) {
+			return nil, fmt.Errorf("%w: upstream %s: set exactly one of url and command", ErrInvalid, u.Name)
+		}
+		if u.TokenFile != "" && u.TokenEnv != "" {
+			return nil, fmt.Errorf("%w: upstream %s: set at most one of tokenFile and tokenEnv", ErrInvalid, u.Name)
+		}
+	}
+	return c, nil
+}
+
+func (p Principal) tokenDigest() ([32]byte, error) {
+	var sum [32]byte
+	n := 0
+	for _, s := range []string{p.TokenSHA256, p.TokenFile, p.TokenEnv} {
+		if s != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return sum, errors.New("set exactly one of tokenSHA256, tokenFile and tokenEnv")
+	}
+	switch {
+	case p.TokenSHA256 != "":
+		h, ok := strings.CutPrefix(p.TokenSHA256, "sha256:")
+		b, err := hex.DecodeString(h)
+		if !ok || err != nil || len(b) != 32 {
+			return sum, errors.New(`tokenSHA256 must be "sha256:" and 64 hex digits`)
+		}
+		copy(sum[:], b)
+		return sum, nil
+	case p.TokenFile != "":
+		b, err := os.ReadFile(p.TokenFile)
+		if err != nil {
+			return sum, fmt.Errorf("token file: %w", err)
+		}
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return sum, errors.New("token file is empty")
+		}
+		return sha256.Sum256([]byte(t)), nil
+	default:
+		t := strings.TrimSpace(os.Getenv(p.TokenEnv))
+		if t == "" {
+			return sum, fmt.Errorf("environment variable %s is empty or unset", p.TokenEnv)
+		}
+		return sha256.Sum256([]byte(t)), nil
+	}
+}
+
+// TokenDigest returns the "sha256:<hex>" form of token for TokenSHA256.
+func TokenDigest(token string) string {
+	s := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// Authenticate maps a bearer token ("" when the request had none) to an
+// Identity. The comparison is constant-time over every configured token.
+func (c *Config) Authenticate(token string) (Identity, error) {
+	if token == "" {
+		if c.file.DefaultPrincipal != nil {
+			return *c.file.DefaultPrincipal, nil
+		}
+		return Identity{}, fmt.Errorf("%w: no bearer token and no default principal", ErrUnauthenticated)
+	}
+	sum := sha256.Sum256([]byte(token))
+	found := -1
+	for i := range c.tokens {
+		if subtle.ConstantTimeCompare(sum[:], c.tokens[i][:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return Identity{}, fmt.Errorf("%w: unknown bearer token", ErrUnauthenticated)
+	}
+	return c.file.Principals[found].Identity, nil
+}
+
+// Upstream returns the configured upstream named name.
+func (c *Config) Upstream(name string) (Upstream, bool) {
+	for _, u := range c.file.Upstreams {
+		if u.Name == name {
+			return u, true
+		}
+	}
+	return Upstream{}, false
+}
+
+// Upstreams returns every configured upstream.
+func (c *Config) Upstreams() []Upstream { return append([]Upstream(nil), c.file.Upstreams...) }

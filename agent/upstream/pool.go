@@ -1,0 +1,343 @@
+// Package upstream holds the host agent's connections to upstream MCP
+// servers (Streamable HTTP and stdio), each with its own credentials, and
+// classifies every failure precisely (access not ready, billing, rate
+// limited with Retry-After, server error, reset, hang/ambiguous, JSON-RPC
+// error inside HTTP 200, malformed answer).
+//
+// It keeps one warm shared session per upstream for calls that need no
+// session state, and opens dedicated sessions that relay server-to-client
+// requests and notifications for front sessions that need them. It makes no
+// policy decisions and never logs credentials or arguments.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/config"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// ErrUnknownUpstream is returned for a server name with no known endpoint.
+var ErrUnknownUpstream = errors.New("unknown upstream")
+
+// Options configures a Pool. Zero values are documented per field.
+type Options struct {
+	// Resolve returns how to reach the named server. Required.
+	Resolve func(name string) (config.Upstream, bool)
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Transport is the base HTTP transport; nil uses a pooled keep-alive transport.
+	Transport http.RoundTripper
+	// ConnectTimeout bounds connecting and initializing a session; zero means 10s.
+	ConnectTimeout time.Duration
+	// OnToolsChanged is called (asynchronously) when an upstream announces
+	// that its tool list changed. May be nil.
+	OnToolsChanged func(server string)
+	// ClientInfo names the agent to upstreams; nil uses "mcpready-agent".
+	ClientInfo *mcp.Implementation
+}
+
+// Pool owns upstream sessions. It is safe for concurrent use.
+type Pool struct {
+	opts   Options
+	mu     sync.Mutex
+	shared map[string]*sharedSlot
+	closed bool
+}
+
+type sharedSlot struct {
+	mu   sync.Mutex
+	sess *Session
+}
+
+// NewPool returns an empty pool; sessions connect lazily.
+func NewPool(opts Options) *Pool {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Transport == nil {
+		opts.Transport = &http.Transport{
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 512,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   false,
+		}
+	}
+	if opts.ConnectTimeout == 0 {
+		opts.ConnectTimeout = 10 * time.Second
+	}
+	if opts.ClientInfo == nil {
+		opts.ClientInfo = &mcp.Implementation{Name: "mcpready-agent", Version: "1"}
+	}
+	return &Pool{opts: opts, shared: map[string]*sharedSlot{}}
+}
+
+// Relay receives what a dedicated upstream session sends towards its client.
+type Relay struct {
+	// Capabilities advertised to the upstream (normally the front client's).
+	// Nil advertises none.
+	Capabilities *mcp.ClientCapabilities
+	// Request answers server-to-client requests: "sampling/createMessage",
+	// "elicitation/create" and "roots/list". Nil refuses them.
+	Request func(ctx context.Context, method string, params mcp.Params) (mcp.Result, error)
+	// Notify receives every notification from the upstream. May be nil.
+	Notify func(ctx context.Context, method string, params mcp.Params)
+}
+
+// Session is one initialized upstream session.
+type Session struct {
+	// Server is the upstream's configured name.
+	Server string
+	cs     *mcp.ClientSession
+	broken atomic.Bool
+	pool   *Pool
+}
+
+// Shared returns the warm shared session of server, connecting (again) when
+// there is none or the previous one broke.
+func (p *Pool) Shared(ctx context.Context, server string) (*Session, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errors.New("upstream pool closed")
+	}
+	slot := p.shared[server]
+	if slot == nil {
+		slot = &sharedSlot{}
+		p.shared[server] = slot
+	}
+	p.mu.Unlock()
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if s := slot.sess; s != nil && !s.broken.Load() {
+		return s, nil
+	}
+	if slot.sess != nil {
+		_ = slot.sess.cs.Close()
+	}
+	s, err := p.connect(ctx, server, nil)
+	if err != nil {
+		return nil, err
+	}
+	slot.sess = s
+	return s, nil
+}
+
+// Open connects a dedicated session for one front session. The caller closes it.
+func (p *Pool) Open(ctx context.Context, server string, relay *Relay) (*Session, error) {
+	if relay == nil {
+		relay = &Relay{}
+	}
+	return p.connect(ctx, server, relay)
+}
+
+// Known reports whether server has an endpoint.
+func (p *Pool) Known(server string) bool {
+	_, ok := p.opts.Resolve(server)
+	return ok
+}
+
+// Close closes every shared session.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	slots := p.shared
+	p.shared = map[string]*sharedSlot{}
+	p.mu.Unlock()
+	names := make([]string, 0, len(slots))
+	for n := range slots {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		slot := slots[n]
+		slot.mu.Lock()
+		if slot.sess != nil {
+			_ = slot.sess.cs.Close()
+		}
+		slot.mu.Unlock()
+	}
+}
+
+func (p *Pool) connect(ctx context.Context, server string, relay *Relay) (*Session, error) {
+	up, ok := p.opts.Resolve(server)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownUpstream, server)
+	}
+	var transport mcp.Transport
+	switch {
+	case up.URL != "":
+		rt := &roundTripper{base: p.opts.Transport, token: up.Token, headers: up.Headers}
+		transport = &mcp.StreamableClientTransport{
+			Endpoint:   up.URL,
+			HTTPClient: &http.Client{Transport: rt},
+			MaxRetries: 2,
+		}
+	case len(up.Command) > 0:
+		cmd := exec.Command(up.Command[0], up.Command[1:]...)
+		cmd.Env = os.Environ()
+		for k, v := range up.Env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.Stderr = nil
+		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	default:
+		return nil, fmt.Errorf("%w %q: no url or command", ErrUnknownUpstream, server)
+	}
+	s := &Session{Server: server, pool: p}
+	copts := &mcp.ClientOptions{
+		Logger:       p.opts.Logger,
+		Capabilities: &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			if p.opts.OnToolsChanged != nil {
+				go p.opts.OnToolsChanged(server)
+			}
+		},
+	}
+	if relay != nil {
+		if relay.Capabilities != nil {
+			copts.Capabilities = relay.Capabilities
+		}
+		if relay.Notify != nil {
+			copts.ResourceUpdatedHandler = func(context.Context, *mcp.ResourceUpdatedNotificationRequest) {}
+			copts.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) {}
+			copts.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) {}
+		}
+	}
+	client := mcp.NewClient(p.opts.ClientInfo, copts)
+	if relay != nil {
+		client.AddReceivingMiddleware(relayMiddleware(relay))
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.opts.ConnectTimeout)
+	defer cancel()
+	cctx, x := withExchange(cctx)
+	cs, err := client.Connect(cctx, transport, nil)
+	if err != nil {
+		f := classify(err, x, cctx.Err())
+		f.Detail = "connecting: " + f.Detail
+		if f.Layer == mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION {
+			f.Layer = mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY
+		}
+		return nil, f
+	}
+	s.cs = cs
+	go func() {
+		_ = cs.Wait()
+		s.broken.Store(true)
+	}()
+	p.opts.Logger.Debug("upstream session connected", "server", server, "protocol", cs.InitializeResult().ProtocolVersion)
+	return s, nil
+}
+
+func relayMiddleware(r *Relay) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case "sampling/createMessage", "elicitation/create", "roots/list":
+				if r.Request == nil {
+					return next(ctx, method, req)
+				}
+				return r.Request(ctx, method, req.GetParams())
+			}
+			if strings.HasPrefix(method, "notifications/") && r.Notify != nil {
+				r.Notify(ctx, method, req.GetParams())
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// Client is the underlying go-sdk session, for relaying methods other than tools/call.
+func (s *Session) Client() *mcp.ClientSession { return s.cs }
+
+// Initialize is what the upstream answered to initialize (or server/discover).
+func (s *Session) Initialize() *mcp.InitializeResult { return s.cs.InitializeResult() }
+
+// ProtocolVersion is the protocol version actually negotiated.
+func (s *Session) ProtocolVersion() string {
+	if r := s.cs.InitializeResult(); r != nil {
+		return r.ProtocolVersion
+	}
+	return ""
+}
+
+// ServerVersion is the upstream's self-reported version ("" if unknown).
+func (s *Session) ServerVersion() string {
+	if r := s.cs.InitializeResult(); r != nil && r.ServerInfo != nil {
+		return r.ServerInfo.Version
+	}
+	return ""
+}
+
+// Broken reports that the session failed and must not be reused.
+func (s *Session) Broken() bool { return s.broken.Load() }
+
+// Close closes the session.
+func (s *Session) Close() error {
+	s.broken.Store(true)
+	return s.cs.Close()
+}
+
+// Do runs fn against the upstream session and classifies its error as a
+// *Failure. A transport-level failure marks the session broken.
+func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.ClientSession) error) error {
+	cctx, x := withExchange(ctx)
+	err := fn(cctx, s.cs)
+	if err == nil {
+		return nil
+	}
+	f := classify(err, x, cctx.Err())
+	if f.Outcome != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR || f.RPCCode == 0 {
+		s.broken.Store(true)
+	}
+	return f
+}
+
+// CallTool calls one tool. The error, if any, is a *Failure; a result with
+// isError is returned as a result, not an error.
+func (s *Session) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	var res *mcp.CallToolResult
+	err := s.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
+		var err error
+		res, err = cs.CallTool(ctx, params)
+		return err
+	})
+	return res, err
+}
+
+// ListTools lists every tool of the upstream, following pagination.
+func (s *Session) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
+	var tools []*mcp.Tool
+	err := s.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
+		var cursor string
+		for range 1000 {
+			res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			tools = append(tools, res.Tools...)
+			if res.NextCursor == "" {
+				return nil
+			}
+			cursor = res.NextCursor
+		}
+		return errors.New("tools/list pagination did not end")
+	})
+	return tools, err
+}

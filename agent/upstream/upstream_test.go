@@ -1,0 +1,91 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+func newPool(t *testing.T, up *mcptest.Upstream) *Pool {
+	t.Helper()
+	p := NewPool(Options{Resolve: func(name string) (config.Upstream, bool) {
+		if name != "t" {
+			return config.Upstream{}, false
+		}
+		return config.Upstream{Name: "t", URL: up.URL}, true
+	}})
+	t.Cleanup(p.Close)
+	return p
+}
+
+func TestCallAndClassify(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	p := newPool(t, up)
+	ctx := context.Background()
+	s, err := p.Shared(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ProtocolVersion() == "" {
+		t.Fatal("no negotiated protocol version")
+	}
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+	if err != nil || res.IsError {
+		t.Fatalf("echo: %v %+v", err, res)
+	}
+	tests := []struct {
+		fault   mcptest.Fault
+		outcome mcpreadyv1.OutcomeClass
+		check   func(*Failure) bool
+	}{
+		{mcptest.FaultUnauthorized, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, func(f *Failure) bool { return f.ResourceMetadata != "" }},
+		{mcptest.FaultPaymentRequired, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_BILLING, nil},
+		{mcptest.FaultRateLimited, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED, func(f *Failure) bool { return f.RetryAfter == time.Second }},
+		{mcptest.FaultServerError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *Failure) bool { return f.HTTPStatus == 500 }},
+		{mcptest.FaultRPCError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, func(f *Failure) bool { return f.RPCCode == mcptest.RPCErrorCode }},
+		{mcptest.FaultGarbage, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, nil},
+		{mcptest.FaultReset, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *Failure) bool { return f.Sent }},
+		{mcptest.FaultHang, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, func(f *Failure) bool { return f.Sent }},
+	}
+	for _, tt := range tests {
+		up.SetFault(tt.fault, "tools/call")
+		s, err := p.Shared(ctx, "t")
+		if err != nil {
+			t.Fatalf("fault %d: reconnect: %v", tt.fault, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err = s.CallTool(cctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+		cancel()
+		var f *Failure
+		if !errors.As(err, &f) {
+			t.Fatalf("fault %d: error %v is not a *Failure", tt.fault, err)
+		}
+		if f.Outcome != tt.outcome || (tt.check != nil && !tt.check(f)) {
+			t.Errorf("fault %d: got %+v, want outcome %v", tt.fault, f, tt.outcome)
+		}
+		up.SetFault(mcptest.FaultNone, "")
+	}
+	// The pool recovers once the upstream behaves again.
+	s, err = p.Shared(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "ok"}}); err != nil {
+		t.Fatalf("after recovery: %v", err)
+	}
+}
+
+func TestUnknownUpstream(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	p := newPool(t, up)
+	if _, err := p.Shared(context.Background(), "nope"); !errors.Is(err, ErrUnknownUpstream) {
+		t.Fatalf("got %v", err)
+	}
+}
