@@ -1,0 +1,247 @@
+// Package circuit keeps one circuit breaker per (endpoint, tool) key, in the
+// style of Envoy's outlier detection: a key is ejected (Open) after a run of
+// consecutive failures, for an ejection time that grows with each ejection
+// (base × count, capped at max); when the ejection ends it is HalfOpen and
+// re-admits only a fraction of calls until one succeeds, which closes it.
+//
+// A Set is safe for concurrent use and lock-free on the read path: State and
+// Allow only load atomics. It does not decide routes or run calls; it only
+// remembers outcomes reported to it. Time is always passed in by the caller.
+package circuit
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// State is the state of one breaker.
+type State int32
+
+const (
+	// Closed admits every call. The zero value: an unknown key is Closed.
+	Closed State = iota
+	// Open rejects every call until the ejection time ends.
+	Open
+	// HalfOpen re-admits a fraction of calls; one success closes the breaker,
+	// one counted failure opens it again with a longer ejection.
+	HalfOpen
+)
+
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half-open"
+	}
+	return fmt.Sprintf("state(%d)", int32(s))
+}
+
+// Config tunes a Set. Zero values take the documented defaults.
+type Config struct {
+	// ConsecutiveFailures that open the breaker. Zero means 5.
+	ConsecutiveFailures int
+	// BaseEjection is the first ejection time; the n-th consecutive ejection
+	// lasts n × BaseEjection. Zero means 30s.
+	BaseEjection time.Duration
+	// MaxEjection caps the ejection time. Zero means 300s (or BaseEjection if
+	// that is larger).
+	MaxEjection time.Duration
+	// ReadmitRatio is the fraction (0..1] of calls admitted while half-open.
+	// Zero means 0.1. The first call after the ejection is always admitted.
+	ReadmitRatio float64
+}
+
+// ConfigFromPolicy converts the Policy's circuit rules (nil allowed).
+func ConfigFromPolicy(r *mcpreadyv1.CircuitRules) Config {
+	return Config{
+		ConsecutiveFailures: int(r.GetConsecutiveFailures()),
+		BaseEjection:        r.GetBaseEjection().AsDuration(),
+		MaxEjection:         r.GetMaxEjection().AsDuration(),
+		ReadmitRatio:        r.GetReadmitRatio(),
+	}
+}
+
+func (c Config) withDefaults() Config {
+	if c.ConsecutiveFailures <= 0 {
+		c.ConsecutiveFailures = 5
+	}
+	if c.BaseEjection <= 0 {
+		c.BaseEjection = 30 * time.Second
+	}
+	if c.MaxEjection <= 0 {
+		c.MaxEjection = 300 * time.Second
+	}
+	if c.MaxEjection < c.BaseEjection {
+		c.MaxEjection = c.BaseEjection
+	}
+	if c.ReadmitRatio <= 0 || c.ReadmitRatio > 1 {
+		c.ReadmitRatio = 0.1
+	}
+	return c
+}
+
+// Set holds the breakers of one agent, keyed by Key(endpoint, tool).
+type Set struct {
+	cfg      atomic.Pointer[Config]
+	breakers sync.Map // string -> *breaker
+}
+
+// NewSet returns an empty Set (every key Closed).
+func NewSet(cfg Config) *Set {
+	s := &Set{}
+	s.SetConfig(cfg)
+	return s
+}
+
+// SetConfig replaces the configuration (e.g. after a policy update). Breakers
+// keep their state; new thresholds apply from the next report.
+func (s *Set) SetConfig(cfg Config) {
+	c := cfg.withDefaults()
+	s.cfg.Store(&c)
+}
+
+// Key is the breaker key of one tool on one endpoint.
+func Key(endpoint, tool string) string { return endpoint + " " + tool }
+
+// breaker packs its whole state in atomics. openUntil is the state: 0 is
+// Closed, a time in the future is Open, a time in the past is HalfOpen.
+// Transitions CAS openUntil through ejecting (a far-future sentinel that reads
+// as Open) so concurrent reports cannot eject twice.
+type breaker struct {
+	failures  atomic.Int32  // consecutive counted failures while closed
+	ejections atomic.Int32  // consecutive ejections (drives the ejection time)
+	openUntil atomic.Int64  // unix nanos; 0 when closed
+	admitted  atomic.Uint64 // calls seen while half-open
+	closedAt  atomic.Int64  // unix nanos of the last close, for decay
+}
+
+const ejecting = math.MaxInt64
+
+func (s *Set) get(key string) *breaker {
+	if b, ok := s.breakers.Load(key); ok {
+		return b.(*breaker)
+	}
+	return nil
+}
+
+func (s *Set) getOrCreate(key string) *breaker {
+	if b := s.get(key); b != nil {
+		return b
+	}
+	b, _ := s.breakers.LoadOrStore(key, &breaker{})
+	return b.(*breaker)
+}
+
+func (b *breaker) state(now time.Time) State {
+	until := b.openUntil.Load()
+	switch {
+	case until == 0:
+		return Closed
+	case now.UnixNano() < until:
+		return Open
+	}
+	return HalfOpen
+}
+
+// State reports the state of key at now. Unknown keys are Closed.
+func (s *Set) State(key string, now time.Time) State {
+	b := s.get(key)
+	if b == nil {
+		return Closed
+	}
+	return b.state(now)
+}
+
+// Allow says whether a call to key may be attempted at now. Closed: always.
+// Open: never. HalfOpen: the first call after the ejection and then a
+// ReadmitRatio fraction of calls.
+func (s *Set) Allow(key string, now time.Time) bool {
+	b := s.get(key)
+	if b == nil {
+		return true
+	}
+	switch b.state(now) {
+	case Closed:
+		return true
+	case Open:
+		return false
+	}
+	ratio := s.cfg.Load().ReadmitRatio
+	n := b.admitted.Add(1) - 1
+	// Admit call n when the running quota floor(n*ratio) steps up; n == 0 is
+	// always admitted.
+	return n == 0 || uint64(float64(n)*ratio) != uint64(float64(n-1)*ratio)
+}
+
+// Report records the outcome of one call to key at now. success=false counts
+// toward ejection; callers report only failures that say something about the
+// endpoint's health (transport, timeout, 5xx), not tool or access errors.
+func (s *Set) Report(key string, success bool, now time.Time) {
+	cfg := s.cfg.Load()
+	if success {
+		b := s.get(key)
+		if b == nil {
+			return
+		}
+		b.failures.Store(0)
+		if until := b.openUntil.Load(); until != 0 {
+			if now.UnixNano() >= until && b.openUntil.CompareAndSwap(until, 0) {
+				b.closedAt.Store(now.UnixNano())
+			}
+			return
+		}
+		// Decay: each base ejection period spent healthy since the last close
+		// forgives one past ejection, so a long-healthy key starts over.
+		if e := b.ejections.Load(); e > 0 {
+			if closed := b.closedAt.Load(); now.UnixNano()-closed >= int64(cfg.BaseEjection) {
+				if b.closedAt.CompareAndSwap(closed, now.UnixNano()) {
+					b.ejections.Add(-1)
+				}
+			}
+		}
+		return
+	}
+	b := s.getOrCreate(key)
+	if until := b.openUntil.Load(); until != 0 {
+		// Open: late failures do not extend the ejection. Half-open: the
+		// first counted failure wins the CAS and re-ejects for longer.
+		if now.UnixNano() >= until && b.openUntil.CompareAndSwap(until, ejecting) {
+			b.openUntil.Store(s.ejectUntil(b, cfg, now))
+		}
+		return
+	}
+	if int(b.failures.Add(1)) >= cfg.ConsecutiveFailures && b.openUntil.CompareAndSwap(0, ejecting) {
+		b.openUntil.Store(s.ejectUntil(b, cfg, now))
+	}
+}
+
+// ejectUntil counts one more ejection and returns when it ends:
+// now + min(count × base, max).
+func (s *Set) ejectUntil(b *breaker, cfg *Config, now time.Time) int64 {
+	n := b.ejections.Add(1)
+	d := time.Duration(n) * cfg.BaseEjection
+	if d > cfg.MaxEjection || d < 0 {
+		d = cfg.MaxEjection
+	}
+	b.failures.Store(0)
+	b.admitted.Store(0)
+	return now.Add(d).UnixNano()
+}
+
+// Ejections returns how many consecutive ejections key has had (for metrics
+// and tests).
+func (s *Set) Ejections(key string) int {
+	b := s.get(key)
+	if b == nil {
+		return 0
+	}
+	return int(b.ejections.Load())
+}

@@ -1,0 +1,938 @@
+// Package decide is the host agent's routing decision: given verified
+// artifacts (Policy, RegistryEntries, Declarations, Evidence) and one tool
+// call request, it resolves the requested capability to a consumer-approved
+// equivalence class, runs every candidate through the hard filters in the
+// order of DESIGN.md §5, records the step and a stable code for every
+// rejection, and ranks the admitted routes (latency last, with hysteresis).
+//
+// It is pure: no networking, no signature checks (the caller verifies every
+// artifact before building a Snapshot), no clocks (the request carries Now).
+// A Snapshot is immutable after NewSnapshot and safe for concurrent use; the
+// only mutable state is the per-class preferred route used for hysteresis,
+// kept in an atomic.
+package decide
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpready/mcpready/agent/circuit"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// Decision steps (DESIGN.md §5). StepResolve is the capability resolution
+// that precedes the filters.
+const (
+	StepResolve     = 0
+	StepEligibility = 1
+	StepTrust       = 2
+	StepResidency   = 3
+	StepSemantic    = 4
+	StepSideEffect  = 5
+	StepHealth      = 6
+	StepBudget      = 7
+	StepLatency     = 8
+)
+
+// Rejection codes: stable strings recorded in receipts.
+const (
+	CodeUnknownTool               = "unknown_tool"                  // 0: no class or exact tool by that name
+	CodeNotInInventory            = "not_in_inventory"              // 1
+	CodeEndpointNotApproved       = "endpoint_not_approved"         // 1
+	CodeLifecycle                 = "lifecycle_not_qualified"       // 1
+	CodeEntryExpired              = "entry_expired"                 // 1: RegistryEntry provenance expired
+	CodeEndOfLife                 = "end_of_life"                   // 1: Declaration end_of_life_at passed
+	CodeDriftBlocked              = "drift_blocked"                 // 1: pinned definition drifted on this host
+	CodeWorkflow                  = "workflow_not_allowlisted"      // 1: BLOCKED
+	CodeProtocolVersion           = "protocol_version"              // 1
+	CodeOwnerNotApproved          = "owner_not_approved"            // 2
+	CodeIssuerNotPermitted        = "issuer_not_permitted"          // 2
+	CodeAuthScheme                = "auth_scheme"                   // 2
+	CodeScopeNotPermitted         = "scope_not_permitted"           // 2
+	CodePrincipalDenied           = "principal_denied"              // 2
+	CodeTenant                    = "tenant_out_of_boundary"        // 2
+	CodeResidency                 = "residency"                     // 3
+	CodeDataClass                 = "data_class"                    // 3
+	CodeNotEquivalent             = "not_equivalent"                // 4
+	CodeApprovalUnavailable       = "approval_required_unavailable" // 5
+	CodeIdempotencyRequired       = "idempotency_required"          // 5
+	CodeCircuitOpen               = "circuit_open"                  // 6
+	CodeEvidenceUnknown           = "evidence_unknown"              // 6
+	CodeEvidenceExpired           = "evidence_expired"              // 6
+	CodeDeadlineBudget            = "deadline_budget"               // 7
+	CodeCost                      = "cost"                          // 7
+	defaultDeadline               = 30 * time.Second
+	defaultMaxAttempts            = 3
+	defaultHysteresis             = 0.2
+	defaultBaseBackoff            = 100 * time.Millisecond
+	defaultMaxBackoff             = 2 * time.Second
+	maxSteps                      = StepLatency + 1
+	noPreference            int32 = -1
+)
+
+// ErrRefused matches every *RefusalError (errors.Is).
+var ErrRefused = errors.New("refused by policy")
+
+// RefusalError says why no route was admitted: the rejection of the
+// candidate that got furthest through the filters, or the resolution failure.
+type RefusalError struct {
+	Step   int
+	Code   string
+	Reason string
+}
+
+func (e *RefusalError) Error() string {
+	return fmt.Sprintf("refused at step %d (%s): %s", e.Step, e.Code, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrRefused) true.
+func (e *RefusalError) Is(target error) bool { return target == ErrRefused }
+
+// Inputs are verified artifacts: the caller has already checked every
+// signature against its TrustPolicy. Maps are keyed by metadata.name.
+type Inputs struct {
+	PolicyName, PolicyVersion string
+	Policy                    *mcpreadyv1.Policy
+	Entries                   map[string]*mcpreadyv1.RegistryEntry
+	// Declarations keyed by server name (Declaration.server_name, which is
+	// also its metadata.name).
+	Declarations map[string]*mcpreadyv1.Declaration
+	Evidence     map[string]*mcpreadyv1.Evidence
+	// HysteresisMargin: a challenger replaces the current preferred route
+	// only when its latency score is better by more than this fraction.
+	// Zero means 0.2.
+	HysteresisMargin float64
+	// Previous, when set, carries the preferred route of each class over to
+	// the new snapshot so a configuration update does not reshuffle traffic.
+	Previous *Snapshot
+}
+
+// Request is one tool call to decide.
+type Request struct {
+	// Tool is a capability (equivalence class name) or an exact tool
+	// "<server>/<tool>".
+	Tool                                string
+	Principal, Tenant, Region, Workflow string
+	// ProtocolVersion the calling client negotiated; checked against
+	// Policy.protocol_versions when both are set.
+	ProtocolVersion string
+	// IdempotencyKey: the caller supplied an idempotency key.
+	IdempotencyKey bool
+	// ApprovalAvailable: a human can be asked (the client supports MCP
+	// elicitation). Tools that require approval are refused without it.
+	ApprovalAvailable bool
+	// Deadline is the caller's own remaining budget; zero means none, so the
+	// policy deadline applies. The narrower of the two wins.
+	Deadline time.Duration
+	Now      time.Time
+}
+
+// Health reports the breaker state of a circuit key (Route.CircuitKey).
+// *circuit.Set implements it. A nil Health means everything is Closed.
+type Health interface {
+	State(key string, now time.Time) circuit.State
+}
+
+// DriftGuard may additionally be implemented by the Health passed to Decide:
+// entries it reports are rejected at step 1 (drift_blocked) because their
+// live tool definition no longer matches the pinned one.
+type DriftGuard interface {
+	Drifted(entry string) bool
+}
+
+// Backoff is the retry backoff of the policy.
+type Backoff struct {
+	Base, Max time.Duration
+}
+
+// Route is one admitted way to serve the call.
+type Route struct {
+	Entry    string // RegistryEntry name
+	Spec     *mcpreadyv1.RegistryEntry
+	Identity *mcpreadyv1.ToolIdentity
+	// CircuitKey is circuit.Key(endpoint, tool).
+	CircuitKey string
+	// Class is the equivalence class name, "" for an exact-tool request.
+	Class string
+	// ProviderSideEffect: from the provider's Declaration, else the entry.
+	// ConsumerSideEffect: assigned by Policy.side_effects, else UNKNOWN.
+	ProviderSideEffect, ConsumerSideEffect mcpreadyv1.SideEffectClass
+	// SideEffectConflict: the consumer says READ_ONLY but the provider
+	// declares more; the route is then treated as state-changing.
+	SideEffectConflict bool
+	// Retryable: consumer READ_ONLY (without conflict), or an idempotency key
+	// is present and the entry is KEYED or NATURALLY_IDEMPOTENT.
+	Retryable bool
+	// ReadOnly: consumer READ_ONLY without conflict (hedging allowed).
+	ReadOnly         bool
+	ApprovalRequired bool
+	// MaxAttempts on this route: Policy.retry.max_attempts (default 3) when
+	// Retryable, else 1.
+	MaxAttempts int
+	// PerAttempt timeout: Policy.retry.per_attempt_timeout, else the
+	// decision deadline / MaxAttempts.
+	PerAttempt time.Duration
+	// HedgeAfter: Policy.retry.hedge_after for ReadOnly routes, else 0.
+	HedgeAfter time.Duration
+	// OutputSchemaDigest is the pinned output schema digest ("" if none).
+	OutputSchemaDigest string
+	// EvidenceID is the Evidence used ("" when Unknown).
+	EvidenceID string
+	// Unknown: no fresh evidence; admitted by on_unknown ALLOW, ranked below
+	// routes with fresh evidence.
+	Unknown bool
+	// HalfOpen: the breaker is re-admitting gradually; ranked below closed.
+	HalfOpen bool
+	// P50, P99 latency from evidence (0 when unknown).
+	P50, P99 time.Duration
+}
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	// Requested is Request.Tool; Class the resolved equivalence class ("" for
+	// an exact tool).
+	Requested, Class string
+	// Candidates: every candidate considered, with rejected_at_step, code and
+	// reason for the rejected ones. Candidate.selected is left for the
+	// executor to set.
+	Candidates []*mcpreadyv1.Candidate
+	// Routes: admitted, best first; the fallback order. Only the first when
+	// the class does not allow fallback.
+	Routes        []Route
+	PolicyVersion string
+	// EvidenceIDs used by the admitted routes.
+	EvidenceIDs []string
+	// Deadline is the one end-to-end deadline of the call.
+	Deadline time.Duration
+	Backoff  Backoff
+	// Refusal is non-nil (a *RefusalError) when no route is admitted.
+	Refusal error
+}
+
+// Visible is one tool a principal may see in tools/list.
+type Visible struct {
+	// Name: the class name for a capability, "<server>/<tool>" for an exact
+	// tool.
+	Name        string
+	Class       bool
+	Description string // the class description ("" for exact tools)
+	// Server and Tool of an exact tool ("" for a class).
+	Server, Tool string
+	// Entries that could serve it (before health and evidence checks).
+	Entries []string
+}
+
+type rejection struct {
+	code, reason string
+}
+
+type evidenceRef struct {
+	id                   string
+	principal, tenant    string
+	observed, expires    int64 // unix nanos; expires is the earlier of expires_at and observed+max_age
+	p50, p99             time.Duration
+	hasLatency, tooSmall bool
+}
+
+type entry struct {
+	idx                                 int
+	name, key, server, tool, circuitKey string
+	spec                                *mcpreadyv1.RegistryEntry
+	static                              [maxSteps]rejection
+	workflows, tenants                  []string
+	region                              string
+	providerSE, consumerSE              mcpreadyv1.SideEffectClass
+	conflict, readOnly, keyed, approval bool
+	stateChanging                       bool
+	evidence                            []evidenceRef // freshest first
+	perAttemptRetry, perAttemptOne      time.Duration // 0: derive from deadline
+}
+
+type cand struct {
+	e      *entry
+	member bool // member of the approved class (false: look-alike by name)
+	// verdict per principal rule: +1 allow, -1 deny, 0 no match.
+	verdict []int8
+}
+
+type group struct {
+	name, description string
+	class             bool
+	fallback          bool
+	fallbackApproval  bool
+	cands             []cand
+	preferred         atomic.Int32 // entry idx of the last best route, or -1
+}
+
+type rule struct {
+	tenants []string
+}
+
+// Snapshot is the precomputed, immutable decision table of one verified
+// configuration.
+type Snapshot struct {
+	policyVersion string
+	policy        *mcpreadyv1.Policy
+	entries       []*entry
+	groups        map[string]*group // classes and exact tools by name
+	classNames    []string          // sorted
+	exactNames    []string          // sorted
+	rules         []rule
+	principals    map[string][]int // principal class -> rule indexes (incl. "*")
+	wildcardRules []int
+	protocols     []string
+	sameRegion    bool
+	denyUnknown   bool
+	deadline      time.Duration
+	maxAttempts   int
+	hedgeAfter    time.Duration
+	backoff       Backoff
+	requireKey    bool
+	margin        float64
+}
+
+// NewSnapshot precomputes everything request-independent. It fails only on
+// a missing policy or an entry without identity.
+func NewSnapshot(in Inputs) (*Snapshot, error) {
+	p := in.Policy
+	if p == nil {
+		return nil, errors.New("decide: no policy")
+	}
+	s := &Snapshot{
+		policyVersion: in.PolicyVersion,
+		policy:        p,
+		groups:        map[string]*group{},
+		principals:    map[string][]int{},
+		protocols:     p.GetProtocolVersions(),
+		sameRegion:    p.GetResidency().GetSameRegionOnly(),
+		denyUnknown:   p.GetEvidence().GetOnUnknown() == mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY,
+		deadline:      p.GetDeadline().AsDuration(),
+		maxAttempts:   int(p.GetRetry().GetMaxAttempts()),
+		hedgeAfter:    p.GetRetry().GetHedgeAfter().AsDuration(),
+		backoff:       Backoff{Base: p.GetRetry().GetBaseBackoff().AsDuration(), Max: p.GetRetry().GetMaxBackoff().AsDuration()},
+		requireKey:    p.GetRetry().GetRequireIdempotencyKeyForWrites(),
+		margin:        in.HysteresisMargin,
+	}
+	if s.policyVersion == "" {
+		s.policyVersion = p.GetProvenance().GetVersion()
+	}
+	if s.deadline <= 0 {
+		s.deadline = defaultDeadline
+	}
+	if s.maxAttempts <= 0 {
+		s.maxAttempts = defaultMaxAttempts
+	}
+	if s.backoff.Base <= 0 {
+		s.backoff.Base = defaultBaseBackoff
+	}
+	if s.backoff.Max < s.backoff.Base {
+		s.backoff.Max = max(defaultMaxBackoff, s.backoff.Base)
+	}
+	if s.margin <= 0 || s.margin >= 1 {
+		s.margin = defaultHysteresis
+	}
+
+	names := make([]string, 0, len(in.Entries))
+	for n := range in.Entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	evidenceBy := indexEvidence(p, in.Evidence)
+	for _, n := range names {
+		re := in.Entries[n]
+		id := re.GetIdentity()
+		if id.GetServerName() == "" || id.GetToolName() == "" {
+			return nil, fmt.Errorf("decide: registry entry %q has no server or tool name", n)
+		}
+		e := s.newEntry(len(s.entries), n, re, in.Declarations[id.GetServerName()])
+		e.evidence = evidenceBy[id.GetServerName()+"/"+id.GetToolName()].applicable(re)
+		s.entries = append(s.entries, e)
+	}
+
+	// Principal rules: "*" applies to every principal class.
+	for i, pr := range p.GetPrincipals() {
+		s.rules = append(s.rules, rule{tenants: pr.GetTenantClasses()})
+		if pr.GetPrincipalClass() == "*" {
+			s.wildcardRules = append(s.wildcardRules, i)
+			continue
+		}
+		s.principals[pr.GetPrincipalClass()] = append(s.principals[pr.GetPrincipalClass()], i)
+	}
+	for k, v := range s.principals {
+		s.principals[k] = append(v, s.wildcardRules...)
+	}
+
+	// Equivalence classes: members by pattern, look-alikes by tool name.
+	for _, ec := range p.GetEquivalenceClasses() {
+		if ec.GetName() == "" {
+			continue
+		}
+		g := &group{name: ec.GetName(), description: ec.GetDescription(), class: true,
+			fallback: ec.GetFallbackAllowed(), fallbackApproval: ec.GetFallbackRequiresApproval()}
+		lookalike := map[string]bool{}
+		for _, m := range ec.GetMembers() {
+			if i := strings.LastIndexByte(m, '/'); i >= 0 && !strings.ContainsRune(m[i+1:], '*') {
+				lookalike[m[i+1:]] = true
+			}
+		}
+		for _, e := range s.entries {
+			member := matchAny(ec.GetMembers(), e.key)
+			if member || lookalike[e.tool] {
+				g.cands = append(g.cands, s.newCand(e, member, g.name, true))
+			}
+		}
+		g.preferred.Store(noPreference)
+		s.groups[g.name] = g
+		s.classNames = append(s.classNames, g.name)
+	}
+	// Exact tools: every "<server>/<tool>" key; entries with the same key
+	// (other endpoints or versions) are each other's fallbacks.
+	for _, e := range s.entries {
+		g := s.groups[e.key]
+		if g == nil {
+			g = &group{name: e.key, fallback: true}
+			g.preferred.Store(noPreference)
+			s.groups[e.key] = g
+			s.exactNames = append(s.exactNames, e.key)
+		}
+		if !g.class {
+			g.cands = append(g.cands, s.newCand(e, true, "", false))
+		}
+	}
+	sort.Strings(s.classNames)
+	sort.Strings(s.exactNames)
+
+	if prev := in.Previous; prev != nil {
+		byName := map[string]int{}
+		for _, e := range s.entries {
+			byName[e.name] = e.idx
+		}
+		for name, g := range s.groups {
+			if pg := prev.groups[name]; pg != nil {
+				if pi := pg.preferred.Load(); pi >= 0 {
+					if i, ok := byName[prev.entries[pi].name]; ok {
+						g.preferred.Store(int32(i))
+					}
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// newCand precomputes each principal rule's verdict for e in a group. Class
+// groups match rules on the class name or the member key; exact groups only
+// on the key (a class permission does not grant the exact tool).
+func (s *Snapshot) newCand(e *entry, member bool, className string, class bool) cand {
+	c := cand{e: e, member: member, verdict: make([]int8, len(s.policy.GetPrincipals()))}
+	for i, pr := range s.policy.GetPrincipals() {
+		hit := func(patterns []string) bool {
+			return matchAny(patterns, e.key) || (class && matchAny(patterns, className))
+		}
+		switch {
+		case hit(pr.GetDeny()):
+			c.verdict[i] = -1
+		case hit(pr.GetAllow()):
+			c.verdict[i] = 1
+		}
+	}
+	return c
+}
+
+func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, decl *mcpreadyv1.Declaration) *entry {
+	p := s.policy
+	id := re.GetIdentity()
+	e := &entry{
+		idx: idx, name: name, spec: re,
+		server: id.GetServerName(), tool: id.GetToolName(),
+		key:        id.GetServerName() + "/" + id.GetToolName(),
+		circuitKey: circuit.Key(id.GetEndpoint(), id.GetToolName()),
+		workflows:  re.GetWorkflowAllowlist(),
+		tenants:    re.GetTenantClasses(),
+		region:     re.GetRegion(),
+	}
+	set := func(step int, code, format string, a ...any) {
+		if e.static[step].code == "" {
+			e.static[step] = rejection{code, fmt.Sprintf(format, a...)}
+		}
+	}
+
+	// 1 eligibility.
+	if !matchAny(p.GetInventory(), name) && !matchAny(p.GetInventory(), e.key) {
+		set(StepEligibility, CodeNotInInventory, "entry %s is not in the approved inventory", name)
+	}
+	if eps := p.GetApprovedEndpoints(); len(eps) > 0 && !matchAny(eps, id.GetEndpoint()) {
+		set(StepEligibility, CodeEndpointNotApproved, "endpoint %q is not approved", id.GetEndpoint())
+	}
+	if st := re.GetState(); st != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED {
+		set(StepEligibility, CodeLifecycle, "lifecycle state is %s, not QUALIFIED", strings.TrimPrefix(st.String(), "LIFECYCLE_STATE_"))
+	}
+	if len(s.protocols) > 0 && !contains(s.protocols, id.GetProtocolVersion()) {
+		set(StepEligibility, CodeProtocolVersion, "entry protocol version %q is not permitted by policy", id.GetProtocolVersion())
+	}
+	// Time-dependent static facts are checked per request (see expiry).
+
+	// 2 trust and authority.
+	if owners := p.GetApprovedOwners(); len(owners) > 0 {
+		owner := decl.GetOwner()
+		if owner == "" {
+			owner = re.GetProvenance().GetOwner()
+		}
+		if !contains(owners, owner) {
+			set(StepTrust, CodeOwnerNotApproved, "owner %q is not approved", owner)
+		}
+	}
+	auth := p.GetAuth()
+	if issuers := auth.GetPermittedIssuers(); len(issuers) > 0 {
+		for _, as := range decl.GetAuth().GetAuthorizationServers() {
+			if !contains(issuers, as) {
+				set(StepTrust, CodeIssuerNotPermitted, "authorization server %q is not a permitted issuer", as)
+			}
+		}
+	}
+	if schemes := auth.GetRequiredSchemes(); len(schemes) > 0 {
+		ok := contains(schemes, re.GetAuthority().GetCredentialMode())
+		for _, m := range decl.GetAuth().GetMethods() {
+			ok = ok || contains(schemes, m)
+		}
+		if !ok {
+			set(StepTrust, CodeAuthScheme, "no required auth scheme (%s) is declared", strings.Join(schemes, ", "))
+		}
+	}
+	if permitted := auth.GetPermittedScopes(); len(permitted) > 0 {
+		for _, sc := range re.GetAuthority().GetScopes() {
+			if !contains(permitted, sc) {
+				set(StepTrust, CodeScopeNotPermitted, "scope %q exceeds the permitted scopes", sc)
+			}
+		}
+	}
+
+	// 3 security and residency (the caller's region is checked per request).
+	res := p.GetResidency()
+	if allowed := res.GetAllowedRegions(); len(allowed) > 0 && !contains(allowed, e.region) {
+		set(StepResidency, CodeResidency, "region %q is not an allowed region", e.region)
+	}
+	if contains(res.GetDeniedRegions(), e.region) {
+		set(StepResidency, CodeResidency, "region %q is denied", e.region)
+	}
+	if dcs := res.GetAllowedDataClasses(); len(dcs) > 0 && !slices.Contains(dcs, re.GetDataAccess()) {
+		set(StepResidency, CodeDataClass, "data access class %s is not allowed", strings.TrimPrefix(re.GetDataAccess().String(), "DATA_ACCESS_CLASS_"))
+	}
+
+	// 5 side-effect safety (static part).
+	e.providerSE = re.GetSideEffect()
+	for _, t := range decl.GetTools() {
+		if t.GetName() == e.tool && t.GetSideEffect() != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
+			e.providerSE = t.GetSideEffect()
+		}
+	}
+	if e.providerSE == mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
+		e.providerSE = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNKNOWN
+	}
+	e.consumerSE = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNKNOWN
+	for _, r := range p.GetSideEffects() {
+		if match(r.GetMatch(), e.key) {
+			if r.GetAssigned() != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
+				e.consumerSE = r.GetAssigned()
+			}
+			break
+		}
+	}
+	readOnly := mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY
+	e.conflict = e.consumerSE == readOnly && e.providerSE != readOnly &&
+		e.providerSE != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNKNOWN
+	e.readOnly = e.consumerSE == readOnly && !e.conflict
+	e.stateChanging = !e.readOnly
+	switch re.GetIdempotency() {
+	case mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_KEYED, mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_NATURALLY_IDEMPOTENT:
+		e.keyed = true
+	}
+	e.approval = re.GetApprovalRequired()
+	for _, a := range p.GetApprovals() {
+		if a.GetRequired() && match(a.GetMatch(), e.key) {
+			e.approval = true
+		}
+	}
+
+	// 7 cost (declared price vs the policy's ceiling).
+	if ceiling := p.GetCost().GetMaxCostPerCall(); ceiling > 0 {
+		pr := decl.GetPricing()
+		if amt, err := strconv.ParseFloat(pr.GetAmount(), 64); err == nil {
+			cur := p.GetCost().GetCurrency()
+			switch {
+			case cur != "" && pr.GetCurrency() != "" && cur != pr.GetCurrency():
+				set(StepBudget, CodeCost, "declared price is in %s, policy ceiling in %s", pr.GetCurrency(), cur)
+			case amt > ceiling:
+				set(StepBudget, CodeCost, "declared price %g exceeds the ceiling %g per call", amt, ceiling)
+			}
+		}
+	}
+
+	if pa := p.GetRetry().GetPerAttemptTimeout().AsDuration(); pa > 0 {
+		e.perAttemptRetry, e.perAttemptOne = pa, pa
+	}
+	return e
+}
+
+// Decide runs req through the filters. It never blocks and does not
+// allocate beyond the returned Decision.
+func (s *Snapshot) Decide(req Request, h Health) Decision {
+	d := Decision{Requested: req.Tool, PolicyVersion: s.policyVersion, Backoff: s.backoff}
+	d.Deadline = s.deadline
+	if req.Deadline > 0 && req.Deadline < d.Deadline {
+		d.Deadline = req.Deadline
+	}
+	g := s.groups[req.Tool]
+	if g == nil {
+		d.Refusal = &RefusalError{Step: StepResolve, Code: CodeUnknownTool,
+			Reason: fmt.Sprintf("%q is neither an approved capability nor an inventoried tool", req.Tool)}
+		return d
+	}
+	if g.class {
+		d.Class = g.name
+	}
+	var drift DriftGuard
+	if h != nil {
+		drift, _ = h.(DriftGuard)
+	}
+	rules, known := s.principals[req.Principal]
+	if !known {
+		rules = s.wildcardRules
+	}
+	now := req.Now.UnixNano()
+
+	n := len(g.cands)
+	store := make([]mcpreadyv1.Candidate, n)
+	d.Candidates = make([]*mcpreadyv1.Candidate, n)
+	d.Routes = make([]Route, 0, n)
+	best := &RefusalError{Step: -1}
+	for i := range g.cands {
+		c := &g.cands[i]
+		e := c.e
+		pc := &store[i]
+		pc.Entry, pc.ServerName, pc.ToolName, pc.Endpoint = e.name, e.server, e.tool, e.spec.GetIdentity().GetEndpoint()
+		d.Candidates[i] = pc
+		r := Route{}
+		step, rej := s.evaluate(c, g, &req, rules, h, drift, now, d.Deadline, &r)
+		if step > 0 {
+			pc.RejectedAtStep, pc.RejectionCode, pc.RejectionReason = int32(step), rej.code, rej.reason
+			if step > best.Step {
+				best.Step, best.Code, best.Reason = step, rej.code, e.name+": "+rej.reason
+			}
+			continue
+		}
+		d.Routes = append(d.Routes, r)
+	}
+	if len(d.Routes) == 0 {
+		if best.Step < 0 {
+			best = &RefusalError{Step: StepResolve, Code: CodeUnknownTool, Reason: fmt.Sprintf("%q has no candidates", req.Tool)}
+		}
+		d.Routes = nil
+		d.Refusal = best
+		return d
+	}
+	s.rank(g, d.Routes)
+	if !g.fallback || (g.fallbackApproval && !req.ApprovalAvailable) {
+		d.Routes = d.Routes[:1]
+	} else if g.fallbackApproval {
+		for i := 1; i < len(d.Routes); i++ {
+			d.Routes[i].ApprovalRequired = true
+		}
+	}
+	for i := range d.Routes {
+		if id := d.Routes[i].EvidenceID; id != "" {
+			if d.EvidenceIDs == nil {
+				d.EvidenceIDs = make([]string, 0, len(d.Routes))
+			}
+			d.EvidenceIDs = append(d.EvidenceIDs, id)
+		}
+	}
+	return d
+}
+
+// evaluate runs steps 1-7 for one candidate; it returns the failing step (0
+// when admitted) and fills r for admitted candidates.
+func (s *Snapshot) evaluate(c *cand, g *group, req *Request, rules []int, h Health, drift DriftGuard,
+	now int64, deadline time.Duration, r *Route) (int, rejection) {
+	e := c.e
+	// 1 eligibility.
+	if rj := e.static[StepEligibility]; rj.code != "" {
+		return StepEligibility, rj
+	}
+	if rj, bad := s.expiry(e, now); bad {
+		return StepEligibility, rj
+	}
+	if drift != nil && drift.Drifted(e.name) {
+		return StepEligibility, rejection{CodeDriftBlocked, "the live tool definition drifted from the pinned one"}
+	}
+	if len(e.workflows) > 0 && !contains(e.workflows, req.Workflow) {
+		return StepEligibility, rejection{CodeWorkflow, fmt.Sprintf("BLOCKED: workflow %q is not allowlisted", req.Workflow)}
+	}
+	if req.ProtocolVersion != "" && len(s.protocols) > 0 && !contains(s.protocols, req.ProtocolVersion) {
+		return StepEligibility, rejection{CodeProtocolVersion, fmt.Sprintf("client protocol version %q is not permitted by policy", req.ProtocolVersion)}
+	}
+	// 2 trust and authority.
+	if rj := e.static[StepTrust]; rj.code != "" {
+		return StepTrust, rj
+	}
+	if rj, bad := s.authorise(c, req, rules); bad {
+		return StepTrust, rj
+	}
+	// 3 security and residency.
+	if rj := e.static[StepResidency]; rj.code != "" {
+		return StepResidency, rj
+	}
+	if s.sameRegion && (e.region == "" || e.region != req.Region) {
+		return StepResidency, rejection{CodeResidency, fmt.Sprintf("same-region only: server region %q, caller region %q", e.region, req.Region)}
+	}
+	// 4 semantic suitability.
+	if !c.member {
+		return StepSemantic, rejection{CodeNotEquivalent, fmt.Sprintf("%s is not an approved member of %s (name match only)", e.key, g.name)}
+	}
+	// 5 side-effect safety.
+	if e.approval && !req.ApprovalAvailable {
+		return StepSideEffect, rejection{CodeApprovalUnavailable, "human approval is required and the client cannot be asked"}
+	}
+	if s.requireKey && e.stateChanging && !req.IdempotencyKey {
+		return StepSideEffect, rejection{CodeIdempotencyRequired, "policy requires an idempotency key for calls that may change state"}
+	}
+	// 6 current health.
+	if h != nil {
+		switch h.State(e.circuitKey, req.Now) {
+		case circuit.Open:
+			return StepHealth, rejection{CodeCircuitOpen, "circuit breaker is open"}
+		case circuit.HalfOpen:
+			r.HalfOpen = true
+		}
+	}
+	ev, rj, unknown := s.freshEvidence(e, req, now)
+	if unknown && s.denyUnknown {
+		return StepHealth, rj
+	}
+	// 7 deadline and cost.
+	if rj := e.static[StepBudget]; rj.code != "" {
+		return StepBudget, rj
+	}
+	r.Retryable = e.readOnly || (req.IdempotencyKey && e.keyed)
+	r.MaxAttempts = 1
+	r.PerAttempt = e.perAttemptOne
+	if r.Retryable {
+		r.MaxAttempts = s.maxAttempts
+		r.PerAttempt = e.perAttemptRetry
+	}
+	if r.PerAttempt <= 0 {
+		r.PerAttempt = deadline / time.Duration(r.MaxAttempts)
+	}
+	if r.PerAttempt > deadline {
+		r.PerAttempt = deadline
+	}
+	if ev != nil && ev.hasLatency && ev.p50 > r.PerAttempt {
+		return StepBudget, rejection{CodeDeadlineBudget, fmt.Sprintf("observed p50 %v exceeds the per-attempt budget %v", ev.p50, r.PerAttempt)}
+	}
+
+	id := e.spec.GetIdentity()
+	r.Entry, r.Spec, r.Identity, r.CircuitKey = e.name, e.spec, id, e.circuitKey
+	if g.class {
+		r.Class = g.name
+	}
+	r.ProviderSideEffect, r.ConsumerSideEffect, r.SideEffectConflict = e.providerSE, e.consumerSE, e.conflict
+	r.ReadOnly, r.ApprovalRequired = e.readOnly, e.approval
+	if e.readOnly {
+		r.HedgeAfter = s.hedgeAfter
+	}
+	r.OutputSchemaDigest = id.GetOutputSchemaDigest()
+	r.Unknown = unknown
+	if ev != nil && !unknown {
+		r.EvidenceID, r.P50, r.P99 = ev.id, ev.p50, ev.p99
+	}
+	return 0, rejection{}
+}
+
+// expiry checks the time-dependent eligibility facts of an entry.
+func (s *Snapshot) expiry(e *entry, now int64) (rejection, bool) {
+	if exp := e.spec.GetProvenance().GetExpiresAt(); exp != nil && exp.AsTime().UnixNano() <= now {
+		return rejection{CodeEntryExpired, "registry entry expired at " + exp.AsTime().UTC().Format(time.RFC3339)}, true
+	}
+	return rejection{}, false
+}
+
+// authorise applies the principal rules (precomputed verdicts) and the
+// entry's tenant classes.
+func (s *Snapshot) authorise(c *cand, req *Request, rules []int) (rejection, bool) {
+	if len(c.e.tenants) > 0 && !contains(c.e.tenants, req.Tenant) {
+		return rejection{CodeTenant, fmt.Sprintf("tenant class %q is outside the entry's tenant boundary", req.Tenant)}, true
+	}
+	allowed, applicable := false, false
+	for _, ri := range rules {
+		if t := s.rules[ri].tenants; len(t) > 0 && !contains(t, req.Tenant) {
+			continue
+		}
+		applicable = true
+		switch c.verdict[ri] {
+		case -1:
+			return rejection{CodePrincipalDenied, fmt.Sprintf("principal class %q is denied %s", req.Principal, c.e.key)}, true
+		case 1:
+			allowed = true
+		}
+	}
+	switch {
+	case allowed:
+		return rejection{}, false
+	case len(rules) > 0 && !applicable:
+		return rejection{CodeTenant, fmt.Sprintf("no rule for principal class %q covers tenant class %q", req.Principal, req.Tenant)}, true
+	}
+	return rejection{CodePrincipalDenied, fmt.Sprintf("principal class %q is not permitted %s", req.Principal, c.e.key)}, true
+}
+
+// freshEvidence picks the freshest evidence applicable to the request's
+// principal and tenant. unknown is true when none is fresh; rj then says why.
+func (s *Snapshot) freshEvidence(e *entry, req *Request, now int64) (*evidenceRef, rejection, bool) {
+	var stale *evidenceRef
+	for i := range e.evidence {
+		ev := &e.evidence[i]
+		if (ev.principal != "" && ev.principal != req.Principal) || (ev.tenant != "" && ev.tenant != req.Tenant) || ev.tooSmall {
+			continue
+		}
+		if now < ev.expires {
+			return ev, rejection{}, false
+		}
+		if stale == nil {
+			stale = ev
+		}
+	}
+	if stale != nil {
+		return stale, rejection{CodeEvidenceExpired, fmt.Sprintf("evidence %s expired at %s", stale.id, time.Unix(0, stale.expires).UTC().Format(time.RFC3339))}, true
+	}
+	return nil, rejection{CodeEvidenceUnknown, "no accepted evidence covers this tool for this principal and tenant"}, true
+}
+
+// rank orders admitted routes: fresh evidence before unknown, closed before
+// half-open, then by latency score; the class's current preferred route
+// keeps first place unless the best challenger beats it by the margin.
+func (s *Snapshot) rank(g *group, routes []Route) {
+	if len(routes) > 1 {
+		slices.SortStableFunc(routes, func(a, b Route) int {
+			if ta, tb := tier(&a), tier(&b); ta != tb {
+				return ta - tb
+			}
+			sa, sb := score(&a), score(&b)
+			switch {
+			case sa < sb:
+				return -1
+			case sa > sb:
+				return 1
+			}
+			return strings.Compare(a.Entry, b.Entry)
+		})
+		if p := g.preferred.Load(); p >= 0 {
+			name := s.entries[p].name
+			for i := 1; i < len(routes); i++ {
+				if routes[i].Entry == name {
+					if tier(&routes[i]) == tier(&routes[0]) && score(&routes[0]) >= score(&routes[i])*(1-s.margin) {
+						cur := routes[i]
+						copy(routes[1:i+1], routes[:i])
+						routes[0] = cur
+					}
+					break
+				}
+			}
+		}
+	}
+	if best := s.indexOf(routes[0].Entry); g.preferred.Load() != best {
+		g.preferred.Store(best)
+	}
+}
+
+func (s *Snapshot) indexOf(name string) int32 {
+	i, _ := slices.BinarySearchFunc(s.entries, name, func(e *entry, n string) int { return strings.Compare(e.name, n) })
+	return int32(i)
+}
+
+func tier(r *Route) int {
+	t := 0
+	if r.Unknown {
+		t += 2
+	}
+	if r.HalfOpen {
+		t++
+	}
+	return t
+}
+
+// score is the latency score: the mean of p50 and p99, so both the median
+// and the tail count. Unknown latency scores +Inf.
+func score(r *Route) float64 {
+	if r.P50 == 0 && r.P99 == 0 {
+		return math.Inf(1)
+	}
+	return float64(r.P50+r.P99) / 2
+}
+
+// Visible lists what a principal may see in tools/list: each equivalence
+// class with at least one candidate passing steps 1-4, and each exact tool
+// the principal is permitted by name. Health, evidence, approval and
+// idempotency are checked per call, not here. Sorted: classes, then tools.
+func (s *Snapshot) Visible(principal, tenant, region, workflow string, now time.Time) []Visible {
+	rules, known := s.principals[principal]
+	if !known {
+		rules = s.wildcardRules
+	}
+	req := &Request{Principal: principal, Tenant: tenant, Region: region, Workflow: workflow, Now: now}
+	var out []Visible
+	for _, list := range [][]string{s.classNames, s.exactNames} {
+		for _, name := range list {
+			g := s.groups[name]
+			var entries []string
+			for i := range g.cands {
+				if s.listable(&g.cands[i], req, rules, now.UnixNano()) {
+					entries = append(entries, g.cands[i].e.name)
+				}
+			}
+			if len(entries) == 0 {
+				continue
+			}
+			v := Visible{Name: g.name, Class: g.class, Description: g.description, Entries: entries}
+			if !g.class {
+				e := g.cands[0].e
+				v.Server, v.Tool = e.server, e.tool
+			}
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (s *Snapshot) listable(c *cand, req *Request, rules []int, now int64) bool {
+	e := c.e
+	if e.static[StepEligibility].code != "" || e.static[StepTrust].code != "" || e.static[StepResidency].code != "" || !c.member {
+		return false
+	}
+	if _, bad := s.expiry(e, now); bad {
+		return false
+	}
+	if len(e.workflows) > 0 && !contains(e.workflows, req.Workflow) {
+		return false
+	}
+	if _, bad := s.authorise(c, req, rules); bad {
+		return false
+	}
+	return !s.sameRegion || (e.region != "" && e.region == req.Region)
+}
+
+// Entry returns the verified RegistryEntry by name (nil if absent).
+func (s *Snapshot) Entry(name string) *mcpreadyv1.RegistryEntry {
+	if i := s.indexOf(name); int(i) < len(s.entries) && s.entries[i].name == name {
+		return s.entries[i].spec
+	}
+	return nil
+}
+
+// PolicyVersion is the version of the policy the snapshot was built from.
+func (s *Snapshot) PolicyVersion() string { return s.policyVersion }

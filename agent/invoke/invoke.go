@@ -1,0 +1,391 @@
+// Package invoke executes a routing decision: one end-to-end deadline,
+// per-attempt timeouts derived from it, retries only on retryable routes
+// (consumer read-only, or keyed idempotent with a key) honouring
+// Retry-After with jitter under an agent-wide retry budget, hedging only
+// read-only routes, fallback to the next approved route only when the failed
+// call cannot have had an effect (or the route is retryable), and outcome
+// reports to the circuit breakers.
+//
+// It never talks to a server itself: the caller supplies an Attempt that
+// performs one upstream call, and it never retries, hedges or falls back
+// from a call that may have changed state: a timeout after send on such a
+// call is AMBIGUOUS and final.
+package invoke
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/agent/circuit"
+	"github.com/mcpready/mcpready/agent/decide"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// Attempt performs one upstream call of route r; n is the attempt number
+// within the whole call (1-based). It must return promptly once ctx is done,
+// set Outcome.Sent as soon as any request byte may have reached the upstream,
+// and classify the outcome (validate.Classify and validate.Checker).
+type Attempt func(ctx context.Context, r decide.Route, n int) Outcome
+
+// Outcome is what one attempt (or the whole call) came to.
+type Outcome struct {
+	Class mcpreadyv1.OutcomeClass
+	Layer mcpreadyv1.ReadinessLayer
+	// Sent: the request may have reached the upstream.
+	Sent bool
+	// RetryAfter from a 429/503 response (zero when absent).
+	RetryAfter  time.Duration
+	HTTPStatus  int
+	JSONRPCCode int
+	IsError     bool
+	Err         error
+	// Result is opaque to invoke (the front's upstream result).
+	Result any
+}
+
+// Result is the outcome of Run.
+type Result struct {
+	// Final is the outcome returned to the AI agent.
+	Final Outcome
+	// Route that produced Final (nil when nothing was attempted).
+	Route *decide.Route
+	// Attempts, in start order, for the receipt.
+	Attempts []*mcpreadyv1.Attempt
+	// Actions, for the receipt: "retry:<entry>", "hedge:<entry>",
+	// "fallback:<entry>", "circuit-open:<entry>", "retry-budget-exhausted",
+	// "retry-after-exceeds-deadline", "ambiguous-no-retry".
+	Actions []string
+}
+
+// Options are the agent-wide execution settings. Zero values are usable.
+type Options struct {
+	// Circuits gates and records every attempt; nil disables breakers.
+	Circuits *circuit.Set
+	// Budget limits retries and hedges across the agent; nil means only
+	// MaxAttempts limits them.
+	Budget *Budget
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Sleep waits d or until ctx is done; nil means a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Jitter returns a uniform value in [0, n); nil means math/rand/v2.
+	Jitter func(n int64) int64
+}
+
+// ErrNoRoute is the Final.Err when every route was skipped (circuit open).
+var ErrNoRoute = errors.New("invoke: every route's circuit is open")
+
+type runner struct {
+	opts  Options
+	do    Attempt
+	res   Result
+	mu    sync.Mutex // guards res.Attempts while hedges run
+	count int
+	d     *decide.Decision
+}
+
+// Run executes d. It returns a REFUSED outcome for a refused decision.
+func Run(ctx context.Context, d decide.Decision, do Attempt, opts Options) Result {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = sleep
+	}
+	if opts.Jitter == nil {
+		opts.Jitter = func(n int64) int64 { return rand.Int64N(n) }
+	}
+	rn := &runner{opts: opts, do: do, d: &d}
+	if d.Refusal != nil {
+		rn.res.Final = Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY, Err: d.Refusal}
+		return rn.res
+	}
+	deadline := d.Deadline
+	if deadline <= 0 {
+		deadline = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	if opts.Budget != nil {
+		opts.Budget.Deposit()
+	}
+	final := Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_CIRCUIT_OPEN,
+		Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: ErrNoRoute}
+	for i := range d.Routes {
+		r := &d.Routes[i]
+		if i > 0 {
+			rn.action("fallback:" + r.Entry)
+		}
+		if opts.Circuits != nil && !opts.Circuits.Allow(r.CircuitKey, opts.Now()) {
+			rn.action("circuit-open:" + r.Entry)
+			continue
+		}
+		final = rn.route(ctx, r)
+		rn.res.Route = r
+		if final.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || !FallbackSafe(final, r) || ctx.Err() != nil {
+			break
+		}
+	}
+	rn.res.Final = final
+	return rn.res
+}
+
+func (rn *runner) action(a string) { rn.res.Actions = append(rn.res.Actions, a) }
+
+// route runs the attempts of one route: one, or up to MaxAttempts when the
+// route is retryable and each failure is transient.
+func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
+	max := r.MaxAttempts
+	if max < 1 || !r.Retryable {
+		max = 1
+	}
+	for n := 1; ; n++ {
+		out := rn.attempt(ctx, r)
+		if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || ctx.Err() != nil {
+			return out
+		}
+		if !r.Retryable {
+			if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS {
+				rn.action("ambiguous-no-retry")
+			}
+			return out
+		}
+		if n >= max || !Transient(out) {
+			return out
+		}
+		wait := rn.backoff(n, out.RetryAfter)
+		if dl, ok := ctx.Deadline(); ok && rn.opts.Now().Add(wait).After(dl) {
+			rn.action("retry-after-exceeds-deadline")
+			return out
+		}
+		if rn.opts.Budget != nil && !rn.opts.Budget.Withdraw() {
+			rn.action("retry-budget-exhausted")
+			return out
+		}
+		rn.action("retry:" + r.Entry)
+		if rn.opts.Sleep(ctx, wait) != nil {
+			return out
+		}
+	}
+}
+
+// backoff is the wait before retry n: exponential from the policy base,
+// capped, with equal jitter; a Retry-After is a floor, plus up to one base of
+// jitter so synchronised clients spread out.
+func (rn *runner) backoff(n int, retryAfter time.Duration) time.Duration {
+	base, maxB := rn.d.Backoff.Base, rn.d.Backoff.Max
+	if base <= 0 {
+		base = 100 * time.Millisecond
+	}
+	if maxB < base {
+		maxB = base
+	}
+	exp := base
+	for i := 1; i < n && exp < maxB; i++ {
+		exp *= 2
+	}
+	exp = min(exp, maxB)
+	wait := exp/2 + time.Duration(rn.opts.Jitter(int64(exp/2)+1))
+	if retryAfter > 0 {
+		wait = retryAfter + time.Duration(rn.opts.Jitter(int64(base)+1))
+	}
+	return wait
+}
+
+// attempt runs one attempt, hedged when the route is read-only and the
+// policy enables hedging.
+func (rn *runner) attempt(ctx context.Context, r *decide.Route) Outcome {
+	per := r.PerAttempt
+	if dl, ok := ctx.Deadline(); ok {
+		if rem := dl.Sub(rn.opts.Now()); per <= 0 || rem < per {
+			per = rem
+		}
+	}
+	if per <= 0 {
+		return rn.finish(r, rn.start(r, false), time.Time{}, Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: context.DeadlineExceeded}, nil)
+	}
+	if !r.ReadOnly || r.HedgeAfter <= 0 || r.HedgeAfter >= per {
+		return rn.single(ctx, r, per, false)
+	}
+	return rn.hedged(ctx, r, per)
+}
+
+// single runs one attempt synchronously with its own per-attempt timeout.
+func (rn *runner) single(ctx context.Context, r *decide.Route, per time.Duration, hedge bool) Outcome {
+	actx, cancel := context.WithTimeout(ctx, per)
+	defer cancel()
+	rec := rn.start(r, hedge)
+	started := rn.opts.Now()
+	out := rn.do(actx, *r, int(rec.GetNumber()))
+	return rn.finish(r, rec, started, out, actx)
+}
+
+// hedged starts a second attempt after HedgeAfter if the first has not
+// answered; the first success wins and the other is cancelled. A hedge needs
+// budget like a retry.
+func (rn *runner) hedged(ctx context.Context, r *decide.Route, per time.Duration) Outcome {
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan Outcome, 2)
+	launch := func(hedge bool) {
+		go func() { results <- rn.single(hctx, r, per, hedge) }()
+	}
+	launch(false)
+	timer := time.NewTimer(r.HedgeAfter)
+	defer timer.Stop()
+	inflight := 1
+	var first Outcome
+	have := false
+	for inflight > 0 {
+		select {
+		case <-timer.C:
+			if rn.opts.Budget == nil || rn.opts.Budget.Withdraw() {
+				rn.action("hedge:" + r.Entry)
+				launch(true)
+				inflight++
+			}
+		case out := <-results:
+			inflight--
+			if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
+				cancel()
+				for ; inflight > 0; inflight-- {
+					<-results
+				}
+				return out
+			}
+			if !have {
+				first, have = out, true
+			}
+			if inflight == 0 {
+				return first
+			}
+		}
+	}
+	return first
+}
+
+func (rn *runner) start(r *decide.Route, hedge bool) *mcpreadyv1.Attempt {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.count++
+	a := &mcpreadyv1.Attempt{Number: int32(rn.count), Entry: r.Entry, StartedAt: timestamppb.New(rn.opts.Now()), Hedged: hedge}
+	rn.res.Attempts = append(rn.res.Attempts, a)
+	return a
+}
+
+// finish normalises an outcome (a timeout after send is AMBIGUOUS), fills
+// the attempt record and reports to the circuit breaker.
+func (rn *runner) finish(r *decide.Route, rec *mcpreadyv1.Attempt, started time.Time, out Outcome, actx context.Context) Outcome {
+	timedOut := out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT ||
+		(actx != nil && out.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS && errors.Is(actx.Err(), context.DeadlineExceeded))
+	switch {
+	case timedOut && out.Sent:
+		out.Class, out.Layer = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION
+	case timedOut:
+		out.Class, out.Layer = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY
+	case out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_UNSPECIFIED && out.Err != nil:
+		out.Class, out.Layer = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY
+	case out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_UNSPECIFIED:
+		out.Class = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+	}
+	if timedOut && out.Err == nil {
+		out.Err = context.DeadlineExceeded
+	}
+	now := rn.opts.Now()
+	rn.mu.Lock()
+	rec.Outcome = out.Class
+	rec.JsonrpcCode = int32(out.JSONRPCCode)
+	rec.IsError = out.IsError
+	rec.TransportStatus = transportStatus(out)
+	if !started.IsZero() {
+		rec.Latency = durationpb.New(now.Sub(started))
+	}
+	rn.mu.Unlock()
+	// A hedge loser cancelled by the winner says nothing about health.
+	if rn.opts.Circuits != nil && (actx == nil || !errors.Is(actx.Err(), context.Canceled)) {
+		switch out.Class {
+		case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR:
+			rn.opts.Circuits.Report(r.CircuitKey, true, now)
+		case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
+			mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS:
+			rn.opts.Circuits.Report(r.CircuitKey, false, now)
+		}
+	}
+	return out
+}
+
+func transportStatus(o Outcome) string {
+	sent := "not sent"
+	if o.Sent {
+		sent = "sent"
+	}
+	if o.HTTPStatus != 0 {
+		return fmt.Sprintf("http %d", o.HTTPStatus)
+	}
+	return sent
+}
+
+// Transient reports whether a failure may succeed on a retry of the same
+// (retryable) route: transport failures, timeouts, ambiguous outcomes and
+// rate limiting.
+func Transient(o Outcome) bool {
+	switch o.Class {
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
+		mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED:
+		return true
+	}
+	return false
+}
+
+// FallbackSafe reports whether, after failure o on route r, the next route
+// of the class may be tried. Never after a human denied approval or a
+// refusal. Always on a retryable route. On any other route only when the
+// call cannot have had an effect: not sent; refused before execution (HTTP
+// 401/402/403/429/503, JSON-RPC parse/invalid request/unknown method/invalid
+// params). Never after an ambiguous outcome.
+func FallbackSafe(o Outcome, r *decide.Route) bool {
+	switch o.Class {
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
+		mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED:
+		return false
+	}
+	if r.Retryable || !o.Sent {
+		return true
+	}
+	switch o.Class {
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_BILLING,
+		mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED:
+		return true
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE:
+		return o.HTTPStatus == 503
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR:
+		switch o.JSONRPCCode {
+		case -32700, -32600, -32601, -32602:
+			return true
+		}
+	}
+	return false
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,168 @@
+// Package pin computes the digests that pin an MCP tool definition (the
+// defence against a "rug pull": a server changing a tool after it was
+// approved) and compares a live definition with the pinned identity of its
+// RegistryEntry, naming every difference as typed drift.
+//
+// Digests are RFC 8785 (JCS) canonical JSON, then SHA-256, "sha256:<hex>"
+// (artifact.CanonicalDigest), so key order and whitespace never matter. It
+// takes plain JSON values, not go-sdk types, and never talks to a server.
+package pin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// ErrMalformed wraps a definition whose schemas or annotations are not JSON.
+var ErrMalformed = errors.New("pin: malformed tool definition")
+
+// Tool is the pinned part of an MCP tool definition. Raw JSON fields may be
+// nil (absent); "null" is treated as absent too.
+type Tool struct {
+	Name         string
+	Description  string
+	InputSchema  json.RawMessage
+	OutputSchema json.RawMessage
+	Annotations  json.RawMessage
+}
+
+// Digests are the pinned digests of one tool definition. OutputSchema is ""
+// when the tool declares no output schema.
+type Digests struct {
+	Definition   string
+	InputSchema  string
+	OutputSchema string
+}
+
+// Compute returns the digests of t. The definition digest covers
+// {name, description, inputSchema, outputSchema, annotations}, with absent
+// members omitted.
+func Compute(t Tool) (Digests, error) {
+	var d Digests
+	def := map[string]json.RawMessage{}
+	name, _ := json.Marshal(t.Name)
+	def["name"] = name
+	if t.Description != "" {
+		desc, _ := json.Marshal(t.Description)
+		def["description"] = desc
+	}
+	for _, f := range []struct {
+		key    string
+		raw    json.RawMessage
+		digest *string
+	}{
+		{"inputSchema", t.InputSchema, &d.InputSchema},
+		{"outputSchema", t.OutputSchema, &d.OutputSchema},
+		{"annotations", t.Annotations, nil},
+	} {
+		if absent(f.raw) {
+			continue
+		}
+		c, err := artifact.Canonicalize(f.raw)
+		if err != nil {
+			return Digests{}, fmt.Errorf("%w: %s: %v", ErrMalformed, f.key, err)
+		}
+		def[f.key] = c
+		if f.digest != nil {
+			*f.digest = artifact.Digest(c)
+		}
+	}
+	b, err := json.Marshal(def)
+	if err != nil {
+		return Digests{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if d.Definition, err = artifact.CanonicalDigest(b); err != nil {
+		return Digests{}, err
+	}
+	return d, nil
+}
+
+func absent(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// Observed builds the ToolIdentity of a live tool as served now, for
+// Compare (and for enrolment, which pins exactly this).
+func Observed(serverName, serverVersion, endpoint, protocolVersion string, t Tool) (*mcpreadyv1.ToolIdentity, error) {
+	d, err := Compute(t)
+	if err != nil {
+		return nil, err
+	}
+	return &mcpreadyv1.ToolIdentity{
+		ServerName:         serverName,
+		ServerVersion:      serverVersion,
+		ToolName:           t.Name,
+		Endpoint:           endpoint,
+		ProtocolVersion:    protocolVersion,
+		InputSchemaDigest:  d.InputSchema,
+		OutputSchemaDigest: d.OutputSchema,
+		DefinitionDigest:   d.Definition,
+	}, nil
+}
+
+// Compare returns the typed drift between the pinned identity and the
+// observed one, sorted, or nil when they match:
+//   - VERSION_DRIFT: server or tool version changed;
+//   - INPUT_SCHEMA_DRIFT / OUTPUT_SCHEMA_DRIFT: a schema digest changed;
+//   - DEFINITION_DRIFT: the whole-definition digest changed (description,
+//     annotations, or the schemas themselves);
+//   - NETWORK_DRIFT: the endpoint changed.
+//
+// A pinned field that is empty is unknown, so an observed value there is
+// drift too, except tool_version, which MCP does not carry on the wire.
+func Compare(pinned, observed *mcpreadyv1.ToolIdentity) []mcpreadyv1.DriftLabel {
+	var out []mcpreadyv1.DriftLabel
+	add := func(changed bool, l mcpreadyv1.DriftLabel) {
+		if changed {
+			out = append(out, l)
+		}
+	}
+	add(pinned.GetServerVersion() != observed.GetServerVersion() ||
+		(observed.GetToolVersion() != "" && pinned.GetToolVersion() != observed.GetToolVersion()),
+		mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT)
+	add(pinned.GetInputSchemaDigest() != observed.GetInputSchemaDigest(), mcpreadyv1.DriftLabel_DRIFT_LABEL_INPUT_SCHEMA_DRIFT)
+	add(pinned.GetOutputSchemaDigest() != observed.GetOutputSchemaDigest(), mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT)
+	add(pinned.GetEndpoint() != observed.GetEndpoint(), mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT)
+	add(pinned.GetDefinitionDigest() != observed.GetDefinitionDigest(), mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT)
+	slices.Sort(out)
+	return out
+}
+
+// Blocklist is the set of registry entries blocked on this host because
+// their live definition drifted. Safe for concurrent use; it implements
+// decide.DriftGuard (Drifted).
+type Blocklist struct {
+	m sync.Map // entry name -> []mcpreadyv1.DriftLabel
+}
+
+// Block blocks entry with its drift labels (replacing earlier labels).
+func (b *Blocklist) Block(entry string, labels []mcpreadyv1.DriftLabel) {
+	b.m.Store(entry, slices.Clone(labels))
+}
+
+// Unblock lifts the block (e.g. after a new snapshot no longer pins the
+// drifted definition).
+func (b *Blocklist) Unblock(entry string) { b.m.Delete(entry) }
+
+// Drifted reports whether entry is blocked.
+func (b *Blocklist) Drifted(entry string) bool {
+	_, ok := b.m.Load(entry)
+	return ok
+}
+
+// Labels returns the drift labels entry was blocked with (nil if not).
+func (b *Blocklist) Labels(entry string) []mcpreadyv1.DriftLabel {
+	v, ok := b.m.Load(entry)
+	if !ok {
+		return nil
+	}
+	return slices.Clone(v.([]mcpreadyv1.DriftLabel))
+}

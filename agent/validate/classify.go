@@ -1,0 +1,165 @@
+// Package validate checks what comes back from an upstream MCP server before
+// anything reaches the AI agent: it classifies a failure by readiness layer
+// (transport vs HTTP 401/402/403/429 vs JSON-RPC error vs isError vs
+// ambiguous timeout), validates results against the pinned output JSON
+// Schema (2020-12) and a size limit, and runs a small injection tripwire
+// over tool descriptions (at list time) and text results.
+//
+// It is pure: it never calls a server, never retries, and never logs result
+// contents. Every failure is an *Error wrapping one of the sentinel errors
+// below, carrying its OutcomeClass and ReadinessLayer.
+package validate
+
+import (
+	"errors"
+	"fmt"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// Sentinel errors, one per failure kind; use errors.Is.
+var (
+	ErrTransport      = errors.New("transport failure")                                     // REACHABILITY
+	ErrTimeout        = errors.New("timed out before the request was sent")                 // REACHABILITY
+	ErrAmbiguous      = errors.New("timed out after the request was sent: outcome unknown") // INVOCATION
+	ErrAccess         = errors.New("access not ready")                                      // ACCESS (401/403)
+	ErrBilling        = errors.New("billing state: payment required")                       // ACCESS (402)
+	ErrRateLimited    = errors.New("rate limited")                                          // INVOCATION (429: quota)
+	ErrProtocol       = errors.New("protocol error")                                        // PROTOCOL (JSON-RPC error, bad HTTP)
+	ErrInvalidParams  = errors.New("invocation rejected: invalid params")                   // INVOCATION (-32602)
+	ErrToolError      = errors.New("tool execution failed (isError)")                       // INVOCATION
+	ErrTooLarge       = errors.New("result exceeds the size limit")                         // RESULT_VALIDITY
+	ErrOutputSchema   = errors.New("result does not match the pinned output schema")        // RESULT_VALIDITY
+	ErrNoOutputSchema = errors.New("no pinned output schema and policy requires one")       // RESULT_VALIDITY
+	ErrInjection      = errors.New("injection tripwire")                                    // RESULT_VALIDITY (results) / REGISTRY (descriptions)
+)
+
+// Error is one classified failure.
+type Error struct {
+	Class  mcpreadyv1.OutcomeClass
+	Layer  mcpreadyv1.ReadinessLayer
+	Err    error  // one of the sentinels
+	Detail string // safe to show the AI agent: never result contents or tokens
+}
+
+func (e *Error) Error() string {
+	if e.Detail == "" {
+		return e.Err.Error()
+	}
+	return e.Err.Error() + ": " + e.Detail
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// LayerOf returns the readiness layer of a classified error (UNSPECIFIED
+// for anything else).
+func LayerOf(err error) mcpreadyv1.ReadinessLayer {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Layer
+	}
+	return mcpreadyv1.ReadinessLayer_READINESS_LAYER_UNSPECIFIED
+}
+
+// ClassOf returns the outcome class of a classified error (UNSPECIFIED for
+// anything else, SUCCESS for nil).
+func ClassOf(err error) mcpreadyv1.OutcomeClass {
+	if err == nil {
+		return mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Class
+	}
+	return mcpreadyv1.OutcomeClass_OUTCOME_CLASS_UNSPECIFIED
+}
+
+// JSON-RPC error codes with a meaning here.
+const (
+	JSONRPCParseError     = -32700
+	JSONRPCInvalidRequest = -32600
+	JSONRPCMethodNotFound = -32601
+	JSONRPCInvalidParams  = -32602
+	JSONRPCInternalError  = -32603
+)
+
+// Observation is what the transport saw for one upstream call.
+type Observation struct {
+	// Sent: the request was (or may have been) written to the upstream.
+	Sent bool
+	// TimedOut: a deadline passed before a response arrived.
+	TimedOut bool
+	// Err: a transport error (connection refused, reset, TLS, garbage
+	// framing) when no HTTP status or JSON-RPC reply was obtained.
+	Err error
+	// HTTPStatus of the response; 0 for stdio or when none arrived.
+	HTTPStatus int
+	// ResourceMetadata: a 401 carried RFC 9728 protected-resource metadata
+	// (WWW-Authenticate resource_metadata); recorded in the detail.
+	ResourceMetadata bool
+	// JSONRPCError: the reply was a JSON-RPC error object with JSONRPCCode.
+	JSONRPCError bool
+	JSONRPCCode  int
+	// IsError: the tool result had isError: true.
+	IsError bool
+}
+
+// Classify maps an observation to its outcome class and readiness layer. It
+// returns nil for a success (a result that still needs Check). Order:
+// timeouts, transport errors, HTTP status, JSON-RPC error, isError.
+func Classify(o Observation) error {
+	switch {
+	case o.TimedOut && o.Sent:
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, ErrAmbiguous, "")
+	case o.TimedOut:
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, ErrTimeout, "")
+	case o.Err != nil && o.HTTPStatus == 0 && !o.JSONRPCError:
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, ErrTransport, transportDetail(o))
+	}
+	switch s := o.HTTPStatus; {
+	case s == 401:
+		d := "HTTP 401"
+		if o.ResourceMetadata {
+			d = "HTTP 401 with protected-resource metadata (RFC 9728): authorization needed, endpoint is up"
+		}
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, mcpreadyv1.ReadinessLayer_READINESS_LAYER_ACCESS, ErrAccess, d)
+	case s == 403:
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, mcpreadyv1.ReadinessLayer_READINESS_LAYER_ACCESS, ErrAccess, "HTTP 403")
+	case s == 402:
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_BILLING, mcpreadyv1.ReadinessLayer_READINESS_LAYER_ACCESS, ErrBilling, "HTTP 402")
+	case s == 429:
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED, mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, ErrRateLimited, "HTTP 429")
+	case s >= 500:
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, ErrTransport, fmt.Sprintf("HTTP %d", s))
+	case s >= 400 || (s != 0 && s < 200) || (s >= 300 && s < 400):
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, mcpreadyv1.ReadinessLayer_READINESS_LAYER_PROTOCOL, ErrProtocol, fmt.Sprintf("HTTP %d", s))
+	}
+	if o.JSONRPCError {
+		d := fmt.Sprintf("JSON-RPC error %d", o.JSONRPCCode)
+		if o.HTTPStatus == 200 {
+			d += " inside HTTP 200"
+		}
+		if o.JSONRPCCode == JSONRPCInvalidParams {
+			return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, ErrInvalidParams, d)
+		}
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, mcpreadyv1.ReadinessLayer_READINESS_LAYER_PROTOCOL, ErrProtocol, d)
+	}
+	if o.Err != nil {
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, ErrTransport, transportDetail(o))
+	}
+	if o.IsError {
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR, mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, ErrToolError, "")
+	}
+	return nil
+}
+
+func transportDetail(o Observation) string {
+	if o.Sent {
+		return "after the request was sent"
+	}
+	return "before the request was sent"
+}
+
+func fail(c mcpreadyv1.OutcomeClass, l mcpreadyv1.ReadinessLayer, err error, detail string) *Error {
+	return &Error{Class: c, Layer: l, Err: err, Detail: detail}
+}
