@@ -1,0 +1,726 @@
+// Package spool is the host agent's durable local receipt spool.
+//
+// Receipts are appended to fsync'd, append-only segment files (framed by
+// internal/recordio with a length and CRC so a torn trailing record is
+// detected and truncated on open; no fsync'd record is ever lost). A
+// background sealer groups unsealed receipts into batches of kind
+// ReceiptBatch named "<agent_id>/<sequence>", hash-chained per agent (each
+// batch names artifact.Digest of the previous batch's signed bundle) and
+// signed with the agent key. The chain head survives restarts. Sealed
+// batches stay in the spool until Ack; segments whose records are all
+// sealed and acknowledged are deleted.
+//
+// Overflow policy: refuse new. When appending a receipt would make the
+// spool's files exceed Options.MaxBytes (after deleting fully acknowledged
+// segments), Append returns ErrSpoolFull and counts the receipt as dropped.
+// Nothing already spooled is ever discarded, so nothing that was accepted
+// (and nothing the control plane acknowledged) is lost; the caller decides
+// whether the call itself may proceed without a receipt.
+//
+// The spool does not talk to the network; package shipper does.
+package spool
+
+import (
+	"crypto"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/recordio"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// Sentinel errors.
+var (
+	// ErrSpoolFull: the receipt was refused (and counted as dropped)
+	// because the spool is at MaxBytes.
+	ErrSpoolFull = errors.New("receipt spool full: receipt dropped")
+	// ErrClosed: the spool is closed.
+	ErrClosed = errors.New("receipt spool closed")
+	// ErrCorrupt: a segment is damaged before its last record.
+	ErrCorrupt = errors.New("receipt spool corrupt")
+)
+
+// Options configures a spool. Zero values take the documented defaults.
+type Options struct {
+	// AgentID names the chain; required. Batches are named
+	// "<AgentID>/<sequence>".
+	AgentID string
+	// Signer is the agent key; required.
+	Signer crypto.Signer
+	// MaxBytes bounds the spool's files; default 256 MiB.
+	MaxBytes int64
+	// SegmentBytes is the size at which a segment is rotated; default
+	// MaxBytes/16 (at least 64 KiB).
+	SegmentBytes int64
+	// BatchSize is the most receipts per batch; default 256.
+	BatchSize int
+	// BatchInterval seals a partial batch this long after its first
+	// receipt; default 1s.
+	BatchInterval time.Duration
+	// Registry receives the spool's metrics; nil registers none.
+	Registry prometheus.Registerer
+	// Logger; default slog.Default(). Receipts are never logged.
+	Logger *slog.Logger
+	// Now; default time.Now.
+	Now func() time.Time
+}
+
+// Batch is one sealed, signed batch waiting for acknowledgement.
+type Batch struct {
+	ID       string
+	Sequence uint64
+	// Bundle is the Sigstore bundle exactly as signed.
+	Bundle   []byte
+	Receipts int
+	Sealed   time.Time
+}
+
+// Head is the spool's chain head: the last sealed batch.
+type Head = receipt.Head
+
+const (
+	recReceipt    = 'R'
+	recBatch      = 'B'
+	recAck        = 'A'
+	recCheckpoint = 'C'
+)
+
+type segment struct {
+	num     uint64
+	size    int64
+	maxRIdx int64  // highest receipt index in it, -1 for none
+	maxBSeq uint64 // highest batch sequence in it, 0 for none
+}
+
+type unsealed struct {
+	data []byte
+	at   time.Time
+}
+
+// Spool is the durable receipt spool. It is safe for concurrent use.
+type Spool struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+	m    *metrics
+
+	syncMu  sync.Mutex // held while fsyncing or rotating the current file
+	synced  int64      // logical bytes known durable
+	syncErr error
+
+	mu            sync.Mutex
+	closed        bool
+	cur           *os.File
+	segs          []*segment // oldest first; last is current
+	written       int64      // logical bytes written (all segments ever)
+	diskBytes     int64
+	receiptCount  uint64 // receipts ever appended (next index)
+	sealedThrough uint64 // receipts with index < this are sealed
+	unsealed      []unsealed
+	head          Head
+	ackedThrough  uint64
+	acked         map[uint64]bool // acked above ackedThrough
+	pending       []Batch         // sealed, unacked, by sequence
+	dropped       uint64
+
+	sealMu  sync.Mutex
+	kick    chan struct{}
+	sealed  chan struct{}
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+// Open opens (creating if needed) the spool in dir, recovering its state:
+// a torn trailing record is truncated (and logged), receipts not yet sealed
+// are sealed again, and sealed batches not yet acknowledged are pending.
+func Open(dir string, opts Options) (*Spool, error) {
+	if opts.AgentID == "" || artifact.ValidateName(receipt.BatchName(opts.AgentID, 1)) != nil {
+		return nil, fmt.Errorf("spool: invalid agent id %q", opts.AgentID)
+	}
+	if opts.Signer == nil {
+		return nil, errors.New("spool: a signer is required")
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = 256 << 20
+	}
+	if opts.SegmentBytes <= 0 {
+		opts.SegmentBytes = max(opts.MaxBytes/16, 64<<10)
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 256
+	}
+	if opts.BatchInterval <= 0 {
+		opts.BatchInterval = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	s := &Spool{dir: dir, opts: opts, log: opts.Logger.With("component", "spool"), acked: map[uint64]bool{},
+		kick: make(chan struct{}, 1), sealed: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	if err := s.recover(); err != nil {
+		return nil, err
+	}
+	s.m = newMetrics(opts.Registry, s)
+	go s.sealLoop()
+	return s, nil
+}
+
+func (s *Spool) segPath(num uint64) string {
+	return filepath.Join(s.dir, fmt.Sprintf("spool-%016d.log", num))
+}
+
+// recover replays every segment in order.
+func (s *Spool) recover() error {
+	names, err := filepath.Glob(filepath.Join(s.dir, "spool-*.log"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	var batches []Batch
+	for i, name := range names {
+		var num uint64
+		if _, err := fmt.Sscanf(filepath.Base(name), "spool-%016d.log", &num); err != nil {
+			return fmt.Errorf("%w: unexpected file %s", ErrCorrupt, name)
+		}
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("spool: %w", err)
+		}
+		seg := &segment{num: num, maxRIdx: -1}
+		end, scanErr := recordio.Scan(data, func(_ int64, p []byte) error {
+			return s.replay(seg, p, &batches)
+		})
+		if scanErr != nil {
+			if !errors.Is(scanErr, recordio.ErrCorrupt) || i != len(names)-1 {
+				return fmt.Errorf("%w: %s at offset %d: %v", ErrCorrupt, name, end, scanErr)
+			}
+			s.log.Warn("truncating torn spool record", "file", name, "offset", end, "dropped_bytes", int64(len(data))-end, "reason", scanErr)
+			if err := os.Truncate(name, end); err != nil {
+				return fmt.Errorf("spool: truncate: %w", err)
+			}
+		}
+		seg.size = end
+		s.segs = append(s.segs, seg)
+		s.diskBytes += end
+	}
+	for _, b := range batches {
+		if b.Sequence > s.ackedThrough && !s.acked[b.Sequence] {
+			s.pending = append(s.pending, b)
+		}
+	}
+	if len(s.segs) == 0 {
+		return s.rotateLocked()
+	}
+	last := s.segs[len(s.segs)-1]
+	f, err := os.OpenFile(s.segPath(last.num), os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("spool: %w", err)
+	}
+	s.cur = f
+	s.written, s.synced = last.size, last.size
+	return nil
+}
+
+// replay applies one record during recovery.
+func (s *Spool) replay(seg *segment, p []byte, batches *[]Batch) error {
+	if len(p) == 0 {
+		return fmt.Errorf("%w: empty record", ErrCorrupt)
+	}
+	d := decoder{b: p[1:]}
+	switch p[0] {
+	case recCheckpoint:
+		s.head.Sequence = d.uvarint()
+		s.head.Digest = d.str()
+		s.receiptCount = d.uvarint()
+		s.sealedThrough = d.uvarint()
+		s.ackedThrough = d.uvarint()
+	case recReceipt:
+		idx := s.receiptCount
+		s.receiptCount++
+		seg.maxRIdx = int64(idx)
+		if idx >= s.sealedThrough {
+			s.unsealed = append(s.unsealed, unsealed{data: p[1:], at: s.opts.Now()})
+		}
+	case recBatch:
+		b := Batch{Sequence: d.uvarint()}
+		through := d.uvarint()
+		b.Receipts = int(d.uvarint())
+		b.ID = d.str()
+		b.Sealed = time.Unix(0, int64(d.uvarint()))
+		b.Bundle = d.bytes()
+		if d.err == nil {
+			*batches = append(*batches, b)
+			seg.maxBSeq = b.Sequence
+			s.head = Head{Sequence: b.Sequence, Digest: artifact.Digest(b.Bundle)}
+			drop := int(through - s.sealedThrough)
+			if drop > len(s.unsealed) {
+				drop = len(s.unsealed)
+			}
+			s.unsealed = s.unsealed[drop:]
+			s.sealedThrough = through
+		}
+	case recAck:
+		s.markAcked(d.uvarint())
+	default:
+		return fmt.Errorf("%w: record type %q", ErrCorrupt, p[0])
+	}
+	if d.err != nil {
+		return fmt.Errorf("%w: record %q: %v", ErrCorrupt, p[0], d.err)
+	}
+	return nil
+}
+
+func (s *Spool) markAcked(seq uint64) {
+	if seq <= s.ackedThrough {
+		return
+	}
+	s.acked[seq] = true
+	for s.acked[s.ackedThrough+1] {
+		delete(s.acked, s.ackedThrough+1)
+		s.ackedThrough++
+	}
+}
+
+// Append durably records r: it returns after the record is fsync'd (group
+// commit: concurrent appends share one fsync). The spool keeps its own
+// copy; r may be reused. When the spool is full it returns ErrSpoolFull
+// and counts a drop.
+func (s *Spool) Append(r *mcpreadyv1.Receipt) error {
+	s.m.emitted.Inc()
+	data, err := proto.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	rec := recordio.Append(make([]byte, 0, recordio.HeaderSize+1+len(data)), append([]byte{recReceipt}, data...))
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if s.diskBytes+int64(len(rec)) > s.opts.MaxBytes {
+		s.compactLocked()
+		if s.diskBytes+int64(len(rec)) > s.opts.MaxBytes {
+			s.dropped++
+			s.mu.Unlock()
+			s.m.dropped.Inc()
+			return ErrSpoolFull
+		}
+	}
+	if err := s.writeLocked(rec); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	cur := s.segs[len(s.segs)-1]
+	cur.maxRIdx = int64(s.receiptCount)
+	s.receiptCount++
+	s.unsealed = append(s.unsealed, unsealed{data: data, at: s.opts.Now()})
+	n := len(s.unsealed)
+	target := s.written
+	s.mu.Unlock()
+	if n >= s.opts.BatchSize {
+		s.kickSealer()
+	}
+	if err := s.syncTo(target); err != nil {
+		return err
+	}
+	s.m.spooled.Inc()
+	return nil
+}
+
+func (s *Spool) kickSealer() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// writeLocked appends framed bytes to the current segment. Caller holds mu.
+func (s *Spool) writeLocked(rec []byte) error {
+	if _, err := s.cur.Write(rec); err != nil {
+		return fmt.Errorf("spool: write: %w", err)
+	}
+	s.written += int64(len(rec))
+	s.diskBytes += int64(len(rec))
+	s.segs[len(s.segs)-1].size += int64(len(rec))
+	return nil
+}
+
+// syncTo returns once logical offset target is durable.
+func (s *Spool) syncTo(target int64) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.synced >= target {
+		return s.syncErr
+	}
+	s.mu.Lock()
+	f, w := s.cur, s.written
+	s.mu.Unlock()
+	if err := f.Sync(); err != nil {
+		s.syncErr = fmt.Errorf("spool: fsync: %w", err)
+		return s.syncErr
+	}
+	s.synced = w
+	return nil
+}
+
+// rotateLocked closes the current segment (fsync'd) and starts a new one
+// with a checkpoint of the chain state. Caller holds syncMu and mu (or is
+// recovering).
+func (s *Spool) rotateLocked() error {
+	var num uint64
+	if len(s.segs) > 0 {
+		num = s.segs[len(s.segs)-1].num + 1
+	}
+	if s.cur != nil {
+		if err := s.cur.Sync(); err != nil {
+			return fmt.Errorf("spool: fsync: %w", err)
+		}
+		s.cur.Close()
+	}
+	f, err := os.OpenFile(s.segPath(num), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	s.cur = f
+	s.segs = append(s.segs, &segment{num: num, maxRIdx: -1})
+	var e encoder
+	e.b = append(e.b, recCheckpoint)
+	e.uvarint(s.head.Sequence)
+	e.str(s.head.Digest)
+	e.uvarint(s.receiptCount)
+	e.uvarint(s.sealedThrough)
+	e.uvarint(s.ackedThrough)
+	if err := s.writeLocked(recordio.Append(nil, e.b)); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("spool: fsync: %w", err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		return err
+	}
+	s.synced = s.written
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("spool: fsync dir: %w", err)
+	}
+	return nil
+}
+
+// compactLocked deletes the oldest segments whose receipts are all sealed
+// and whose batches are all acknowledged. Caller holds mu.
+func (s *Spool) compactLocked() {
+	for len(s.segs) > 1 {
+		seg := s.segs[0]
+		if seg.maxRIdx >= int64(s.sealedThrough) || seg.maxBSeq > s.ackedThrough {
+			return
+		}
+		if err := os.Remove(s.segPath(seg.num)); err != nil {
+			s.log.Error("cannot delete spool segment", "segment", seg.num, "err", err)
+			return
+		}
+		s.diskBytes -= seg.size
+		s.segs = s.segs[1:]
+	}
+}
+
+// Flush seals every unsealed receipt now (normally the sealer does this by
+// size and interval).
+func (s *Spool) Flush() error {
+	for {
+		n, err := s.sealOnce()
+		if err != nil || n == 0 {
+			return err
+		}
+	}
+}
+
+// sealOnce seals up to BatchSize unsealed receipts into one signed batch.
+func (s *Spool) sealOnce() (int, error) {
+	s.sealMu.Lock()
+	defer s.sealMu.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return 0, ErrClosed
+	}
+	n := min(len(s.unsealed), s.opts.BatchSize)
+	if n == 0 {
+		s.mu.Unlock()
+		return 0, nil
+	}
+	todo := make([]unsealed, n)
+	copy(todo, s.unsealed[:n])
+	head, through := s.head, s.sealedThrough+uint64(n)
+	s.mu.Unlock()
+
+	now := s.opts.Now()
+	b := &mcpreadyv1.ReceiptBatch{AgentId: s.opts.AgentID, Sequence: head.Sequence + 1, BatchId: receipt.NewID(),
+		PrevBatchDigest: head.Digest, CreatedAt: timestamppb.New(now)}
+	for _, u := range todo {
+		r := &mcpreadyv1.Receipt{}
+		if err := proto.Unmarshal(u.data, r); err != nil {
+			return 0, fmt.Errorf("%w: spooled receipt: %v", ErrCorrupt, err)
+		}
+		d, err := receipt.Digest(r)
+		if err != nil {
+			return 0, err
+		}
+		b.Receipts = append(b.Receipts, r)
+		b.ReceiptDigests = append(b.ReceiptDigests, d)
+	}
+	bundle, _, err := sign.Sign(artifact.New(artifact.KindReceiptBatch, receipt.BatchName(b.AgentId, b.Sequence), b), s.opts.Signer)
+	if err != nil {
+		return 0, fmt.Errorf("spool: sign batch: %w", err)
+	}
+	var e encoder
+	e.b = append(e.b, recBatch)
+	e.uvarint(b.Sequence)
+	e.uvarint(through)
+	e.uvarint(uint64(n))
+	e.str(b.BatchId)
+	e.uvarint(uint64(now.UnixNano()))
+	e.bytes(bundle)
+	rec := recordio.Append(nil, e.b)
+
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.mu.Lock()
+	if err := s.writeLocked(rec); err != nil {
+		s.mu.Unlock()
+		return 0, err
+	}
+	if err := s.cur.Sync(); err != nil {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("spool: fsync: %w", err)
+	}
+	s.synced = s.written
+	s.segs[len(s.segs)-1].maxBSeq = b.Sequence
+	s.head = Head{Sequence: b.Sequence, Digest: artifact.Digest(bundle)}
+	s.sealedThrough = through
+	s.unsealed = s.unsealed[n:]
+	s.pending = append(s.pending, Batch{ID: b.BatchId, Sequence: b.Sequence, Bundle: bundle, Receipts: n, Sealed: now})
+	var rerr error
+	if s.segs[len(s.segs)-1].size >= s.opts.SegmentBytes {
+		rerr = s.rotateLocked()
+	}
+	s.compactLocked()
+	s.mu.Unlock()
+	select {
+	case s.sealed <- struct{}{}:
+	default:
+	}
+	return n, rerr
+}
+
+func (s *Spool) sealLoop() {
+	defer close(s.stopped)
+	t := time.NewTicker(s.opts.BatchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+		case <-t.C:
+		}
+		for {
+			s.mu.Lock()
+			full := len(s.unsealed) >= s.opts.BatchSize
+			due := len(s.unsealed) > 0 && s.opts.Now().Sub(s.unsealed[0].at) >= s.opts.BatchInterval
+			s.mu.Unlock()
+			if !full && !due {
+				break
+			}
+			if _, err := s.sealOnce(); err != nil {
+				if !errors.Is(err, ErrClosed) {
+					s.log.Error("sealing receipt batch failed", "err", err)
+				}
+				break
+			}
+		}
+	}
+}
+
+// Sealed is signalled (without blocking; capacity one) after each new
+// batch is sealed.
+func (s *Spool) Sealed() <-chan struct{} { return s.sealed }
+
+// Pending returns the sealed, unacknowledged batches with sequence > after,
+// oldest first.
+func (s *Spool) Pending(after uint64) []Batch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := sort.Search(len(s.pending), func(i int) bool { return s.pending[i].Sequence > after })
+	return append([]Batch(nil), s.pending[i:]...)
+}
+
+// Head returns the chain head (the last sealed batch).
+func (s *Spool) Head() Head {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.head
+}
+
+// Ack records that the control plane durably stored batch seq; the batch
+// leaves the spool. The ack record is not fsync'd: losing it in a crash
+// only causes a resend, which the control plane deduplicates.
+func (s *Spool) Ack(seq uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	i := sort.Search(len(s.pending), func(i int) bool { return s.pending[i].Sequence >= seq })
+	if i == len(s.pending) || s.pending[i].Sequence != seq {
+		return nil // already acknowledged
+	}
+	var e encoder
+	e.b = append(e.b, recAck)
+	e.uvarint(seq)
+	if err := s.writeLocked(recordio.Append(nil, e.b)); err != nil {
+		return err
+	}
+	s.m.acked.Add(float64(s.pending[i].Receipts))
+	s.pending = append(s.pending[:i], s.pending[i+1:]...)
+	s.markAcked(seq)
+	s.compactLocked()
+	return nil
+}
+
+// Stats is a snapshot of the spool.
+type Stats struct {
+	// Depth is the number of receipts not yet acknowledged.
+	Depth int
+	// Unsealed receipts and pending (sealed, unacknowledged) batches.
+	Unsealed, PendingBatches int
+	// OldestAge is the age of the oldest unacknowledged receipt.
+	OldestAge time.Duration
+	Bytes     int64
+	// Dropped counts receipts refused as ErrSpoolFull since Open.
+	Dropped uint64
+}
+
+// Stats returns a snapshot.
+func (s *Spool) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Unsealed: len(s.unsealed), PendingBatches: len(s.pending), Bytes: s.diskBytes, Dropped: s.dropped}
+	st.Depth = st.Unsealed
+	var oldest time.Time
+	for _, b := range s.pending {
+		st.Depth += b.Receipts
+	}
+	if len(s.pending) > 0 {
+		oldest = s.pending[0].Sealed
+	} else if len(s.unsealed) > 0 {
+		oldest = s.unsealed[0].at
+	}
+	if !oldest.IsZero() {
+		st.OldestAge = s.opts.Now().Sub(oldest)
+	}
+	return st
+}
+
+// Close stops the sealer and closes the files. Unsealed receipts stay on
+// disk and are sealed after the next Open; it does not seal them (call
+// Flush first for that).
+func (s *Spool) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.stopped
+	s.sealMu.Lock()
+	defer s.sealMu.Unlock()
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.cur.Sync()
+	if err == nil {
+		s.synced = s.written
+	}
+	if cerr := s.cur.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// encoder/decoder: the spool's record fields.
+type encoder struct{ b []byte }
+
+func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) bytes(p []byte)   { e.uvarint(uint64(len(p))); e.b = append(e.b, p...) }
+func (e *encoder) str(v string)     { e.bytes([]byte(v)) }
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errors.New("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.err = fmt.Errorf("field of %d bytes exceeds record", n)
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) str() string { return strings.Clone(string(d.bytes())) }
