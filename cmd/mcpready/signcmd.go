@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/sign"
+)
+
+var signFlags struct {
+	key  string
+	kind string
+	file string
+	out  string
+}
+
+var signCmd = &cobra.Command{
+	Use:   "sign --key NAME.key --kind KIND -f ARTIFACT.yaml [-o ARTIFACT.bundle.json]",
+	Short: "Sign an artifact into a Sigstore bundle (DSSE over an in-toto statement)",
+	Long: `Sign an artifact (YAML or JSON) with a private key. Writes the Sigstore
+bundle (-o, default <file without extension>.bundle.json) and, next to it,
+<bundle without .bundle.json>.payload.json: the artifact's canonical JSON,
+which is the in-toto predicate and the blob whose SHA-256 is the statement
+subject digest (what cosign verify-blob-attestation takes as its blob).
+
+--kind must match the file's kind. The key password is read as for keygen.`,
+	Args: noArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		f := signFlags
+		defer resetFlags(cmd)
+		if f.key == "" || f.kind == "" || f.file == "" {
+			return withCode(exitUsage, errors.New("sign: --key, --kind and -f are required"))
+		}
+		kind, err := artifact.ParseKind(f.kind)
+		if err != nil {
+			return withCode(exitUsage, fmt.Errorf("sign: --kind: %w", err))
+		}
+		data, err := os.ReadFile(f.file)
+		if err != nil {
+			return err
+		}
+		obj, err := artifact.Parse(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.file, err)
+		}
+		if obj.Kind != kind {
+			return fmt.Errorf("%s: file holds a %s, but --kind is %s", f.file, obj.Kind, kind)
+		}
+		pw, err := readPassword(cmd, false)
+		if err != nil {
+			return err
+		}
+		key, err := sign.ReadPrivateKeyFile(f.key, pw)
+		if err != nil {
+			return err
+		}
+		bundle, _, err := sign.Sign(obj, key)
+		if err != nil {
+			return err
+		}
+		predicate, err := obj.CanonicalJSON()
+		if err != nil {
+			return err
+		}
+		out := f.out
+		if out == "" {
+			out = strings.TrimSuffix(f.file, filepath.Ext(f.file)) + ".bundle.json"
+		}
+		payloadPath := payloadPathFor(out)
+		if err := writeFileAtomic(payloadPath, predicate); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(out, bundle); err != nil {
+			return err
+		}
+		id, err := sign.KeyID(key.Public())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "bundle:  %s\npayload: %s\nkind:    %s\nname:    %s\nkey id:  %s\ndigest:  %s\n",
+			out, payloadPath, obj.Kind, obj.Metadata.Name, id, artifact.Digest(predicate))
+		return nil
+	},
+}
+
+func init() {
+	fl := signCmd.Flags()
+	fl.StringVar(&signFlags.key, "key", "", "private key file (NAME.key, required)")
+	fl.StringVar(&signFlags.kind, "kind", "", "artifact kind, must match the file (required)")
+	fl.StringVarP(&signFlags.file, "file", "f", "", "artifact file, YAML or JSON (required)")
+	fl.StringVarP(&signFlags.out, "output", "o", "", "bundle file to write (default <file>.bundle.json)")
+	signCmd.SetFlagErrorFunc(usageError)
+	root.AddCommand(signCmd)
+}
+
+// payloadPathFor returns where sign writes the canonical payload for the
+// bundle path out: out without ".bundle.json" (or ".json"), plus
+// ".payload.json".
+func payloadPathFor(out string) string {
+	base, ok := strings.CutSuffix(out, ".bundle.json")
+	if !ok {
+		base = strings.TrimSuffix(out, ".json")
+	}
+	return base + ".payload.json"
+}
+
+// writeFileAtomic writes data to path through a temporary file and a
+// rename, so readers never see a partial file.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+	}
+	return err
+}
