@@ -1,0 +1,5 @@
+// Package deploy holds mcpready's deployment material: Kubernetes manifests
+// (kubernetes/), systemd units (systemd/) and example configuration and
+// artifacts (examples/). It has no code; its tests parse every file so a
+// broken manifest fails CI without a cluster or kubectl.
+package deploy
