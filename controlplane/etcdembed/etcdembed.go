@@ -38,6 +38,9 @@ type Options struct {
 	ProgressNotifyInterval time.Duration
 	// StartTimeout bounds how long to wait for readiness; zero means 60s.
 	StartTimeout time.Duration
+	// LogLevel is etcd's own log level (debug, info, warn, error, panic,
+	// fatal); "" means "error".
+	LogLevel string
 }
 
 // StartSingle starts a one-member etcd on loopback.
@@ -108,7 +111,10 @@ func startCluster(o Options, names []string, clientAddr string) ([]*Member, erro
 		if o.ProgressNotifyInterval > 0 {
 			cfg.WatchProgressNotifyInterval = o.ProgressNotifyInterval
 		}
-		cfg.LogLevel = "error"
+		cfg.LogLevel = o.LogLevel
+		if cfg.LogLevel == "" {
+			cfg.LogLevel = "error"
+		}
 		cfg.EnableGRPCGateway = false
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 // temporary directory and returns a client; both stop when t ends.
 func Etcd(t testing.TB) (*clientv3.Client, *etcdembed.Member) {
 	t.Helper()
-	m, err := etcdembed.StartSingle(etcdembed.Options{Dir: t.TempDir(), ProgressNotifyInterval: 500 * time.Millisecond})
+	m, err := etcdembed.StartSingle(etcdembed.Options{Dir: t.TempDir(), ProgressNotifyInterval: 500 * time.Millisecond, LogLevel: "fatal"})
 	if err != nil {
 		t.Fatal(err)
 	}

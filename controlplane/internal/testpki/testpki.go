@@ -1,0 +1,94 @@
+// Package testpki builds a throw-away signing hierarchy for tests: a root
+// key, a TrustPolicy signed by it, and keys granted narrow rights. It is for
+// tests only and never touches the file system.
+//
+// Granted keys:
+//   - Org: every kind except TrustPolicy, every name.
+//   - Provider: Declaration and Tombstone, names under "com.example/*".
+//   - Observer: Evidence and RegistryEntry, every name (the control plane's own key).
+//   - Expired: every kind, but its grant ended an hour before New was called.
+//   - Revoked: every kind, revoked.
+package testpki
+
+import (
+	"crypto"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// PKI is one test signing hierarchy.
+type PKI struct {
+	Root, Org, Provider, Observer, Expired, Revoked crypto.Signer
+	// TrustPolicy is the signed TrustPolicy bundle (named "test/trust").
+	TrustPolicy []byte
+}
+
+// New generates keys (ECDSA P-256) and signs a TrustPolicy granting them.
+func New(t testing.TB) *PKI {
+	t.Helper()
+	p := &PKI{}
+	for _, k := range []*crypto.Signer{&p.Root, &p.Org, &p.Provider, &p.Observer, &p.Expired, &p.Revoked} {
+		s, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*k = s
+	}
+	now := time.Now()
+	tp := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", IssuedAt: timestamppb.New(now)}}
+	tp.Keys = []*mcpreadyv1.KeyGrant{
+		Grant(t, "org", p.Org, []string{"Declaration", "RegistryEntry", "Policy", "Evidence", "Tombstone", "ReceiptBatch"}, nil),
+		Grant(t, "provider", p.Provider, []string{"Declaration", "Tombstone"}, []string{"com.example/*"}),
+		Grant(t, "observer", p.Observer, []string{"Evidence", "RegistryEntry"}, nil),
+	}
+	exp := Grant(t, "expired", p.Expired, []string{"*"}, nil)
+	exp.NotAfter = timestamppb.New(now.Add(-time.Hour))
+	rev := Grant(t, "revoked", p.Revoked, []string{"*"}, nil)
+	rev.Revoked, rev.RevocationReason = true, "test"
+	tp.Keys = append(tp.Keys, exp, rev)
+	p.TrustPolicy = Sign(t, artifact.New(artifact.KindTrustPolicy, "test/trust", tp), p.Root)
+	return p
+}
+
+// Grant returns a KeyGrant for signer's public key.
+func Grant(t testing.TB, name string, signer crypto.Signer, kinds, scopes []string) *mcpreadyv1.KeyGrant {
+	t.Helper()
+	pem, err := sign.MarshalPublicKey(signer.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := sign.KeyID(signer.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mcpreadyv1.KeyGrant{KeyId: id, PublicKey: string(pem), Name: name, Kinds: kinds, Scopes: scopes}
+}
+
+// Sign signs obj with signer and returns the bundle.
+func Sign(t testing.TB, obj *artifact.Object, signer crypto.Signer) []byte {
+	t.Helper()
+	b, _, err := sign.Sign(obj, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Object returns an artifact of kind k named name with spec and labels.
+func Object(k artifact.Kind, name string, spec proto.Message, labels map[string]string) *artifact.Object {
+	o := artifact.New(k, name, spec)
+	o.Metadata.Labels = labels
+	return o
+}
+
+// Policy returns a minimal Policy object whose provenance version is version.
+func Policy(name, version string, labels map[string]string) *artifact.Object {
+	return Object(artifact.KindPolicy, name, &mcpreadyv1.Policy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: version}}, labels)
+}
