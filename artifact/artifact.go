@@ -65,9 +65,9 @@ type wireObject struct {
 // Parse reads an object from YAML or JSON. Unknown fields, a wrong
 // apiVersion, an unknown kind or a missing name are errors.
 func Parse(data []byte) (*Object, error) {
-	jsonData, err := yaml.YAMLToJSONStrict(data)
+	jsonData, err := toJSON(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(jsonData))
 	dec.DisallowUnknownFields()
@@ -104,6 +104,34 @@ func Parse(data []byte) (*Object, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// toJSON returns data as JSON. A document that is valid JSON is taken as
+// JSON: YAML reads some valid JSON differently (U+2028, U+2029 and U+0085
+// inside strings are YAML line breaks), and the canonical JSON that gets
+// signed must parse back to itself. Duplicate keys are errors either way.
+func toJSON(data []byte) ([]byte, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil, fmt.Errorf("%w: empty document", ErrMalformed)
+	}
+	if trimmed[0] == '{' {
+		if json.Valid(trimmed) {
+			if _, err := jcs.Transform(trimmed); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+			}
+			return trimmed, nil
+		}
+		var first json.RawMessage
+		if dec := json.NewDecoder(bytes.NewReader(trimmed)); dec.Decode(&first) == nil {
+			return nil, fmt.Errorf("%w: trailing data after object", ErrMalformed)
+		}
+	}
+	jsonData, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return jsonData, nil
 }
 
 // Validate checks the object's apiVersion, kind, name and spec type.
