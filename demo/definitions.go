@@ -7,16 +7,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/agent/pin"
 )
-
-// ToolDigests are the pinned digests of one tool definition as a client
-// sees it in tools/list.
-type ToolDigests struct {
-	Input      string
-	Output     string
-	Definition string
-}
 
 // ListedServer is what a client sees of one server: its identity, the
 // protocol version negotiated and its tools.
@@ -52,37 +44,30 @@ func ListTools(ctx context.Context, url string) (*ListedServer, error) {
 	return out, nil
 }
 
-// Digests computes the schema and definition digests of a listed tool: RFC
-// 8785 canonical JSON, then SHA-256. The definition digest covers name,
-// description, input schema, output schema and annotations.
-func Digests(t *mcp.Tool) (ToolDigests, error) {
-	var d ToolDigests
+// PinTool converts a listed tool to the pinned form package pin digests:
+// each schema and the annotations as their JSON.
+func PinTool(t *mcp.Tool) (pin.Tool, error) {
+	pt := pin.Tool{Name: t.Name, Description: t.Description}
 	var err error
-	if d.Input, err = jsonDigest(t.InputSchema); err != nil {
-		return d, fmt.Errorf("demo: input schema of %s: %w", t.Name, err)
+	if pt.InputSchema, err = json.Marshal(t.InputSchema); err == nil && t.OutputSchema != nil {
+		pt.OutputSchema, err = json.Marshal(t.OutputSchema)
 	}
-	if t.OutputSchema != nil {
-		if d.Output, err = jsonDigest(t.OutputSchema); err != nil {
-			return d, fmt.Errorf("demo: output schema of %s: %w", t.Name, err)
-		}
+	if err == nil && t.Annotations != nil {
+		pt.Annotations, err = json.Marshal(t.Annotations)
 	}
-	def := map[string]any{"name": t.Name, "description": t.Description, "inputSchema": t.InputSchema}
-	if t.OutputSchema != nil {
-		def["outputSchema"] = t.OutputSchema
+	if err != nil {
+		return pin.Tool{}, fmt.Errorf("demo: tool %s: %w", t.Name, err)
 	}
-	if t.Annotations != nil {
-		def["annotations"] = t.Annotations
-	}
-	if d.Definition, err = jsonDigest(def); err != nil {
-		return d, fmt.Errorf("demo: definition of %s: %w", t.Name, err)
-	}
-	return d, nil
+	return pt, nil
 }
 
-func jsonDigest(v any) (string, error) {
-	b, err := json.Marshal(v)
+
+// Digests computes the pinned digests of a listed tool with package pin,
+// exactly as the host agent does when it compares live definitions.
+func Digests(t *mcp.Tool) (pin.Digests, error) {
+	pt, err := PinTool(t)
 	if err != nil {
-		return "", err
+		return pin.Digests{}, err
 	}
-	return artifact.CanonicalDigest(b)
+	return pin.Compute(pt)
 }

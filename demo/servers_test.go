@@ -208,13 +208,13 @@ func TestDigestsStable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{da.Input, da.Output, da.Definition} {
+	for _, d := range []string{da.InputSchema, da.OutputSchema, da.Definition} {
 		if !strings.HasPrefix(d, "sha256:") || len(d) != 71 {
 			t.Errorf("digest %q is not sha256:<hex>", d)
 		}
 	}
 	// Same schemas, different descriptions.
-	if da.Input != db.Input || da.Output != db.Output {
+	if da.InputSchema != db.InputSchema || da.OutputSchema != db.OutputSchema {
 		t.Errorf("schema digests differ between providers: %+v %+v", da, db)
 	}
 	if da.Definition == db.Definition {
