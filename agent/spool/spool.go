@@ -26,8 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -41,6 +39,7 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/recordio"
+	"github.com/mcpready/mcpready/internal/seglog"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -100,10 +99,8 @@ const (
 	recCheckpoint = 'C'
 )
 
-type segment struct {
-	num     uint64
-	size    int64
-	maxRIdx int64  // highest receipt index in it, -1 for none
+type segMeta struct {
+	maxRIdx int64  // highest receipt index in the segment, -1 for none
 	maxBSeq uint64 // highest batch sequence in it, 0 for none
 }
 
@@ -114,21 +111,14 @@ type unsealed struct {
 
 // Spool is the durable receipt spool. It is safe for concurrent use.
 type Spool struct {
-	dir  string
 	opts Options
 	log  *slog.Logger
 	m    *metrics
+	wal  *seglog.Log
 
-	syncMu  sync.Mutex // held while fsyncing or rotating the current file
-	synced  int64      // logical bytes known durable
-	syncErr error
-
-	mu            sync.Mutex
+	mu            sync.Mutex // guards the state below; held around wal.Append so file order is state order
 	closed        bool
-	cur           *os.File
-	segs          []*segment // oldest first; last is current
-	written       int64      // logical bytes written (all segments ever)
-	diskBytes     int64
+	segs          map[uint64]*segMeta
 	receiptCount  uint64 // receipts ever appended (next index)
 	sealedThrough uint64 // receipts with index < this are sealed
 	unsealed      []unsealed
@@ -173,81 +163,49 @@ func Open(dir string, opts Options) (*Spool, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	s := &Spool{opts: opts, log: opts.Logger.With("component", "spool"), acked: map[uint64]bool{}, segs: map[uint64]*segMeta{},
+		kick: make(chan struct{}, 1), sealed: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	var batches []Batch
+	wal, err := seglog.Open(dir, seglog.Options{Prefix: "spool", SegmentBytes: opts.SegmentBytes, Checkpoint: s.checkpoint, Logger: s.log},
+		func(p seglog.Pos, payload []byte) error { return s.replay(s.meta(p.Segment), payload, &batches) })
+	if err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
 	}
-	s := &Spool{dir: dir, opts: opts, log: opts.Logger.With("component", "spool"), acked: map[uint64]bool{},
-		kick: make(chan struct{}, 1), sealed: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
-	if err := s.recover(); err != nil {
-		return nil, err
+	s.wal = wal
+	for _, b := range batches {
+		if b.Sequence > s.ackedThrough && !s.acked[b.Sequence] {
+			s.pending = append(s.pending, b)
+		}
 	}
 	s.m = newMetrics(opts.Registry, s)
 	go s.sealLoop()
 	return s, nil
 }
 
-func (s *Spool) segPath(num uint64) string {
-	return filepath.Join(s.dir, fmt.Sprintf("spool-%016d.log", num))
+func (s *Spool) meta(seg uint64) *segMeta {
+	m := s.segs[seg]
+	if m == nil {
+		m = &segMeta{maxRIdx: -1}
+		s.segs[seg] = m
+	}
+	return m
 }
 
-// recover replays every segment in order.
-func (s *Spool) recover() error {
-	names, err := filepath.Glob(filepath.Join(s.dir, "spool-*.log"))
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	var batches []Batch
-	for i, name := range names {
-		var num uint64
-		if _, err := fmt.Sscanf(filepath.Base(name), "spool-%016d.log", &num); err != nil {
-			return fmt.Errorf("%w: unexpected file %s", ErrCorrupt, name)
-		}
-		data, err := os.ReadFile(name)
-		if err != nil {
-			return fmt.Errorf("spool: %w", err)
-		}
-		seg := &segment{num: num, maxRIdx: -1}
-		end, scanErr := recordio.Scan(data, func(_ int64, p []byte) error {
-			return s.replay(seg, p, &batches)
-		})
-		if scanErr != nil {
-			if !errors.Is(scanErr, recordio.ErrCorrupt) || i != len(names)-1 {
-				return fmt.Errorf("%w: %s at offset %d: %v", ErrCorrupt, name, end, scanErr)
-			}
-			s.log.Warn("truncating torn spool record", "file", name, "offset", end, "dropped_bytes", int64(len(data))-end, "reason", scanErr)
-			if err := os.Truncate(name, end); err != nil {
-				return fmt.Errorf("spool: truncate: %w", err)
-			}
-		}
-		seg.size = end
-		s.segs = append(s.segs, seg)
-		s.diskBytes += end
-	}
-	for _, b := range batches {
-		if b.Sequence > s.ackedThrough && !s.acked[b.Sequence] {
-			s.pending = append(s.pending, b)
-		}
-	}
-	if len(s.segs) == 0 {
-		return s.rotateLocked()
-	}
-	last := s.segs[len(s.segs)-1]
-	f, err := os.OpenFile(s.segPath(last.num), os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("spool: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("spool: %w", err)
-	}
-	s.cur = f
-	s.written, s.synced = last.size, last.size
-	return nil
+// checkpoint is the first record of every segment: the chain and seal
+// state, so that older segments can be deleted.
+func (s *Spool) checkpoint() []byte {
+	var e encoder
+	e.b = append(e.b, recCheckpoint)
+	e.uvarint(s.head.Sequence)
+	e.str(s.head.Digest)
+	e.uvarint(s.receiptCount)
+	e.uvarint(s.sealedThrough)
+	e.uvarint(s.ackedThrough)
+	return e.b
 }
 
 // replay applies one record during recovery.
-func (s *Spool) replay(seg *segment, p []byte, batches *[]Batch) error {
+func (s *Spool) replay(seg *segMeta, p []byte, batches *[]Batch) error {
 	if len(p) == 0 {
 		return fmt.Errorf("%w: empty record", ErrCorrupt)
 	}
@@ -316,37 +274,36 @@ func (s *Spool) Append(r *mcpreadyv1.Receipt) error {
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
-	rec := recordio.Append(make([]byte, 0, recordio.HeaderSize+1+len(data)), append([]byte{recReceipt}, data...))
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	if s.diskBytes+int64(len(rec)) > s.opts.MaxBytes {
+	size := recordio.Size(1 + len(data))
+	if s.wal.Size()+size > s.opts.MaxBytes {
 		s.compactLocked()
-		if s.diskBytes+int64(len(rec)) > s.opts.MaxBytes {
+		if s.wal.Size()+size > s.opts.MaxBytes {
 			s.dropped++
 			s.mu.Unlock()
 			s.m.dropped.Inc()
 			return ErrSpoolFull
 		}
 	}
-	if err := s.writeLocked(rec); err != nil {
+	pos, err := s.wal.Append(append([]byte{recReceipt}, data...))
+	if err != nil {
 		s.mu.Unlock()
-		return err
+		return fmt.Errorf("spool: %w", err)
 	}
-	cur := s.segs[len(s.segs)-1]
-	cur.maxRIdx = int64(s.receiptCount)
+	s.meta(pos.Segment).maxRIdx = int64(s.receiptCount)
 	s.receiptCount++
 	s.unsealed = append(s.unsealed, unsealed{data: data, at: s.opts.Now()})
 	n := len(s.unsealed)
-	target := s.written
 	s.mu.Unlock()
 	if n >= s.opts.BatchSize {
 		s.kickSealer()
 	}
-	if err := s.syncTo(target); err != nil {
-		return err
+	if err := s.wal.Sync(pos); err != nil {
+		return fmt.Errorf("spool: %w", err)
 	}
 	s.m.spooled.Inc()
 	return nil
@@ -359,101 +316,20 @@ func (s *Spool) kickSealer() {
 	}
 }
 
-// writeLocked appends framed bytes to the current segment. Caller holds mu.
-func (s *Spool) writeLocked(rec []byte) error {
-	if _, err := s.cur.Write(rec); err != nil {
-		return fmt.Errorf("spool: write: %w", err)
-	}
-	s.written += int64(len(rec))
-	s.diskBytes += int64(len(rec))
-	s.segs[len(s.segs)-1].size += int64(len(rec))
-	return nil
-}
-
-// syncTo returns once logical offset target is durable.
-func (s *Spool) syncTo(target int64) error {
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
-	if s.synced >= target {
-		return s.syncErr
-	}
-	s.mu.Lock()
-	f, w := s.cur, s.written
-	s.mu.Unlock()
-	if err := f.Sync(); err != nil {
-		s.syncErr = fmt.Errorf("spool: fsync: %w", err)
-		return s.syncErr
-	}
-	s.synced = w
-	return nil
-}
-
-// rotateLocked closes the current segment (fsync'd) and starts a new one
-// with a checkpoint of the chain state. Caller holds syncMu and mu (or is
-// recovering).
-func (s *Spool) rotateLocked() error {
-	var num uint64
-	if len(s.segs) > 0 {
-		num = s.segs[len(s.segs)-1].num + 1
-	}
-	if s.cur != nil {
-		if err := s.cur.Sync(); err != nil {
-			return fmt.Errorf("spool: fsync: %w", err)
-		}
-		s.cur.Close()
-	}
-	f, err := os.OpenFile(s.segPath(num), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("spool: %w", err)
-	}
-	s.cur = f
-	s.segs = append(s.segs, &segment{num: num, maxRIdx: -1})
-	var e encoder
-	e.b = append(e.b, recCheckpoint)
-	e.uvarint(s.head.Sequence)
-	e.str(s.head.Digest)
-	e.uvarint(s.receiptCount)
-	e.uvarint(s.sealedThrough)
-	e.uvarint(s.ackedThrough)
-	if err := s.writeLocked(recordio.Append(nil, e.b)); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("spool: fsync: %w", err)
-	}
-	if err := syncDir(s.dir); err != nil {
-		return err
-	}
-	s.synced = s.written
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("spool: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("spool: fsync dir: %w", err)
-	}
-	return nil
-}
-
 // compactLocked deletes the oldest segments whose receipts are all sealed
 // and whose batches are all acknowledged. Caller holds mu.
 func (s *Spool) compactLocked() {
-	for len(s.segs) > 1 {
-		seg := s.segs[0]
-		if seg.maxRIdx >= int64(s.sealedThrough) || seg.maxBSeq > s.ackedThrough {
+	segs := s.wal.Segments()
+	for _, seg := range segs[:len(segs)-1] {
+		m := s.meta(seg.Num)
+		if m.maxRIdx >= int64(s.sealedThrough) || m.maxBSeq > s.ackedThrough {
 			return
 		}
-		if err := os.Remove(s.segPath(seg.num)); err != nil {
-			s.log.Error("cannot delete spool segment", "segment", seg.num, "err", err)
+		if err := s.wal.Remove(seg.Num); err != nil {
+			s.log.Error("cannot delete spool segment", "segment", seg.Num, "err", err)
 			return
 		}
-		s.diskBytes -= seg.size
-		s.segs = s.segs[1:]
+		delete(s.segs, seg.Num)
 	}
 }
 
@@ -514,36 +390,34 @@ func (s *Spool) sealOnce() (int, error) {
 	e.str(b.BatchId)
 	e.uvarint(uint64(now.UnixNano()))
 	e.bytes(bundle)
-	rec := recordio.Append(nil, e.b)
 
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
 	s.mu.Lock()
-	if err := s.writeLocked(rec); err != nil {
+	pos, err := s.wal.Append(e.b)
+	if err != nil {
 		s.mu.Unlock()
-		return 0, err
+		return 0, fmt.Errorf("spool: %w", err)
 	}
-	if err := s.cur.Sync(); err != nil {
-		s.mu.Unlock()
-		return 0, fmt.Errorf("spool: fsync: %w", err)
-	}
-	s.synced = s.written
-	s.segs[len(s.segs)-1].maxBSeq = b.Sequence
+	s.meta(pos.Segment).maxBSeq = b.Sequence
 	s.head = Head{Sequence: b.Sequence, Digest: artifact.Digest(bundle)}
 	s.sealedThrough = through
 	s.unsealed = s.unsealed[n:]
-	s.pending = append(s.pending, Batch{ID: b.BatchId, Sequence: b.Sequence, Bundle: bundle, Receipts: n, Sealed: now})
-	var rerr error
-	if s.segs[len(s.segs)-1].size >= s.opts.SegmentBytes {
-		rerr = s.rotateLocked()
+	s.mu.Unlock()
+	// The batch becomes visible to Pending (and so to the shipper) only
+	// once its record is durable: a crash before this fsync loses just the
+	// batch record, the receipts are re-sealed at the same sequence after
+	// restart, and no other version of that sequence was ever sent.
+	if err := s.wal.Sync(pos); err != nil {
+		return 0, fmt.Errorf("spool: %w", err)
 	}
+	s.mu.Lock()
+	s.pending = append(s.pending, Batch{ID: b.BatchId, Sequence: b.Sequence, Bundle: bundle, Receipts: n, Sealed: now})
 	s.compactLocked()
 	s.mu.Unlock()
 	select {
 	case s.sealed <- struct{}{}:
 	default:
 	}
-	return n, rerr
+	return n, nil
 }
 
 func (s *Spool) sealLoop() {
@@ -611,8 +485,8 @@ func (s *Spool) Ack(seq uint64) error {
 	var e encoder
 	e.b = append(e.b, recAck)
 	e.uvarint(seq)
-	if err := s.writeLocked(recordio.Append(nil, e.b)); err != nil {
-		return err
+	if _, err := s.wal.Append(e.b); err != nil {
+		return fmt.Errorf("spool: %w", err)
 	}
 	s.m.acked.Add(float64(s.pending[i].Receipts))
 	s.pending = append(s.pending[:i], s.pending[i+1:]...)
@@ -638,7 +512,7 @@ type Stats struct {
 func (s *Spool) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Unsealed: len(s.unsealed), PendingBatches: len(s.pending), Bytes: s.diskBytes, Dropped: s.dropped}
+	st := Stats{Unsealed: len(s.unsealed), PendingBatches: len(s.pending), Bytes: s.wal.Size(), Dropped: s.dropped}
 	st.Depth = st.Unsealed
 	var oldest time.Time
 	for _, b := range s.pending {
@@ -670,18 +544,7 @@ func (s *Spool) Close() error {
 	<-s.stopped
 	s.sealMu.Lock()
 	defer s.sealMu.Unlock()
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	err := s.cur.Sync()
-	if err == nil {
-		s.synced = s.written
-	}
-	if cerr := s.cur.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return s.wal.Close()
 }
 
 // encoder/decoder: the spool's record fields.

@@ -1,0 +1,374 @@
+// Package seglog is an append-only log of records split into numbered
+// segment files ("<prefix>-<16-digit number>.log"), framed by
+// internal/recordio.
+//
+// It recovers on open (a torn or corrupt tail of the last segment is cut
+// off and logged; damage in an older, already fsync'd segment is an
+// error), group-commits fsyncs, rotates segments by size (starting each new
+// segment with a checkpoint record supplied by the owner so that old
+// segments can be deleted without losing state) and deletes whole
+// segments. It does not interpret records; the spool and the receipt store
+// do.
+package seglog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/mcpready/mcpready/internal/recordio"
+)
+
+// ErrCorrupt is damage that cannot be a torn write: a bad record in a
+// segment other than the last, or an unexpected file name.
+var ErrCorrupt = errors.New("log segment corrupt")
+
+// ErrClosed is an operation on a closed log.
+var ErrClosed = errors.New("log closed")
+
+// Options configures a log.
+type Options struct {
+	// Prefix names segment files; required.
+	Prefix string
+	// SegmentBytes rotates the current segment once it is at least this
+	// large; default 64 MiB.
+	SegmentBytes int64
+	// Checkpoint returns the record written first in every new segment,
+	// or nil for none. It is called from inside Append and Open, so it
+	// sees the owner's state as of just before the record being appended.
+	Checkpoint func() []byte
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Pos locates one record.
+type Pos struct {
+	Segment uint64
+	Offset  int64
+	// end is the logical position just after the record, for Sync.
+	end int64
+}
+
+// Segment describes one segment file.
+type Segment struct {
+	Num  uint64
+	Size int64
+}
+
+// Log is a segmented append-only log, safe for concurrent use. Owners that
+// need record order to match their own state order call Append under
+// their own lock.
+type Log struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+
+	syncMu  sync.Mutex // held while fsyncing or rotating
+	synced  int64
+	syncErr error
+
+	mu      sync.Mutex
+	closed  bool
+	cur     *os.File
+	segs    []Segment
+	written int64 // logical bytes written since Open (including recovered)
+	readers map[uint64]*os.File
+}
+
+// Open opens the log in dir (creating it), calls replay for every whole
+// record in order, and truncates a torn tail of the last segment. The
+// payload passed to replay stays valid (it is not reused).
+func Open(dir string, opts Options, replay func(p Pos, payload []byte) error) (*Log, error) {
+	if opts.Prefix == "" {
+		return nil, errors.New("seglog: prefix required")
+	}
+	if opts.SegmentBytes <= 0 {
+		opts.SegmentBytes = 64 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("seglog: %w", err)
+	}
+	l := &Log{dir: dir, opts: opts, log: opts.Logger, readers: map[uint64]*os.File{}}
+	names, err := filepath.Glob(filepath.Join(dir, opts.Prefix+"-*.log"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		var num uint64
+		if _, err := fmt.Sscanf(filepath.Base(name), opts.Prefix+"-%016d.log", &num); err != nil || filepath.Base(name) != filepath.Base(l.path(num)) {
+			return nil, fmt.Errorf("%w: unexpected file %s", ErrCorrupt, name)
+		}
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("seglog: %w", err)
+		}
+		end, scanErr := recordio.Scan(data, func(off int64, p []byte) error {
+			return replay(Pos{Segment: num, Offset: off}, p)
+		})
+		if scanErr != nil {
+			if !errors.Is(scanErr, recordio.ErrCorrupt) || i != len(names)-1 {
+				return nil, fmt.Errorf("%w: %s at offset %d: %w", ErrCorrupt, name, end, scanErr)
+			}
+			l.log.Warn("cutting torn tail off log segment", "file", name, "offset", end, "cut_bytes", int64(len(data))-end, "reason", scanErr.Error())
+			if err := os.Truncate(name, end); err != nil {
+				return nil, fmt.Errorf("seglog: truncate: %w", err)
+			}
+		}
+		l.segs = append(l.segs, Segment{Num: num, Size: end})
+		l.written += end
+	}
+	if len(l.segs) == 0 {
+		if err := l.rotateLocked(); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	last := l.segs[len(l.segs)-1]
+	f, err := os.OpenFile(l.path(last.Num), os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("seglog: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seglog: %w", err)
+	}
+	l.cur, l.synced = f, l.written
+	return l, nil
+}
+
+func (l *Log) path(num uint64) string {
+	return filepath.Join(l.dir, fmt.Sprintf("%s-%016d.log", l.opts.Prefix, num))
+}
+
+// Append writes one record (not yet durable; see Sync), rotating first
+// when the current segment is full.
+func (l *Log) Append(payload []byte) (Pos, error) {
+	rec := recordio.Append(make([]byte, 0, recordio.Size(len(payload))), payload)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return Pos{}, ErrClosed
+	}
+	if l.segs[len(l.segs)-1].Size >= l.opts.SegmentBytes {
+		l.mu.Unlock()
+		l.syncMu.Lock()
+		l.mu.Lock()
+		err := l.errIfClosedLocked()
+		if err == nil && l.segs[len(l.segs)-1].Size >= l.opts.SegmentBytes {
+			err = l.rotateLocked()
+		}
+		l.syncMu.Unlock()
+		if err != nil {
+			l.mu.Unlock()
+			return Pos{}, err
+		}
+	}
+	defer l.mu.Unlock()
+	cur := &l.segs[len(l.segs)-1]
+	p := Pos{Segment: cur.Num, Offset: cur.Size}
+	if err := l.writeLocked(rec); err != nil {
+		return Pos{}, err
+	}
+	p.end = l.written
+	return p, nil
+}
+
+// errIfClosedLocked returns ErrClosed after Close. Caller holds mu.
+func (l *Log) errIfClosedLocked() error {
+	if l.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (l *Log) writeLocked(rec []byte) error {
+	if _, err := l.cur.Write(rec); err != nil {
+		return fmt.Errorf("seglog: write: %w", err)
+	}
+	l.written += int64(len(rec))
+	l.segs[len(l.segs)-1].Size += int64(len(rec))
+	return nil
+}
+
+// Sync returns once the record at p (and everything before it) is on disk.
+// Concurrent callers share one fsync.
+func (l *Log) Sync(p Pos) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.synced >= p.end {
+		return l.syncErr
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	f, w := l.cur, l.written
+	l.mu.Unlock()
+	if err := f.Sync(); err != nil {
+		l.syncErr = fmt.Errorf("seglog: fsync: %w", err)
+		return l.syncErr
+	}
+	l.synced = w
+	return nil
+}
+
+// rotateLocked fsyncs and closes the current segment and starts the next
+// with the owner's checkpoint. Caller holds syncMu and mu (or is opening).
+func (l *Log) rotateLocked() error {
+	var num uint64
+	if len(l.segs) > 0 {
+		num = l.segs[len(l.segs)-1].Num + 1
+	}
+	if l.cur != nil {
+		if err := l.cur.Sync(); err != nil {
+			return fmt.Errorf("seglog: fsync: %w", err)
+		}
+		l.cur.Close()
+		l.cur = nil
+	}
+	f, err := os.OpenFile(l.path(num), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("seglog: %w", err)
+	}
+	l.cur = f
+	l.segs = append(l.segs, Segment{Num: num})
+	if l.opts.Checkpoint != nil {
+		if cp := l.opts.Checkpoint(); cp != nil {
+			if err := l.writeLocked(recordio.Append(nil, cp)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("seglog: fsync: %w", err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		return err
+	}
+	l.synced = l.written
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("seglog: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("seglog: fsync dir: %w", err)
+	}
+	return nil
+}
+
+// Segments lists the segments, oldest first; the last is current.
+func (l *Log) Segments() []Segment {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Segment(nil), l.segs...)
+}
+
+// Size is the total size of all segments.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.Size
+	}
+	return n
+}
+
+// Remove deletes segment num. The current segment cannot be removed.
+func (l *Log) Remove(num uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, s := range l.segs {
+		if s.Num != num {
+			continue
+		}
+		if i == len(l.segs)-1 {
+			return fmt.Errorf("seglog: segment %d is current", num)
+		}
+		if r := l.readers[num]; r != nil {
+			r.Close()
+			delete(l.readers, num)
+		}
+		if err := os.Remove(l.path(num)); err != nil {
+			return fmt.Errorf("seglog: %w", err)
+		}
+		l.segs = append(l.segs[:i], l.segs[i+1:]...)
+		return nil
+	}
+	return nil
+}
+
+// ReadAt reads the record at p.
+func (l *Log) ReadAt(p Pos) ([]byte, error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, ErrClosed
+	}
+	r := l.readers[p.Segment]
+	if r == nil {
+		f, err := os.Open(l.path(p.Segment))
+		if err != nil {
+			l.mu.Unlock()
+			return nil, fmt.Errorf("seglog: %w", err)
+		}
+		r, l.readers[p.Segment] = f, f
+	}
+	l.mu.Unlock()
+	var h [recordio.HeaderSize]byte
+	if _, err := r.ReadAt(h[:], p.Offset); err != nil {
+		return nil, fmt.Errorf("seglog: read: %w", err)
+	}
+	n := int64(binary.LittleEndian.Uint32(h[0:4]))
+	if n > recordio.MaxRecord {
+		return nil, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, n)
+	}
+	buf := make([]byte, recordio.HeaderSize+n)
+	if _, err := r.ReadAt(buf, p.Offset); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("seglog: read: %w", err)
+	}
+	payload, _, err := recordio.Next(buf)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s at %d: %w", ErrCorrupt, l.path(p.Segment), p.Offset, err)
+	}
+	return payload, nil
+}
+
+// Close fsyncs and closes every file.
+func (l *Log) Close() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	for _, r := range l.readers {
+		r.Close()
+	}
+	err := l.cur.Sync()
+	if err == nil {
+		l.synced = l.written
+	}
+	if cerr := l.cur.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
