@@ -14,72 +14,50 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/validate"
+
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
-// Failure is one classified upstream failure. It is an error; use errors.As.
+// Failure is one classified upstream failure. It is an error that unwraps
+// to a *validate.Error (and so to one of validate's sentinels).
 type Failure struct {
-	// Outcome is the outcome class of the failed call.
+	// Obs is what the transport saw, as validate classifies it.
+	Obs validate.Observation
+	// Outcome and Layer are validate's classification of Obs.
 	Outcome mcpreadyv1.OutcomeClass
-	// Layer is the readiness layer that failed.
-	Layer mcpreadyv1.ReadinessLayer
-	// HTTPStatus is the upstream's HTTP status, 0 when none was received.
-	HTTPStatus int
+	Layer   mcpreadyv1.ReadinessLayer
 	// RetryAfter is the upstream's Retry-After, 0 when absent.
 	RetryAfter time.Duration
 	// ResourceMetadata is the RFC 9728 resource_metadata URL of a 401 challenge.
 	ResourceMetadata string
-	// RPCCode is the JSON-RPC error code of a protocol error.
-	RPCCode int64
-	// Sent reports that the request was written to the upstream, so a
-	// state-changing call may have taken effect.
-	Sent bool
 	// Detail says what happened, without credentials or arguments.
 	Detail string
+	cause  error
 }
 
 func (f *Failure) Error() string {
-	s := fmt.Sprintf("upstream %s", outcomeName(f.Outcome))
-	if f.HTTPStatus != 0 {
-		s += fmt.Sprintf(" (HTTP %d)", f.HTTPStatus)
+	if f.Detail == "" {
+		return "upstream: " + f.cause.Error()
 	}
-	if f.Detail != "" {
-		s += ": " + f.Detail
-	}
-	return s
+	return "upstream: " + f.cause.Error() + " (" + f.Detail + ")"
 }
 
+// Unwrap returns validate's classification.
+func (f *Failure) Unwrap() error { return f.cause }
+
 // TransportStatus is the short transport status recorded in receipts, e.g.
-// "http 429", "reset", "timeout".
+// "http 429", "timeout", "error".
 func (f *Failure) TransportStatus() string {
-	if f.HTTPStatus != 0 {
-		return "http " + strconv.Itoa(f.HTTPStatus)
-	}
-	switch f.Outcome {
-	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT:
+	switch {
+	case f.Obs.HTTPStatus != 0:
+		return "http " + strconv.Itoa(f.Obs.HTTPStatus)
+	case f.Obs.TimedOut:
 		return "timeout"
-	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE:
+	case f.Obs.Err != nil:
 		return "error"
 	}
 	return ""
-}
-
-func outcomeName(o mcpreadyv1.OutcomeClass) string {
-	switch o {
-	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY:
-		return "access not ready"
-	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_BILLING:
-		return "billing required"
-	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED:
-		return "rate limited"
-	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR:
-		return "protocol error"
-	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS:
-		return "ambiguous outcome (timed out after send)"
-	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT:
-		return "timeout"
-	}
-	return "transport failure"
 }
 
 // exchange records what the HTTP layer saw for one call. It travels in the
@@ -162,66 +140,50 @@ func classify(err error, x *exchange, ctxErr error) *Failure {
 		return f
 	}
 	sent, status, h, ctype := x.snapshot()
-	f = &Failure{Sent: sent, HTTPStatus: status, Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY,
-		Outcome: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE}
+	f = &Failure{Obs: validate.Observation{Sent: sent, HTTPStatus: status}}
 	var rpcErr *jsonrpc.Error
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		f.Outcome, f.Layer = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, mcpreadyv1.ReadinessLayer_READINESS_LAYER_ACCESS
 		if m := resourceMetadataRE.FindStringSubmatch(h.Get("WWW-Authenticate")); m != nil {
 			f.ResourceMetadata = m[1]
-			f.Detail = "authorization required (RFC 9728 protected resource metadata at " + m[1] + ")"
-		} else {
-			f.Detail = "authorization rejected"
+			f.Obs.ResourceMetadata = true
+			f.Detail = "protected resource metadata at " + m[1]
 		}
-	case status == http.StatusPaymentRequired:
-		f.Outcome, f.Layer = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_BILLING, mcpreadyv1.ReadinessLayer_READINESS_LAYER_ACCESS
-		f.Detail = "payment required"
-	case status == http.StatusTooManyRequests:
-		f.Outcome, f.Layer = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED, mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION
+	case status == http.StatusTooManyRequests || status >= 500:
 		f.RetryAfter = parseRetryAfter(h.Get("Retry-After"), time.Now())
-		f.Detail = "rate limited"
 		if f.RetryAfter > 0 {
-			f.Detail += fmt.Sprintf(", retry after %s", f.RetryAfter)
+			f.Detail = fmt.Sprintf("retry after %s", f.RetryAfter)
 		}
-	case status >= 500:
-		f.Detail = fmt.Sprintf("server error %d", status)
-		f.RetryAfter = parseRetryAfter(h.Get("Retry-After"), time.Now())
+	case status >= 400:
 	case errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport:
-		f.Outcome, f.Layer = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, mcpreadyv1.ReadinessLayer_READINESS_LAYER_PROTOCOL
-		f.RPCCode = rpcErr.Code
-		f.Detail = fmt.Sprintf("JSON-RPC error %d: %s", rpcErr.Code, truncate(rpcErr.Message, 200))
-		if status >= 200 && status < 300 {
-			f.Detail += fmt.Sprintf(" (inside HTTP %d)", status)
-		}
+		f.Obs.JSONRPCError, f.Obs.JSONRPCCode = true, int(rpcErr.Code)
+		f.Detail = truncate(rpcErr.Message, 200)
 	case ctxErr != nil && errors.Is(ctxErr, context.DeadlineExceeded):
-		if sent {
-			f.Outcome, f.Layer = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION
-			f.Detail = "no answer before the deadline; the call may have taken effect"
-		} else {
-			f.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT
-			f.Detail = "deadline passed before the request was sent"
-		}
+		f.Obs.TimedOut = true
 	case ctxErr != nil:
+		f.Obs.Err = ctxErr
 		f.Detail = "cancelled"
-		if sent {
-			f.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS
-		}
 	case status >= 200 && status < 300:
-		// The server answered but the answer could not be read as MCP.
-		f.Outcome, f.Layer = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, mcpreadyv1.ReadinessLayer_READINESS_LAYER_PROTOCOL
+		// The server answered, but not with anything readable as MCP.
+		f.Obs.JSONRPCError, f.Obs.JSONRPCCode = true, validate.JSONRPCParseError
 		f.Detail = fmt.Sprintf("malformed response (content-type %q)", ctype)
-	case status != 0:
-		f.Detail = fmt.Sprintf("unexpected HTTP status %d", status)
-	case errors.Is(err, mcp.ErrConnectionClosed):
-		f.Detail = "connection closed"
 	default:
-		if sent {
+		f.Obs.Err = err
+		switch {
+		case errors.Is(err, mcp.ErrConnectionClosed):
+			f.Detail = "connection closed"
+		case sent:
 			f.Detail = "connection lost after the request was sent"
-		} else {
+		default:
 			f.Detail = "connection failed"
 		}
 	}
+	f.cause = validate.Classify(f.Obs)
+	if f.cause == nil { // an error the observation does not explain
+		f.Obs.Err = err
+		f.cause = validate.Classify(f.Obs)
+	}
+	f.Outcome, f.Layer = validate.ClassOf(f.cause), validate.LayerOf(f.cause)
 	return f
 }
 

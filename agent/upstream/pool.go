@@ -28,6 +28,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -303,7 +304,7 @@ func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.C
 		return nil
 	}
 	f := classify(err, x, cctx.Err())
-	if f.Outcome != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR || f.RPCCode == 0 {
+	if !f.Obs.JSONRPCError || f.Obs.JSONRPCCode == validate.JSONRPCParseError {
 		s.broken.Store(true)
 	}
 	return f

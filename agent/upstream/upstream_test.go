@@ -48,11 +48,11 @@ func TestCallAndClassify(t *testing.T) {
 		{mcptest.FaultUnauthorized, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, func(f *Failure) bool { return f.ResourceMetadata != "" }},
 		{mcptest.FaultPaymentRequired, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_BILLING, nil},
 		{mcptest.FaultRateLimited, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED, func(f *Failure) bool { return f.RetryAfter == time.Second }},
-		{mcptest.FaultServerError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *Failure) bool { return f.HTTPStatus == 500 }},
-		{mcptest.FaultRPCError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, func(f *Failure) bool { return f.RPCCode == mcptest.RPCErrorCode }},
+		{mcptest.FaultServerError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *Failure) bool { return f.Obs.HTTPStatus == 500 }},
+		{mcptest.FaultRPCError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, func(f *Failure) bool { return f.Obs.JSONRPCCode == mcptest.RPCErrorCode }},
 		{mcptest.FaultGarbage, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, nil},
-		{mcptest.FaultReset, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *Failure) bool { return f.Sent }},
-		{mcptest.FaultHang, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, func(f *Failure) bool { return f.Sent }},
+		{mcptest.FaultReset, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *Failure) bool { return f.Obs.Sent }},
+		{mcptest.FaultHang, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, func(f *Failure) bool { return f.Obs.Sent }},
 	}
 	for _, tt := range tests {
 		up.SetFault(tt.fault, "tools/call")

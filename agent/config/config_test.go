@@ -1,0 +1,100 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestParseAndAuthenticate(t *testing.T) {
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "tok")
+	if err := os.WriteFile(tokFile, []byte("secret-b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MCPREADY_TEST_TOKEN", "secret-c")
+	data := []byte(`
+principals:
+  - name: a
+    principalClass: engineer
+    tenantClass: internal
+    workflows: [wf-1]
+    tokenSHA256: ` + TokenDigest("secret-a") + `
+  - name: b
+    principalClass: support
+    tokenFile: ` + tokFile + `
+  - name: c
+    principalClass: bot
+    tokenEnv: MCPREADY_TEST_TOKEN
+defaultPrincipal:
+  name: anonymous
+  principalClass: default
+upstreams:
+  - name: docs
+    url: http://127.0.0.1:9/mcp
+    tokenEnv: DOCS_TOKEN
+  - name: fs
+    command: [/bin/true]
+`)
+	c, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		token, class string
+		err          error
+	}{
+		{"secret-a", "engineer", nil},
+		{"secret-b", "support", nil},
+		{"secret-c", "bot", nil},
+		{"", "default", nil},
+		{"wrong", "", ErrUnauthenticated},
+	}
+	for _, tt := range tests {
+		id, err := c.Authenticate(tt.token)
+		if !errors.Is(err, tt.err) || id.PrincipalClass != tt.class {
+			t.Errorf("token %q: got %+v, %v", tt.token, id, err)
+		}
+	}
+	id, _ := c.Authenticate("secret-a")
+	if !id.AllowsWorkflow("wf-1") || id.AllowsWorkflow("wf-2") || !id.AllowsWorkflow("") {
+		t.Error("workflow allow-list not applied")
+	}
+	if u, ok := c.Upstream("docs"); !ok || u.URL == "" {
+		t.Error("upstream docs missing")
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	bad := []string{
+		"principals: [{name: a, principalClass: x}]",                      // no token
+		"principals: [{name: a, principalClass: x, tokenSHA256: md5:00}]", // bad digest
+		"upstreams: [{name: a}]",                                          // no url/command
+		"upstreams: [{name: a, url: u, command: [x]}]",                    // both
+		"upstreams: [{name: a/b, url: u}]",                                // bad name
+		"upstreams: [{name: a, url: u}, {name: a, url: v}]",               // duplicate
+		"unknownField: 1",                                                 // strict
+		"defaultPrincipal: {name: x}",                                     // no class
+	}
+	for _, b := range bad {
+		if _, err := Parse([]byte(b)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: got %v", b, err)
+		}
+	}
+	c, _ := Parse(nil)
+	if _, err := c.Authenticate(""); !errors.Is(err, ErrUnauthenticated) {
+		t.Error("empty config must refuse requests without a token")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("principals: [{name: a, principalClass: x, tokenSHA256: sha256:00}]"))
+	f.Add([]byte("upstreams: [{name: a, url: http://x}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err == nil {
+			_, _ = c.Authenticate("x")
+		}
+	})
+}

@@ -1,0 +1,143 @@
+// Package cptest starts a real control plane for the host agent's tests:
+// embedded etcd, the artifact store and the Discovery server on a loopback
+// gRPC listener, plus a root key that signs test artifacts. It is for tests
+// only and must not be used by production code.
+package cptest
+
+import (
+	"context"
+	"crypto"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane/discovery"
+	"github.com/mcpready/mcpready/controlplane/etcdembed"
+	"github.com/mcpready/mcpready/controlplane/store"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// Env is a running control plane.
+type Env struct {
+	Store *store.Store
+	// Addr is the gRPC address agents dial.
+	Addr string
+	// Root signs every test artifact; RootPub is what agents pin.
+	Root    crypto.Signer
+	RootPub crypto.PublicKey
+
+	t        testing.TB
+	mu       sync.Mutex
+	gs       *grpc.Server
+	ds       *discovery.Server
+	register []func(*grpc.Server)
+}
+
+// Start starts etcd, the store and the Discovery server, and stores a
+// TrustPolicy named "default" signed by a fresh root key.
+func Start(t testing.TB) *Env {
+	t.Helper()
+	m, err := etcdembed.StartSingle(etcdembed.Options{Dir: t.TempDir(), ProgressNotifyInterval: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	root, err := sign.GenerateKey(sign.AlgorithmEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{Store: store.New(cli, store.Options{}), Root: root, RootPub: root.Public(), t: t}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.ds = discovery.New(e.Store, discovery.Options{Debounce: 10 * time.Millisecond})
+	done := make(chan struct{})
+	go func() { _ = e.ds.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.Put(artifact.New(artifact.KindTrustPolicy, "default", &mcpreadyv1.TrustPolicy{}))
+	e.Serve("127.0.0.1:0")
+	t.Cleanup(e.Stop)
+	return e
+}
+
+// Register adds a service to the gRPC server (applied on the next Serve).
+func (e *Env) Register(f func(*grpc.Server)) {
+	e.mu.Lock()
+	e.register = append(e.register, f)
+	e.mu.Unlock()
+}
+
+// Serve (re)starts the gRPC server on addr ("127.0.0.1:0" picks a port).
+func (e *Env) Serve(addr string) {
+	e.t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.Addr = lis.Addr().String()
+	e.gs = grpc.NewServer()
+	mcpreadyv1.RegisterDiscoveryServiceServer(e.gs, e.ds)
+	for _, f := range e.register {
+		f(e.gs)
+	}
+	go e.gs.Serve(lis)
+}
+
+// Stop stops the gRPC server, as a control plane outage.
+func (e *Env) Stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gs != nil {
+		e.gs.Stop()
+		e.gs = nil
+	}
+}
+
+// Dial connects to the control plane.
+func (e *Env) Dial() *grpc.ClientConn {
+	e.t.Helper()
+	conn, err := grpc.NewClient(e.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// Sign signs obj with the root key.
+func (e *Env) Sign(obj *artifact.Object) []byte {
+	e.t.Helper()
+	b, _, err := sign.Sign(obj, e.Root)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b
+}
+
+// Put signs obj with the root key and stores it.
+func (e *Env) Put(obj *artifact.Object) []byte {
+	e.t.Helper()
+	b := e.Sign(obj)
+	e.PutBundle(obj.Kind, obj.Metadata.Name, b)
+	return b
+}
+
+// PutBundle stores a bundle as is (it may be tampered: the store does not verify).
+func (e *Env) PutBundle(k artifact.Kind, name string, bundle []byte) {
+	e.t.Helper()
+	if _, _, err := e.Store.Put(context.Background(), store.Record{Kind: k, Name: name, Bundle: bundle}); err != nil {
+		e.t.Fatal(err)
+	}
+}

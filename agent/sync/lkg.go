@@ -1,0 +1,141 @@
+package sync
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// lkgFile is the on-disk last known good configuration: the exact bundles,
+// re-verified whenever they are loaded.
+type lkgFile struct {
+	Format    int               `json:"format"`
+	Resources []lkgResource     `json:"resources"`
+	SotW      map[string]string `json:"sotwVersions,omitempty"`
+}
+
+type lkgResource struct {
+	Kind    artifact.Kind `json:"kind"`
+	Name    string        `json:"name"`
+	Version string        `json:"version"`
+	Bundle  []byte        `json:"bundle"`
+}
+
+// saveLKG writes the current snapshot atomically: temp file, fsync, rename,
+// directory fsync. c.mu must be held.
+func (c *Client) saveLKG() error {
+	if c.opts.LKGPath == "" {
+		return nil
+	}
+	snap := c.cur.Load()
+	f := lkgFile{Format: 1, SotW: map[string]string{}}
+	for _, k := range c.kinds() {
+		for _, r := range snap.List(k) {
+			f.Resources = append(f.Resources, lkgResource{Kind: k, Name: r.Name, Version: r.Version, Bundle: r.Bundle})
+		}
+	}
+	for k, v := range c.sotw {
+		f.SotW[string(k)] = v
+	}
+	data, err := json.Marshal(&f)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(c.opts.LKGPath, data)
+}
+
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".lkg-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Load starts from the last known good configuration on disk, verifying
+// every bundle again (against the root and the stored TrustPolicy). A
+// missing file is not an error; resources that no longer verify are dropped
+// and reported in the returned count.
+func (c *Client) Load() (dropped int, err error) {
+	if c.opts.LKGPath == "" {
+		return 0, nil
+	}
+	data, err := os.ReadFile(c.opts.LKGPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var f lkgFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return 0, fmt.Errorf("sync: last known good file %s: %w", c.opts.LKGPath, err)
+	}
+	byKind := map[artifact.Kind][]*mcpreadyv1.Resource{}
+	for _, r := range f.Resources {
+		byKind[r.Kind] = append(byKind[r.Kind], &mcpreadyv1.Resource{Name: r.Name, TypeUrl: r.Kind.TypeURL(), Version: r.Version, Bundle: r.Bundle})
+	}
+	trustRes := byKind[artifact.KindTrustPolicy]
+	if len(trustRes) == 0 {
+		return len(f.Resources), nil
+	}
+	if err := c.Apply(artifact.KindTrustPolicy, trustRes, nil, true); err != nil {
+		c.opts.Logger.Warn("sync: stored trust policy no longer verifies", "err", err)
+		return len(f.Resources), nil
+	}
+	kinds := make([]artifact.Kind, 0, len(byKind))
+	for k := range byKind {
+		if k != artifact.KindTrustPolicy {
+			kinds = append(kinds, k)
+		}
+	}
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i] < kinds[j] })
+	for _, k := range kinds {
+		for _, r := range byKind[k] {
+			if err := c.Apply(k, []*mcpreadyv1.Resource{r}, nil, false); err != nil {
+				c.opts.Logger.Warn("sync: dropping stored resource", "kind", k, "name", r.Name, "err", err)
+				dropped++
+				c.mu.Lock()
+				delete(c.parked[k], r.Name)
+				c.mu.Unlock()
+			}
+		}
+	}
+	c.mu.Lock()
+	for k, v := range f.SotW {
+		c.sotw[artifact.Kind(k)] = v
+	}
+	c.mu.Unlock()
+	return dropped, nil
+}

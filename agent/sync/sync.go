@@ -1,0 +1,406 @@
+// Package sync is the host agent's Discovery client. It subscribes to the
+// control plane's xDS-style stream (incremental DeltaResources by default,
+// state-of-the-world StreamResources supported), identifies with the node id
+// and labels, and verifies every resource bundle against the pinned root key
+// and the TrustPolicy before use. It ACKs by echoing the nonce, NACKs with
+// the reason and keeps its previous version, keeps the last known good
+// verified configuration on disk (re-verified when loaded) and reconnects
+// with jittered backoff, presenting the versions it holds.
+//
+// It never trusts the control plane for integrity and never makes routing
+// decisions: it only publishes verified snapshots.
+package sync
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	gosync "sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// Sentinel errors; rejection errors wrap one of them.
+var (
+	// ErrNoTrust: a resource arrived before any TrustPolicy verified.
+	ErrNoTrust = errors.New("no verified trust policy")
+	// ErrRejected: a resource failed verification.
+	ErrRejected = errors.New("resource rejected")
+)
+
+// Mode selects the Discovery variant.
+type Mode int
+
+const (
+	// ModeDelta uses DeltaResources (incremental). The default.
+	ModeDelta Mode = iota
+	// ModeStateOfTheWorld uses StreamResources.
+	ModeStateOfTheWorld
+)
+
+// DefaultKinds are subscribed (after TrustPolicy) when Options.Kinds is empty.
+var DefaultKinds = []artifact.Kind{artifact.KindPolicy, artifact.KindRegistryEntry, artifact.KindDeclaration, artifact.KindEvidence}
+
+// Options configures a Client. Zero values are documented per field.
+type Options struct {
+	// Conn is the control plane connection; required by Run.
+	Conn grpc.ClientConnInterface
+	// Root is the pinned root public key. Required.
+	Root crypto.PublicKey
+	// Node identifies the agent (id and scoping labels). Required.
+	Node *mcpreadyv1.Node
+	// LKGPath is where the last known good configuration is kept; "" keeps none.
+	LKGPath string
+	// Kinds to subscribe besides TrustPolicy; nil means DefaultKinds.
+	Kinds []artifact.Kind
+	// Mode selects incremental (default) or state-of-the-world.
+	Mode Mode
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now; nil means time.Now.
+	Now func() time.Time
+	// MinBackoff and MaxBackoff bound reconnect delays; zero means 200ms and 30s.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Client holds the current verified snapshot. It is safe for concurrent use.
+type Client struct {
+	opts      Options
+	cur       atomic.Pointer[Snapshot]
+	connected atomic.Bool
+
+	mu      gosync.Mutex // serialises state changes and LKG writes
+	changed chan struct{}
+	parked  map[artifact.Kind]map[string]*mcpreadyv1.Resource // received, not (yet) verifiable
+	sotw    map[artifact.Kind]string                          // accepted version_info per type
+}
+
+// New returns a client holding an empty snapshot. Call Load to start from the
+// last known good configuration, then Run.
+func New(opts Options) (*Client, error) {
+	if opts.Root == nil {
+		return nil, errors.New("sync: root public key is required")
+	}
+	if opts.Node == nil || opts.Node.GetId() == "" {
+		return nil, errors.New("sync: node id is required")
+	}
+	if opts.Kinds == nil {
+		opts.Kinds = DefaultKinds
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 200 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 30 * time.Second
+	}
+	c := &Client{opts: opts, changed: make(chan struct{}), parked: map[artifact.Kind]map[string]*mcpreadyv1.Resource{},
+		sotw: map[artifact.Kind]string{}}
+	c.cur.Store(&Snapshot{resources: map[artifact.Kind]map[string]*Resource{}})
+	return c, nil
+}
+
+// Snapshot returns the current verified snapshot (never nil).
+func (c *Client) Snapshot() *Snapshot { return c.cur.Load() }
+
+// Changed returns a channel closed when the snapshot after the current one is
+// installed. Read Snapshot after receiving from it.
+func (c *Client) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// Connected reports whether a Discovery stream is currently established.
+func (c *Client) Connected() bool { return c.connected.Load() }
+
+func (c *Client) kinds() []artifact.Kind {
+	return append([]artifact.Kind{artifact.KindTrustPolicy}, c.opts.Kinds...)
+}
+
+// install publishes a new snapshot. c.mu must be held.
+func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Resource) {
+	old := c.cur.Load()
+	c.cur.Store(&Snapshot{Generation: old.Generation + 1, Trust: trust, resources: res})
+	close(c.changed)
+	c.changed = make(chan struct{})
+	if err := c.saveLKG(); err != nil {
+		c.opts.Logger.Error("sync: writing last known good configuration", "err", err)
+	}
+}
+
+// verify checks one bundle of kind k named name under trust.
+func verify(trust *sign.Trust, k artifact.Kind, r *mcpreadyv1.Resource, now time.Time) (*Resource, error) {
+	if trust == nil {
+		return nil, fmt.Errorf("%w: %s %q", ErrNoTrust, k, r.GetName())
+	}
+	v, err := trust.Verify(r.GetBundle(), now)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %q: %v", ErrRejected, k, r.GetName(), err)
+	}
+	if v.Object.Kind != k || v.Object.Metadata.Name != r.GetName() {
+		return nil, fmt.Errorf("%w: %s %q: bundle holds %s %q", ErrRejected, k, r.GetName(), v.Object.Kind, v.Object.Metadata.Name)
+	}
+	return &Resource{Name: r.GetName(), Kind: k, Version: r.GetVersion(), Bundle: r.GetBundle(), Verified: v}, nil
+}
+
+// pickTrust verifies the TrustPolicy among rs (the highest version wins).
+func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Resource, error) {
+	var best *mcpreadyv1.Resource
+	for _, r := range rs {
+		if best == nil || versionLess(best.GetVersion(), r.GetVersion()) {
+			best = r
+		}
+	}
+	if best == nil {
+		return nil, nil, fmt.Errorf("%w: no TrustPolicy offered", ErrRejected)
+	}
+	t, err := sign.NewTrust(best.GetBundle(), c.opts.Root, c.opts.Now())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: %v", ErrRejected, best.GetName(), err)
+	}
+	v := t.Policy()
+	if v.Object.Metadata.Name != best.GetName() {
+		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: bundle holds %q", ErrRejected, best.GetName(), v.Object.Metadata.Name)
+	}
+	return t, &Resource{Name: best.GetName(), Kind: artifact.KindTrustPolicy, Version: best.GetVersion(), Bundle: best.GetBundle(), Verified: v}, nil
+}
+
+func versionLess(a, b string) bool {
+	ai, aerr := strconv.ParseInt(a, 10, 64)
+	bi, berr := strconv.ParseInt(b, 10, 64)
+	if aerr == nil && berr == nil {
+		return ai < bi
+	}
+	return a < b
+}
+
+// Apply applies one response for kind k: upserts and removals (incremental),
+// or the whole set when full is true. Nothing is applied unless every
+// offered resource verifies; the returned error is the NACK reason.
+func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed []string, full bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	snap := c.cur.Load()
+	now := c.opts.Now()
+	res := snap.clone()
+	if k == artifact.KindTrustPolicy {
+		offered := map[string]*mcpreadyv1.Resource{}
+		if !full {
+			for n, r := range res[k] {
+				offered[n] = &mcpreadyv1.Resource{Name: n, TypeUrl: k.TypeURL(), Version: r.Version, Bundle: r.Bundle}
+			}
+			for _, n := range removed {
+				delete(offered, n)
+			}
+		}
+		for _, r := range upserts {
+			offered[r.GetName()] = r
+		}
+		trust, tr, err := c.pickTrust(offered)
+		if err != nil {
+			return err
+		}
+		res[k] = map[string]*Resource{tr.Name: tr}
+		c.reverify(trust, res, now)
+		c.install(trust, res)
+		return nil
+	}
+	verified := make([]*Resource, 0, len(upserts))
+	var firstErr error
+	for _, r := range upserts {
+		v, err := verify(snap.Trust, k, r, now)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			if c.parked[k] == nil {
+				c.parked[k] = map[string]*mcpreadyv1.Resource{}
+			}
+			c.parked[k][r.GetName()] = r
+			continue
+		}
+		verified = append(verified, v)
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if full {
+		res[k] = map[string]*Resource{}
+		delete(c.parked, k)
+	}
+	if res[k] == nil {
+		res[k] = map[string]*Resource{}
+	}
+	for _, n := range removed {
+		delete(res[k], n)
+		delete(c.parked[k], n)
+	}
+	for _, v := range verified {
+		res[k][v.Name] = v
+		delete(c.parked[k], v.Name)
+	}
+	c.install(snap.Trust, res)
+	return nil
+}
+
+// reverify re-checks every held and parked resource under a new trust:
+// resources that no longer verify are dropped; parked ones that now verify
+// are accepted. c.mu must be held.
+func (c *Client) reverify(trust *sign.Trust, res map[artifact.Kind]map[string]*Resource, now time.Time) {
+	for k, m := range res {
+		if k == artifact.KindTrustPolicy {
+			continue
+		}
+		for n, r := range m {
+			if _, err := verify(trust, k, &mcpreadyv1.Resource{Name: n, Version: r.Version, Bundle: r.Bundle}, now); err != nil {
+				c.opts.Logger.Warn("sync: dropping resource that no longer verifies", "kind", k, "name", n, "err", err)
+				delete(m, n)
+			}
+		}
+	}
+	for k, m := range c.parked {
+		for n, r := range m {
+			v, err := verify(trust, k, r, now)
+			if err != nil {
+				continue
+			}
+			if res[k] == nil {
+				res[k] = map[string]*Resource{}
+			}
+			res[k][n] = v
+			delete(m, n)
+		}
+	}
+}
+
+// Run keeps a Discovery stream open until ctx ends, reconnecting with
+// jittered exponential backoff. It returns ctx's error.
+func (c *Client) Run(ctx context.Context) error {
+	if c.opts.Conn == nil {
+		return errors.New("sync: no control plane connection")
+	}
+	backoff := c.opts.MinBackoff
+	for {
+		received, err := c.runStream(ctx)
+		c.connected.Store(false)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if received {
+			backoff = c.opts.MinBackoff
+		}
+		d := backoff/2 + rand.N(backoff/2+1)
+		c.opts.Logger.Warn("sync: discovery stream ended; reconnecting", "err", err, "in", d)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+		backoff = min(backoff*2, c.opts.MaxBackoff)
+	}
+}
+
+func nack(err error) *mcpreadyv1.ErrorDetail {
+	return &mcpreadyv1.ErrorDetail{Code: int32(codes.InvalidArgument), Message: err.Error()}
+}
+
+func (c *Client) runStream(ctx context.Context) (received bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	dc := mcpreadyv1.NewDiscoveryServiceClient(c.opts.Conn)
+	if c.opts.Mode == ModeStateOfTheWorld {
+		return c.runSotW(ctx, dc)
+	}
+	stream, err := dc.DeltaResources(ctx)
+	if err != nil {
+		return false, err
+	}
+	snap := c.Snapshot()
+	for _, k := range c.kinds() {
+		req := &mcpreadyv1.DeltaResourcesRequest{Node: c.opts.Node, TypeUrl: k.TypeURL(), InitialResourceVersions: snap.Versions(k)}
+		if err := stream.Send(req); err != nil {
+			return false, err
+		}
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return received, err
+		}
+		received = true
+		c.connected.Store(true)
+		ack := &mcpreadyv1.DeltaResourcesRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
+		k, kerr := artifact.KindFromTypeURL(resp.GetTypeUrl())
+		if kerr != nil {
+			ack.ErrorDetail = nack(kerr)
+		} else if err := c.Apply(k, resp.GetResources(), resp.GetRemovedResources(), false); err != nil {
+			c.opts.Logger.Warn("sync: NACK", "type", resp.GetTypeUrl(), "err", err)
+			ack.ErrorDetail = nack(err)
+		}
+		if err := stream.Send(ack); err != nil {
+			return received, err
+		}
+	}
+}
+
+func (c *Client) runSotW(ctx context.Context, dc mcpreadyv1.DiscoveryServiceClient) (bool, error) {
+	stream, err := dc.StreamResources(ctx)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	versions := make(map[artifact.Kind]string, len(c.sotw))
+	for k, v := range c.sotw {
+		versions[k] = v
+	}
+	c.mu.Unlock()
+	for _, k := range c.kinds() {
+		if err := stream.Send(&mcpreadyv1.StreamResourcesRequest{Node: c.opts.Node, TypeUrl: k.TypeURL(), VersionInfo: versions[k]}); err != nil {
+			return false, err
+		}
+	}
+	received := false
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return received, err
+		}
+		received = true
+		c.connected.Store(true)
+		ack := &mcpreadyv1.StreamResourcesRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
+		k, kerr := artifact.KindFromTypeURL(resp.GetTypeUrl())
+		if kerr == nil {
+			kerr = c.Apply(k, resp.GetResources(), nil, true)
+		}
+		c.mu.Lock()
+		if kerr != nil {
+			c.opts.Logger.Warn("sync: NACK", "type", resp.GetTypeUrl(), "err", kerr)
+			ack.ErrorDetail = nack(kerr)
+			ack.VersionInfo = c.sotw[k]
+		} else {
+			c.sotw[k] = resp.GetVersionInfo()
+			ack.VersionInfo = resp.GetVersionInfo()
+		}
+		c.mu.Unlock()
+		if err := stream.Send(ack); err != nil {
+			return received, err
+		}
+	}
+}
