@@ -22,12 +22,10 @@ package spool
 
 import (
 	"crypto"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -194,14 +192,14 @@ func (s *Spool) meta(seg uint64) *segMeta {
 // checkpoint is the first record of every segment: the chain and seal
 // state, so that older segments can be deleted.
 func (s *Spool) checkpoint() []byte {
-	var e encoder
-	e.b = append(e.b, recCheckpoint)
-	e.uvarint(s.head.Sequence)
-	e.str(s.head.Digest)
-	e.uvarint(s.receiptCount)
-	e.uvarint(s.sealedThrough)
-	e.uvarint(s.ackedThrough)
-	return e.b
+	var e recordio.Encoder
+	e.B = append(e.B, recCheckpoint)
+	e.Uvarint(s.head.Sequence)
+	e.String(s.head.Digest)
+	e.Uvarint(s.receiptCount)
+	e.Uvarint(s.sealedThrough)
+	e.Uvarint(s.ackedThrough)
+	return e.B
 }
 
 // replay applies one record during recovery.
@@ -209,14 +207,14 @@ func (s *Spool) replay(seg *segMeta, p []byte, batches *[]Batch) error {
 	if len(p) == 0 {
 		return fmt.Errorf("%w: empty record", ErrCorrupt)
 	}
-	d := decoder{b: p[1:]}
+	d := recordio.Decoder{B: p[1:]}
 	switch p[0] {
 	case recCheckpoint:
-		s.head.Sequence = d.uvarint()
-		s.head.Digest = d.str()
-		s.receiptCount = d.uvarint()
-		s.sealedThrough = d.uvarint()
-		s.ackedThrough = d.uvarint()
+		s.head.Sequence = d.Uvarint()
+		s.head.Digest = d.String()
+		s.receiptCount = d.Uvarint()
+		s.sealedThrough = d.Uvarint()
+		s.ackedThrough = d.Uvarint()
 	case recReceipt:
 		idx := s.receiptCount
 		s.receiptCount++
@@ -225,13 +223,13 @@ func (s *Spool) replay(seg *segMeta, p []byte, batches *[]Batch) error {
 			s.unsealed = append(s.unsealed, unsealed{data: p[1:], at: s.opts.Now()})
 		}
 	case recBatch:
-		b := Batch{Sequence: d.uvarint()}
-		through := d.uvarint()
-		b.Receipts = int(d.uvarint())
-		b.ID = d.str()
-		b.Sealed = time.Unix(0, int64(d.uvarint()))
-		b.Bundle = d.bytes()
-		if d.err == nil {
+		b := Batch{Sequence: d.Uvarint()}
+		through := d.Uvarint()
+		b.Receipts = int(d.Uvarint())
+		b.ID = d.String()
+		b.Sealed = time.Unix(0, int64(d.Uvarint()))
+		b.Bundle = d.Bytes()
+		if d.Err == nil {
 			*batches = append(*batches, b)
 			seg.maxBSeq = b.Sequence
 			s.head = Head{Sequence: b.Sequence, Digest: artifact.Digest(b.Bundle)}
@@ -243,12 +241,12 @@ func (s *Spool) replay(seg *segMeta, p []byte, batches *[]Batch) error {
 			s.sealedThrough = through
 		}
 	case recAck:
-		s.markAcked(d.uvarint())
+		s.markAcked(d.Uvarint())
 	default:
 		return fmt.Errorf("%w: record type %q", ErrCorrupt, p[0])
 	}
-	if d.err != nil {
-		return fmt.Errorf("%w: record %q: %v", ErrCorrupt, p[0], d.err)
+	if d.Err != nil {
+		return fmt.Errorf("%w: record %q: %v", ErrCorrupt, p[0], d.Err)
 	}
 	return nil
 }
@@ -382,17 +380,17 @@ func (s *Spool) sealOnce() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("spool: sign batch: %w", err)
 	}
-	var e encoder
-	e.b = append(e.b, recBatch)
-	e.uvarint(b.Sequence)
-	e.uvarint(through)
-	e.uvarint(uint64(n))
-	e.str(b.BatchId)
-	e.uvarint(uint64(now.UnixNano()))
-	e.bytes(bundle)
+	var e recordio.Encoder
+	e.B = append(e.B, recBatch)
+	e.Uvarint(b.Sequence)
+	e.Uvarint(through)
+	e.Uvarint(uint64(n))
+	e.String(b.BatchId)
+	e.Uvarint(uint64(now.UnixNano()))
+	e.Bytes(bundle)
 
 	s.mu.Lock()
-	pos, err := s.wal.Append(e.b)
+	pos, err := s.wal.Append(e.B)
 	if err != nil {
 		s.mu.Unlock()
 		return 0, fmt.Errorf("spool: %w", err)
@@ -482,10 +480,10 @@ func (s *Spool) Ack(seq uint64) error {
 	if i == len(s.pending) || s.pending[i].Sequence != seq {
 		return nil // already acknowledged
 	}
-	var e encoder
-	e.b = append(e.b, recAck)
-	e.uvarint(seq)
-	if _, err := s.wal.Append(e.b); err != nil {
+	var e recordio.Encoder
+	e.B = append(e.B, recAck)
+	e.Uvarint(seq)
+	if _, err := s.wal.Append(e.B); err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
 	s.m.acked.Add(float64(s.pending[i].Receipts))
@@ -548,42 +546,3 @@ func (s *Spool) Close() error {
 }
 
 // encoder/decoder: the spool's record fields.
-type encoder struct{ b []byte }
-
-func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
-func (e *encoder) bytes(p []byte)   { e.uvarint(uint64(len(p))); e.b = append(e.b, p...) }
-func (e *encoder) str(v string)     { e.bytes([]byte(v)) }
-
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errors.New("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) {
-		d.err = fmt.Errorf("field of %d bytes exceeds record", n)
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) str() string { return strings.Clone(string(d.bytes())) }

@@ -1,0 +1,253 @@
+package receiptstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+// mkBatch builds agent's batch seq with n receipts; receipt i of it is
+// emitted at t0+seq minutes+i seconds, workflow "wf-<seq%2>", tool
+// "tool-<i%2>".
+func mkBatch(agent string, seq uint64, n int) *Batch {
+	b := &mcpreadyv1.ReceiptBatch{AgentId: agent, Sequence: seq, BatchId: fmt.Sprintf("%s-b%d", agent, seq)}
+	for i := 0; i < n; i++ {
+		r := &mcpreadyv1.Receipt{ReceiptId: fmt.Sprintf("%s-%d-%d", agent, seq, i), WorkflowId: fmt.Sprintf("wf-%d", seq%2),
+			EmittedAt: timestamppb.New(t0.Add(time.Duration(seq)*time.Minute + time.Duration(i)*time.Second)),
+			Selected:  &mcpreadyv1.Selection{ServerName: "docs-a", ToolName: fmt.Sprintf("tool-%d", i%2)}}
+		d, _ := receipt.Digest(r)
+		b.Receipts = append(b.Receipts, r)
+		b.ReceiptDigests = append(b.ReceiptDigests, d)
+	}
+	bundle := []byte(fmt.Sprintf(`{"bundle":"%s/%d"}`, agent, seq))
+	return &Batch{AgentID: agent, Sequence: seq, BatchID: b.BatchId, Digest: artifact.Digest(bundle), Bundle: bundle, Batch: b, Received: t0.Add(time.Duration(seq) * time.Minute)}
+}
+
+func openT(t *testing.T, dir string, mod func(*Options)) *Store {
+	t.Helper()
+	o := Options{Now: func() time.Time { return t0.Add(time.Hour) }}
+	if mod != nil {
+		mod(&o)
+	}
+	s, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func ids(rs []*mcpreadyv1.StoredReceipt) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Receipt.ReceiptId)
+	}
+	return out
+}
+
+func TestQueryAndReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, func(o *Options) { o.SegmentBytes = 1024 })
+	for seq := uint64(1); seq <= 4; seq++ {
+		for _, a := range []string{"a1", "a2"} {
+			if res, err := s.Append(mkBatch(a, seq, 4)); err != nil || res.Duplicate {
+				t.Fatal(res, err)
+			}
+		}
+	}
+	check := func(s *Store) {
+		t.Helper()
+		for _, tc := range []struct {
+			name string
+			q    Query
+			want string
+		}{
+			{"by id", Query{ReceiptID: "a2-3-1"}, "[a2-3-1]"},
+			{"missing id", Query{ReceiptID: "nope"}, "[]"},
+			{"by workflow and agent", Query{WorkflowID: "wf-1", AgentID: "a1", ToolName: "tool-0"}, "[a1-1-0 a1-1-2 a1-3-0 a1-3-2]"},
+			{"by subject", Query{ServerName: "docs-a", ToolName: "tool-1", AgentID: "a2", Limit: 2}, "[a2-4-1 a2-4-3]"},
+			{"by time", Query{Since: t0.Add(2*time.Minute + 2*time.Second), Until: t0.Add(3 * time.Minute), AgentID: "a1"}, "[a1-2-2 a1-2-3]"},
+			{"limit keeps newest", Query{Limit: 1}, "[a2-4-3]"},
+		} {
+			got, err := s.Query(tc.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := fmt.Sprint(ids(got)); g != tc.want {
+				t.Errorf("%s: got %s want %s", tc.name, g, tc.want)
+			}
+		}
+		if h := s.Head("a1"); h.Sequence != 4 || h.Digest != mkBatch("a1", 4, 4).Digest {
+			t.Fatalf("head %+v", h)
+		}
+		if d, ok := s.BatchDigest("a2", 2); !ok || d != mkBatch("a2", 2, 4).Digest {
+			t.Fatal("batch digest")
+		}
+		r, err := s.Get("a1-2-3")
+		if err != nil || r.BatchId != "a1-b2" || r.AgentId != "a1" || r.Digest == "" {
+			t.Fatal(r, err)
+		}
+		if _, err := s.Get("zzz"); !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+	check(s)
+	if st := s.Stats(); st.Segments < 3 || st.Receipts != 32 {
+		t.Fatalf("stats %+v", st)
+	}
+	s.Close()
+	s = openT(t, dir, nil)
+	defer s.Close()
+	check(s)
+}
+
+func TestDuplicateAndConflict(t *testing.T) {
+	s := openT(t, t.TempDir(), nil)
+	defer s.Close()
+	b := mkBatch("a1", 1, 3)
+	s.Append(b)
+	res, err := s.Append(mkBatch("a1", 1, 3))
+	if err != nil || !res.Duplicate {
+		t.Fatal(res, err)
+	}
+	other := mkBatch("a1", 1, 3)
+	other.Digest = "sha256:other"
+	if _, err := s.Append(other); !errors.Is(err, ErrConflict) {
+		t.Fatal(err)
+	}
+	// Receipts already stored under another batch are indexed once.
+	again := mkBatch("a1", 2, 3)
+	again.Batch.Receipts[0].ReceiptId = "a1-1-0"
+	res, err = s.Append(again)
+	if err != nil || res.DuplicateReceipts != 1 {
+		t.Fatal(res, err)
+	}
+	if st := s.Stats(); st.Receipts != 5 || st.Batches != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestTruncatedSegmentRecovered(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, nil)
+	for seq := uint64(1); seq <= 3; seq++ {
+		s.Append(mkBatch("a1", seq, 2))
+	}
+	s.Close()
+	names, _ := filepath.Glob(filepath.Join(dir, "receipts-*.log"))
+	fi, _ := os.Stat(names[len(names)-1])
+	os.Truncate(names[len(names)-1], fi.Size()-10)
+	var logs bytes.Buffer
+	s = openT(t, dir, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	defer s.Close()
+	if !bytes.Contains(logs.Bytes(), []byte("torn tail")) {
+		t.Fatalf("no log line: %s", logs.String())
+	}
+	if h := s.Head("a1"); h.Sequence != 2 {
+		t.Fatalf("head %+v, want sequence 2", h)
+	}
+	// The lost batch was never acknowledged; its resend is accepted.
+	if res, err := s.Append(mkBatch("a1", 3, 2)); err != nil || res.Duplicate {
+		t.Fatal(res, err)
+	}
+	if st := s.Stats(); st.Receipts != 6 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestRetentionKeepsHeads(t *testing.T) {
+	dir := t.TempDir()
+	now := t0.Add(10 * time.Minute)
+	s := openT(t, dir, func(o *Options) { o.SegmentBytes = 600; o.Retention = 5 * time.Minute; o.Now = func() time.Time { return now } })
+	for seq := uint64(1); seq <= 8; seq++ {
+		s.Append(mkBatch("a1", seq, 2))
+	}
+	s.Append(mkBatch("a2", 1, 2))
+	n, err := s.ApplyRetention()
+	if err != nil || n == 0 {
+		t.Fatal(n, err)
+	}
+	if _, err := s.Get("a1-1-0"); !errors.Is(err, ErrNotFound) {
+		t.Fatal("old receipt survived retention")
+	}
+	if _, err := s.Get("a1-8-1"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openT(t, dir, nil)
+	defer s.Close()
+	if h := s.Head("a1"); h.Sequence != 8 {
+		t.Fatalf("head after retention+reopen %+v", h)
+	}
+	if h := s.Head("a2"); h.Sequence != 1 {
+		t.Fatalf("a2 head %+v", h)
+	}
+}
+
+func TestTailFollowAndExport(t *testing.T) {
+	s := openT(t, t.TempDir(), nil)
+	defer s.Close()
+	s.Append(mkBatch("a1", 1, 3))
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan string, 10)
+	done := make(chan error)
+	go func() {
+		done <- s.Tail(ctx, 2, true, func(r *mcpreadyv1.StoredReceipt) error { got <- r.Receipt.ReceiptId; return nil })
+	}()
+	want := []string{"a1-1-1", "a1-1-2", "a1-2-0", "a1-2-1"}
+	for i, w := range want {
+		if i == 2 {
+			s.Append(mkBatch("a1", 2, 2))
+		}
+		select {
+		case g := <-got:
+			if g != w {
+				t.Fatalf("tail %d: %s want %s", i, g, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("tail timed out")
+		}
+	}
+	cancel()
+	<-done
+	var exported []string
+	s.Export(t0.Add(2*time.Minute), "", func(b *Batch) error {
+		exported = append(exported, string(b.Bundle))
+		return nil
+	})
+	if fmt.Sprint(exported) != `[{"bundle":"a1/2"}]` {
+		t.Fatalf("export %v", exported)
+	}
+}
+
+func FuzzDecodeBatch(f *testing.F) {
+	rec, _ := encodeBatch(mkBatch("a1", 1, 2))
+	f.Add(rec)
+	f.Add([]byte{recBatch, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := decodeBatch(b)
+		if err != nil {
+			return
+		}
+		again, err := encodeBatch(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := decodeBatch(again); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
