@@ -248,7 +248,7 @@ func (m *Manager) evidence(ctx context.Context) ([]evidenceItem, error) {
 
 // matchEvidence reports whether any evidence is about e (named by its
 // qualification's evidence_ref, or whose subject names its server, tool
-// and, when set, version), the latest observation time among it, and
+// and version), the latest observation time among it, and
 // whether any of it is unexpired.
 func matchEvidence(e *entry, evidence []evidenceItem, now time.Time) (last time.Time, matched, fresh bool) {
 	id := e.spec.GetIdentity()
@@ -256,7 +256,8 @@ func matchEvidence(e *entry, evidence []evidenceItem, now time.Time) (last time.
 		sub := ev.spec.GetSubject()
 		byRef := ev.name == e.spec.GetQualification().GetEvidenceRef() && ev.name != ""
 		bySubject := sub.GetServerName() == id.GetServerName() && sub.GetToolName() == id.GetToolName() && sub.GetServerName() != "" &&
-			(sub.GetServerVersion() == "" || sub.GetServerVersion() == id.GetServerVersion())
+			sub.GetServerVersion() == id.GetServerVersion() // an empty version is unknown, never "any"
+
 		if !byRef && !bySubject {
 			continue
 		}

@@ -1,0 +1,222 @@
+package lifecycle_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane/admin"
+	"github.com/mcpready/mcpready/controlplane/internal/testenv"
+	"github.com/mcpready/mcpready/controlplane/internal/testpki"
+	"github.com/mcpready/mcpready/controlplane/lifecycle"
+	"github.com/mcpready/mcpready/controlplane/store"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+const (
+	qualified = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
+	candidate = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE
+	stale     = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_STALE
+	suspended = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type env struct {
+	svc *admin.Service
+	lc  *lifecycle.Manager
+	st  *store.Store
+	p   *testpki.PKI
+	clk *clock
+}
+
+func setup(t *testing.T) *env {
+	cli, _ := testenv.Etcd(t)
+	st := store.New(cli, store.Options{})
+	p := testpki.New(t)
+	svc := admin.New(admin.Options{Store: st, Root: p.Root.Public()})
+	clk := &clock{t: time.Now()}
+	lc, err := lifecycle.New(lifecycle.Options{Store: st, Apply: svc.ApplyBundle, Signer: p.Observer, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.SetLifecycle(lc)
+	if _, _, err := svc.ApplyBundle(context.Background(), p.TrustPolicy); err != nil {
+		t.Fatal(err)
+	}
+	return &env{svc, lc, st, p, clk}
+}
+
+func entry(version, evidenceRef string) *mcpreadyv1.RegistryEntry {
+	return &mcpreadyv1.RegistryEntry{
+		Identity:      &mcpreadyv1.ToolIdentity{ServerName: "com.example/docs", ServerVersion: version, ToolName: "docs.lookup", InputSchemaDigest: "sha256:in17", OutputSchemaDigest: "sha256:out9"},
+		SideEffect:    mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY,
+		NetworkScope:  []string{"docs.example"},
+		State:         qualified,
+		Qualification: &mcpreadyv1.Qualification{Suite: "docs-lab", EvidenceRef: evidenceRef, FixturesPassed: 5, FixturesTotal: 5, NegativeFixturePassed: true},
+	}
+}
+
+func (e *env) applyEntry(t *testing.T, name string, spec *mcpreadyv1.RegistryEntry) []byte {
+	t.Helper()
+	b := testpki.Sign(t, artifact.New(artifact.KindRegistryEntry, name, spec), e.p.Org)
+	if _, _, err := e.svc.ApplyBundle(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (e *env) status(t *testing.T, name string) *mcpreadyv1.RegistryStatus {
+	t.Helper()
+	s, err := e.lc.Status(context.Background(), name)
+	if err != nil || len(s) != 1 {
+		t.Fatalf("status %s: %v %v", name, s, err)
+	}
+	return s[0]
+}
+
+// latestSpec verifies the latest stored bundle of name against the active
+// trust policy, as an agent would, and returns its spec and signer.
+func (e *env) latestSpec(t *testing.T, name string) (*mcpreadyv1.RegistryEntry, string) {
+	t.Helper()
+	r, err := e.st.Get(context.Background(), artifact.KindRegistryEntry, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := sign.NewTrust(e.p.TrustPolicy, e.p.Root.Public(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := tr.Verify(r.Bundle, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Object.Spec.(*mcpreadyv1.RegistryEntry), v.KeyID
+}
+
+func TestEvidenceExpiryMakesStale(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.applyEntry(t, "docs.lookup@2.4.1", entry("2.4.1", "lab/docs.lookup/1"))
+	e.applyEntry(t, "no-evidence@1", entry("1", "lab/none"))
+	if s := e.status(t, "docs.lookup@2.4.1"); s.State != qualified || len(s.Events) != 1 {
+		t.Fatalf("after apply: %v", s)
+	}
+	ev := &mcpreadyv1.Evidence{Subject: &mcpreadyv1.Subject{ServerName: "com.example/docs", ToolName: "docs.lookup"},
+		ObservedAt: timestamppb.New(e.clk.now()), ExpiresAt: timestamppb.New(e.clk.now().Add(time.Hour))}
+	if _, _, err := e.svc.ApplyBundle(ctx, testpki.Sign(t, artifact.New(artifact.KindEvidence, "lab/docs.lookup/1", ev), e.p.Observer)); err != nil {
+		t.Fatal(err)
+	}
+	if ch, err := e.lc.Sweep(ctx); err != nil || len(ch) != 0 {
+		t.Fatalf("fresh sweep: %v %v", ch, err)
+	}
+	e.clk.add(2 * time.Hour)
+	ch, err := e.lc.Sweep(ctx)
+	if err != nil || len(ch) != 1 || ch[0] != "docs.lookup@2.4.1" {
+		t.Fatalf("expired sweep: %v %v", ch, err)
+	}
+	s := e.status(t, "docs.lookup@2.4.1")
+	if s.State != stale || s.LastEvidenceAt == nil || s.Events[len(s.Events)-1].Drift[0] != mcpreadyv1.DriftLabel_DRIFT_LABEL_EVIDENCE_STALE {
+		t.Fatalf("stale status: %v", s)
+	}
+	spec, signer := e.latestSpec(t, "docs.lookup@2.4.1")
+	obsID, _ := sign.KeyID(e.p.Observer.Public())
+	if spec.State != stale || signer != obsID {
+		t.Fatalf("distributed copy: state %v signer %s", spec.State, signer)
+	}
+	// without any evidence the entry is left alone
+	if s := e.status(t, "no-evidence@1"); s.State != qualified {
+		t.Fatalf("no-evidence entry: %v", s.State)
+	}
+	// sweeping again changes nothing
+	if ch, _ := e.lc.Sweep(ctx); len(ch) != 0 {
+		t.Fatalf("second sweep: %v", ch)
+	}
+}
+
+func TestDriftSuspendsAndCreatesCandidate(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	orig := e.applyEntry(t, "docs.lookup@2.4.1", entry("2.4.1", "lab/1"))
+	observed := entry("2.5.0", "").Identity
+	observed.OutputSchemaDigest = "sha256:out10"
+	req := &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, EntryName: "docs.lookup@2.4.1", Observed: observed,
+		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT, mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT}, Detail: "tools/list changed"}
+	resp, err := e.lc.ReportDrift(ctx, req)
+	want := lifecycle.CandidateName("docs.lookup@2.4.1", observed)
+	if err != nil || resp.NewState != suspended || resp.CandidateName != want {
+		t.Fatalf("report: %v %v", resp, err)
+	}
+	old := e.status(t, "docs.lookup@2.4.1")
+	if old.State != suspended || old.SupersededBy != want {
+		t.Fatalf("old status: %v", old)
+	}
+	last := old.Events[len(old.Events)-1]
+	if last.From != qualified || last.Reporter != "host-1" || len(last.Drift) != 2 {
+		t.Fatalf("suspension event: %v", last)
+	}
+	if spec, _ := e.latestSpec(t, "docs.lookup@2.4.1"); spec.State != suspended || len(spec.Drift) != 2 {
+		t.Fatalf("distributed suspension: %v", spec)
+	}
+	cand := e.status(t, want)
+	if cand.State != candidate || cand.Identity.ServerVersion != "2.5.0" {
+		t.Fatalf("candidate status: %v", cand)
+	}
+	cspec, _ := e.latestSpec(t, want)
+	if cspec.Supersedes != "docs.lookup@2.4.1" || cspec.Qualification != nil || cspec.State != candidate {
+		t.Fatalf("candidate inherits: %v", cspec)
+	}
+	// history keeps the organisation's revision
+	h, _ := e.st.History(ctx, artifact.KindRegistryEntry, "docs.lookup@2.4.1")
+	if len(h) != 2 || string(h[0].Bundle) != string(orig) {
+		t.Fatalf("history: %d", len(h))
+	}
+	// a second agent reporting the same drift changes nothing
+	resp2, err := e.lc.ReportDrift(ctx, req)
+	if err != nil || resp2.CandidateName != want {
+		t.Fatalf("repeat: %v %v", resp2, err)
+	}
+	if h2, _ := e.st.History(ctx, artifact.KindRegistryEntry, "docs.lookup@2.4.1"); len(h2) != 2 {
+		t.Fatalf("repeat wrote revisions: %d", len(h2))
+	}
+	// the organisation re-qualifies by applying its entry again
+	e.applyEntry(t, "docs.lookup@2.4.1", entry("2.4.1", "lab/2"))
+	if s := e.status(t, "docs.lookup@2.4.1"); s.State != qualified {
+		t.Fatalf("requalified: %v", s.State)
+	}
+}
+
+func TestDriftReportRejects(t *testing.T) {
+	e := setup(t)
+	e.applyEntry(t, "x@1", entry("1", ""))
+	ctx := context.Background()
+	for _, req := range []*mcpreadyv1.ReportDriftRequest{
+		{EntryName: "x@1", Observed: &mcpreadyv1.ToolIdentity{}},
+		{EntryName: "x@1", Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}},
+		{Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}, Observed: &mcpreadyv1.ToolIdentity{}},
+	} {
+		if _, err := e.lc.ReportDrift(ctx, req); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("%v: %v", req, err)
+		}
+	}
+	if _, err := e.lc.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{EntryName: "nope", Observed: &mcpreadyv1.ToolIdentity{}, Labels: []mcpreadyv1.DriftLabel{1}}); err == nil {
+		t.Fatal("unknown entry accepted")
+	}
+}
