@@ -89,9 +89,12 @@ func (c Config) withDefaults() Config {
 }
 
 // Set holds the breakers of one agent, keyed by Key(endpoint, tool).
+// Breakers live in a copy-on-write map: reads are one atomic load and a
+// plain map lookup; a key is added (under mu) only on its first failure.
 type Set struct {
 	cfg      atomic.Pointer[Config]
-	breakers sync.Map // string -> *breaker
+	breakers atomic.Pointer[map[string]*breaker]
+	mu       sync.Mutex // serialises copy-on-write inserts
 }
 
 // NewSet returns an empty Set (every key Closed).
@@ -126,18 +129,42 @@ type breaker struct {
 const ejecting = math.MaxInt64
 
 func (s *Set) get(key string) *breaker {
-	if b, ok := s.breakers.Load(key); ok {
-		return b.(*breaker)
+	m := s.breakers.Load()
+	if m == nil {
+		return nil
 	}
-	return nil
+	return (*m)[key]
 }
 
 func (s *Set) getOrCreate(key string) *breaker {
 	if b := s.get(key); b != nil {
 		return b
 	}
-	b, _ := s.breakers.LoadOrStore(key, &breaker{})
-	return b.(*breaker)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.breakers.Load()
+	if old != nil {
+		if b := (*old)[key]; b != nil {
+			return b
+		}
+	}
+	next := make(map[string]*breaker, 1+lenOf(old))
+	if old != nil {
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	b := &breaker{}
+	next[key] = b
+	s.breakers.Store(&next)
+	return b
+}
+
+func lenOf(m *map[string]*breaker) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
 }
 
 func (b *breaker) state(now time.Time) State {

@@ -23,6 +23,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/mcpready/mcpready/agent/circuit"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
@@ -71,6 +73,7 @@ const (
 	defaultDeadline               = 30 * time.Second
 	defaultMaxAttempts            = 3
 	defaultHysteresis             = 0.2
+	defaultMaxRoutes              = 4
 	defaultBaseBackoff            = 100 * time.Millisecond
 	defaultMaxBackoff             = 2 * time.Second
 	maxSteps                      = StepLatency + 1
@@ -109,6 +112,11 @@ type Inputs struct {
 	// only when its latency score is better by more than this fraction.
 	// Zero means 0.2.
 	HysteresisMargin float64
+	// MaxRoutes bounds the fallback chain: at most this many admitted
+	// candidates become Routes (the rest stay admitted candidates), so a
+	// failing class cannot fan one call out across every member. Zero
+	// means 4.
+	MaxRoutes int
 	// Previous, when set, carries the preferred route of each class over to
 	// the new snapshot so a configuration update does not reshuffle traffic.
 	Previous *Snapshot
@@ -200,11 +208,11 @@ type Decision struct {
 	// an exact tool).
 	Requested, Class string
 	// Candidates: every candidate considered, with rejected_at_step, code and
-	// reason for the rejected ones. Candidate.selected is left for the
-	// executor to set.
+	// reason for the rejected ones. They are shared with other decisions and
+	// must not be modified: use WithSelected for the receipt.
 	Candidates []*mcpreadyv1.Candidate
 	// Routes: admitted, best first; the fallback order. Only the first when
-	// the class does not allow fallback.
+	// the class does not allow fallback; at most Inputs.MaxRoutes.
 	Routes        []Route
 	PolicyVersion string
 	// EvidenceIDs used by the admitted routes.
@@ -214,6 +222,21 @@ type Decision struct {
 	Backoff  Backoff
 	// Refusal is non-nil (a *RefusalError) when no route is admitted.
 	Refusal error
+}
+
+// WithSelected returns the candidates for a receipt, with the one for entry
+// copied and marked selected (the shared candidates stay untouched).
+func (d *Decision) WithSelected(entry string) []*mcpreadyv1.Candidate {
+	out := make([]*mcpreadyv1.Candidate, len(d.Candidates))
+	copy(out, d.Candidates)
+	for i, c := range out {
+		if c.GetEntry() == entry {
+			sel := proto.CloneOf(c)
+			sel.Selected = true
+			out[i] = sel
+		}
+	}
+	return out
 }
 
 // Visible is one tool a principal may see in tools/list.
@@ -251,8 +274,10 @@ type entry struct {
 	providerSE, consumerSE              mcpreadyv1.SideEffectClass
 	conflict, readOnly, keyed, approval bool
 	stateChanging                       bool
-	evidence                            []evidenceRef // freshest first
-	perAttemptRetry, perAttemptOne      time.Duration // 0: derive from deadline
+	evidence                            []evidenceRef         // freshest first
+	perAttemptRetry, perAttemptOne      time.Duration         // 0: derive from deadline
+	admitted                            *mcpreadyv1.Candidate // shared, immutable
+	staticPB                            [maxSteps]*mcpreadyv1.Candidate
 }
 
 type cand struct {
@@ -296,6 +321,7 @@ type Snapshot struct {
 	backoff       Backoff
 	requireKey    bool
 	margin        float64
+	maxRoutes     int
 }
 
 // NewSnapshot precomputes everything request-independent. It fails only on
@@ -319,6 +345,10 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 		backoff:       Backoff{Base: p.GetRetry().GetBaseBackoff().AsDuration(), Max: p.GetRetry().GetMaxBackoff().AsDuration()},
 		requireKey:    p.GetRetry().GetRequireIdempotencyKeyForWrites(),
 		margin:        in.HysteresisMargin,
+		maxRoutes:     in.MaxRoutes,
+	}
+	if s.maxRoutes <= 0 {
+		s.maxRoutes = defaultMaxRoutes
 	}
 	if s.policyVersion == "" {
 		s.policyVersion = p.GetProvenance().GetVersion()
@@ -578,11 +608,34 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	if pa := p.GetRetry().GetPerAttemptTimeout().AsDuration(); pa > 0 {
 		e.perAttemptRetry, e.perAttemptOne = pa, pa
 	}
+	e.admitted = e.candidate(0, rejection{})
+	for step := range e.static {
+		if e.static[step].code != "" {
+			e.staticPB[step] = e.candidate(step, e.static[step])
+		}
+	}
 	return e
 }
 
-// Decide runs req through the filters. It never blocks and does not
-// allocate beyond the returned Decision.
+// candidate builds the receipt Candidate of e with rejection rj at step.
+func (e *entry) candidate(step int, rj rejection) *mcpreadyv1.Candidate {
+	return &mcpreadyv1.Candidate{Entry: e.name, ServerName: e.server, ToolName: e.tool, Endpoint: e.spec.GetIdentity().GetEndpoint(),
+		RejectedAtStep: int32(step), RejectionCode: rj.code, RejectionReason: rj.reason}
+}
+
+// admitted is one candidate that passed steps 1-7, kept pointer-free so
+// ranking sorts it without write barriers.
+type admitted struct {
+	ci         int32 // index in group.cands
+	ev         int32 // index in entry.evidence, -1 when unknown
+	tier       int8  // 0 fresh+closed, 1 fresh+half-open, 2 unknown+closed, 3 unknown+half-open
+	retryable  bool
+	score      float64
+	perAttempt time.Duration
+}
+
+// Decide runs req through the filters. It never blocks; it allocates only
+// the returned Decision.
 func (s *Snapshot) Decide(req Request, h Health) Decision {
 	d := Decision{Requested: req.Tool, PolicyVersion: s.policyVersion, Backoff: s.backoff}
 	d.Deadline = s.deadline
@@ -602,54 +655,59 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 	if h != nil {
 		drift, _ = h.(DriftGuard)
 	}
-	rules, known := s.principals[req.Principal]
-	if !known {
-		rules = s.wildcardRules
-	}
+	var rbuf [16]int
+	gr := s.grantFor(req.Principal, req.Tenant, rbuf[:])
 	now := req.Now.UnixNano()
 
 	n := len(g.cands)
-	store := make([]mcpreadyv1.Candidate, n)
 	d.Candidates = make([]*mcpreadyv1.Candidate, n)
-	d.Routes = make([]Route, 0, n)
-	best := &RefusalError{Step: -1}
+	var buf [64]admitted
+	adm := buf[:0]
+	bestStep, bestIdx := -1, 0
+	var bestRej rejection
 	for i := range g.cands {
 		c := &g.cands[i]
 		e := c.e
-		pc := &store[i]
-		pc.Entry, pc.ServerName, pc.ToolName, pc.Endpoint = e.name, e.server, e.tool, e.spec.GetIdentity().GetEndpoint()
-		d.Candidates[i] = pc
-		r := Route{}
-		step, rej := s.evaluate(c, g, &req, rules, h, drift, now, d.Deadline, &r)
+		a := admitted{ci: int32(i)}
+		step, rej := s.evaluate(c, g, &req, gr, h, drift, now, d.Deadline, &a)
+		if step == 0 {
+			d.Candidates[i] = e.admitted
+		} else if pb := e.staticPB[step]; pb != nil && e.static[step] == rej {
+			d.Candidates[i] = pb
+		} else {
+			d.Candidates[i] = e.candidate(step, rej)
+		}
 		if step > 0 {
-			pc.RejectedAtStep, pc.RejectionCode, pc.RejectionReason = int32(step), rej.code, rej.reason
-			if step > best.Step {
-				best.Step, best.Code, best.Reason = step, rej.code, e.name+": "+rej.reason
+			if step > bestStep {
+				bestStep, bestIdx, bestRej = step, i, rej
 			}
 			continue
 		}
-		d.Routes = append(d.Routes, r)
+		adm = append(adm, a)
 	}
-	if len(d.Routes) == 0 {
-		if best.Step < 0 {
-			best = &RefusalError{Step: StepResolve, Code: CodeUnknownTool, Reason: fmt.Sprintf("%q has no candidates", req.Tool)}
+	if len(adm) == 0 {
+		if bestStep < 0 {
+			d.Refusal = &RefusalError{Step: StepResolve, Code: CodeUnknownTool, Reason: fmt.Sprintf("%q has no candidates", req.Tool)}
+		} else {
+			d.Refusal = &RefusalError{Step: bestStep, Code: bestRej.code, Reason: g.cands[bestIdx].e.name + ": " + bestRej.reason}
 		}
-		d.Routes = nil
-		d.Refusal = best
 		return d
 	}
-	s.rank(g, d.Routes)
+	k := s.maxRoutes
 	if !g.fallback || (g.fallbackApproval && !req.ApprovalAvailable) {
-		d.Routes = d.Routes[:1]
-	} else if g.fallbackApproval {
-		for i := 1; i < len(d.Routes); i++ {
+		k = 1
+	}
+	s.rank(g, adm, k)
+	adm = adm[:min(k, len(adm))]
+	d.Routes = make([]Route, len(adm))
+	for i := range adm {
+		s.fill(&d.Routes[i], g, &adm[i])
+		if i > 0 && g.fallbackApproval {
 			d.Routes[i].ApprovalRequired = true
 		}
-	}
-	for i := range d.Routes {
 		if id := d.Routes[i].EvidenceID; id != "" {
 			if d.EvidenceIDs == nil {
-				d.EvidenceIDs = make([]string, 0, len(d.Routes))
+				d.EvidenceIDs = make([]string, 0, len(adm))
 			}
 			d.EvidenceIDs = append(d.EvidenceIDs, id)
 		}
@@ -658,9 +716,9 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 }
 
 // evaluate runs steps 1-7 for one candidate; it returns the failing step (0
-// when admitted) and fills r for admitted candidates.
-func (s *Snapshot) evaluate(c *cand, g *group, req *Request, rules []int, h Health, drift DriftGuard,
-	now int64, deadline time.Duration, r *Route) (int, rejection) {
+// when admitted) and fills a for admitted candidates.
+func (s *Snapshot) evaluate(c *cand, g *group, req *Request, gr grant, h Health, drift DriftGuard,
+	now int64, deadline time.Duration, a *admitted) (int, rejection) {
 	e := c.e
 	// 1 eligibility.
 	if rj := e.static[StepEligibility]; rj.code != "" {
@@ -682,7 +740,7 @@ func (s *Snapshot) evaluate(c *cand, g *group, req *Request, rules []int, h Heal
 	if rj := e.static[StepTrust]; rj.code != "" {
 		return StepTrust, rj
 	}
-	if rj, bad := s.authorise(c, req, rules); bad {
+	if rj, bad := s.authorise(c, req, gr); bad {
 		return StepTrust, rj
 	}
 	// 3 security and residency.
@@ -709,50 +767,71 @@ func (s *Snapshot) evaluate(c *cand, g *group, req *Request, rules []int, h Heal
 		case circuit.Open:
 			return StepHealth, rejection{CodeCircuitOpen, "circuit breaker is open"}
 		case circuit.HalfOpen:
-			r.HalfOpen = true
+			a.tier = 1
 		}
 	}
 	ev, rj, unknown := s.freshEvidence(e, req, now)
-	if unknown && s.denyUnknown {
-		return StepHealth, rj
+	if unknown {
+		if s.denyUnknown {
+			return StepHealth, rj
+		}
+		a.tier += 2
 	}
+	a.ev = int32(ev)
 	// 7 deadline and cost.
 	if rj := e.static[StepBudget]; rj.code != "" {
 		return StepBudget, rj
 	}
-	r.Retryable = e.readOnly || (req.IdempotencyKey && e.keyed)
-	r.MaxAttempts = 1
-	r.PerAttempt = e.perAttemptOne
-	if r.Retryable {
-		r.MaxAttempts = s.maxAttempts
-		r.PerAttempt = e.perAttemptRetry
+	a.retryable = e.readOnly || (req.IdempotencyKey && e.keyed)
+	attempts := 1
+	a.perAttempt = e.perAttemptOne
+	if a.retryable {
+		attempts = s.maxAttempts
+		a.perAttempt = e.perAttemptRetry
 	}
-	if r.PerAttempt <= 0 {
-		r.PerAttempt = deadline / time.Duration(r.MaxAttempts)
+	if a.perAttempt <= 0 {
+		a.perAttempt = deadline / time.Duration(attempts)
 	}
-	if r.PerAttempt > deadline {
-		r.PerAttempt = deadline
+	a.perAttempt = min(a.perAttempt, deadline)
+	a.score = math.Inf(1)
+	if ev >= 0 {
+		if r := &e.evidence[ev]; r.hasLatency {
+			if r.p50 > a.perAttempt {
+				return StepBudget, rejection{CodeDeadlineBudget, fmt.Sprintf("observed p50 %v exceeds the per-attempt budget %v", r.p50, a.perAttempt)}
+			}
+			// Latency score: the mean of p50 and p99, so the median and
+			// the tail both count.
+			a.score = float64(r.p50+r.p99) / 2
+		}
 	}
-	if ev != nil && ev.hasLatency && ev.p50 > r.PerAttempt {
-		return StepBudget, rejection{CodeDeadlineBudget, fmt.Sprintf("observed p50 %v exceeds the per-attempt budget %v", ev.p50, r.PerAttempt)}
-	}
+	return 0, rejection{}
+}
 
+// fill builds the Route of an admitted candidate.
+func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
+	e := g.cands[a.ci].e
 	id := e.spec.GetIdentity()
 	r.Entry, r.Spec, r.Identity, r.CircuitKey = e.name, e.spec, id, e.circuitKey
 	if g.class {
 		r.Class = g.name
 	}
 	r.ProviderSideEffect, r.ConsumerSideEffect, r.SideEffectConflict = e.providerSE, e.consumerSE, e.conflict
-	r.ReadOnly, r.ApprovalRequired = e.readOnly, e.approval
+	r.ReadOnly, r.ApprovalRequired, r.Retryable = e.readOnly, e.approval, a.retryable
+	r.MaxAttempts = 1
+	if a.retryable {
+		r.MaxAttempts = s.maxAttempts
+	}
+	r.PerAttempt = a.perAttempt
 	if e.readOnly {
 		r.HedgeAfter = s.hedgeAfter
 	}
 	r.OutputSchemaDigest = id.GetOutputSchemaDigest()
-	r.Unknown = unknown
-	if ev != nil && !unknown {
+	r.HalfOpen = a.tier&1 == 1
+	r.Unknown = a.ev < 0
+	if a.ev >= 0 {
+		ev := &e.evidence[a.ev]
 		r.EvidenceID, r.P50, r.P99 = ev.id, ev.p50, ev.p99
 	}
-	return 0, rejection{}
 }
 
 // expiry checks the time-dependent eligibility facts of an entry.
@@ -763,18 +842,38 @@ func (s *Snapshot) expiry(e *entry, now int64) (rejection, bool) {
 	return rejection{}, false
 }
 
+// grant is the principal rules that apply to one request: those for its
+// principal class (and "*") whose tenant classes admit its tenant.
+// tenantExcluded: the principal has rules, but none for this tenant.
+type grant struct {
+	rules          []int
+	tenantExcluded bool
+}
+
+func (s *Snapshot) grantFor(principal, tenant string, buf []int) grant {
+	rules, known := s.principals[principal]
+	if !known {
+		rules = s.wildcardRules
+	}
+	g := grant{rules: buf[:0]}
+	for _, ri := range rules {
+		if t := s.rules[ri].tenants; len(t) > 0 && !contains(t, tenant) {
+			continue
+		}
+		g.rules = append(g.rules, ri)
+	}
+	g.tenantExcluded = len(rules) > 0 && len(g.rules) == 0
+	return g
+}
+
 // authorise applies the principal rules (precomputed verdicts) and the
 // entry's tenant classes.
-func (s *Snapshot) authorise(c *cand, req *Request, rules []int) (rejection, bool) {
+func (s *Snapshot) authorise(c *cand, req *Request, g grant) (rejection, bool) {
 	if len(c.e.tenants) > 0 && !contains(c.e.tenants, req.Tenant) {
 		return rejection{CodeTenant, fmt.Sprintf("tenant class %q is outside the entry's tenant boundary", req.Tenant)}, true
 	}
-	allowed, applicable := false, false
-	for _, ri := range rules {
-		if t := s.rules[ri].tenants; len(t) > 0 && !contains(t, req.Tenant) {
-			continue
-		}
-		applicable = true
+	allowed := false
+	for _, ri := range g.rules {
 		switch c.verdict[ri] {
 		case -1:
 			return rejection{CodePrincipalDenied, fmt.Sprintf("principal class %q is denied %s", req.Principal, c.e.key)}, true
@@ -785,7 +884,7 @@ func (s *Snapshot) authorise(c *cand, req *Request, rules []int) (rejection, boo
 	switch {
 	case allowed:
 		return rejection{}, false
-	case len(rules) > 0 && !applicable:
+	case g.tenantExcluded:
 		return rejection{CodeTenant, fmt.Sprintf("no rule for principal class %q covers tenant class %q", req.Principal, req.Tenant)}, true
 	}
 	return rejection{CodePrincipalDenied, fmt.Sprintf("principal class %q is not permitted %s", req.Principal, c.e.key)}, true
@@ -793,86 +892,69 @@ func (s *Snapshot) authorise(c *cand, req *Request, rules []int) (rejection, boo
 
 // freshEvidence picks the freshest evidence applicable to the request's
 // principal and tenant. unknown is true when none is fresh; rj then says why.
-func (s *Snapshot) freshEvidence(e *entry, req *Request, now int64) (*evidenceRef, rejection, bool) {
-	var stale *evidenceRef
+func (s *Snapshot) freshEvidence(e *entry, req *Request, now int64) (int, rejection, bool) {
+	stale := -1
 	for i := range e.evidence {
 		ev := &e.evidence[i]
 		if (ev.principal != "" && ev.principal != req.Principal) || (ev.tenant != "" && ev.tenant != req.Tenant) || ev.tooSmall {
 			continue
 		}
 		if now < ev.expires {
-			return ev, rejection{}, false
+			return i, rejection{}, false
 		}
-		if stale == nil {
-			stale = ev
+		if stale < 0 {
+			stale = i
 		}
 	}
-	if stale != nil {
-		return stale, rejection{CodeEvidenceExpired, fmt.Sprintf("evidence %s expired at %s", stale.id, time.Unix(0, stale.expires).UTC().Format(time.RFC3339))}, true
+	if stale >= 0 {
+		ev := &e.evidence[stale]
+		return -1, rejection{CodeEvidenceExpired, fmt.Sprintf("evidence %s expired at %s", ev.id, time.Unix(0, ev.expires).UTC().Format(time.RFC3339))}, true
 	}
-	return nil, rejection{CodeEvidenceUnknown, "no accepted evidence covers this tool for this principal and tenant"}, true
+	return -1, rejection{CodeEvidenceUnknown, "no accepted evidence covers this tool for this principal and tenant"}, true
 }
 
-// rank orders admitted routes: fresh evidence before unknown, closed before
-// half-open, then by latency score; the class's current preferred route
-// keeps first place unless the best challenger beats it by the margin.
-func (s *Snapshot) rank(g *group, routes []Route) {
-	if len(routes) > 1 {
-		slices.SortStableFunc(routes, func(a, b Route) int {
-			if ta, tb := tier(&a), tier(&b); ta != tb {
-				return ta - tb
+// rank moves the best k admitted candidates, in order, to the front of
+// adm: fresh evidence before unknown, closed before half-open, then latency
+// score, then entry name. The group's current preferred entry takes first
+// place unless the best challenger in the same tier beats its score by more
+// than the hysteresis margin. Only the first k are ordered (selection, not a
+// full sort: k is small).
+func (s *Snapshot) rank(g *group, adm []admitted, k int) {
+	k = min(k, len(adm))
+	for i := 0; i < k; i++ {
+		m := i
+		for j := i + 1; j < len(adm); j++ {
+			if better(&adm[j], &adm[m]) {
+				m = j
 			}
-			sa, sb := score(&a), score(&b)
-			switch {
-			case sa < sb:
-				return -1
-			case sa > sb:
-				return 1
-			}
-			return strings.Compare(a.Entry, b.Entry)
-		})
-		if p := g.preferred.Load(); p >= 0 {
-			name := s.entries[p].name
-			for i := 1; i < len(routes); i++ {
-				if routes[i].Entry == name {
-					if tier(&routes[i]) == tier(&routes[0]) && score(&routes[0]) >= score(&routes[i])*(1-s.margin) {
-						cur := routes[i]
-						copy(routes[1:i+1], routes[:i])
-						routes[0] = cur
-					}
-					break
+		}
+		adm[i], adm[m] = adm[m], adm[i]
+	}
+	if p := g.preferred.Load(); p >= 0 && len(adm) > 1 {
+		for i := 1; i < len(adm); i++ {
+			if g.cands[adm[i].ci].e.idx == int(p) {
+				if adm[i].tier == adm[0].tier && adm[0].score >= adm[i].score*(1-s.margin) {
+					cur := adm[i]
+					copy(adm[1:i+1], adm[:i])
+					adm[0] = cur
 				}
+				break
 			}
 		}
 	}
-	if best := s.indexOf(routes[0].Entry); g.preferred.Load() != best {
+	if best := int32(g.cands[adm[0].ci].e.idx); g.preferred.Load() != best {
 		g.preferred.Store(best)
 	}
 }
 
-func (s *Snapshot) indexOf(name string) int32 {
-	i, _ := slices.BinarySearchFunc(s.entries, name, func(e *entry, n string) int { return strings.Compare(e.name, n) })
-	return int32(i)
-}
-
-func tier(r *Route) int {
-	t := 0
-	if r.Unknown {
-		t += 2
+func better(x, y *admitted) bool {
+	switch {
+	case x.tier != y.tier:
+		return x.tier < y.tier
+	case x.score != y.score:
+		return x.score < y.score
 	}
-	if r.HalfOpen {
-		t++
-	}
-	return t
-}
-
-// score is the latency score: the mean of p50 and p99, so both the median
-// and the tail count. Unknown latency scores +Inf.
-func score(r *Route) float64 {
-	if r.P50 == 0 && r.P99 == 0 {
-		return math.Inf(1)
-	}
-	return float64(r.P50+r.P99) / 2
+	return x.ci < y.ci
 }
 
 // Visible lists what a principal may see in tools/list: each equivalence
@@ -880,10 +962,7 @@ func score(r *Route) float64 {
 // the principal is permitted by name. Health, evidence, approval and
 // idempotency are checked per call, not here. Sorted: classes, then tools.
 func (s *Snapshot) Visible(principal, tenant, region, workflow string, now time.Time) []Visible {
-	rules, known := s.principals[principal]
-	if !known {
-		rules = s.wildcardRules
-	}
+	gr := s.grantFor(principal, tenant, nil)
 	req := &Request{Principal: principal, Tenant: tenant, Region: region, Workflow: workflow, Now: now}
 	var out []Visible
 	for _, list := range [][]string{s.classNames, s.exactNames} {
@@ -891,7 +970,7 @@ func (s *Snapshot) Visible(principal, tenant, region, workflow string, now time.
 			g := s.groups[name]
 			var entries []string
 			for i := range g.cands {
-				if s.listable(&g.cands[i], req, rules, now.UnixNano()) {
+				if s.listable(&g.cands[i], req, gr, now.UnixNano()) {
 					entries = append(entries, g.cands[i].e.name)
 				}
 			}
@@ -909,7 +988,7 @@ func (s *Snapshot) Visible(principal, tenant, region, workflow string, now time.
 	return out
 }
 
-func (s *Snapshot) listable(c *cand, req *Request, rules []int, now int64) bool {
+func (s *Snapshot) listable(c *cand, req *Request, gr grant, now int64) bool {
 	e := c.e
 	if e.static[StepEligibility].code != "" || e.static[StepTrust].code != "" || e.static[StepResidency].code != "" || !c.member {
 		return false
@@ -920,7 +999,7 @@ func (s *Snapshot) listable(c *cand, req *Request, rules []int, now int64) bool 
 	if len(e.workflows) > 0 && !contains(e.workflows, req.Workflow) {
 		return false
 	}
-	if _, bad := s.authorise(c, req, rules); bad {
+	if _, bad := s.authorise(c, req, gr); bad {
 		return false
 	}
 	return !s.sameRegion || (e.region != "" && e.region == req.Region)
@@ -936,3 +1015,8 @@ func (s *Snapshot) Entry(name string) *mcpreadyv1.RegistryEntry {
 
 // PolicyVersion is the version of the policy the snapshot was built from.
 func (s *Snapshot) PolicyVersion() string { return s.policyVersion }
+
+func (s *Snapshot) indexOf(name string) int32 {
+	i, _ := slices.BinarySearchFunc(s.entries, name, func(e *entry, n string) int { return strings.Compare(e.name, n) })
+	return int32(i)
+}

@@ -1,0 +1,523 @@
+package decide
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/agent/circuit"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+const (
+	readOnly = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY
+	stateCh  = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING
+	unknown  = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNKNOWN
+)
+
+func newRegEntry(server, tool, endpoint, region string) *mcpreadyv1.RegistryEntry {
+	return &mcpreadyv1.RegistryEntry{
+		Identity: &mcpreadyv1.ToolIdentity{ServerName: server, ServerVersion: "1.0.0", ToolName: tool, Endpoint: endpoint,
+			ProtocolVersion: "2025-11-25", InputSchemaDigest: "sha256:in", OutputSchemaDigest: "sha256:out"},
+		Authority:  &mcpreadyv1.Authority{Scopes: []string{"docs:read"}},
+		SideEffect: readOnly, DataAccess: mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_PUBLIC,
+		Idempotency: mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_NATURALLY_IDEMPOTENT,
+		State:       mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED,
+		Region:      region,
+	}
+}
+
+func evidence(server, tool, endpoint string, p50, p99 float64, observed time.Time) *mcpreadyv1.Evidence {
+	return &mcpreadyv1.Evidence{
+		Provenance: &mcpreadyv1.Provenance{Issuer: "prober"},
+		Subject: &mcpreadyv1.Subject{ServerName: server, ToolName: tool, ServerVersion: "1.0.0", Endpoint: endpoint,
+			InputSchemaDigest: "sha256:in", OutputSchemaDigest: "sha256:out"},
+		ObservedAt: timestamppb.New(observed),
+		ExpiresAt:  timestamppb.New(observed.Add(time.Hour)),
+		Sample:     &mcpreadyv1.Sample{Attempted: 100, Eligible: 100},
+		Rates:      []*mcpreadyv1.LayerRate{{Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Successes: 99, Denominator: 100}},
+		Latency:    &mcpreadyv1.Latency{P50Ms: p50, P99Ms: p99, Count: 100},
+	}
+}
+
+// fixture: class docs_lookup = {com.example/docs, com.other/docs}
+// docs.lookup; com.evil/x offers a look-alike docs.lookup; a state-changing
+// com.example/tickets/create exists outside any class.
+func fixture() Inputs {
+	return Inputs{
+		PolicyName: "p", PolicyVersion: "v7",
+		Policy: &mcpreadyv1.Policy{
+			Inventory:        []string{"*"},
+			ProtocolVersions: []string{"2025-11-25", "2026-07-28"},
+			Evidence: &mcpreadyv1.EvidenceRules{AcceptedIssuers: []string{"prober"},
+				MaxAge:    map[string]*durationpb.Duration{"invocation": durationpb.New(30 * time.Minute)},
+				OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
+			Auth: &mcpreadyv1.AuthRules{PermittedScopes: []string{"docs:read", "tickets:write"}},
+			SideEffects: []*mcpreadyv1.SideEffectRule{
+				{Match: "*/docs.lookup", Assigned: readOnly},
+				{Match: "com.example/tickets/*", Assigned: stateCh},
+			},
+			Deadline: durationpb.New(10 * time.Second),
+			Retry:    &mcpreadyv1.RetryRules{MaxAttempts: 2, HedgeAfter: durationpb.New(50 * time.Millisecond)},
+			EquivalenceClasses: []*mcpreadyv1.EquivalenceClass{{Name: "docs_lookup", Description: "look up docs",
+				Members: []string{"com.example/docs/docs.lookup", "com.other/docs/docs.lookup"}, FallbackAllowed: true}},
+			Principals: []*mcpreadyv1.PrincipalRule{
+				{PrincipalClass: "dev", Allow: []string{"docs_lookup", "com.example/*", "com.evil/*"}, TenantClasses: []string{"acme"}},
+				{PrincipalClass: "intern", Allow: []string{"docs_lookup"}, Deny: []string{"com.other/*"}},
+			},
+		},
+		Entries: map[string]*mcpreadyv1.RegistryEntry{
+			"docs-a":  newRegEntry("com.example/docs", "docs.lookup", "https://a.example/mcp", "eu"),
+			"docs-b":  newRegEntry("com.other/docs", "docs.lookup", "https://b.example/mcp", "eu"),
+			"evil":    newRegEntry("com.evil/x", "docs.lookup", "https://evil.example/mcp", "eu"),
+			"tickets": newRegEntry("com.example/tickets", "create", "https://t.example/mcp", "eu"),
+		},
+		Declarations: map[string]*mcpreadyv1.Declaration{},
+		Evidence: map[string]*mcpreadyv1.Evidence{
+			"ev-a": evidence("com.example/docs", "docs.lookup", "https://a.example/mcp", 20, 80, t0.Add(-5*time.Minute)),
+			"ev-b": evidence("com.other/docs", "docs.lookup", "https://b.example/mcp", 10, 40, t0.Add(-5*time.Minute)),
+		},
+	}
+}
+
+func baseReq() Request {
+	return Request{Tool: "docs_lookup", Principal: "dev", Tenant: "acme", Region: "eu", Workflow: "wf", Now: t0}
+}
+
+func snap(t testing.TB, in Inputs) *Snapshot {
+	t.Helper()
+	s, err := NewSnapshot(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func candidate(d Decision, name string) *mcpreadyv1.Candidate {
+	for _, c := range d.Candidates {
+		if c.GetEntry() == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func routeNames(d Decision) []string {
+	var out []string
+	for _, r := range d.Routes {
+		out = append(out, r.Entry)
+	}
+	return out
+}
+
+type health map[string]circuit.State
+
+func (h health) State(key string, _ time.Time) circuit.State { return h[key] }
+
+type driftHealth struct {
+	health
+	drifted string
+}
+
+func (d driftHealth) Drifted(e string) bool { return e == d.drifted }
+
+func TestResolution(t *testing.T) {
+	s := snap(t, fixture())
+	d := s.Decide(baseReq(), nil)
+	if d.Refusal != nil {
+		t.Fatal(d.Refusal)
+	}
+	if d.Class != "docs_lookup" || len(d.Candidates) != 3 {
+		t.Fatalf("class %q, %d candidates", d.Class, len(d.Candidates))
+	}
+	// The look-alike by name is considered and rejected as not equivalent.
+	if c := candidate(d, "evil"); c.GetRejectionCode() != CodeNotEquivalent || c.GetRejectedAtStep() != StepSemantic {
+		t.Fatalf("evil: %v", c)
+	}
+	if got := routeNames(d); len(got) != 2 || got[0] != "docs-b" || got[1] != "docs-a" {
+		t.Fatalf("routes %v (docs-b is faster)", got)
+	}
+	if d.PolicyVersion != "v7" || len(d.EvidenceIDs) != 2 {
+		t.Fatalf("policy version %q evidence %v", d.PolicyVersion, d.EvidenceIDs)
+	}
+
+	// Exact tool requests: allowed only when the exact tool is permitted.
+	req := baseReq()
+	req.Tool = "com.example/docs/docs.lookup"
+	if d := s.Decide(req, nil); d.Refusal != nil || len(d.Routes) != 1 || d.Class != "" {
+		t.Fatalf("exact: %+v", d)
+	}
+	req.Tool = "com.other/docs/docs.lookup" // only permitted via the class
+	d = s.Decide(req, nil)
+	if !errors.Is(d.Refusal, ErrRefused) || candidate(d, "docs-b").GetRejectionCode() != CodePrincipalDenied {
+		t.Fatalf("exact via class permission: %v", d.Refusal)
+	}
+	req.Tool = "docs.lookup" // a bare tool name is never resolved by name
+	d = s.Decide(req, nil)
+	var re *RefusalError
+	if !errors.As(d.Refusal, &re) || re.Code != CodeUnknownTool || re.Step != StepResolve {
+		t.Fatalf("bare name: %v", d.Refusal)
+	}
+}
+
+func TestRejections(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(in *Inputs, req *Request)
+		entry  string
+		step   int
+		code   string
+	}{
+		{"inventory", func(in *Inputs, _ *Request) { in.Policy.Inventory = []string{"docs-b", "evil"} }, "docs-a", 1, CodeNotInInventory},
+		{"endpoint", func(in *Inputs, _ *Request) { in.Policy.ApprovedEndpoints = []string{"https://b.example/*"} }, "docs-a", 1, CodeEndpointNotApproved},
+		{"lifecycle", func(in *Inputs, _ *Request) {
+			in.Entries["docs-a"].State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED
+		}, "docs-a", 1, CodeLifecycle},
+		{"candidate", func(in *Inputs, _ *Request) {
+			in.Entries["docs-a"].State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE
+		}, "docs-a", 1, CodeLifecycle},
+		{"entry expired", func(in *Inputs, _ *Request) {
+			in.Entries["docs-a"].Provenance = &mcpreadyv1.Provenance{ExpiresAt: timestamppb.New(t0.Add(-time.Second))}
+		}, "docs-a", 1, CodeEntryExpired},
+		{"workflow", func(in *Inputs, _ *Request) { in.Entries["docs-a"].WorkflowAllowlist = []string{"other"} }, "docs-a", 1, CodeWorkflow},
+		{"entry protocol", func(in *Inputs, _ *Request) { in.Entries["docs-a"].Identity.ProtocolVersion = "2024-11-05" }, "docs-a", 1, CodeProtocolVersion},
+		{"client protocol", func(_ *Inputs, req *Request) { req.ProtocolVersion = "2024-11-05" }, "docs-a", 1, CodeProtocolVersion},
+		{"owner", func(in *Inputs, _ *Request) {
+			in.Policy.ApprovedOwners = []string{"team-b"}
+			in.Declarations["com.other/docs"] = &mcpreadyv1.Declaration{ServerName: "com.other/docs", Owner: "team-b"}
+		}, "docs-a", 2, CodeOwnerNotApproved},
+		{"issuer", func(in *Inputs, _ *Request) {
+			in.Policy.Auth.PermittedIssuers = []string{"https://login.example"}
+			in.Declarations["com.example/docs"] = &mcpreadyv1.Declaration{ServerName: "com.example/docs",
+				Auth: &mcpreadyv1.DeclaredAuth{AuthorizationServers: []string{"https://evil-idp.example"}}}
+		}, "docs-a", 2, CodeIssuerNotPermitted},
+		{"auth scheme", func(in *Inputs, _ *Request) { in.Policy.Auth.RequiredSchemes = []string{"oauth2"} }, "docs-a", 2, CodeAuthScheme},
+		{"scope", func(in *Inputs, _ *Request) { in.Entries["docs-a"].Authority.Scopes = []string{"docs:admin"} }, "docs-a", 2, CodeScopeNotPermitted},
+		{"principal unknown", func(_ *Inputs, req *Request) { req.Principal = "stranger" }, "docs-a", 2, CodePrincipalDenied},
+		{"principal deny", func(_ *Inputs, req *Request) { req.Principal = "intern" }, "docs-b", 2, CodePrincipalDenied},
+		{"principal tenant", func(_ *Inputs, req *Request) { req.Tenant = "globex" }, "docs-a", 2, CodeTenant},
+		{"entry tenant", func(in *Inputs, _ *Request) { in.Entries["docs-a"].TenantClasses = []string{"initech"} }, "docs-a", 2, CodeTenant},
+		{"allowed regions", func(in *Inputs, _ *Request) {
+			in.Policy.Residency = &mcpreadyv1.ResidencyRules{AllowedRegions: []string{"us"}}
+		}, "docs-a", 3, CodeResidency},
+		{"denied region", func(in *Inputs, _ *Request) {
+			in.Policy.Residency = &mcpreadyv1.ResidencyRules{DeniedRegions: []string{"eu"}}
+		}, "docs-a", 3, CodeResidency},
+		{"same region", func(in *Inputs, req *Request) {
+			in.Policy.Residency = &mcpreadyv1.ResidencyRules{SameRegionOnly: true}
+			req.Region = "us"
+		}, "docs-a", 3, CodeResidency},
+		{"data class", func(in *Inputs, _ *Request) {
+			in.Policy.Residency = &mcpreadyv1.ResidencyRules{AllowedDataClasses: []mcpreadyv1.DataAccessClass{mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_TENANT_PRIVATE}}
+		}, "docs-a", 3, CodeDataClass},
+		{"not equivalent", func(*Inputs, *Request) {}, "evil", 4, CodeNotEquivalent},
+		{"approval unavailable", func(in *Inputs, _ *Request) {
+			in.Policy.Approvals = []*mcpreadyv1.ApprovalRule{{Match: "com.example/docs/*", Required: true}}
+		}, "docs-a", 5, CodeApprovalUnavailable},
+		{"entry approval", func(in *Inputs, _ *Request) { in.Entries["docs-a"].ApprovalRequired = true }, "docs-a", 5, CodeApprovalUnavailable},
+		{"idempotency key", func(in *Inputs, _ *Request) {
+			in.Policy.Retry.RequireIdempotencyKeyForWrites = true
+			in.Policy.SideEffects = nil // docs.lookup becomes UNKNOWN: treated as state-changing
+		}, "docs-a", 5, CodeIdempotencyRequired},
+		{"evidence unknown", func(in *Inputs, _ *Request) {
+			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
+			delete(in.Evidence, "ev-a")
+		}, "docs-a", 6, CodeEvidenceUnknown},
+		{"evidence expired", func(in *Inputs, _ *Request) {
+			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
+			in.Evidence["ev-a"].ObservedAt = timestamppb.New(t0.Add(-time.Hour)) // max age 30m
+		}, "docs-a", 6, CodeEvidenceExpired},
+		{"evidence other issuer", func(in *Inputs, _ *Request) {
+			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
+			in.Evidence["ev-a"].Provenance.Issuer = "self-reported"
+		}, "docs-a", 6, CodeEvidenceUnknown},
+		{"evidence version drift", func(in *Inputs, _ *Request) {
+			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
+			in.Entries["docs-a"].Identity.ServerVersion = "2.0.0"
+		}, "docs-a", 6, CodeEvidenceUnknown},
+		{"evidence other tenant", func(in *Inputs, _ *Request) {
+			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
+			in.Evidence["ev-a"].TenantClass = "globex"
+		}, "docs-a", 6, CodeEvidenceUnknown},
+		{"evidence small sample", func(in *Inputs, _ *Request) {
+			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
+			in.Policy.Evidence.MinSampleSize = 1000
+		}, "docs-a", 6, CodeEvidenceUnknown},
+		{"deadline budget", func(_ *Inputs, req *Request) { req.Deadline = 30 * time.Millisecond }, "docs-a", 7, CodeDeadlineBudget},
+		{"cost", func(in *Inputs, _ *Request) {
+			in.Policy.Cost = &mcpreadyv1.CostRules{MaxCostPerCall: 0.01, Currency: "USD"}
+			in.Declarations["com.example/docs"] = &mcpreadyv1.Declaration{ServerName: "com.example/docs",
+				Pricing: &mcpreadyv1.DeclaredPricing{Amount: "0.05", Currency: "USD"}}
+		}, "docs-a", 7, CodeCost},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := fixture()
+			req := baseReq()
+			tc.mutate(&in, &req)
+			d := snap(t, in).Decide(req, nil)
+			c := candidate(d, tc.entry)
+			if c == nil {
+				t.Fatalf("no candidate %s", tc.entry)
+			}
+			if int(c.GetRejectedAtStep()) != tc.step || c.GetRejectionCode() != tc.code || c.GetRejectionReason() == "" {
+				t.Fatalf("got step %d code %q reason %q, want %d %q", c.GetRejectedAtStep(), c.GetRejectionCode(), c.GetRejectionReason(), tc.step, tc.code)
+			}
+			for _, r := range d.Routes {
+				if r.Entry == tc.entry {
+					t.Fatalf("rejected %s is routed", tc.entry)
+				}
+			}
+		})
+	}
+}
+
+// The earliest failing step is recorded, never a later one.
+func TestStepOrder(t *testing.T) {
+	in := fixture()
+	in.Entries["docs-a"].State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_STALE    // step 1
+	in.Policy.Residency = &mcpreadyv1.ResidencyRules{DeniedRegions: []string{"eu"}} // step 3
+	d := snap(t, in).Decide(baseReq(), health{circuit.Key("https://a.example/mcp", "docs.lookup"): circuit.Open})
+	if c := candidate(d, "docs-a"); c.GetRejectedAtStep() != 1 {
+		t.Fatalf("%v", c)
+	}
+	// Everything refused: the refusal is the furthest-reaching rejection.
+	var re *RefusalError
+	if !errors.As(d.Refusal, &re) || re.Step != StepResidency {
+		t.Fatalf("refusal %v", d.Refusal)
+	}
+}
+
+func TestHealth(t *testing.T) {
+	s := snap(t, fixture())
+	keyB := circuit.Key("https://b.example/mcp", "docs.lookup")
+	d := s.Decide(baseReq(), health{keyB: circuit.Open})
+	if c := candidate(d, "docs-b"); c.GetRejectionCode() != CodeCircuitOpen || c.GetRejectedAtStep() != 6 {
+		t.Fatalf("%v", c)
+	}
+	if got := routeNames(d); len(got) != 1 || got[0] != "docs-a" {
+		t.Fatalf("routes %v", got)
+	}
+	// Half-open ranks below closed even when faster.
+	d = snap(t, fixture()).Decide(baseReq(), health{keyB: circuit.HalfOpen})
+	if got := routeNames(d); got[0] != "docs-a" || !d.Routes[1].HalfOpen {
+		t.Fatalf("routes %v", got)
+	}
+	// Drift blocks at step 1.
+	d = s.Decide(baseReq(), driftHealth{health: health{}, drifted: "docs-a"})
+	if c := candidate(d, "docs-a"); c.GetRejectionCode() != CodeDriftBlocked {
+		t.Fatalf("%v", c)
+	}
+}
+
+func TestUnknownEvidenceRanksLast(t *testing.T) {
+	in := fixture()
+	delete(in.Evidence, "ev-a")
+	in.Evidence["ev-b"].Latency = &mcpreadyv1.Latency{P50Ms: 900, P99Ms: 2000} // slow but known
+	d := snap(t, in).Decide(baseReq(), nil)
+	if got := routeNames(d); len(got) != 2 || got[0] != "docs-b" || !d.Routes[1].Unknown || d.Routes[1].EvidenceID != "" {
+		t.Fatalf("routes %v", d.Routes)
+	}
+	// Expired evidence is unknown too (ALLOW).
+	in = fixture()
+	in.Evidence["ev-b"].ExpiresAt = timestamppb.New(t0.Add(-time.Minute))
+	d = snap(t, in).Decide(baseReq(), nil)
+	if got := routeNames(d); got[0] != "docs-a" || !d.Routes[1].Unknown {
+		t.Fatalf("routes %v", got)
+	}
+}
+
+func TestSideEffectsAndRetry(t *testing.T) {
+	in := fixture()
+	in.Policy.Principals[0].Allow = append(in.Policy.Principals[0].Allow, "com.example/tickets/*")
+	in.Entries["tickets"].Idempotency = mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_KEYED
+	in.Entries["tickets"].SideEffect = stateCh
+	s := snap(t, in)
+
+	d := s.Decide(baseReq(), nil)
+	r := d.Routes[0]
+	if !r.Retryable || !r.ReadOnly || r.MaxAttempts != 2 || r.HedgeAfter != 50*time.Millisecond || r.PerAttempt != 5*time.Second ||
+		r.ConsumerSideEffect != readOnly || d.Deadline != 10*time.Second {
+		t.Fatalf("read-only route %+v", r)
+	}
+
+	req := baseReq()
+	req.Tool = "com.example/tickets/create"
+	d = s.Decide(req, nil)
+	r = d.Routes[0]
+	if r.Retryable || r.ReadOnly || r.MaxAttempts != 1 || r.HedgeAfter != 0 || r.PerAttempt != 10*time.Second || r.ConsumerSideEffect != stateCh {
+		t.Fatalf("state-changing without key %+v", r)
+	}
+	req.IdempotencyKey = true
+	if r := s.Decide(req, nil).Routes[0]; !r.Retryable || r.ReadOnly || r.HedgeAfter != 0 || r.MaxAttempts != 2 {
+		t.Fatalf("keyed %+v", r)
+	}
+
+	// No consumer rule: UNKNOWN, called but never retried, even with a key
+	// when the entry is not idempotent.
+	in = fixture()
+	in.Policy.SideEffects = nil
+	in.Entries["docs-a"].Idempotency = mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_NOT_IDEMPOTENT
+	req = baseReq()
+	req.Tool = "com.example/docs/docs.lookup"
+	req.IdempotencyKey = true
+	if r := snap(t, in).Decide(req, nil).Routes[0]; r.ConsumerSideEffect != unknown || r.Retryable {
+		t.Fatalf("unknown %+v", r)
+	}
+
+	// Consumer says read-only, provider declares state-changing: conflict,
+	// treated as state-changing.
+	in = fixture()
+	in.Declarations["com.example/docs"] = &mcpreadyv1.Declaration{ServerName: "com.example/docs",
+		Tools: []*mcpreadyv1.DeclaredTool{{Name: "docs.lookup", SideEffect: stateCh}}}
+	req.IdempotencyKey = false
+	if r := snap(t, in).Decide(req, nil).Routes[0]; !r.SideEffectConflict || r.Retryable || r.ProviderSideEffect != stateCh {
+		t.Fatalf("conflict %+v", r)
+	}
+}
+
+func TestFallbackRules(t *testing.T) {
+	in := fixture()
+	in.Policy.EquivalenceClasses[0].FallbackAllowed = false
+	if d := snap(t, in).Decide(baseReq(), nil); len(d.Routes) != 1 {
+		t.Fatalf("no fallback: %v", routeNames(d))
+	}
+	in = fixture()
+	in.Policy.EquivalenceClasses[0].FallbackRequiresApproval = true
+	s := snap(t, in)
+	if d := s.Decide(baseReq(), nil); len(d.Routes) != 1 {
+		t.Fatalf("fallback needs approval, none available: %v", routeNames(d))
+	}
+	req := baseReq()
+	req.ApprovalAvailable = true
+	d := s.Decide(req, nil)
+	if len(d.Routes) != 2 || d.Routes[0].ApprovalRequired || !d.Routes[1].ApprovalRequired {
+		t.Fatalf("fallback approval: %+v", d.Routes)
+	}
+}
+
+func TestHysteresis(t *testing.T) {
+	in := fixture()
+	s := snap(t, in)
+	if got := routeNames(s.Decide(baseReq(), nil)); got[0] != "docs-b" {
+		t.Fatalf("%v", got)
+	}
+	// docs-a becomes faster by less than the margin: docs-b stays preferred.
+	in2 := fixture()
+	in2.Evidence["ev-a"].Latency = &mcpreadyv1.Latency{P50Ms: 9, P99Ms: 36} // 22.5 vs 25: 10% better
+	in2.Previous = s
+	s2 := snap(t, in2)
+	if got := routeNames(s2.Decide(baseReq(), nil)); got[0] != "docs-b" {
+		t.Fatalf("swapped within margin: %v", got)
+	}
+	// Better by more than the margin: swap.
+	in3 := fixture()
+	in3.Evidence["ev-a"].Latency = &mcpreadyv1.Latency{P50Ms: 5, P99Ms: 20} // 12.5 vs 25
+	in3.Previous = s2
+	s3 := snap(t, in3)
+	if got := routeNames(s3.Decide(baseReq(), nil)); got[0] != "docs-a" {
+		t.Fatalf("no swap beyond margin: %v", got)
+	}
+	// Without a previous snapshot there is no preference: pure ranking.
+	in4 := fixture()
+	in4.Evidence["ev-a"].Latency = &mcpreadyv1.Latency{P50Ms: 9, P99Ms: 36}
+	if got := routeNames(snap(t, in4).Decide(baseReq(), nil)); got[0] != "docs-a" {
+		t.Fatalf("%v", got)
+	}
+}
+
+func TestVisible(t *testing.T) {
+	in := fixture()
+	in.Entries["tickets"].WorkflowAllowlist = []string{"support"}
+	s := snap(t, in)
+	names := func(vs []Visible) []string {
+		var out []string
+		for _, v := range vs {
+			out = append(out, v.Name)
+		}
+		return out
+	}
+	got := names(s.Visible("dev", "acme", "eu", "wf", t0))
+	want := []string{"docs_lookup", "com.evil/x/docs.lookup", "com.example/docs/docs.lookup"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v want %v", got, want)
+		}
+	}
+	if got := names(s.Visible("dev", "acme", "eu", "support", t0)); len(got) != 4 {
+		t.Fatalf("support workflow: %v", got)
+	}
+	vs := s.Visible("intern", "any", "eu", "wf", t0)
+	if len(vs) != 1 || !vs[0].Class || len(vs[0].Entries) != 1 || vs[0].Entries[0] != "docs-a" {
+		t.Fatalf("intern: %+v", vs)
+	}
+	if vs := s.Visible("stranger", "", "", "", t0); len(vs) != 0 {
+		t.Fatalf("stranger sees %v", names(vs))
+	}
+}
+
+func TestSnapshotErrors(t *testing.T) {
+	if _, err := NewSnapshot(Inputs{}); err == nil {
+		t.Fatal("no policy accepted")
+	}
+	in := fixture()
+	in.Entries["bad"] = &mcpreadyv1.RegistryEntry{}
+	if _, err := NewSnapshot(in); err == nil {
+		t.Fatal("entry without identity accepted")
+	}
+	// Inputs are not mutated and snapshots are independent.
+	in = fixture()
+	before := proto.Clone(in.Policy)
+	snap(t, in)
+	if !proto.Equal(before, in.Policy) {
+		t.Fatal("policy mutated")
+	}
+}
+
+func TestGlob(t *testing.T) {
+	for _, tc := range []struct {
+		p, s string
+		ok   bool
+	}{
+		{"*", "com.example/docs/docs.lookup", true},
+		{"com.example/*", "com.example/docs/docs.lookup", true},
+		{"*/docs.lookup", "com.example/docs/docs.lookup", true},
+		{"com.*/docs/*", "com.example/docs/x", true},
+		{"com.example/docs", "com.example/docs/x", false},
+		{"a*b*c", "aXbYc", true},
+		{"a*b*c", "aXbY", false},
+		{"", "", true},
+		{"", "x", false},
+	} {
+		if match(tc.p, tc.s) != tc.ok {
+			t.Errorf("match(%q, %q) != %v", tc.p, tc.s, tc.ok)
+		}
+	}
+}
+
+func TestConcurrentDecide(t *testing.T) {
+	s := snap(t, fixture())
+	done := make(chan bool)
+	for i := 0; i < 8; i++ {
+		go func() {
+			for j := 0; j < 500; j++ {
+				if d := s.Decide(baseReq(), nil); d.Refusal != nil || len(d.Routes) != 2 {
+					t.Error("bad decision")
+				}
+			}
+			done <- true
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		<-done
+	}
+}
