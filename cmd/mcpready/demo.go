@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/demo"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// defaultAgentURL is the aggregate MCP endpoint of the local agent that
+// `mcpready up` starts.
+const defaultAgentURL = "http://127.0.0.1:7480/mcp"
+
+var demoCallsFlags struct {
+	agent  string
+	server string
+	deny   bool
+	wait   time.Duration
+}
+
+var demoCmd = &cobra.Command{
+	Use:   "demo",
+	Short: "Drive the demo started by `mcpready up`",
+}
+
+var demoCallsCmd = &cobra.Command{
+	Use:   "calls [--agent URL] [--server ADDR]",
+	Short: "Make the demo's calls through the agent, then show their receipts and one explanation",
+	Long: `Make five calls through the agent with an MCP client (the go-sdk's):
+
+  1. docs_lookup, the read-only capability served by two providers;
+  2. docs_lookup while provider A fails: the agent falls back to provider B;
+  3. update_listing_status, state-changing: the agent asks for human approval
+     (answered "accept" here; --deny declines) and never retries it;
+  4. delete_listing, which the policy forbids for this principal: refused
+     with the reason;
+  5. docs_lookup on com.example/docs-us directly: excluded by residency.
+
+Then list the receipts the agent wrote for them (from the control plane at
+--server) and explain the fallback call.`,
+	Args: noArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		f := demoCallsFlags
+		defer resetFlags(cmd)
+		return runDemoCalls(cmd.Context(), cmd.OutOrStdout(), f.agent, f.server, f.deny, f.wait)
+	},
+}
+
+func init() {
+	fl := demoCallsCmd.Flags()
+	def := os.Getenv("MCPREADY_AGENT")
+	if def == "" {
+		def = defaultAgentURL
+	}
+	fl.StringVar(&demoCallsFlags.agent, "agent", def, "agent MCP endpoint (env MCPREADY_AGENT)")
+	fl.BoolVar(&demoCallsFlags.deny, "deny", false, "decline the approval request instead of accepting it")
+	fl.DurationVar(&demoCallsFlags.wait, "wait", 20*time.Second, "how long to wait for the receipts to reach the control plane")
+	addServerFlag(demoCallsCmd, &demoCallsFlags.server)
+	demoCallsCmd.SetFlagErrorFunc(usageError)
+	demoCmd.AddCommand(demoCallsCmd)
+	root.AddCommand(demoCmd)
+}
+
+func runDemoCalls(ctx context.Context, out io.Writer, agentURL, server string, deny bool, wait time.Duration) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	start := time.Now().Add(-time.Second)
+	calls, err := demo.RunCalls(ctx, demo.CallsOptions{AgentURL: agentURL, Deny: deny, Out: out})
+	if err != nil {
+		return withCode(exitUnavailable, err)
+	}
+	fmt.Fprintf(out, "\nReceipts (from the control plane at %s):\n", server)
+	receipts, err := awaitReceipts(ctx, server, start, len(calls), wait)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RECEIPT\tREQUESTED\tOUTCOME\tSELECTED\tACTIONS\tREJECTED")
+	var fallback string
+	for _, sr := range receipts {
+		r := sr.GetReceipt()
+		var rejected []string
+		for _, c := range r.GetCandidates() {
+			if c.GetRejectionCode() != "" {
+				rejected = append(rejected, c.GetServerName()+": "+c.GetRejectionCode())
+			}
+		}
+		actions := strings.Join(r.GetActions(), ",")
+		if fallback == "" && strings.Contains(actions, "fallback") {
+			fallback = r.GetReceiptId()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.GetReceiptId(), r.GetRequested(),
+			strings.TrimPrefix(r.GetOutcome().String(), "OUTCOME_CLASS_"), r.GetSelected().GetServerName(),
+			dash(actions), dash(strings.Join(rejected, "; ")))
+	}
+	tw.Flush()
+	if fallback == "" && len(receipts) > 0 {
+		fallback = receipts[0].GetReceipt().GetReceiptId()
+	}
+	if fallback == "" {
+		return nil
+	}
+	fmt.Fprintf(out, "\n$ mcpready explain %s\n", fallback)
+	return explainWithCLI(ctx, out, server, fallback)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// awaitReceipts polls the control plane until it holds at least n receipts
+// emitted since start, or wait has passed (then it returns what it has).
+func awaitReceipts(ctx context.Context, server string, since time.Time, n int, wait time.Duration) ([]*mcpreadyv1.StoredReceipt, error) {
+	conn, err := dialServer(server)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	client := mcpreadyv1.NewReceiptsServiceClient(conn)
+	deadline := time.Now().Add(wait)
+	for {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := client.QueryReceipts(qctx, &mcpreadyv1.QueryReceiptsRequest{Since: timestamppb.New(since), Limit: 100})
+		cancel()
+		got := resp.GetReceipts()
+		if err == nil && len(got) >= n || time.Now().After(deadline) {
+			if err != nil {
+				return nil, withCode(exitUnavailable, fmt.Errorf("query receipts at %s: %w", server, err))
+			}
+			if len(got) < n {
+				fmt.Fprintf(os.Stderr, "mcpready: only %d of %d receipts reached the control plane within %s\n", len(got), n, wait)
+			}
+			return got, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// explainWithCLI runs `mcpready explain ID --server ADDR` as a child
+// process of this very binary, so the explanation is exactly what the
+// command prints.
+func explainWithCLI(ctx context.Context, out io.Writer, server, id string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	c := exec.CommandContext(ctx, self, "explain", id, "--server", server)
+	c.Stdout, c.Stderr = out, os.Stderr
+	if err := c.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return withCode(ee.ExitCode(), fmt.Errorf("explain %s failed", id))
+		}
+		return err
+	}
+	return nil
+}
