@@ -287,10 +287,8 @@ func (s *Store) Append(b *Batch) (AppendResult, error) {
 			return AppendResult{}, fmt.Errorf("%w: %s", ErrConflict, b.BatchID)
 		}
 		// Acknowledge a resend only once the original is durable.
-		if err := s.wal.Sync(prev.pos); err != nil {
-			return AppendResult{}, fmt.Errorf("receiptstore: %w", err)
-		}
-		return AppendResult{Duplicate: true}, nil
+		dup, err := s.Stored(b.BatchID, b.Digest)
+		return AppendResult{Duplicate: dup}, err
 	}
 	rec, err := encodeBatch(b)
 	if err != nil {
@@ -594,3 +592,22 @@ func (s *Store) pruneLocked(removed map[uint64]bool) {
 
 // Close closes the store.
 func (s *Store) Close() error { return s.wal.Close() }
+
+// Stored reports whether batchID is stored with this bundle digest; it
+// returns true only once that batch is durable.
+func (s *Store) Stored(batchID, digest string) (bool, error) {
+	s.mu.RLock()
+	bi, ok := s.byBatchID[batchID]
+	var be batchEntry
+	if ok {
+		be = s.batches[bi]
+	}
+	s.mu.RUnlock()
+	if !ok || be.digest != digest {
+		return false, nil
+	}
+	if err := s.wal.Sync(be.pos); err != nil {
+		return false, fmt.Errorf("receiptstore: %w", err)
+	}
+	return true, nil
+}
