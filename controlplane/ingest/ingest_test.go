@@ -82,7 +82,11 @@ type syncBuf struct {
 	bytes.Buffer
 }
 
-func (b *syncBuf) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.Buffer.Write(p) }
+func (b *syncBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.Write(p)
+}
 
 func startCP(t testing.TB, dir string, p *pki, logs *syncBuf) *controlPlane {
 	t.Helper()
@@ -231,7 +235,9 @@ func TestControlPlaneAwayAgentKeepsSpooling(t *testing.T) {
 	defer sp.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- shipper.Run(ctx, dial(t, addr), sp, shipper.Options{MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: quiet}) }()
+	go func() {
+		done <- shipper.Run(ctx, dial(t, addr), sp, shipper.Options{MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: quiet})
+	}()
 	for i := 0; i < 20; i++ {
 		if err := sp.Append(mk(i)); err != nil {
 			t.Fatal(err)

@@ -171,7 +171,11 @@ func TestTruncatedSegmentRecovered(t *testing.T) {
 func TestRetentionKeepsHeads(t *testing.T) {
 	dir := t.TempDir()
 	now := t0.Add(10 * time.Minute)
-	s := openT(t, dir, func(o *Options) { o.SegmentBytes = 600; o.Retention = 5 * time.Minute; o.Now = func() time.Time { return now } })
+	s := openT(t, dir, func(o *Options) {
+		o.SegmentBytes = 600
+		o.Retention = 5 * time.Minute
+		o.Now = func() time.Time { return now }
+	})
 	for seq := uint64(1); seq <= 8; seq++ {
 		s.Append(mkBatch("a1", seq, 2))
 	}
