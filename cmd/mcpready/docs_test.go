@@ -1,0 +1,194 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
+)
+
+var updateDocs = flag.Bool("update-docs", false, "rewrite the CLI section of docs/reference.md")
+
+const (
+	referencePath = "../../docs/reference.md"
+	beginCLI      = "<!-- BEGIN GENERATED: cli (go test ./cmd/mcpready -run TestCLIReference -update-docs) -->"
+	endCLI        = "<!-- END GENERATED: cli -->"
+)
+
+// visibleCommands lists every user-facing command below root, depth first
+// in name order.
+func visibleCommands(c *cobra.Command) []*cobra.Command {
+	var out []*cobra.Command
+	subs := c.Commands()
+	sort.Slice(subs, func(i, j int) bool { return subs[i].Name() < subs[j].Name() })
+	for _, s := range subs {
+		if s.Hidden || s.Name() == "help" || s.Name() == "completion" {
+			continue
+		}
+		out = append(out, s)
+		out = append(out, visibleCommands(s)...)
+	}
+	return out
+}
+
+func cliReference() string {
+	var b strings.Builder
+	b.WriteString(beginCLI + "\n\n")
+	b.WriteString("Exit codes: 0 success, 1 error, 2 usage error, 3 verification failed, 4 server unavailable.\n\n")
+	for _, c := range visibleCommands(root) {
+		fmt.Fprintf(&b, "### `%s`\n\n%s\n\n", c.CommandPath(), c.Short)
+		if c.Runnable() {
+			fmt.Fprintf(&b, "```\n%s\n```\n\n", c.UseLine())
+		}
+		if c.Long != "" {
+			b.WriteString(strings.TrimSpace(c.Long) + "\n\n")
+		}
+		var rows []string
+		c.NonInheritedFlags().VisitAll(func(f *pflag.Flag) {
+			if f.Hidden || f.Name == "help" {
+				return
+			}
+			name := "`--" + f.Name + "`"
+			if f.Shorthand != "" {
+				name = "`-" + f.Shorthand + "`, " + name
+			}
+			def := f.DefValue
+			if f.Name == "server" {
+				def = "$MCPREADY_SERVER, else 127.0.0.1:7443"
+			}
+			if def == "" || def == "[]" {
+				def = "—"
+			} else {
+				def = "`" + def + "`"
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %s | %s |", name, def, strings.ReplaceAll(f.Usage, "|", `\|`)))
+		})
+		if len(rows) > 0 {
+			b.WriteString("| flag | default | meaning |\n|---|---|---|\n" + strings.Join(rows, "\n") + "\n\n")
+		}
+	}
+	b.WriteString(endCLI)
+	return b.String()
+}
+
+// TestCLIReference checks that docs/reference.md documents every command;
+// -update-docs regenerates the whole CLI section from the cobra tree.
+func TestCLIReference(t *testing.T) {
+	cur, err := os.ReadFile(referencePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(cur)
+	i, j := strings.Index(doc, beginCLI), strings.Index(doc, endCLI)
+	if i < 0 || j < i {
+		t.Fatalf("%s: CLI markers not found", referencePath)
+	}
+	if *updateDocs {
+		want := doc[:i] + cliReference() + doc[j+len(endCLI):]
+		if err := os.WriteFile(referencePath, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	section := doc[i:j]
+	for _, c := range visibleCommands(root) {
+		if !strings.Contains(section, "### `"+c.CommandPath()+"`") {
+			t.Errorf("%s does not document %q; regenerate with: go test ./cmd/mcpready -run TestCLIReference -update-docs", referencePath, c.CommandPath())
+		}
+	}
+}
+
+// invocation is one mcpready command line found in deploy/.
+type invocation struct {
+	where string
+	args  []string
+}
+
+var flagName = regexp.MustCompile(`^--([a-z0-9-]+)`)
+
+// deployInvocations collects the mcpready command lines of the Kubernetes
+// manifests (container args) and the systemd units (ExecStart).
+func deployInvocations(t *testing.T) []invocation {
+	t.Helper()
+	var out []invocation
+	manifests, _ := filepath.Glob("../../deploy/kubernetes/*.yaml")
+	for _, f := range manifests {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
+			var o struct {
+				Kind string `json:"kind"`
+				Spec struct {
+					Template struct {
+						Spec struct {
+							Containers []struct {
+								Image string   `json:"image"`
+								Args  []string `json:"args"`
+							} `json:"containers"`
+						} `json:"spec"`
+					} `json:"template"`
+				} `json:"spec"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			for _, c := range o.Spec.Template.Spec.Containers {
+				if strings.Contains(c.Image, "mcpready") {
+					out = append(out, invocation{f + " " + o.Kind, c.Args})
+				}
+			}
+		}
+	}
+	units, _ := filepath.Glob("../../deploy/systemd/*.service")
+	for _, f := range units {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(data), "\\\n", " ")
+		m := regexp.MustCompile(`(?m)^ExecStart=/usr/local/bin/mcpready (.*)$`).FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("%s: no mcpready ExecStart", f)
+		}
+		out = append(out, invocation{f, strings.Fields(m[1])})
+	}
+	return out
+}
+
+// TestDeployFlagsExist checks that every flag the deployment files pass to
+// mcpready exists on that command.
+func TestDeployFlagsExist(t *testing.T) {
+	invs := deployInvocations(t)
+	if len(invs) < 4 {
+		t.Fatalf("found %d mcpready invocations in deploy/, want at least 4", len(invs))
+	}
+	for _, inv := range invs {
+		if len(inv.args) == 0 {
+			t.Errorf("%s: no arguments", inv.where)
+			continue
+		}
+		cmd, _, err := root.Find(inv.args[:1])
+		if err != nil || cmd == root {
+			t.Skipf("%s: command %q is not built yet", inv.where, inv.args[0])
+		}
+		for _, a := range inv.args[1:] {
+			m := flagName.FindStringSubmatch(a)
+			if m == nil {
+				continue
+			}
+			if cmd.Flags().Lookup(m[1]) == nil {
+				t.Errorf("%s: mcpready %s has no flag --%s", inv.where, inv.args[0], m[1])
+			}
+		}
+	}
+}
