@@ -125,6 +125,31 @@ func (s *Service) activeTrust(ctx context.Context) (*sign.Trust, error) {
 	return t, nil
 }
 
+// Current returns the active Trust as last loaded (by a write or Refresh),
+// or nil if none is known yet.
+func (s *Service) Current() *sign.Trust {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.trust
+}
+
+// Refresh reloads the active TrustPolicy every interval until ctx ends,
+// so Current follows writes made through other replicas.
+func (s *Service) Refresh(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := s.activeTrust(ctx); err != nil && !errors.Is(err, ErrNoTrustPolicy) && ctx.Err() == nil {
+			s.o.Logger.Warn("refreshing the active TrustPolicy", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // verify checks bundle against the root key (TrustPolicy) or the active
 // TrustPolicy (every other kind).
 func (s *Service) verify(ctx context.Context, bundle []byte) (*sign.Verified, error) {
@@ -177,6 +202,11 @@ func (s *Service) ApplyBundle(ctx context.Context, bundle []byte) (store.Record,
 	rec, unchanged, err := s.o.Store.Put(ctx, store.Record{Kind: v.Object.Kind, Name: v.Object.Metadata.Name, Bundle: bundle, Signer: v.KeyID, Labels: v.Object.Metadata.Labels})
 	if err != nil {
 		return store.Record{}, false, err
+	}
+	if rec.Kind == artifact.KindTrustPolicy {
+		if _, err := s.activeTrust(ctx); err != nil {
+			s.o.Logger.Warn("loading the new TrustPolicy", "err", err)
+		}
 	}
 	if !unchanged {
 		s.o.Logger.Info("artifact stored", "kind", rec.Kind, "name", rec.Name, "revision", rec.Revision, "signer", rec.Signer)

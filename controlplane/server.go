@@ -1,0 +1,379 @@
+// Package controlplane wires the control plane together: etcd (embedded
+// single node by default, or an external cluster), the artifact store, the
+// Admin, Discovery and (optionally) Receipts gRPC services, the registry
+// lifecycle sweep, gRPC health and Prometheus metrics.
+//
+// A Server holds no state that other replicas need: everything lives in
+// etcd, so any number of replicas may share one etcd cluster. Plaintext is
+// only allowed on loopback; anything else needs TLS (mTLS when a client CA
+// is given).
+package controlplane
+
+import (
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/mcpready/mcpready/controlplane/admin"
+	"github.com/mcpready/mcpready/controlplane/discovery"
+	"github.com/mcpready/mcpready/controlplane/etcdembed"
+	"github.com/mcpready/mcpready/controlplane/lifecycle"
+	"github.com/mcpready/mcpready/controlplane/store"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// Defaults.
+const (
+	DefaultListen        = "127.0.0.1:7443"
+	DefaultMetricsListen = "127.0.0.1:7444"
+)
+
+// Errors.
+var (
+	ErrConfig          = errors.New("invalid control plane configuration")
+	ErrEtcdUnreachable = errors.New("etcd unreachable")
+)
+
+// Options configures a Server. Zero values take the documented defaults.
+type Options struct {
+	// Listen is the gRPC address; "" means DefaultListen.
+	Listen string
+	// MetricsListen serves /metrics; "" means DefaultMetricsListen, "off" disables it.
+	MetricsListen string
+	// DataDir holds the embedded etcd in <DataDir>/etcd; required unless
+	// EtcdEndpoints is set.
+	DataDir string
+	// EtcdEndpoints selects an external etcd cluster instead of the
+	// embedded one.
+	EtcdEndpoints []string
+	// Root is the organisation's root public key; required.
+	Root crypto.PublicKey
+	// TLSCert and TLSKey are PEM files of the server certificate; TLSCA,
+	// when set, makes client certificates signed by it mandatory (mTLS).
+	TLSCert, TLSKey, TLSCA string
+	// ObserverKey is the control plane's own signing key, used for
+	// lifecycle state changes (see package lifecycle); nil means state
+	// changes are recorded but not distributed.
+	ObserverKey crypto.Signer
+	// Receipts, if set, is registered as the ReceiptsService.
+	Receipts mcpreadyv1.ReceiptsServiceServer
+	// Registry receives the metrics; nil means a new registry.
+	Registry *prometheus.Registry
+	// Debounce of discovery pushes; 0 means 100ms.
+	Debounce time.Duration
+	// SweepInterval of the lifecycle's evidence-expiry sweep; 0 means 1m.
+	SweepInterval time.Duration
+	// MaxArtifactBytes; 0 means store.DefaultMaxBytes (1 MiB).
+	MaxArtifactBytes int
+	// EtcdWait bounds how long Run waits for etcd at start, retrying with
+	// backoff; 0 means 30s.
+	EtcdWait time.Duration
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is one control-plane replica.
+type Server struct {
+	o       Options
+	lis     net.Listener
+	mlis    net.Listener
+	creds   credentials.TransportCredentials
+	reg     *prometheus.Registry
+	etcdErr prometheus.Counter
+	ready   chan struct{}
+
+	mu    sync.Mutex
+	admin *admin.Service
+}
+
+// New validates o and binds the listeners; Run serves.
+func New(o Options) (*Server, error) {
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.MetricsListen == "" {
+		o.MetricsListen = DefaultMetricsListen
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.SweepInterval <= 0 {
+		o.SweepInterval = time.Minute
+	}
+	if o.EtcdWait <= 0 {
+		o.EtcdWait = 30 * time.Second
+	}
+	if o.Root == nil {
+		return nil, fmt.Errorf("%w: the root public key is required", ErrConfig)
+	}
+	if o.DataDir == "" && len(o.EtcdEndpoints) == 0 {
+		return nil, fmt.Errorf("%w: a data directory or etcd endpoints are required", ErrConfig)
+	}
+	s := &Server{o: o, ready: make(chan struct{}), reg: o.Registry}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	s.etcdErr = prometheus.NewCounter(prometheus.CounterOpts{Name: "mcpready_etcd_errors_total", Help: "Failed etcd operations."})
+	s.reg.MustRegister(s.etcdErr)
+	if (o.TLSCert == "") != (o.TLSKey == "") || (o.TLSCA != "" && o.TLSCert == "") {
+		return nil, fmt.Errorf("%w: --tls-cert and --tls-key go together, and --tls-ca needs both", ErrConfig)
+	}
+	if o.TLSCert != "" {
+		c, err := serverTLS(o.TLSCert, o.TLSKey, o.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		s.creds = c
+	} else if !isLoopback(o.Listen) {
+		return nil, fmt.Errorf("%w: refusing plaintext on non-loopback address %q; give --tls-cert and --tls-key", ErrConfig, o.Listen)
+	}
+	lis, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("%w: listen %s: %v", ErrConfig, o.Listen, err)
+	}
+	s.lis = lis
+	if o.MetricsListen != "off" {
+		if !isLoopback(o.MetricsListen) && o.TLSCert == "" {
+			lis.Close()
+			return nil, fmt.Errorf("%w: refusing non-loopback metrics address %q without TLS on the API", ErrConfig, o.MetricsListen)
+		}
+		if s.mlis, err = net.Listen("tcp", o.MetricsListen); err != nil {
+			lis.Close()
+			return nil, fmt.Errorf("%w: listen %s: %v", ErrConfig, o.MetricsListen, err)
+		}
+	}
+	return s, nil
+}
+
+// Addr is the bound gRPC address.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// MetricsAddr is the bound metrics address, or "" when disabled.
+func (s *Server) MetricsAddr() string {
+	if s.mlis == nil {
+		return ""
+	}
+	return s.mlis.Addr().String()
+}
+
+// Registry is the metrics registry (for services such as Receipts to
+// register on before Run).
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Ready is closed once etcd is reachable and every service is serving.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Trust returns the active verified TrustPolicy, or nil before one is
+// stored or before Run has connected to etcd. Safe for concurrent use.
+func (s *Server) Trust() *sign.Trust {
+	s.mu.Lock()
+	a := s.admin
+	s.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	return a.Current()
+}
+
+// Run starts etcd (embedded unless endpoints were given), waits for it,
+// serves until ctx ends, then shuts down cleanly. It returns an error
+// wrapping ErrEtcdUnreachable if etcd cannot be reached within EtcdWait.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.lis.Close()
+	if s.mlis != nil {
+		defer s.mlis.Close()
+	}
+	endpoints := s.o.EtcdEndpoints
+	if len(endpoints) == 0 {
+		dir := filepath.Join(s.o.DataDir, "etcd")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		m, err := etcdembed.StartSingle(etcdembed.Options{Dir: dir, ProgressNotifyInterval: 5 * time.Second})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		endpoints = []string{m.ClientURL}
+		s.o.Logger.Info("embedded etcd started", "dir", dir, "client", m.ClientURL)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: nopZap()})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrEtcdUnreachable, err)
+	}
+	defer cli.Close()
+	if err := s.waitEtcd(ctx, cli, endpoints); err != nil {
+		return err
+	}
+
+	st := store.New(cli, store.Options{MaxBytes: s.o.MaxArtifactBytes, OnError: func(error) { s.etcdErr.Inc() }})
+	adm := admin.New(admin.Options{Store: st, Root: s.o.Root, Logger: s.o.Logger})
+	lc, err := lifecycle.New(lifecycle.Options{Store: st, Apply: adm.ApplyBundle, Signer: s.o.ObserverKey, Logger: s.o.Logger})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	adm.SetLifecycle(lc)
+	s.mu.Lock()
+	s.admin = adm
+	s.mu.Unlock()
+	ds := discovery.New(st, discovery.Options{Debounce: s.o.Debounce, Metrics: discovery.NewMetrics(s.reg), Logger: s.o.Logger})
+
+	opts := []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	}
+	if s.creds != nil {
+		opts = append(opts, grpc.Creds(s.creds))
+	}
+	gs := grpc.NewServer(opts...)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	mcpreadyv1.RegisterAdminServiceServer(gs, adm)
+	mcpreadyv1.RegisterDiscoveryServiceServer(gs, ds)
+	if s.o.Receipts != nil {
+		mcpreadyv1.RegisterReceiptsServiceServer(gs, s.o.Receipts)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+	wg.Go(func() {
+		if err := ds.Run(ctx); err != nil && ctx.Err() == nil {
+			errc <- err
+		}
+	})
+	wg.Go(func() { lc.Run(ctx, s.o.SweepInterval) })
+	wg.Go(func() { adm.Refresh(ctx, time.Second) })
+	wg.Go(func() {
+		if err := gs.Serve(s.lis); err != nil && ctx.Err() == nil {
+			errc <- err
+		}
+	})
+	var hsrv *http.Server
+	if s.mlis != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+		hsrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		wg.Go(func() {
+			if err := hsrv.Serve(s.mlis); err != nil && !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
+				errc <- err
+			}
+		})
+	}
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	for _, svc := range []string{mcpreadyv1.AdminService_ServiceDesc.ServiceName, mcpreadyv1.DiscoveryService_ServiceDesc.ServiceName} {
+		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+	}
+	close(s.ready)
+	s.o.Logger.Info("control plane serving", "addr", s.Addr(), "metrics", s.MetricsAddr(), "tls", s.creds != nil, "etcd", endpoints)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	hs.Shutdown()
+	cancel()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		gs.Stop() // streams are long-lived; do not wait for agents to hang up
+	}
+	if hsrv != nil {
+		sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+		hsrv.Shutdown(sctx)
+		c()
+	}
+	wg.Wait()
+	s.o.Logger.Info("control plane stopped")
+	return runErr
+}
+
+// waitEtcd retries until one endpoint answers, with exponential backoff.
+func (s *Server) waitEtcd(ctx context.Context, cli *clientv3.Client, endpoints []string) error {
+	deadline := time.Now().Add(s.o.EtcdWait)
+	delay := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, c := context.WithTimeout(ctx, 3*time.Second)
+		_, err := cli.Get(actx, "/mcpready/v1/", clientv3.WithCountOnly())
+		c()
+		if err == nil {
+			return nil
+		}
+		s.etcdErr.Inc()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().Add(delay).After(deadline) {
+			return fmt.Errorf("%w: %v not reachable after %d attempts over %s: %v", ErrEtcdUnreachable, endpoints, attempt, s.o.EtcdWait, err)
+		}
+		s.o.Logger.Warn("etcd not reachable yet; retrying", "endpoints", endpoints, "attempt", attempt, "retry_in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func serverTLS(certFile, keyFile, caFile string) (credentials.TransportCredentials, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("server certificate: %v", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("client CA: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("client CA %s holds no PEM certificate", caFile)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+func nopZap() *zap.Logger { return zap.NewNop() }

@@ -1,0 +1,261 @@
+package controlplane_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane"
+	"github.com/mcpready/mcpready/controlplane/etcdembed"
+	"github.com/mcpready/mcpready/controlplane/internal/testpki"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// start runs a Server with o until the test ends.
+func start(t *testing.T, o controlplane.Options) *controlplane.Server {
+	t.Helper()
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	if o.MetricsListen == "" {
+		o.MetricsListen = "off"
+	}
+	if o.Logger == nil {
+		o.Logger = quiet
+	}
+	if o.Debounce == 0 {
+		o.Debounce = 20 * time.Millisecond
+	}
+	s, err := controlplane.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("server not ready")
+	}
+	return s
+}
+
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestRefusesPlaintextOffLoopback(t *testing.T) {
+	p := testpki.New(t)
+	for _, addr := range []string{"0.0.0.0:0", ":0"} {
+		_, err := controlplane.New(controlplane.Options{Listen: addr, DataDir: t.TempDir(), Root: p.Root.Public()})
+		if !errors.Is(err, controlplane.ErrConfig) {
+			t.Fatalf("%s: %v", addr, err)
+		}
+	}
+	if _, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", DataDir: t.TempDir()}); !errors.Is(err, controlplane.ErrConfig) {
+		t.Fatalf("missing root accepted: %v", err)
+	}
+}
+
+func TestEtcdUnreachableAtStart(t *testing.T) {
+	p := testpki.New(t)
+	s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", EtcdEndpoints: []string{"http://127.0.0.1:1"}, Root: p.Root.Public(), EtcdWait: 1500 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	err = s.Run(context.Background())
+	if !errors.Is(err, controlplane.ErrEtcdUnreachable) || !strings.Contains(err.Error(), "attempts") {
+		t.Fatalf("got %v", err)
+	}
+	if time.Since(t0) > 10*time.Second {
+		t.Fatalf("gave up after %s", time.Since(t0))
+	}
+}
+
+func TestEmbeddedEtcdHealthAndMetrics(t *testing.T) {
+	p := testpki.New(t)
+	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), MetricsListen: "127.0.0.1:0"})
+	conn := dial(t, s.Addr())
+	hr, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || hr.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", hr, err)
+	}
+	adm := mcpreadyv1.NewAdminServiceClient(conn)
+	if _, err := adm.Apply(context.Background(), &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Trust() == nil {
+		t.Fatal("no active trust after applying a TrustPolicy")
+	}
+	resp, err := http.Get("http://" + s.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"mcpready_discovery_connected_streams", "mcpready_etcd_errors_total", "mcpready_discovery_push_latency_seconds"} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("metrics lack %s", m)
+		}
+	}
+}
+
+// agent subscribes to Policy over a real stream and returns the bundles it
+// receives, ACKing each.
+func agent(t *testing.T, addr string) <-chan *mcpreadyv1.StreamResourcesResponse {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := mcpreadyv1.NewDiscoveryServiceClient(dial(t, addr)).StreamResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&mcpreadyv1.StreamResourcesRequest{Node: &mcpreadyv1.Node{Id: "agent-1"}, TypeUrl: artifact.KindPolicy.TypeURL()}); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan *mcpreadyv1.StreamResourcesResponse, 16)
+	go func() {
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				return
+			}
+			st.Send(&mcpreadyv1.StreamResourcesRequest{TypeUrl: r.TypeUrl, VersionInfo: r.VersionInfo, ResponseNonce: r.Nonce})
+			out <- r
+		}
+	}()
+	return out
+}
+
+// waitPolicy waits until the agent holds a Policy named name whose bundle
+// verifies and carries version.
+func waitPolicy(t *testing.T, p *testpki.PKI, ch <-chan *mcpreadyv1.StreamResourcesResponse, name, version string) {
+	t.Helper()
+	tr, err := sign.NewTrust(p.TrustPolicy, p.Root.Public(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case r := <-ch:
+			for _, res := range r.Resources {
+				v, err := tr.Verify(res.Bundle, time.Now())
+				if err != nil {
+					t.Fatalf("agent got an unverifiable bundle: %v", err)
+				}
+				if res.Name == name && v.Object.Spec.(*mcpreadyv1.Policy).GetProvenance().GetVersion() == version {
+					return
+				}
+			}
+		case <-deadline:
+			t.Fatalf("agent never received %s version %s", name, version)
+		}
+	}
+}
+
+func TestTwoReplicasShareEtcd(t *testing.T) {
+	p := testpki.New(t)
+	m, err := etcdembed.StartSingle(etcdembed.Options{Dir: t.TempDir(), LogLevel: "fatal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	r1 := start(t, controlplane.Options{EtcdEndpoints: []string{m.ClientURL}, Root: p.Root.Public()})
+	r2 := start(t, controlplane.Options{EtcdEndpoints: []string{m.ClientURL}, Root: p.Root.Public()})
+	ch := agent(t, r2.Addr())
+	adm := mcpreadyv1.NewAdminServiceClient(dial(t, r1.Addr()))
+	ctx := context.Background()
+	if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org)}); err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, p, ch, "org/p", "1")
+	// replica 2 sees replica 1's trust policy for its own writes
+	adm2 := mcpreadyv1.NewAdminServiceClient(dial(t, r2.Addr()))
+	if _, err := adm2.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: testpki.Sign(t, testpki.Policy("org/p", "2", nil), p.Org)}); err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, p, ch, "org/p", "2")
+}
+
+func TestEtcdLeaderLossKeepsServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-member cluster")
+	}
+	p := testpki.New(t)
+	ms, err := etcdembed.StartCluster(etcdembed.Options{Dir: t.TempDir(), LogLevel: "fatal"}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, m := range ms {
+			m.Close()
+		}
+	})
+	s := start(t, controlplane.Options{EtcdEndpoints: etcdembed.Endpoints(ms), Root: p.Root.Public()})
+	ch := agent(t, s.Addr())
+	adm := mcpreadyv1.NewAdminServiceClient(dial(t, s.Addr()))
+	ctx := context.Background()
+	if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org)}); err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, p, ch, "org/p", "1")
+	stopped := false
+	for _, m := range ms {
+		if m.IsLeader() {
+			m.Close()
+			stopped = true
+			break
+		}
+	}
+	if !stopped {
+		t.Fatal("no leader found")
+	}
+	// writes and reads keep working through the remaining quorum
+	for v := 2; v <= 3; v++ {
+		b := testpki.Sign(t, testpki.Policy("org/p", string(rune('0'+v)), nil), p.Org)
+		if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: b}); err != nil {
+			t.Fatalf("apply after leader loss: %v", err)
+		}
+	}
+	h, err := adm.History(ctx, &mcpreadyv1.HistoryRequest{Kind: "Policy", Name: "org/p"})
+	if err != nil || len(h.Revisions) != 3 {
+		t.Fatalf("history after leader loss: %v %v", h, err)
+	}
+	waitPolicy(t, p, ch, "org/p", "3")
+}
