@@ -12,6 +12,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +29,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/pin"
 	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
@@ -225,7 +227,9 @@ func (p *Pool) connect(ctx context.Context, server string, relay *Relay) (*Sessi
 	if relay != nil {
 		client.AddReceivingMiddleware(relayMiddleware(relay))
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.opts.ConnectTimeout)
+	ictx, icancel := isolate(ctx)
+	defer icancel()
+	cctx, cancel := context.WithTimeout(ictx, p.opts.ConnectTimeout)
 	defer cancel()
 	cctx, x := withExchange(cctx)
 	cs, err := client.Connect(cctx, transport, nil)
@@ -298,12 +302,18 @@ func (s *Session) Close() error {
 // Do runs fn against the upstream session and classifies its error as a
 // *Failure. A transport-level failure marks the session broken.
 func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.ClientSession) error) error {
-	cctx, x := withExchange(ctx)
+	ictx, cancel := isolate(ctx)
+	defer cancel()
+	cctx, x := withExchange(ictx)
 	err := fn(cctx, s.cs)
 	if err == nil {
 		return nil
 	}
-	f := classify(err, x, cctx.Err())
+	ctxErr := cctx.Err()
+	if ctxErr != nil && ctx.Err() != nil {
+		ctxErr = ctx.Err() // deadline vs cancellation as the caller saw it
+	}
+	f := classify(err, x, ctxErr)
 	if !f.Obs.JSONRPCError || f.Obs.JSONRPCCode == validate.JSONRPCParseError {
 		s.broken.Store(true)
 	}
@@ -341,4 +351,60 @@ func (s *Session) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
 		return errors.New("tools/list pagination did not end")
 	})
 	return tools, err
+}
+
+// PinTool converts a go-sdk tool definition to the pinned form of package pin.
+func PinTool(t *mcp.Tool) (pin.Tool, error) {
+	raw := func(v any) (json.RawMessage, error) {
+		if v == nil {
+			return nil, nil
+		}
+		return json.Marshal(v)
+	}
+	in, err := raw(t.InputSchema)
+	if err != nil {
+		return pin.Tool{}, err
+	}
+	var out, ann json.RawMessage
+	if t.OutputSchema != nil {
+		if out, err = raw(t.OutputSchema); err != nil {
+			return pin.Tool{}, err
+		}
+	}
+	if t.Annotations != nil {
+		if ann, err = raw(t.Annotations); err != nil {
+			return pin.Tool{}, err
+		}
+	}
+	return pin.Tool{Name: t.Name, Description: t.Description, InputSchema: in, OutputSchema: out, Annotations: ann}, nil
+}
+
+// Endpoint is the endpoint the pool uses for server: its URL, or
+// "stdio:<program>" for a command ("" when unknown).
+func (p *Pool) Endpoint(server string) string {
+	up, ok := p.opts.Resolve(server)
+	switch {
+	case !ok:
+		return ""
+	case up.URL != "":
+		return up.URL
+	case len(up.Command) > 0:
+		return "stdio:" + up.Command[0]
+	}
+	return ""
+}
+
+// isolate returns a context with ctx's deadline and cancellation but none of
+// its values: values of an incoming front request (such as the protocol
+// version the AI agent speaks) must not leak into upstream requests.
+func isolate(ctx context.Context) (context.Context, context.CancelFunc) {
+	var out context.Context
+	var cancel context.CancelFunc
+	if dl, ok := ctx.Deadline(); ok {
+		out, cancel = context.WithDeadline(context.Background(), dl)
+	} else {
+		out, cancel = context.WithCancel(context.Background())
+	}
+	stop := context.AfterFunc(ctx, cancel)
+	return out, func() { stop(); cancel() }
 }

@@ -1,0 +1,470 @@
+package front
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/invoke"
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/agent/upstream"
+	"github.com/mcpready/mcpready/agent/validate"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// caller is who is calling and within which workflow.
+type caller struct {
+	id       config.Identity
+	workflow string
+	protocol string
+	elicit   bool
+}
+
+func headerOf(req mcp.Request) http.Header {
+	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
+		return ex.Header
+	}
+	return http.Header{}
+}
+
+func (v *view) caller(req mcp.Request, s *session) (caller, error) {
+	id, err := v.f.authenticate(headerOf(req))
+	if err != nil {
+		return caller{}, err
+	}
+	c := caller{id: id, workflow: headerOf(req).Get(HeaderWorkflow)}
+	if m := metaOf(req.GetParams()); m != nil {
+		if w, ok := m[MetaWorkflow].(string); ok && w != "" {
+			c.workflow = w
+		}
+	}
+	if sr, ok := req.(interface{ ProtocolVersion() string }); ok {
+		c.protocol = sr.ProtocolVersion()
+	}
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && s != nil {
+		if ip := ss.InitializeParams(); ip != nil {
+			if c.protocol == "" {
+				c.protocol = ip.ProtocolVersion
+			}
+			c.elicit = ip.Capabilities != nil && ip.Capabilities.Elicitation != nil
+		}
+	}
+	return c, nil
+}
+
+// aggName is the aggregate view's name of an exact tool: <server>__<tool>,
+// with characters MCP tool names do not allow replaced by '_'.
+func aggName(server, tool string) string {
+	clean := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.' {
+				return r
+			}
+			return '_'
+		}, s)
+	}
+	return clean(server) + "__" + clean(tool)
+}
+
+func (v *view) visible(st *State, c caller) []decide.Visible {
+	if st.Decide == nil {
+		return nil
+	}
+	return st.Decide.Visible(c.id.PrincipalClass, c.id.TenantClass, v.f.opts.Region, c.workflow, v.f.opts.Now())
+}
+
+// listTools shows only what the caller may call, and checks pins.
+func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequest) (*mcp.ListToolsResult, error) {
+	c, err := v.caller(req, s)
+	if err != nil {
+		return nil, err
+	}
+	st := v.f.state.Load()
+	out := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	if !c.id.AllowsWorkflow(c.workflow) {
+		return out, nil
+	}
+	vis := v.visible(st, c)
+	if v.server != "" {
+		allowed := map[string]bool{}
+		for _, x := range vis {
+			if !x.Class && x.Server == v.server {
+				allowed[x.Tool] = true
+			}
+		}
+		up, err := v.upstream(ctx, s, v.server)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errUpstreamUnavailable, err)
+		}
+		var res *mcp.ListToolsResult
+		if err := up.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
+			var err error
+			res, err = cs.ListTools(ctx, forUpstream(req.Params))
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		v.f.pins.observe(st, v.server, up, res.Tools)
+		for _, t := range res.Tools {
+			if allowed[t.Name] && v.usable(st, v.server, t.Name) {
+				out.Tools = append(out.Tools, t)
+			}
+		}
+		out.NextCursor = res.NextCursor
+		return out, nil
+	}
+	for _, x := range vis {
+		if x.Class {
+			t := &mcp.Tool{Name: x.Name, Description: x.Description, InputSchema: map[string]any{"type": "object"}}
+			for _, e := range x.Entries {
+				id := st.Entries[e].GetIdentity()
+				if lt := v.listed(ctx, st, id.GetServerName(), id.GetToolName()); lt != nil {
+					t.InputSchema = lt.InputSchema
+					if t.Description == "" {
+						t.Description = lt.Description
+					}
+					break
+				}
+			}
+			out.Tools = append(out.Tools, t)
+			continue
+		}
+		if lt := v.listed(ctx, st, x.Server, x.Tool); lt != nil && v.usable(st, x.Server, x.Tool) {
+			t := *lt
+			t.Name = aggName(x.Server, x.Tool)
+			out.Tools = append(out.Tools, &t)
+		}
+	}
+	return out, nil
+}
+
+// listed returns the live definition of server's tool ("" server = none).
+func (v *view) listed(ctx context.Context, st *State, server, tool string) *mcp.Tool {
+	m, err := v.f.pins.tools(ctx, st, server)
+	if err != nil {
+		return nil
+	}
+	return m[tool]
+}
+
+// usable reports whether some entry of server/tool is neither drifted nor tainted.
+func (v *view) usable(st *State, server, tool string) bool {
+	for _, e := range st.byTool[server][tool] {
+		if !v.f.pins.Drifted(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveName maps the tool name the AI agent called to a decide request
+// name and the servers whose pins must be checked first.
+func (v *view) resolveName(st *State, c caller, name string) (string, []string) {
+	if v.server != "" {
+		return v.server + "/" + name, []string{v.server}
+	}
+	for _, x := range v.visible(st, c) {
+		switch {
+		case x.Class && x.Name == name:
+			var servers []string
+			for _, e := range x.Entries {
+				servers = append(servers, st.Entries[e].GetIdentity().GetServerName())
+			}
+			return x.Name, servers
+		case !x.Class && aggName(x.Server, x.Tool) == name:
+			return x.Server + "/" + x.Tool, []string{x.Server}
+		}
+	}
+	return name, nil
+}
+
+// callTool is the whole pipeline of one call: decide, approve, invoke,
+// validate, receipt.
+func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	f := v.f
+	now := f.opts.Now()
+	st := f.state.Load()
+	rec := f.opts.Builder.Start(now)
+	rec.RequestId = receipt.NewID()
+	rec.Requested = req.Params.Name
+	rec.Region = f.opts.Region
+	f.opts.Builder.Arguments(rec, req.Params.Arguments)
+	c, err := v.caller(req, s)
+	if err != nil {
+		return v.refuse(rec, decide.StepTrust, "unauthenticated", err.Error()), nil
+	}
+	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.workflow, c.id.PrincipalClass, c.id.TenantClass
+	if !c.id.AllowsWorkflow(c.workflow) {
+		return v.refuse(rec, decide.StepEligibility, decide.CodeWorkflow,
+			fmt.Sprintf("principal %s may not act in workflow %q", c.id.Name, c.workflow)), nil
+	}
+	if st.Decide == nil {
+		return v.refuse(rec, decide.StepEligibility, "no_policy", "no verified policy is installed on this host"), nil
+	}
+	requested, servers := v.resolveName(st, c, req.Params.Name)
+	for _, srv := range servers {
+		_, _ = f.pins.tools(ctx, st, srv) // pins are checked before anything is called
+	}
+	meta := metaOf(req.Params)
+	_, hasKey := meta[MetaIdempotency].(string)
+	d := st.Decide.Decide(decide.Request{
+		Tool: requested, Principal: c.id.PrincipalClass, Tenant: c.id.TenantClass, Region: f.opts.Region,
+		Workflow: c.workflow, ProtocolVersion: c.protocol, IdempotencyKey: hasKey,
+		ApprovalAvailable: c.elicit, Now: now,
+	}, health{st.Circuits, f.pins})
+	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
+	rec.Deadline = durationpb.New(d.Deadline)
+	if hasKey {
+		rec.IdempotencyKeyRef = receipt.ArgumentsDigest(json.RawMessage(fmt.Sprintf("%q", meta[MetaIdempotency])))
+	}
+	var re *decide.RefusalError
+	if errors.As(d.Refusal, &re) {
+		return v.refuse(rec, re.Step, re.Code, re.Reason), nil
+	}
+	first := d.Routes[0]
+	rec.ProviderSideEffect, rec.ConsumerSideEffect = first.ProviderSideEffect, first.ConsumerSideEffect
+	rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_NOT_REQUIRED
+	if first.ApprovalRequired {
+		ok, err := v.approve(ctx, s, req, c, first)
+		if !ok {
+			rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_DENIED
+			reason := "a human declined the call"
+			if err != nil {
+				rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_UNAVAILABLE
+				reason = "approval could not be obtained: " + err.Error()
+			}
+			return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
+				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: errors.New(reason)}, "approval_denied"), nil
+		}
+		rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_APPROVED
+	}
+	var protoMu sync.Mutex
+	protocol := map[string]string{}
+	attempt := func(ctx context.Context, r decide.Route, n int) invoke.Outcome {
+		server := r.Identity.GetServerName()
+		up, err := v.upstream(ctx, s, server)
+		if err != nil {
+			return failureOutcome(err)
+		}
+		protoMu.Lock()
+		protocol[r.Entry] = up.ProtocolVersion()
+		protoMu.Unlock()
+		params := &mcp.CallToolParams{Meta: forUpstream(&mcp.CallToolParams{Meta: meta}).Meta, Name: r.Identity.GetToolName(), Arguments: req.Params.Arguments}
+		if params.Arguments == nil || len(req.Params.Arguments) == 0 {
+			params.Arguments = map[string]any{}
+		}
+		res, err := up.CallTool(ctx, params)
+		if err != nil {
+			return failureOutcome(err)
+		}
+		return checkResult(st.Checker, r, res)
+	}
+	run := invoke.Run(ctx, d, attempt, invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: f.opts.Now})
+	rec.Attempts, rec.Actions = run.Attempts, run.Actions
+	rec.AttemptCount = int32(len(run.Attempts))
+	if r := run.Route; r != nil {
+		id := r.Identity
+		rec.Selected = &mcpreadyv1.Selection{Entry: r.Entry, Endpoint: id.GetEndpoint(), ServerName: id.GetServerName(),
+			ServerVersion: id.GetServerVersion(), ToolName: id.GetToolName(), InputSchemaDigest: id.GetInputSchemaDigest(),
+			OutputSchemaDigest: id.GetOutputSchemaDigest(), ProtocolVersion: protocol[r.Entry]}
+		rec.PerAttemptTimeout = durationpb.New(r.PerAttempt)
+		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
+		for _, cand := range rec.Candidates {
+			cand.Selected = cand.GetEntry() == r.Entry
+		}
+	}
+	out := run.Final
+	res, _ := out.Result.(*mcp.CallToolResult)
+	if res != nil && (out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR) {
+		rec.Outcome, rec.IsError = out.Class, res.IsError
+		rec.SchemaValidation = "passed"
+		if res.IsError {
+			rec.FailedLayer = out.Layer
+		}
+		if b, err := json.Marshal(res); err == nil {
+			f.opts.Builder.Result(rec, b)
+		}
+		v.emit(rec)
+		return res, nil
+	}
+	return v.fail(rec, out, ""), nil
+}
+
+// failureOutcome converts an upstream failure to an invoke outcome.
+func failureOutcome(err error) invoke.Outcome {
+	var uf *upstream.Failure
+	if !errors.As(err, &uf) {
+		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: err}
+	}
+	return invoke.Outcome{Class: uf.Outcome, Layer: uf.Layer, Sent: uf.Obs.Sent, RetryAfter: uf.RetryAfter,
+		HTTPStatus: uf.Obs.HTTPStatus, JSONRPCCode: uf.Obs.JSONRPCCode, Err: uf}
+}
+
+// checkResult validates one upstream result: size, pinned output schema,
+// tripwire; isError is a tool failure inside a protocol success.
+func checkResult(ch *validate.Checker, r decide.Route, res *mcp.CallToolResult) invoke.Outcome {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY, Sent: true, Err: err}
+	}
+	vr := validate.Result{Size: len(b), IsError: res.IsError}
+	if res.StructuredContent != nil {
+		vr.Structured = schemaOf(res.StructuredContent)
+	}
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			vr.Text = append(vr.Text, t.Text)
+		}
+	}
+	if err := ch.Check(r.OutputSchemaDigest, vr); err != nil {
+		return invoke.Outcome{Class: validate.ClassOf(err), Layer: validate.LayerOf(err), Sent: true, Err: err}
+	}
+	if res.IsError {
+		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, IsError: true, Result: res}
+	}
+	return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: res}
+}
+
+// approve asks a human through MCP elicitation.
+func (v *view) approve(ctx context.Context, s *session, req *mcp.CallToolRequest, c caller, r decide.Route) (bool, error) {
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	if !ok || s == nil || !c.elicit {
+		return false, errors.New("the client cannot elicit")
+	}
+	res, err := ss.Elicit(ctx, &mcp.ElicitParams{
+		Message: fmt.Sprintf("Approve calling %s on %s (side effect: %s) for %s?", r.Identity.GetToolName(), r.Identity.GetServerName(),
+			strings.TrimPrefix(r.ConsumerSideEffect.String(), "SIDE_EFFECT_CLASS_"), c.id.Name),
+		RequestedSchema: map[string]any{
+			"type":       "object",
+			"properties": map[string]any{"approve": map[string]any{"type": "boolean", "description": "Allow this call"}},
+			"required":   []any{"approve"},
+		},
+	})
+	if err != nil {
+		return false, err
+	}
+	approved, _ := res.Content["approve"].(bool)
+	return res.Action == "accept" && approved, nil
+}
+
+// refuse answers a call refused before any upstream was tried.
+func (v *view) refuse(rec *mcpreadyv1.Receipt, step int, code, reason string) *mcp.CallToolResult {
+	rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED
+	rec.FailedLayer = mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY
+	if code == decide.CodeDriftBlocked {
+		rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_DRIFT_BLOCKED
+	}
+	if code == decide.CodeCircuitOpen {
+		rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_CIRCUIT_OPEN
+	}
+	rec.ErrorMessage = receipt.SafeError(reason)
+	v.emit(rec)
+	return errorResult(ToolError{Layer: layerName(rec.FailedLayer), Outcome: outcomeName(rec.Outcome), Step: step, Code: code,
+		Reason: reason, Retryable: false, Receipt: rec.ReceiptId})
+}
+
+// fail answers a call that was attempted (or approval that failed).
+func (v *view) fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code string) *mcp.CallToolResult {
+	rec.Outcome, rec.FailedLayer = out.Class, out.Layer
+	rec.JsonrpcCode = int32(out.JSONRPCCode)
+	rec.IsError = out.IsError
+	if out.HTTPStatus != 0 {
+		rec.TransportStatus = fmt.Sprintf("http %d", out.HTTPStatus)
+	} else if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS || out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT {
+		rec.TransportStatus = "timeout"
+	}
+	if out.Layer == mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY {
+		rec.SchemaValidation = "failed"
+	}
+	reason := "failed"
+	if out.Err != nil {
+		reason = out.Err.Error()
+	}
+	rec.ErrorMessage = receipt.SafeError(reason)
+	v.emit(rec)
+	te := ToolError{Layer: layerName(out.Layer), Outcome: outcomeName(out.Class), Code: code, Reason: rec.ErrorMessage,
+		Retryable:  invoke.Transient(out) && out.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS,
+		HTTPStatus: out.HTTPStatus, JSONRPCCode: out.JSONRPCCode, Receipt: rec.ReceiptId}
+	if out.RetryAfter > 0 {
+		te.RetryAfterSeconds = int(out.RetryAfter.Round(time.Second) / time.Second)
+	}
+	if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS {
+		te.Hint = "the call may have taken effect; check before repeating it"
+	}
+	if len(rec.Actions) > 0 {
+		te.Actions = rec.Actions
+	}
+	return errorResult(te)
+}
+
+func (v *view) emit(rec *mcpreadyv1.Receipt) {
+	v.f.opts.Builder.Finish(rec, v.f.opts.Now())
+	v.f.observe(rec)
+	if v.f.opts.Receipts != nil {
+		v.f.opts.Receipts(rec)
+	}
+}
+
+func layerName(l mcpreadyv1.ReadinessLayer) string {
+	return strings.TrimPrefix(l.String(), "READINESS_LAYER_")
+}
+
+func outcomeName(o mcpreadyv1.OutcomeClass) string {
+	return strings.TrimPrefix(o.String(), "OUTCOME_CLASS_")
+}
+
+// ToolError is the JSON body of a structured, recoverable tool error: the
+// text of a CallToolResult with isError, so the AI agent can read which
+// layer failed and why.
+type ToolError struct {
+	Layer             string   `json:"layer"`
+	Outcome           string   `json:"outcome"`
+	Step              int      `json:"step,omitempty"`
+	Code              string   `json:"code,omitempty"`
+	Reason            string   `json:"reason"`
+	Retryable         bool     `json:"retryable"`
+	RetryAfterSeconds int      `json:"retryAfterSeconds,omitempty"`
+	HTTPStatus        int      `json:"httpStatus,omitempty"`
+	JSONRPCCode       int      `json:"jsonrpcCode,omitempty"`
+	Hint              string   `json:"hint,omitempty"`
+	Actions           []string `json:"actions,omitempty"`
+	Receipt           string   `json:"receipt"`
+}
+
+func errorResult(te ToolError) *mcp.CallToolResult {
+	b, _ := json.Marshal(struct {
+		Error ToolError `json:"mcpreadyError"`
+	}{te})
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}
+}
+
+// ParseToolError extracts the ToolError of a result errorResult produced.
+func ParseToolError(res *mcp.CallToolResult) (ToolError, bool) {
+	if res == nil || !res.IsError || len(res.Content) != 1 {
+		return ToolError{}, false
+	}
+	t, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		return ToolError{}, false
+	}
+	var body struct {
+		Error *ToolError `json:"mcpreadyError"`
+	}
+	if json.Unmarshal([]byte(t.Text), &body) != nil || body.Error == nil {
+		return ToolError{}, false
+	}
+	return *body.Error, true
+}

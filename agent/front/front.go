@@ -1,0 +1,260 @@
+// Package front is the host agent's MCP front: the Streamable HTTP endpoints
+// AI agents on this host talk to.
+//
+//   - /mcp/servers/<name> is a transparent view of one upstream under its
+//     original tool names: tools go through the decision core; resources,
+//     prompts, completion, logging, progress and cancellation are relayed;
+//     server-to-client requests (sampling, elicitation, roots) are relayed back
+//     to the client over a dedicated upstream session.
+//   - /mcp is the aggregate view: each equivalence class of the Policy as one
+//     capability tool, and every other permitted tool as <server>__<tool>.
+//
+// Both eras are served: requests carrying MCP-Protocol-Version 2026-07-28 or
+// later go to a stateless handler (server/discover), others to a session
+// handler (2025-11-25 initialize). Lists show only what the principal may
+// call; every call is decided, executed, validated and recorded in one
+// receipt, and failures reach the AI agent as structured, recoverable tool
+// errors naming the failed layer.
+//
+// The package never logs tokens, arguments or results, and never verifies
+// signatures: the State it is given is already verified.
+package front
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpready/mcpready/agent/circuit"
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/invoke"
+	"github.com/mcpready/mcpready/agent/pin"
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/agent/upstream"
+	"github.com/mcpready/mcpready/agent/validate"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// Header and _meta keys a client uses to name its workflow and idempotency key.
+const (
+	HeaderWorkflow    = "Mcpready-Workflow"
+	MetaWorkflow      = "mcpready.dev/workflow"
+	MetaIdempotency   = "mcpready.dev/idempotency-key"
+	protocolHeader    = "Mcp-Protocol-Version"
+	statelessProtocol = "2026-07-28"
+)
+
+// State is one verified configuration, as the decision core sees it.
+type State struct {
+	// Decide is the decision table; nil refuses every call.
+	Decide *decide.Snapshot
+	// Entries are the verified RegistryEntries by metadata.name.
+	Entries map[string]*mcpreadyv1.RegistryEntry
+	// Checker validates results under the policy's result rules; nil uses defaults.
+	Checker *validate.Checker
+	// Circuits and Budget are the agent-wide breakers and retry budget; nil disables.
+	Circuits *circuit.Set
+	Budget   *invoke.Budget
+
+	byTool map[string]map[string][]string // server -> tool -> entry names
+}
+
+// Options configures a Front. Zero values are documented per field.
+type Options struct {
+	// Config maps bearer tokens to principals and names upstreams. Nil is the
+	// empty configuration (every request refused).
+	Config *config.Config
+	// Region of this host (decision residency input).
+	Region string
+	// NodeID identifies this agent in drift reports.
+	NodeID string
+	// Receipts receives one receipt per decision. It must not block for long. Nil drops them.
+	Receipts func(*mcpreadyv1.Receipt)
+	// Builder stamps receipts.
+	Builder receipt.Builder
+	// ReportDrift reports observed drift to the control plane. May be nil.
+	ReportDrift func(ctx context.Context, req *mcpreadyv1.ReportDriftRequest) error
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Transport is the upstream HTTP transport; nil uses a pooled one.
+	Transport http.RoundTripper
+	// Now; nil is time.Now.
+	Now func() time.Time
+	// Registerer receives the front's metrics; nil registers none.
+	Registerer prometheus.Registerer
+}
+
+// Front serves the MCP endpoints. Create with New.
+type Front struct {
+	opts    Options
+	pool    *upstream.Pool
+	state   atomic.Pointer[State]
+	pins    *pins
+	metrics *metrics
+
+	mu    sync.Mutex
+	views map[string]*view // "" is the aggregate view
+	probe *mcp.Server      // answers the SDK's per-request protocol-version probe
+}
+
+// New returns a Front with no configuration (every call refused until SetState).
+func New(opts Options) *Front {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Config == nil {
+		opts.Config, _ = config.New(config.File{})
+	}
+	f := &Front{opts: opts, views: map[string]*view{}, metrics: newMetrics(opts.Registerer)}
+	f.pins = newPins(f)
+	f.pool = upstream.NewPool(upstream.Options{
+		Resolve:        f.resolve,
+		Logger:         opts.Logger,
+		Transport:      opts.Transport,
+		OnToolsChanged: f.pins.toolsChanged,
+		ClientInfo:     &mcp.Implementation{Name: "mcpready-agent", Version: opts.Builder.EmitterVersion},
+	})
+	f.probe = mcp.NewServer(&mcp.Implementation{Name: "mcpready-agent"}, nil)
+	f.state.Store(indexState(&State{}))
+	return f
+}
+
+// Close closes upstream sessions.
+func (f *Front) Close() { f.pool.Close() }
+
+// Blocklist is the set of entries blocked on this host because of drift.
+func (f *Front) Blocklist() *pin.Blocklist { return f.pins.block }
+
+// SetState installs a new verified configuration. Calls in flight finish
+// under the state they started with.
+func (f *Front) SetState(st *State) {
+	st = indexState(st)
+	f.state.Store(st)
+	f.pins.reset(st)
+}
+
+func indexState(st *State) *State {
+	s := *st
+	if s.Checker == nil {
+		s.Checker = validate.NewChecker(validate.Rules{})
+	}
+	s.byTool = map[string]map[string][]string{}
+	for name, e := range s.Entries {
+		id := e.GetIdentity()
+		if id.GetServerName() == "" || id.GetToolName() == "" {
+			continue
+		}
+		m := s.byTool[id.GetServerName()]
+		if m == nil {
+			m = map[string][]string{}
+			s.byTool[id.GetServerName()] = m
+		}
+		m[id.GetToolName()] = append(m[id.GetToolName()], name)
+	}
+	return &s
+}
+
+// resolve says how to reach server: the agent config first, else an
+// http(s) endpoint named by a verified registry entry of that server.
+func (f *Front) resolve(server string) (config.Upstream, bool) {
+	if u, ok := f.opts.Config.Upstream(server); ok {
+		return u, true
+	}
+	st := f.state.Load()
+	for _, names := range st.byTool[server] {
+		for _, n := range names {
+			ep := st.Entries[n].GetIdentity().GetEndpoint()
+			if strings.HasPrefix(ep, "http://") || strings.HasPrefix(ep, "https://") {
+				return config.Upstream{Name: server, URL: ep}, true
+			}
+		}
+	}
+	return config.Upstream{}, false
+}
+
+// ServeHTTP routes /mcp and /mcp/servers/<name>.
+func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var server string
+	switch {
+	case r.URL.Path == "/mcp" || r.URL.Path == "/mcp/":
+	case strings.HasPrefix(r.URL.Path, "/mcp/servers/"):
+		server = strings.Trim(strings.TrimPrefix(r.URL.Path, "/mcp/servers/"), "/")
+		if server == "" {
+			http.NotFound(w, r)
+			return
+		}
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	if _, err := f.authenticate(r.Header); err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpready-agent"`)
+		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
+		return
+	}
+	if server != "" && !f.pool.Known(server) {
+		http.Error(w, "unknown upstream server "+server, http.StatusNotFound)
+		return
+	}
+	v := f.view(server)
+	if pv := r.Header.Get(protocolHeader); pv >= statelessProtocol {
+		v.stateless.ServeHTTP(w, r)
+		return
+	}
+	v.stateful.ServeHTTP(w, r)
+}
+
+// authenticate maps the request's bearer token to its identity.
+func (f *Front) authenticate(h http.Header) (config.Identity, error) {
+	tok := ""
+	if a := h.Get("Authorization"); a != "" {
+		scheme, rest, _ := strings.Cut(a, " ")
+		if strings.EqualFold(scheme, "Bearer") {
+			tok = strings.TrimSpace(rest)
+		}
+	}
+	return f.opts.Config.Authenticate(tok)
+}
+
+// view is one endpoint: a stateful and a stateless go-sdk handler.
+type view struct {
+	f         *Front
+	server    string // "" for the aggregate view
+	stateful  http.Handler
+	stateless http.Handler
+	shared    *mcp.Server // the stateless handler's server
+
+	mu       sync.Mutex
+	sessions map[*session]struct{} // live stateful sessions
+}
+
+func (f *Front) view(server string) *view {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v := f.views[server]; v != nil {
+		return v
+	}
+	v := &view{f: f, server: server, sessions: map[*session]struct{}{}}
+	v.shared = v.newServer(nil)
+	v.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return v.shared },
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: f.opts.Logger, PropagateRequestCancellation: true})
+	v.stateful = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if r.Header.Get("Mcp-Session-Id") != "" {
+			return f.probe // only consulted for its protocol versions
+		}
+		return v.newServer(&session{v: v})
+	}, &mcp.StreamableHTTPOptions{Logger: f.opts.Logger, SessionTimeout: 30 * time.Minute})
+	f.views[server] = v
+	return v
+}

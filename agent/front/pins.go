@@ -1,0 +1,222 @@
+package front
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/circuit"
+	"github.com/mcpready/mcpready/agent/pin"
+	"github.com/mcpready/mcpready/agent/upstream"
+	"github.com/mcpready/mcpready/agent/validate"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// pins compares every tool definition an upstream lists with the pinned
+// identity of its registry entries, blocks drifted entries on this host at
+// once, reports the drift, and pins output schemas for result validation.
+type pins struct {
+	f     *Front
+	block *pin.Blocklist
+
+	mu       sync.Mutex
+	listed   map[string]map[string]*mcp.Tool // server -> tool name -> definition (current state only)
+	against  map[string]string               // blocked entry -> definition digest it was pinned to
+	tainted  map[string]string               // entry -> tripwire rule hit by its description
+	reported map[string]bool                 // entry+observed digest already reported
+}
+
+func newPins(f *Front) *pins {
+	return &pins{f: f, block: &pin.Blocklist{}, listed: map[string]map[string]*mcp.Tool{},
+		against: map[string]string{}, tainted: map[string]string{}, reported: map[string]bool{}}
+}
+
+// reset forgets listings (schemas are pinned again under the new state) and
+// lifts blocks whose entry now pins a different definition.
+func (p *pins) reset(st *State) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.listed = map[string]map[string]*mcp.Tool{}
+	for entry, digest := range p.against {
+		if e := st.Entries[entry]; e == nil || e.GetIdentity().GetDefinitionDigest() != digest {
+			p.block.Unblock(entry)
+			delete(p.against, entry)
+		}
+	}
+	p.tainted = map[string]string{}
+}
+
+// Drifted implements decide.DriftGuard.
+func (p *pins) Drifted(entry string) bool {
+	if p.block.Drifted(entry) {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, bad := p.tainted[entry]
+	return bad
+}
+
+// health is the decide.Health (and DriftGuard) of one call.
+type health struct {
+	c *circuit.Set
+	p *pins
+}
+
+func (h health) State(key string, now time.Time) circuit.State {
+	if h.c == nil {
+		return circuit.Closed
+	}
+	return h.c.State(key, now)
+}
+
+func (h health) Drifted(entry string) bool { return h.p.Drifted(entry) }
+
+// observe checks a fresh listing of server's tools, as served by session up.
+func (p *pins) observe(st *State, server string, up *upstream.Session, tools []*mcp.Tool) {
+	byName := make(map[string]*mcp.Tool, len(tools))
+	endpoint := p.f.pool.Endpoint(server)
+	for _, t := range tools {
+		byName[t.Name] = t
+		entries := st.byTool[server][t.Name]
+		if len(entries) == 0 {
+			continue
+		}
+		pt, err := upstream.PinTool(t)
+		var observed *mcpreadyv1.ToolIdentity
+		if err == nil {
+			observed, err = pin.Observed(server, up.ServerVersion(), endpoint, up.ProtocolVersion(), pt)
+		}
+		hit, poisoned := validate.Scan(t.Description)
+		for _, name := range entries {
+			e := st.Entries[name]
+			var labels []mcpreadyv1.DriftLabel
+			if err != nil {
+				labels = []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT}
+				observed = &mcpreadyv1.ToolIdentity{ServerName: server, ToolName: t.Name}
+			} else {
+				labels = pin.Compare(e.GetIdentity(), observed)
+			}
+			p.mu.Lock()
+			if poisoned {
+				p.tainted[name] = hit.Rule
+			}
+			if len(labels) > 0 {
+				p.block.Block(name, labels)
+				p.against[name] = e.GetIdentity().GetDefinitionDigest()
+				key := name + "|" + observed.GetDefinitionDigest()
+				first := !p.reported[key]
+				p.reported[key] = true
+				p.mu.Unlock()
+				p.f.opts.Logger.Warn("tool definition drifted; blocked on this host", "entry", name, "labels", labels)
+				if first {
+					go p.report(name, labels, observed)
+				}
+				continue
+			}
+			p.mu.Unlock()
+			if d := e.GetIdentity().GetOutputSchemaDigest(); d != "" && len(pt.OutputSchema) > 0 && !st.Checker.Pinned(d) {
+				if err := st.Checker.Pin(d, pt.OutputSchema); err != nil {
+					p.f.opts.Logger.Warn("pinning output schema", "entry", name, "err", err)
+				}
+			}
+		}
+	}
+	p.mu.Lock()
+	if p.f.state.Load() == st {
+		p.listed[server] = byName
+	}
+	p.mu.Unlock()
+}
+
+func (p *pins) report(entry string, labels []mcpreadyv1.DriftLabel, observed *mcpreadyv1.ToolIdentity) {
+	if p.f.opts.ReportDrift == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := &mcpreadyv1.ReportDriftRequest{
+		Node:      &mcpreadyv1.Node{Id: p.f.opts.NodeID},
+		EntryName: entry,
+		Labels:    labels,
+		Observed:  observed,
+		Detail:    "observed by host agent at tools/list",
+	}
+	if err := p.f.opts.ReportDrift(ctx, req); err != nil {
+		p.f.opts.Logger.Warn("reporting drift", "entry", entry, "err", err)
+	}
+}
+
+// tools returns server's listed tools, listing them (and checking pins) on
+// the shared session when this state has not seen them yet.
+func (p *pins) tools(ctx context.Context, st *State, server string) (map[string]*mcp.Tool, error) {
+	p.mu.Lock()
+	m, ok := p.listed[server]
+	p.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	up, err := p.f.pool.Shared(ctx, server)
+	if err != nil {
+		return nil, err
+	}
+	list, err := up.ListTools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.observe(st, server, up, list)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.listed[server]; ok {
+		return m, nil
+	}
+	return toolMap(list), nil
+}
+
+func toolMap(list []*mcp.Tool) map[string]*mcp.Tool {
+	m := make(map[string]*mcp.Tool, len(list))
+	for _, t := range list {
+		m[t.Name] = t
+	}
+	return m
+}
+
+// toolsChanged re-lists server's tools at once (a rug pull is caught before
+// the next call) and tells front sessions to re-list.
+func (p *pins) toolsChanged(server string) {
+	p.mu.Lock()
+	delete(p.listed, server)
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.tools(ctx, p.f.state.Load(), server); err != nil {
+		p.f.opts.Logger.Warn("re-listing tools after list_changed", "server", server, "err", err)
+	}
+	p.f.notifyToolsChanged(server)
+}
+
+// schemaOf returns the raw JSON of a schema value.
+func schemaOf(v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// sortedKeys returns m's keys sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

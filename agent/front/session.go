@@ -1,0 +1,363 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/upstream"
+)
+
+// session is the state of one stateful front session: its dedicated
+// upstream session (transparent view) and the front requests in flight, to
+// which upstream notifications and server-to-client requests are routed.
+type session struct {
+	v   *view
+	srv *mcp.Server
+
+	mu       sync.Mutex
+	ss       *mcp.ServerSession
+	up       *upstream.Session
+	inflight []*inflight
+}
+
+type inflight struct {
+	ctx   context.Context
+	token any // progress token, nil if none
+}
+
+// newServer builds the go-sdk server of one front session (s != nil) or of
+// the stateless handler (s == nil).
+func (v *view) newServer(s *session) *mcp.Server {
+	opts := &mcp.ServerOptions{Logger: v.f.opts.Logger}
+	if v.server != "" {
+		opts.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
+			return v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error { return cs.Subscribe(ctx, forUpstream(req.Params)) })
+		}
+		opts.UnsubscribeHandler = func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+			return v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error { return cs.Unsubscribe(ctx, forUpstream(req.Params)) })
+		}
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpready-agent", Version: v.f.opts.Builder.EmitterVersion}, opts)
+	if s != nil {
+		s.srv = srv
+	}
+	srv.AddReceivingMiddleware(v.middleware(s))
+	return srv
+}
+
+// errUpstreamUnavailable is returned (as a JSON-RPC error) for relayed
+// methods when the upstream cannot be reached.
+var errUpstreamUnavailable = errors.New("upstream unavailable")
+
+func (v *view) middleware(s *session) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if s != nil {
+				if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+					s.mu.Lock()
+					s.ss = ss
+					s.mu.Unlock()
+				}
+			}
+			switch method {
+			case "initialize", "server/discover":
+				return v.initialize(ctx, s, method, req, next)
+			case "tools/list":
+				return v.listTools(ctx, s, req.(*mcp.ListToolsRequest))
+			case "tools/call":
+				r := req.(*mcp.CallToolRequest)
+				ctx, done := s.track(ctx, r.Params.GetProgressToken())
+				defer done()
+				return v.callTool(ctx, s, r)
+			}
+			if v.server == "" {
+				return next(ctx, method, req)
+			}
+			switch method {
+			case "logging/setLevel":
+				res, err := next(ctx, method, req)
+				if err == nil {
+					p := req.GetParams().(*mcp.SetLoggingLevelParams)
+					err = v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error { return cs.SetLoggingLevel(ctx, forUpstream(p)) })
+				}
+				return res, err
+			case "resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get", "completion/complete":
+				ctx, done := s.track(ctx, progressToken(req.GetParams()))
+				defer done()
+				return v.relay(ctx, s, method, req.GetParams())
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+func progressToken(p mcp.Params) any {
+	return metaOf(p)["progressToken"]
+}
+
+// forUpstream drops the per-request protocol metadata of the AI agent's
+// era (SEP-2575 "io.modelcontextprotocol/..." keys) from p's _meta: the
+// upstream session speaks its own negotiated version. p's original map is
+// left untouched.
+func forUpstream[P mcp.Params](p P) P {
+	m := metaOf(p)
+	if len(m) == 0 {
+		return p
+	}
+	clean := make(map[string]any, len(m))
+	for k, v := range m {
+		if !strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			clean[k] = v
+		}
+	}
+	p.SetMeta(clean)
+	return p
+}
+
+// metaOf returns p's _meta; nil for absent (or typed-nil) params.
+func metaOf(p mcp.Params) map[string]any {
+	if p == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	return p.GetMeta()
+}
+
+// track registers a front request as in flight (nil-safe on s).
+func (s *session) track(ctx context.Context, token any) (context.Context, func()) {
+	if s == nil {
+		return ctx, func() {}
+	}
+	in := &inflight{ctx: ctx, token: token}
+	s.mu.Lock()
+	s.inflight = append(s.inflight, in)
+	s.mu.Unlock()
+	return ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, x := range s.inflight {
+			if x == in {
+				s.inflight = append(s.inflight[:i], s.inflight[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// frontCtx picks the front request a relayed message belongs to: the one
+// with the same progress token, else the latest in flight, else none.
+func (s *session) frontCtx(token any) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.inflight) - 1; i >= 0; i-- {
+		if token != nil && fmt.Sprint(s.inflight[i].token) == fmt.Sprint(token) {
+			return s.inflight[i].ctx
+		}
+	}
+	if n := len(s.inflight); n > 0 {
+		return s.inflight[n-1].ctx
+	}
+	return context.Background()
+}
+
+// upstream returns the upstream session a front session uses: its dedicated
+// session (reopened if it broke) or, without one, the shared session.
+func (v *view) upstream(ctx context.Context, s *session, server string) (*upstream.Session, error) {
+	if s == nil || v.server == "" || server != v.server {
+		return v.f.pool.Shared(ctx, server)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.up != nil && !s.up.Broken() {
+		return s.up, nil
+	}
+	if s.up != nil {
+		_ = s.up.Close()
+	}
+	var caps *mcp.ClientCapabilities
+	if s.ss != nil && s.ss.InitializeParams() != nil {
+		caps = s.ss.InitializeParams().Capabilities
+	}
+	up, err := v.f.pool.Open(ctx, server, s.relay(caps))
+	if err != nil {
+		return nil, err
+	}
+	s.up = up
+	if s.ss != nil {
+		go func(ss *mcp.ServerSession, up *upstream.Session) { _ = ss.Wait(); _ = up.Close() }(s.ss, up)
+	}
+	return up, nil
+}
+
+// relay is what the dedicated upstream session sends towards the client.
+func (s *session) relay(caps *mcp.ClientCapabilities) *upstream.Relay {
+	if caps == nil {
+		caps = &mcp.ClientCapabilities{}
+	}
+	return &upstream.Relay{
+		Capabilities: caps,
+		Request: func(_ context.Context, method string, params mcp.Params) (mcp.Result, error) {
+			s.mu.Lock()
+			ss := s.ss
+			s.mu.Unlock()
+			ctx := s.frontCtx(nil)
+			if ss == nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "client session gone"}
+			}
+			switch method {
+			case "sampling/createMessage":
+				return ss.CreateMessageWithTools(ctx, params.(*mcp.CreateMessageWithToolsParams))
+			case "elicitation/create":
+				return ss.Elicit(ctx, params.(*mcp.ElicitParams))
+			case "roots/list":
+				return ss.ListRoots(ctx, params.(*mcp.ListRootsParams))
+			}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " not relayed"}
+		},
+		Notify: func(_ context.Context, method string, params mcp.Params) {
+			s.mu.Lock()
+			ss, srv := s.ss, s.srv
+			s.mu.Unlock()
+			if ss == nil {
+				return
+			}
+			switch method {
+			case "notifications/progress":
+				p := params.(*mcp.ProgressNotificationParams)
+				_ = ss.NotifyProgress(s.frontCtx(p.ProgressToken), p)
+			case "notifications/message":
+				_ = ss.Log(s.frontCtx(nil), params.(*mcp.LoggingMessageParams))
+			case "notifications/resources/updated":
+				_ = srv.ResourceUpdated(context.Background(), params.(*mcp.ResourceUpdatedNotificationParams))
+			case "notifications/resources/list_changed":
+				srv.AddResource(&mcp.Resource{URI: sentinelURI, Name: "x"}, nil)
+				srv.RemoveResources(sentinelURI)
+			case "notifications/prompts/list_changed":
+				srv.AddPrompt(&mcp.Prompt{Name: sentinelName}, nil)
+				srv.RemovePrompts(sentinelName)
+			}
+		},
+	}
+}
+
+// Sentinels registered and removed at once to make the go-sdk server emit a
+// list_changed notification to its (single) session; never listed, because
+// lists are answered by the middleware.
+const (
+	sentinelName = "mcpready.sentinel"
+	sentinelURI  = "mcpready-sentinel:///x"
+)
+
+// notifyToolsChanged makes every live front session of the view re-list tools.
+func (s *session) notifyToolsChanged() {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	srv.AddTool(&mcp.Tool{Name: sentinelName, InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, errors.New("unreachable")
+		})
+	srv.RemoveTools(sentinelName)
+}
+
+// relayErr runs fn on the view's upstream session.
+func (v *view) relayErr(ctx context.Context, s *session, fn func(context.Context, *mcp.ClientSession) error) error {
+	up, err := v.upstream(ctx, s, v.server)
+	if err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%v: %v", errUpstreamUnavailable, err)}
+	}
+	if err := up.Do(ctx, fn); err != nil {
+		var f *upstream.Failure
+		if errors.As(err, &f) && f.Obs.JSONRPCError {
+			return &jsonrpc.Error{Code: int64(f.Obs.JSONRPCCode), Message: f.Detail}
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	return nil
+}
+
+// relay forwards one non-tool method to the upstream unchanged.
+func (v *view) relay(ctx context.Context, s *session, method string, params mcp.Params) (mcp.Result, error) {
+	var res mcp.Result
+	err := v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error {
+		var err error
+		switch method {
+		case "resources/list":
+			res, err = cs.ListResources(ctx, forUpstream(params.(*mcp.ListResourcesParams)))
+		case "resources/templates/list":
+			res, err = cs.ListResourceTemplates(ctx, forUpstream(params.(*mcp.ListResourceTemplatesParams)))
+		case "resources/read":
+			res, err = cs.ReadResource(ctx, forUpstream(params.(*mcp.ReadResourceParams)))
+		case "prompts/list":
+			res, err = cs.ListPrompts(ctx, forUpstream(params.(*mcp.ListPromptsParams)))
+		case "prompts/get":
+			res, err = cs.GetPrompt(ctx, forUpstream(params.(*mcp.GetPromptParams)))
+		case "completion/complete":
+			res, err = cs.Complete(ctx, forUpstream(params.(*mcp.CompleteParams)))
+		}
+		return err
+	})
+	return res, err
+}
+
+// initialize lets the go-sdk negotiate the front session, then presents the
+// upstream's capabilities (transparent view) or the aggregate's (tools only).
+func (v *view) initialize(ctx context.Context, s *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	res, err := next(ctx, method, req)
+	if err != nil {
+		return nil, err
+	}
+	if s != nil {
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+			v.mu.Lock()
+			v.sessions[s] = struct{}{}
+			v.mu.Unlock()
+			go func() {
+				_ = ss.Wait()
+				v.mu.Lock()
+				delete(v.sessions, s)
+				v.mu.Unlock()
+			}()
+		}
+	}
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	var info *mcp.Implementation
+	var instructions string
+	if v.server != "" {
+		up, err := v.upstream(ctx, s, v.server)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%v: %v", errUpstreamUnavailable, err)}
+		}
+		if ir := up.Initialize(); ir != nil {
+			if ir.Capabilities != nil {
+				c := *ir.Capabilities
+				caps = &c
+			}
+			info, instructions = ir.ServerInfo, ir.Instructions
+		}
+	}
+	switch r := res.(type) {
+	case *mcp.InitializeResult:
+		r.Capabilities = caps
+		if info != nil {
+			r.ServerInfo = info
+		}
+		r.Instructions = instructions
+	case *mcp.DiscoverResult:
+		r.Capabilities = caps
+		r.Instructions = instructions
+	}
+	return res, nil
+}
