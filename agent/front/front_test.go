@@ -45,8 +45,8 @@ func testPolicy() *mcpreadyv1.Policy {
 			{Match: "test/echo", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY},
 			{Match: "test/ask", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY},
 		},
-		Approvals:  []*mcpreadyv1.ApprovalRule{{Match: "test/guarded", Required: true}},
-		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"test/*", "echo_anything"}, Deny: []string{"test/write"}}},
+		Approvals:          []*mcpreadyv1.ApprovalRule{{Match: "test/guarded", Required: true}},
+		Principals:         []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"test/*", "echo_anything"}, Deny: []string{"test/write"}}},
 		EquivalenceClasses: []*mcpreadyv1.EquivalenceClass{{Name: "echo_anything", Description: "Echo text.", Members: []string{"test/echo"}}},
 	}
 }

@@ -38,10 +38,14 @@ func (v *view) newServer(s *session) *mcp.Server {
 	opts := &mcp.ServerOptions{Logger: v.f.opts.Logger}
 	if v.server != "" {
 		opts.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
-			return v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error { return cs.Subscribe(ctx, forUpstream(req.Params)) })
+			return v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error {
+				return cs.Subscribe(ctx, forUpstream(req.Params))
+			})
 		}
 		opts.UnsubscribeHandler = func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
-			return v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error { return cs.Unsubscribe(ctx, forUpstream(req.Params)) })
+			return v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error {
+				return cs.Unsubscribe(ctx, forUpstream(req.Params))
+			})
 		}
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpready-agent", Version: v.f.opts.Builder.EmitterVersion}, opts)
