@@ -1,0 +1,335 @@
+package invoke
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/mcpready/mcpready/agent/circuit"
+	"github.com/mcpready/mcpready/agent/decide"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+const (
+	success   = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+	transport = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE
+	ambiguous = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS
+	limited   = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED
+)
+
+func route(name string, readOnly bool) decide.Route {
+	r := decide.Route{Entry: name, CircuitKey: circuit.Key("https://"+name, "t"), ReadOnly: readOnly, Retryable: readOnly,
+		MaxAttempts: 1, PerAttempt: time.Second}
+	if readOnly {
+		r.MaxAttempts = 3
+	}
+	return r
+}
+
+func decision(routes ...decide.Route) decide.Decision {
+	return decide.Decision{Routes: routes, Deadline: 5 * time.Second, Backoff: decide.Backoff{Base: 100 * time.Millisecond, Max: time.Second}}
+}
+
+// script returns an Attempt that answers from a per-route queue of outcomes
+// (the last one repeats) and records the calls.
+type script struct {
+	mu    sync.Mutex
+	plan  map[string][]Outcome
+	calls []string
+}
+
+func (s *script) do(ctx context.Context, r decide.Route, n int) Outcome {
+	s.mu.Lock()
+	s.calls = append(s.calls, r.Entry)
+	q := s.plan[r.Entry]
+	o := q[0]
+	if len(q) > 1 {
+		s.plan[r.Entry] = q[1:]
+	}
+	s.mu.Unlock()
+	if o.Err == errHang {
+		<-ctx.Done()
+		return Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, Sent: o.Sent, Err: ctx.Err()}
+	}
+	return o
+}
+
+var errHang = errors.New("hang until the deadline")
+
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func opts(s *sleeps) Options {
+	return Options{Sleep: s.sleep, Jitter: func(n int64) int64 { return n - 1 }}
+}
+
+func fail(class mcpreadyv1.OutcomeClass, sent bool) Outcome {
+	return Outcome{Class: class, Sent: sent, Err: errors.New(class.String())}
+}
+
+func TestRetryReadOnly(t *testing.T) {
+	sc := &script{plan: map[string][]Outcome{"a": {fail(transport, true), fail(transport, true), {Class: success}}}}
+	var sl sleeps
+	res := Run(context.Background(), decision(route("a", true)), sc.do, opts(&sl))
+	if res.Final.Class != success || len(res.Attempts) != 3 || !slices.Equal(res.Actions, []string{"retry:a", "retry:a"}) {
+		t.Fatalf("%+v", res)
+	}
+	// Exponential backoff with equal jitter (jitter at its max here).
+	if !slices.Equal(sl.d, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}) {
+		t.Fatalf("backoff %v", sl.d)
+	}
+	for i, a := range res.Attempts {
+		if a.GetNumber() != int32(i+1) || a.GetEntry() != "a" || a.GetLatency() == nil {
+			t.Fatalf("attempt %d: %v", i, a)
+		}
+	}
+	if res.Route == nil || res.Route.Entry != "a" {
+		t.Fatal("route")
+	}
+}
+
+func TestNeverRetryStateChanging(t *testing.T) {
+	for _, o := range []Outcome{fail(transport, true), fail(limited, true), {Class: transport, Sent: true, HTTPStatus: 500}} {
+		sc := &script{plan: map[string][]Outcome{"w": {o}, "w2": {{Class: success}}}}
+		res := Run(context.Background(), decision(route("w", false), route("w2", false)), sc.do, opts(&sleeps{}))
+		wantFallback := o.Class == limited // 429 was refused before execution
+		if len(sc.calls) == 0 || sc.calls[0] != "w" || slices.Contains(res.Actions, "retry:w") {
+			t.Fatalf("%v: calls %v actions %v", o.Class, sc.calls, res.Actions)
+		}
+		if got := slices.Contains(sc.calls, "w2"); got != wantFallback {
+			t.Fatalf("%v (http %d): fallback %v, want %v", o.Class, o.HTTPStatus, got, wantFallback)
+		}
+	}
+}
+
+func TestAmbiguousTimeout(t *testing.T) {
+	sc := &script{plan: map[string][]Outcome{"w": {{Sent: true, Err: errHang}}, "w2": {{Class: success}}}}
+	w := route("w", false)
+	w.PerAttempt = 30 * time.Millisecond
+	res := Run(context.Background(), decision(w, route("w2", false)), sc.do, opts(&sleeps{}))
+	if res.Final.Class != ambiguous || res.Final.Layer != mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION ||
+		!slices.Equal(sc.calls, []string{"w"}) || !slices.Equal(res.Actions, []string{"ambiguous-no-retry"}) {
+		t.Fatalf("final %v calls %v actions %v", res.Final.Class, sc.calls, res.Actions)
+	}
+	if res.Attempts[0].GetOutcome() != ambiguous || !errors.Is(res.Final.Err, context.DeadlineExceeded) {
+		t.Fatalf("attempt %v err %v", res.Attempts[0], res.Final.Err)
+	}
+	// Timeout before send: a plain timeout, safe to fall back.
+	sc = &script{plan: map[string][]Outcome{"w": {{Sent: false, Err: errHang}}, "w2": {{Class: success}}}}
+	res = Run(context.Background(), decision(w, route("w2", false)), sc.do, opts(&sleeps{}))
+	if res.Final.Class != success || !slices.Equal(sc.calls, []string{"w", "w2"}) || res.Attempts[0].GetOutcome() != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT {
+		t.Fatalf("calls %v attempts %v", sc.calls, res.Attempts)
+	}
+	// Keyed idempotent route: an ambiguous outcome may be retried.
+	sc = &script{plan: map[string][]Outcome{"k": {{Sent: true, Err: errHang}, {Class: success}}}}
+	k := route("k", false)
+	k.Retryable, k.MaxAttempts, k.PerAttempt = true, 2, 30*time.Millisecond
+	res = Run(context.Background(), decision(k), sc.do, opts(&sleeps{}))
+	if res.Final.Class != success || len(res.Attempts) != 2 {
+		t.Fatalf("keyed: %v %v", res.Final.Class, res.Actions)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	ra := Outcome{Class: limited, Sent: true, RetryAfter: 2 * time.Second, HTTPStatus: 429}
+	sc := &script{plan: map[string][]Outcome{"a": {ra, {Class: success}}}}
+	var sl sleeps
+	res := Run(context.Background(), decision(route("a", true)), sc.do, opts(&sl))
+	if res.Final.Class != success || len(sl.d) != 1 || sl.d[0] < 2*time.Second || sl.d[0] > 2*time.Second+100*time.Millisecond {
+		t.Fatalf("final %v sleeps %v", res.Final.Class, sl.d)
+	}
+	// A Retry-After beyond the deadline is not waited for.
+	ra.RetryAfter = time.Minute
+	sc = &script{plan: map[string][]Outcome{"a": {ra, {Class: success}}}}
+	sl = sleeps{}
+	res = Run(context.Background(), decision(route("a", true)), sc.do, opts(&sl))
+	if res.Final.Class != limited || len(sl.d) != 0 || !slices.Contains(res.Actions, "retry-after-exceeds-deadline") {
+		t.Fatalf("final %v sleeps %v actions %v", res.Final.Class, sl.d, res.Actions)
+	}
+	// Default jitter spreads retries.
+	rn := &runner{opts: Options{Jitter: func(n int64) int64 { return n / 2 }}, d: &decide.Decision{Backoff: decide.Backoff{Base: 100 * time.Millisecond, Max: time.Second}}}
+	if w := rn.backoff(1, time.Second); w != time.Second+50*time.Millisecond {
+		t.Fatalf("retry-after jitter %v", w)
+	}
+	if w := rn.backoff(10, 0); w != 750*time.Millisecond {
+		t.Fatalf("capped backoff %v", w)
+	}
+}
+
+func TestRetryBudget(t *testing.T) {
+	b := NewBudget(0.1, 1)
+	sc := &script{plan: map[string][]Outcome{"a": {fail(transport, true)}}}
+	res := Run(context.Background(), decision(route("a", true)), sc.do, Options{Budget: b, Sleep: (&sleeps{}).sleep})
+	if len(res.Attempts) != 2 || !slices.Equal(res.Actions, []string{"retry:a", "retry-budget-exhausted"}) {
+		t.Fatalf("attempts %d actions %v", len(res.Attempts), res.Actions)
+	}
+	// Calls refill the bucket at the ratio: 10 calls buy one retry.
+	for i := 0; i < 10; i++ {
+		b.Deposit()
+	}
+	if !b.Withdraw() || b.Withdraw() {
+		t.Fatal("refill at ratio")
+	}
+	if NewBudget(0, 0).Tokens() != DefaultBudgetCapacity || BudgetFromPolicy(&mcpreadyv1.RetryRules{BudgetRatio: 0.5}).ratio != 500 {
+		t.Fatal("defaults")
+	}
+}
+
+func TestHedging(t *testing.T) {
+	var n atomic.Int32
+	do := func(ctx context.Context, r decide.Route, _ int) Outcome {
+		if n.Add(1) == 1 {
+			<-ctx.Done() // the slow primary
+			return Outcome{Class: transport, Sent: true, Err: ctx.Err()}
+		}
+		return Outcome{Class: success, Sent: true}
+	}
+	a := route("a", true)
+	a.HedgeAfter = 20 * time.Millisecond
+	cs := circuit.NewSet(circuit.Config{ConsecutiveFailures: 1})
+	res := Run(context.Background(), decision(a), do, Options{Circuits: cs})
+	if res.Final.Class != success || len(res.Attempts) != 2 || !res.Attempts[1].GetHedged() || !slices.Equal(res.Actions, []string{"hedge:a"}) {
+		t.Fatalf("final %v attempts %v actions %v", res.Final.Class, res.Attempts, res.Actions)
+	}
+	// The cancelled loser is not reported as a failure.
+	if cs.State(a.CircuitKey, time.Now()) != circuit.Closed {
+		t.Fatal("hedge loser opened the breaker")
+	}
+	// Never hedge a state-changing route, even if asked.
+	n.Store(0)
+	w := route("w", false)
+	w.HedgeAfter, w.PerAttempt = 20*time.Millisecond, 60*time.Millisecond
+	res = Run(context.Background(), decision(w), do, Options{})
+	if len(res.Attempts) != 1 || res.Final.Class != ambiguous || slices.Contains(res.Actions, "hedge:w") {
+		t.Fatalf("state-changing hedged: %v %v", res.Attempts, res.Actions)
+	}
+	// No budget, no hedge.
+	n.Store(0)
+	b := NewBudget(0.1, 1)
+	b.Withdraw()
+	a.PerAttempt, a.MaxAttempts = 60*time.Millisecond, 1
+	res = Run(context.Background(), decision(a), do, Options{Budget: b})
+	if len(res.Attempts) != 1 {
+		t.Fatalf("hedged without budget: %v", res.Actions)
+	}
+}
+
+func TestCircuit(t *testing.T) {
+	cs := circuit.NewSet(circuit.Config{ConsecutiveFailures: 2, BaseEjection: time.Minute})
+	sc := &script{plan: map[string][]Outcome{"a": {fail(transport, false)}, "b": {{Class: success}}}}
+	d := decision(route("a", false), route("b", false))
+	Run(context.Background(), d, sc.do, Options{Circuits: cs})
+	Run(context.Background(), d, sc.do, Options{Circuits: cs})
+	if cs.State(d.Routes[0].CircuitKey, time.Now()) != circuit.Open {
+		t.Fatal("breaker did not open after 2 failures")
+	}
+	sc.calls = nil
+	res := Run(context.Background(), d, sc.do, Options{Circuits: cs})
+	if !slices.Equal(sc.calls, []string{"b"}) || !slices.Equal(res.Actions, []string{"circuit-open:a", "fallback:b"}) || res.Final.Class != success {
+		t.Fatalf("calls %v actions %v", sc.calls, res.Actions)
+	}
+	// Every route open: CIRCUIT_OPEN, nothing attempted.
+	res = Run(context.Background(), decision(route("a", false)), sc.do, Options{Circuits: cs})
+	if res.Final.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_CIRCUIT_OPEN || !errors.Is(res.Final.Err, ErrNoRoute) || len(res.Attempts) != 0 || res.Route != nil {
+		t.Fatalf("%+v", res)
+	}
+}
+
+func TestRefusedAndApproval(t *testing.T) {
+	res := Run(context.Background(), decide.Decision{Refusal: &decide.RefusalError{Step: 2, Code: decide.CodePrincipalDenied}}, nil, Options{})
+	if res.Final.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED || !errors.Is(res.Final.Err, decide.ErrRefused) {
+		t.Fatalf("%+v", res.Final)
+	}
+	// A human's "no" is never routed around, even on read-only routes.
+	sc := &script{plan: map[string][]Outcome{"a": {{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED}}, "b": {{Class: success}}}}
+	res = Run(context.Background(), decision(route("a", true), route("b", true)), sc.do, Options{})
+	if res.Final.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED || !slices.Equal(sc.calls, []string{"a"}) {
+		t.Fatalf("calls %v", sc.calls)
+	}
+}
+
+func TestFallbackSafe(t *testing.T) {
+	w, ro := route("w", false), route("r", true)
+	cases := []struct {
+		o    Outcome
+		r    decide.Route
+		want bool
+	}{
+		{fail(transport, false), w, true},
+		{fail(transport, true), w, false},
+		{Outcome{Class: transport, Sent: true, HTTPStatus: 503}, w, true},
+		{Outcome{Class: transport, Sent: true, HTTPStatus: 502}, w, false},
+		{fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, true), w, true},
+		{fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_BILLING, true), w, true},
+		{Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, Sent: true, JSONRPCCode: -32601}, w, true},
+		{Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, Sent: true, JSONRPCCode: -32603}, w, false},
+		{fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR, true), w, false},
+		{fail(ambiguous, true), w, false},
+		{fail(ambiguous, true), ro, true},
+		{fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT, true), ro, true},
+		{fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED, false), ro, false},
+	}
+	for i, tc := range cases {
+		if got := FallbackSafe(tc.o, &tc.r); got != tc.want {
+			t.Errorf("%d %v sent=%v retryable=%v: got %v", i, tc.o.Class, tc.o.Sent, tc.r.Retryable, got)
+		}
+	}
+}
+
+// End to end with a real decision: fallback stays inside the approved class
+// (the look-alike on another server is never called) and a state-changing
+// exact tool is called once.
+func TestWithDecide(t *testing.T) {
+	ent := func(server, tool, ep string) *mcpreadyv1.RegistryEntry {
+		return &mcpreadyv1.RegistryEntry{Identity: &mcpreadyv1.ToolIdentity{ServerName: server, ToolName: tool, Endpoint: ep},
+			State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED}
+	}
+	s, err := decide.NewSnapshot(decide.Inputs{
+		Policy: &mcpreadyv1.Policy{
+			Inventory:   []string{"*"},
+			SideEffects: []*mcpreadyv1.SideEffectRule{{Match: "*/lookup", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY}},
+			Retry:       &mcpreadyv1.RetryRules{MaxAttempts: 2},
+			Deadline:    durationpb.New(2 * time.Second),
+			EquivalenceClasses: []*mcpreadyv1.EquivalenceClass{{Name: "lookup", FallbackAllowed: true,
+				Members: []string{"a/lookup", "b/lookup"}}},
+			Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "*", Allow: []string{"*"}}},
+		},
+		Entries: map[string]*mcpreadyv1.RegistryEntry{
+			"a": ent("a", "lookup", "https://a"), "b": ent("b", "lookup", "https://b"),
+			"evil": ent("evil", "lookup", "https://evil"), "w": ent("a", "write", "https://a"),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &script{plan: map[string][]Outcome{"a": {fail(transport, true)}, "b": {fail(transport, true)},
+		"evil": {{Class: success}}, "w": {fail(transport, true)}}}
+	res := Run(context.Background(), s.Decide(decide.Request{Tool: "lookup", Now: time.Now()}, nil), sc.do, opts(&sleeps{}))
+	if res.Final.Class != transport || slices.Contains(sc.calls, "evil") || len(sc.calls) != 4 {
+		t.Fatalf("calls %v", sc.calls)
+	}
+	sc.calls = nil
+	d := s.Decide(decide.Request{Tool: "a/write", Now: time.Now()}, nil)
+	if d.Routes[0].ConsumerSideEffect != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNKNOWN {
+		t.Fatal("unknown side effect expected")
+	}
+	res = Run(context.Background(), d, sc.do, opts(&sleeps{}))
+	if !slices.Equal(sc.calls, []string{"w"}) {
+		t.Fatalf("unknown side effect retried: %v", sc.calls)
+	}
+}
