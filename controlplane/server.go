@@ -60,7 +60,9 @@ var (
 type Options struct {
 	// Listen is the gRPC address; "" means DefaultListen.
 	Listen string
-	// MetricsListen serves /metrics; "" means DefaultMetricsListen, "off" disables it.
+	// MetricsListen serves /metrics and /healthz; "" means
+	// DefaultMetricsListen, "off" disables it. A non-loopback address
+	// needs TLS on the gRPC listener.
 	MetricsListen string
 	// DataDir holds the embedded etcd in <DataDir>/etcd; required unless
 	// EtcdEndpoints is set.
@@ -212,7 +214,8 @@ func (s *Server) Run(ctx context.Context) error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
-		m, err := etcdembed.StartSingle(etcdembed.Options{Dir: dir, ProgressNotifyInterval: 5 * time.Second})
+		// etcd logs only fatal conditions: its error level is noisy on every clean shutdown.
+		m, err := etcdembed.StartSingle(etcdembed.Options{Dir: dir, ProgressNotifyInterval: 5 * time.Second, LogLevel: "fatal"})
 		if err != nil {
 			return err
 		}
@@ -278,6 +281,16 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.mlis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+		// /healthz mirrors the gRPC health state for probes that cannot
+		// speak gRPC or present a client certificate.
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+			hr, err := hs.Check(r.Context(), &healthpb.HealthCheckRequest{})
+			if err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				http.Error(w, "not serving", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
 		hsrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		wg.Go(func() {
 			if err := hsrv.Serve(s.mlis); err != nil && !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {

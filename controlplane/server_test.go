@@ -17,7 +17,7 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane"
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
-	"github.com/mcpready/mcpready/controlplane/internal/testpki"
+	"github.com/mcpready/mcpready/controlplane/testpki"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/sign"
 )
@@ -122,6 +122,9 @@ func TestEmbeddedEtcdHealthAndMetrics(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if hr, err := http.Get("http://" + s.MetricsAddr() + "/healthz"); err != nil || hr.StatusCode != 200 {
+		t.Fatalf("healthz: %v %v", hr, err)
+	}
 	for _, m := range []string{"mcpready_discovery_connected_streams", "mcpready_etcd_errors_total", "mcpready_discovery_push_latency_seconds"} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("metrics lack %s", m)

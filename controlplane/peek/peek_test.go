@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/mcpready/mcpready/artifact"
-	"github.com/mcpready/mcpready/controlplane/internal/testpki"
+	"github.com/mcpready/mcpready/controlplane/testpki"
 	"github.com/mcpready/mcpready/controlplane/peek"
 )
 

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane/peek"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// rpcTimeout bounds one admin call.
+const rpcTimeout = 30 * time.Second
+
+// rpcError maps a gRPC failure to an exit code: rejected writes are
+// verification failures, an unreachable server is unavailable.
+func rpcError(err error) error {
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.InvalidArgument, codes.FailedPrecondition:
+		return withCode(exitVerify, errors.New(status.Convert(err).Message()))
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return withCode(exitUnavailable, errors.New(status.Convert(err).Message()))
+	case codes.NotFound:
+		return withCode(exitError, errors.New(status.Convert(err).Message()))
+	}
+	return err
+}
+
+func adminClient(addr string) (mcpreadyv1.AdminServiceClient, func(), error) {
+	conn, err := dialServer(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mcpreadyv1.NewAdminServiceClient(conn), func() { conn.Close() }, nil
+}
+
+var applyFlags struct {
+	server string
+	files  []string
+}
+
+var applyCmd = &cobra.Command{
+	Use:   "apply -f BUNDLE [-f BUNDLE...] [BUNDLE...]",
+	Short: "Store signed bundles in the control plane (each is verified first)",
+	Long: `Send signed bundles to the control plane. Each is verified against the
+active TrustPolicy (a TrustPolicy against the root key) before it is stored;
+a rejected bundle stores nothing. Prints kind, name and revision per bundle
+("unchanged" when the same bytes are already the latest revision). Exits 3 if
+any bundle was rejected.`,
+	RunE: func(cmd *cobra.Command, args []string) error {
+		f := applyFlags
+		defer func() {
+			resetFlags(cmd)
+			// resetFlags Sets the default "[]" into an array flag; empty it instead.
+			_ = cmd.Flags().Lookup("filename").Value.(pflag.SliceValue).Replace(nil)
+		}()
+		files := append(append([]string{}, f.files...), args...)
+		if len(files) == 0 {
+			return withCode(exitUsage, errors.New("apply: give at least one bundle with -f"))
+		}
+		cli, closeFn, err := adminClient(f.server)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		var failed []string
+		var worst error
+		for _, file := range files {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", file, err)
+				failed, worst = append(failed, file), err
+				continue
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), rpcTimeout)
+			r, err := cli.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: b})
+			cancel()
+			if err != nil {
+				err = rpcError(err)
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", file, err)
+				failed, worst = append(failed, file), err
+				continue
+			}
+			state := "stored"
+			if r.Unchanged {
+				state = "unchanged"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s revision %d %s\n", r.Kind, r.Name, r.Revision, state)
+		}
+		if len(failed) > 0 {
+			var ce *codedError
+			code := exitError
+			if errors.As(worst, &ce) {
+				code = ce.code
+			}
+			return withCode(code, fmt.Errorf("apply: %d of %d bundles not stored: %s", len(failed), len(files), strings.Join(failed, ", ")))
+		}
+		return nil
+	},
+}
+
+var getFlags struct {
+	server         string
+	output         string
+	includeDeleted bool
+}
+
+// shownArtifact is one stored artifact as get and history print it.
+type shownArtifact struct {
+	Kind     string          `json:"kind"`
+	Name     string          `json:"name"`
+	Revision int64           `json:"revision"`
+	Signer   string          `json:"signerKeyId"`
+	StoredAt time.Time       `json:"storedAt"`
+	Digest   string          `json:"digest"`
+	Deleted  bool            `json:"deleted,omitempty"`
+	Object   json.RawMessage `json:"object"`
+}
+
+func showArtifacts(arts []*mcpreadyv1.StoredArtifact) []shownArtifact {
+	out := make([]shownArtifact, 0, len(arts))
+	for _, a := range arts {
+		s := shownArtifact{Kind: a.Kind, Name: a.Name, Revision: a.Revision, Signer: a.SignerKeyId, StoredAt: a.StoredAt.AsTime(), Digest: a.Digest, Deleted: a.Deleted}
+		if obj, err := peek.Object(a.Bundle); err == nil {
+			s.Object, _ = obj.CanonicalJSON()
+		}
+		if s.Object == nil {
+			s.Object = json.RawMessage("null")
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func shortKey(id string) string {
+	if len(id) > 12 {
+		return id[:12] + "…"
+	}
+	return id
+}
+
+func age(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+var getCmd = &cobra.Command{
+	Use:   "get KIND [NAME] [-o table|json|yaml]",
+	Short: "Show the latest revision of stored artifacts",
+	Long: `Show the latest revision of every artifact of KIND (or of one NAME).
+KIND is case-insensitive and may be plural ("policies"). The table shows
+KIND NAME REVISION SIGNER AGE; json and yaml show the decoded objects with
+their store metadata. get does not verify signatures: use "mcpready verify".`,
+	Args: cobra.RangeArgs(1, 2),
+	RunE: func(cmd *cobra.Command, args []string) error {
+		f := getFlags
+		defer resetFlags(cmd)
+		if err := checkOutput(cmd, f.output); err != nil {
+			return err
+		}
+		kind, err := artifact.ParseKind(args[0])
+		if err != nil {
+			return withCode(exitUsage, err)
+		}
+		req := &mcpreadyv1.GetRequest{Kind: string(kind), IncludeDeleted: f.includeDeleted}
+		if len(args) == 2 {
+			req.Name = args[1]
+		}
+		cli, closeFn, err := adminClient(f.server)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		ctx, cancel := context.WithTimeout(cmd.Context(), rpcTimeout)
+		defer cancel()
+		r, err := cli.Get(ctx, req)
+		if err != nil {
+			return rpcError(err)
+		}
+		shown := showArtifacts(r.Artifacts)
+		var v any = shown
+		if req.Name != "" && len(shown) == 1 {
+			v = shown[0]
+		}
+		return printOutput(cmd.OutOrStdout(), f.output, v, func(tw *tabwriter.Writer) {
+			fmt.Fprintln(tw, "KIND\tNAME\tREVISION\tSIGNER\tAGE")
+			for _, a := range shown {
+				name := a.Name
+				if a.Deleted {
+					name += " (deleted)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", a.Kind, name, a.Revision, shortKey(a.Signer), age(a.StoredAt))
+			}
+		})
+	},
+}
+
+var historyFlags struct {
+	server string
+	output string
+}
+
+var historyCmd = &cobra.Command{
+	Use:   "history KIND NAME [-o table|json|yaml]",
+	Short: "Show every stored revision of one artifact, oldest first",
+	Args:  cobra.ExactArgs(2),
+	RunE: func(cmd *cobra.Command, args []string) error {
+		f := historyFlags
+		defer resetFlags(cmd)
+		if err := checkOutput(cmd, f.output); err != nil {
+			return err
+		}
+		kind, err := artifact.ParseKind(args[0])
+		if err != nil {
+			return withCode(exitUsage, err)
+		}
+		cli, closeFn, err := adminClient(f.server)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		ctx, cancel := context.WithTimeout(cmd.Context(), rpcTimeout)
+		defer cancel()
+		r, err := cli.History(ctx, &mcpreadyv1.HistoryRequest{Kind: string(kind), Name: args[1]})
+		if err != nil {
+			return rpcError(err)
+		}
+		shown := showArtifacts(r.Revisions)
+		return printOutput(cmd.OutOrStdout(), f.output, shown, func(tw *tabwriter.Writer) {
+			fmt.Fprintln(tw, "REVISION\tSTORED\tSIGNER\tDIGEST\tDELETED")
+			for _, a := range shown {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\n", a.Revision, a.StoredAt.Format(time.RFC3339), shortKey(a.Signer), a.Digest, a.Deleted)
+			}
+		})
+	},
+}
+
+var deleteFlags struct {
+	server string
+	key    string
+	reason string
+}
+
+var deleteCmd = &cobra.Command{
+	Use:   "delete KIND NAME --key NAME.key [--reason TEXT]",
+	Short: "Delete an artifact with a signed Tombstone (history is kept)",
+	Long: `Sign a Tombstone for KIND/NAME with the key and send it. The key must be
+granted the Tombstone kind and KIND, with NAME in its scopes. The key
+password is read as for keygen.`,
+	Args: cobra.ExactArgs(2),
+	RunE: func(cmd *cobra.Command, args []string) error {
+		f := deleteFlags
+		defer resetFlags(cmd)
+		if f.key == "" {
+			return withCode(exitUsage, errors.New("delete: --key is required"))
+		}
+		kind, err := artifact.ParseKind(args[0])
+		if err != nil {
+			return withCode(exitUsage, err)
+		}
+		pw, err := readPassword(cmd, false)
+		if err != nil {
+			return err
+		}
+		key, err := sign.ReadPrivateKeyFile(f.key, pw)
+		if err != nil {
+			return err
+		}
+		obj := artifact.New(artifact.KindTombstone, args[1], &mcpreadyv1.Tombstone{TargetKind: string(kind), TargetName: args[1], Reason: f.reason})
+		bundle, _, err := sign.Sign(obj, key)
+		if err != nil {
+			return withCode(exitUsage, err)
+		}
+		cli, closeFn, err := adminClient(f.server)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		ctx, cancel := context.WithTimeout(cmd.Context(), rpcTimeout)
+		defer cancel()
+		r, err := cli.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: bundle})
+		if err != nil {
+			return rpcError(err)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s deleted at revision %d\n", r.Kind, r.Name, r.Revision)
+		return nil
+	},
+}
+
+func init() {
+	applyCmd.Flags().StringArrayVarP(&applyFlags.files, "filename", "f", nil, "signed bundle file (repeatable)")
+	addServerFlag(applyCmd, &applyFlags.server)
+	addOutputFlag(getCmd, &getFlags.output)
+	getCmd.Flags().BoolVar(&getFlags.includeDeleted, "include-deleted", false, "also show deleted artifacts")
+	addServerFlag(getCmd, &getFlags.server)
+	addOutputFlag(historyCmd, &historyFlags.output)
+	addServerFlag(historyCmd, &historyFlags.server)
+	deleteCmd.Flags().StringVar(&deleteFlags.key, "key", "", "private key that signs the tombstone")
+	deleteCmd.Flags().StringVar(&deleteFlags.reason, "reason", "", "reason recorded in the tombstone")
+	addServerFlag(deleteCmd, &deleteFlags.server)
+	root.AddCommand(applyCmd, getCmd, historyCmd, deleteCmd)
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane"
+	"github.com/mcpready/mcpready/controlplane/testpki"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// startControlPlane runs an in-process control plane on a free port.
+func startTestControlPlane(t *testing.T, p *testpki.PKI) string {
+	t.Helper()
+	s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", DataDir: t.TempDir(), Root: p.Root.Public(),
+		ObserverKey: p.Observer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("control plane not ready")
+	}
+	return s.Addr()
+}
+
+func writeFile(t *testing.T, dir, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestAdminCommands(t *testing.T) {
+	p := testpki.New(t)
+	addr := startTestControlPlane(t, p)
+	dir := t.TempDir()
+	tp := writeFile(t, dir, "trust.json", p.TrustPolicy)
+	pol := writeFile(t, dir, "pol.json", testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org))
+	bad := writeFile(t, dir, "bad.json", testpki.Sign(t, testpki.Policy("org/q", "1", nil), p.Expired))
+	entry := &mcpreadyv1.RegistryEntry{Identity: &mcpreadyv1.ToolIdentity{ServerName: "s", ServerVersion: "1", ToolName: "t"}, State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED}
+	ent := writeFile(t, dir, "entry.json", testpki.Sign(t, artifact.New(artifact.KindRegistryEntry, "s/t@1", entry), p.Org))
+
+	code, out, errOut := runKeyCLI(t, "apply", "--server", addr, "-f", tp, "-f", pol, ent)
+	if code != exitOK || !strings.Contains(out, "TrustPolicy/test/trust revision 1 stored") || !strings.Contains(out, "Policy/org/p revision 1 stored") {
+		t.Fatalf("apply: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = runKeyCLI(t, "apply", "--server", addr, "-f", pol)
+	if code != exitOK || !strings.Contains(out, "unchanged") {
+		t.Fatalf("re-apply: %d %q", code, out)
+	}
+	code, out, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", bad, "-f", pol)
+	if code != exitVerify || !strings.Contains(errOut, "key-expired") || !strings.Contains(out, "unchanged") {
+		t.Fatalf("rejected apply: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = runKeyCLI(t, "get", "policies", "--server", addr)
+	if code != exitOK || !strings.Contains(out, "KIND") || !strings.Contains(out, "org/p") || strings.Contains(out, "org/q") {
+		t.Fatalf("get table: %d %q", code, out)
+	}
+	code, out, _ = runKeyCLI(t, "get", "Policy", "org/p", "-o", "yaml", "--server", addr)
+	if code != exitOK || !strings.Contains(out, "kind: Policy") || !strings.Contains(out, "version: \"1\"") {
+		t.Fatalf("get yaml: %d %q", code, out)
+	}
+	code, out, _ = runKeyCLI(t, "history", "Policy", "org/p", "-o", "json", "--server", addr)
+	if code != exitOK || !strings.Contains(out, `"revision": 1`) {
+		t.Fatalf("history: %d %q", code, out)
+	}
+	if code, _, _ = runKeyCLI(t, "get", "Policy", "-o", "xml", "--server", addr); code != exitUsage {
+		t.Fatalf("bad -o: %d", code)
+	}
+
+	// delete with a key file
+	t.Setenv("MCPREADY_PASSWORD", "pw")
+	pem, err := sign.MarshalPrivateKey(p.Org, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := writeFile(t, dir, "org.key", pem)
+	code, out, errOut = runKeyCLI(t, "delete", "Policy", "org/p", "--key", key, "--reason", "gone", "--server", addr)
+	if code != exitOK || !strings.Contains(out, "deleted at revision 2") {
+		t.Fatalf("delete: %d %q %q", code, out, errOut)
+	}
+	if code, _, _ = runKeyCLI(t, "get", "Policy", "org/p", "--server", addr); code == exitOK {
+		t.Fatal("deleted policy still shown")
+	}
+
+	code, out, _ = runKeyCLI(t, "registry", "status", "--server", addr)
+	if code != exitOK || !strings.Contains(out, "s/t@1") || !strings.Contains(out, "QUALIFIED") {
+		t.Fatalf("registry status: %d %q", code, out)
+	}
+	code, out, _ = runKeyCLI(t, "registry", "status", "s/t@1", "-o", "json", "--server", addr)
+	if code != exitOK || !strings.Contains(out, "LIFECYCLE_STATE_QUALIFIED") {
+		t.Fatalf("registry status json: %d %q", code, out)
+	}
+	if code, _, _ = runKeyCLI(t, "get", "Policy", "--server", "127.0.0.1:1"); code != exitUnavailable {
+		t.Fatalf("unreachable server: %d", code)
+	}
+}

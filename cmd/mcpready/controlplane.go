@@ -1,0 +1,115 @@
+package main
+
+import (
+	"crypto"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/mcpready/mcpready/controlplane"
+	"github.com/mcpready/mcpready/controlplane/ingest"
+	"github.com/mcpready/mcpready/controlplane/receiptstore"
+	"github.com/mcpready/mcpready/sign"
+)
+
+var controlplaneFlags struct {
+	data, root, listen, metrics, etcd  string
+	tlsCert, tlsKey, tlsCA, observerKey string
+}
+
+var controlplaneCmd = &cobra.Command{
+	Use:   "controlplane --data DIR --root ROOT.pub [flags]",
+	Short: "Run the control plane: Admin, Discovery and Receipts over gRPC, state in etcd",
+	Long: `Run one control-plane replica. Artifacts live in etcd: an embedded
+single-node etcd in DIR/etcd by default, or an external cluster with
+--etcd-endpoints (any number of replicas may share it). Receipts are kept in
+DIR/receipts. Every write is verified against the active TrustPolicy; the
+TrustPolicy itself against --root.
+
+Plaintext is refused off loopback: give --tls-cert and --tls-key (and
+--tls-ca to require client certificates). --observer-key is the control
+plane's own key for lifecycle changes (grant it Evidence and RegistryEntry in
+the TrustPolicy); its password is read as for keygen. /metrics and /healthz
+are served on --metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
+	Args: noArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		f := controlplaneFlags
+		defer resetFlags(cmd)
+		if f.data == "" || f.root == "" {
+			return withCode(exitUsage, errors.New("controlplane: --data and --root are required"))
+		}
+		rootKey, err := sign.ReadPublicKeyFile(f.root)
+		if err != nil {
+			return withCode(exitUsage, fmt.Errorf("controlplane: --root: %w", err))
+		}
+		var observer crypto.Signer
+		if f.observerKey != "" {
+			pw, err := readPassword(cmd, false)
+			if err != nil {
+				return err
+			}
+			if observer, err = sign.ReadPrivateKeyFile(f.observerKey, pw); err != nil {
+				return withCode(exitUsage, fmt.Errorf("controlplane: --observer-key: %w", err))
+			}
+		}
+		var endpoints []string
+		for e := range strings.SplitSeq(f.etcd, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				endpoints = append(endpoints, e)
+			}
+		}
+		if err := os.MkdirAll(f.data, 0o700); err != nil {
+			return err
+		}
+		log := logger()
+		rs, err := receiptstore.Open(filepath.Join(f.data, "receipts"), receiptstore.Options{Logger: log})
+		if err != nil {
+			return fmt.Errorf("controlplane: receipt store: %w", err)
+		}
+		defer rs.Close()
+		var srv *controlplane.Server
+		opts := controlplane.Options{Listen: f.listen, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
+			TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSCA: f.tlsCA, ObserverKey: observer, Logger: log}
+		opts.Registry = prometheus.NewRegistry()
+		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		receipts, err := ingest.New(ingest.Options{Store: rs, Trust: func() *sign.Trust { return srv.Trust() }, Registry: opts.Registry, Logger: log})
+		if err != nil {
+			return err
+		}
+		opts.Receipts = receipts
+		if srv, err = controlplane.New(opts); err != nil {
+			return withCode(exitUsage, err)
+		}
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if err := srv.Run(ctx); err != nil {
+			if errors.Is(err, controlplane.ErrEtcdUnreachable) {
+				return withCode(exitUnavailable, err)
+			}
+			return err
+		}
+		return nil
+	},
+}
+
+func init() {
+	fl := controlplaneCmd.Flags()
+	fl.StringVar(&controlplaneFlags.data, "data", "", "data directory (embedded etcd, receipts)")
+	fl.StringVar(&controlplaneFlags.root, "root", "", "root public key (PEM) that signs TrustPolicies")
+	fl.StringVar(&controlplaneFlags.listen, "listen", controlplane.DefaultListen, "gRPC listen address")
+	fl.StringVar(&controlplaneFlags.metrics, "metrics-listen", controlplane.DefaultMetricsListen, `/metrics and /healthz address ("off" disables)`)
+	fl.StringVar(&controlplaneFlags.etcd, "etcd-endpoints", "", "external etcd endpoints, comma-separated (empty: embedded etcd)")
+	fl.StringVar(&controlplaneFlags.tlsCert, "tls-cert", "", "server certificate (PEM)")
+	fl.StringVar(&controlplaneFlags.tlsKey, "tls-key", "", "server private key (PEM)")
+	fl.StringVar(&controlplaneFlags.tlsCA, "tls-ca", "", "CA that client certificates must chain to (enables mTLS)")
+	fl.StringVar(&controlplaneFlags.observerKey, "observer-key", "", "control plane's own signing key for lifecycle changes")
+	root.AddCommand(controlplaneCmd)
+}
