@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/canonjson"
 )
 
 // ChainReason says why a batch does not continue its agent's chain.
@@ -61,9 +63,28 @@ func chainErr(b *mcpreadyv1.ReceiptBatch, r ChainReason, format string, args ...
 }
 
 // CheckContent checks a batch on its own: its signed name matches agent and
-// sequence, every receipt matches its listed digest, and receipt ids are
-// unique within it.
+// sequence, every receipt matches its listed digest (recomputed from the
+// decoded receipt), and receipt ids are unique within it.
 func CheckContent(name string, b *mcpreadyv1.ReceiptBatch) error {
+	return checkBatch(name, b, func(_ int, r *mcpreadyv1.Receipt) (string, error) { return Digest(r) })
+}
+
+// CheckSignedContent is CheckContent for a batch decoded from a verified
+// DSSE payload (sign.Verified.Payload, a canonical in-toto statement): the
+// receipt digests are taken over the receipts' canonical bytes inside the
+// payload itself, which is what was signed, without re-serialising them.
+func CheckSignedContent(payload []byte, name string, b *mcpreadyv1.ReceiptBatch) error {
+	raw, err := canonjson.Elements(payload, "predicate", "spec", "receipts")
+	if err != nil {
+		return chainErr(b, ReasonDigestMismatch, "signed payload: %v", err)
+	}
+	if len(raw) != len(b.Receipts) {
+		return chainErr(b, ReasonDigestMismatch, "signed payload holds %d receipts, batch %d", len(raw), len(b.Receipts))
+	}
+	return checkBatch(name, b, func(i int, _ *mcpreadyv1.Receipt) (string, error) { return artifact.Digest(raw[i]), nil })
+}
+
+func checkBatch(name string, b *mcpreadyv1.ReceiptBatch, digest func(int, *mcpreadyv1.Receipt) (string, error)) error {
 	if want := BatchName(b.GetAgentId(), b.GetSequence()); name != want {
 		return chainErr(b, ReasonBadName, "signed name %q, want %q", name, want)
 	}
@@ -79,7 +100,7 @@ func CheckContent(name string, b *mcpreadyv1.ReceiptBatch) error {
 			return chainErr(b, ReasonDuplicateReceipt, "receipt %s appears twice", r.GetReceiptId())
 		}
 		seen[r.GetReceiptId()] = struct{}{}
-		d, err := Digest(r)
+		d, err := digest(i, r)
 		if err != nil {
 			return chainErr(b, ReasonDigestMismatch, "receipt %d: %v", i, err)
 		}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/canonjson"
 )
 
 // DefaultRedactionVersion names the default redaction policy: digests only,
@@ -167,13 +168,18 @@ func SafeError(msg string) string {
 }
 
 // CanonicalJSON is the RFC 8785 canonical JSON of r's protojson form, the
-// input of Digest.
+// input of Digest (internal/canonjson: the same bytes as
+// artifact.Canonicalize, faster).
 func CanonicalJSON(r *mcpreadyv1.Receipt) ([]byte, error) {
 	j, err := protojson.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("receipt %s: %w", r.GetReceiptId(), err)
 	}
-	return artifact.Canonicalize(j)
+	c, err := canonjson.Transform(j)
+	if err != nil {
+		return nil, fmt.Errorf("receipt %s: %w", r.GetReceiptId(), err)
+	}
+	return c, nil
 }
 
 // Digest is artifact.Digest of r's canonical JSON: the value listed in

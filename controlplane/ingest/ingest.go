@@ -160,7 +160,7 @@ func (s *Service) ingest(node *mcpreadyv1.Node, req *mcpreadyv1.UploadBatchesReq
 	if node.GetId() != "" && node.GetId() != b.AgentId {
 		return Result{}, &RejectError{ReasonAgentMismatch, fmt.Sprintf("node %q uploaded a batch of agent %q", node.GetId(), b.AgentId)}
 	}
-	if err := receipt.CheckContent(v.Object.Metadata.Name, b); err != nil {
+	if err := receipt.CheckSignedContent(v.Payload, v.Object.Metadata.Name, b); err != nil {
 		return Result{}, chainReject(err)
 	}
 	mu := s.agentLock(b.AgentId)

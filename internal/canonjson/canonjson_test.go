@@ -1,0 +1,120 @@
+package canonjson
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/gowebpki/jcs"
+)
+
+var samples = []string{
+	`{"b":1,"a":[true,false,null],"c":{"z":"x","y":"\u00e9\n\"q\""}}`,
+	`  [1, 2.50, -0, 1e21, 1E-7, 123456789012345678, 0.1, -12]  `,
+	`{"\u20ac":1,"\ud83d\ude00":2,"\ufb33":3,"a":4}`,
+	`"a\/b\u0001\u001f\t"`,
+	`{"a":{"c":1,"b":2},"A":[{"y":1,"x":2}]}`,
+	`{}`, `[]`, `""`, `0`, `-1.5e-3`,
+	`{"a":1,"a":2}`, `[1,]`, `{,}`, `tru`, `"\ud800"`, `"\udc00"`, "\"\xff\"", `1 2`, `[01]`, `{"a" 1}`, `[1.]`, `[.5]`, `["x"`, ``, `nul l`,
+}
+
+func TestMatchesReference(t *testing.T) {
+	for _, s := range samples {
+		want, werr := jcs.Transform([]byte(s))
+		got, gerr := Transform([]byte(s))
+		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+			t.Errorf("%q: got %q (%v), reference %q (%v)", s, got, gerr, want, werr)
+		}
+	}
+}
+
+func TestDepthLimit(t *testing.T) {
+	deep := strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1)
+	if _, err := Transform([]byte(deep)); err == nil {
+		t.Fatal("accepted nesting beyond MaxDepth")
+	}
+	ok := strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)
+	if _, err := Transform([]byte(ok)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzTransformMatchesReference(f *testing.F) {
+	for _, s := range samples {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if bytes.Count(b, []byte("["))+bytes.Count(b, []byte("{")) > MaxDepth {
+			return
+		}
+		want, werr := jcs.Transform(b)
+		got, gerr := Transform(b)
+		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("%q: got %q (%v), reference %q (%v)", b, got, gerr, want, werr)
+		}
+	})
+}
+
+func BenchmarkTransform(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"receipts":[`)
+	for i := 0; i < 256; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"receiptId":"06H2F6P87000059W6386P1A0ZG","requested":"docs_lookup","candidates":[{"entry":"docs-a/lookup@1.4.2","serverName":"com.example/docs-a","toolName":"lookup","rejectedAtStep":6,"rejectionReason":"circuit open after 5 failures"}],"argumentsDigest":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","latency":"0.025s"}`)
+	}
+	sb.WriteString(`]}`)
+	in := []byte(sb.String())
+	b.SetBytes(int64(len(in)))
+	b.Run("canonjson", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			Transform(in)
+		}
+	})
+	b.Run("gowebpki", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			jcs.Transform(in)
+		}
+	})
+}
+
+func TestElements(t *testing.T) {
+	doc := []byte(`{"a":1,"predicate":{"spec":{"x":"]}","receipts":[{"id":"r1","n":[1,{"k":"}"}]},"s",2]}}}`)
+	got, err := Elements(doc, "predicate", "spec", "receipts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`{"id":"r1","n":[1,{"k":"}"}]}`, `"s"`, `2`}
+	if len(got) != len(want) {
+		t.Fatalf("got %q", got)
+	}
+	for i := range want {
+		if string(got[i]) != want[i] {
+			t.Fatalf("element %d: %q want %q", i, got[i], want[i])
+		}
+	}
+	if els, err := Elements(doc, "predicate", "none"); err != nil || els != nil {
+		t.Fatal(els, err)
+	}
+	for _, bad := range []string{`{"a":[1,2`, `{"a":1`, `[1]`, `{"a":{"b":"x}`} {
+		if _, err := Elements([]byte(bad), "a"); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func FuzzElements(f *testing.F) {
+	f.Add([]byte(`{"a":[{"b":"x"},1,"s"]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		els, err := Elements(b, "a")
+		if err != nil {
+			return
+		}
+		for _, e := range els {
+			if !bytes.Contains(b, e) {
+				t.Fatal("element not from input")
+			}
+		}
+	})
+}
