@@ -93,7 +93,7 @@ func (c Config) withDefaults() Config {
 // plain map lookup; a key is added (under mu) only on its first failure.
 type Set struct {
 	cfg      atomic.Pointer[Config]
-	breakers atomic.Pointer[map[string]*breaker]
+	breakers atomic.Pointer[map[string]*Breaker]
 	mu       sync.Mutex // serialises copy-on-write inserts
 }
 
@@ -114,11 +114,14 @@ func (s *Set) SetConfig(cfg Config) {
 // Key is the breaker key of one tool on one endpoint.
 func Key(endpoint, tool string) string { return endpoint + " " + tool }
 
-// breaker packs its whole state in atomics. openUntil is the state: 0 is
+// Breaker is the breaker of one key. Its pointer is stable for the life of
+// the Set, so hot paths may cache it (see Set.Breaker).
+//
+// It packs its whole state in atomics. openUntil is the state: 0 is
 // Closed, a time in the future is Open, a time in the past is HalfOpen.
 // Transitions CAS openUntil through ejecting (a far-future sentinel that reads
 // as Open) so concurrent reports cannot eject twice.
-type breaker struct {
+type Breaker struct {
 	failures  atomic.Int32  // consecutive counted failures while closed
 	ejections atomic.Int32  // consecutive ejections (drives the ejection time)
 	openUntil atomic.Int64  // unix nanos; 0 when closed
@@ -128,7 +131,7 @@ type breaker struct {
 
 const ejecting = math.MaxInt64
 
-func (s *Set) get(key string) *breaker {
+func (s *Set) get(key string) *Breaker {
 	m := s.breakers.Load()
 	if m == nil {
 		return nil
@@ -136,7 +139,11 @@ func (s *Set) get(key string) *breaker {
 	return (*m)[key]
 }
 
-func (s *Set) getOrCreate(key string) *breaker {
+// Breaker returns the breaker of key, creating it (Closed) if needed. The
+// pointer stays valid and current for the life of the Set.
+func (s *Set) Breaker(key string) *Breaker { return s.getOrCreate(key) }
+
+func (s *Set) getOrCreate(key string) *Breaker {
 	if b := s.get(key); b != nil {
 		return b
 	}
@@ -148,26 +155,27 @@ func (s *Set) getOrCreate(key string) *breaker {
 			return b
 		}
 	}
-	next := make(map[string]*breaker, 1+lenOf(old))
+	next := make(map[string]*Breaker, 1+lenOf(old))
 	if old != nil {
 		for k, v := range *old {
 			next[k] = v
 		}
 	}
-	b := &breaker{}
+	b := &Breaker{}
 	next[key] = b
 	s.breakers.Store(&next)
 	return b
 }
 
-func lenOf(m *map[string]*breaker) int {
+func lenOf(m *map[string]*Breaker) int {
 	if m == nil {
 		return 0
 	}
 	return len(*m)
 }
 
-func (b *breaker) state(now time.Time) State {
+// State reports the breaker's state at now.
+func (b *Breaker) State(now time.Time) State {
 	until := b.openUntil.Load()
 	switch {
 	case until == 0:
@@ -184,7 +192,7 @@ func (s *Set) State(key string, now time.Time) State {
 	if b == nil {
 		return Closed
 	}
-	return b.state(now)
+	return b.State(now)
 }
 
 // Allow says whether a call to key may be attempted at now. Closed: always.
@@ -195,7 +203,7 @@ func (s *Set) Allow(key string, now time.Time) bool {
 	if b == nil {
 		return true
 	}
-	switch b.state(now) {
+	switch b.State(now) {
 	case Closed:
 		return true
 	case Open:
@@ -252,7 +260,7 @@ func (s *Set) Report(key string, success bool, now time.Time) {
 
 // ejectUntil counts one more ejection and returns when it ends:
 // now + min(count × base, max).
-func (s *Set) ejectUntil(b *breaker, cfg *Config, now time.Time) int64 {
+func (s *Set) ejectUntil(b *Breaker, cfg *Config, now time.Time) int64 {
 	n := b.ejections.Add(1)
 	d := time.Duration(n) * cfg.BaseEjection
 	if d > cfg.MaxEjection || d < 0 {

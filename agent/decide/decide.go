@@ -6,7 +6,8 @@
 // rejection, and ranks the admitted routes (latency last, with hysteresis).
 //
 // It is pure: no networking, no signature checks (the caller verifies every
-// artifact before building a Snapshot), no clocks (the request carries Now).
+// artifact before building a Snapshot), no clocks (the request carries Now;
+// a zero Now falls back to time.Now).
 // A Snapshot is immutable after NewSnapshot and safe for concurrent use; the
 // only mutable state is the per-class preferred route used for hysteresis,
 // kept in an atomic.
@@ -139,7 +140,9 @@ type Request struct {
 	// Deadline is the caller's own remaining budget; zero means none, so the
 	// policy deadline applies. The narrower of the two wins.
 	Deadline time.Duration
-	Now      time.Time
+	// Now is the decision time (evidence and entry expiry). Zero means
+	// time.Now(), so a forgotten clock never makes stale evidence fresh.
+	Now time.Time
 }
 
 // Health reports the breaker state of a circuit key (Route.CircuitKey).
@@ -276,6 +279,7 @@ type entry struct {
 	stateChanging                       bool
 	evidence                            []evidenceRef         // freshest first
 	perAttemptRetry, perAttemptOne      time.Duration         // 0: derive from deadline
+	expires                             int64                 // unix nanos of the entry's provenance expiry, 0 = none
 	admitted                            *mcpreadyv1.Candidate // shared, immutable
 	staticPB                            [maxSteps]*mcpreadyv1.Candidate
 }
@@ -322,6 +326,7 @@ type Snapshot struct {
 	requireKey    bool
 	margin        float64
 	maxRoutes     int
+	breakers      atomic.Pointer[breakerCache]
 }
 
 // NewSnapshot precomputes everything request-independent. It fails only on
@@ -608,6 +613,9 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	if pa := p.GetRetry().GetPerAttemptTimeout().AsDuration(); pa > 0 {
 		e.perAttemptRetry, e.perAttemptOne = pa, pa
 	}
+	if exp := re.GetProvenance().GetExpiresAt(); exp != nil {
+		e.expires = exp.AsTime().UnixNano()
+	}
 	e.admitted = e.candidate(0, rejection{})
 	for step := range e.static {
 		if e.static[step].code != "" {
@@ -637,6 +645,9 @@ type admitted struct {
 // Decide runs req through the filters. It never blocks; it allocates only
 // the returned Decision.
 func (s *Snapshot) Decide(req Request, h Health) Decision {
+	if req.Now.IsZero() {
+		req.Now = time.Now()
+	}
 	d := Decision{Requested: req.Tool, PolicyVersion: s.policyVersion, Backoff: s.backoff}
 	d.Deadline = s.deadline
 	if req.Deadline > 0 && req.Deadline < d.Deadline {
@@ -651,13 +662,15 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 	if g.class {
 		d.Class = g.name
 	}
+	var rbuf [16]int
+	x := call{req: &req, gr: s.grantFor(req.Principal, req.Tenant, rbuf[:]), now: req.Now.UnixNano(), deadline: d.Deadline}
 	var drift DriftGuard
 	if h != nil {
 		drift, _ = h.(DriftGuard)
+		if src, ok := h.(BreakerSource); ok {
+			x.brk = s.breakersFor(src)
+		}
 	}
-	var rbuf [16]int
-	gr := s.grantFor(req.Principal, req.Tenant, rbuf[:])
-	now := req.Now.UnixNano()
 
 	n := len(g.cands)
 	d.Candidates = make([]*mcpreadyv1.Candidate, n)
@@ -669,7 +682,7 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 		c := &g.cands[i]
 		e := c.e
 		a := admitted{ci: int32(i)}
-		step, rej := s.evaluate(c, g, &req, gr, h, drift, now, d.Deadline, &a)
+		step, rej := s.evaluate(c, g, &x, h, drift, &a)
 		if step == 0 {
 			d.Candidates[i] = e.admitted
 		} else if pb := e.staticPB[step]; pb != nil && e.static[step] == rej {
@@ -717,9 +730,8 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 
 // evaluate runs steps 1-7 for one candidate; it returns the failing step (0
 // when admitted) and fills a for admitted candidates.
-func (s *Snapshot) evaluate(c *cand, g *group, req *Request, gr grant, h Health, drift DriftGuard,
-	now int64, deadline time.Duration, a *admitted) (int, rejection) {
-	e := c.e
+func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGuard, a *admitted) (int, rejection) {
+	e, req, now, deadline := c.e, x.req, x.now, x.deadline
 	// 1 eligibility.
 	if rj := e.static[StepEligibility]; rj.code != "" {
 		return StepEligibility, rj
@@ -740,7 +752,7 @@ func (s *Snapshot) evaluate(c *cand, g *group, req *Request, gr grant, h Health,
 	if rj := e.static[StepTrust]; rj.code != "" {
 		return StepTrust, rj
 	}
-	if rj, bad := s.authorise(c, req, gr); bad {
+	if rj, bad := s.authorise(c, req, x.gr); bad {
 		return StepTrust, rj
 	}
 	// 3 security and residency.
@@ -763,7 +775,13 @@ func (s *Snapshot) evaluate(c *cand, g *group, req *Request, gr grant, h Health,
 	}
 	// 6 current health.
 	if h != nil {
-		switch h.State(e.circuitKey, req.Now) {
+		var st circuit.State
+		if x.brk != nil {
+			st = x.brk[e.idx].State(req.Now)
+		} else {
+			st = h.State(e.circuitKey, req.Now)
+		}
+		switch st {
 		case circuit.Open:
 			return StepHealth, rejection{CodeCircuitOpen, "circuit breaker is open"}
 		case circuit.HalfOpen:
@@ -836,10 +854,49 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 
 // expiry checks the time-dependent eligibility facts of an entry.
 func (s *Snapshot) expiry(e *entry, now int64) (rejection, bool) {
-	if exp := e.spec.GetProvenance().GetExpiresAt(); exp != nil && exp.AsTime().UnixNano() <= now {
-		return rejection{CodeEntryExpired, "registry entry expired at " + exp.AsTime().UTC().Format(time.RFC3339)}, true
+	if e.expires != 0 && e.expires <= now {
+		return rejection{CodeEntryExpired, "registry entry expired at " + time.Unix(0, e.expires).UTC().Format(time.RFC3339)}, true
 	}
 	return rejection{}, false
+}
+
+// BreakerSource may be implemented by the Health passed to Decide (as
+// *circuit.Set does): the snapshot then caches each entry's *circuit.Breaker
+// and reads breaker state without a map lookup per candidate.
+type BreakerSource interface {
+	Breaker(key string) *circuit.Breaker
+}
+
+type breakerCache struct {
+	b []*circuit.Breaker // by entry index
+}
+
+// breakersFor returns the cached breakers of src, rebuilding the cache when
+// src is a different set (detected by the first entry's breaker pointer).
+func (s *Snapshot) breakersFor(src BreakerSource) []*circuit.Breaker {
+	if len(s.entries) == 0 {
+		return nil
+	}
+	first := src.Breaker(s.entries[0].circuitKey)
+	if c := s.breakers.Load(); c != nil && c.b[0] == first {
+		return c.b
+	}
+	c := &breakerCache{b: make([]*circuit.Breaker, len(s.entries))}
+	for i, e := range s.entries {
+		c.b[i] = src.Breaker(e.circuitKey)
+	}
+	s.breakers.Store(c)
+	return c.b
+}
+
+// call is the per-request context of one Decide. It holds no interfaces so
+// that escape analysis keeps it (and the request) on the stack.
+type call struct {
+	req      *Request
+	gr       grant
+	brk      []*circuit.Breaker // nil: ask Health
+	now      int64
+	deadline time.Duration
 }
 
 // grant is the principal rules that apply to one request: those for its

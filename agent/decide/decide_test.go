@@ -521,3 +521,48 @@ func TestConcurrentDecide(t *testing.T) {
 		<-done
 	}
 }
+
+// A *circuit.Set is read through cached breaker pointers; a different set
+// (or a new snapshot) rebuilds the cache.
+func TestCircuitSetHealth(t *testing.T) {
+	s := snap(t, fixture())
+	keyB := circuit.Key("https://b.example/mcp", "docs.lookup")
+	cs := circuit.NewSet(circuit.Config{ConsecutiveFailures: 1, BaseEjection: time.Minute})
+	if got := routeNames(s.Decide(baseReq(), cs)); len(got) != 2 {
+		t.Fatalf("%v", got)
+	}
+	cs.Report(keyB, false, t0) // the cached breaker sees the new state
+	d := s.Decide(baseReq(), cs)
+	if c := candidate(d, "docs-b"); c.GetRejectionCode() != CodeCircuitOpen {
+		t.Fatalf("%v", c)
+	}
+	req := baseReq()
+	req.Now = t0.Add(time.Minute) // ejection over: half-open, ranked last
+	if d := s.Decide(req, cs); d.Routes[0].Entry != "docs-a" || !d.Routes[1].HalfOpen {
+		t.Fatalf("%v", routeNames(d))
+	}
+	fresh := circuit.NewSet(circuit.Config{})
+	if got := routeNames(s.Decide(baseReq(), fresh)); len(got) != 2 {
+		t.Fatalf("other set: %v", got)
+	}
+	if c := candidate(s.Decide(baseReq(), cs), "docs-b"); c.GetRejectionCode() != CodeCircuitOpen {
+		t.Fatalf("back to first set: %v", c)
+	}
+}
+
+func TestWithSelected(t *testing.T) {
+	s := snap(t, fixture())
+	d := s.Decide(baseReq(), nil)
+	sel := d.WithSelected("docs-b")
+	for i, c := range sel {
+		if c.GetSelected() != (c.GetEntry() == "docs-b") {
+			t.Fatalf("%v", c)
+		}
+		if d.Candidates[i].GetSelected() {
+			t.Fatal("shared candidate modified")
+		}
+	}
+	if s.Decide(baseReq(), nil).Candidates[0].GetSelected() {
+		t.Fatal("selection leaked into later decisions")
+	}
+}
