@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -118,6 +119,16 @@ func readPassword(cmd *cobra.Command, confirm bool) ([]byte, error) {
 		return nil, fmt.Errorf("read password from standard input: %w", err)
 	}
 	return []byte(strings.TrimRight(line, "\r\n")), nil
+}
+
+// loadSigningKey reads and decrypts the private key file at path, with the
+// password from readPassword.
+func loadSigningKey(cmd *cobra.Command, path string) (crypto.Signer, error) {
+	pw, err := readPassword(cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	return sign.ReadPrivateKeyFile(path, pw)
 }
 
 // noArgs rejects positional arguments with a usage exit code.

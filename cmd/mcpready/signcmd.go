@@ -52,11 +52,7 @@ subject digest (what cosign verify-blob-attestation takes as its blob).
 		if obj.Kind != kind {
 			return fmt.Errorf("%s: file holds a %s, but --kind is %s", f.file, obj.Kind, kind)
 		}
-		pw, err := readPassword(cmd, false)
-		if err != nil {
-			return err
-		}
-		key, err := sign.ReadPrivateKeyFile(f.key, pw)
+		key, err := loadSigningKey(cmd, f.key)
 		if err != nil {
 			return err
 		}
