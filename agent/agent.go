@@ -1,0 +1,423 @@
+// Package agent wires the host agent together: the Discovery client
+// (agent/sync) feeding verified configuration into the decision core, the
+// MCP front (agent/front) with its upstream pool, the durable receipt spool
+// and its shipper, drift reports to the control plane, and the HTTP server
+// for /mcp, /mcp/servers/<name>, /metrics and /healthz.
+//
+// It starts from the last known good configuration on disk and keeps routing
+// when the control plane is unreachable. It binds loopback only unless told
+// otherwise and never logs tokens, arguments or results.
+package agent
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpready/mcpready/agent/circuit"
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/front"
+	"github.com/mcpready/mcpready/agent/invoke"
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/agent/shipper"
+	"github.com/mcpready/mcpready/agent/spool"
+	agentsync "github.com/mcpready/mcpready/agent/sync"
+	"github.com/mcpready/mcpready/agent/validate"
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// Version is the agent software version recorded in receipts.
+const Version = "0.1.0"
+
+// DefaultListen is the default address of the MCP front.
+const DefaultListen = "127.0.0.1:7480"
+
+// ErrNotLoopback is returned for a non-loopback Listen without AllowNonLoopback.
+var ErrNotLoopback = errors.New("agent: refusing to listen on a non-loopback address")
+
+// Options configures an Agent. Zero values are documented per field.
+type Options struct {
+	// ControlPlane is the control plane's gRPC address; "" runs from the
+	// last known good configuration only.
+	ControlPlane string
+	// Root is the pinned root public key. Required.
+	Root crypto.PublicKey
+	// NodeID identifies this agent (and names its receipt chain). Required.
+	NodeID string
+	// Labels scope what the control plane sends (e.g. region, tenant-classes);
+	// "region" is also this host's region in decisions.
+	Labels map[string]string
+	// Listen is the front's address; "" means DefaultListen. Non-loopback
+	// addresses are refused unless AllowNonLoopback.
+	Listen           string
+	AllowNonLoopback bool
+	// DataDir holds the last known good configuration (lkg.json), the receipt
+	// spool (spool/) and a generated agent key (agent.key). Required.
+	DataDir string
+	// Config is the agent configuration file (principals, upstreams); "" is
+	// the empty configuration (every request refused).
+	Config string
+	// AgentKey signs receipt batches; nil loads or creates DataDir/agent.key
+	// (unencrypted, mode 0600).
+	AgentKey crypto.Signer
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Metrics receives the agent's metrics and is served on /metrics; nil
+	// uses a new registry.
+	Metrics *prometheus.Registry
+	// SyncMode selects the Discovery variant (incremental by default).
+	SyncMode agentsync.Mode
+}
+
+// Agent is a configured host agent. Run it once.
+type Agent struct {
+	opts  Options
+	cfg   *config.Config
+	sync  *agentsync.Client
+	front *front.Front
+	spool *spool.Spool
+	conn  *grpc.ClientConn
+	recv  chan *mcpreadyv1.Receipt
+	lis   net.Listener
+	mu    sync.Mutex
+	prev  *front.State
+	prevP *mcpreadyv1.Policy
+	// installed is the generation of the last snapshot handed to the front.
+	installed atomic.Uint64
+}
+
+// New validates opts, loads the configuration file and the last known good
+// configuration, opens the spool and binds the listener.
+func New(opts Options) (*Agent, error) {
+	if opts.Root == nil || opts.NodeID == "" || opts.DataDir == "" {
+		return nil, errors.New("agent: Root, NodeID and DataDir are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Listen == "" {
+		opts.Listen = DefaultListen
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = prometheus.NewRegistry()
+		opts.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if err := checkLoopback(opts.Listen, opts.AllowNonLoopback); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	if opts.AgentKey == nil {
+		if opts.AgentKey, err = loadOrCreateKey(filepath.Join(opts.DataDir, "agent.key")); err != nil {
+			return nil, err
+		}
+	}
+	a := &Agent{opts: opts, cfg: cfg, recv: make(chan *mcpreadyv1.Receipt, 4096)}
+	node := &mcpreadyv1.Node{Id: opts.NodeID, Labels: opts.Labels, AgentVersion: Version}
+	if opts.ControlPlane != "" {
+		a.conn, err = grpc.NewClient(opts.ControlPlane, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, fmt.Errorf("agent: control plane address: %w", err)
+		}
+	}
+	sopts := agentsync.Options{Root: opts.Root, Node: node, LKGPath: filepath.Join(opts.DataDir, "lkg.json"),
+		Logger: opts.Logger, Mode: opts.SyncMode}
+	if a.conn != nil {
+		sopts.Conn = a.conn
+	}
+	if a.sync, err = agentsync.New(sopts); err != nil {
+		return nil, err
+	}
+	if dropped, err := a.sync.Load(); err != nil {
+		opts.Logger.Warn("agent: last known good configuration unreadable; starting empty", "err", err)
+	} else if dropped > 0 {
+		opts.Logger.Warn("agent: dropped stored resources that no longer verify", "count", dropped)
+	}
+	a.spool, err = spool.Open(filepath.Join(opts.DataDir, "spool"), spool.Options{AgentID: opts.NodeID, Signer: opts.AgentKey,
+		Registry: opts.Metrics, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	fopts := front.Options{Config: cfg, Region: opts.Labels["region"], NodeID: opts.NodeID, Logger: opts.Logger,
+		Builder:    receipt.Builder{EmitterID: opts.NodeID, EmitterVersion: Version},
+		Receipts:   a.enqueue,
+		Registerer: opts.Metrics,
+	}
+	if a.conn != nil {
+		admin := mcpreadyv1.NewAdminServiceClient(a.conn)
+		fopts.ReportDrift = func(ctx context.Context, req *mcpreadyv1.ReportDriftRequest) error {
+			req.Node = node
+			_, err := admin.ReportDrift(ctx, req)
+			return err
+		}
+	}
+	a.front = front.New(fopts)
+	a.install(a.sync.Snapshot())
+	if a.lis, err = net.Listen("tcp", opts.Listen); err != nil {
+		a.spool.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// Addr is the front's bound address.
+func (a *Agent) Addr() string { return a.lis.Addr().String() }
+
+// Front is the MCP front (for tests and embedding).
+func (a *Agent) Front() *front.Front { return a.front }
+
+// Sync is the Discovery client.
+func (a *Agent) Sync() *agentsync.Client { return a.sync }
+
+func checkLoopback(addr string, allow bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("agent: listen address %q: %w", addr, err)
+	}
+	if allow {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%w: %q (allow it explicitly)", ErrNotLoopback, addr)
+	}
+	return nil
+}
+
+func loadOrCreateKey(path string) (crypto.Signer, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		return sign.LoadPrivateKey(b, nil)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	k, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
+	if err != nil {
+		return nil, err
+	}
+	pem, err := sign.MarshalPrivateKey(k, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, pem, 0o600); err != nil {
+		return nil, err
+	}
+	pub, err := sign.MarshalPublicKey(k.Public())
+	if err == nil {
+		_ = os.WriteFile(path[:len(path)-len(".key")]+".pub", pub, 0o644)
+	}
+	return k, nil
+}
+
+// enqueue hands a receipt to the spool writer; when the queue is full the
+// caller appends it itself (backpressure rather than loss).
+func (a *Agent) enqueue(r *mcpreadyv1.Receipt) {
+	select {
+	case a.recv <- r:
+	default:
+		a.append(r)
+	}
+}
+
+func (a *Agent) append(r *mcpreadyv1.Receipt) {
+	if err := a.spool.Append(r); err != nil {
+		a.opts.Logger.Error("agent: receipt not spooled", "err", err, "receipt", r.GetReceiptId())
+	}
+}
+
+// install builds the decision state of a verified snapshot and hands it to the front.
+func (a *Agent) install(s *agentsync.Snapshot) {
+	st, pol, err := buildState(s, a.prev, a.prevP)
+	if err != nil {
+		a.opts.Logger.Warn("agent: configuration not usable; keeping the previous one", "err", err)
+		return
+	}
+	a.mu.Lock()
+	a.prev, a.prevP = st, pol
+	a.mu.Unlock()
+	a.front.SetState(st)
+	a.installed.Store(s.Generation)
+}
+
+// Installed is the generation of the configuration the front uses now.
+func (a *Agent) Installed() uint64 { return a.installed.Load() }
+
+// buildState converts verified resources into the decision core's inputs.
+// The policy is the one named "default", else the first by name.
+func buildState(s *agentsync.Snapshot, prev *front.State, prevPolicy *mcpreadyv1.Policy) (*front.State, *mcpreadyv1.Policy, error) {
+	policies := s.List(artifact.KindPolicy)
+	if len(policies) == 0 {
+		return &front.State{}, nil, nil
+	}
+	pr := policies[0]
+	for _, r := range policies {
+		if r.Name == "default" {
+			pr = r
+		}
+	}
+	pol := pr.Verified.Object.Spec.(*mcpreadyv1.Policy)
+	in := decide.Inputs{PolicyName: pr.Name, PolicyVersion: pr.Verified.Digest, Policy: pol,
+		Entries: map[string]*mcpreadyv1.RegistryEntry{}, Declarations: map[string]*mcpreadyv1.Declaration{},
+		Evidence: map[string]*mcpreadyv1.Evidence{}}
+	for _, r := range s.List(artifact.KindRegistryEntry) {
+		in.Entries[r.Name] = r.Verified.Object.Spec.(*mcpreadyv1.RegistryEntry)
+	}
+	for _, r := range s.List(artifact.KindDeclaration) {
+		in.Declarations[r.Name] = r.Verified.Object.Spec.(*mcpreadyv1.Declaration)
+	}
+	for _, r := range s.List(artifact.KindEvidence) {
+		in.Evidence[r.Name] = r.Verified.Object.Spec.(*mcpreadyv1.Evidence)
+	}
+	if prev != nil {
+		in.Previous = prev.Decide
+	}
+	snap, err := decide.NewSnapshot(in)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := &front.State{Decide: snap, Entries: in.Entries, Checker: validate.NewChecker(validate.RulesFromPolicy(pol.GetResults()))}
+	if prev != nil && prevPolicy != nil && proto.Equal(prevPolicy.GetCircuit(), pol.GetCircuit()) && prev.Circuits != nil {
+		st.Circuits = prev.Circuits
+	} else {
+		st.Circuits = circuit.NewSet(circuit.ConfigFromPolicy(pol.GetCircuit()))
+	}
+	if prev != nil && prevPolicy != nil && proto.Equal(prevPolicy.GetRetry(), pol.GetRetry()) && prev.Budget != nil {
+		st.Budget = prev.Budget
+	} else {
+		st.Budget = invoke.BudgetFromPolicy(pol.GetRetry())
+	}
+	return st, pol, nil
+}
+
+// Handler is the agent's HTTP handler: /mcp, /mcp/servers/<name>, /metrics, /healthz.
+func (a *Agent) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", a.front)
+	mux.Handle("/mcp/", a.front)
+	mux.Handle("/metrics", promhttp.HandlerFor(a.opts.Metrics, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		s := a.sync.Snapshot()
+		kinds := map[string]int{}
+		for _, k := range append([]artifact.Kind{artifact.KindTrustPolicy}, agentsync.DefaultKinds...) {
+			kinds[string(k)] = len(s.List(k))
+		}
+		names := make([]string, 0, len(kinds))
+		for k := range kinds {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "ok\ncontrol_plane_connected %v\nconfig_generation %d\n", a.sync.Connected(), s.Generation)
+		for _, k := range names {
+			fmt.Fprintf(w, "resources{kind=%q} %d\n", k, kinds[k])
+		}
+	})
+	return mux
+}
+
+// Run serves until ctx ends, then shuts down: it follows the control plane,
+// ships receipts and serves the front.
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		a.front.Close()
+		a.drain()
+		_ = a.spool.Flush()
+		_ = a.spool.Close()
+		if a.conn != nil {
+			_ = a.conn.Close()
+		}
+	}()
+	wg.Add(2)
+	go func() { defer wg.Done(); a.writeReceipts(ctx) }()
+	go func() { defer wg.Done(); a.follow(ctx) }()
+	if a.conn != nil {
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = a.sync.Run(ctx) }()
+		go func() {
+			defer wg.Done()
+			_ = shipper.Run(ctx, a.conn, a.spool, shipper.Options{Node: &mcpreadyv1.Node{Id: a.opts.NodeID, Labels: a.opts.Labels},
+				Registry: a.opts.Metrics, Logger: a.opts.Logger})
+		}()
+	}
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(a.lis) }()
+	a.opts.Logger.Info("agent: serving", "addr", a.Addr(), "node", a.opts.NodeID, "control_plane", a.opts.ControlPlane)
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+// follow installs every new verified snapshot.
+func (a *Agent) follow(ctx context.Context) {
+	for {
+		ch := a.sync.Changed()
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+			a.install(a.sync.Snapshot())
+		}
+	}
+}
+
+func (a *Agent) writeReceipts(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-a.recv:
+			a.append(r)
+		}
+	}
+}
+
+// drain spools every queued receipt.
+func (a *Agent) drain() {
+	for {
+		select {
+		case r := <-a.recv:
+			a.append(r)
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/enroll"
+	"github.com/mcpready/mcpready/agent/internal/cptest"
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// publish enrolls up as "test" (QUALIFIED) and stores a policy admitting it.
+func publish(t *testing.T, env *cptest.Env, up *mcptest.Upstream) {
+	t.Helper()
+	srv, err := enroll.List(context.Background(), config.Upstream{Name: "test", URL: up.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	objs, err := srv.Entries("org", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		o.Spec.(*mcpreadyv1.RegistryEntry).State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
+		env.Put(o)
+	}
+	env.Put(artifact.New(artifact.KindPolicy, "default", &mcpreadyv1.Policy{
+		Inventory:  []string{"test/*"},
+		Evidence:   &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
+		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "default", Allow: []string{"*"}}},
+	}))
+}
+
+func writeConfig(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(p, []byte("defaultPrincipal:\n  name: local\n  principalClass: default\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func start(t *testing.T, opts Options) (*Agent, func()) {
+	t.Helper()
+	a, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = a.Run(ctx); close(done) }()
+	return a, func() { cancel(); <-done }
+}
+
+func callEcho(t *testing.T, addr string) *mcp.CallToolResult {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "ai"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp/servers/test", MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestLKGRestartWithControlPlaneDown(t *testing.T) {
+	env := cptest.Start(t)
+	up := mcptest.New(t, mcptest.Options{})
+	publish(t, env, up)
+	dir := t.TempDir()
+	opts := Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-1", Labels: map[string]string{"region": "eu-west"},
+		Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir)}
+	a, stop := start(t, opts)
+	deadline := time.Now().Add(15 * time.Second)
+	for s := a.Sync().Snapshot(); len(s.List(artifact.KindRegistryEntry)) < 2 || s.Get(artifact.KindPolicy, "default") == nil || a.Installed() < s.Generation; s = a.Sync().Snapshot() {
+		if time.Now().After(deadline) {
+			t.Fatal("configuration never arrived")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res := callEcho(t, a.Addr()); res.IsError {
+		t.Fatalf("call through agent: %+v", res.Content)
+	}
+	resp, err := http.Get("http://" + a.Addr() + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("healthz: %v", err)
+	}
+	resp.Body.Close()
+	stop()
+	if a.spool.Stats().Depth == 0 {
+		t.Fatal("no receipt spooled")
+	}
+
+	// The control plane goes away; the agent restarts from its last known good.
+	env.Stop()
+	a2, stop2 := start(t, opts)
+	defer stop2()
+	if res := callEcho(t, a2.Addr()); res.IsError {
+		t.Fatalf("call after restart with control plane down: %+v", res.Content)
+	}
+}
+
+func TestRefusesNonLoopback(t *testing.T) {
+	env := cptest.Start(t)
+	_, err := New(Options{Root: env.RootPub, NodeID: "n", DataDir: t.TempDir(), Listen: "0.0.0.0:0"})
+	if !errors.Is(err, ErrNotLoopback) {
+		t.Fatalf("got %v", err)
+	}
+}
