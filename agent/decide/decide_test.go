@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/agent/circuit"
+	"github.com/mcpready/mcpready/agent/pin"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -564,5 +565,26 @@ func TestWithSelected(t *testing.T) {
 	}
 	if s.Decide(baseReq(), nil).Candidates[0].GetSelected() {
 		t.Fatal("selection leaked into later decisions")
+	}
+}
+
+// The front's health value: breakers and the drift blocklist together.
+type guards struct {
+	*circuit.Set
+	*pin.Blocklist
+}
+
+func TestGuardsCombination(t *testing.T) {
+	g := guards{circuit.NewSet(circuit.Config{ConsecutiveFailures: 1}), &pin.Blocklist{}}
+	s := snap(t, fixture())
+	g.Block("docs-b", []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT})
+	g.Report(circuit.Key("https://a.example/mcp", "docs.lookup"), false, t0)
+	d := s.Decide(baseReq(), g)
+	if candidate(d, "docs-b").GetRejectionCode() != CodeDriftBlocked || candidate(d, "docs-a").GetRejectionCode() != CodeCircuitOpen {
+		t.Fatalf("%v", d.Candidates)
+	}
+	var re *RefusalError
+	if !errors.As(d.Refusal, &re) || re.Code != CodeCircuitOpen {
+		t.Fatalf("%v", d.Refusal)
 	}
 }

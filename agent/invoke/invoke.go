@@ -31,7 +31,10 @@ import (
 // Attempt performs one upstream call of route r; n is the attempt number
 // within the whole call (1-based). It must return promptly once ctx is done,
 // set Outcome.Sent as soon as any request byte may have reached the upstream,
-// and classify the outcome (validate.Classify and validate.Checker).
+// and classify the outcome (validate.Classify and validate.Checker). When
+// r.ApprovalRequired it asks the human first (MCP elicitation) and returns
+// APPROVAL_DENIED with Sent=false when refused or unavailable; Run never
+// routes around a denial.
 type Attempt func(ctx context.Context, r decide.Route, n int) Outcome
 
 // Outcome is what one attempt (or the whole call) came to.
