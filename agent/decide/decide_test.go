@@ -2,8 +2,11 @@ package decide
 
 import (
 	"errors"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -587,4 +590,24 @@ func TestGuardsCombination(t *testing.T) {
 	if !errors.As(d.Refusal, &re) || re.Code != CodeCircuitOpen {
 		t.Fatalf("%v", d.Refusal)
 	}
+}
+
+// FuzzMatch checks the glob matcher against a regexp reference.
+func FuzzMatch(f *testing.F) {
+	f.Add("com.*/docs/*", "com.example/docs/x")
+	f.Add("a*b*c", "aXbY")
+	f.Add("**", "")
+	f.Fuzz(func(t *testing.T, p, s string) {
+		if len(p) > 64 || len(s) > 256 || !utf8.ValidString(p) || !utf8.ValidString(s) {
+			return
+		}
+		parts := strings.Split(p, "*")
+		for i := range parts {
+			parts[i] = regexp.QuoteMeta(parts[i])
+		}
+		re := regexp.MustCompile(`(?s)\A` + strings.Join(parts, ".*") + `\z`)
+		if got, want := match(p, s), re.MatchString(s); got != want {
+			t.Fatalf("match(%q, %q) = %v, reference %v", p, s, got, want)
+		}
+	})
 }

@@ -19,8 +19,9 @@ import (
 //     selectors (data smuggled after a visible character).
 //   - override-instructions: "ignore/disregard/forget/override (all)
 //     (previous/prior/above/system) instructions/prompts/rules".
-//   - role-hijack: "you are now …", "new instructions:", "act as the system",
-//     and <IMPORTANT>/<system>/<instructions> pseudo-tags.
+//   - role-hijack: "you are now the system/admin/DAN…", "new instructions:",
+//     "act as the system",
+//     <IMPORTANT>/<system>/<instructions> pseudo-tags.
 //   - conceal-from-user: "do not tell the user", "without informing the user".
 //   - hidden-tool-call: "before/after/instead of using this tool, call …",
 //     "you must call the … tool".
@@ -47,7 +48,7 @@ var tripRules = []tripRule{
 	{"override-instructions", []string{"ignore", "disregard", "forget", "override"},
 		regexp.MustCompile(`\b(ignore|disregard|forget|override)\s+(all\s+|any\s+|the\s+|your\s+|of\s+|my\s+)*(previous|prior|above|earlier|preceding|system|original|other)?\s*(instructions?|prompts?|rules|directions|guidelines)\b`)},
 	{"role-hijack", []string{"you are now", "instructions", "act as", "<"},
-		regexp.MustCompile(`\byou are now\b|\bnew (system )?instructions?\s*:|\bact as (the |an? )?(system|administrator|developer|root)\b|<\s*/?\s*(important|system|instructions?)\s*>`)},
+		regexp.MustCompile(`\byou are now (a |an |the |in )?(system|admin|administrator|developer|root|dan|jailbroken|unrestricted|god mode|developer mode)\b|\bnew (system )?instructions?\s*:|\bact as (the |an? )?(system|administrator|developer|root)\b|<\s*/?\s*(important|system|instructions?)\s*>`)},
 	{"conceal-from-user", []string{"user"},
 		regexp.MustCompile(`\b(do not|don't|never)\s+(tell|inform|mention|reveal|show|notify)\s+(this\s+|it\s+)?(to\s+)?the user\b|\bwithout (telling|informing|asking|notifying) the user\b`)},
 	{"hidden-tool-call", []string{"call", "invoke"},

@@ -212,6 +212,7 @@ func TestTripwire(t *testing.T) {
 		"Call this tool to list files; results are paginated.",
 		"![diagram](https://docs.example/arch.png)",
 		"Rules for formatting are described in the guide.",
+		"You are now connected to the docs server.",
 		"",
 	}
 	for _, text := range clean {
