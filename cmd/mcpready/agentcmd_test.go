@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+type echoIn struct {
+	Text string `json:"text"`
+}
+
+// echoServer serves a go-sdk MCP server with one read-only and one write tool.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "2.0.0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "store"}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "stored"}}}, nil, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+func TestBridgeRelaysBothWays(t *testing.T) {
+	url := echoServer(t)
+	near, far := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- bridge(ctx, near, url, "tok") }()
+	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-client"}, nil)
+	cs, err := c.Connect(ctx, far, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "via bridge"}})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != "via bridge" {
+		t.Fatalf("call through bridge: %v %+v", err, res)
+	}
+	cs.Close()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("bridge did not stop")
+	}
+}
+
+func TestAgentEndpointAndLabels(t *testing.T) {
+	if u, err := agentEndpoint("http://127.0.0.1:7480/", "com.example/docs"); err != nil || u != "http://127.0.0.1:7480/mcp/servers/com.example/docs" {
+		t.Fatalf("%q %v", u, err)
+	}
+	if _, err := agentEndpoint("ftp://x", ""); err == nil {
+		t.Fatal("non-http agent URL accepted")
+	}
+	l, err := parseLabels("region=eu-west, host=a")
+	if err != nil || l["region"] != "eu-west" || l["host"] != "a" {
+		t.Fatalf("%v %v", l, err)
+	}
+	if _, err := parseLabels("novalue"); err == nil {
+		t.Fatal("label without = accepted")
+	}
+}
+
+func TestEnrollQualifyNoApply(t *testing.T) {
+	url := echoServer(t)
+	dir := t.TempDir()
+	t.Setenv("MCPREADY_PASSWORD", "")
+	key, err := sign.WriteKeyPair(filepath.Join(dir, "org"), sign.AlgorithmEd25519, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runKeyCLI(t, "enroll", "--url", url+"/", "--name", "acme", "--key", filepath.Join(dir, "org.key"),
+		"--qualify", "--no-apply", "--out", out)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "acme/echo") || !strings.Contains(stdout, "QUALIFIED") {
+		t.Fatalf("output: %s", stdout)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "acme_echo.bundle.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := sign.VerifyWithKey(b, key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := v.Object.Spec.(*mcpreadyv1.RegistryEntry)
+	if v.Object.Kind != artifact.KindRegistryEntry || e.GetState() != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED ||
+		e.GetQualification().GetFixturesTotal() < 3 || !strings.HasPrefix(e.GetIdentity().GetDefinitionDigest(), "sha256:") {
+		t.Fatalf("entry: %v", e)
+	}
+	if code, _, _ := runKeyCLI(t, "enroll", "--url", url, "--no-apply"); code != exitUsage {
+		t.Fatalf("missing --name: exit %d", code)
+	}
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/enroll"
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+var enrollFlags struct {
+	url, name, key, server, out, tokenFile, issuer, output string
+	qualify, noApply                                        bool
+	timeout                                                 time.Duration
+}
+
+var enrollCmd = &cobra.Command{
+	Use:   "enroll --url URL --name NAME [--key ORG.key] [--qualify] [--server CP]",
+	Short: "Enroll an MCP server: pin its tools as signed RegistryEntries and apply them",
+	Long: `Enroll a Streamable HTTP MCP server.
+
+It lists the server's tools, computes each tool's exact identity (server
+name and version, endpoint, protocol version, input/output schema digests and
+the whole-definition digest, JCS + SHA-256) and writes one signed CANDIDATE
+RegistryEntry per tool, named NAME/<tool>, to --out. With --qualify it first
+runs a basic qualification: the listing, a safe call of every tool annotated
+read-only with arguments generated from its input schema, and negative
+fixtures (an empty-argument call must be rejected, an unknown tool must
+error); tools that pass everything are recorded QUALIFIED with the
+qualification block and the digest of the fixture transcript as evidence.
+Unless --no-apply, the entries are applied through the control plane's Admin
+API. The signing key is --key (default $MCPREADY_KEY; password from
+$MCPREADY_PASSWORD).`,
+	Args: noArgs,
+	RunE: runEnroll,
+}
+
+func init() {
+	fl := enrollCmd.Flags()
+	fl.StringVar(&enrollFlags.url, "url", "", "Streamable HTTP endpoint of the server")
+	fl.StringVar(&enrollFlags.name, "name", "", "server name (registry entries are NAME/<tool>)")
+	fl.StringVar(&enrollFlags.key, "key", os.Getenv("MCPREADY_KEY"), "organisation signing key (env MCPREADY_KEY)")
+	fl.StringVar(&enrollFlags.tokenFile, "token-file", "", "bearer token for the server")
+	fl.StringVar(&enrollFlags.issuer, "issuer", "org", "issuer recorded in the entries' provenance")
+	fl.StringVar(&enrollFlags.out, "out", "enrolled", "directory the signed bundles are written to")
+	fl.BoolVar(&enrollFlags.qualify, "qualify", false, "run the basic qualification and record QUALIFIED entries")
+	fl.BoolVar(&enrollFlags.noApply, "no-apply", false, "only write the bundles; do not apply them")
+	fl.DurationVar(&enrollFlags.timeout, "timeout", time.Minute, "overall time limit")
+	addServerFlag(enrollCmd, &enrollFlags.server)
+	addOutputFlag(enrollCmd, &enrollFlags.output)
+	enrollCmd.SetFlagErrorFunc(usageError)
+	root.AddCommand(enrollCmd)
+}
+
+func runEnroll(cmd *cobra.Command, _ []string) error {
+	defer resetFlags(cmd)
+	f := enrollFlags
+	if f.url == "" || f.name == "" {
+		return withCode(exitUsage, fmt.Errorf("enroll: --url and --name are required"))
+	}
+	if err := checkOutput(cmd, f.output); err != nil {
+		return err
+	}
+	if err := artifact.ValidateName(f.name + "/x"); err != nil || strings.ContainsAny(f.name, " ") {
+		return withCode(exitUsage, fmt.Errorf("enroll: --name %q is not a valid server name", f.name))
+	}
+	if f.key == "" {
+		return withCode(exitUsage, fmt.Errorf("enroll: --key is required (or set MCPREADY_KEY)"))
+	}
+	key, err := loadSigningKey(cmd, f.key)
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("enroll: --key: %w", err))
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	defer cancel()
+	srv, err := enroll.List(ctx, config.Upstream{Name: f.name, URL: f.url, TokenFile: f.tokenFile})
+	if err != nil {
+		return withCode(exitUnavailable, fmt.Errorf("enroll: listing %s: %w", f.url, err))
+	}
+	defer srv.Close()
+	now := time.Now().UTC()
+	entries, err := srv.Entries(f.issuer, now)
+	if err != nil {
+		return err
+	}
+	if f.qualify {
+		if _, err := srv.Qualify(ctx, entries, now); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return err
+	}
+	type row struct {
+		Name, State, Definition, File string
+		Revision                      int64
+	}
+	var rows []row
+	var admin mcpreadyv1.AdminServiceClient
+	if !f.noApply {
+		conn, err := dialServer(f.server)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		admin = mcpreadyv1.NewAdminServiceClient(conn)
+	}
+	for _, o := range entries {
+		bundle, _, err := sign.Sign(o, key)
+		if err != nil {
+			return err
+		}
+		e := o.Spec.(*mcpreadyv1.RegistryEntry)
+		file := filepath.Join(f.out, strings.ReplaceAll(o.Metadata.Name, "/", "_")+".bundle.json")
+		if err := writeFileAtomic(file, bundle); err != nil {
+			return err
+		}
+		r := row{Name: o.Metadata.Name, State: strings.TrimPrefix(e.GetState().String(), "LIFECYCLE_STATE_"),
+			Definition: e.GetIdentity().GetDefinitionDigest(), File: file}
+		if admin != nil {
+			resp, err := admin.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: bundle})
+			if err != nil {
+				return withCode(exitUnavailable, fmt.Errorf("enroll: applying %s: %w", o.Metadata.Name, err))
+			}
+			r.Revision = resp.GetRevision()
+		}
+		rows = append(rows, r)
+	}
+	return printOutput(cmd.OutOrStdout(), f.output, rows, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "ENTRY\tSTATE\tDEFINITION\tREVISION\tFILE")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.Name, r.State, r.Definition, r.Revision, r.File)
+		}
+	})
+}
