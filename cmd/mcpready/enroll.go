@@ -20,8 +20,8 @@ import (
 
 var enrollFlags struct {
 	url, name, key, server, out, tokenFile, issuer, output string
-	qualify, noApply                                        bool
-	timeout                                                 time.Duration
+	qualify, noApply                                       bool
+	timeout                                                time.Duration
 }
 
 var enrollCmd = &cobra.Command{
