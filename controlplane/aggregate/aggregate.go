@@ -1,0 +1,493 @@
+// Package aggregate folds stored receipts into passive Evidence, per
+// readiness subject (server name and version, tool, endpoint, schema
+// digests, protocol version, principal and tenant class, region) and time
+// window: per-layer rates each with its own denominator and exclusions,
+// latency percentiles, an error taxonomy by layer, ambiguous outcomes,
+// sample sizes, observedAt/expiresAt, blind spots and the digest of the
+// receipts used. Each window's Evidence is signed with the control plane's
+// observer key (method PASSIVE) and handed to an EvidenceSink, which stores
+// it as an artifact that agents receive.
+//
+// Aggregation is incremental: Observe only updates counters, so ingest
+// stays fast. Receipts arriving after their window was emitted are counted
+// as late and not folded in (the window's evidence is never rewritten with
+// a partial sample). The package never reads or writes the receipt store.
+package aggregate
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// EvidenceSink stores a signed Evidence bundle (the control plane's Admin
+// apply path).
+type EvidenceSink interface {
+	ApplyEvidence(ctx context.Context, bundle []byte) error
+}
+
+// Options configures an Aggregator. Zero values take the defaults.
+type Options struct {
+	// Signer is the observer key; required. The TrustPolicy must grant it
+	// kind Evidence for names under NamePrefix.
+	Signer crypto.Signer
+	// Sink receives signed evidence; required.
+	Sink EvidenceSink
+	// ObserverID names the observer in evidence; default "mcpready-controlplane".
+	ObserverID string
+	// NamePrefix prefixes evidence names; default "passive".
+	NamePrefix string
+	// Window is the aggregation window; default 5m.
+	Window time.Duration
+	// Grace is how long after a window ends late receipts are still folded
+	// in before it is emitted; default 30s.
+	Grace time.Duration
+	// TTL is how long evidence stays valid after its window ends;
+	// default 3 × Window. Expired evidence makes routing treat the subject
+	// as UNKNOWN.
+	TTL time.Duration
+	// FlushEvery is Run's emission period; default 10s.
+	FlushEvery time.Duration
+	// MaxLatencySamples bounds the latency sample per subject and window
+	// (reservoir sampling beyond it); default 4096.
+	MaxLatencySamples int
+	// Registry receives metrics; nil registers none.
+	Registry prometheus.Registerer
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// subject is the readiness subject of a receipt.
+type subject struct {
+	server, version, tool, endpoint, inSchema, outSchema, protocol, principal, tenant, region string
+}
+
+type windowKey struct {
+	subject
+	start int64 // window start, unix nanos
+}
+
+type errKey struct {
+	layer   mcpreadyv1.ReadinessLayer
+	outcome mcpreadyv1.OutcomeClass
+	code    string
+}
+
+// layers are the passive per-layer rates, in order.
+var layers = []struct {
+	layer      mcpreadyv1.ReadinessLayer
+	definition string
+}{
+	{mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, "request delivered to the endpoint (no transport failure or timeout before sending)"},
+	{mcpreadyv1.ReadinessLayer_READINESS_LAYER_PROTOCOL, "a well-formed MCP/JSON-RPC response, no JSON-RPC error"},
+	{mcpreadyv1.ReadinessLayer_READINESS_LAYER_ACCESS, "not refused for authentication, authorisation, billing or quota (401/402/403/429)"},
+	{mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, "the tool ran: result without isError"},
+	{mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY, "the result passed output-schema, size and tripwire checks"},
+}
+
+type acc struct {
+	attempted, excluded, ambiguous int64
+	reasons                        map[string]int64
+	reached, succeeded             [5]int64
+	latencies                      []float64
+	seenLatencies                  int64
+	errors                         map[errKey]int64
+	write                          bool
+	agents                         map[string]struct{}
+	digests                        []string
+	last                           time.Time
+}
+
+// Aggregator folds receipts into evidence. It is safe for concurrent use.
+type Aggregator struct {
+	opts Options
+	log  *slog.Logger
+
+	mu           sync.Mutex
+	windows      map[windowKey]*acc
+	emittedUntil int64 // windows starting before this were emitted
+
+	late, emitted, failed prometheus.Counter
+	lateN                 int64
+}
+
+// New returns an aggregator.
+func New(opts Options) (*Aggregator, error) {
+	if opts.Signer == nil || opts.Sink == nil {
+		return nil, errors.New("aggregate: Signer and Sink are required")
+	}
+	if opts.ObserverID == "" {
+		opts.ObserverID = "mcpready-controlplane"
+	}
+	if opts.NamePrefix == "" {
+		opts.NamePrefix = "passive"
+	}
+	if opts.Window <= 0 {
+		opts.Window = 5 * time.Minute
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 30 * time.Second
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = 3 * opts.Window
+	}
+	if opts.FlushEvery <= 0 {
+		opts.FlushEvery = 10 * time.Second
+	}
+	if opts.MaxLatencySamples <= 0 {
+		opts.MaxLatencySamples = 4096
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "mcpready", Subsystem: "aggregate", Name: name, Help: help})
+	}
+	a := &Aggregator{opts: opts, log: opts.Logger.With("component", "aggregate"), windows: map[windowKey]*acc{},
+		late:    c("late_receipts_total", "Receipts that arrived after their window's evidence was emitted."),
+		emitted: c("evidence_emitted_total", "Signed passive evidence handed to the sink."),
+		failed:  c("evidence_failed_total", "Evidence that could not be signed or applied.")}
+	if opts.Registry != nil {
+		opts.Registry.MustRegister(a.late, a.emitted, a.failed)
+	}
+	return a, nil
+}
+
+func subjectOf(r *mcpreadyv1.Receipt) (subject, bool) {
+	s := r.GetSelected()
+	if s == nil || (s.GetServerName() == "" && s.GetToolName() == "") {
+		return subject{}, false // refused before any candidate was selected: no subject
+	}
+	return subject{s.GetServerName(), s.GetServerVersion(), s.GetToolName(), s.GetEndpoint(), s.GetInputSchemaDigest(), s.GetOutputSchemaDigest(),
+		s.GetProtocolVersion(), r.GetPrincipalClass(), r.GetTenantClass(), r.GetRegion()}, true
+}
+
+func receiptTime(r *mcpreadyv1.Receipt) time.Time {
+	for _, t := range []*timestamppb.Timestamp{r.GetEndedAt(), r.GetEmittedAt(), r.GetStartedAt()} {
+		if t != nil {
+			return t.AsTime()
+		}
+	}
+	return time.Time{}
+}
+
+// failedLayer maps a receipt to the layer it failed at (index into
+// layers), len(layers) for none, or -1 for an ambiguous outcome.
+func failedLayer(r *mcpreadyv1.Receipt) int {
+	if l := r.GetFailedLayer(); l != mcpreadyv1.ReadinessLayer_READINESS_LAYER_UNSPECIFIED {
+		for i, x := range layers {
+			if x.layer == l {
+				return i
+			}
+		}
+		return len(layers) // failed above the passive layers (semantic, workflow, ...)
+	}
+	switch r.GetOutcome() {
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS:
+		return -1
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT:
+		return 0
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR:
+		return 1
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_BILLING, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED:
+		return 2
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR:
+		return 3
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT:
+		return 4
+	}
+	return len(layers)
+}
+
+// refusedBeforeSend reports receipts whose call never reached an upstream.
+func refusedBeforeSend(r *mcpreadyv1.Receipt) bool {
+	if r.GetAttemptCount() > 0 || len(r.GetAttempts()) > 0 {
+		return false
+	}
+	switch r.GetOutcome() {
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
+		mcpreadyv1.OutcomeClass_OUTCOME_CLASS_CIRCUIT_OPEN, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_DRIFT_BLOCKED:
+		return true
+	}
+	return false
+}
+
+// Observe folds one stored batch's receipts in. It implements
+// ingest.Observer.
+func (a *Aggregator) Observe(agentID string, receipts []*mcpreadyv1.Receipt, digests []string) {
+	win := int64(a.opts.Window)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, r := range receipts {
+		sub, ok := subjectOf(r)
+		if !ok {
+			continue
+		}
+		at := receiptTime(r)
+		start := at.UnixNano() - at.UnixNano()%win
+		if start < a.emittedUntil {
+			a.lateN++
+			a.late.Inc()
+			continue
+		}
+		k := windowKey{sub, start}
+		w := a.windows[k]
+		if w == nil {
+			w = &acc{reasons: map[string]int64{}, errors: map[errKey]int64{}, agents: map[string]struct{}{}}
+			a.windows[k] = w
+		}
+		a.fold(w, r)
+		w.agents[agentID] = struct{}{}
+		if i < len(digests) {
+			w.digests = append(w.digests, digests[i])
+		}
+		if at.After(w.last) {
+			w.last = at
+		}
+	}
+}
+
+func (a *Aggregator) fold(w *acc, r *mcpreadyv1.Receipt) {
+	w.attempted++
+	if c := r.GetConsumerSideEffect(); c != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY && c != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
+		w.write = true
+	}
+	if refusedBeforeSend(r) {
+		w.excluded++
+		w.reasons["refused-before-send"]++
+		return
+	}
+	fl := failedLayer(r)
+	if fl < 0 {
+		// Sent, outcome unknown: reached, but no higher layer can be scored.
+		w.ambiguous++
+		w.reached[0]++
+		w.succeeded[0]++
+		return
+	}
+	for i := range layers {
+		if i > fl {
+			break
+		}
+		w.reached[i]++
+		if i < fl {
+			w.succeeded[i]++
+		}
+	}
+	if fl < len(layers) {
+		code := r.GetTransportStatus()
+		if r.GetJsonrpcCode() != 0 {
+			code = fmt.Sprintf("jsonrpc:%d", r.GetJsonrpcCode())
+		}
+		w.errors[errKey{layers[fl].layer, r.GetOutcome(), code}]++
+	}
+	if lat := r.GetLatency(); lat != nil {
+		ms := float64(lat.AsDuration()) / float64(time.Millisecond)
+		w.seenLatencies++
+		if len(w.latencies) < a.opts.MaxLatencySamples {
+			w.latencies = append(w.latencies, ms)
+		} else if j := rand.Int64N(w.seenLatencies); j < int64(len(w.latencies)) {
+			w.latencies[j] = ms
+		}
+	}
+}
+
+// Flush signs and emits the evidence of every window that ended at least
+// Grace ago (all windows when all is true, e.g. at shutdown), and returns
+// how many were emitted. Evidence that fails to sign or apply is logged
+// and counted; it is not retried (receipts stay in the store).
+func (a *Aggregator) Flush(ctx context.Context, all bool) (int, error) {
+	now := a.opts.Now()
+	win := int64(a.opts.Window)
+	cutoff := now.Add(-a.opts.Grace).UnixNano() - win // windows starting before this have ended Grace ago
+	a.mu.Lock()
+	var keys []windowKey
+	for k := range a.windows {
+		if all || k.start <= cutoff {
+			keys = append(keys, k)
+		}
+	}
+	ready := make(map[windowKey]*acc, len(keys))
+	for _, k := range keys {
+		ready[k] = a.windows[k]
+		delete(a.windows, k)
+		if k.start+win > a.emittedUntil {
+			a.emittedUntil = k.start + win
+		}
+	}
+	a.mu.Unlock()
+	sort.Slice(keys, func(i, j int) bool { return keys[i].start < keys[j].start })
+	var errs []error
+	n := 0
+	for _, k := range keys {
+		obj := a.evidence(k, ready[k], now)
+		bundle, _, err := sign.Sign(obj, a.opts.Signer)
+		if err == nil {
+			err = a.opts.Sink.ApplyEvidence(ctx, bundle)
+		}
+		if err != nil {
+			a.failed.Inc()
+			a.log.Error("passive evidence not applied", "name", obj.Metadata.Name, "err", err)
+			errs = append(errs, fmt.Errorf("%s: %w", obj.Metadata.Name, err))
+			continue
+		}
+		a.emitted.Inc()
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// Run flushes every FlushEvery until ctx ends, then flushes everything.
+func (a *Aggregator) Run(ctx context.Context) error {
+	t := time.NewTicker(a.opts.FlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_, err := a.Flush(fctx, true)
+			return err
+		case <-t.C:
+			a.Flush(ctx, false)
+		}
+	}
+}
+
+// Late returns how many receipts arrived after their window was emitted.
+func (a *Aggregator) Late() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lateN
+}
+
+// EvidenceName is the artifact name of the passive evidence for a subject:
+// "<prefix>/<server>/<tool>/<12 hex of the full subject digest>". Each
+// window's evidence for a subject supersedes the previous one.
+func EvidenceName(prefix string, server, tool string, subjectDigest string) string {
+	clean := func(s string) string {
+		s = strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._@:+-/", r) {
+				return r
+			}
+			return '-'
+		}, s)
+		for strings.Contains(s, "//") || strings.Contains(s, "..") {
+			s = strings.ReplaceAll(strings.ReplaceAll(s, "//", "/"), "..", ".")
+		}
+		s = strings.Trim(s, "/")
+		if s == "" {
+			s = "-"
+		}
+		return s
+	}
+	h := strings.TrimPrefix(subjectDigest, "sha256:")
+	if len(h) > 12 {
+		h = h[:12]
+	}
+	name := clean(prefix) + "/" + clean(server) + "/" + clean(tool)
+	if len(name) > 253-13 {
+		name = name[:253-13]
+	}
+	return strings.TrimRight(name, "/") + "/" + h
+}
+
+func (s subject) digest() string {
+	return artifact.Digest([]byte(strings.Join([]string{s.server, s.version, s.tool, s.endpoint, s.inSchema, s.outSchema, s.protocol, s.principal, s.tenant, s.region}, "\x00")))
+}
+
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// evidence builds the Evidence object of one window.
+func (a *Aggregator) evidence(k windowKey, w *acc, now time.Time) *artifact.Object {
+	start := time.Unix(0, k.start).UTC()
+	end := start.Add(a.opts.Window)
+	sd := k.subject.digest()
+	ev := &mcpreadyv1.Evidence{
+		Provenance: &mcpreadyv1.Provenance{Issuer: a.opts.ObserverID, VerificationMethod: "sigstore-bundle-key", Version: fmt.Sprintf("window-%d", start.Unix()),
+			IssuedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(end.Add(a.opts.TTL))},
+		Subject: &mcpreadyv1.Subject{SubjectId: sd, ServerName: k.server, Endpoint: k.endpoint, ServerVersion: k.version, ToolName: k.tool,
+			InputSchemaDigest: k.inSchema, OutputSchemaDigest: k.outSchema, PrincipalClass: k.principal, TenantClass: k.tenant, Region: k.region},
+		Observer:        &mcpreadyv1.Observer{Id: a.opts.ObserverID, Software: "mcpready/aggregate", Independence: "consumer-passive"},
+		Method:          mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_PASSIVE,
+		TenantClass:     k.tenant,
+		PrincipalClass:  k.principal,
+		Region:          k.region,
+		ProtocolVersion: k.protocol,
+		Path:            "host-agent",
+		WindowStart:     timestamppb.New(start),
+		WindowEnd:       timestamppb.New(end),
+		ObservedAt:      timestamppb.New(w.last),
+		ExpiresAt:       timestamppb.New(end.Add(a.opts.TTL)),
+		Sample: &mcpreadyv1.Sample{Attempted: w.attempted, Eligible: w.attempted - w.excluded, Excluded: w.excluded,
+			ExclusionReasons: w.reasons},
+		AmbiguousOutcomes: w.ambiguous,
+		ConfidenceMethod:  "none: raw counts with denominators",
+		ReceiptsDigest:    receipt.DigestOfDigests(w.digests),
+		ReceiptCount:      int64(len(w.digests)),
+		Coverage:          fmt.Sprintf("%d receipts from %d agent(s) in a %s window", w.attempted, len(w.agents), a.opts.Window),
+	}
+	if k.protocol != "" {
+		ev.Subject.ProtocolVersions = []string{k.protocol}
+	}
+	eligible := w.attempted - w.excluded
+	for i, l := range layers {
+		lr := &mcpreadyv1.LayerRate{Layer: l.layer, Successes: w.succeeded[i], Denominator: w.reached[i], Excluded: eligible - w.reached[i], SuccessDefinition: l.definition}
+		if lr.Denominator > 0 {
+			lr.Rate = float64(lr.Successes) / float64(lr.Denominator)
+		}
+		ev.Rates = append(ev.Rates, lr)
+	}
+	lat := slices.Clone(w.latencies)
+	slices.Sort(lat)
+	ev.Latency = &mcpreadyv1.Latency{P50Ms: percentile(lat, .50), P90Ms: percentile(lat, .90), P95Ms: percentile(lat, .95), P99Ms: percentile(lat, .99), Count: w.seenLatencies}
+	for ek, n := range w.errors {
+		ev.Errors = append(ev.Errors, &mcpreadyv1.ErrorCount{Layer: ek.layer, Outcome: ek.outcome, Code: ek.code, Count: n})
+	}
+	sort.Slice(ev.Errors, func(i, j int) bool {
+		x, y := ev.Errors[i], ev.Errors[j]
+		if x.Layer != y.Layer {
+			return x.Layer < y.Layer
+		}
+		if x.Outcome != y.Outcome {
+			return x.Outcome < y.Outcome
+		}
+		return x.Code < y.Code
+	})
+	ev.BlindSpots = []string{"passive only: no synthetic probes", "semantic usefulness and workflow contribution not measured"}
+	if !w.write {
+		ev.BlindSpots = append(ev.BlindSpots, "no write tools observed")
+	}
+	if w.ambiguous > 0 {
+		ev.BlindSpots = append(ev.BlindSpots, "ambiguous outcomes scored only for reachability")
+	}
+	if eligible < 30 {
+		ev.BlindSpots = append(ev.BlindSpots, fmt.Sprintf("small sample: %d eligible calls", eligible))
+	}
+	return artifact.New(artifact.KindEvidence, EvidenceName(a.opts.NamePrefix, k.server, k.tool, sd), ev)
+}
