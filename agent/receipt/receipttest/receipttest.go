@@ -1,0 +1,41 @@
+// Package receipttest provides realistic receipts for tests and
+// benchmarks. It is not used by production code.
+package receipttest
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// Realistic returns a receipt shaped like the agent's: three candidates
+// (two rejected), one attempt, a selection and digests.
+func Realistic(i int, at time.Time) *mcpreadyv1.Receipt {
+	b := receipt.Builder{EmitterID: "agent-1", EmitterVersion: "0.1.0"}
+	r := b.Start(at)
+	r.RequestId, r.WorkflowId, r.TraceId = fmt.Sprintf("req-%d", i), "wf-research", fmt.Sprintf("%032x", i)
+	r.Requested, r.PrincipalClass, r.TenantClass, r.Region = "docs_lookup", "employee", "acme", "eu-west"
+	b.Arguments(r, []byte(fmt.Sprintf(`{"query":"q%d"}`, i)))
+	r.Candidates = []*mcpreadyv1.Candidate{
+		{Entry: "docs-a/lookup@1.4.2", ServerName: "com.example/docs-a", ToolName: "lookup", Endpoint: "https://docs-a.example/mcp", Selected: true},
+		{Entry: "docs-b/lookup@2.0.0", ServerName: "com.example/docs-b", ToolName: "lookup", Endpoint: "https://docs-b.example/mcp", RejectedAtStep: 6, RejectionCode: "CIRCUIT_OPEN", RejectionReason: "circuit open after 5 failures"},
+		{Entry: "docs-us/lookup@1.0.0", ServerName: "com.example/docs-us", ToolName: "lookup", Endpoint: "https://docs-us.example/mcp", RejectedAtStep: 3, RejectionCode: "RESIDENCY", RejectionReason: "region us-east not allowed"},
+	}
+	r.EvidenceIds, r.PolicyVersion = []string{"passive/docs-a/lookup/1"}, "acme-policy@7"
+	r.Selected = &mcpreadyv1.Selection{Entry: "docs-a/lookup@1.4.2", Endpoint: "https://docs-a.example/mcp", ServerName: "com.example/docs-a", ServerVersion: "1.4.2",
+		ToolName: "lookup", InputSchemaDigest: artifact.Digest([]byte("in")), OutputSchemaDigest: artifact.Digest([]byte("out")), ProtocolVersion: "2025-11-25"}
+	r.ProviderSideEffect, r.ConsumerSideEffect, r.Approval = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY, mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY, mcpreadyv1.ApprovalState_APPROVAL_STATE_NOT_REQUIRED
+	r.Deadline, r.PerAttemptTimeout = durationpb.New(5*time.Second), durationpb.New(2*time.Second)
+	lat := time.Duration(20+i%50) * time.Millisecond
+	r.Attempts = []*mcpreadyv1.Attempt{{Number: 1, Entry: "docs-a/lookup@1.4.2", StartedAt: timestamppb.New(at), Latency: durationpb.New(lat), Outcome: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, TransportStatus: "200"}}
+	r.Outcome, r.TransportStatus, r.SchemaValidation, r.Actions = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, "200", "valid", []string{"none"}
+	b.Result(r, []byte(fmt.Sprintf(`{"content":[{"type":"text","text":"r%d"}]}`, i)))
+	b.Finish(r, at.Add(lat))
+	return r
+}
