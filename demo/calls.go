@@ -45,6 +45,10 @@ type Call struct {
 	Err error
 }
 
+// SessionProtocolVersion is the MCP version the demo client asks for: the
+// session era, in which the agent can ask the client for approval.
+const SessionProtocolVersion = "2025-11-25"
+
 // ErrToolMissing is returned when the agent does not list a tool the demo
 // needs, for instance before the configuration reached it.
 var ErrToolMissing = errors.New("demo: tool not listed by the agent")
@@ -71,7 +75,7 @@ func session(ctx context.Context, url string, opts CallsOptions, asked *bool) (*
 				action = "decline"
 			}
 			if opts.Out != nil {
-				fmt.Fprintf(opts.Out, "    approval requested: %q -> %s (demo answers automatically; --deny to decline)\n", req.Params.Message, action)
+				fmt.Fprintf(opts.Out, "   approval requested: %q -> %s (answered by the demo; --deny declines)\n", req.Params.Message, action)
 			}
 			if opts.Deny {
 				return &mcp.ElicitResult{Action: action}, nil
@@ -84,7 +88,9 @@ func session(ctx context.Context, url string, opts CallsOptions, asked *bool) (*
 		tr.HTTPClient = &http.Client{Transport: bearer{opts.Token, http.DefaultTransport}}
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "mcpready-demo-calls", Version: ServerVersion}, copts)
-	return c.Connect(ctx, tr, nil)
+	// Human approval is asked with elicitation, a server-to-client request
+	// that needs a session: use the 2025-11-25 era.
+	return c.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: SessionProtocolVersion})
 }
 
 // approvalContent fills an approval form: booleans true, enums their
@@ -166,14 +172,11 @@ func RunCalls(ctx context.Context, opts CallsOptions) ([]Call, error) {
 	if lookup == "" || update == "" {
 		return nil, fmt.Errorf("%w: want %s and %s", ErrToolMissing, CapabilityDocsLookup, ToolUpdateListingStatus)
 	}
-	// The forbidden tool is not listed for this principal; name it the way
-	// the agent names update_listing_status.
-	del := strings.TrimSuffix(update, ToolUpdateListingStatus) + ToolDeleteListing
-
 	var calls []Call
 	run := func(s *mcp.ClientSession, title, endpoint, tool string, args map[string]any) {
 		asked = false
 		c := Call{Title: title, Endpoint: endpoint, Tool: tool}
+		fmt.Fprintf(out, "\n%d. %s\n   call %s at %s\n", len(calls)+1, title, tool, endpoint)
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		res, err := s.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 		cancel()
@@ -195,29 +198,37 @@ func RunCalls(ctx context.Context, opts CallsOptions) ([]Call, error) {
 			}
 		}
 		calls = append(calls, c)
-		describe(out, len(calls), c)
+		describe(out, c)
 	}
 
 	run(cs, "read-only capability through its equivalence class", opts.AgentURL, lookup, map[string]any{"query": "how are receipts signed"})
 	run(cs, "provider A fails: fallback inside the approved class", opts.AgentURL, lookup, map[string]any{"query": "receipts " + FailTrigger})
 	run(cs, "state-changing tool: human approval, never retried", opts.AgentURL, update, map[string]any{"listing_id": "L-100", "status": "paused"})
-	run(cs, "tool this principal may not call: refused with the reason", opts.AgentURL, del, map[string]any{"listing_id": "L-200"})
-
-	usURL := strings.TrimSuffix(opts.AgentURL, "/") + "/servers/" + ServerDocsUS
-	us, err := session(ctx, usURL, opts, &asked)
-	if err != nil {
-		c := Call{Title: "server in another region: excluded by residency", Endpoint: usURL, Tool: ToolDocsLookup, Err: err}
-		calls = append(calls, c)
-		describe(out, len(calls), c)
-		return calls, nil
+	// The next two use the transparent view of one server, where tools keep
+	// their original names (and the forbidden one is not even listed).
+	for _, c := range []struct {
+		title, server, tool string
+		args                map[string]any
+	}{
+		{"tool this principal may not call: refused with the reason", ServerListings, ToolDeleteListing, map[string]any{"listing_id": "L-200"}},
+		{"server in another region: excluded by residency", ServerDocsUS, ToolDocsLookup, map[string]any{"query": "residency"}},
+	} {
+		u := strings.TrimSuffix(opts.AgentURL, "/") + "/servers/" + c.server
+		s, err := session(ctx, u, opts, &asked)
+		if err != nil {
+			calls = append(calls, Call{Title: c.title, Endpoint: u, Tool: c.tool, Err: err})
+			fmt.Fprintf(out, "\n%d. %s\n   connect %s\n", len(calls), c.title, u)
+			describe(out, calls[len(calls)-1])
+			continue
+		}
+		run(s, c.title, u, c.tool, c.args)
+		s.Close()
 	}
-	defer us.Close()
-	run(us, "server in another region: excluded by residency", usURL, ToolDocsLookup, map[string]any{"query": "residency"})
 	return calls, nil
 }
 
-func describe(out io.Writer, n int, c Call) {
-	fmt.Fprintf(out, "\n%d. %s\n   call %s at %s\n", n, c.Title, c.Tool, c.Endpoint)
+// describe prints the outcome of one call.
+func describe(out io.Writer, c Call) {
 	switch {
 	case c.Err != nil:
 		fmt.Fprintf(out, "   error: %v\n", c.Err)

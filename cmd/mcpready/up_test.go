@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// upProcess is `mcpready up` running as a real process.
+type upProcess struct {
+	cmd      *exec.Cmd
+	agentURL string
+	server   string
+	keys     string
+	data     string
+	stderr   *syncBuffer
+	done     chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// buildBinary builds ./cmd/mcpready once per test binary run.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mcpready-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "mcpready")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// startUp runs `mcpready up` on free loopback ports and waits for its
+// endpoint lines.
+func startUp(t *testing.T, bin, data string) *upProcess {
+	t.Helper()
+	cmd := exec.Command(bin, "up", "--data", data,
+		"--controlplane-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &upProcess{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	})
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		io.Copy(io.Discard, stdout)
+	}()
+	go func() { p.done <- cmd.Wait() }()
+	timeout := time.After(120 * time.Second)
+	for p.agentURL == "" || p.server == "" || p.keys == "" || p.data == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("mcpready up exited before printing its endpoints; stderr:\n%s", p.stderr.String())
+			}
+			k, v, _ := strings.Cut(l, ": ")
+			switch k {
+			case "agent MCP endpoint":
+				p.agentURL = v
+			case "control plane":
+				p.server = v
+			case "keys":
+				p.keys = v
+			case "data":
+				p.data = v
+			}
+		case <-timeout:
+			t.Fatalf("no endpoint lines within 120s; stderr:\n%s", p.stderr.String())
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	return p
+}
+
+// stop sends SIGINT and requires a clean exit with no process of its group
+// left behind.
+func (p *upProcess) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("mcpready up did not exit cleanly: %v; stderr:\n%s", err, p.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("mcpready up still running 30s after SIGINT; stderr:\n%s", p.stderr.String())
+	}
+	// No orphan: nothing is left in the process group.
+	if err := syscall.Kill(-p.cmd.Process.Pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("processes of mcpready up's group still alive after exit (kill -0: %v)", err)
+	}
+}
+
+func TestUpEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts mcpready up as a real process")
+	}
+	bin := buildBinary(t)
+	data := t.TempDir()
+	p := startUp(t, bin, data)
+
+	if !strings.HasPrefix(p.agentURL, "http://127.0.0.1:") || !strings.HasSuffix(p.agentURL, "/mcp") {
+		t.Fatalf("agent endpoint %q is not a loopback /mcp URL", p.agentURL)
+	}
+	if !strings.HasPrefix(p.server, "127.0.0.1:") {
+		t.Fatalf("control plane %q is not on loopback", p.server)
+	}
+	for _, n := range []string{"root", "org", "provider-a", "provider-b", "observer", "agent"} {
+		for _, ext := range []string{".key", ".pub"} {
+			if _, err := os.Stat(filepath.Join(p.keys, n+ext)); err != nil {
+				t.Errorf("key file: %v", err)
+			}
+		}
+	}
+
+	// A stock go-sdk client lists the tools and calls docs_lookup.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.agentURL}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v; stderr:\n%s", err, p.stderr.String())
+	}
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	if !slices.Contains(names, "docs_lookup") {
+		t.Fatalf("tools %v lack docs_lookup", names)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "docs_lookup", Arguments: map[string]any{"query": "how are receipts signed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("docs_lookup failed: %+v", res.Content)
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	var answer struct{ Title, URL, Snippet, Provider string }
+	if err := json.Unmarshal(raw, &answer); err != nil || answer.Title == "" || answer.Provider == "" {
+		t.Fatalf("docs_lookup answer %s: %v", raw, err)
+	}
+	cs.Close()
+
+	// The receipt is visible through `mcpready receipts tail` (a real process).
+	var out []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err = exec.Command(bin, "receipts", "tail", "-n", "20", "--server", p.server).CombinedOutput()
+		if err == nil && bytes.Contains(out, []byte("docs_lookup")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("receipts tail never showed the docs_lookup receipt (err %v):\n%s", err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	p.stop(t)
+
+	// Data is kept for the next start, which reuses it.
+	for _, d := range []string{"keys", "artifacts", "controlplane", "agent"} {
+		if _, err := os.Stat(filepath.Join(data, d)); err != nil {
+			t.Errorf("data directory after stop: %v", err)
+		}
+	}
+	rootPub, _ := os.ReadFile(filepath.Join(data, "keys", "root.pub"))
+	again := startUp(t, bin, data)
+	if b, _ := os.ReadFile(filepath.Join(again.keys, "root.pub")); !bytes.Equal(b, rootPub) {
+		t.Error("second start replaced the root key")
+	}
+	out, err = exec.Command(bin, "receipts", "tail", "-n", "20", "--server", again.server).CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("docs_lookup")) {
+		t.Errorf("after restart, receipts tail lacks the earlier receipt (err %v):\n%s", err, out)
+	}
+	again.stop(t)
+}
