@@ -125,6 +125,7 @@ type Spool struct {
 	acked         map[uint64]bool // acked above ackedThrough
 	pending       []Batch         // sealed, unacked, by sequence
 	dropped       uint64
+	sealing       int // receipts in the batch being made durable
 
 	sealMu  sync.Mutex
 	kick    chan struct{}
@@ -399,6 +400,7 @@ func (s *Spool) sealOnce() (int, error) {
 	s.head = Head{Sequence: b.Sequence, Digest: artifact.Digest(bundle)}
 	s.sealedThrough = through
 	s.unsealed = s.unsealed[n:]
+	s.sealing = n
 	s.mu.Unlock()
 	// The batch becomes visible to Pending (and so to the shipper) only
 	// once its record is durable: a crash before this fsync loses just the
@@ -408,6 +410,7 @@ func (s *Spool) sealOnce() (int, error) {
 		return 0, fmt.Errorf("spool: %w", err)
 	}
 	s.mu.Lock()
+	s.sealing = 0
 	s.pending = append(s.pending, Batch{ID: b.BatchId, Sequence: b.Sequence, Bundle: bundle, Receipts: n, Sealed: now})
 	s.compactLocked()
 	s.mu.Unlock()
@@ -511,7 +514,7 @@ func (s *Spool) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Unsealed: len(s.unsealed), PendingBatches: len(s.pending), Bytes: s.wal.Size(), Dropped: s.dropped}
-	st.Depth = st.Unsealed
+	st.Depth = st.Unsealed + s.sealing
 	var oldest time.Time
 	for _, b := range s.pending {
 		st.Depth += b.Receipts
