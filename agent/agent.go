@@ -390,11 +390,13 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) follow(ctx context.Context) {
 	for {
 		ch := a.sync.Changed()
+		if s := a.sync.Snapshot(); s.Generation != a.installed.Load() {
+			a.install(s)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-ch:
-			a.install(a.sync.Snapshot())
 		}
 	}
 }

@@ -42,7 +42,7 @@ func publish(t *testing.T, env *cptest.Env, up *mcptest.Upstream) {
 	}))
 }
 
-func writeConfig(t *testing.T, dir string) string {
+func writeConfig(t testing.TB, dir string) string {
 	t.Helper()
 	p := filepath.Join(dir, "agent.yaml")
 	if err := os.WriteFile(p, []byte("defaultPrincipal:\n  name: local\n  principalClass: default\n"), 0o600); err != nil {

@@ -284,18 +284,15 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 		}
 	}
 	out := run.Final
-	res, _ := out.Result.(*mcp.CallToolResult)
-	if res != nil && (out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR) {
-		rec.Outcome, rec.IsError = out.Class, res.IsError
+	if cr, ok := out.Result.(*checked); ok && (out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR) {
+		rec.Outcome, rec.IsError = out.Class, cr.res.IsError
 		rec.SchemaValidation = "passed"
-		if res.IsError {
+		if cr.res.IsError {
 			rec.FailedLayer = out.Layer
 		}
-		if b, err := json.Marshal(res); err == nil {
-			f.opts.Builder.Result(rec, b)
-		}
+		f.opts.Builder.Result(rec, cr.raw)
 		v.emit(rec)
-		return res, nil
+		return cr.res, nil
 	}
 	return v.fail(rec, out, ""), nil
 }
@@ -309,6 +306,12 @@ func failureOutcome(err error) invoke.Outcome {
 	}
 	return invoke.Outcome{Class: uf.Outcome, Layer: uf.Layer, Sent: uf.Obs.Sent, RetryAfter: uf.RetryAfter,
 		HTTPStatus: uf.Obs.HTTPStatus, JSONRPCCode: uf.Obs.JSONRPCCode, Err: uf}
+}
+
+// checked is a validated upstream result and its encoding (for the digest).
+type checked struct {
+	res *mcp.CallToolResult
+	raw []byte
 }
 
 // checkResult validates one upstream result: size, pinned output schema,
@@ -333,9 +336,9 @@ func checkResult(ch *validate.Checker, r decide.Route, res *mcp.CallToolResult) 
 	}
 	if res.IsError {
 		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, IsError: true, Result: res}
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, IsError: true, Result: &checked{res, b}}
 	}
-	return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: res}
+	return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: &checked{res, b}}
 }
 
 // approve asks a human through MCP elicitation.

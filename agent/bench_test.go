@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/enroll"
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// benchAgent runs a full agent (verified configuration, decision, invoke,
+// validation, receipts into the fsync'd spool) in front of up, configured
+// without a control plane by applying signed resources directly.
+func benchAgent(b *testing.B, up *mcptest.Upstream) *Agent {
+	b.Helper()
+	rootKey, err := sign.GenerateKey(sign.AlgorithmEd25519)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := New(Options{Root: rootKey.Public(), NodeID: "bench", Listen: "127.0.0.1:0", DataDir: b.TempDir(),
+		Config: writeConfig(b, b.TempDir())})
+	if err != nil {
+		b.Fatal(err)
+	}
+	signed := func(o *artifact.Object) *mcpreadyv1.Resource {
+		bundle, _, err := sign.Sign(o, rootKey)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return &mcpreadyv1.Resource{Name: o.Metadata.Name, Version: "1", Bundle: bundle}
+	}
+	apply := func(k artifact.Kind, rs ...*mcpreadyv1.Resource) {
+		if err := a.Sync().Apply(k, rs, nil, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	apply(artifact.KindTrustPolicy, signed(artifact.New(artifact.KindTrustPolicy, "default", &mcpreadyv1.TrustPolicy{})))
+	srv, err := enroll.List(context.Background(), config.Upstream{Name: "test", URL: up.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	objs, err := srv.Entries("org", time.Now())
+	srv.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, o := range objs {
+		o.Spec.(*mcpreadyv1.RegistryEntry).State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
+		apply(artifact.KindRegistryEntry, signed(o))
+	}
+	apply(artifact.KindPolicy, signed(artifact.New(artifact.KindPolicy, "default", &mcpreadyv1.Policy{
+		Inventory:   []string{"test/*"},
+		Evidence:    &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
+		Principals:  []*mcpreadyv1.PrincipalRule{{PrincipalClass: "default", Allow: []string{"*"}}},
+		SideEffects: []*mcpreadyv1.SideEffectRule{{Match: "test/echo", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY}},
+		Results:     &mcpreadyv1.ResultRules{InjectionTripwire: true},
+	})))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = a.Run(ctx); close(done) }()
+	b.Cleanup(func() { cancel(); <-done })
+	for a.Installed() != a.Sync().Snapshot().Generation {
+		time.Sleep(time.Millisecond)
+	}
+	return a
+}
+
+var benchTransport = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
+
+func benchSession(b *testing.B, endpoint string) *mcp.ClientSession {
+	b.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: benchTransport},
+		DisableStandaloneSSE: true, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func echo(b *testing.B, cs *mcp.ClientSession) {
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "benchmark"}})
+	if err != nil || res.IsError {
+		b.Fatalf("call: %v %+v", err, res)
+	}
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[int(float64(len(s)-1)*p)]
+}
+
+// throughput runs clients sessions, two calls in flight each, for dur.
+func throughput(b *testing.B, endpoint string, clients int, dur time.Duration) float64 {
+	sessions := make([]*mcp.ClientSession, clients)
+	for i := range sessions {
+		sessions[i] = benchSession(b, endpoint)
+		echo(b, sessions[i])
+	}
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(dur)
+	for _, cs := range sessions {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					echo(b, cs)
+					n.Add(1)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return float64(n.Load()) / dur.Seconds()
+}
+
+// BenchmarkProxyOverhead measures tools/call on a loopback go-sdk upstream
+// directly and through the full agent, side by side in one run, and reports
+// agent ÷ direct ratios of p50 and p99 latency and of saturation throughput.
+func BenchmarkProxyOverhead(b *testing.B) {
+	up := mcptest.New(b, mcptest.Options{})
+	a := benchAgent(b, up)
+	agentURL := "http://" + a.Addr() + "/mcp/servers/test"
+	direct, viaAgent := benchSession(b, up.URL), benchSession(b, agentURL)
+	for range 50 {
+		echo(b, direct)
+		echo(b, viaAgent)
+	}
+	dl := make([]time.Duration, 0, b.N)
+	al := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N { // interleaved so both see the same machine state
+		t0 := time.Now()
+		echo(b, direct)
+		t1 := time.Now()
+		echo(b, viaAgent)
+		t2 := time.Now()
+		dl = append(dl, t1.Sub(t0))
+		al = append(al, t2.Sub(t1))
+	}
+	b.StopTimer()
+	const clients, dur = 8, time.Second
+	dt := throughput(b, up.URL, clients, dur)
+	at := throughput(b, agentURL, clients, dur)
+	b.ReportMetric(float64(percentile(dl, 0.5).Microseconds()), "direct-p50-µs")
+	b.ReportMetric(float64(percentile(al, 0.5).Microseconds()), "agent-p50-µs")
+	b.ReportMetric(float64(percentile(dl, 0.99).Microseconds()), "direct-p99-µs")
+	b.ReportMetric(float64(percentile(al, 0.99).Microseconds()), "agent-p99-µs")
+	b.ReportMetric(float64(percentile(al, 0.5))/float64(percentile(dl, 0.5)), "p50-ratio")
+	b.ReportMetric(float64(percentile(al, 0.99))/float64(percentile(dl, 0.99)), "p99-ratio")
+	b.ReportMetric(dt, "direct-calls/s")
+	b.ReportMetric(at, "agent-calls/s")
+	b.ReportMetric(at/dt, "throughput-ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
