@@ -1,0 +1,171 @@
+package demo
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// startStack runs the whole demo in this process on free loopback ports,
+// reusing the keys made by TestMain.
+func startStack(t *testing.T, dir string) *Stack {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range KeyNames {
+		for _, ext := range []string{".key", ".pub"} {
+			dst := filepath.Join(dir, "keys", n+ext)
+			if _, err := os.Stat(dst); err == nil {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(testKeysDir, n+ext))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dst, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	st, err := StartStack(ctx, StackOptions{DataDir: dir, ControlPlaneListen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AgentListen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func receiptsSince(t *testing.T, addr string, since time.Time, n int) []*mcpreadyv1.Receipt {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := mcpreadyv1.NewReceiptsServiceClient(conn)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := c.QueryReceipts(context.Background(), &mcpreadyv1.QueryReceiptsRequest{Since: timestamppb.New(since), Limit: 100})
+		if err == nil && len(resp.GetReceipts()) >= n {
+			var out []*mcpreadyv1.Receipt
+			for _, r := range resp.GetReceipts() {
+				out = append(out, r.GetReceipt())
+			}
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d receipts reached the control plane, want %d (err %v)", len(resp.GetReceipts()), n, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestStackDemoCalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole stack")
+	}
+	dir := t.TempDir()
+	st := startStack(t, dir)
+	defer st.Close()
+	since := time.Now().Add(-time.Second)
+
+	calls, err := RunCalls(context.Background(), CallsOptions{AgentURL: st.AgentURL, Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 5 {
+		t.Fatalf("%d calls, want 5", len(calls))
+	}
+	for _, c := range calls {
+		if c.Err != nil {
+			t.Fatalf("%s: %v", c.Title, c.Err)
+		}
+	}
+	if p := calls[0].Structured["provider"]; calls[0].ToolError || p != ServerDocsA {
+		t.Errorf("lookup: provider %v (tool error %v: %s), want %s", p, calls[0].ToolError, calls[0].Text, ServerDocsA)
+	}
+	if p := calls[1].Structured["provider"]; calls[1].ToolError || p != ServerDocsB {
+		t.Errorf("fallback: provider %v (tool error %v: %s), want %s", p, calls[1].ToolError, calls[1].Text, ServerDocsB)
+	}
+	if st.Servers.Refused(ServerDocsA) == 0 {
+		t.Error("provider A was never tried before the fallback")
+	}
+	if !calls[2].ApprovalAsked || calls[2].ToolError || calls[2].Structured["status"] != "paused" {
+		t.Errorf("update: approval asked %v, tool error %v, result %v %s", calls[2].ApprovalAsked, calls[2].ToolError, calls[2].Structured, calls[2].Text)
+	}
+	for i, code := range map[int]string{3: "principal_denied", 4: "residency"} {
+		if !calls[i].ToolError || !strings.Contains(calls[i].Text, code) {
+			t.Errorf("%s: tool error %v %q, want a refusal with %q", calls[i].Title, calls[i].ToolError, calls[i].Text, code)
+		}
+	}
+
+	// Declined approval: refused, and the upstream is never called.
+	before := st.Servers.Calls(ServerListings, ToolUpdateListingStatus)
+	denied, err := RunCalls(context.Background(), CallsOptions{AgentURL: st.AgentURL, Deny: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !denied[2].ApprovalAsked || !denied[2].ToolError {
+		t.Errorf("declined update: approval asked %v, tool error %v (%s)", denied[2].ApprovalAsked, denied[2].ToolError, denied[2].Text)
+	}
+	if got := st.Servers.Calls(ServerListings, ToolUpdateListingStatus); got != before || before != 1 {
+		t.Errorf("update_listing_status ran %d times in total, want exactly once (never retried, never run when declined)", got)
+	}
+
+	// Every call left a receipt at the control plane.
+	rs := receiptsSince(t, st.ControlPlane, since, 10)
+	var fallback bool
+	for _, r := range rs {
+		for _, a := range r.GetActions() {
+			fallback = fallback || strings.HasPrefix(a, "fallback:")
+		}
+	}
+	if !fallback {
+		t.Error("no receipt records the fallback")
+	}
+}
+
+func TestStackRestartReusesData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole stack twice")
+	}
+	dir := t.TempDir()
+	st := startStack(t, dir)
+	first := map[string]string{}
+	for _, u := range st.Servers.Upstreams() {
+		first[u.Name] = u.URL
+	}
+	bundle, err := os.ReadFile(filepath.Join(dir, "artifacts", "policy-default.bundle.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	st = startStack(t, dir)
+	defer st.Close()
+	for _, u := range st.Servers.Upstreams() {
+		if first[u.Name] != u.URL {
+			t.Errorf("%s moved from %s to %s", u.Name, first[u.Name], u.URL)
+		}
+	}
+	again, _ := os.ReadFile(filepath.Join(dir, "artifacts", "policy-default.bundle.json"))
+	if string(again) != string(bundle) {
+		t.Error("the policy was re-signed although nothing changed")
+	}
+	ok, err := listsTool(context.Background(), st.AgentURL, CapabilityDocsLookup)
+	if !ok {
+		t.Fatalf("after restart the agent does not list %s: %v", CapabilityDocsLookup, err)
+	}
+}
