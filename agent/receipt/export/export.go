@@ -1,0 +1,194 @@
+// Package export reads, writes and verifies receipt exports: JSON lines,
+// one signed receipt batch per line, with the Sigstore bundle embedded
+// byte for byte as it was signed (bundles are single-line canonical JSON).
+//
+// Verify checks an export offline: every bundle's signature, that every
+// receipt matches its listed digest, and that each agent's chain has no
+// gap, fork, reordering or replay. It names the first batch that fails.
+// It does not fetch anything; keys come from the caller.
+package export
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// Line is one exported batch.
+type Line struct {
+	BatchID  string          `json:"batchId"`
+	AgentID  string          `json:"agentId"`
+	Sequence uint64          `json:"sequence"`
+	Bundle   json.RawMessage `json:"bundle"`
+}
+
+// MaxLine bounds one line (64 MiB).
+const MaxLine = 64 << 20
+
+// ErrFormat is a malformed export.
+var ErrFormat = errors.New("malformed receipt export")
+
+// Write writes one line. bundle must be single-line JSON (as sign.Sign
+// produces).
+func Write(w io.Writer, l Line) error {
+	if !json.Valid(l.Bundle) || bytes.ContainsAny(l.Bundle, "\r\n") {
+		return fmt.Errorf("%w: batch %s: bundle is not single-line JSON", ErrFormat, l.BatchID)
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// Read calls fn for each line (numbered from 1). Blank lines are skipped;
+// unknown fields, a missing bundle or trailing data are errors.
+func Read(r io.Reader, fn func(lineNo int, l Line) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<20), MaxLine)
+	for n := 1; sc.Scan(); n++ {
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 {
+			continue
+		}
+		l, err := parseLine(text)
+		if err != nil {
+			return fmt.Errorf("%w: line %d: %v", ErrFormat, n, err)
+		}
+		if err := fn(n, l); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrFormat, err)
+	}
+	return nil
+}
+
+func parseLine(text []byte) (Line, error) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	var l Line
+	if err := dec.Decode(&l); err != nil {
+		return Line{}, err
+	}
+	if dec.More() {
+		return Line{}, errors.New("trailing data")
+	}
+	if len(l.Bundle) == 0 || l.Bundle[0] != '{' {
+		return Line{}, errors.New("bundle must be a JSON object")
+	}
+	l.Bundle = bytes.Clone(l.Bundle)
+	return l, nil
+}
+
+// Failure names the batch that failed verification.
+type Failure struct {
+	Line     int
+	BatchID  string
+	AgentID  string
+	Sequence uint64
+	// Reason is a sign.Reason, a receipt.ChainReason or "mismatch".
+	Reason string
+	Detail string
+}
+
+func (f *Failure) Error() string {
+	return fmt.Sprintf("line %d: batch %s (agent %s, sequence %d): %s: %s", f.Line, f.BatchID, f.AgentID, f.Sequence, f.Reason, f.Detail)
+}
+
+// AgentSummary describes one agent's verified chain segment.
+type AgentSummary struct {
+	AgentID              string
+	Batches, Receipts    int
+	FirstSeq, LastSeq    uint64
+	HeadDigest           string
+	StartsMidChain       bool
+	FirstPrevBatchDigest string
+}
+
+// Verifier verifies one bundle (sign.VerifyWithKey with an agent key, or a
+// sign.Trust's Verify at a chosen time).
+type Verifier func(bundle []byte) (*sign.Verified, error)
+
+// Verify checks every batch in r and returns a summary per agent, sorted.
+// An export that starts in the middle of an agent's chain (e.g. --since)
+// is accepted from its first batch; StartsMidChain says so.
+func Verify(r io.Reader, verify Verifier) ([]AgentSummary, error) {
+	type chainState struct {
+		sum  *AgentSummary
+		head receipt.Head
+		seen map[uint64]string
+	}
+	chains := map[string]*chainState{}
+	err := Read(r, func(n int, l Line) error {
+		fail := func(reason, format string, args ...any) error {
+			return &Failure{Line: n, BatchID: l.BatchID, AgentID: l.AgentID, Sequence: l.Sequence, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+		}
+		v, err := verify(l.Bundle)
+		if err != nil {
+			reason := string(sign.ReasonOf(err))
+			if reason == "" {
+				reason = "unverifiable"
+			}
+			return fail(reason, "%v", err)
+		}
+		b, ok := v.Object.Spec.(*mcpreadyv1.ReceiptBatch)
+		if !ok {
+			return fail("wrong-kind", "bundle holds a %s", v.Object.Kind)
+		}
+		if b.BatchId != l.BatchID || b.AgentId != l.AgentID || b.Sequence != l.Sequence {
+			return fail("mismatch", "line says %s/%s/%d, signed batch is %s/%s/%d", l.AgentID, l.BatchID, l.Sequence, b.AgentId, b.BatchId, b.Sequence)
+		}
+		if err := receipt.CheckSignedContent(v.Payload, v.Object.Metadata.Name, b); err != nil {
+			return chainFailure(fail, err)
+		}
+		digest := artifact.Digest(l.Bundle)
+		c := chains[b.AgentId]
+		if c == nil {
+			c = &chainState{sum: &AgentSummary{AgentID: b.AgentId, FirstSeq: b.Sequence, StartsMidChain: b.Sequence > 1, FirstPrevBatchDigest: b.PrevBatchDigest},
+				head: receipt.Head{Sequence: b.Sequence - 1, Digest: b.PrevBatchDigest}, seen: map[uint64]string{}}
+			chains[b.AgentId] = c
+		}
+		dup, err := c.head.Next(b, digest, func(seq uint64) (string, bool) { d, ok := c.seen[seq]; return d, ok })
+		if dup {
+			return fail(string(receipt.ReasonReplay), "batch repeated in the export")
+		}
+		if err != nil {
+			return chainFailure(fail, err)
+		}
+		c.head = receipt.Head{Sequence: b.Sequence, Digest: digest}
+		c.seen[b.Sequence] = digest
+		c.sum.Batches++
+		c.sum.Receipts += len(b.Receipts)
+		c.sum.LastSeq, c.sum.HeadDigest = b.Sequence, digest
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AgentSummary, 0, len(chains))
+	for _, c := range chains {
+		out = append(out, *c.sum)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].AgentID < out[j].AgentID })
+	return out, nil
+}
+
+func chainFailure(fail func(string, string, ...any) error, err error) error {
+	var ce *receipt.ChainError
+	if errors.As(err, &ce) {
+		return fail(string(ce.Reason), "%s", ce.Detail)
+	}
+	return fail("invalid", "%v", err)
+}

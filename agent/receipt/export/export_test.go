@@ -1,0 +1,152 @@
+package export
+
+import (
+	"bytes"
+	"crypto"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// lines signs a chain of n batches of 3 receipts for agent.
+func lines(t *testing.T, k crypto.Signer, agent string, n int) []Line {
+	var out []Line
+	head := receipt.Head{}
+	for s := 1; s <= n; s++ {
+		b := &mcpreadyv1.ReceiptBatch{AgentId: agent, Sequence: uint64(s), BatchId: fmt.Sprintf("%s-b%d", agent, s), PrevBatchDigest: head.Digest, CreatedAt: timestamppb.Now()}
+		for i := 0; i < 3; i++ {
+			r := receipt.Builder{EmitterID: agent}.Start(time.Unix(1000, 0))
+			r.Requested = fmt.Sprintf("docs_lookup#%d-%d", s, i)
+			d, _ := receipt.Digest(r)
+			b.Receipts = append(b.Receipts, r)
+			b.ReceiptDigests = append(b.ReceiptDigests, d)
+		}
+		bundle, _, err := sign.Sign(artifact.New(artifact.KindReceiptBatch, receipt.BatchName(agent, b.Sequence), b), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, Line{BatchID: b.BatchId, AgentID: agent, Sequence: b.Sequence, Bundle: bundle})
+		head = receipt.Head{Sequence: b.Sequence, Digest: artifact.Digest(bundle)}
+	}
+	return out
+}
+
+func encode(t *testing.T, ls []Line) []byte {
+	var buf bytes.Buffer
+	for _, l := range ls {
+		if err := Write(&buf, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
+// editPayload rewrites the signed statement inside a bundle (an attacker
+// editing an export without the key).
+func editPayload(t *testing.T, bundle []byte, edit func(string) string) []byte {
+	var m map[string]any
+	if err := json.Unmarshal(bundle, &m); err != nil {
+		t.Fatal(err)
+	}
+	env := m["dsseEnvelope"].(map[string]any)
+	p, _ := base64.StdEncoding.DecodeString(env["payload"].(string))
+	env["payload"] = base64.StdEncoding.EncodeToString([]byte(edit(string(p))))
+	out, _ := json.Marshal(m)
+	return out
+}
+
+func TestVerifyDetectsTampering(t *testing.T) {
+	k, _ := sign.GenerateKey(sign.AlgorithmECDSAP256)
+	other, _ := sign.GenerateKey(sign.AlgorithmECDSAP256)
+	byKey := func(bundle []byte) (*sign.Verified, error) { return sign.VerifyWithKey(bundle, k.Public()) }
+	good := append(lines(t, k, "agent-1", 4), lines(t, k, "agent-2", 2)...)
+	sum, err := Verify(bytes.NewReader(encode(t, good)), byKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum) != 2 || sum[0].Batches != 4 || sum[0].Receipts != 12 || sum[1].LastSeq != 2 {
+		t.Fatalf("summary %+v", sum)
+	}
+	// An export that starts mid-chain verifies from its first batch.
+	if sum, err := Verify(bytes.NewReader(encode(t, good[2:4])), byKey); err != nil || !sum[0].StartsMidChain {
+		t.Fatal(sum, err)
+	}
+	mut := func(f func([]Line) []Line) []Line { return f(append([]Line(nil), good...)) }
+	edited := mut(func(ls []Line) []Line {
+		ls[1].Bundle = editPayload(t, ls[1].Bundle, func(p string) string { return strings.Replace(p, "docs_lookup#2-1", "docs_lookup#2-X", 1) })
+		return ls
+	})
+	removedReceipt := mut(func(ls []Line) []Line {
+		ls[2].Bundle = editPayload(t, ls[2].Bundle, func(p string) string {
+			var st map[string]any
+			json.Unmarshal([]byte(p), &st)
+			spec := st["predicate"].(map[string]any)["spec"].(map[string]any)
+			spec["receipts"] = spec["receipts"].([]any)[1:]
+			spec["receiptDigests"] = spec["receiptDigests"].([]any)[1:]
+			b, _ := json.Marshal(st)
+			return string(b)
+		})
+		return ls
+	})
+	resigned := mut(func(ls []Line) []Line { ls[1] = lines(t, other, "agent-1", 2)[1]; return ls })
+	for _, tc := range []struct {
+		name   string
+		ls     []Line
+		batch  string
+		reason string
+	}{
+		{"edited receipt", edited, "agent-1-b2", "bad-signature"},
+		{"removed receipt", removedReceipt, "agent-1-b3", "bad-signature"},
+		{"removed batch", mut(func(ls []Line) []Line { return append(ls[:1], ls[2:]...) }), "agent-1-b3", "gap"},
+		{"reordered batches", mut(func(ls []Line) []Line { ls[1], ls[2] = ls[2], ls[1]; return ls }), "agent-1-b3", "gap"},
+		{"replayed batch", mut(func(ls []Line) []Line { return append(ls[:4], append([]Line{ls[1]}, ls[4:]...)...) }), "agent-1-b2", "replay"},
+		{"batch from a forked chain", mut(func(ls []Line) []Line { f := lines(t, k, "agent-1", 4); ls[2] = f[2]; return ls }), "agent-1-b3", "fork"},
+		{"signed by another key", resigned, "agent-1-b2", "unknown-key"},
+		{"line header lies", mut(func(ls []Line) []Line { ls[0].Sequence = 7; return ls }), "agent-1-b1", "mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Verify(bytes.NewReader(encode(t, tc.ls)), byKey)
+			var f *Failure
+			if !errors.As(err, &f) {
+				t.Fatalf("not a failure: %v", err)
+			}
+			if f.BatchID != tc.batch || f.Reason != tc.reason {
+				t.Fatalf("failure %v, want batch %s reason %s", f, tc.batch, tc.reason)
+			}
+		})
+	}
+}
+
+func TestReadRejectsMalformed(t *testing.T) {
+	for _, in := range []string{`{"batchId":"x"}`, `{"batchId":"x","bundle":"str"}`, `{"bundle":{},"extra":1}`, `{"bundle":{}} {}`, `nope`} {
+		if err := Read(strings.NewReader(in), func(int, Line) error { return nil }); !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: %v", in, err)
+		}
+	}
+	if err := Write(&bytes.Buffer{}, Line{Bundle: []byte("{\n}")}); err == nil {
+		t.Error("multi-line bundle written")
+	}
+}
+
+func FuzzRead(f *testing.F) {
+	f.Add([]byte(`{"batchId":"b","agentId":"a","sequence":1,"bundle":{"x":1}}` + "\n\n" + `{"bundle":{}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		Read(bytes.NewReader(data), func(_ int, l Line) error {
+			if !json.Valid(l.Bundle) || l.Bundle[0] != '{' {
+				t.Fatalf("invalid bundle passed: %q", l.Bundle)
+			}
+			return nil
+		})
+	})
+}
