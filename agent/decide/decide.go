@@ -211,14 +211,16 @@ type Decision struct {
 	// an exact tool).
 	Requested, Class string
 	// Candidates: every candidate considered, with rejected_at_step, code and
-	// reason for the rejected ones. They are shared with other decisions and
-	// must not be modified: use WithSelected for the receipt.
+	// reason for the rejected ones. The slice and the records are shared
+	// with other decisions and must not be modified: use WithSelected for
+	// the receipt.
 	Candidates []*mcpreadyv1.Candidate
 	// Routes: admitted, best first; the fallback order. Only the first when
-	// the class does not allow fallback; at most Inputs.MaxRoutes.
+	// the class does not allow fallback; at most Inputs.MaxRoutes. Shared
+	// with other decisions: read-only.
 	Routes        []Route
 	PolicyVersion string
-	// EvidenceIDs used by the admitted routes.
+	// EvidenceIDs used by the routes (shared, read-only).
 	EvidenceIDs []string
 	// Deadline is the one end-to-end deadline of the call.
 	Deadline time.Duration
@@ -259,6 +261,37 @@ type rejection struct {
 	code, reason string
 }
 
+// Per-request rejections with fixed reasons. The request's own values
+// (principal, tenant, region, workflow, protocol version) are recorded in
+// the receipt beside the candidates, so reasons need not repeat them; each
+// entry keeps one shared Candidate record per fixed rejection, so these
+// outcomes allocate nothing per call.
+var (
+	rejDrift               = rejection{CodeDriftBlocked, "the live tool definition drifted from the pinned one"}
+	rejWorkflow            = rejection{CodeWorkflow, "BLOCKED: the workflow is not on the entry's allowlist"}
+	rejClientProtocol      = rejection{CodeProtocolVersion, "the client's protocol version is not permitted by policy"}
+	rejEntryTenant         = rejection{CodeTenant, "the tenant class is outside the entry's tenant boundary"}
+	rejRuleTenant          = rejection{CodeTenant, "no rule for the principal class covers the tenant class"}
+	rejPrincipalDenied     = rejection{CodePrincipalDenied, "a rule denies the principal class this tool"}
+	rejPrincipalNotAllowed = rejection{CodePrincipalDenied, "no rule allows the principal class this tool"}
+	rejSameRegion          = rejection{CodeResidency, "same-region only: the server is not in the caller's region"}
+	rejNotEquivalent       = rejection{CodeNotEquivalent, "same tool name only: not an approved member of the equivalence class"}
+	rejApproval            = rejection{CodeApprovalUnavailable, "human approval is required and the client cannot be asked"}
+	rejIdempotency         = rejection{CodeIdempotencyRequired, "policy requires an idempotency key for calls that may change state"}
+	rejCircuit             = rejection{CodeCircuitOpen, "circuit breaker is open"}
+	rejNoEvidence          = rejection{CodeEvidenceUnknown, "no accepted evidence covers this tool for this principal and tenant"}
+	fixedRejections        = [...]struct {
+		step int
+		rej  rejection
+	}{
+		{StepEligibility, rejDrift}, {StepEligibility, rejWorkflow}, {StepEligibility, rejClientProtocol},
+		{StepTrust, rejEntryTenant}, {StepTrust, rejRuleTenant}, {StepTrust, rejPrincipalDenied}, {StepTrust, rejPrincipalNotAllowed},
+		{StepResidency, rejSameRegion}, {StepSemantic, rejNotEquivalent},
+		{StepSideEffect, rejApproval}, {StepSideEffect, rejIdempotency},
+		{StepHealth, rejCircuit}, {StepHealth, rejNoEvidence},
+	}
+)
+
 type evidenceRef struct {
 	id                   string
 	principal, tenant    string
@@ -282,6 +315,7 @@ type entry struct {
 	expires                             int64                 // unix nanos of the entry's provenance expiry, 0 = none
 	admitted                            *mcpreadyv1.Candidate // shared, immutable
 	staticPB                            [maxSteps]*mcpreadyv1.Candidate
+	fixedPB                             [len(fixedRejections)]*mcpreadyv1.Candidate
 }
 
 type cand struct {
@@ -298,6 +332,10 @@ type group struct {
 	fallbackApproval  bool
 	cands             []cand
 	preferred         atomic.Int32 // entry idx of the last best route, or -1
+	// last is the candidate list of the previous decision; a decision with
+	// the same outcome for every candidate shares it instead of allocating.
+	last       atomic.Pointer[[]*mcpreadyv1.Candidate]
+	lastRoutes atomic.Pointer[routeSet]
 }
 
 type rule struct {
@@ -622,7 +660,27 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 			e.staticPB[step] = e.candidate(step, e.static[step])
 		}
 	}
+	for i, f := range fixedRejections {
+		e.fixedPB[i] = e.candidate(f.step, f.rej)
+	}
 	return e
+}
+
+// record returns the Candidate of e for an outcome: a shared record for
+// admission and for request-independent rejections, else a new one.
+func (e *entry) record(step int, rj rejection) *mcpreadyv1.Candidate {
+	if step == 0 {
+		return e.admitted
+	}
+	if pb := e.staticPB[step]; pb != nil && e.static[step] == rj {
+		return pb
+	}
+	for i := range fixedRejections {
+		if f := &fixedRejections[i]; f.step == step && f.rej == rj {
+			return e.fixedPB[i]
+		}
+	}
+	return e.candidate(step, rj)
 }
 
 // candidate builds the receipt Candidate of e with rejection rj at step.
@@ -673,7 +731,11 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 	}
 
 	n := len(g.cands)
-	d.Candidates = make([]*mcpreadyv1.Candidate, n)
+	var shared []*mcpreadyv1.Candidate // the previous list, while it still matches
+	if p := g.last.Load(); p != nil && len(*p) == n {
+		shared = *p
+	}
+	var own []*mcpreadyv1.Candidate // allocated at the first difference
 	var buf [64]admitted
 	adm := buf[:0]
 	bestStep, bestIdx := -1, 0
@@ -683,12 +745,14 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 		e := c.e
 		a := admitted{ci: int32(i)}
 		step, rej := s.evaluate(c, g, &x, h, drift, &a)
-		if step == 0 {
-			d.Candidates[i] = e.admitted
-		} else if pb := e.staticPB[step]; pb != nil && e.static[step] == rej {
-			d.Candidates[i] = pb
-		} else {
-			d.Candidates[i] = e.candidate(step, rej)
+		pb := e.record(step, rej)
+		switch {
+		case own != nil:
+			own[i] = pb
+		case shared == nil || shared[i] != pb:
+			own = make([]*mcpreadyv1.Candidate, n)
+			copy(own, shared[:min(i, len(shared))])
+			own[i] = pb
 		}
 		if step > 0 {
 			if step > bestStep {
@@ -697,6 +761,13 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 			continue
 		}
 		adm = append(adm, a)
+	}
+	if own != nil {
+		d.Candidates = own
+		last := own
+		g.last.Store(&last)
+	} else {
+		d.Candidates = shared
 	}
 	if len(adm) == 0 {
 		if bestStep < 0 {
@@ -712,20 +783,38 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 	}
 	s.rank(g, adm, k)
 	adm = adm[:min(k, len(adm))]
-	d.Routes = make([]Route, len(adm))
+	// Build on the stack; share the previous decision's routes when equal.
+	var rb [8]Route
+	var eb [8]string
+	routes, ev := rb[:0], eb[:0]
 	for i := range adm {
-		s.fill(&d.Routes[i], g, &adm[i])
+		var r Route
+		s.fill(&r, g, &adm[i])
 		if i > 0 && g.fallbackApproval {
-			d.Routes[i].ApprovalRequired = true
+			r.ApprovalRequired = true
 		}
-		if id := d.Routes[i].EvidenceID; id != "" {
-			if d.EvidenceIDs == nil {
-				d.EvidenceIDs = make([]string, 0, len(adm))
-			}
-			d.EvidenceIDs = append(d.EvidenceIDs, id)
+		routes = append(routes, r)
+		if r.EvidenceID != "" {
+			ev = append(ev, r.EvidenceID)
 		}
 	}
+	last := g.lastRoutes.Load()
+	if last == nil || !slices.Equal(last.routes, routes) || !slices.Equal(last.evidence, ev) {
+		last = &routeSet{routes: slices.Clone(routes)}
+		if len(ev) > 0 {
+			last.evidence = slices.Clone(ev)
+		}
+		g.lastRoutes.Store(last)
+	}
+	d.Routes, d.EvidenceIDs = last.routes, last.evidence
 	return d
+}
+
+// routeSet is a decision's routes and evidence ids, shared by later
+// decisions with the same result.
+type routeSet struct {
+	routes   []Route
+	evidence []string
 }
 
 // evaluate runs steps 1-7 for one candidate; it returns the failing step (0
@@ -740,13 +829,13 @@ func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGua
 		return StepEligibility, rj
 	}
 	if drift != nil && drift.Drifted(e.name) {
-		return StepEligibility, rejection{CodeDriftBlocked, "the live tool definition drifted from the pinned one"}
+		return StepEligibility, rejDrift
 	}
 	if len(e.workflows) > 0 && !contains(e.workflows, req.Workflow) {
-		return StepEligibility, rejection{CodeWorkflow, fmt.Sprintf("BLOCKED: workflow %q is not allowlisted", req.Workflow)}
+		return StepEligibility, rejWorkflow
 	}
 	if req.ProtocolVersion != "" && len(s.protocols) > 0 && !contains(s.protocols, req.ProtocolVersion) {
-		return StepEligibility, rejection{CodeProtocolVersion, fmt.Sprintf("client protocol version %q is not permitted by policy", req.ProtocolVersion)}
+		return StepEligibility, rejClientProtocol
 	}
 	// 2 trust and authority.
 	if rj := e.static[StepTrust]; rj.code != "" {
@@ -760,18 +849,18 @@ func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGua
 		return StepResidency, rj
 	}
 	if s.sameRegion && (e.region == "" || e.region != req.Region) {
-		return StepResidency, rejection{CodeResidency, fmt.Sprintf("same-region only: server region %q, caller region %q", e.region, req.Region)}
+		return StepResidency, rejSameRegion
 	}
 	// 4 semantic suitability.
 	if !c.member {
-		return StepSemantic, rejection{CodeNotEquivalent, fmt.Sprintf("%s is not an approved member of %s (name match only)", e.key, g.name)}
+		return StepSemantic, rejNotEquivalent
 	}
 	// 5 side-effect safety.
 	if e.approval && !req.ApprovalAvailable {
-		return StepSideEffect, rejection{CodeApprovalUnavailable, "human approval is required and the client cannot be asked"}
+		return StepSideEffect, rejApproval
 	}
 	if s.requireKey && e.stateChanging && !req.IdempotencyKey {
-		return StepSideEffect, rejection{CodeIdempotencyRequired, "policy requires an idempotency key for calls that may change state"}
+		return StepSideEffect, rejIdempotency
 	}
 	// 6 current health.
 	if h != nil {
@@ -783,7 +872,7 @@ func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGua
 		}
 		switch st {
 		case circuit.Open:
-			return StepHealth, rejection{CodeCircuitOpen, "circuit breaker is open"}
+			return StepHealth, rejCircuit
 		case circuit.HalfOpen:
 			a.tier = 1
 		}
@@ -927,13 +1016,13 @@ func (s *Snapshot) grantFor(principal, tenant string, buf []int) grant {
 // entry's tenant classes.
 func (s *Snapshot) authorise(c *cand, req *Request, g grant) (rejection, bool) {
 	if len(c.e.tenants) > 0 && !contains(c.e.tenants, req.Tenant) {
-		return rejection{CodeTenant, fmt.Sprintf("tenant class %q is outside the entry's tenant boundary", req.Tenant)}, true
+		return rejEntryTenant, true
 	}
 	allowed := false
 	for _, ri := range g.rules {
 		switch c.verdict[ri] {
 		case -1:
-			return rejection{CodePrincipalDenied, fmt.Sprintf("principal class %q is denied %s", req.Principal, c.e.key)}, true
+			return rejPrincipalDenied, true
 		case 1:
 			allowed = true
 		}
@@ -942,9 +1031,9 @@ func (s *Snapshot) authorise(c *cand, req *Request, g grant) (rejection, bool) {
 	case allowed:
 		return rejection{}, false
 	case g.tenantExcluded:
-		return rejection{CodeTenant, fmt.Sprintf("no rule for principal class %q covers tenant class %q", req.Principal, req.Tenant)}, true
+		return rejRuleTenant, true
 	}
-	return rejection{CodePrincipalDenied, fmt.Sprintf("principal class %q is not permitted %s", req.Principal, c.e.key)}, true
+	return rejPrincipalNotAllowed, true
 }
 
 // freshEvidence picks the freshest evidence applicable to the request's
@@ -967,7 +1056,7 @@ func (s *Snapshot) freshEvidence(e *entry, req *Request, now int64) (int, reject
 		ev := &e.evidence[stale]
 		return -1, rejection{CodeEvidenceExpired, fmt.Sprintf("evidence %s expired at %s", ev.id, time.Unix(0, ev.expires).UTC().Format(time.RFC3339))}, true
 	}
-	return -1, rejection{CodeEvidenceUnknown, "no accepted evidence covers this tool for this principal and tenant"}, true
+	return -1, rejNoEvidence, true
 }
 
 // rank moves the best k admitted candidates, in order, to the front of

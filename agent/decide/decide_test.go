@@ -611,3 +611,25 @@ func FuzzMatch(f *testing.F) {
 		}
 	})
 }
+
+// Decisions that share a candidate list never see each other's outcomes.
+func TestSharedCandidateLists(t *testing.T) {
+	s := snap(t, fixture())
+	intern := baseReq()
+	intern.Principal, intern.Tenant = "intern", "x"
+	for i := 0; i < 3; i++ {
+		a := s.Decide(baseReq(), nil)
+		b := s.Decide(intern, nil)
+		a2 := s.Decide(baseReq(), nil)
+		a3 := s.Decide(baseReq(), nil)
+		if candidate(a, "docs-b").GetRejectionCode() != "" || candidate(a2, "docs-b").GetRejectionCode() != "" {
+			t.Fatal("dev decision polluted")
+		}
+		if candidate(b, "docs-b").GetRejectionCode() != CodePrincipalDenied {
+			t.Fatalf("intern: %v", candidate(b, "docs-b"))
+		}
+		if &a2.Candidates[0] != &a3.Candidates[0] || candidate(a3, "docs-b").GetRejectionCode() != "" {
+			t.Fatal("identical outcomes should share one list")
+		}
+	}
+}
