@@ -2,15 +2,19 @@ package controlplane_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -261,4 +265,45 @@ func TestEtcdLeaderLossKeepsServing(t *testing.T) {
 		t.Fatalf("history after leader loss: %v %v", h, err)
 	}
 	waitPolicy(t, p, ch, "org/p", "3")
+}
+
+func TestMutualTLS(t *testing.T) {
+	p := testpki.New(t)
+	f := testpki.TLS(t, t.TempDir())
+	// TLS lets the server listen off loopback; 127.0.0.1 keeps the test local.
+	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), TLSCert: f.ServerCert, TLSKey: f.ServerKey, TLSCA: f.CA})
+	ca, err := os.ReadFile(f.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	check := func(cfg *tls.Config) error {
+		c, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = healthpb.NewHealthClient(c).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	if err := check(&tls.Config{RootCAs: pool}); err == nil {
+		t.Fatal("client without a certificate was accepted")
+	}
+	cert, err := tls.LoadX509KeyPair(f.ClientCert, f.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}); err != nil {
+		t.Fatalf("client with a certificate: %v", err)
+	}
+	// plaintext is refused by a TLS server
+	conn := dial(t, s.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err == nil {
+		t.Fatal("plaintext client accepted")
+	}
 }

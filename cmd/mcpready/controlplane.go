@@ -21,7 +21,7 @@ import (
 )
 
 var controlplaneFlags struct {
-	data, root, listen, metrics, etcd  string
+	data, root, listen, metrics, etcd   string
 	tlsCert, tlsKey, tlsCA, observerKey string
 }
 

@@ -13,9 +13,9 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/admin"
 	"github.com/mcpready/mcpready/controlplane/internal/testenv"
-	"github.com/mcpready/mcpready/controlplane/testpki"
 	"github.com/mcpready/mcpready/controlplane/lifecycle"
 	"github.com/mcpready/mcpready/controlplane/store"
+	"github.com/mcpready/mcpready/controlplane/testpki"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/sign"
 )

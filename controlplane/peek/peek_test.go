@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/mcpready/mcpready/artifact"
-	"github.com/mcpready/mcpready/controlplane/testpki"
 	"github.com/mcpready/mcpready/controlplane/peek"
+	"github.com/mcpready/mcpready/controlplane/testpki"
 )
 
 func TestObject(t *testing.T) {

@@ -1,0 +1,75 @@
+package testpki
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TLSFiles are PEM files for a test mTLS setup under one directory.
+type TLSFiles struct {
+	CA                    string // CA certificate
+	ServerCert, ServerKey string // for 127.0.0.1 and localhost
+	ClientCert, ClientKey string // client certificate signed by CA
+}
+
+// TLS writes a fresh CA, a server certificate for 127.0.0.1/localhost and
+// a client certificate into dir.
+func TLS(t testing.TB, dir string) TLSFiles {
+	t.Helper()
+	caKey := newTLSKey(t)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mcpready test CA"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	f := TLSFiles{CA: filepath.Join(dir, "ca.crt"), ServerCert: filepath.Join(dir, "server.crt"), ServerKey: filepath.Join(dir, "server.key"),
+		ClientCert: filepath.Join(dir, "client.crt"), ClientKey: filepath.Join(dir, "client.key")}
+	writePEM(t, f.CA, "CERTIFICATE", caDER)
+	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, certPath, keyPath string) {
+		k := newTLSKey(t)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour),
+			NotAfter: time.Now().Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature}
+		if usage == x509.ExtKeyUsageServerAuth {
+			tmpl.IPAddresses, tmpl.DNSNames = []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"}
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, k.Public(), caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kd, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writePEM(t, certPath, "CERTIFICATE", der)
+		writePEM(t, keyPath, "PRIVATE KEY", kd)
+	}
+	leaf(2, "controlplane", x509.ExtKeyUsageServerAuth, f.ServerCert, f.ServerKey)
+	leaf(3, "agent", x509.ExtKeyUsageClientAuth, f.ClientCert, f.ClientKey)
+	return f
+}
+
+func newTLSKey(t testing.TB) *ecdsa.PrivateKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
