@@ -8,9 +8,18 @@
 // It is pure: no networking, no signature checks (the caller verifies every
 // artifact before building a Snapshot), no clocks (the request carries Now;
 // a zero Now falls back to time.Now).
-// A Snapshot is immutable after NewSnapshot and safe for concurrent use; the
-// only mutable state is the per-class preferred route used for hysteresis,
-// kept in an atomic.
+// A Snapshot is immutable after NewSnapshot and safe for concurrent use; its
+// only mutable state is atomics: the per-class preferred route (hysteresis),
+// the previous result lists (shared by equal decisions) and a cache of
+// breaker pointers. Decisions are read-only for the same reason.
+//
+// Safe defaults, by design: an empty Policy.inventory admits nothing; a
+// principal class with no PrincipalRule (and no "*" rule) may call nothing;
+// a tool with no Policy.side_effects rule is UNKNOWN, which is treated as
+// state-changing (called, never retried, never hedged); evidence.on_unknown
+// UNSPECIFIED behaves as ALLOW (admitted, ranked below fresh evidence), and
+// DENY rejects; an exact "<server>/<tool>" request needs a rule that names
+// the tool, a rule naming its class is not enough.
 package decide
 
 import (
