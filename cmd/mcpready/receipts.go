@@ -1,0 +1,386 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/agent/receipt/export"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+var receiptsCmd = &cobra.Command{
+	Use:   "receipts",
+	Short: "Tail, get, export and verify signed execution receipts",
+}
+
+var receiptsFlags struct {
+	server, output    string
+	n                 int
+	follow            bool
+	since, out, agent string
+	key, root, trust  string
+	at                string
+}
+
+func receiptsClient() (mcpreadyv1.ReceiptsServiceClient, func(), error) {
+	conn, err := dialServer(receiptsFlags.server)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mcpreadyv1.NewReceiptsServiceClient(conn), func() { conn.Close() }, nil
+}
+
+var receiptsTailCmd = &cobra.Command{
+	Use:   "tail [-n N] [--follow] [-o table|json|yaml]",
+	Short: "Print the newest receipts, and with --follow new ones as they are stored",
+	Args:  noArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		f := receiptsFlags
+		defer resetFlags(cmd)
+		if err := checkOutput(cmd, f.output); err != nil {
+			return err
+		}
+		if f.n < 0 {
+			return withCode(exitUsage, errors.New("tail: -n must not be negative"))
+		}
+		client, closeConn, err := receiptsClient()
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+		defer stop()
+		if !f.follow {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, rpcTimeout)
+			defer cancel()
+		}
+		stream, err := client.TailReceipts(ctx, &mcpreadyv1.TailReceiptsRequest{N: int32(f.n), Follow: f.follow})
+		if err != nil {
+			return rpcError(err)
+		}
+		out := cmd.OutOrStdout()
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		if f.output == "table" {
+			fmt.Fprintln(tw, "ENDED\tRECEIPT\tAGENT\tREQUESTED\tSELECTED\tOUTCOME\tLATENCY")
+		}
+		for {
+			m, err := stream.Recv()
+			if err == io.EOF || (err != nil && ctx.Err() != nil) {
+				return tw.Flush()
+			}
+			if err != nil {
+				return rpcError(err)
+			}
+			if f.output != "table" {
+				if err := printOutput(out, f.output, m.GetReceipt(), nil); err != nil {
+					return err
+				}
+				continue
+			}
+			receiptRow(tw, m.GetReceipt())
+			if f.follow {
+				tw.Flush()
+			}
+		}
+	},
+}
+
+func receiptRow(tw *tabwriter.Writer, sr *mcpreadyv1.StoredReceipt) {
+	r := sr.GetReceipt()
+	sel := "-"
+	if s := r.GetSelected(); s.GetToolName() != "" {
+		sel = s.GetServerName() + "/" + s.GetToolName()
+	}
+	ended := "-"
+	if t := r.GetEndedAt(); t != nil {
+		ended = t.AsTime().UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ended, r.GetReceiptId(), sr.GetAgentId(), r.GetRequested(), sel,
+		outcomeWord(r.GetOutcome()), r.GetLatency().AsDuration().Round(time.Microsecond))
+}
+
+// outcomeWord is an enum value without its prefix, lower case.
+func outcomeWord(o mcpreadyv1.OutcomeClass) string {
+	return enumWord(o.String(), "OUTCOME_CLASS_")
+}
+
+func enumWord(s, prefix string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(s, prefix), "_", "-"))
+}
+
+// getReceipt fetches one stored receipt by id.
+func getReceipt(ctx context.Context, id string) (*mcpreadyv1.StoredReceipt, error) {
+	client, closeConn, err := receiptsClient()
+	if err != nil {
+		return nil, err
+	}
+	defer closeConn()
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := client.QueryReceipts(ctx, &mcpreadyv1.QueryReceiptsRequest{ReceiptId: id, Limit: 1})
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	if len(resp.GetReceipts()) == 0 {
+		return nil, fmt.Errorf("receipt %s not found", id)
+	}
+	return resp.GetReceipts()[0], nil
+}
+
+var receiptsGetCmd = &cobra.Command{
+	Use:   "get RECEIPT_ID [-o table|json|yaml]",
+	Short: "Print one receipt",
+	Args:  oneArg,
+	RunE: func(cmd *cobra.Command, args []string) error {
+		f := receiptsFlags
+		defer resetFlags(cmd)
+		if err := checkOutput(cmd, f.output); err != nil {
+			return err
+		}
+		sr, err := getReceipt(cmd.Context(), args[0])
+		if err != nil {
+			return err
+		}
+		return printOutput(cmd.OutOrStdout(), f.output, sr, func(tw *tabwriter.Writer) {
+			r := sr.GetReceipt()
+			row := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
+			row("Receipt", r.GetReceiptId())
+			row("Agent", sr.GetAgentId())
+			row("Batch", sr.GetBatchId())
+			row("Digest", sr.GetDigest())
+			row("Request", r.GetRequestId())
+			row("Workflow", r.GetWorkflowId())
+			row("Requested", r.GetRequested())
+			row("Principal/tenant/region", r.GetPrincipalClass()+" / "+r.GetTenantClass()+" / "+r.GetRegion())
+			if s := r.GetSelected(); s != nil {
+				row("Selected", fmt.Sprintf("%s@%s %s at %s (protocol %s)", s.GetServerName(), s.GetServerVersion(), s.GetToolName(), s.GetEndpoint(), s.GetProtocolVersion()))
+			}
+			row("Policy version", r.GetPolicyVersion())
+			row("Outcome", outcomeWord(r.GetOutcome()))
+			row("Attempts", r.GetAttemptCount())
+			row("Latency", r.GetLatency().AsDuration())
+			row("Arguments digest", r.GetArgumentsDigest())
+			row("Result digest", r.GetResultDigest())
+		})
+	},
+}
+
+// parseSince accepts RFC 3339 or a duration back from now ("24h").
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, withCode(exitUsage, fmt.Errorf("--since %q: want RFC 3339 (2026-11-29T10:00:00Z) or a duration (24h)", s))
+}
+
+var receiptsExportCmd = &cobra.Command{
+	Use:   "export [--since T] [--agent ID] -o FILE",
+	Short: "Write stored receipt batches, exactly as signed, as JSON lines",
+	Long: `Write the stored receipt batches received since T (RFC 3339, or a duration
+such as 24h meaning that long ago) as JSON lines: one batch per line with its
+Sigstore bundle embedded byte for byte. "-o -" writes to standard output.
+Check the file offline with "mcpready receipts verify".`,
+	Args: noArgs,
+	RunE: func(cmd *cobra.Command, _ []string) (err error) {
+		f := receiptsFlags
+		defer resetFlags(cmd)
+		if f.out == "" {
+			return withCode(exitUsage, errors.New("export: -o FILE is required"))
+		}
+		since, err := parseSince(f.since, time.Now())
+		if err != nil {
+			return err
+		}
+		client, closeConn, err := receiptsClient()
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		req := &mcpreadyv1.ExportBatchesRequest{AgentId: f.agent}
+		if !since.IsZero() {
+			req.Since = timestamppb.New(since)
+		}
+		stream, err := client.ExportBatches(cmd.Context(), req)
+		if err != nil {
+			return rpcError(err)
+		}
+		w := cmd.OutOrStdout()
+		var tmp *os.File
+		if f.out != "-" {
+			if tmp, err = os.CreateTemp(dirOf(f.out), ".export-*"); err != nil {
+				return err
+			}
+			defer func() {
+				if err != nil {
+					tmp.Close()
+					os.Remove(tmp.Name())
+				}
+			}()
+			w = tmp
+		}
+		n := 0
+		for {
+			m, err := stream.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return rpcError(err)
+			}
+			if err := export.Write(w, export.Line{BatchID: m.GetBatchId(), AgentID: m.GetAgentId(), Sequence: m.GetSequence(), Bundle: m.GetBundle()}); err != nil {
+				return err
+			}
+			n++
+		}
+		if tmp != nil {
+			if err := tmp.Sync(); err != nil {
+				return err
+			}
+			if err := tmp.Close(); err != nil {
+				return err
+			}
+			if err := os.Rename(tmp.Name(), f.out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "exported %d batch(es) to %s\n", n, f.out)
+		}
+		return nil
+	},
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[:i+1]
+	}
+	return "."
+}
+
+var receiptsVerifyCmd = &cobra.Command{
+	Use:   "verify FILE (--key AGENT.pub | --root ROOT.pub --trust TRUST.bundle.json) [--at T]",
+	Short: "Verify a receipt export offline: signatures, digests and hash chains",
+	Long: `Verify an export made by "mcpready receipts export", offline: every batch's
+signature (by one agent key with --key, or under a TrustPolicy signed by the
+root key with --root and --trust, evaluated at --at, default now), every
+receipt against its listed digest, and each agent's hash chain (no gap, fork,
+reordering or replay). An export that starts mid-chain is checked from its
+first batch.
+
+Exit status: 0 verified, 3 verification failed (the batch is named on
+standard error), 2 usage error, 1 any other error.`,
+	Args: oneArg,
+	RunE: func(cmd *cobra.Command, args []string) error {
+		f := receiptsFlags
+		defer resetFlags(cmd)
+		byKey, byTrust := f.key != "", f.root != "" || f.trust != ""
+		if byKey == byTrust || (byTrust && (f.root == "" || f.trust == "")) {
+			return withCode(exitUsage, errors.New("verify: give either --key, or both --root and --trust"))
+		}
+		at := time.Now()
+		if f.at != "" {
+			t, err := time.Parse(time.RFC3339, f.at)
+			if err != nil {
+				return withCode(exitUsage, fmt.Errorf("--at %q: want RFC 3339", f.at))
+			}
+			at = t
+		}
+		var verify export.Verifier
+		if byKey {
+			pub, err := sign.ReadPublicKeyFile(f.key)
+			if err != nil {
+				return err
+			}
+			verify = func(b []byte) (*sign.Verified, error) { return sign.VerifyWithKey(b, pub) }
+		} else {
+			rootKey, err := sign.ReadPublicKeyFile(f.root)
+			if err != nil {
+				return err
+			}
+			tp, err := os.ReadFile(f.trust)
+			if err != nil {
+				return err
+			}
+			trust, err := sign.NewTrust(tp, rootKey, at)
+			if err != nil {
+				return verifyFailure(f.trust, err)
+			}
+			verify = func(b []byte) (*sign.Verified, error) { return trust.Verify(b, at) }
+		}
+		file, err := os.Open(args[0])
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		sum, err := export.Verify(file, verify)
+		var fail *export.Failure
+		if errors.As(err, &fail) || errors.Is(err, export.ErrFormat) {
+			return withCode(exitVerify, fmt.Errorf("%s: %w", args[0], err))
+		}
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AGENT\tBATCHES\tRECEIPTS\tSEQUENCES\tHEAD")
+		for _, s := range sum {
+			seqs := fmt.Sprintf("%d-%d", s.FirstSeq, s.LastSeq)
+			if s.StartsMidChain {
+				seqs += " (starts mid-chain)"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", s.AgentID, s.Batches, s.Receipts, seqs, s.HeadDigest)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "verified: %d agent chain(s), every signature, digest and link\n", len(sum))
+		return nil
+	},
+}
+
+func init() {
+	for _, c := range []*cobra.Command{receiptsTailCmd, receiptsGetCmd, receiptsExportCmd} {
+		addServerFlag(c, &receiptsFlags.server)
+		c.SetFlagErrorFunc(usageError)
+		receiptsCmd.AddCommand(c)
+	}
+	addOutputFlag(receiptsTailCmd, &receiptsFlags.output)
+	addOutputFlag(receiptsGetCmd, &receiptsFlags.output)
+	receiptsTailCmd.Flags().IntVarP(&receiptsFlags.n, "n", "n", 10, "how many of the newest receipts")
+	receiptsTailCmd.Flags().BoolVar(&receiptsFlags.follow, "follow", false, "keep printing new receipts until interrupted")
+	ef := receiptsExportCmd.Flags()
+	ef.StringVar(&receiptsFlags.since, "since", "", "only batches received since T (RFC 3339 or a duration such as 24h)")
+	ef.StringVar(&receiptsFlags.agent, "agent", "", "only this agent's batches")
+	ef.StringVarP(&receiptsFlags.out, "output", "o", "", "file to write (required; - for standard output)")
+	vf := receiptsVerifyCmd.Flags()
+	vf.StringVar(&receiptsFlags.key, "key", "", "the agent's public key")
+	vf.StringVar(&receiptsFlags.root, "root", "", "the organisation's root public key (with --trust)")
+	vf.StringVar(&receiptsFlags.trust, "trust", "", "TrustPolicy bundle signed by the root key (with --root)")
+	vf.StringVar(&receiptsFlags.at, "at", "", "evaluate key grants at this RFC 3339 time (default now)")
+	receiptsVerifyCmd.SetFlagErrorFunc(usageError)
+	receiptsCmd.AddCommand(receiptsVerifyCmd)
+	root.AddCommand(receiptsCmd)
+}
+
+// oneArg requires exactly one positional argument (usage exit code).
+func oneArg(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return withCode(exitUsage, fmt.Errorf("%s: want exactly one argument, got %d", cmd.Name(), len(args)))
+	}
+	return nil
+}

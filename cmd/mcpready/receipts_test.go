@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/agent/spool"
+	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane/ingest"
+	"github.com/mcpready/mcpready/controlplane/receiptstore"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// receiptsServer runs the receipts service with three stored batches from
+// agent-1 and returns its address, the last receipt id and the key paths.
+func receiptsServer(t *testing.T) (addr, lastID, agentPub, rootPub, trustFile string) {
+	dir := t.TempDir()
+	agentKey, err := sign.WriteKeyPair(filepath.Join(dir, "agent"), sign.AlgorithmECDSAP256, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootKey, err := sign.WriteKeyPair(filepath.Join(dir, "root"), sign.AlgorithmECDSAP256, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemPub := mustRead(t, filepath.Join(dir, "agent.pub"))
+	id, _ := sign.KeyID(agentKey.Public())
+	tp := &mcpreadyv1.TrustPolicy{Keys: []*mcpreadyv1.KeyGrant{{KeyId: id, PublicKey: string(pemPub), Name: "agent-1", Kinds: []string{"ReceiptBatch"}, Scopes: []string{"agent-1/*"}}}}
+	tpBundle, _, err := sign.Sign(artifact.New(artifact.KindTrustPolicy, "example/trust", tp), rootKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trustFile = writeFile(t, dir, "trust.bundle.json", tpBundle)
+	trust, err := sign.NewTrust(tpBundle, rootKey.Public(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := receiptstore.Open(filepath.Join(dir, "store"), receiptstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := ingest.New(ingest.Options{Store: st, Trust: func() *sign.Trust { return trust }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := spool.Open(filepath.Join(dir, "spool"), spool.Options{AgentID: "agent-1", Signer: agentKey, BatchSize: 2, BatchInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	b := receipt.Builder{EmitterID: "agent-1", EmitterVersion: "test"}
+	for i := 0; i < 5; i++ {
+		r := b.Start(time.Now())
+		r.Requested, r.PrincipalClass, r.TenantClass, r.Region, r.PolicyVersion = "docs_lookup", "employee", "acme", "eu", "acme-policy@3"
+		b.Arguments(r, []byte(`{"query":"x"}`))
+		r.Candidates = []*mcpreadyv1.Candidate{
+			{ServerName: "docs-a", ToolName: "lookup", Endpoint: "http://a", Selected: true},
+			{ServerName: "docs-b", ToolName: "lookup", Endpoint: "http://b", RejectedAtStep: 6, RejectionCode: "CIRCUIT_OPEN", RejectionReason: "circuit open after 5 failures"},
+		}
+		r.Selected = &mcpreadyv1.Selection{ServerName: "docs-a", ToolName: "lookup", Endpoint: "http://a", ServerVersion: "1.0.0"}
+		r.Attempts = []*mcpreadyv1.Attempt{{Number: 1, Entry: "docs-a/lookup", Latency: durationpb.New(3 * time.Millisecond), Outcome: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS}}
+		r.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+		b.Finish(r, time.Now())
+		if err := sp.Append(r); err != nil {
+			t.Fatal(err)
+		}
+		lastID = r.ReceiptId
+	}
+	sp.Flush()
+	for _, bt := range sp.Pending(0) {
+		if _, err := svc.Ingest(nil, &mcpreadyv1.UploadBatchesRequest{BatchId: bt.ID, Sequence: bt.Sequence, Bundle: bt.Bundle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	mcpreadyv1.RegisterReceiptsServiceServer(srv, svc)
+	go srv.Serve(lis)
+	t.Cleanup(func() { srv.Stop(); st.Close() })
+	return lis.Addr().String(), lastID, filepath.Join(dir, "agent.pub"), filepath.Join(dir, "root.pub"), trustFile
+}
+
+func TestReceiptsCommands(t *testing.T) {
+	addr, lastID, agentPub, rootPub, trustFile := receiptsServer(t)
+	code, out, errOut := runKeyCLI(t, "receipts", "tail", "-n", "3", "--server", addr)
+	if code != exitOK || strings.Count(out, "docs_lookup") != 3 || !strings.Contains(out, "OUTCOME") {
+		t.Fatalf("tail: %d %q %s", code, out, errOut)
+	}
+	code, out, _ = runKeyCLI(t, "receipts", "get", lastID, "--server", addr, "-o", "json")
+	if code != exitOK || !strings.Contains(out, lastID) {
+		t.Fatalf("get: %d %s", code, out)
+	}
+	if code, _, _ = runKeyCLI(t, "receipts", "get", "NOPE", "--server", addr); code == exitOK {
+		t.Fatal("get of a missing receipt succeeded")
+	}
+	code, out, _ = runKeyCLI(t, "explain", lastID, "--server", addr)
+	for _, want := range []string{"docs_lookup", "acme-policy@3", "docs-b/lookup at http://b: rejected at step 6 (current health): CIRCUIT_OPEN: circuit open after 5 failures", "Outcome: success", "docs-a/lookup at http://a: selected"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "export.jsonl")
+	if code, _, errOut = runKeyCLI(t, "receipts", "export", "--since", "1h", "-o", file, "--server", addr); code != exitOK {
+		t.Fatalf("export: %d %s", code, errOut)
+	}
+	data := mustRead(t, file)
+	if n := bytes.Count(data, []byte("\n")); n != 3 {
+		t.Fatalf("export has %d lines", n)
+	}
+	if code, out, errOut = runKeyCLI(t, "receipts", "verify", file, "--key", agentPub); code != exitOK || !strings.Contains(out, "verified") {
+		t.Fatalf("verify --key: %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut = runKeyCLI(t, "receipts", "verify", file, "--root", rootPub, "--trust", trustFile); code != exitOK {
+		t.Fatalf("verify --trust: %d %s", code, errOut)
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	swapped := writeFile(t, dir, "swapped.jsonl", bytes.Join([][]byte{lines[0], lines[2], lines[1]}, nil))
+	code, _, errOut = runKeyCLI(t, "receipts", "verify", swapped, "--key", agentPub)
+	if code != exitVerify || !strings.Contains(errOut, "gap") || !strings.Contains(errOut, "sequence 3") {
+		t.Fatalf("verify swapped: %d %s", code, errOut)
+	}
+	tampered := bytes.Replace(data, []byte(`"sig":"M`), []byte(`"sig":"N`), 1) // ECDSA DER signatures start "ME"
+	if bytes.Equal(tampered, data) {
+		t.Fatal("could not tamper")
+	}
+	edited := writeFile(t, dir, "edited.jsonl", tampered)
+	if code, _, errOut = runKeyCLI(t, "receipts", "verify", edited, "--key", agentPub); code != exitVerify || !strings.Contains(errOut, "batch ") {
+		t.Fatalf("verify edited: %d %s", code, errOut)
+	}
+	if code, _, _ = runKeyCLI(t, "receipts", "verify", file); code != exitUsage {
+		t.Fatalf("verify without keys: %d", code)
+	}
+}
