@@ -288,8 +288,11 @@ func (rn *runner) start(r *decide.Route, hedge bool) *mcpreadyv1.Attempt {
 // finish normalises an outcome (a timeout after send is AMBIGUOUS), fills
 // the attempt record and reports to the circuit breaker.
 func (rn *runner) finish(r *decide.Route, rec *mcpreadyv1.Attempt, started time.Time, out Outcome, actx context.Context) Outcome {
+	// A deadline turns an unclassified or transport outcome into a timeout;
+	// an answer that did arrive (a tool error, a 401) keeps its class.
 	timedOut := out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT ||
-		(actx != nil && out.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS && errors.Is(actx.Err(), context.DeadlineExceeded))
+		(actx != nil && errors.Is(actx.Err(), context.DeadlineExceeded) &&
+			(out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_UNSPECIFIED || out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE))
 	switch {
 	case timedOut && out.Sent:
 		out.Class, out.Layer = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION
