@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -270,7 +271,7 @@ func (s *Server) Run(ctx context.Context) error {
 			errc <- err
 		}
 	})
-	wg.Go(func() { lc.Run(ctx, s.o.SweepInterval) })
+	wg.Go(func() { s.sweepWhenElected(ctx, cli, lc) })
 	wg.Go(func() { adm.Refresh(ctx, time.Second) })
 	wg.Go(func() {
 		if err := gs.Serve(s.lis); err != nil && ctx.Err() == nil {
@@ -327,6 +328,41 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Wait()
 	s.o.Logger.Info("control plane stopped")
 	return runErr
+}
+
+// sweepWhenElected runs the lifecycle sweep on one replica at a time: the
+// winner of an etcd election, re-campaigning if its session is lost.
+func (s *Server) sweepWhenElected(ctx context.Context, cli *clientv3.Client, lc *lifecycle.Manager) {
+	for ctx.Err() == nil {
+		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(10), concurrency.WithContext(ctx))
+		if err != nil {
+			s.etcdErr.Inc()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+				continue
+			}
+		}
+		el := concurrency.NewElection(sess, "/mcpready/v1/elections/lifecycle-sweep")
+		if err := el.Campaign(ctx, s.Addr()); err == nil {
+			s.o.Logger.Info("lifecycle sweeper elected", "addr", s.Addr())
+			sctx, cancel := context.WithCancel(ctx)
+			go func() {
+				select {
+				case <-sess.Done():
+				case <-sctx.Done():
+				}
+				cancel()
+			}()
+			lc.Run(sctx, s.o.SweepInterval)
+			cancel()
+			rctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = el.Resign(rctx)
+			c()
+		}
+		_ = sess.Close() // revokes the lease so another replica takes over at once
+	}
 }
 
 // waitEtcd retries until one endpoint answers, with exponential backoff.
