@@ -176,3 +176,43 @@ func TestUnavailable(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestWatchCompactedRelists: a watch that starts at a compacted revision
+// reports every kind so the caller relists, then keeps following changes.
+func TestWatchCompactedRelists(t *testing.T) {
+	cli, _ := testenv.Etcd(t)
+	s := store.New(cli, store.Options{Backoff: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	old, _ := s.CurrentRevision(ctx)
+	for i := range 3 {
+		if _, _, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, _ := s.CurrentRevision(ctx)
+	if _, err := cli.Compact(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []artifact.Kind, 10)
+	go s.Watch(ctx, old, func(k []artifact.Kind) { got <- k })
+	select {
+	case k := <-got:
+		if len(k) != len(artifact.Kinds()) {
+			t.Fatalf("after compaction got %v, want every kind", k)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no relist after compaction")
+	}
+	if _, _, err := s.Put(ctx, store.Record{Kind: artifact.KindEvidence, Name: "e", Bundle: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case k := <-got:
+		if len(k) != 1 || k[0] != artifact.KindEvidence {
+			t.Fatalf("after re-watch got %v", k)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event after re-watch")
+	}
+}
