@@ -113,3 +113,29 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("unreachable server: %d", code)
 	}
 }
+
+func TestClientMutualTLS(t *testing.T) {
+	p := testpki.New(t)
+	f := testpki.TLS(t, t.TempDir())
+	s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", DataDir: t.TempDir(), Root: p.Root.Public(),
+		TLSCert: f.ServerCert, TLSKey: f.ServerKey, TLSCA: f.CA, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-s.Ready()
+	tp := writeFile(t, t.TempDir(), "trust.json", p.TrustPolicy)
+
+	t.Setenv("MCPREADY_CLIENT_CA", f.CA)
+	if code, _, _ := runKeyCLI(t, "apply", "--server", s.Addr(), "-f", tp); code == exitOK {
+		t.Fatal("apply without a client certificate succeeded")
+	}
+	t.Setenv("MCPREADY_CLIENT_CERT", f.ClientCert)
+	t.Setenv("MCPREADY_CLIENT_KEY", f.ClientKey)
+	if code, out, errOut := runKeyCLI(t, "apply", "--server", s.Addr(), "-f", tp); code != exitOK {
+		t.Fatalf("apply over mTLS: %d %q %q", code, out, errOut)
+	}
+}

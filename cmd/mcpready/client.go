@@ -1,10 +1,14 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -21,11 +25,46 @@ func addServerFlag(cmd *cobra.Command, dst *string) {
 	cmd.Flags().StringVar(dst, "server", def, "control plane address (env MCPREADY_SERVER)")
 }
 
-// dialServer connects to the control plane at addr.
+// dialServer connects to the control plane at addr. TLS is used when
+// $MCPREADY_CLIENT_CA names the CA of the server certificate; a client
+// certificate for mTLS comes from $MCPREADY_CLIENT_CERT and
+// $MCPREADY_CLIENT_KEY. Without them the connection is plaintext (the
+// control plane only allows that on loopback).
 func dialServer(addr string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := clientCredentials()
+	if err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, withCode(exitUnavailable, err)
 	}
 	return conn, nil
+}
+
+func clientCredentials() (credentials.TransportCredentials, error) {
+	caFile, certFile, keyFile := os.Getenv("MCPREADY_CLIENT_CA"), os.Getenv("MCPREADY_CLIENT_CERT"), os.Getenv("MCPREADY_CLIENT_KEY")
+	if caFile == "" {
+		if certFile != "" || keyFile != "" {
+			return nil, fmt.Errorf("MCPREADY_CLIENT_CERT/KEY need MCPREADY_CLIENT_CA")
+		}
+		return insecure.NewCredentials(), nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("MCPREADY_CLIENT_CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("MCPREADY_CLIENT_CA %s holds no PEM certificate", caFile)
+	}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if certFile != "" || keyFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return credentials.NewTLS(cfg), nil
 }
