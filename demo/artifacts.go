@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mcpready/mcpready/agent/enroll"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/sign"
@@ -34,8 +35,9 @@ const (
 	QualificationSuite = "mcpready-demo-qualification/v1"
 )
 
-// EntryName is the registry entry name of one tool: "<server>/<tool>".
-func EntryName(server, tool string) string { return server + "/" + tool }
+// EntryName is the registry entry name of one tool, "<server>/<tool>",
+// as `mcpready enroll` names entries.
+var EntryName = enroll.EntryName
 
 // EvidenceName is the name of the demo's synthetic evidence for one entry.
 func EvidenceName(server, tool string) string { return EntryName(server, tool) + "/synthetic" }
@@ -380,10 +382,11 @@ func syntheticEvidence(s Listed, t *mcp.Tool, e *mcpreadyv1.RegistryEntry, now t
 func policy(now time.Time) *artifact.Object {
 	readOnly := mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY
 	p := &mcpreadyv1.Policy{
-		Provenance:     provenance(Issuer, "1", now, 0),
-		PolicyOwner:    "platform-team@example.org",
-		Inventory:      []string{"com.example/*"},
-		ApprovedOwners: []string{"provider-a", "provider-b", Issuer},
+		Provenance:  provenance(Issuer, "1", now, 0),
+		PolicyOwner: "platform-team@example.org",
+		// Every QUALIFIED entry is in the inventory, so a server enrolled
+		// with `mcpready enroll --qualify` is usable at once.
+		Inventory: []string{"*"},
 		Evidence: &mcpreadyv1.EvidenceRules{
 			AcceptedIssuers: []string{"observer"},
 			MaxAge: map[string]*durationpb.Duration{
@@ -403,8 +406,10 @@ func policy(now time.Time) *artifact.Object {
 		Approvals: []*mcpreadyv1.ApprovalRule{
 			{Match: EntryName(ServerListings, ToolUpdateListingStatus), Required: true, Reversible: true},
 		},
-		Deadline:  durationpb.New(10 * time.Second),
-		Residency: &mcpreadyv1.ResidencyRules{AllowedRegions: []string{RegionAgent}},
+		Deadline: durationpb.New(10 * time.Second),
+		// Deny-list rather than allow-list: freshly enrolled entries carry no
+		// region and must stay usable; docs-us (us-east) is excluded.
+		Residency: &mcpreadyv1.ResidencyRules{DeniedRegions: []string{RegionOther}},
 		Retry: &mcpreadyv1.RetryRules{
 			MaxAttempts:         3,
 			PerAttemptTimeout:   durationpb.New(3 * time.Second),

@@ -135,8 +135,8 @@ func TestArtifactsContent(t *testing.T) {
 		t.Errorf("docs-us region %q", us.GetRegion())
 	}
 	p := byName["Policy "+PolicyName].Spec.(*mcpreadyv1.Policy)
-	if got := p.GetResidency().GetAllowedRegions(); len(got) != 1 || got[0] != RegionAgent {
-		t.Errorf("allowed regions %v", got)
+	if got := p.GetResidency().GetDeniedRegions(); len(got) != 1 || got[0] != RegionOther {
+		t.Errorf("denied regions %v", got)
 	}
 	if len(p.GetEquivalenceClasses()) != 1 || !p.GetEquivalenceClasses()[0].GetFallbackAllowed() {
 		t.Errorf("equivalence classes %v", p.GetEquivalenceClasses())

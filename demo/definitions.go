@@ -2,12 +2,12 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/pin"
+	"github.com/mcpready/mcpready/agent/upstream"
 )
 
 // ListedServer is what a client sees of one server: its identity, the
@@ -44,28 +44,10 @@ func ListTools(ctx context.Context, url string) (*ListedServer, error) {
 	return out, nil
 }
 
-// PinTool converts a listed tool to the pinned form package pin digests:
-// each schema and the annotations as their JSON.
-func PinTool(t *mcp.Tool) (pin.Tool, error) {
-	pt := pin.Tool{Name: t.Name, Description: t.Description}
-	var err error
-	if pt.InputSchema, err = json.Marshal(t.InputSchema); err == nil && t.OutputSchema != nil {
-		pt.OutputSchema, err = json.Marshal(t.OutputSchema)
-	}
-	if err == nil && t.Annotations != nil {
-		pt.Annotations, err = json.Marshal(t.Annotations)
-	}
-	if err != nil {
-		return pin.Tool{}, fmt.Errorf("demo: tool %s: %w", t.Name, err)
-	}
-	return pt, nil
-}
-
-
 // Digests computes the pinned digests of a listed tool with package pin,
 // exactly as the host agent does when it compares live definitions.
 func Digests(t *mcp.Tool) (pin.Digests, error) {
-	pt, err := PinTool(t)
+	pt, err := upstream.PinTool(t)
 	if err != nil {
 		return pin.Digests{}, err
 	}

@@ -162,9 +162,13 @@ func TestUpEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts mcpready up as a real process")
 	}
+	t0 := time.Now()
 	bin := buildBinary(t)
+	t.Logf("built in %s", time.Since(t0).Round(time.Millisecond))
 	data := t.TempDir()
+	t0 = time.Now()
 	p := startUp(t, bin, data)
+	t.Logf("up ready in %s", time.Since(t0).Round(time.Millisecond))
 
 	if !strings.HasPrefix(p.agentURL, "http://127.0.0.1:") || !strings.HasSuffix(p.agentURL, "/mcp") {
 		t.Fatalf("agent endpoint %q is not a loopback /mcp URL", p.agentURL)
@@ -226,7 +230,9 @@ func TestUpEndToEnd(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 
+	t0 = time.Now()
 	p.stop(t)
+	t.Logf("stopped in %s", time.Since(t0).Round(time.Millisecond))
 
 	// Data is kept for the next start, which reuses it.
 	for _, d := range []string{"keys", "artifacts", "controlplane", "agent"} {
@@ -235,7 +241,9 @@ func TestUpEndToEnd(t *testing.T) {
 		}
 	}
 	rootPub, _ := os.ReadFile(filepath.Join(data, "keys", "root.pub"))
+	t0 = time.Now()
 	again := startUp(t, bin, data)
+	t.Logf("second start ready in %s", time.Since(t0).Round(time.Millisecond))
 	if b, _ := os.ReadFile(filepath.Join(again.keys, "root.pub")); !bytes.Equal(b, rootPub) {
 		t.Error("second start replaced the root key")
 	}
