@@ -279,9 +279,7 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 			OutputSchemaDigest: id.GetOutputSchemaDigest(), ProtocolVersion: protocol[r.Entry]}
 		rec.PerAttemptTimeout = durationpb.New(r.PerAttempt)
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
-		for _, cand := range rec.Candidates {
-			cand.Selected = cand.GetEntry() == r.Entry
-		}
+		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
 	}
 	out := run.Final
 	if cr, ok := out.Result.(*checked); ok && (out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR) {
