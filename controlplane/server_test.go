@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane"
@@ -305,5 +307,38 @@ func TestMutualTLS(t *testing.T) {
 	defer cancel()
 	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err == nil {
 		t.Fatal("plaintext client accepted")
+	}
+}
+
+func TestEtcdLostMidRun(t *testing.T) {
+	p := testpki.New(t)
+	m, err := etcdembed.StartSingle(etcdembed.Options{Dir: t.TempDir(), LogLevel: "fatal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, controlplane.Options{EtcdEndpoints: []string{m.ClientURL}, Root: p.Root.Public()})
+	ch := agent(t, s.Addr())
+	conn := dial(t, s.Addr())
+	adm := mcpreadyv1.NewAdminServiceClient(conn)
+	if _, err := adm.Apply(context.Background(), &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err = adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org)})
+	if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded {
+		t.Fatalf("apply with etcd down: %v", err)
+	}
+	// the server keeps answering and the agent's stream stays open
+	if _, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("health with etcd down: %v", err)
+	}
+	select {
+	case _, ok := <-ch:
+		if !ok {
+			t.Fatal("agent stream closed")
+		}
+	default:
 	}
 }

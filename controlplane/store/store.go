@@ -77,7 +77,7 @@ type Options struct {
 	Attempts int
 	// Backoff is the first retry delay, doubled each time up to 2s; 0 means 100ms.
 	Backoff time.Duration
-	// AttemptTimeout bounds one attempt; 0 means 5s.
+	// AttemptTimeout bounds one attempt; 0 means 2s.
 	AttemptTimeout time.Duration
 	// OnError, if set, is called for every failed etcd operation (for metrics).
 	OnError func(error)
@@ -109,7 +109,7 @@ func New(cli *clientv3.Client, o Options) *Store {
 		o.Backoff = 100 * time.Millisecond
 	}
 	if o.AttemptTimeout <= 0 {
-		o.AttemptTimeout = 5 * time.Second
+		o.AttemptTimeout = 2 * time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
