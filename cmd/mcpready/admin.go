@@ -46,6 +46,24 @@ func adminClient(addr string) (mcpreadyv1.AdminServiceClient, func(), error) {
 	return mcpreadyv1.NewAdminServiceClient(conn), func() { conn.Close() }, nil
 }
 
+// adminCall dials addr, runs one call with a bounded context and maps its
+// error to an exit code.
+func adminCall[T any](cmd *cobra.Command, addr string, call func(context.Context, mcpreadyv1.AdminServiceClient) (T, error)) (T, error) {
+	var zero T
+	cli, closeFn, err := adminClient(addr)
+	if err != nil {
+		return zero, err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(cmd.Context(), rpcTimeout)
+	defer cancel()
+	r, err := call(ctx, cli)
+	if err != nil {
+		return zero, rpcError(err)
+	}
+	return r, nil
+}
+
 var applyFlags struct {
 	server string
 	files  []string
@@ -186,16 +204,11 @@ their store metadata. get does not verify signatures: use "mcpready verify".`,
 		if len(args) == 2 {
 			req.Name = args[1]
 		}
-		cli, closeFn, err := adminClient(f.server)
+		r, err := adminCall(cmd, f.server, func(ctx context.Context, cli mcpreadyv1.AdminServiceClient) (*mcpreadyv1.GetResponse, error) {
+			return cli.Get(ctx, req)
+		})
 		if err != nil {
 			return err
-		}
-		defer closeFn()
-		ctx, cancel := context.WithTimeout(cmd.Context(), rpcTimeout)
-		defer cancel()
-		r, err := cli.Get(ctx, req)
-		if err != nil {
-			return rpcError(err)
 		}
 		shown := showArtifacts(r.Artifacts)
 		var v any = shown
@@ -234,16 +247,11 @@ var historyCmd = &cobra.Command{
 		if err != nil {
 			return withCode(exitUsage, err)
 		}
-		cli, closeFn, err := adminClient(f.server)
+		r, err := adminCall(cmd, f.server, func(ctx context.Context, cli mcpreadyv1.AdminServiceClient) (*mcpreadyv1.HistoryResponse, error) {
+			return cli.History(ctx, &mcpreadyv1.HistoryRequest{Kind: string(kind), Name: args[1]})
+		})
 		if err != nil {
 			return err
-		}
-		defer closeFn()
-		ctx, cancel := context.WithTimeout(cmd.Context(), rpcTimeout)
-		defer cancel()
-		r, err := cli.History(ctx, &mcpreadyv1.HistoryRequest{Kind: string(kind), Name: args[1]})
-		if err != nil {
-			return rpcError(err)
 		}
 		shown := showArtifacts(r.Revisions)
 		return printOutput(cmd.OutOrStdout(), f.output, shown, func(tw *tabwriter.Writer) {
@@ -291,16 +299,11 @@ password is read as for keygen.`,
 		if err != nil {
 			return withCode(exitUsage, err)
 		}
-		cli, closeFn, err := adminClient(f.server)
+		r, err := adminCall(cmd, f.server, func(ctx context.Context, cli mcpreadyv1.AdminServiceClient) (*mcpreadyv1.DeleteResponse, error) {
+			return cli.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: bundle})
+		})
 		if err != nil {
 			return err
-		}
-		defer closeFn()
-		ctx, cancel := context.WithTimeout(cmd.Context(), rpcTimeout)
-		defer cancel()
-		r, err := cli.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: bundle})
-		if err != nil {
-			return rpcError(err)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s deleted at revision %d\n", r.Kind, r.Name, r.Revision)
 		return nil

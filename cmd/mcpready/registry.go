@@ -40,16 +40,11 @@ NAME, its full event history.`,
 		if len(args) == 1 {
 			req.Name = args[0]
 		}
-		cli, closeFn, err := adminClient(f.server)
+		r, err := adminCall(cmd, f.server, func(ctx context.Context, cli mcpreadyv1.AdminServiceClient) (*mcpreadyv1.RegistryStatusResponse, error) {
+			return cli.RegistryStatus(ctx, req)
+		})
 		if err != nil {
 			return err
-		}
-		defer closeFn()
-		ctx, cancel := context.WithTimeout(cmd.Context(), rpcTimeout)
-		defer cancel()
-		r, err := cli.RegistryStatus(ctx, req)
-		if err != nil {
-			return rpcError(err)
 		}
 		return printOutput(cmd.OutOrStdout(), f.output, r, func(tw *tabwriter.Writer) {
 			fmt.Fprintln(tw, "NAME\tSTATE\tLAST EVIDENCE\tDRIFT\tSUPERSEDED BY")

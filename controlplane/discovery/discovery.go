@@ -221,22 +221,6 @@ func kindOf(typeURL string) (artifact.Kind, error) {
 	return "", status.Errorf(codes.InvalidArgument, "type %q is not distributed", typeURL)
 }
 
-// recvLoop forwards requests from recv until it fails.
-func recvLoop[T any](ctx context.Context, recv func() (T, error), out chan<- T, errc chan<- error) {
-	for {
-		m, err := recv()
-		if err != nil {
-			errc <- err
-			return
-		}
-		select {
-		case out <- m:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
 // send encodes msg under the push semaphore, then sends it.
 func (s *Server) send(stream grpc.ServerStream, msg any, typeURL string, built time.Time) error {
 	var pm grpc.PreparedMsg

@@ -308,12 +308,7 @@ func (s *Store) getMany(ctx context.Context, keys []string, rev int64) ([][]byte
 // History returns every revision of (k, name), oldest first, with bundles.
 func (s *Store) History(ctx context.Context, k artifact.Kind, name string) ([]Record, error) {
 	p := s.o.Prefix + "/meta/" + string(k) + "/" + name + "/"
-	var resp *clientv3.GetResponse
-	err := s.do(ctx, func(ctx context.Context) error {
-		var err error
-		resp, err = s.cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
-		return err
-	})
+	resp, err := s.getPrefix(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -376,12 +371,7 @@ func (s *Store) AppendEvent(ctx context.Context, stream, name string, data []byt
 // Events returns the events of (stream, name), oldest first.
 func (s *Store) Events(ctx context.Context, stream, name string) ([][]byte, error) {
 	p := s.o.Prefix + "/events/" + stream + "/" + name + "/"
-	var resp *clientv3.GetResponse
-	err := s.do(ctx, func(ctx context.Context) error {
-		var err error
-		resp, err = s.cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
-		return err
-	})
+	resp, err := s.getPrefix(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -394,6 +384,18 @@ func (s *Store) Events(ctx context.Context, stream, name string) ([][]byte, erro
 		out = append(out, kv.Value)
 	}
 	return out, nil
+}
+
+// getPrefix reads every key under p in key order. Keys are revision or
+// sequence numbers of fixed width, so key order is time order.
+func (s *Store) getPrefix(ctx context.Context, p string) (*clientv3.GetResponse, error) {
+	var resp *clientv3.GetResponse
+	err := s.do(ctx, func(ctx context.Context) error {
+		var err error
+		resp, err = s.cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		return err
+	})
+	return resp, err
 }
 
 // do runs op with a per-attempt timeout, retrying with exponential backoff
