@@ -17,11 +17,13 @@ import (
 	"github.com/mcpready/mcpready/sign"
 )
 
-// startControlPlane runs an in-process control plane on a free port.
-func startTestControlPlane(t *testing.T, p *testpki.PKI) string {
+// startTestControlPlane runs an in-process control plane on a free port
+// with o's TLS files and returns its address.
+func startTestControlPlane(t *testing.T, p *testpki.PKI, o controlplane.Options) string {
 	t.Helper()
-	s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", DataDir: t.TempDir(), Root: p.Root.Public(),
-		ObserverKey: p.Observer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	o.Listen, o.MetricsListen, o.DataDir, o.Root, o.ObserverKey = "127.0.0.1:0", "off", t.TempDir(), p.Root.Public(), p.Observer
+	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := controlplane.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,7 @@ func writeFile(t *testing.T, dir, name string, b []byte) string {
 
 func TestAdminCommands(t *testing.T) {
 	p := testpki.New(t)
-	addr := startTestControlPlane(t, p)
+	addr := startTestControlPlane(t, p, controlplane.Options{})
 	dir := t.TempDir()
 	tp := writeFile(t, dir, "trust.json", p.TrustPolicy)
 	pol := writeFile(t, dir, "pol.json", testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org))
@@ -117,25 +119,16 @@ func TestAdminCommands(t *testing.T) {
 func TestClientMutualTLS(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
-	s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", DataDir: t.TempDir(), Root: p.Root.Public(),
-		TLSCert: f.ServerCert, TLSKey: f.ServerKey, TLSCA: f.CA, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-s.Ready()
+	addr := startTestControlPlane(t, p, controlplane.Options{TLSCert: f.ServerCert, TLSKey: f.ServerKey, TLSCA: f.CA})
 	tp := writeFile(t, t.TempDir(), "trust.json", p.TrustPolicy)
 
 	t.Setenv("MCPREADY_CLIENT_CA", f.CA)
-	if code, _, _ := runKeyCLI(t, "apply", "--server", s.Addr(), "-f", tp); code == exitOK {
+	if code, _, _ := runKeyCLI(t, "apply", "--server", addr, "-f", tp); code == exitOK {
 		t.Fatal("apply without a client certificate succeeded")
 	}
 	t.Setenv("MCPREADY_CLIENT_CERT", f.ClientCert)
 	t.Setenv("MCPREADY_CLIENT_KEY", f.ClientKey)
-	if code, out, errOut := runKeyCLI(t, "apply", "--server", s.Addr(), "-f", tp); code != exitOK {
+	if code, out, errOut := runKeyCLI(t, "apply", "--server", addr, "-f", tp); code != exitOK {
 		t.Fatalf("apply over mTLS: %d %q %q", code, out, errOut)
 	}
 }
