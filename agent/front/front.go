@@ -203,6 +203,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
 		return
 	}
+	if !precheck(w, r) {
+		return
+	}
 	if server != "" && !f.pool.Known(server) {
 		http.Error(w, "unknown upstream server "+server, http.StatusNotFound)
 		return

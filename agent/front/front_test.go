@@ -1,7 +1,10 @@
 package front
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -355,4 +358,62 @@ func TestNoRetryOfStateChangingCalls(t *testing.T) {
 	if n := h.up.Hits(); n != 4 {
 		t.Fatalf("read-only call: %d upstream hits in total, want 1+3", n)
 	}
+}
+
+func TestBadInputGetsPreciseErrors(t *testing.T) {
+	h := newHarness(t)
+	post := func(body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+devToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	tests := []struct {
+		body   string
+		status int
+		code   string
+	}{
+		{`{"jsonrpc":"2.0","id":1,`, 400, "-32700"},
+		{`{"jsonrpc":"1.0","id":1,"method":"ping"}`, 400, "-32600"},
+		{`{"jsonrpc":"2.0","id":7,"method":"bogus/method"}`, 200, "-32601"},
+		{`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":` + strings.Repeat(" ", MaxRequestBytes) + `{}}`, 413, "-32600"},
+	}
+	for _, tt := range tests {
+		status, body := post(tt.body)
+		if status != tt.status || !strings.Contains(body, tt.code) {
+			t.Errorf("%.40q: got %d %s", tt.body, status, body)
+		}
+	}
+	// The agent is still up.
+	cs := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
+	if res := call(t, cs, "echo", map[string]any{"text": "still here"}); res.IsError {
+		t.Fatalf("%+v", res)
+	}
+}
+
+func FuzzPrecheck(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`))
+	f.Add([]byte(`[{"jsonrpc":"2.0"}]`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":null,"method":"x"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
+		if !precheck(w, r) {
+			if w.Code == 0 || !json.Valid(w.Body.Bytes()) {
+				t.Fatalf("answer %d %q is not a JSON-RPC error", w.Code, w.Body.String())
+			}
+			return
+		}
+		got, _ := io.ReadAll(r.Body)
+		if !bytes.Equal(got, body) {
+			t.Fatal("body not restored")
+		}
+	})
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,12 +41,23 @@ func echoServer(t *testing.T) string {
 
 func TestBridgeRelaysBothWays(t *testing.T) {
 	url := echoServer(t)
-	near, far := mcp.NewInMemoryTransports()
+	clientToBridge, bridgeIn := io.Pipe()
+	bridgeOut, bridgeToClient := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- bridge(ctx, near, url, "tok") }()
+	go func() { done <- bridge(ctx, clientToBridge, bridgeToClient, url, "tok") }()
+	// A line that is not JSON-RPC gets a parse error; the bridge carries on.
+	if _, err := bridgeIn.Write([]byte("not json\n")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(bridgeOut)
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(line, "-32700") {
+		t.Fatalf("parse error reply: %q %v", line, err)
+	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-client"}, nil)
-	cs, err := c.Connect(ctx, far, nil)
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(br), Writer: bridgeIn}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +65,12 @@ func TestBridgeRelaysBothWays(t *testing.T) {
 	if err != nil || res.Content[0].(*mcp.TextContent).Text != "via bridge" {
 		t.Fatalf("call through bridge: %v %+v", err, res)
 	}
-	cs.Close()
-	cancel()
+	bridgeIn.Close() // the client goes away: the bridge ends cleanly
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("bridge: %v", err)
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("bridge did not stop")
 	}

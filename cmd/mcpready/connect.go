@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -63,7 +67,7 @@ func runConnect(cmd *cobra.Command, _ []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return bridge(ctx, &mcp.StdioTransport{}, endpoint, token)
+	return bridge(ctx, os.Stdin, os.Stdout, endpoint, token)
 }
 
 // agentEndpoint is the MCP endpoint of the agent at base (for one upstream when named).
@@ -90,9 +94,14 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// bridge relays JSON-RPC messages between a local transport (stdio) and the
-// agent's Streamable HTTP endpoint until either side closes.
-func bridge(ctx context.Context, local mcp.Transport, endpoint, token string) error {
+// maxLine bounds one JSON-RPC message read from the local client.
+const maxLine = 16 << 20
+
+// bridge relays JSON-RPC messages, one per line, between a local client
+// (in/out: stdio) and the agent's Streamable HTTP endpoint until either side
+// closes. A line that is not JSON-RPC is answered with a parse error and
+// the bridge carries on.
+func bridge(ctx context.Context, in io.Reader, out io.Writer, endpoint, token string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	remote, err := (&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerTransport{token}}}).Connect(ctx)
@@ -100,23 +109,38 @@ func bridge(ctx context.Context, local mcp.Transport, endpoint, token string) er
 		return withCode(exitUnavailable, fmt.Errorf("connect: %w", err))
 	}
 	defer remote.Close()
-	near, err := local.Connect(ctx)
-	if err != nil {
+	var wmu sync.Mutex
+	write := func(msg jsonrpc.Message) error {
+		b, err := jsonrpc.EncodeMessage(msg)
+		if err != nil {
+			return err
+		}
+		wmu.Lock()
+		defer wmu.Unlock()
+		_, err = out.Write(append(b, '\n'))
 		return err
 	}
-	defer near.Close()
 	errc := make(chan error, 2)
+	var inflight sync.WaitGroup
 	go func() { // local -> agent; calls are sent concurrently so a long call does not block others
-		for {
-			msg, err := near.Read(ctx)
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+		for sc.Scan() {
+			line := bytes.TrimSpace(sc.Bytes())
+			if len(line) == 0 {
+				continue
+			}
+			msg, err := jsonrpc.DecodeMessage(line)
 			if err != nil {
-				errc <- err
-				return
+				_ = write(&jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: " + err.Error()}})
+				continue
 			}
 			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && req.Method != "initialize" {
+				inflight.Add(1)
 				go func() {
+					defer inflight.Done()
 					if err := remote.Write(ctx, msg); err != nil {
-						_ = near.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpready agent unreachable: " + err.Error()}})
+						_ = write(&jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpready agent unreachable: " + err.Error()}})
 					}
 				}()
 				continue
@@ -126,6 +150,8 @@ func bridge(ctx context.Context, local mcp.Transport, endpoint, token string) er
 				return
 			}
 		}
+		inflight.Wait()
+		errc <- sc.Err() // nil at EOF: the client is done
 	}()
 	go func() { // agent -> local
 		for {
@@ -134,14 +160,14 @@ func bridge(ctx context.Context, local mcp.Transport, endpoint, token string) er
 				errc <- err
 				return
 			}
-			if err := near.Write(ctx, msg); err != nil {
+			if err := write(msg); err != nil {
 				errc <- err
 				return
 			}
 		}
 	}()
 	err = <-errc
-	if errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed) || strings.Contains(fmt.Sprint(err), "EOF") {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err

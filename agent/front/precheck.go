@@ -1,0 +1,87 @@
+package front
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MaxRequestBytes bounds one HTTP request body from an AI agent.
+const MaxRequestBytes = mcp.DefaultMaxRequestBodyBytes
+
+// knownMethods are the client-to-server methods the front serves.
+var knownMethods = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true, "subscriptions/listen": true,
+	"tools/list": true, "tools/call": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+	"prompts/list": true, "prompts/get": true, "completion/complete": true, "logging/setLevel": true,
+}
+
+// precheck answers malformed, oversized and unknown-method requests with a
+// precise JSON-RPC error before they reach the go-sdk handler (which would
+// answer plain-text HTTP errors that make some clients drop the session).
+// It returns false when it has answered.
+func precheck(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return true
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	r.Body.Close()
+	if err != nil {
+		writeRPCError(w, http.StatusBadRequest, nil, -32700, "reading request: "+err.Error())
+		return false
+	}
+	if len(body) > MaxRequestBytes {
+		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request larger than %d bytes", MaxRequestBytes))
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		return true // batches: the SDK answers per message
+	}
+	var env struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  *string         `json:"method"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		writeRPCError(w, http.StatusBadRequest, nil, -32700, "parse error: "+err.Error())
+		return false
+	}
+	if env.JSONRPC != "2.0" {
+		writeRPCError(w, http.StatusBadRequest, env.ID, -32600, `invalid request: "jsonrpc" must be "2.0"`)
+		return false
+	}
+	isCall := len(env.ID) > 0 && string(env.ID) != "null"
+	if env.Method != nil && isCall && !knownMethods[*env.Method] {
+		writeRPCError(w, http.StatusOK, env.ID, -32601, fmt.Sprintf("method %q not found", *env.Method))
+		return false
+	}
+	return true
+}
+
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", ID: id, Error: struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{code, msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
