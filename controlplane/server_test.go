@@ -342,3 +342,27 @@ func TestEtcdLostMidRun(t *testing.T) {
 	default:
 	}
 }
+
+func TestEmbeddedEtcdSurvivesRestart(t *testing.T) {
+	p := testpki.New(t)
+	dir := t.TempDir()
+	for round := range 2 {
+		s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", DataDir: dir, Root: p.Root.Public(), Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		<-s.Ready()
+		adm := mcpreadyv1.NewAdminServiceClient(dial(t, s.Addr()))
+		r, err := adm.Apply(context.Background(), &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy})
+		if err != nil || r.Unchanged != (round == 1) || r.Revision != 1 {
+			t.Fatalf("round %d: %v %v", round, r, err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
