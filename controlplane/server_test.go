@@ -366,3 +366,57 @@ func TestEmbeddedEtcdSurvivesRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestDriftReachesAgents: a drift report suspends the identity fleet-wide:
+// agents receive an observer-signed SUSPENDED copy and a fresh CANDIDATE.
+func TestDriftReachesAgents(t *testing.T) {
+	p := testpki.New(t)
+	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), ObserverKey: p.Observer})
+	ctx := context.Background()
+	adm := mcpreadyv1.NewAdminServiceClient(dial(t, s.Addr()))
+	entry := &mcpreadyv1.RegistryEntry{Identity: &mcpreadyv1.ToolIdentity{ServerName: "com.example/docs", ServerVersion: "2.4.1", ToolName: "docs.lookup"},
+		State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED}
+	for _, b := range [][]byte{p.TrustPolicy, testpki.Sign(t, artifact.New(artifact.KindRegistryEntry, "docs.lookup@2.4.1", entry), p.Org)} {
+		if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := mcpreadyv1.NewDiscoveryServiceClient(dial(t, s.Addr())).DeltaResources(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Send(&mcpreadyv1.DeltaResourcesRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, TypeUrl: artifact.KindRegistryEntry.TypeURL()})
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	observed := &mcpreadyv1.ToolIdentity{ServerName: "com.example/docs", ServerVersion: "2.5.0", ToolName: "docs.lookup"}
+	resp, err := adm.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, EntryName: "docs.lookup@2.4.1",
+		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}, Observed: observed})
+	if err != nil || resp.NewState != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED {
+		t.Fatalf("report: %v %v", resp, err)
+	}
+	tr, err := sign.NewTrust(p.TrustPolicy, p.Root.Public(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]mcpreadyv1.LifecycleState{}
+	for len(seen) < 2 || seen["docs.lookup@2.4.1"] != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED {
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range r.Resources {
+			v, err := tr.Verify(res.Bundle, time.Now())
+			if err != nil {
+				t.Fatalf("%s does not verify: %v", res.Name, err)
+			}
+			seen[res.Name] = v.Object.Spec.(*mcpreadyv1.RegistryEntry).GetState()
+		}
+		st.Send(&mcpreadyv1.DeltaResourcesRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
+	}
+	if seen[resp.CandidateName] != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE {
+		t.Fatalf("agent state view: %v", seen)
+	}
+}
