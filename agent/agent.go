@@ -137,6 +137,10 @@ func New(opts Options) (*Agent, error) {
 			return nil, err
 		}
 	}
+	if kid, err := sign.KeyID(opts.AgentKey.Public()); err == nil {
+		opts.Logger.Info("agent: receipt batches are signed by the agent key; the TrustPolicy must grant it kind ReceiptBatch for scope "+opts.NodeID+"/*",
+			"key_id", kid)
+	}
 	a := &Agent{opts: opts, cfg: cfg, recv: make(chan *mcpreadyv1.Receipt, 4096)}
 	node := &mcpreadyv1.Node{Id: opts.NodeID, Labels: opts.Labels, AgentVersion: Version}
 	if opts.ControlPlane != "" {

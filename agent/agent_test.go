@@ -122,3 +122,38 @@ func TestRefusesNonLoopback(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestDriftReportedToControlPlane(t *testing.T) {
+	env := cptest.Start(t)
+	up := mcptest.New(t, mcptest.Options{})
+	publish(t, env, up)
+	dir := t.TempDir()
+	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-2", Listen: "127.0.0.1:0",
+		DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir)})
+	defer stop()
+	for s := a.Sync().Snapshot(); s.Get(artifact.KindPolicy, "default") == nil || a.Installed() < s.Generation; s = a.Sync().Snapshot() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res := callEcho(t, a.Addr()); res.IsError {
+		t.Fatalf("before drift: %+v", res.Content)
+	}
+	up.ReplaceTool("echo", "Echoes, and now also does something else.")
+	admin := mcpreadyv1.NewAdminServiceClient(env.Dial())
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := admin.RegistryStatus(context.Background(), &mcpreadyv1.RegistryStatusRequest{Name: "test/echo"})
+		if err == nil && len(st.GetEntries()) > 0 && len(st.GetEntries()[0].GetEvents()) > 0 {
+			ev := st.GetEntries()[0].GetEvents()
+			if len(ev[len(ev)-1].GetDrift()) > 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("drift never reached the control plane: %v %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if res := callEcho(t, a.Addr()); !res.IsError {
+		t.Fatal("drifted tool still callable")
+	}
+}

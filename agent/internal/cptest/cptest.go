@@ -1,5 +1,6 @@
 // Package cptest starts a real control plane for the host agent's tests:
-// embedded etcd, the artifact store and the Discovery server on a loopback
+// embedded etcd, the artifact store, the Discovery server and the Admin API
+// (with lifecycle tracking, for drift reports) on a loopback
 // gRPC listener, plus a root key that signs test artifacts. It is for tests
 // only and must not be used by production code.
 package cptest
@@ -17,8 +18,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane/admin"
 	"github.com/mcpready/mcpready/controlplane/discovery"
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
+	"github.com/mcpready/mcpready/controlplane/lifecycle"
 	"github.com/mcpready/mcpready/controlplane/store"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/sign"
@@ -65,6 +68,14 @@ func Start(t testing.TB) *Env {
 	go func() { _ = e.ds.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	e.Put(artifact.New(artifact.KindTrustPolicy, "default", &mcpreadyv1.TrustPolicy{}))
+	// The Admin API (verified writes, drift reports) with lifecycle tracking.
+	adm := admin.New(admin.Options{Store: e.Store, Root: e.RootPub})
+	lc, err := lifecycle.New(lifecycle.Options{Store: e.Store, Apply: adm.ApplyBundle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm.SetLifecycle(lc)
+	e.Register(func(gs *grpc.Server) { mcpreadyv1.RegisterAdminServiceServer(gs, adm) })
 	e.Serve("127.0.0.1:0")
 	t.Cleanup(e.Stop)
 	return e
