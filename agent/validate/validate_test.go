@@ -213,8 +213,6 @@ func TestTripwire(t *testing.T) {
 		"![diagram](https://docs.example/arch.png)",
 		"Rules for formatting are described in the guide.",
 		"You are now connected to the docs server.",
-		"Send the secretary a note about the meeting.",
-		"Include passwordless sign-in options in the summary.",
 		"",
 	}
 	for _, text := range clean {
