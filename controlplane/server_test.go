@@ -131,7 +131,7 @@ func TestEmbeddedEtcdHealthAndMetrics(t *testing.T) {
 	if hr, err := http.Get("http://" + s.MetricsAddr() + "/healthz"); err != nil || hr.StatusCode != 200 {
 		t.Fatalf("healthz: %v %v", hr, err)
 	}
-	for _, m := range []string{"mcpready_discovery_connected_streams", "mcpready_etcd_errors_total", "mcpready_discovery_push_latency_seconds"} {
+	for _, m := range []string{"mcpready_discovery_connected_streams", "mcpready_discovery_connected_agents", "mcpready_etcd_errors_total", "mcpready_discovery_push_latency_seconds"} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("metrics lack %s", m)
 		}

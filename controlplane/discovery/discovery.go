@@ -63,6 +63,7 @@ type Server struct {
 	mu    sync.RWMutex
 	snaps map[artifact.Kind]*snapshot
 	conns map[*conn]struct{}
+	nodes map[string]int // open streams per node id
 }
 
 // New returns a Server over st.
@@ -77,7 +78,7 @@ func New(st *store.Store, o Options) *Server {
 		o.Logger = slog.Default()
 	}
 	return &Server{st: st, o: o, sem: make(chan struct{}, o.MaxConcurrentPushes), ready: make(chan struct{}),
-		snaps: map[artifact.Kind]*snapshot{}, conns: map[*conn]struct{}{}}
+		snaps: map[artifact.Kind]*snapshot{}, conns: map[*conn]struct{}{}, nodes: map[string]int{}}
 }
 
 // Run loads every distributed kind, then follows the store's watch until
@@ -184,6 +185,7 @@ func (s *Server) nextNonce() string { return strconv.FormatUint(s.nonce.Add(1), 
 // conn is one agent stream's shared bookkeeping.
 type conn struct {
 	wakeCh chan struct{}
+	node   string // set once by identify, read under Server.mu
 }
 
 func (c *conn) wake() {
@@ -202,9 +204,26 @@ func (s *Server) register() (*conn, func()) {
 	return c, func() {
 		s.mu.Lock()
 		delete(s.conns, c)
+		if c.node != "" {
+			if s.nodes[c.node]--; s.nodes[c.node] <= 0 {
+				delete(s.nodes, c.node)
+			}
+		}
+		n := len(s.nodes)
 		s.mu.Unlock()
 		s.o.Metrics.connected(-1)
+		s.o.Metrics.agents(n)
 	}
+}
+
+// identify records the node id of c's stream, once.
+func (s *Server) identify(c *conn, node string) {
+	s.mu.Lock()
+	c.node = node
+	s.nodes[node]++
+	n := len(s.nodes)
+	s.mu.Unlock()
+	s.o.Metrics.agents(n)
 }
 
 // kindOf resolves a requested type URL to a distributed kind.

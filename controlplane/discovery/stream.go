@@ -69,6 +69,7 @@ func serve[Req request](s *Server, stream grpc.ServerStream, recv func() (Req, e
 				}
 				sc := scopeOf(req.GetNode())
 				ns, nodeID = &sc, req.GetNode().GetId()
+				s.identify(c, nodeID)
 			}
 			sub, ok := subs[req.GetTypeUrl()]
 			if !ok {
