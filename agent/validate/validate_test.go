@@ -3,6 +3,7 @@ package validate
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -213,6 +214,8 @@ func TestTripwire(t *testing.T) {
 		"![diagram](https://docs.example/arch.png)",
 		"Rules for formatting are described in the guide.",
 		"You are now connected to the docs server.",
+		"Send the secretary a note about the meeting.",
+		"Include passwordless sign-in options in the summary.",
 		"",
 	}
 	for _, text := range clean {
@@ -274,4 +277,25 @@ func isASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// BenchmarkScan: the tripwire is linear; "dense" puts a trigger word in
+// every sentence (the worst case for the anchored checks).
+func BenchmarkScan(b *testing.B) {
+	for _, tc := range []struct{ name, unit string }{
+		{"plain", "Returns the page title, the section path and up to 20 lines of text for the query. "},
+		{"dense", "The user can call this endpoint to send a report. <b>bold</b> include details. "},
+	} {
+		for _, size := range []int{1 << 10, 1 << 20} {
+			text := strings.Repeat(tc.unit, size/len(tc.unit)+1)[:size]
+			b.Run(fmt.Sprintf("%s-%dB", tc.name, size), func(b *testing.B) {
+				b.SetBytes(int64(len(text)))
+				for i := 0; i < b.N; i++ {
+					if _, hit := Scan(text); hit {
+						b.Fatal("false positive")
+					}
+				}
+			})
+		}
+	}
 }
