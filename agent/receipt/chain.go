@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/mcpready/mcpready/artifact"
+	"google.golang.org/protobuf/proto"
+
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
-	"github.com/mcpready/mcpready/internal/canonjson"
 )
 
 // ChainReason says why a batch does not continue its agent's chain.
@@ -22,8 +22,8 @@ const (
 	ReasonFork ChainReason = "fork"
 	// ReasonReplay: a batch at or before the chain head seen again.
 	ReasonReplay ChainReason = "replay"
-	// ReasonDigestMismatch: a receipt does not match its listed digest, or
-	// the lists differ in length.
+	// ReasonDigestMismatch: a receipt does not match its signed digest, a
+	// receipt is missing or extra, or it does not decode.
 	ReasonDigestMismatch ChainReason = "receipt-digest-mismatch"
 	// ReasonBadName: metadata.name is not "<agent_id>/<sequence>".
 	ReasonBadName ChainReason = "bad-name"
@@ -62,53 +62,41 @@ func chainErr(b *mcpreadyv1.ReceiptBatch, r ChainReason, format string, args ...
 	return &ChainError{Reason: r, AgentID: b.GetAgentId(), Sequence: b.GetSequence(), BatchID: b.GetBatchId(), Detail: fmt.Sprintf(format, args...)}
 }
 
-// CheckContent checks a batch on its own: its signed name matches agent and
-// sequence, every receipt matches its listed digest (recomputed from the
-// decoded receipt), and receipt ids are unique within it.
-func CheckContent(name string, b *mcpreadyv1.ReceiptBatch) error {
-	return checkBatch(name, b, func(_ int, r *mcpreadyv1.Receipt) (string, error) { return Digest(r) })
-}
-
-// CheckSignedContent is CheckContent for a batch decoded from a verified
-// DSSE payload (sign.Verified.Payload, a canonical in-toto statement): the
-// receipt digests are taken over the receipts' canonical bytes inside the
-// payload itself, which is what was signed, without re-serialising them.
-func CheckSignedContent(payload []byte, name string, b *mcpreadyv1.ReceiptBatch) error {
-	raw, err := canonjson.Elements(payload, "predicate", "spec", "receipts")
-	if err != nil {
-		return chainErr(b, ReasonDigestMismatch, "signed payload: %v", err)
-	}
-	if len(raw) != len(b.Receipts) {
-		return chainErr(b, ReasonDigestMismatch, "signed payload holds %d receipts, batch %d", len(raw), len(b.Receipts))
-	}
-	return checkBatch(name, b, func(i int, _ *mcpreadyv1.Receipt) (string, error) { return artifact.Digest(raw[i]), nil })
-}
-
-func checkBatch(name string, b *mcpreadyv1.ReceiptBatch, digest func(int, *mcpreadyv1.Receipt) (string, error)) error {
+// Open checks a verified batch manifest against the encoded receipts that
+// travelled beside it and decodes them: the signed name is
+// "<agent_id>/<sequence>", the manifest inlines no receipts, there is one
+// encoded receipt per listed digest and each hashes to its digest, every
+// receipt decodes, and receipt ids are unique within the batch.
+func Open(name string, b *mcpreadyv1.ReceiptBatch, encoded [][]byte) ([]*mcpreadyv1.Receipt, error) {
 	if want := BatchName(b.GetAgentId(), b.GetSequence()); name != want {
-		return chainErr(b, ReasonBadName, "signed name %q, want %q", name, want)
+		return nil, chainErr(b, ReasonBadName, "signed name %q, want %q", name, want)
 	}
 	if b.GetSequence() == 0 {
-		return chainErr(b, ReasonBadName, "sequence 0 (sequences start at 1)")
+		return nil, chainErr(b, ReasonBadName, "sequence 0 (sequences start at 1)")
 	}
-	if len(b.Receipts) != len(b.ReceiptDigests) {
-		return chainErr(b, ReasonDigestMismatch, "%d receipts but %d digests", len(b.Receipts), len(b.ReceiptDigests))
+	if len(b.GetReceipts()) != 0 {
+		return nil, chainErr(b, ReasonDigestMismatch, "manifest inlines %d receipts; receipts travel beside it", len(b.GetReceipts()))
 	}
-	seen := make(map[string]struct{}, len(b.Receipts))
-	for i, r := range b.Receipts {
+	if len(encoded) != len(b.GetReceiptDigests()) {
+		return nil, chainErr(b, ReasonDigestMismatch, "%d receipts for %d signed digests", len(encoded), len(b.GetReceiptDigests()))
+	}
+	out := make([]*mcpreadyv1.Receipt, len(encoded))
+	seen := make(map[string]struct{}, len(encoded))
+	for i, e := range encoded {
+		if d := Digest(e); d != b.ReceiptDigests[i] {
+			return nil, chainErr(b, ReasonDigestMismatch, "receipt %d hashes to %s, signed digest is %s", i, d, b.ReceiptDigests[i])
+		}
+		r := &mcpreadyv1.Receipt{}
+		if err := proto.Unmarshal(e, r); err != nil {
+			return nil, chainErr(b, ReasonDigestMismatch, "receipt %d does not decode: %v", i, err)
+		}
 		if _, dup := seen[r.GetReceiptId()]; dup {
-			return chainErr(b, ReasonDuplicateReceipt, "receipt %s appears twice", r.GetReceiptId())
+			return nil, chainErr(b, ReasonDuplicateReceipt, "receipt %s appears twice", r.GetReceiptId())
 		}
 		seen[r.GetReceiptId()] = struct{}{}
-		d, err := digest(i, r)
-		if err != nil {
-			return chainErr(b, ReasonDigestMismatch, "receipt %d: %v", i, err)
-		}
-		if d != b.ReceiptDigests[i] {
-			return chainErr(b, ReasonDigestMismatch, "receipt %d (%s) digest %s, listed %s", i, r.GetReceiptId(), d, b.ReceiptDigests[i])
-		}
+		out[i] = r
 	}
-	return nil
+	return out, nil
 }
 
 // Head is the last accepted batch of one agent's chain. The zero value is an

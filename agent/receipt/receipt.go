@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -123,7 +123,7 @@ func Redact(r *mcpreadyv1.Receipt, args json.RawMessage, pol Redaction) {
 		}
 		var s string
 		if json.Unmarshal(v, &s) != nil {
-			c, err := artifact.Canonicalize(v)
+			c, err := canonjson.Transform(v)
 			if err != nil {
 				continue
 			}
@@ -136,14 +136,15 @@ func Redact(r *mcpreadyv1.Receipt, args json.RawMessage, pol Redaction) {
 	}
 }
 
-// ArgumentsDigest is the digest of the canonical JSON of args, or of the raw
-// bytes when they are not valid JSON. Empty args digest as "{}".
+// ArgumentsDigest is the digest of the RFC 8785 canonical JSON of args
+// (the same bytes as artifact.Canonicalize), or of the raw bytes when they
+// are not valid JSON. Empty args digest as "{}".
 func ArgumentsDigest(args json.RawMessage) string {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	if d, err := artifact.CanonicalDigest(args); err == nil {
-		return d
+	if c, err := canonjson.Transform(args); err == nil {
+		return artifact.Digest(c)
 	}
 	return artifact.Digest(args)
 }
@@ -167,30 +168,19 @@ func SafeError(msg string) string {
 	return msg
 }
 
-// CanonicalJSON is the RFC 8785 canonical JSON of r's protojson form, the
-// input of Digest (internal/canonjson: the same bytes as
-// artifact.Canonicalize, faster).
-func CanonicalJSON(r *mcpreadyv1.Receipt) ([]byte, error) {
-	j, err := protojson.Marshal(r)
+// Encode is the protobuf encoding of r that the spool stores, the batch
+// lists the digest of, and every later reader hashes as is.
+func Encode(r *mcpreadyv1.Receipt) ([]byte, error) {
+	b, err := proto.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("receipt %s: %w", r.GetReceiptId(), err)
 	}
-	c, err := canonjson.Transform(j)
-	if err != nil {
-		return nil, fmt.Errorf("receipt %s: %w", r.GetReceiptId(), err)
-	}
-	return c, nil
+	return b, nil
 }
 
-// Digest is artifact.Digest of r's canonical JSON: the value listed in
+// Digest is artifact.Digest of an encoded receipt: the value listed in
 // ReceiptBatch.receipt_digests.
-func Digest(r *mcpreadyv1.Receipt) (string, error) {
-	c, err := CanonicalJSON(r)
-	if err != nil {
-		return "", err
-	}
-	return artifact.Digest(c), nil
-}
+func Digest(encoded []byte) string { return artifact.Digest(encoded) }
 
 // DigestOfDigests is the digest over a list of receipt digests, in order
 // (Evidence.receipts_digest).

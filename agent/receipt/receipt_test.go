@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -35,7 +37,7 @@ func TestRedactKeepsOnlyAllowListedFields(t *testing.T) {
 					t.Errorf("kept[%s]=%q want %q", k, r.KeptArguments[k], v)
 				}
 			}
-			c, _ := CanonicalJSON(r)
+			c, _ := Encode(r)
 			if strings.Contains(string(c), secret) {
 				t.Fatal("secret leaked into receipt")
 			}
@@ -85,42 +87,54 @@ func TestNewIDSortedAndUnique(t *testing.T) {
 	}
 }
 
-func batch(seq uint64, prev string, n int) *mcpreadyv1.ReceiptBatch {
+func batch(seq uint64, prev string, n int) (*mcpreadyv1.ReceiptBatch, [][]byte) {
 	b := &mcpreadyv1.ReceiptBatch{AgentId: "agent-1", Sequence: seq, BatchId: NewID(), PrevBatchDigest: prev}
+	var enc [][]byte
 	for i := 0; i < n; i++ {
 		r := Builder{EmitterID: "agent-1"}.Start(time.Unix(100, 0))
-		d, _ := Digest(r)
-		b.Receipts = append(b.Receipts, r)
-		b.ReceiptDigests = append(b.ReceiptDigests, d)
+		e, _ := Encode(r)
+		enc = append(enc, e)
+		b.ReceiptDigests = append(b.ReceiptDigests, Digest(e))
 	}
-	return b
+	return b, enc
 }
 
-func TestCheckContent(t *testing.T) {
-	ok := batch(1, "", 3)
-	if err := CheckContent("agent-1/1", ok); err != nil {
-		t.Fatal(err)
+func TestOpen(t *testing.T) {
+	ok, okEnc := batch(1, "", 3)
+	rs, err := Open("agent-1/1", ok, okEnc)
+	if err != nil || len(rs) != 3 {
+		t.Fatal(rs, err)
 	}
-	edited := batch(1, "", 3)
-	edited.Receipts[1].Requested = "other"
-	removed := batch(1, "", 3)
-	removed.Receipts = removed.Receipts[:2]
-	dup := batch(1, "", 2)
-	dup.Receipts[1].ReceiptId = dup.Receipts[0].ReceiptId
-	dup.ReceiptDigests[1], _ = Digest(dup.Receipts[1])
+	edited := append([][]byte(nil), okEnc...)
+	r := &mcpreadyv1.Receipt{}
+	proto.Unmarshal(edited[1], r)
+	r.Requested = "other"
+	edited[1], _ = Encode(r)
+	dupB, dupEnc := batch(1, "", 2)
+	dupEnc[1] = dupEnc[0]
+	dupB.ReceiptDigests[1] = dupB.ReceiptDigests[0]
+	inlined, inlEnc := batch(1, "", 1)
+	inlined.Receipts = []*mcpreadyv1.Receipt{{}}
+	garbage, garbageEnc := batch(1, "", 1)
+	garbageEnc[0] = []byte{0xff, 0xff}
+	garbage.ReceiptDigests[0] = Digest(garbageEnc[0])
 	for _, tc := range []struct {
 		name  string
 		sname string
 		b     *mcpreadyv1.ReceiptBatch
+		enc   [][]byte
 		want  ChainReason
 	}{
-		{"edited receipt", "agent-1/1", edited, ReasonDigestMismatch},
-		{"removed receipt", "agent-1/1", removed, ReasonDigestMismatch},
-		{"duplicate receipt", "agent-1/1", dup, ReasonDuplicateReceipt},
-		{"wrong name", "agent-2/1", ok, ReasonBadName},
+		{"edited receipt", "agent-1/1", ok, edited, ReasonDigestMismatch},
+		{"removed receipt", "agent-1/1", ok, okEnc[:2], ReasonDigestMismatch},
+		{"reordered receipts", "agent-1/1", ok, [][]byte{okEnc[1], okEnc[0], okEnc[2]}, ReasonDigestMismatch},
+		{"duplicate receipt", "agent-1/1", dupB, dupEnc, ReasonDuplicateReceipt},
+		{"inlined receipts", "agent-1/1", inlined, inlEnc, ReasonDigestMismatch},
+		{"undecodable receipt", "agent-1/1", garbage, garbageEnc, ReasonDigestMismatch},
+		{"wrong name", "agent-2/1", ok, okEnc, ReasonBadName},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckContent(tc.sname, tc.b)
+			_, err := Open(tc.sname, tc.b, tc.enc)
 			var ce *ChainError
 			if !errors.As(err, &ce) || ce.Reason != tc.want || !errors.Is(err, ErrChain) {
 				t.Fatalf("got %v, want %s", err, tc.want)
@@ -141,13 +155,13 @@ func TestHeadNext(t *testing.T) {
 		dup    bool
 		reason ChainReason
 	}{
-		{"first", Head{}, batch(1, "", 0), "sha256:a", false, ""},
-		{"first not 1", Head{}, batch(2, "", 0), "x", false, ReasonGap},
-		{"next", head, batch(3, "sha256:b", 0), "sha256:c", false, ""},
-		{"gap", head, batch(4, "sha256:b", 0), "sha256:c", false, ReasonGap},
-		{"wrong prev", head, batch(3, "sha256:a", 0), "sha256:c", false, ReasonFork},
-		{"resend", head, batch(2, "sha256:a", 0), "sha256:b", true, ""},
-		{"fork at old seq", head, batch(2, "sha256:a", 0), "sha256:z", false, ReasonFork},
+		{"first", Head{}, mb(1, ""), "sha256:a", false, ""},
+		{"first not 1", Head{}, mb(2, ""), "x", false, ReasonGap},
+		{"next", head, mb(3, "sha256:b"), "sha256:c", false, ""},
+		{"gap", head, mb(4, "sha256:b"), "sha256:c", false, ReasonGap},
+		{"wrong prev", head, mb(3, "sha256:a"), "sha256:c", false, ReasonFork},
+		{"resend", head, mb(2, "sha256:a"), "sha256:b", true, ""},
+		{"fork at old seq", head, mb(2, "sha256:a"), "sha256:z", false, ReasonFork},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dup, err := tc.head.Next(tc.b, tc.digest, lookup)
@@ -160,7 +174,12 @@ func TestHeadNext(t *testing.T) {
 			}
 		})
 	}
-	if _, err := head.Next(batch(1, "", 0), "q", nil); err == nil {
+	if _, err := head.Next(mb(1, ""), "q", nil); err == nil {
 		t.Fatal("replay without lookup must fail")
 	}
+}
+
+func mb(seq uint64, prev string) *mcpreadyv1.ReceiptBatch {
+	b, _ := batch(seq, prev, 0)
+	return b
 }

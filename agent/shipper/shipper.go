@@ -134,11 +134,11 @@ func session(ctx context.Context, client mcpreadyv1.ReceiptsServiceClient, sp *s
 				if len(inflight) >= opts.Window {
 					break
 				}
-				if err := stream.Send(&mcpreadyv1.UploadBatchesRequest{Node: node, BatchId: b.ID, Sequence: b.Sequence, Bundle: b.Bundle}); err != nil {
+				if err := stream.Send(&mcpreadyv1.UploadBatchesRequest{Node: node, BatchId: b.ID, Sequence: b.Sequence, Bundle: b.Bundle, Receipts: b.Receipts}); err != nil {
 					return progressed, err
 				}
 				node = nil // the node travels once per stream
-				sent.Add(float64(b.Receipts))
+				sent.Add(float64(len(b.Receipts)))
 				inflight = append(inflight, b)
 				cursor = b.Sequence
 			}

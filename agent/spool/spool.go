@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/agent/receipt"
@@ -81,9 +80,12 @@ type Options struct {
 type Batch struct {
 	ID       string
 	Sequence uint64
-	// Bundle is the Sigstore bundle exactly as signed.
-	Bundle   []byte
-	Receipts int
+	// Bundle is the Sigstore bundle of the signed manifest, exactly as
+	// signed.
+	Bundle []byte
+	// Receipts are the protobuf-encoded receipts, in the order of the
+	// manifest's receipt_digests; they travel beside the bundle.
+	Receipts [][]byte
 	Sealed   time.Time
 }
 
@@ -226,11 +228,14 @@ func (s *Spool) replay(seg *segMeta, p []byte, batches *[]Batch) error {
 	case recBatch:
 		b := Batch{Sequence: d.Uvarint()}
 		through := d.Uvarint()
-		b.Receipts = int(d.Uvarint())
+		n := d.Uvarint()
 		b.ID = d.String()
 		b.Sealed = time.Unix(0, int64(d.Uvarint()))
 		b.Bundle = d.Bytes()
-		if d.Err == nil {
+		for ; n > 0 && d.Err == nil; n-- {
+			b.Receipts = append(b.Receipts, d.Bytes())
+		}
+		if d.End() == nil {
 			*batches = append(*batches, b)
 			seg.maxBSeq = b.Sequence
 			s.head = Head{Sequence: b.Sequence, Digest: artifact.Digest(b.Bundle)}
@@ -269,7 +274,7 @@ func (s *Spool) markAcked(seq uint64) {
 // and counts a drop.
 func (s *Spool) Append(r *mcpreadyv1.Receipt) error {
 	s.m.emitted.Inc()
-	data, err := proto.Marshal(r)
+	data, err := receipt.Encode(r)
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
@@ -365,17 +370,10 @@ func (s *Spool) sealOnce() (int, error) {
 	now := s.opts.Now()
 	b := &mcpreadyv1.ReceiptBatch{AgentId: s.opts.AgentID, Sequence: head.Sequence + 1, BatchId: receipt.NewID(),
 		PrevBatchDigest: head.Digest, CreatedAt: timestamppb.New(now)}
-	for _, u := range todo {
-		r := &mcpreadyv1.Receipt{}
-		if err := proto.Unmarshal(u.data, r); err != nil {
-			return 0, fmt.Errorf("%w: spooled receipt: %v", ErrCorrupt, err)
-		}
-		d, err := receipt.Digest(r)
-		if err != nil {
-			return 0, err
-		}
-		b.Receipts = append(b.Receipts, r)
-		b.ReceiptDigests = append(b.ReceiptDigests, d)
+	encoded := make([][]byte, n)
+	for k, u := range todo {
+		encoded[k] = u.data
+		b.ReceiptDigests = append(b.ReceiptDigests, receipt.Digest(u.data))
 	}
 	bundle, _, err := sign.Sign(artifact.New(artifact.KindReceiptBatch, receipt.BatchName(b.AgentId, b.Sequence), b), s.opts.Signer)
 	if err != nil {
@@ -389,6 +387,9 @@ func (s *Spool) sealOnce() (int, error) {
 	e.String(b.BatchId)
 	e.Uvarint(uint64(now.UnixNano()))
 	e.Bytes(bundle)
+	for _, r := range encoded {
+		e.Bytes(r)
+	}
 
 	s.mu.Lock()
 	pos, err := s.wal.Append(e.B)
@@ -411,7 +412,7 @@ func (s *Spool) sealOnce() (int, error) {
 	}
 	s.mu.Lock()
 	s.sealing = 0
-	s.pending = append(s.pending, Batch{ID: b.BatchId, Sequence: b.Sequence, Bundle: bundle, Receipts: n, Sealed: now})
+	s.pending = append(s.pending, Batch{ID: b.BatchId, Sequence: b.Sequence, Bundle: bundle, Receipts: encoded, Sealed: now})
 	s.compactLocked()
 	s.mu.Unlock()
 	select {
@@ -489,7 +490,7 @@ func (s *Spool) Ack(seq uint64) error {
 	if _, err := s.wal.Append(e.B); err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
-	s.m.acked.Add(float64(s.pending[i].Receipts))
+	s.m.acked.Add(float64(len(s.pending[i].Receipts)))
 	s.pending = append(s.pending[:i], s.pending[i+1:]...)
 	s.markAcked(seq)
 	s.compactLocked()
@@ -517,7 +518,7 @@ func (s *Spool) Stats() Stats {
 	st.Depth = st.Unsealed + s.sealing
 	var oldest time.Time
 	for _, b := range s.pending {
-		st.Depth += b.Receipts
+		st.Depth += len(b.Receipts)
 	}
 	if len(s.pending) > 0 {
 		oldest = s.pending[0].Sealed

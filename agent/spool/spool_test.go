@@ -56,7 +56,8 @@ func drain(t *testing.T, s *Spool, key crypto.Signer, head receipt.Head, ack boo
 			t.Fatal(err)
 		}
 		rb := v.Object.Spec.(*mcpreadyv1.ReceiptBatch)
-		if err := receipt.CheckContent(v.Object.Metadata.Name, rb); err != nil {
+		rs, err := receipt.Open(v.Object.Metadata.Name, rb, b.Receipts)
+		if err != nil {
 			t.Fatal(err)
 		}
 		d := artifactDigest(b.Bundle)
@@ -64,7 +65,7 @@ func drain(t *testing.T, s *Spool, key crypto.Signer, head receipt.Head, ack boo
 			t.Fatalf("chain: dup=%v err=%v", dup, err)
 		}
 		head = receipt.Head{Sequence: rb.Sequence, Digest: d}
-		for _, r := range rb.Receipts {
+		for _, r := range rs {
 			got = append(got, r.Requested)
 		}
 		if ack {

@@ -245,7 +245,7 @@ Check the file offline with "mcpready receipts verify".`,
 			if err != nil {
 				return rpcError(err)
 			}
-			if err := export.Write(w, export.Line{BatchID: m.GetBatchId(), AgentID: m.GetAgentId(), Sequence: m.GetSequence(), Bundle: m.GetBundle()}); err != nil {
+			if err := export.Write(w, export.Line{BatchID: m.GetBatchId(), AgentID: m.GetAgentId(), Sequence: m.GetSequence(), Bundle: m.GetBundle(), Receipts: m.GetReceipts()}); err != nil {
 				return err
 			}
 			n++

@@ -70,8 +70,8 @@ func TestEvidenceRatesDenominatorsAndSignature(t *testing.T) {
 	)
 	var digests []string
 	for _, r := range rs {
-		d, _ := receipt.Digest(r)
-		digests = append(digests, d)
+		e, _ := receipt.Encode(r)
+		digests = append(digests, receipt.Digest(e))
 	}
 	a.Observe("agent-1", rs, digests)
 	if n, err := a.Flush(context.Background(), false); n != 0 || err != nil {

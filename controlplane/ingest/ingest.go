@@ -1,8 +1,9 @@
 // Package ingest implements the control plane's ReceiptsService: it takes
-// signed receipt batches from agents, verifies each against the current
-// TrustPolicy (signature, key granted kind ReceiptBatch for the name
-// "<agent>/<sequence>", not revoked or expired), checks every receipt
-// digest and the agent's hash chain (gap, fork, replay), stores the batch
+// signed receipt batches from agents, verifies each manifest against the
+// current TrustPolicy (signature, key granted kind ReceiptBatch for the
+// name "<agent>/<sequence>", not revoked or expired), checks that every
+// receipt sent beside it hashes to its signed digest and that the batch
+// continues the agent's hash chain (gap, fork, replay), stores the batch
 // durably in the receipt store and only then acknowledges it. Resends are
 // acknowledged again with duplicate=true and stored once.
 //
@@ -160,7 +161,8 @@ func (s *Service) ingest(node *mcpreadyv1.Node, req *mcpreadyv1.UploadBatchesReq
 	if node.GetId() != "" && node.GetId() != b.AgentId {
 		return Result{}, &RejectError{ReasonAgentMismatch, fmt.Sprintf("node %q uploaded a batch of agent %q", node.GetId(), b.AgentId)}
 	}
-	if err := receipt.CheckSignedContent(v.Payload, v.Object.Metadata.Name, b); err != nil {
+	receipts, err := receipt.Open(v.Object.Metadata.Name, b, req.GetReceipts())
+	if err != nil {
 		return Result{}, chainReject(err)
 	}
 	mu := s.agentLock(b.AgentId)
@@ -174,7 +176,7 @@ func (s *Service) ingest(node *mcpreadyv1.Node, req *mcpreadyv1.UploadBatchesReq
 		return Result{Duplicate: true}, nil
 	}
 	ar, err := s.opts.Store.Append(&receiptstore.Batch{AgentID: b.AgentId, Sequence: b.Sequence, BatchID: b.BatchId, Digest: digest,
-		Bundle: req.GetBundle(), Batch: b, Received: s.opts.Now()})
+		Bundle: req.GetBundle(), Receipts: req.GetReceipts(), Received: s.opts.Now(), Decoded: receipts, Digests: b.ReceiptDigests})
 	if err != nil {
 		return Result{}, &RejectError{ReasonStore, err.Error()}
 	}
@@ -185,9 +187,9 @@ func (s *Service) ingest(node *mcpreadyv1.Node, req *mcpreadyv1.UploadBatchesReq
 		s.log.Warn("batch repeats receipt ids already stored", "agent", b.AgentId, "batch", b.BatchId, "count", ar.DuplicateReceipts)
 	}
 	if s.opts.Observer != nil {
-		s.opts.Observer.Observe(b.AgentId, b.Receipts, b.ReceiptDigests)
+		s.opts.Observer.Observe(b.AgentId, receipts, b.ReceiptDigests)
 	}
-	return Result{Receipts: len(b.Receipts)}, nil
+	return Result{Receipts: len(receipts)}, nil
 }
 
 func chainReject(err error) error {
@@ -278,7 +280,7 @@ func (s *Service) ExportBatches(r *mcpreadyv1.ExportBatchesRequest, stream mcpre
 		since = r.GetSince().AsTime()
 	}
 	return s.opts.Store.Export(since, r.GetAgentId(), func(b *receiptstore.Batch) error {
-		return stream.Send(&mcpreadyv1.ExportBatchesResponse{BatchId: b.BatchID, AgentId: b.AgentID, Sequence: b.Sequence, Bundle: b.Bundle})
+		return stream.Send(&mcpreadyv1.ExportBatchesResponse{BatchId: b.BatchID, AgentId: b.AgentID, Sequence: b.Sequence, Bundle: b.Bundle, Receipts: b.Receipts})
 	})
 }
 

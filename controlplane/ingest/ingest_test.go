@@ -213,7 +213,7 @@ func TestControlPlaneCrashBetweenStoreAndAck(t *testing.T) {
 	sp.Flush()
 	// The control plane stores two batches but dies before acknowledging.
 	for _, b := range sp.Pending(0)[:2] {
-		if _, err := cp.svc.Ingest(nil, &mcpreadyv1.UploadBatchesRequest{BatchId: b.ID, Sequence: b.Sequence, Bundle: b.Bundle}); err != nil {
+		if _, err := cp.svc.Ingest(nil, &mcpreadyv1.UploadBatchesRequest{BatchId: b.ID, Sequence: b.Sequence, Bundle: b.Bundle, Receipts: b.Receipts}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -265,15 +265,22 @@ func TestControlPlaneAwayAgentKeepsSpooling(t *testing.T) {
 	requireExactlyOnce(t, st, 20)
 }
 
-// seal signs a batch directly (for bad-input cases).
-func seal(t *testing.T, k crypto.Signer, agent string, seq uint64, prev string, rs ...*mcpreadyv1.Receipt) (*mcpreadyv1.ReceiptBatch, []byte) {
+// sealed is a batch signed directly (for bad-input cases).
+type sealed struct {
+	b        *mcpreadyv1.ReceiptBatch
+	bundle   []byte
+	receipts [][]byte
+}
+
+func seal(t *testing.T, k crypto.Signer, agent string, seq uint64, prev string, rs ...*mcpreadyv1.Receipt) sealed {
 	b := &mcpreadyv1.ReceiptBatch{AgentId: agent, Sequence: seq, BatchId: receipt.NewID(), PrevBatchDigest: prev, CreatedAt: timestamppb.Now()}
+	var enc [][]byte
 	for _, r := range rs {
-		d, _ := receipt.Digest(r)
-		b.Receipts = append(b.Receipts, r)
-		b.ReceiptDigests = append(b.ReceiptDigests, d)
+		e, _ := receipt.Encode(r)
+		enc = append(enc, e)
+		b.ReceiptDigests = append(b.ReceiptDigests, receipt.Digest(e))
 	}
-	return b, signBatch(t, k, receipt.BatchName(agent, seq), b)
+	return sealed{b, signBatch(t, k, receipt.BatchName(agent, seq), b), enc}
 }
 
 func signBatch(t *testing.T, k crypto.Signer, name string, b *mcpreadyv1.ReceiptBatch) []byte {
@@ -287,55 +294,63 @@ func signBatch(t *testing.T, k crypto.Signer, name string, b *mcpreadyv1.Receipt
 func TestRejectsBadBatches(t *testing.T) {
 	p := newPKI(t)
 	cp := startCP(t, t.TempDir(), p, &syncBuf{})
-	up := func(node string, b *mcpreadyv1.ReceiptBatch, bundle []byte) error {
-		_, err := cp.svc.Ingest(&mcpreadyv1.Node{Id: node}, &mcpreadyv1.UploadBatchesRequest{BatchId: b.BatchId, Sequence: b.Sequence, Bundle: bundle})
+	up := func(node string, s sealed) error {
+		_, err := cp.svc.Ingest(&mcpreadyv1.Node{Id: node}, &mcpreadyv1.UploadBatchesRequest{BatchId: s.b.BatchId, Sequence: s.b.Sequence, Bundle: s.bundle, Receipts: s.receipts})
 		return err
 	}
-	b1, bundle1 := seal(t, p.agent, "agent-1", 1, "", mk(1))
-	if err := up("agent-1", b1, bundle1); err != nil {
+	s1 := seal(t, p.agent, "agent-1", 1, "", mk(1))
+	if err := up("agent-1", s1); err != nil {
 		t.Fatal(err)
 	}
-	d1 := artifact.Digest(bundle1)
-	b2, bundle2 := seal(t, p.agent, "agent-1", 2, d1, mk(2))
-	if err := up("agent-1", b2, bundle2); err != nil {
+	d1 := artifact.Digest(s1.bundle)
+	s2 := seal(t, p.agent, "agent-1", 2, d1, mk(2))
+	if err := up("agent-1", s2); err != nil {
 		t.Fatal(err)
 	}
-	d2 := artifact.Digest(bundle2)
+	d2 := artifact.Digest(s2.bundle)
 
-	tampered := bytes.Clone(bundle2)
-	i := bytes.Index(tampered, []byte(`"sig":"`))
+	tampered := s2
+	tampered.bundle = bytes.Clone(s2.bundle)
+	i := bytes.Index(tampered.bundle, []byte(`"sig":"`))
 	if i < 0 {
 		t.Fatal("could not tamper")
 	}
-	tampered[i+8] ^= 0x01 // one signature character changed
-	edited, _ := seal(t, p.agent, "agent-1", 3, d2, mk(3))
-	edited.Receipts[0].Requested = "something else" // digest list no longer matches
-	editedBundle := signBatch(t, p.agent, "agent-1/3", edited)
-	misnamed, _ := seal(t, p.agent, "agent-1", 3, d2, mk(3))
-	misnamedBundle := signBatch(t, p.agent, "agent-1/9", misnamed)
-	mk3 := func(k crypto.Signer, agent string, seq uint64, prev string) func() (*mcpreadyv1.ReceiptBatch, []byte) {
-		return func() (*mcpreadyv1.ReceiptBatch, []byte) { return seal(t, k, agent, seq, prev, mk(3)) }
+	tampered.bundle[i+8] ^= 0x01 // one signature character changed
+	edited := seal(t, p.agent, "agent-1", 3, d2, mk(3), mk(4))
+	r := mk(3)
+	r.Requested = "something else"
+	edited.receipts[0], _ = receipt.Encode(r) // no longer hashes to its signed digest
+	removed := seal(t, p.agent, "agent-1", 3, d2, mk(3), mk(4))
+	removed.receipts = removed.receipts[1:]
+	misnamed := seal(t, p.agent, "agent-1", 3, d2, mk(3))
+	misnamed.bundle = signBatch(t, p.agent, "agent-1/9", misnamed.b)
+	inlined := seal(t, p.agent, "agent-1", 3, d2)
+	inlined.b.Receipts = []*mcpreadyv1.Receipt{mk(3)}
+	inlined.bundle = signBatch(t, p.agent, "agent-1/3", inlined.b)
+	mk3 := func(k crypto.Signer, agent string, seq uint64, prev string) sealed {
+		return seal(t, k, agent, seq, prev, mk(3))
 	}
 	for _, tc := range []struct {
 		name   string
 		node   string
-		batch  func() (*mcpreadyv1.ReceiptBatch, []byte)
+		batch  sealed
 		reason string
 	}{
 		{"unknown key", "agent-1", mk3(p.unknown, "agent-1", 3, d2), string(sign.ReasonUnknownKey)},
 		{"revoked key", "agent-1", mk3(p.revoked, "agent-1", 3, d2), string(sign.ReasonKeyRevoked)},
 		{"key of another agent", "agent-1", mk3(p.other, "agent-1", 3, d2), string(sign.ReasonOutOfScope)},
 		{"node uploads another agent's batch", "agent-1", mk3(p.other, "agent-2", 1, ""), ReasonAgentMismatch},
-		{"tampered bundle", "agent-1", func() (*mcpreadyv1.ReceiptBatch, []byte) { return b2, tampered }, "bad-signature|malformed"},
-		{"edited receipt", "agent-1", func() (*mcpreadyv1.ReceiptBatch, []byte) { return edited, editedBundle }, string(receipt.ReasonDigestMismatch)},
-		{"name does not match", "agent-1", func() (*mcpreadyv1.ReceiptBatch, []byte) { return misnamed, misnamedBundle }, string(receipt.ReasonBadName)},
+		{"tampered bundle", "agent-1", tampered, "bad-signature|malformed"},
+		{"edited receipt", "agent-1", edited, string(receipt.ReasonDigestMismatch)},
+		{"removed receipt", "agent-1", removed, string(receipt.ReasonDigestMismatch)},
+		{"receipts inlined in the manifest", "agent-1", inlined, string(receipt.ReasonDigestMismatch)},
+		{"name does not match", "agent-1", misnamed, string(receipt.ReasonBadName)},
 		{"gap", "agent-1", mk3(p.agent, "agent-1", 4, d2), string(receipt.ReasonGap)},
 		{"fork: wrong previous digest", "agent-1", mk3(p.agent, "agent-1", 3, d1), string(receipt.ReasonFork)},
 		{"fork: other batch at stored sequence", "agent-1", mk3(p.agent, "agent-1", 2, d1), string(receipt.ReasonFork)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, bundle := tc.batch()
-			err := up(tc.node, b, bundle)
+			err := up(tc.node, tc.batch)
 			var rej *RejectError
 			if !errors.As(err, &rej) {
 				t.Fatalf("accepted: %v", err)
@@ -350,11 +365,10 @@ func TestRejectsBadBatches(t *testing.T) {
 		})
 	}
 	// An exact resend is acknowledged as a duplicate and stored once.
-	res, err := cp.svc.Ingest(nil, &mcpreadyv1.UploadBatchesRequest{BatchId: b1.BatchId, Sequence: 1, Bundle: bundle1})
+	res, err := cp.svc.Ingest(nil, &mcpreadyv1.UploadBatchesRequest{BatchId: s1.b.BatchId, Sequence: 1, Bundle: s1.bundle, Receipts: s1.receipts})
 	if err != nil || !res.Duplicate {
 		t.Fatal(res, err)
 	}
-	// Replay of a valid old batch under a new id is a fork, not a duplicate.
 	if st := cp.store.Stats(); st.Receipts != 2 || st.Batches != 2 {
 		t.Fatalf("store %+v", st)
 	}
@@ -393,7 +407,13 @@ func TestSecretNeverStoredExportedOrLogged(t *testing.T) {
 	sp.Flush()
 	ship(t, cp.addr, sp)
 	var export bytes.Buffer
-	cp.store.Export(time.Time{}, "", func(b *receiptstore.Batch) error { export.Write(b.Bundle); return nil })
+	cp.store.Export(time.Time{}, "", func(b *receiptstore.Batch) error {
+		export.Write(b.Bundle)
+		for _, r := range b.Receipts {
+			export.Write(r)
+		}
+		return nil
+	})
 	if export.Len() == 0 {
 		t.Fatal("nothing exported")
 	}
@@ -455,7 +475,11 @@ func TestQueryTailExportRPCs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := head.Next(v.Object.Spec.(*mcpreadyv1.ReceiptBatch), artifact.Digest(m.Bundle), nil); err != nil {
+		rb := v.Object.Spec.(*mcpreadyv1.ReceiptBatch)
+		if _, err := receipt.Open(v.Object.Metadata.Name, rb, m.Receipts); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := head.Next(rb, artifact.Digest(m.Bundle), nil); err != nil {
 			t.Fatal(err)
 		}
 		head = receipt.Head{Sequence: m.Sequence, Digest: artifact.Digest(m.Bundle)}

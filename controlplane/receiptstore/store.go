@@ -56,11 +56,19 @@ type Batch struct {
 	BatchID  string
 	// Digest is artifact.Digest(Bundle), the chain link.
 	Digest string
-	// Bundle is the Sigstore bundle exactly as signed.
+	// Bundle is the Sigstore bundle of the signed manifest, exactly as
+	// signed.
 	Bundle []byte
-	// Batch is the verified content of Bundle.
-	Batch    *mcpreadyv1.ReceiptBatch
+	// Receipts are the protobuf-encoded receipts exactly as received, in
+	// the order of the manifest's receipt_digests.
+	Receipts [][]byte
 	Received time.Time
+
+	// Decoded and Digests, when set by the caller of Append, save decoding
+	// and hashing Receipts again (they must match Receipts). The store
+	// does not fill them.
+	Decoded []*mcpreadyv1.Receipt
+	Digests []string
 }
 
 // Query selects receipts; empty fields do not filter. Limit 0 means all.
@@ -159,7 +167,11 @@ func (s *Store) replay(p seglog.Pos, payload []byte) error {
 		if err != nil {
 			return err
 		}
-		s.index(p, b)
+		rs, ds, err := decode(b)
+		if err != nil {
+			return err
+		}
+		s.index(p, b, rs, ds)
 		return nil
 	}
 	return fmt.Errorf("%w: record type %q", ErrCorrupt, payload[0])
@@ -187,12 +199,12 @@ func (s *Store) checkpoint() []byte {
 	return e.B
 }
 
-func encodeBatch(b *Batch) ([]byte, error) {
-	content, err := proto.Marshal(b.Batch)
-	if err != nil {
-		return nil, fmt.Errorf("receiptstore: %w", err)
+func encodeBatch(b *Batch) []byte {
+	size := 64 + len(b.Bundle)
+	for _, r := range b.Receipts {
+		size += len(r) + 4
 	}
-	e := recordio.Encoder{B: make([]byte, 0, 64+len(b.Bundle)+len(content))}
+	e := recordio.Encoder{B: make([]byte, 0, size)}
 	e.B = append(e.B, recBatch)
 	e.Uvarint(uint64(b.Received.UnixNano()))
 	e.String(b.AgentID)
@@ -200,8 +212,11 @@ func encodeBatch(b *Batch) ([]byte, error) {
 	e.String(b.BatchID)
 	e.String(b.Digest)
 	e.Bytes(b.Bundle)
-	e.Bytes(content)
-	return e.B, nil
+	e.Uvarint(uint64(len(b.Receipts)))
+	for _, r := range b.Receipts {
+		e.Bytes(r)
+	}
+	return e.B
 }
 
 func decodeBatch(payload []byte) (*Batch, error) {
@@ -210,26 +225,47 @@ func decodeBatch(payload []byte) (*Batch, error) {
 	}
 	d := recordio.Decoder{B: payload[1:]}
 	b := &Batch{Received: time.Unix(0, int64(d.Uvarint())), AgentID: d.String(), Sequence: d.Uvarint(), BatchID: d.String(), Digest: d.String(), Bundle: d.Bytes()}
-	content := d.Bytes()
+	n := d.Uvarint()
+	if n > uint64(len(d.B)) {
+		return nil, fmt.Errorf("%w: batch record claims %d receipts", ErrCorrupt, n)
+	}
+	for ; n > 0 && d.Err == nil; n-- {
+		b.Receipts = append(b.Receipts, d.Bytes())
+	}
 	if d.End() != nil {
 		return nil, fmt.Errorf("%w: batch record: %v", ErrCorrupt, d.Err)
-	}
-	b.Batch = &mcpreadyv1.ReceiptBatch{}
-	if err := proto.Unmarshal(content, b.Batch); err != nil {
-		return nil, fmt.Errorf("%w: batch content: %v", ErrCorrupt, err)
-	}
-	if len(b.Batch.Receipts) != len(b.Batch.ReceiptDigests) {
-		return nil, fmt.Errorf("%w: batch %s: receipts and digests differ in number", ErrCorrupt, b.BatchID)
 	}
 	return b, nil
 }
 
-// index adds b to the in-memory index and returns how many of its receipts
-// were already stored under the same id (those are not indexed again).
-// Caller holds mu (or is opening).
-func (s *Store) index(p seglog.Pos, b *Batch) int {
+// decode returns b's receipts and digests, decoding and hashing them unless
+// the caller supplied them.
+func decode(b *Batch) ([]*mcpreadyv1.Receipt, []string, error) {
+	rs, ds := b.Decoded, b.Digests
+	if len(rs) != len(b.Receipts) {
+		rs = make([]*mcpreadyv1.Receipt, len(b.Receipts))
+		for i, e := range b.Receipts {
+			rs[i] = &mcpreadyv1.Receipt{}
+			if err := proto.Unmarshal(e, rs[i]); err != nil {
+				return nil, nil, fmt.Errorf("%w: batch %s receipt %d: %v", ErrCorrupt, b.BatchID, i, err)
+			}
+		}
+	}
+	if len(ds) != len(b.Receipts) {
+		ds = make([]string, len(b.Receipts))
+		for i, e := range b.Receipts {
+			ds[i] = receipt.Digest(e)
+		}
+	}
+	return rs, ds, nil
+}
+
+// index adds b (with its decoded receipts and digests) to the in-memory
+// index and returns how many of its receipts were already stored under the
+// same id (those are not indexed again). Caller holds mu (or is opening).
+func (s *Store) index(p seglog.Pos, b *Batch, rs []*mcpreadyv1.Receipt, digests []string) int {
 	bi := int32(len(s.batches))
-	s.batches = append(s.batches, batchEntry{pos: p, agent: b.AgentID, seq: b.Sequence, id: b.BatchID, digest: b.Digest, received: b.Received.UnixNano(), n: len(b.Batch.Receipts)})
+	s.batches = append(s.batches, batchEntry{pos: p, agent: b.AgentID, seq: b.Sequence, id: b.BatchID, digest: b.Digest, received: b.Received.UnixNano(), n: len(rs)})
 	s.byBatchID[b.BatchID] = bi
 	a := s.agent(b.AgentID)
 	a.batches[b.Sequence] = bi
@@ -240,7 +276,7 @@ func (s *Store) index(p seglog.Pos, b *Batch) int {
 		s.segNewest[p.Segment] = b.Received.UnixNano()
 	}
 	dups := 0
-	for i, r := range b.Batch.Receipts {
+	for i, r := range rs {
 		if _, ok := s.byID[r.GetReceiptId()]; ok {
 			dups++
 			continue
@@ -248,7 +284,7 @@ func (s *Store) index(p seglog.Pos, b *Batch) int {
 		ri := int32(len(s.receipts))
 		sel := r.GetSelected()
 		e := receiptEntry{batch: bi, idx: int32(i), id: r.GetReceiptId(), workflow: r.GetWorkflowId(),
-			server: sel.GetServerName(), tool: sel.GetToolName(), digest: b.Batch.ReceiptDigests[i]}
+			server: sel.GetServerName(), tool: sel.GetToolName(), digest: digests[i]}
 		if t := r.GetEmittedAt(); t != nil {
 			e.at = t.AsTime().UnixNano()
 		}
@@ -290,17 +326,17 @@ func (s *Store) Append(b *Batch) (AppendResult, error) {
 		dup, err := s.Stored(b.BatchID, b.Digest)
 		return AppendResult{Duplicate: dup}, err
 	}
-	rec, err := encodeBatch(b)
+	rs, ds, err := decode(b)
 	if err != nil {
 		s.mu.Unlock()
 		return AppendResult{}, err
 	}
-	pos, err := s.wal.Append(rec)
+	pos, err := s.wal.Append(encodeBatch(b))
 	if err != nil {
 		s.mu.Unlock()
 		return AppendResult{}, fmt.Errorf("receiptstore: %w", err)
 	}
-	dups := s.index(pos, b)
+	dups := s.index(pos, b, rs, ds)
 	s.mu.Unlock()
 	if err := s.wal.Sync(pos); err != nil {
 		return AppendResult{}, fmt.Errorf("receiptstore: %w", err)
@@ -367,7 +403,14 @@ func (l *loader) receipt(e receiptEntry, be batchEntry) (*mcpreadyv1.StoredRecei
 	if err != nil {
 		return nil, err
 	}
-	return &mcpreadyv1.StoredReceipt{Receipt: b.Batch.Receipts[e.idx], BatchId: be.id, AgentId: be.agent, Digest: e.digest}, nil
+	if int(e.idx) >= len(b.Receipts) {
+		return nil, fmt.Errorf("%w: batch %s has no receipt %d", ErrCorrupt, be.id, e.idx)
+	}
+	r := &mcpreadyv1.Receipt{}
+	if err := proto.Unmarshal(b.Receipts[e.idx], r); err != nil {
+		return nil, fmt.Errorf("%w: batch %s receipt %d: %v", ErrCorrupt, be.id, e.idx, err)
+	}
+	return &mcpreadyv1.StoredReceipt{Receipt: r, BatchId: be.id, AgentId: be.agent, Digest: e.digest}, nil
 }
 
 // Get returns one receipt by id.

@@ -4,10 +4,6 @@
 // faster: strings without escapes are copied, not rebuilt; integers are
 // copied, not re-formatted; one output buffer is used.
 //
-// It also extracts the raw elements of an array inside a canonical
-// document, so that a digest over a sub-object of an already verified
-// canonical payload needs no second serialisation.
-//
 // It does not know about protobuf or artifacts.
 package canonjson
 

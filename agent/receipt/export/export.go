@@ -1,9 +1,11 @@
 // Package export reads, writes and verifies receipt exports: JSON lines,
-// one signed receipt batch per line, with the Sigstore bundle embedded
-// byte for byte as it was signed (bundles are single-line canonical JSON).
+// one signed receipt batch per line: the Sigstore bundle of the signed
+// manifest embedded byte for byte as it was signed (bundles are
+// single-line canonical JSON) and the receipts exactly as stored
+// (protobuf, base64 in JSON).
 //
 // Verify checks an export offline: every bundle's signature, that every
-// receipt matches its listed digest, and that each agent's chain has no
+// receipt hashes to its signed digest, and that each agent's chain has no
 // gap, fork, reordering or replay. It names the first batch that fails.
 // It does not fetch anything; keys come from the caller.
 package export
@@ -29,6 +31,9 @@ type Line struct {
 	AgentID  string          `json:"agentId"`
 	Sequence uint64          `json:"sequence"`
 	Bundle   json.RawMessage `json:"bundle"`
+	// Receipts are the protobuf-encoded receipts in the order of the
+	// manifest's receipt_digests.
+	Receipts [][]byte `json:"receipts"`
 }
 
 // MaxLine bounds one line (64 MiB).
@@ -150,7 +155,7 @@ func Verify(r io.Reader, verify Verifier) ([]AgentSummary, error) {
 		if b.BatchId != l.BatchID || b.AgentId != l.AgentID || b.Sequence != l.Sequence {
 			return fail("mismatch", "line says %s/%s/%d, signed batch is %s/%s/%d", l.AgentID, l.BatchID, l.Sequence, b.AgentId, b.BatchId, b.Sequence)
 		}
-		if err := receipt.CheckSignedContent(v.Payload, v.Object.Metadata.Name, b); err != nil {
+		if _, err := receipt.Open(v.Object.Metadata.Name, b, l.Receipts); err != nil {
 			return chainFailure(fail, err)
 		}
 		digest := artifact.Digest(l.Bundle)
@@ -170,7 +175,7 @@ func Verify(r io.Reader, verify Verifier) ([]AgentSummary, error) {
 		c.head = receipt.Head{Sequence: b.Sequence, Digest: digest}
 		c.seen[b.Sequence] = digest
 		c.sum.Batches++
-		c.sum.Receipts += len(b.Receipts)
+		c.sum.Receipts += len(l.Receipts)
 		c.sum.LastSeq, c.sum.HeadDigest = b.Sequence, digest
 		return nil
 	})

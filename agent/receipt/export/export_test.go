@@ -25,21 +25,27 @@ func lines(t *testing.T, k crypto.Signer, agent string, n int) []Line {
 	head := receipt.Head{}
 	for s := 1; s <= n; s++ {
 		b := &mcpreadyv1.ReceiptBatch{AgentId: agent, Sequence: uint64(s), BatchId: fmt.Sprintf("%s-b%d", agent, s), PrevBatchDigest: head.Digest, CreatedAt: timestamppb.Now()}
+		var enc [][]byte
 		for i := 0; i < 3; i++ {
-			r := receipt.Builder{EmitterID: agent}.Start(time.Unix(1000, 0))
-			r.Requested = fmt.Sprintf("docs_lookup#%d-%d", s, i)
-			d, _ := receipt.Digest(r)
-			b.Receipts = append(b.Receipts, r)
-			b.ReceiptDigests = append(b.ReceiptDigests, d)
+			e, _ := receipt.Encode(mkReceipt(agent, s, i, ""))
+			enc = append(enc, e)
+			b.ReceiptDigests = append(b.ReceiptDigests, receipt.Digest(e))
 		}
 		bundle, _, err := sign.Sign(artifact.New(artifact.KindReceiptBatch, receipt.BatchName(agent, b.Sequence), b), k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, Line{BatchID: b.BatchId, AgentID: agent, Sequence: b.Sequence, Bundle: bundle})
+		out = append(out, Line{BatchID: b.BatchId, AgentID: agent, Sequence: b.Sequence, Bundle: bundle, Receipts: enc})
 		head = receipt.Head{Sequence: b.Sequence, Digest: artifact.Digest(bundle)}
 	}
 	return out
+}
+
+func mkReceipt(agent string, s, i int, suffix string) *mcpreadyv1.Receipt {
+	r := receipt.Builder{EmitterID: agent}.Start(time.Unix(1000, 0))
+	r.ReceiptId = fmt.Sprintf("%s-%d-%d", agent, s, i)
+	r.Requested = fmt.Sprintf("docs_lookup#%d-%d%s", s, i, suffix)
+	return r
 }
 
 func encode(t *testing.T, ls []Line) []byte {
@@ -84,19 +90,13 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	}
 	mut := func(f func([]Line) []Line) []Line { return f(append([]Line(nil), good...)) }
 	edited := mut(func(ls []Line) []Line {
-		ls[1].Bundle = editPayload(t, ls[1].Bundle, func(p string) string { return strings.Replace(p, "docs_lookup#2-1", "docs_lookup#2-X", 1) })
+		ls[1].Receipts = append([][]byte(nil), ls[1].Receipts...)
+		ls[1].Receipts[1], _ = receipt.Encode(mkReceipt("agent-1", 2, 1, "X"))
 		return ls
 	})
-	removedReceipt := mut(func(ls []Line) []Line {
-		ls[2].Bundle = editPayload(t, ls[2].Bundle, func(p string) string {
-			var st map[string]any
-			json.Unmarshal([]byte(p), &st)
-			spec := st["predicate"].(map[string]any)["spec"].(map[string]any)
-			spec["receipts"] = spec["receipts"].([]any)[1:]
-			spec["receiptDigests"] = spec["receiptDigests"].([]any)[1:]
-			b, _ := json.Marshal(st)
-			return string(b)
-		})
+	removedReceipt := mut(func(ls []Line) []Line { ls[2].Receipts = ls[2].Receipts[1:]; return ls })
+	editedManifest := mut(func(ls []Line) []Line {
+		ls[0].Bundle = editPayload(t, ls[0].Bundle, func(p string) string { return strings.Replace(p, `"sequence":"1"`, `"sequence":"1" `, 1) + " " })
 		return ls
 	})
 	resigned := mut(func(ls []Line) []Line { ls[1] = lines(t, other, "agent-1", 2)[1]; return ls })
@@ -106,8 +106,9 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		batch  string
 		reason string
 	}{
-		{"edited receipt", edited, "agent-1-b2", "bad-signature"},
-		{"removed receipt", removedReceipt, "agent-1-b3", "bad-signature"},
+		{"edited receipt", edited, "agent-1-b2", "receipt-digest-mismatch"},
+		{"removed receipt", removedReceipt, "agent-1-b3", "receipt-digest-mismatch"},
+		{"edited manifest", editedManifest, "agent-1-b1", "bad-signature"},
 		{"removed batch", mut(func(ls []Line) []Line { return append(ls[:1], ls[2:]...) }), "agent-1-b3", "gap"},
 		{"reordered batches", mut(func(ls []Line) []Line { ls[1], ls[2] = ls[2], ls[1]; return ls }), "agent-1-b3", "gap"},
 		{"replayed batch", mut(func(ls []Line) []Line { return append(ls[:4], append([]Line{ls[1]}, ls[4:]...)...) }), "agent-1-b2", "replay"},

@@ -4,6 +4,7 @@ package receipttest
 
 import (
 	"fmt"
+	"syscall"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -38,4 +39,15 @@ func Realistic(i int, at time.Time) *mcpreadyv1.Receipt {
 	b.Result(r, []byte(fmt.Sprintf(`{"content":[{"type":"text","text":"r%d"}]}`, i)))
 	b.Finish(r, at.Add(lat))
 	return r
+}
+
+// CPUTime is the process's user+system CPU time so far (getrusage), for
+// benchmarks that report per-core throughput on a shared machine where
+// wall time includes run-queue waits.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -727,15 +727,23 @@ func (x *Attempt) GetHedged() bool {
 }
 
 // ReceiptBatch is a hash-chained batch of receipts, signed by the agent.
+// The signed batch is a manifest: it lists the digest of every receipt,
+// and the receipts themselves travel and are stored beside the signed
+// bundle as protobuf-encoded bytes (UploadBatchesRequest.receipts,
+// ExportBatchesResponse.receipts), so verifying a batch costs one
+// signature over the manifest plus one SHA-256 per receipt, with no
+// re-serialisation.
 type ReceiptBatch struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	AgentId  string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	Sequence uint64                 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	BatchId  string                 `protobuf:"bytes,3,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	// Digest of the previous batch's signed bundle ("" for the first batch).
-	PrevBatchDigest string     `protobuf:"bytes,4,opt,name=prev_batch_digest,json=prevBatchDigest,proto3" json:"prev_batch_digest,omitempty"`
-	Receipts        []*Receipt `protobuf:"bytes,5,rep,name=receipts,proto3" json:"receipts,omitempty"`
-	// sha256 of each receipt's canonical JSON, in order.
+	PrevBatchDigest string `protobuf:"bytes,4,opt,name=prev_batch_digest,json=prevBatchDigest,proto3" json:"prev_batch_digest,omitempty"`
+	// Empty in signed batches (the receipts travel beside the manifest).
+	Receipts []*Receipt `protobuf:"bytes,5,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	// "sha256:<hex>" of each receipt's protobuf encoding exactly as
+	// transmitted and stored beside the bundle, in order.
 	ReceiptDigests []string               `protobuf:"bytes,6,rep,name=receipt_digests,json=receiptDigests,proto3" json:"receipt_digests,omitempty"`
 	CreatedAt      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	unknownFields  protoimpl.UnknownFields

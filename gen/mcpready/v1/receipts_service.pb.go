@@ -29,7 +29,10 @@ type UploadBatchesRequest struct {
 	BatchId  string                 `protobuf:"bytes,2,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	Sequence uint64                 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// Sigstore bundle JSON of kind ReceiptBatch.
-	Bundle        []byte `protobuf:"bytes,4,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	Bundle []byte `protobuf:"bytes,4,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	// The batch's receipts, protobuf-encoded, in the order of the signed
+	// receipt_digests (each encoding hashes to its digest).
+	Receipts      [][]byte `protobuf:"bytes,5,rep,name=receipts,proto3" json:"receipts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -88,6 +91,13 @@ func (x *UploadBatchesRequest) GetSequence() uint64 {
 func (x *UploadBatchesRequest) GetBundle() []byte {
 	if x != nil {
 		return x.Bundle
+	}
+	return nil
+}
+
+func (x *UploadBatchesRequest) GetReceipts() [][]byte {
+	if x != nil {
+		return x.Receipts
 	}
 	return nil
 }
@@ -538,11 +548,13 @@ func (x *ExportBatchesRequest) GetAgentId() string {
 
 // ExportBatchesResponse carries one batch exactly as signed.
 type ExportBatchesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BatchId       string                 `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
-	AgentId       string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	Sequence      uint64                 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
-	Bundle        []byte                 `protobuf:"bytes,4,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BatchId  string                 `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	AgentId  string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Sequence uint64                 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Bundle   []byte                 `protobuf:"bytes,4,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	// The receipts exactly as stored, in the order of receipt_digests.
+	Receipts      [][]byte `protobuf:"bytes,5,rep,name=receipts,proto3" json:"receipts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -605,16 +617,24 @@ func (x *ExportBatchesResponse) GetBundle() []byte {
 	return nil
 }
 
+func (x *ExportBatchesResponse) GetReceipts() [][]byte {
+	if x != nil {
+		return x.Receipts
+	}
+	return nil
+}
+
 var File_mcpready_v1_receipts_service_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_receipts_service_proto_rawDesc = "" +
 	"\n" +
-	"\"mcpready/v1/receipts_service.proto\x12\vmcpready.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\x1a\x19mcpready/v1/receipt.proto\"\x8c\x01\n" +
+	"\"mcpready/v1/receipts_service.proto\x12\vmcpready.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\x1a\x19mcpready/v1/receipt.proto\"\xa8\x01\n" +
 	"\x14UploadBatchesRequest\x12%\n" +
 	"\x04node\x18\x01 \x01(\v2\x11.mcpready.v1.NodeR\x04node\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x12\x1a\n" +
 	"\bsequence\x18\x03 \x01(\x04R\bsequence\x12\x16\n" +
-	"\x06bundle\x18\x04 \x01(\fR\x06bundle\"\x9e\x01\n" +
+	"\x06bundle\x18\x04 \x01(\fR\x06bundle\x12\x1a\n" +
+	"\breceipts\x18\x05 \x03(\fR\breceipts\"\x9e\x01\n" +
 	"\x15UploadBatchesResponse\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x04R\bsequence\x12\x1a\n" +
@@ -647,12 +667,13 @@ const file_mcpready_v1_receipts_service_proto_rawDesc = "" +
 	"\areceipt\x18\x01 \x01(\v2\x1a.mcpready.v1.StoredReceiptR\areceipt\"c\n" +
 	"\x14ExportBatchesRequest\x120\n" +
 	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x19\n" +
-	"\bagent_id\x18\x02 \x01(\tR\aagentId\"\x81\x01\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\"\x9d\x01\n" +
 	"\x15ExportBatchesResponse\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1a\n" +
 	"\bsequence\x18\x03 \x01(\x04R\bsequence\x12\x16\n" +
-	"\x06bundle\x18\x04 \x01(\fR\x06bundle2\xf6\x02\n" +
+	"\x06bundle\x18\x04 \x01(\fR\x06bundle\x12\x1a\n" +
+	"\breceipts\x18\x05 \x03(\fR\breceipts2\xf6\x02\n" +
 	"\x0fReceiptsService\x12Z\n" +
 	"\rUploadBatches\x12!.mcpready.v1.UploadBatchesRequest\x1a\".mcpready.v1.UploadBatchesResponse(\x010\x01\x12V\n" +
 	"\rQueryReceipts\x12!.mcpready.v1.QueryReceiptsRequest\x1a\".mcpready.v1.QueryReceiptsResponse\x12U\n" +

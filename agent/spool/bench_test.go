@@ -1,0 +1,60 @@
+package spool
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpready/mcpready/agent/receipt/receipttest"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// BenchmarkSpoolAppend measures durable (fsync'd, group-committed)
+// appends from 16 concurrent callers, with the sealer signing 256-receipt
+// manifests and a stand-in shipper acknowledging them, all on the same
+// CPUs. receipts/s is wall time (bounded by fsync latency and group size);
+// receipts/cpu-s divides by process CPU time.
+func BenchmarkSpoolAppend(b *testing.B) {
+	key, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := Open(b.TempDir(), Options{AgentID: "agent-1", Signer: key, MaxBytes: 4 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	done := make(chan struct{})
+	go func() { // acknowledge sealed batches so the spool stays small
+		for {
+			select {
+			case <-done:
+				return
+			case <-s.Sealed():
+				for _, bt := range s.Pending(0) {
+					s.Ack(bt.Sequence)
+				}
+			}
+		}
+	}()
+	defer close(done)
+	rs := make([]*mcpreadyv1.Receipt, 1024)
+	for i := range rs {
+		rs[i] = receipttest.Realistic(i, time.Now())
+	}
+	var n atomic.Int64
+	b.SetParallelism(16)
+	b.ResetTimer()
+	start, cpu := time.Now(), receipttest.CPUTime()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.Append(rs[n.Add(1)%int64(len(rs))]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "receipts/s")
+	b.ReportMetric(float64(b.N)/(receipttest.CPUTime()-cpu).Seconds(), "receipts/cpu-s")
+}
