@@ -83,7 +83,7 @@ func (c *Checker) Pin(digest string, schema json.RawMessage) error {
 	if got != digest {
 		return fmt.Errorf("%w: pinned %s, got %s", ErrSchemaDigest, digest, got)
 	}
-	sch, err := Compile(schema)
+	sch, err := compile(schema)
 	if err != nil {
 		return err
 	}
@@ -103,9 +103,9 @@ func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external schema reference %q refused", url)
 }
 
-// Compile compiles one JSON Schema document (default draft 2020-12) with
+// compile compiles one JSON Schema document (default draft 2020-12) with
 // every external reference refused.
-func Compile(schema json.RawMessage) (*jsonschema.Schema, error) {
+func compile(schema json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
 		return nil, fmt.Errorf("validate: output schema is not JSON: %w", err)
