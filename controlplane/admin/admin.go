@@ -93,6 +93,9 @@ func (s *Service) lc() Lifecycle {
 // Errors of the write path besides *sign.VerifyError and store errors.
 var (
 	ErrNoTrustPolicy = errors.New("no TrustPolicy stored yet: apply one signed by the root key first")
+	// ErrTrustExpired: the active TrustPolicy no longer verifies (e.g. it
+	// expired); only a new root-signed TrustPolicy is accepted.
+	ErrTrustExpired = errors.New("the active TrustPolicy no longer verifies")
 	ErrWrongKind     = errors.New("kind not accepted here")
 )
 
@@ -115,11 +118,15 @@ func (s *Service) activeTrust(ctx context.Context) (*sign.Trust, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.trustDig == latest.Digest {
-		return s.trust, nil
+		exp := s.trust.Policy().Object.Spec.(*mcpreadyv1.TrustPolicy).GetProvenance().GetExpiresAt()
+		if exp == nil || s.o.Now().Before(exp.AsTime()) {
+			return s.trust, nil
+		}
 	}
 	t, err := sign.NewTrust(latest.Bundle, s.o.Root, s.o.Now())
 	if err != nil {
-		return nil, fmt.Errorf("active TrustPolicy %q no longer verifies: %w", latest.Name, err)
+		s.trust, s.trustDig = nil, "" // Current reports no trust rather than a stale one
+		return nil, fmt.Errorf("%w: %q: %w", ErrTrustExpired, latest.Name, err)
 	}
 	s.trust, s.trustDig = t, latest.Digest
 	return t, nil
@@ -158,12 +165,13 @@ func (s *Service) verify(ctx context.Context, bundle []byte) (*sign.Verified, er
 	}
 	now := s.o.Now()
 	trust, err := s.activeTrust(ctx)
-	if errors.Is(err, ErrNoTrustPolicy) {
-		// Bootstrap: only a root-signed TrustPolicy can be the first write.
+	if errors.Is(err, ErrNoTrustPolicy) || sign.ReasonOf(err) != "" {
+		// Bootstrap, or the active TrustPolicy expired: only a root-signed
+		// TrustPolicy can be written.
 		t, terr := sign.NewTrust(bundle, s.o.Root, now)
 		if terr != nil {
 			if sign.ReasonOf(terr) == sign.ReasonUnknownKey || sign.ReasonOf(terr) == sign.ReasonKindNotAllowed {
-				return nil, fmt.Errorf("%w (%v)", ErrNoTrustPolicy, terr)
+				return nil, fmt.Errorf("%w; only a root-signed TrustPolicy is accepted now (%v)", err, terr)
 			}
 			return nil, terr
 		}
@@ -369,14 +377,14 @@ func toStatus(err error) error {
 	}
 	var ve *sign.VerifyError
 	switch {
+	case errors.Is(err, ErrNoTrustPolicy), errors.Is(err, ErrTrustExpired):
+		return status.Errorf(codes.FailedPrecondition, "rejected: %v", err)
 	case errors.As(err, &ve):
 		switch ve.Reason {
 		case sign.ReasonMalformed, sign.ReasonPayloadType, sign.ReasonDigestMismatch:
 			return status.Errorf(codes.InvalidArgument, "rejected: %v", err)
 		}
 		return status.Errorf(codes.PermissionDenied, "rejected: %v", err)
-	case errors.Is(err, ErrNoTrustPolicy):
-		return status.Errorf(codes.FailedPrecondition, "rejected: %v", err)
 	case errors.Is(err, ErrWrongKind), errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalid), errors.Is(err, artifact.ErrUnknownKind):
 		return status.Errorf(codes.InvalidArgument, "rejected: %v", err)
 	case errors.Is(err, store.ErrNotFound):

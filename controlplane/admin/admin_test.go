@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/admin"
@@ -187,5 +189,28 @@ func TestDeleteWithTombstone(t *testing.T) {
 	bad := testpki.Sign(t, testpki.Object(artifact.KindTombstone, "org/q", &mcpreadyv1.Tombstone{TargetKind: "Policy", TargetName: "org/p"}, nil), p.Org)
 	if _, err := svc.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: bad}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("mismatched tombstone: %v", err)
+	}
+}
+
+func TestExpiredTrustPolicyAcceptsOnlyANewOne(t *testing.T) {
+	cli, _ := testenv.Etcd(t)
+	st := store.New(cli, store.Options{})
+	p := testpki.New(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	svc := admin.New(admin.Options{Store: st, Root: p.Root.Public(), Now: func() time.Time { return clock() }})
+	ctx := context.Background()
+	short := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", ExpiresAt: timestamppb.New(now.Add(time.Hour))},
+		Keys: []*mcpreadyv1.KeyGrant{testpki.Grant(t, "org", p.Org, []string{"Policy"}, nil)}}
+	apply(t, svc, testpki.Sign(t, artifact.New(artifact.KindTrustPolicy, "test/trust", short), p.Root))
+	apply(t, svc, testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org))
+	clock = func() time.Time { return now.Add(2 * time.Hour) }
+	_, err := svc.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: testpki.Sign(t, testpki.Policy("org/p", "2", nil), p.Org)})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no longer verifies") {
+		t.Fatalf("write under an expired trust policy: %v", err)
+	}
+	apply(t, svc, p.TrustPolicy) // a fresh root-signed policy is accepted
+	if r := apply(t, svc, testpki.Sign(t, testpki.Policy("org/p", "2", nil), p.Org)); r.Revision != 2 {
+		t.Fatalf("after renewal: %v", r)
 	}
 }
