@@ -247,7 +247,16 @@ func TestUnauthenticatedRefused(t *testing.T) {
 
 func TestAggregateView(t *testing.T) {
 	h := newHarness(t)
-	cs := h.connect(t, "/mcp", devToken, nil, "2025-11-25")
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) { testAggregate(t, h, version) })
+	}
+}
+
+func testAggregate(t *testing.T, h *harness, version string) {
+	cs := h.connect(t, "/mcp", devToken, nil, version)
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("negotiated %s", got)
+	}
 	names := strings.Join(toolNames(t, cs), ",")
 	if !strings.Contains(names, "echo_anything") || !strings.Contains(names, "test__echo") || strings.Contains(names, "test__write") {
 		t.Fatalf("aggregate tools: %s", names)

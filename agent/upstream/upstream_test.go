@@ -3,6 +3,8 @@ package upstream
 import (
 	"context"
 	"errors"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -87,5 +89,31 @@ func TestUnknownUpstream(t *testing.T) {
 	p := newPool(t, up)
 	if _, err := p.Shared(context.Background(), "nope"); !errors.Is(err, ErrUnknownUpstream) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+func TestStdioUpstream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a server binary")
+	}
+	bin := filepath.Join(t.TempDir(), "everything")
+	build := exec.Command("go", "build", "-o", bin, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	p := NewPool(Options{Resolve: func(name string) (config.Upstream, bool) {
+		return config.Upstream{Name: name, Command: []string{bin}, Env: map[string]string{"X_TEST": "1"}}, name == "ev"
+	}})
+	defer p.Close()
+	s, err := p.Shared(context.Background(), "ev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Endpoint("ev") != "stdio:"+bin || s.ProtocolVersion() == "" {
+		t.Fatalf("endpoint %q protocol %q", p.Endpoint("ev"), s.ProtocolVersion())
+	}
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "test_simple_text", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("stdio call: %v %+v", err, res)
 	}
 }
