@@ -18,11 +18,14 @@
 //
 // Rules:
 //   - An organisation revision of an entry records an event to the state in
-//     its spec (this is how an entry is (re)qualified).
+//     its spec (this is how an entry is (re)qualified, e.g. after STALE or
+//     SUSPENDED once the qualification slice has been rerun).
 //   - A drift report suspends that exact identity fleet-wide and creates a
 //     fresh CANDIDATE named "<old>+<12 hex of the observed identity's
 //     digest>" with supersedes set to the old entry; the candidate never
-//     inherits qualification. Repeated reports are idempotent.
+//     inherits qualification. Repeated reports are idempotent. Any client
+//     that reaches the Admin API may report drift, so expose it only over
+//     mTLS to enrolled agents.
 //   - Sweep marks QUALIFIED entries STALE (drift EVIDENCE_STALE) when the
 //     evidence matching them has all expired. An entry without any matching
 //     evidence is left alone: missing evidence is for agents' policy to
