@@ -307,10 +307,15 @@ func buildState(s *agentsync.Snapshot, prev *front.State, prevPolicy *mcpreadyv1
 		return nil, nil, err
 	}
 	st := &front.State{Decide: snap, Entries: in.Entries, Checker: validate.NewChecker(validate.RulesFromPolicy(pol.GetResults()))}
-	if prev != nil && prevPolicy != nil && proto.Equal(prevPolicy.GetCircuit(), pol.GetCircuit()) && prev.Circuits != nil {
-		st.Circuits = prev.Circuits
-	} else {
+	switch {
+	case prev == nil || prev.Circuits == nil:
 		st.Circuits = circuit.NewSet(circuit.ConfigFromPolicy(pol.GetCircuit()))
+	case prevPolicy != nil && proto.Equal(prevPolicy.GetCircuit(), pol.GetCircuit()):
+		st.Circuits = prev.Circuits
+	default:
+		// New thresholds apply to the breakers we have: their state is kept.
+		prev.Circuits.SetConfig(circuit.ConfigFromPolicy(pol.GetCircuit()))
+		st.Circuits = prev.Circuits
 	}
 	if prev != nil && prevPolicy != nil && proto.Equal(prevPolicy.GetRetry(), pol.GetRetry()) && prev.Budget != nil {
 		st.Budget = prev.Budget
