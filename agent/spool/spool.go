@@ -65,6 +65,9 @@ type Options struct {
 	SegmentBytes int64
 	// BatchSize is the most receipts per batch; default 256.
 	BatchSize int
+	// BatchBytes bounds the encoded receipts of one batch (so a batch fits
+	// a gRPC message); default 2 MiB. A batch holds at least one receipt.
+	BatchBytes int
 	// BatchInterval seals a partial batch this long after its first
 	// receipt; default 1s.
 	BatchInterval time.Duration
@@ -154,6 +157,9 @@ func Open(dir string, opts Options) (*Spool, error) {
 	}
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 256
+	}
+	if opts.BatchBytes <= 0 {
+		opts.BatchBytes = 2 << 20
 	}
 	if opts.BatchInterval <= 0 {
 		opts.BatchInterval = time.Second
@@ -357,7 +363,11 @@ func (s *Spool) sealOnce() (int, error) {
 		s.mu.Unlock()
 		return 0, ErrClosed
 	}
-	n := min(len(s.unsealed), s.opts.BatchSize)
+	n, size := 0, 0
+	for n < len(s.unsealed) && n < s.opts.BatchSize && (n == 0 || size+len(s.unsealed[n].data) <= s.opts.BatchBytes) {
+		size += len(s.unsealed[n].data)
+		n++
+	}
 	if n == 0 {
 		s.mu.Unlock()
 		return 0, nil

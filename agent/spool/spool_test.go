@@ -336,3 +336,23 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("metric %s not found", name)
 	return 0
 }
+
+func TestBatchBytesBoundsBatches(t *testing.T) {
+	dir, key := t.TempDir(), testKey(t)
+	one, _ := receipt.Encode(mk(0))
+	s := open(t, dir, key, func(o *Options) { o.BatchBytes = 3 * len(one) })
+	defer s.Close()
+	for i := 0; i < 7; i++ {
+		s.Append(mk(i))
+	}
+	s.Flush()
+	var sizes []int
+	for _, b := range s.Pending(0) {
+		sizes = append(sizes, len(b.Receipts))
+	}
+	if fmt.Sprint(sizes) != "[3 3 1]" {
+		t.Fatalf("batch sizes %v", sizes)
+	}
+	got, _ := drain(t, s, key, receipt.Head{}, true)
+	eq(t, got, want(0, 7))
+}
