@@ -3,16 +3,21 @@ package demo
 import (
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/enroll"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -167,5 +172,76 @@ func TestStackRestartReusesData(t *testing.T) {
 	ok, err := listsTool(context.Background(), st.AgentURL, CapabilityDocsLookup)
 	if !ok {
 		t.Fatalf("after restart the agent does not list %s: %v", CapabilityDocsLookup, err)
+	}
+}
+
+// TestStackEnrollQualified checks the demo policy's promise: a server
+// enrolled and qualified (as `mcpready enroll --qualify` does) is usable
+// through the agent's transparent view at once.
+func TestStackEnrollQualified(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole stack")
+	}
+	const name = "example.org/extra"
+	extra := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+		return newDocsServer(name, "extra.example", "Look up a topic (an extra provider).", &counter{})
+	}, nil))
+	defer extra.Close()
+	defer extra.CloseClientConnections()
+	st := startStack(t, t.TempDir())
+	defer st.Close() // first: the agent holds sessions to extra
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv, err := enroll.List(ctx, config.Upstream{Name: name, URL: extra.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	now := time.Now()
+	entries, err := srv.Entries(Issuer, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Qualify(ctx, entries, now); err != nil {
+		t.Fatal(err)
+	}
+	var items []Item
+	for _, e := range entries {
+		if s := e.Spec.(*mcpreadyv1.RegistryEntry).GetState(); s != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED {
+			t.Fatalf("%s: state %s after qualification", e.Metadata.Name, s)
+		}
+		items = append(items, Item{e, KeyOrg})
+	}
+	signed, err := SignAll(items, testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(st.ControlPlane, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := apply(ctx, mcpreadyv1.NewAdminServiceClient(conn), signed); err != nil {
+		t.Fatal(err)
+	}
+
+	view := st.AgentURL + "/servers/" + name
+	lists := func() (bool, error) { return listsTool(ctx, view, ToolDocsLookup) }
+	if err := st.waitUntil(ctx, 30*time.Second, name+" in the agent", lists); err != nil {
+		t.Fatal(err)
+	}
+	var asked bool
+	cs, err := session(ctx, view, CallsOptions{}, &asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolDocsLookup, Arguments: map[string]any{"query": "residency"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("enrolled tool refused: %+v", res.Content)
 	}
 }
