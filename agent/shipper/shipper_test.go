@@ -1,0 +1,143 @@
+package shipper
+
+import (
+	"context"
+	"crypto"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/agent/spool"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// slowServer acknowledges each batch after a delay and records how many
+// were outstanding at most; it drops the stream once after dropAfter
+// batches.
+type slowServer struct {
+	mcpreadyv1.UnimplementedReceiptsServiceServer
+	mu          sync.Mutex
+	maxInFlight int
+	seen        map[uint64]int
+	dropAfter   int
+	dropped     bool
+	node        string
+}
+
+func (s *slowServer) UploadBatches(stream mcpreadyv1.ReceiptsService_UploadBatchesServer) error {
+	reqs := make(chan *mcpreadyv1.UploadBatchesRequest, 100)
+	var inFlight int
+	var mu sync.Mutex
+	go func() {
+		defer close(reqs)
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			inFlight++
+			s.mu.Lock()
+			s.maxInFlight = max(s.maxInFlight, inFlight)
+			if req.GetNode() != nil {
+				s.node = req.GetNode().GetId()
+			}
+			s.mu.Unlock()
+			mu.Unlock()
+			reqs <- req
+		}
+	}()
+	n := 0
+	for req := range reqs {
+		time.Sleep(2 * time.Millisecond)
+		s.mu.Lock()
+		s.seen[req.GetSequence()]++
+		drop := !s.dropped && n == s.dropAfter
+		if drop {
+			s.dropped = true
+		}
+		s.mu.Unlock()
+		if drop {
+			return io.ErrUnexpectedEOF // stored, but the ack is lost
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		n++
+		if err := stream.Send(&mcpreadyv1.UploadBatchesResponse{BatchId: req.GetBatchId(), Sequence: req.GetSequence(), Accepted: true}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestWindowAckAndResendAfterDrop(t *testing.T) {
+	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
+	sp := openSpool(t, key)
+	for i := 0; i < 60; i++ {
+		r := receipt.Builder{EmitterID: "agent-1"}.Start(time.Now())
+		r.Requested = fmt.Sprint(i)
+		if err := sp.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp.Flush() // 20 batches of 3
+	srv := &slowServer{seen: map[uint64]int{}, dropAfter: 5}
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	gs := grpc.NewServer()
+	mcpreadyv1.RegisterReceiptsServiceServer(gs, srv)
+	go gs.Serve(lis)
+	defer gs.Stop()
+	conn, _ := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- Run(ctx, conn, sp, Options{Node: &mcpreadyv1.Node{Id: "agent-1"}, Window: 4, MinBackoff: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for sp.Stats().Depth > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Run returned %v", err)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if sp.Stats().Depth != 0 {
+		t.Fatalf("spool not drained: %+v", sp.Stats())
+	}
+	if srv.maxInFlight > 4 {
+		t.Fatalf("%d batches in flight, window is 4", srv.maxInFlight)
+	}
+	if srv.node != "agent-1" {
+		t.Fatalf("node %q", srv.node)
+	}
+	for seq := uint64(1); seq <= 20; seq++ {
+		if srv.seen[seq] == 0 {
+			t.Fatalf("batch %d never sent", seq)
+		}
+	}
+	if srv.seen[6] < 2 {
+		t.Fatalf("batch 6 (ack lost) was not resent: %v", srv.seen)
+	}
+}
+
+func openSpool(t *testing.T, key crypto.Signer) *spool.Spool {
+	sp, err := spool.Open(t.TempDir(), spool.Options{AgentID: "agent-1", Signer: key, BatchSize: 3, BatchInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	return sp
+}
