@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpready/mcpready/internal/atomicfile"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -57,7 +58,7 @@ func (s State) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, append(b, '\n'), 0o600)
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o600)
 }
 
 // FileBase is the file name prefix of an artifact in the artifacts
@@ -103,7 +104,7 @@ func SignOrReuse(dir string, items []Item, keys Keys) ([]Signed, error) {
 			ext  string
 			data []byte
 		}{{".yaml", y}, {".payload.json", canon}, {".bundle.json", signed[0].Bundle}} {
-			if err := writeAtomic(base+f.ext, f.data, 0o644); err != nil {
+			if err := atomicfile.WriteFile(base+f.ext, f.data, 0o644); err != nil {
 				return nil, err
 			}
 		}
@@ -130,30 +131,4 @@ func reusable(base string, canon []byte, pub any) ([]byte, bool) {
 		return nil, false
 	}
 	return b, true
-}
-
-// writeAtomic writes data to path through a temporary file and a rename,
-// so a crash never leaves a partial file.
-func writeAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/ingest"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/atomicfile"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -230,7 +231,7 @@ func (st *Stack) startAgent(o StackOptions, keys Keys) error {
 		return err
 	}
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := writeAtomic(cfg, []byte(AgentConfig), 0o600); err != nil {
+	if err := atomicfile.WriteFile(cfg, []byte(AgentConfig), 0o600); err != nil {
 		return err
 	}
 	a, err := agent.New(agent.Options{
