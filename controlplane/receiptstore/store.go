@@ -281,24 +281,29 @@ func (s *Store) index(p seglog.Pos, b *Batch, rs []*mcpreadyv1.Receipt, digests 
 			dups++
 			continue
 		}
-		ri := int32(len(s.receipts))
 		sel := r.GetSelected()
 		e := receiptEntry{batch: bi, idx: int32(i), id: r.GetReceiptId(), workflow: r.GetWorkflowId(),
 			server: sel.GetServerName(), tool: sel.GetToolName(), digest: digests[i]}
 		if t := r.GetEmittedAt(); t != nil {
 			e.at = t.AsTime().UnixNano()
 		}
-		s.receipts = append(s.receipts, e)
-		s.byID[e.id] = ri
-		if e.workflow != "" {
-			s.byWorkflow[e.workflow] = append(s.byWorkflow[e.workflow], ri)
-		}
-		if e.server != "" || e.tool != "" {
-			k := e.server + "/" + e.tool
-			s.bySubject[k] = append(s.bySubject[k], ri)
-		}
+		s.addLocked(e)
 	}
 	return dups
+}
+
+// addLocked appends e to the receipt index and its lookup maps.
+func (s *Store) addLocked(e receiptEntry) {
+	ri := int32(len(s.receipts))
+	s.receipts = append(s.receipts, e)
+	s.byID[e.id] = ri
+	if e.workflow != "" {
+		s.byWorkflow[e.workflow] = append(s.byWorkflow[e.workflow], ri)
+	}
+	if e.server != "" || e.tool != "" {
+		k := e.server + "/" + e.tool
+		s.bySubject[k] = append(s.bySubject[k], ri)
+	}
 }
 
 // AppendResult says what Append did.
@@ -621,15 +626,7 @@ func (s *Store) pruneLocked(removed map[uint64]bool) {
 			continue
 		}
 		e.batch = remap[e.batch]
-		ri := int32(len(s.receipts))
-		s.receipts = append(s.receipts, e)
-		s.byID[e.id] = ri
-		if e.workflow != "" {
-			s.byWorkflow[e.workflow] = append(s.byWorkflow[e.workflow], ri)
-		}
-		if e.server != "" || e.tool != "" {
-			s.bySubject[e.server+"/"+e.tool] = append(s.bySubject[e.server+"/"+e.tool], ri)
-		}
+		s.addLocked(e)
 	}
 }
 
