@@ -42,6 +42,12 @@ type EvidenceSink interface {
 	ApplyEvidence(ctx context.Context, bundle []byte) error
 }
 
+// SinkFunc adapts a function to EvidenceSink.
+type SinkFunc func(ctx context.Context, bundle []byte) error
+
+// ApplyEvidence calls f.
+func (f SinkFunc) ApplyEvidence(ctx context.Context, bundle []byte) error { return f(ctx, bundle) }
+
 // Options configures an Aggregator. Zero values take the defaults.
 type Options struct {
 	// Signer is the observer key; required. The TrustPolicy must grant it

@@ -46,7 +46,7 @@ func TestEvidenceRatesDenominatorsAndSignature(t *testing.T) {
 	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
 	sk := &sink{}
 	now := t0.Add(2 * time.Minute)
-	a, err := New(Options{Signer: key, Sink: sk, Now: func() time.Time { return now }})
+	a, err := New(Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
