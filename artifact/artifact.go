@@ -16,7 +16,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/gowebpki/jcs"
+	"github.com/mcpready/mcpready/internal/canonjson"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
@@ -117,7 +117,7 @@ func toJSON(data []byte) ([]byte, error) {
 	}
 	if trimmed[0] == '{' {
 		if json.Valid(trimmed) {
-			if _, err := jcs.Transform(trimmed); err != nil {
+			if _, err := canonjson.Transform(trimmed); err != nil {
 				return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 			}
 			return trimmed, nil
@@ -190,7 +190,7 @@ func (o *Object) CanonicalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return jcs.Transform(raw)
+	return canonjson.Transform(raw)
 }
 
 // YAML returns the object as YAML, for display.
@@ -204,7 +204,7 @@ func (o *Object) YAML() ([]byte, error) {
 
 // Canonicalize returns the RFC 8785 form of arbitrary JSON.
 func Canonicalize(jsonData []byte) ([]byte, error) {
-	out, err := jcs.Transform(jsonData)
+	out, err := canonjson.Transform(jsonData)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}

@@ -35,7 +35,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/gowebpki/jcs"
+	"github.com/mcpready/mcpready/internal/canonjson"
 	ssldsse "github.com/secure-systems-lab/go-securesystemslib/dsse"
 	protobundle "github.com/sigstore/protobuf-specs/gen/pb-go/bundle/v1"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
@@ -92,7 +92,7 @@ func buildStatement(obj *artifact.Object) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return jcs.Transform(raw)
+	return canonjson.Transform(raw)
 }
 
 // Sign signs obj with signer (an ECDSA P-256 or Ed25519 private key) and
@@ -152,7 +152,7 @@ func signPayload(priv crypto.Signer, keyID, payloadType string, payload []byte) 
 	if err != nil {
 		return nil, fmt.Errorf("sign: marshal bundle: %w", err)
 	}
-	bundle, err := jcs.Transform(raw)
+	bundle, err := canonjson.Transform(raw)
 	if err != nil {
 		return nil, fmt.Errorf("sign: canonicalise bundle: %w", err)
 	}

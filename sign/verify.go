@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gowebpki/jcs"
+	"github.com/mcpready/mcpready/internal/canonjson"
 	sgbundle "github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore-go/pkg/verify"
@@ -179,7 +179,7 @@ func checkStatement(e *envelope) (*Verified, error) {
 	if !bytes.Equal(objCanon, pred) {
 		return nil, verifyErr(ReasonDigestMismatch, id, "predicate is not the canonical JSON of its %s", obj.Kind)
 	}
-	stCanon, err := jcs.Transform(e.payload)
+	stCanon, err := canonjson.Transform(e.payload)
 	if err != nil || !bytes.Equal(stCanon, e.payload) {
 		return nil, verifyErr(ReasonMalformed, id, "in-toto statement is not canonical JSON (RFC 8785)")
 	}
