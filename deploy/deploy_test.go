@@ -397,3 +397,24 @@ func TestSystemdUnits(t *testing.T) {
 		}
 	}
 }
+
+func TestDockerfile(t *testing.T) {
+	data, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for _, want := range []string{"go build", "./cmd/mcpready", "ENTRYPOINT [\"/usr/local/bin/mcpready\"]", "USER 65532"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+	// The image the manifests run runs as the user their securityContext names.
+	for _, o := range manifests(t) {
+		if o.Kind == "Deployment" || o.Kind == "DaemonSet" {
+			if !strings.Contains(string(o.Spec), "65532") {
+				t.Errorf("%s %s does not run as 65532", o.Kind, o.Metadata.Name)
+			}
+		}
+	}
+}
