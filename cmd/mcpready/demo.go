@@ -97,7 +97,7 @@ func runDemoCalls(ctx context.Context, out io.Writer, agentURL, server string, d
 				rejected = append(rejected, c.GetServerName()+": "+c.GetRejectionCode())
 			}
 		}
-		actions := strings.Join(r.GetActions(), ",")
+		actions := summarizeActions(r.GetActions())
 		if fallback == "" && strings.Contains(actions, "fallback") {
 			fallback = r.GetReceiptId()
 		}
@@ -114,6 +114,25 @@ func runDemoCalls(ctx context.Context, out io.Writer, agentURL, server string, d
 	}
 	fmt.Fprintf(out, "\n$ mcpready explain %s\n", fallback)
 	return explainWithCLI(ctx, out, server, fallback)
+}
+
+// summarizeActions shortens a receipt's actions for the table: repeated
+// actions are counted ("retry:X ×2"), order kept.
+func summarizeActions(actions []string) string {
+	var order []string
+	n := map[string]int{}
+	for _, a := range actions {
+		if n[a] == 0 {
+			order = append(order, a)
+		}
+		n[a]++
+	}
+	for i, a := range order {
+		if n[a] > 1 {
+			order[i] = fmt.Sprintf("%s ×%d", a, n[a])
+		}
+	}
+	return strings.Join(order, ", ")
 }
 
 func dash(s string) string {

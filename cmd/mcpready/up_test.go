@@ -253,3 +253,18 @@ func TestUpEndToEnd(t *testing.T) {
 	}
 	again.stop(t)
 }
+
+func TestSummarizeActions(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"fallback:b"}, "fallback:b"},
+		{[]string{"retry:a", "retry:a", "fallback:b"}, "retry:a ×2, fallback:b"},
+	} {
+		if got := summarizeActions(tc.in); got != tc.want {
+			t.Errorf("summarizeActions(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
