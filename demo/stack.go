@@ -71,9 +71,9 @@ var ErrStopped = errors.New("demo: component stopped")
 // in DATA/keys, starts the demo servers (on the previous run's ports when
 // free), signs the demo artifacts into DATA/artifacts (reusing unchanged
 // bundles), starts the control plane in DATA/controlplane, applies the
-// trust policy, starts the agent in DATA/agent, waits until it verified the
-// trust policy, applies the other artifacts and waits until the agent lists
-// the docs_lookup capability. Close stops everything; the data is kept.
+// artifacts (the trust policy first), starts the agent in DATA/agent and
+// waits until it lists the docs_lookup capability, i.e. holds the verified
+// demo configuration. Close stops everything; the data is kept.
 func StartStack(ctx context.Context, o StackOptions) (st *Stack, err error) {
 	if o.DataDir == "" {
 		return nil, fmt.Errorf("%w: DataDir is required", ErrParams)
@@ -119,20 +119,10 @@ func StartStack(ctx context.Context, o StackOptions) (st *Stack, err error) {
 	defer conn.Close()
 	admin := mcpreadyv1.NewAdminServiceClient(conn)
 
-	// The trust policy goes first: the agent verifies everything else against it.
-	if err := apply(ctx, admin, signed[:1]); err != nil {
+	if err := apply(ctx, admin, signed); err != nil {
 		return st, err
 	}
 	if err := st.startAgent(o, keys); err != nil {
-		return st, err
-	}
-	hasTrust := func() (bool, error) {
-		return st.Agent.Sync().Snapshot().Trust != nil, errors.New("no verified trust policy yet")
-	}
-	if err := st.waitUntil(ctx, o.ReadyTimeout, "the agent to verify the trust policy", hasTrust); err != nil {
-		return st, err
-	}
-	if err := apply(ctx, admin, signed[1:]); err != nil {
 		return st, err
 	}
 	lists := func() (bool, error) { return listsTool(ctx, st.AgentURL, CapabilityDocsLookup) }
