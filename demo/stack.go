@@ -58,7 +58,6 @@ type Stack struct {
 	// KeysDir and DataDir are absolute paths.
 	KeysDir, DataDir string
 	Servers          *Servers
-	Agent            *agent.Agent
 
 	done  chan error
 	stops []func() // run in reverse order by Close
@@ -238,7 +237,6 @@ func (st *Stack) startAgent(o StackOptions, keys Keys) error {
 	if err != nil {
 		return err
 	}
-	st.Agent = a
 	st.AgentURL = "http://" + a.Addr() + "/mcp"
 	st.run("agent", a.Run, o.Logger)
 	return nil
