@@ -192,3 +192,93 @@ func TestDeployFlagsExist(t *testing.T) {
 		}
 	}
 }
+
+// docArgs returns the arguments of an mcpready invocation in one shell
+// command ("mcpready ...", "go run ./cmd/mcpready ...", with leading
+// VAR=value assignments), or nil when the command runs something else.
+func docArgs(command string) []string {
+	f := strings.Fields(strings.TrimSpace(command))
+	for len(f) > 0 && (f[0] == "$" || regexp.MustCompile(`^[A-Z_]+=`).MatchString(f[0]) || f[0] == "env") {
+		f = f[1:]
+	}
+	switch {
+	case len(f) > 0 && (f[0] == "mcpready" || f[0] == "/usr/local/bin/mcpready"):
+		f = f[1:]
+	case len(f) > 2 && f[0] == "go" && f[1] == "run" && f[2] == "./cmd/mcpready":
+		f = f[3:]
+	default:
+		return nil
+	}
+	for i, a := range f {
+		if strings.HasPrefix(a, "#") || a == ">" || strings.HasPrefix(a, ">") {
+			return f[:i]
+		}
+	}
+	return f
+}
+
+// TestDocsCommandsExist checks that every mcpready command and flag used in
+// the shell examples of README.md and docs/*.md exists.
+func TestDocsCommandsExist(t *testing.T) {
+	files, _ := filepath.Glob("../../docs/*.md")
+	files = append(files, "../../README.md")
+	checked := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inShell := false
+		var lines []string
+		for _, l := range strings.Split(string(data), "\n") {
+			switch {
+			case strings.HasPrefix(l, "```sh"):
+				inShell = true
+				continue
+			case strings.HasPrefix(l, "```"):
+				inShell = false
+				continue
+			}
+			if inShell {
+				lines = append(lines, l)
+			}
+		}
+		joined := strings.ReplaceAll(strings.Join(lines, "\n"), "\\\n", " ")
+		for _, l := range regexp.MustCompile(`\n|&&|\||;|\$\(`).Split(joined, -1) {
+			args := docArgs(l)
+			if args == nil {
+				continue
+			}
+			{
+				m := []string{strings.Join(args, " ")}
+				cmd, rest, err := root.Find(args)
+				if err != nil || cmd == root {
+					t.Errorf("%s: %q: no such command", f, m[0])
+					continue
+				}
+				checked++
+				for _, a := range rest {
+					name := ""
+					switch {
+					case strings.HasPrefix(a, "--"):
+						name = strings.SplitN(strings.TrimPrefix(a, "--"), "=", 2)[0]
+					case strings.HasPrefix(a, "-") && len(a) == 2:
+						if cmd.Flags().ShorthandLookup(a[1:]) == nil {
+							t.Errorf("%s: %q: %s has no flag %s", f, m[0], cmd.CommandPath(), a)
+						}
+						continue
+					default:
+						continue
+					}
+					if name != "" && cmd.Flags().Lookup(name) == nil {
+						t.Errorf("%s: %q: %s has no flag --%s", f, m[0], cmd.CommandPath(), name)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("checked %d documented command lines", checked)
+	if checked < 20 {
+		t.Errorf("checked only %d documented command lines; the pattern no longer finds them", checked)
+	}
+}
