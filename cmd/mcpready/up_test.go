@@ -216,6 +216,25 @@ func TestUpEndToEnd(t *testing.T) {
 	}
 	cs.Close()
 
+	// A client that only launches stdio servers gets the same tools through
+	// the bridge, configured as docs/operator.md shows.
+	base := strings.TrimSuffix(p.agentURL, "/mcp")
+	bridge, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(bin, "connect", "--agent", base)}, nil)
+	if err != nil {
+		t.Fatalf("stdio bridge: %v", err)
+	}
+	var bridged []string
+	for tool, err := range bridge.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		bridged = append(bridged, tool.Name)
+	}
+	bridge.Close()
+	if !slices.Equal(bridged, names) {
+		t.Errorf("through the stdio bridge: tools %v, want %v", bridged, names)
+	}
+
 	// The receipt is visible through `mcpready receipts tail` (a real process).
 	var out []byte
 	deadline := time.Now().Add(30 * time.Second)
