@@ -388,7 +388,10 @@ func policy(now time.Time) *artifact.Object {
 		// with `mcpready enroll --qualify` is usable at once.
 		Inventory: []string{"*"},
 		Evidence: &mcpreadyv1.EvidenceRules{
-			AcceptedIssuers: []string{"observer"},
+			// The demo's synthetic evidence, and the passive evidence the
+			// control plane aggregates from receipts (aggregate's default
+			// observer id).
+			AcceptedIssuers: []string{"observer", "mcpready-controlplane"},
 			MaxAge: map[string]*durationpb.Duration{
 				mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY.String(): durationpb.New(24 * time.Hour),
 				mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION.String():   durationpb.New(24 * time.Hour),
