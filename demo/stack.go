@@ -63,8 +63,13 @@ type Stack struct {
 	stops []func() // run in reverse order by Close
 }
 
-// ErrStopped reports a component of the stack that stopped on its own.
-var ErrStopped = errors.New("demo: component stopped")
+// Errors of StartStack.
+var (
+	// ErrStopped reports a component of the stack that stopped on its own.
+	ErrStopped = errors.New("demo: component stopped")
+	// ErrDataInUse reports a data directory another stack is running from.
+	ErrDataInUse = errors.New("demo: another mcpready up is using the data directory")
+)
 
 // StartStack starts the demo on loopback: it loads or creates the demo keys
 // in DATA/keys, starts the demo servers (on the previous run's ports when
@@ -100,6 +105,11 @@ func StartStack(ctx context.Context, o StackOptions) (st *Stack, err error) {
 			st = nil
 		}
 	}()
+	unlock, err := lockDir(data)
+	if err != nil {
+		return st, err
+	}
+	st.stops = append(st.stops, unlock)
 	keys, err := LoadOrCreateKeys(st.KeysDir)
 	if err != nil {
 		return st, err

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -243,5 +244,18 @@ func TestStackEnrollQualified(t *testing.T) {
 	}
 	if res.IsError {
 		t.Fatalf("enrolled tool refused: %+v", res.Content)
+	}
+}
+
+func TestStackRefusesSharedDataDir(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	_, err = StartStack(context.Background(), StackOptions{DataDir: dir, ControlPlaneListen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AgentListen: "127.0.0.1:0"})
+	if !errors.Is(err, ErrDataInUse) {
+		t.Fatalf("err = %v, want ErrDataInUse", err)
 	}
 }
