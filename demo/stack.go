@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent"
 	"github.com/mcpready/mcpready/controlplane"
+	"github.com/mcpready/mcpready/controlplane/aggregate"
 	"github.com/mcpready/mcpready/controlplane/ingest"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -45,6 +46,9 @@ type StackOptions struct {
 	AgentLogger *slog.Logger
 	// ReadyTimeout bounds each wait for the agent; 0 means 90s.
 	ReadyTimeout time.Duration
+	// EvidenceWindow is the window over which the control plane folds
+	// receipts into passive Evidence; 0 means the aggregator's default.
+	EvidenceWindow time.Duration
 }
 
 // Stack is the whole demo running in this process: the demo servers, a
@@ -59,6 +63,7 @@ type Stack struct {
 	KeysDir, DataDir string
 	Servers          *Servers
 
+	admin mcpreadyv1.AdminServiceClient
 	done  chan error
 	stops []func() // run in reverse order by Close
 }
@@ -121,14 +126,7 @@ func StartStack(ctx context.Context, o StackOptions) (st *Stack, err error) {
 	if err := st.startControlPlane(ctx, o, keys); err != nil {
 		return st, err
 	}
-	conn, err := grpc.NewClient(st.ControlPlane, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return st, err
-	}
-	defer conn.Close()
-	admin := mcpreadyv1.NewAdminServiceClient(conn)
-
-	if err := apply(ctx, admin, signed); err != nil {
+	if err := apply(ctx, st.admin, signed); err != nil {
 		return st, err
 	}
 	if err := st.startAgent(o, keys); err != nil {
@@ -187,8 +185,9 @@ func (st *Stack) startServers(ctx context.Context, keys Keys, log *slog.Logger) 
 	return SignOrReuse(filepath.Join(st.DataDir, "artifacts"), items, keys)
 }
 
-// startControlPlane runs a control plane with the receipts service, as
-// `mcpready controlplane` wires it, under DATA/controlplane.
+// startControlPlane runs a control plane under DATA/controlplane with the
+// receipts service and the aggregator that folds receipts into passive
+// Evidence, signed with the observer key and applied like any artifact.
 func (st *Stack) startControlPlane(ctx context.Context, o StackOptions, keys Keys) error {
 	dir := filepath.Join(st.DataDir, "controlplane")
 	rs, err := receiptstore.Open(filepath.Join(dir, "receipts"), receiptstore.Options{Logger: o.Logger})
@@ -196,9 +195,22 @@ func (st *Stack) startControlPlane(ctx context.Context, o StackOptions, keys Key
 		return err
 	}
 	st.stops = append(st.stops, func() { rs.Close() })
-	var cp *controlplane.Server
 	reg := prometheus.NewRegistry()
-	svc, err := ingest.New(ingest.Options{Store: rs, Trust: func() *sign.Trust { return cp.Trust() }, Registry: reg, Logger: o.Logger})
+	aopts := aggregate.Options{
+		Signer:   keys[KeyObserver],
+		Sink:     aggregate.SinkFunc(func(ctx context.Context, b []byte) error { return apply(ctx, st.admin, []Signed{{Bundle: b}}) }),
+		Registry: reg,
+		Logger:   o.Logger,
+	}
+	if w := o.EvidenceWindow; w > 0 {
+		aopts.Window, aopts.Grace, aopts.FlushEvery = w, w/2, w/4
+	}
+	agg, err := aggregate.New(aopts)
+	if err != nil {
+		return err
+	}
+	var cp *controlplane.Server
+	svc, err := ingest.New(ingest.Options{Store: rs, Trust: func() *sign.Trust { return cp.Trust() }, Observer: agg, Registry: reg, Logger: o.Logger})
 	if err != nil {
 		return err
 	}
@@ -211,6 +223,13 @@ func (st *Stack) startControlPlane(ctx context.Context, o StackOptions, keys Key
 		return err
 	}
 	st.run("control plane", cp.Run, o.Logger)
+	conn, err := grpc.NewClient(cp.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	st.stops = append(st.stops, func() { conn.Close() })
+	st.admin = mcpreadyv1.NewAdminServiceClient(conn)
+	st.run("evidence aggregator", agg.Run, o.Logger)
 	select {
 	case <-cp.Ready():
 		st.ControlPlane = cp.Addr()
@@ -327,6 +346,9 @@ func apply(ctx context.Context, admin mcpreadyv1.AdminServiceClient, signed []Si
 		_, err := admin.Apply(actx, &mcpreadyv1.ApplyRequest{Bundle: s.Bundle})
 		cancel()
 		if err != nil {
+			if s.Object == nil {
+				return fmt.Errorf("demo: apply: %w", err)
+			}
 			return fmt.Errorf("demo: apply %s %s: %w", s.Object.Kind, s.Object.Metadata.Name, err)
 		}
 	}

@@ -20,12 +20,19 @@ import (
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/enroll"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
 )
 
 // startStack runs the whole demo in this process on free loopback ports,
 // reusing the keys made by TestMain.
 func startStack(t *testing.T, dir string) *Stack {
 	t.Helper()
+	return startStackWith(t, StackOptions{DataDir: dir})
+}
+
+func startStackWith(t *testing.T, o StackOptions) *Stack {
+	t.Helper()
+	dir := o.DataDir
 	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +53,8 @@ func startStack(t *testing.T, dir string) *Stack {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	st, err := StartStack(ctx, StackOptions{DataDir: dir, ControlPlaneListen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AgentListen: "127.0.0.1:0"})
+	o.ControlPlaneListen, o.MetricsListen, o.AgentListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	st, err := StartStack(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,5 +265,42 @@ func TestStackRefusesSharedDataDir(t *testing.T) {
 	_, err = StartStack(context.Background(), StackOptions{DataDir: dir, ControlPlaneListen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AgentListen: "127.0.0.1:0"})
 	if !errors.Is(err, ErrDataInUse) {
 		t.Fatalf("err = %v, want ErrDataInUse", err)
+	}
+}
+
+// TestStackPassiveEvidence: receipts of the demo calls are folded into
+// passive Evidence, signed with the observer key and stored.
+func TestStackPassiveEvidence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole stack")
+	}
+	st := startStackWith(t, StackOptions{DataDir: t.TempDir(), EvidenceWindow: 2 * time.Second})
+	defer st.Close()
+	if _, err := RunCalls(context.Background(), CallsOptions{AgentURL: st.AgentURL}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		resp, err := st.admin.Get(context.Background(), &mcpreadyv1.GetRequest{Kind: "Evidence"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range resp.GetArtifacts() {
+			if strings.HasPrefix(a.GetName(), "passive/") {
+				v, err := sign.VerifyWithKey(a.GetBundle(), testKeys[KeyObserver].Public())
+				if err != nil {
+					t.Fatalf("%s: %v", a.GetName(), err)
+				}
+				ev := v.Object.Spec.(*mcpreadyv1.Evidence)
+				if ev.GetMethod() != mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_PASSIVE || ev.GetSample().GetAttempted() == 0 {
+					t.Fatalf("%s: method %s, sample %v", a.GetName(), ev.GetMethod(), ev.GetSample())
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no passive evidence after 45s (%d evidence artifacts)", len(resp.GetArtifacts()))
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
