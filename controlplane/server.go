@@ -80,8 +80,9 @@ type Options struct {
 	// lifecycle state changes (see package lifecycle); nil means state
 	// changes are recorded but not distributed.
 	ObserverKey crypto.Signer
-	// Receipts, if set, is registered as the ReceiptsService.
-	Receipts mcpreadyv1.ReceiptsServiceServer
+	// Receipts, if set, runs the receipt pipeline: the ReceiptsService,
+	// the on-disk receipt store and passive-evidence aggregation.
+	Receipts *ReceiptOptions
 	// Registry receives the metrics; nil means a new registry.
 	Registry *prometheus.Registry
 	// Debounce of discovery pushes; 0 means 100ms.
@@ -243,6 +244,13 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.admin = adm
 	s.mu.Unlock()
+	var receipts *receiptPipeline
+	if s.o.Receipts != nil {
+		if receipts, err = s.openReceipts(adm); err != nil {
+			return err
+		}
+		defer receipts.store.Close()
+	}
 	ds := discovery.New(st, discovery.Options{Debounce: s.o.Debounce, Metrics: discovery.NewMetrics(s.reg), Logger: s.o.Logger})
 
 	opts := []grpc.ServerOption{
@@ -258,8 +266,8 @@ func (s *Server) Run(ctx context.Context) error {
 	healthpb.RegisterHealthServer(gs, hs)
 	mcpreadyv1.RegisterAdminServiceServer(gs, adm)
 	mcpreadyv1.RegisterDiscoveryServiceServer(gs, ds)
-	if s.o.Receipts != nil {
-		mcpreadyv1.RegisterReceiptsServiceServer(gs, s.o.Receipts)
+	if receipts != nil {
+		receipts.register(gs)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -273,6 +281,9 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	wg.Go(func() { s.sweepWhenElected(ctx, cli, lc) })
 	wg.Go(func() { adm.Refresh(ctx, time.Second) })
+	if receipts != nil {
+		receipts.run(ctx, s, &wg)
+	}
 	wg.Go(func() {
 		if err := gs.Serve(s.lis); err != nil && ctx.Err() == nil {
 			errc <- err

@@ -13,18 +13,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/mcpready/mcpready/agent"
 	"github.com/mcpready/mcpready/controlplane"
-	"github.com/mcpready/mcpready/controlplane/aggregate"
-	"github.com/mcpready/mcpready/controlplane/ingest"
-	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/atomicfile"
-	"github.com/mcpready/mcpready/sign"
 )
 
 // AgentNodeID is the node id of the demo's host agent.
@@ -190,34 +185,10 @@ func (st *Stack) startServers(ctx context.Context, keys Keys, log *slog.Logger) 
 // Evidence, signed with the observer key and applied like any artifact.
 func (st *Stack) startControlPlane(ctx context.Context, o StackOptions, keys Keys) error {
 	dir := filepath.Join(st.DataDir, "controlplane")
-	rs, err := receiptstore.Open(filepath.Join(dir, "receipts"), receiptstore.Options{Logger: o.Logger})
-	if err != nil {
-		return err
-	}
-	st.stops = append(st.stops, func() { rs.Close() })
-	reg := prometheus.NewRegistry()
-	aopts := aggregate.Options{
-		Signer:   keys[KeyObserver],
-		Sink:     aggregate.SinkFunc(func(ctx context.Context, b []byte) error { return apply(ctx, st.admin, []Signed{{Bundle: b}}) }),
-		Registry: reg,
-		Logger:   o.Logger,
-	}
-	if w := o.EvidenceWindow; w > 0 {
-		aopts.Window, aopts.Grace, aopts.FlushEvery = w, w/2, w/4
-	}
-	agg, err := aggregate.New(aopts)
-	if err != nil {
-		return err
-	}
-	var cp *controlplane.Server
-	svc, err := ingest.New(ingest.Options{Store: rs, Trust: func() *sign.Trust { return cp.Trust() }, Observer: agg, Registry: reg, Logger: o.Logger})
-	if err != nil {
-		return err
-	}
-	cp, err = controlplane.New(controlplane.Options{
+	cp, err := controlplane.New(controlplane.Options{
 		Listen: o.ControlPlaneListen, MetricsListen: o.MetricsListen, DataDir: dir,
 		Root: keys[KeyRoot].Public(), ObserverKey: keys[KeyObserver],
-		Receipts: svc, Registry: reg, Logger: o.Logger,
+		Receipts: &controlplane.ReceiptOptions{EvidenceWindow: o.EvidenceWindow}, Logger: o.Logger,
 	})
 	if err != nil {
 		return err
@@ -229,7 +200,6 @@ func (st *Stack) startControlPlane(ctx context.Context, o StackOptions, keys Key
 	}
 	st.stops = append(st.stops, func() { conn.Close() })
 	st.admin = mcpreadyv1.NewAdminServiceClient(conn)
-	st.run("evidence aggregator", agg.Run, o.Logger)
 	select {
 	case <-cp.Ready():
 		st.ControlPlane = cp.Addr()

@@ -6,23 +6,22 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/mcpready/mcpready/controlplane"
-	"github.com/mcpready/mcpready/controlplane/ingest"
-	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	"github.com/mcpready/mcpready/sign"
 )
 
 var controlplaneFlags struct {
 	data, root, listen, metrics, etcd   string
 	tlsCert, tlsKey, tlsCA, observerKey string
+	retention, evidenceWindow           time.Duration
 }
 
 var controlplaneCmd = &cobra.Command{
@@ -69,23 +68,13 @@ are served on --metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
 		if err := os.MkdirAll(f.data, 0o700); err != nil {
 			return err
 		}
-		log := logger()
-		rs, err := receiptstore.Open(filepath.Join(f.data, "receipts"), receiptstore.Options{Logger: log})
-		if err != nil {
-			return fmt.Errorf("controlplane: receipt store: %w", err)
-		}
-		defer rs.Close()
-		var srv *controlplane.Server
 		opts := controlplane.Options{Listen: f.listen, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
-			TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSCA: f.tlsCA, ObserverKey: observer, Logger: log}
+			TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSCA: f.tlsCA, ObserverKey: observer, Logger: logger(),
+			Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow}}
 		opts.Registry = prometheus.NewRegistry()
 		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		receipts, err := ingest.New(ingest.Options{Store: rs, Trust: func() *sign.Trust { return srv.Trust() }, Registry: opts.Registry, Logger: log})
+		srv, err := controlplane.New(opts)
 		if err != nil {
-			return err
-		}
-		opts.Receipts = receipts
-		if srv, err = controlplane.New(opts); err != nil {
 			return withCode(exitUsage, err)
 		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -110,6 +99,8 @@ func init() {
 	fl.StringVar(&controlplaneFlags.tlsCert, "tls-cert", "", "server certificate (PEM)")
 	fl.StringVar(&controlplaneFlags.tlsKey, "tls-key", "", "server private key (PEM)")
 	fl.StringVar(&controlplaneFlags.tlsCA, "tls-ca", "", "CA that client certificates must chain to (enables mTLS)")
-	fl.StringVar(&controlplaneFlags.observerKey, "observer-key", "", "control plane's own signing key for lifecycle changes")
+	fl.StringVar(&controlplaneFlags.observerKey, "observer-key", "", "control plane's own signing key for lifecycle changes and passive Evidence")
+	fl.DurationVar(&controlplaneFlags.retention, "receipt-retention", 0, "drop receipt segments older than this (0 keeps everything)")
+	fl.DurationVar(&controlplaneFlags.evidenceWindow, "evidence-window", 0, "window over which receipts are folded into passive Evidence (0: 5m)")
 	root.AddCommand(controlplaneCmd)
 }

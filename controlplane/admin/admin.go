@@ -96,7 +96,7 @@ var (
 	// ErrTrustExpired: the active TrustPolicy no longer verifies (e.g. it
 	// expired); only a new root-signed TrustPolicy is accepted.
 	ErrTrustExpired = errors.New("the active TrustPolicy no longer verifies")
-	ErrWrongKind     = errors.New("kind not accepted here")
+	ErrWrongKind    = errors.New("kind not accepted here")
 )
 
 // activeTrust returns the Trust of the latest stored TrustPolicy, or
