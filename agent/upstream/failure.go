@@ -163,6 +163,9 @@ func classify(err error, x *exchange, ctxErr error) *Failure {
 	case ctxErr != nil:
 		f.Obs.Err = ctxErr
 		f.Detail = "cancelled"
+	case errors.Is(err, errStreamLost):
+		f.Obs.Err = err
+		f.Detail = "connection lost after the request was sent"
 	case status >= 200 && status < 300:
 		// The server answered, but not with anything readable as MCP.
 		f.Obs.JSONRPCError, f.Obs.JSONRPCCode = true, validate.JSONRPCParseError

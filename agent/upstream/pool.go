@@ -108,6 +108,7 @@ type Session struct {
 	// Server is the upstream's configured name.
 	Server string
 	cs     *mcp.ClientSession
+	http   *httpSession // nil unless Streamable HTTP: enables the tools/call fast path
 	broken atomic.Bool
 	pool   *Pool
 }
@@ -183,15 +184,22 @@ func (p *Pool) connect(ctx context.Context, server string, relay *Relay) (*Sessi
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownUpstream, server)
 	}
+	s := &Session{Server: server, pool: p}
 	var transport mcp.Transport
 	switch {
 	case up.URL != "":
 		rt := &roundTripper{base: p.opts.Transport, token: up.Token, headers: up.Headers}
+		hc := &http.Client{Transport: rt}
 		transport = &mcp.StreamableClientTransport{
 			Endpoint:   up.URL,
-			HTTPClient: &http.Client{Transport: rt},
+			HTTPClient: hc,
 			MaxRetries: 2,
 		}
+		s.http = &httpSession{endpoint: up.URL, client: hc, relay: relay, onTools: func() {
+			if p.opts.OnToolsChanged != nil {
+				go p.opts.OnToolsChanged(server)
+			}
+		}}
 	case len(up.Command) > 0:
 		cmd := exec.Command(up.Command[0], up.Command[1:]...)
 		cmd.Env = os.Environ()
@@ -203,7 +211,6 @@ func (p *Pool) connect(ctx context.Context, server string, relay *Relay) (*Sessi
 	default:
 		return nil, fmt.Errorf("%w %q: no url or command", ErrUnknownUpstream, server)
 	}
-	s := &Session{Server: server, pool: p}
 	copts := &mcp.ClientOptions{
 		Logger:       p.opts.Logger,
 		Capabilities: &mcp.ClientCapabilities{},
@@ -326,7 +333,11 @@ func (s *Session) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mc
 	var res *mcp.CallToolResult
 	err := s.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
 		var err error
-		res, err = cs.CallTool(ctx, params)
+		if s.fastOK(params) {
+			res, err = s.callFast(ctx, params)
+		} else {
+			res, err = cs.CallTool(ctx, params)
+		}
 		return err
 	})
 	return res, err

@@ -1,0 +1,346 @@
+package upstream
+
+// The tools/call fast path: on an established Streamable HTTP session, one
+// call is one plain HTTP POST of the JSON-RPC request carrying the session
+// id, and the answer (application/json or an SSE stream) is read with a
+// small decoder instead of the go-sdk client's connection machinery, whose
+// JSON decoder allocates a 32 KiB buffer per message. Everything the go-sdk
+// client would do for the call still happens here: notifications on the
+// response stream are relayed, server-to-client requests are answered (by
+// the Relay, or refused), a cancelled call sends notifications/cancelled,
+// and failures are classified exactly like the SDK path's (same exchange
+// recording, same classify).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxEventSize bounds one SSE event or JSON body, as the go-sdk client does.
+const maxEventSize = mcp.DefaultMaxEventSize
+
+// fastCallIDs numbers fast-path requests. String ids never collide with the
+// go-sdk client's integer ids on the same upstream session.
+var fastCallIDs atomic.Uint64
+
+// errMalformed is an upstream answer that is not a JSON-RPC response.
+var errMalformed = errors.New("malformed response")
+
+// errStreamLost is a response stream that broke before the response came.
+var errStreamLost = errors.New("response stream lost")
+
+// httpSession is what the fast path needs of a Streamable HTTP session.
+type httpSession struct {
+	endpoint string
+	client   *http.Client
+	relay    *Relay
+	onTools  func()
+}
+
+// fastOK reports whether params can take the fast path on s: an HTTP
+// session with a session id in the session era, and no progress token
+// (progress is relayed by the go-sdk client).
+func (s *Session) fastOK(params *mcp.CallToolParams) bool {
+	if s.http == nil || params.GetProgressToken() != nil || s.cs.ID() == "" {
+		return false
+	}
+	pv := s.ProtocolVersion()
+	return pv != "" && pv < "2026-07-28"
+}
+
+type wireMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *jsonrpc.Error  `json:"error"`
+}
+
+// callFast performs one tools/call over a plain POST.
+func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	id := "mcpready-" + strconv.FormatUint(fastCallIDs.Add(1), 10)
+	body, err := json.Marshal(struct {
+		JSONRPC string              `json:"jsonrpc"`
+		ID      string              `json:"id"`
+		Method  string              `json:"method"`
+		Params  *mcp.CallToolParams `json:"params"`
+	}{"2.0", id, "tools/call", params})
+	if err != nil {
+		return nil, fmt.Errorf("encoding tools/call: %w", err)
+	}
+	resp, err := s.post(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("tools/call: HTTP %s", resp.Status)
+	}
+	msg, err := s.readResponse(ctx, resp, id)
+	if err != nil {
+		if ctx.Err() != nil {
+			s.cancelUpstream(id)
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	if msg.Error != nil {
+		return nil, msg.Error
+	}
+	return decodeCallResult(msg.Result)
+}
+
+// post sends one JSON-RPC message on the session.
+func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.http.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", s.cs.ID())
+	req.Header.Set("Mcp-Protocol-Version", s.ProtocolVersion())
+	return s.http.client.Do(req)
+}
+
+// readResponse reads the answer to request id, relaying what comes before it.
+func (s *Session) readResponse(ctx context.Context, resp *http.Response, id string) (*wireMessage, error) {
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch ct {
+	case "application/json":
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxEventSize+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > maxEventSize {
+			return nil, fmt.Errorf("%w: body over %d bytes", errMalformed, maxEventSize)
+		}
+		return s.handle(ctx, b, id)
+	case "text/event-stream":
+		r := bufio.NewReader(resp.Body)
+		for {
+			data, err := readEvent(r)
+			if err != nil {
+				if errors.Is(err, errMalformed) {
+					return nil, err
+				}
+				return nil, fmt.Errorf("%w: %v", errStreamLost, err)
+			}
+			if len(data) == 0 {
+				continue
+			}
+			msg, err := s.handle(ctx, data, id)
+			if msg != nil || err != nil {
+				return msg, err
+			}
+		}
+	}
+	return nil, fmt.Errorf("%w: content-type %q", errMalformed, ct)
+}
+
+// handle processes one message: the response to id is returned; anything
+// else is relayed and (nil, nil) returned.
+func (s *Session) handle(ctx context.Context, data []byte, id string) (*wireMessage, error) {
+	var m wireMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%w: %v", errMalformed, err)
+	}
+	switch {
+	case m.Method == "" && len(m.ID) > 0:
+		var got string
+		if json.Unmarshal(m.ID, &got) != nil || got != id {
+			return nil, fmt.Errorf("%w: response to an unknown request", errMalformed)
+		}
+		if m.Error == nil && len(m.Result) == 0 {
+			return nil, fmt.Errorf("%w: neither result nor error", errMalformed)
+		}
+		return &m, nil
+	case m.Method != "" && len(m.ID) > 0:
+		s.answer(ctx, &m)
+	case m.Method != "":
+		s.notify(ctx, &m)
+	default:
+		return nil, fmt.Errorf("%w: not a JSON-RPC message", errMalformed)
+	}
+	return nil, nil
+}
+
+// serverRequestParams are the server-to-client requests a Relay answers.
+var serverRequestParams = map[string]func() mcp.Params{
+	"sampling/createMessage": func() mcp.Params { return &mcp.CreateMessageWithToolsParams{} },
+	"elicitation/create":     func() mcp.Params { return &mcp.ElicitParams{} },
+	"roots/list":             func() mcp.Params { return &mcp.ListRootsParams{} },
+}
+
+// answer replies to a server-to-client request through the Relay (or
+// refuses it, as the go-sdk client does for a capability it lacks).
+func (s *Session) answer(ctx context.Context, m *wireMessage) {
+	reply := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  mcp.Result      `json:"result,omitempty"`
+		Error   *jsonrpc.Error  `json:"error,omitempty"`
+	}{JSONRPC: "2.0", ID: m.ID}
+	newParams, known := serverRequestParams[m.Method]
+	switch {
+	case !known || s.http.relay == nil || s.http.relay.Request == nil:
+		reply.Error = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: m.Method + " not supported"}
+	default:
+		p := newParams()
+		if len(m.Params) > 0 {
+			if err := json.Unmarshal(m.Params, p); err != nil {
+				reply.Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+				break
+			}
+		}
+		res, err := s.http.relay.Request(ctx, m.Method, p)
+		var rpcErr *jsonrpc.Error
+		switch {
+		case errors.As(err, &rpcErr):
+			reply.Error = rpcErr
+		case err != nil:
+			reply.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		default:
+			reply.Result = res
+		}
+	}
+	b, err := json.Marshal(reply)
+	if err != nil {
+		return
+	}
+	// Not recorded in the call's exchange: that describes the tools/call POST.
+	if resp, err := s.post(context.WithValue(ctx, exchangeKey{}, (*exchange)(nil)), b); err == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+	}
+}
+
+// notificationParams are the notifications relayed to a Relay.
+var notificationParams = map[string]func() mcp.Params{
+	"notifications/progress":               func() mcp.Params { return &mcp.ProgressNotificationParams{} },
+	"notifications/message":                func() mcp.Params { return &mcp.LoggingMessageParams{} },
+	"notifications/resources/updated":      func() mcp.Params { return &mcp.ResourceUpdatedNotificationParams{} },
+	"notifications/resources/list_changed": func() mcp.Params { return &mcp.ResourceListChangedParams{} },
+	"notifications/prompts/list_changed":   func() mcp.Params { return &mcp.PromptListChangedParams{} },
+	"notifications/tools/list_changed":     func() mcp.Params { return &mcp.ToolListChangedParams{} },
+}
+
+func (s *Session) notify(ctx context.Context, m *wireMessage) {
+	if m.Method == "notifications/tools/list_changed" && s.http.onTools != nil {
+		s.http.onTools()
+	}
+	r := s.http.relay
+	newParams, known := notificationParams[m.Method]
+	if r == nil || r.Notify == nil || !known {
+		return
+	}
+	p := newParams()
+	if len(m.Params) > 0 && json.Unmarshal(m.Params, p) != nil {
+		return
+	}
+	r.Notify(ctx, m.Method, p)
+}
+
+// cancelUpstream tells the upstream that request id was abandoned.
+func (s *Session) cancelUpstream(id string) {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled",
+		"params": map[string]any{"requestId": id, "reason": "cancelled by the caller"}})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.pool.opts.ConnectTimeout)
+		defer cancel()
+		if resp, err := s.post(ctx, b); err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+		}
+	}()
+}
+
+// readEvent returns the data of the next SSE event ("" for events without data).
+func readEvent(r *bufio.Reader) ([]byte, error) {
+	var data []byte
+	size := 0
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, fmt.Errorf("%w: SSE line over %d bytes", errMalformed, r.Size())
+		}
+		size += len(line)
+		if size > maxEventSize {
+			return nil, fmt.Errorf("%w: SSE event over %d bytes", errMalformed, maxEventSize)
+		}
+		if err != nil && (len(line) == 0 || !errors.Is(err, io.EOF)) {
+			return nil, err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			if err != nil || data != nil {
+				return data, err
+			}
+			continue
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		if string(field) == "data" {
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, value...)
+		}
+		if err != nil {
+			return data, nil
+		}
+	}
+}
+
+// decodeCallResult decodes a CallToolResult. Results whose content is only
+// text (the common case) are built directly; others go through the go-sdk's
+// own decoding of content types.
+func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
+	var wire struct {
+		Meta              mcp.Meta        `json:"_meta"`
+		Content           []textContent   `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+		IsError           bool            `json:"isError"`
+		ResultType        string          `json:"resultType"`
+	}
+	if err := json.Unmarshal(raw, &wire); err != nil {
+		return nil, fmt.Errorf("%w: tools/call result: %v", errMalformed, err)
+	}
+	res := &mcp.CallToolResult{Meta: wire.Meta, IsError: wire.IsError, Content: make([]mcp.Content, 0, len(wire.Content))}
+	for _, c := range wire.Content {
+		if c.Type != "text" || c.Text == nil || wire.ResultType != "" {
+			res = &mcp.CallToolResult{}
+			if err := res.UnmarshalJSON(raw); err != nil {
+				return nil, fmt.Errorf("%w: tools/call result: %v", errMalformed, err)
+			}
+			return res, nil
+		}
+		res.Content = append(res.Content, &mcp.TextContent{Text: *c.Text, Meta: c.Meta, Annotations: c.Annotations})
+	}
+	if len(wire.StructuredContent) > 0 && string(wire.StructuredContent) != "null" {
+		if err := json.Unmarshal(wire.StructuredContent, &res.StructuredContent); err != nil {
+			return nil, fmt.Errorf("%w: structuredContent: %v", errMalformed, err)
+		}
+	}
+	return res, nil
+}
+
+type textContent struct {
+	Type        string           `json:"type"`
+	Text        *string          `json:"text"`
+	Meta        mcp.Meta         `json:"_meta"`
+	Annotations *mcp.Annotations `json:"annotations"`
+}
