@@ -180,9 +180,9 @@ func (st *Stack) startServers(ctx context.Context, keys Keys, log *slog.Logger) 
 	return SignOrReuse(filepath.Join(st.DataDir, "artifacts"), items, keys)
 }
 
-// startControlPlane runs a control plane under DATA/controlplane with the
-// receipts service and the aggregator that folds receipts into passive
-// Evidence, signed with the observer key and applied like any artifact.
+// startControlPlane runs a control plane under DATA/controlplane with its
+// receipt pipeline (store, ingest, and passive Evidence signed with the
+// observer key).
 func (st *Stack) startControlPlane(ctx context.Context, o StackOptions, keys Keys) error {
 	dir := filepath.Join(st.DataDir, "controlplane")
 	cp, err := controlplane.New(controlplane.Options{
@@ -316,9 +316,6 @@ func apply(ctx context.Context, admin mcpreadyv1.AdminServiceClient, signed []Si
 		_, err := admin.Apply(actx, &mcpreadyv1.ApplyRequest{Bundle: s.Bundle})
 		cancel()
 		if err != nil {
-			if s.Object == nil {
-				return fmt.Errorf("demo: apply: %w", err)
-			}
 			return fmt.Errorf("demo: apply %s %s: %w", s.Object.Kind, s.Object.Metadata.Name, err)
 		}
 	}
