@@ -215,6 +215,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		v.stateless.ServeHTTP(w, r)
 		return
 	}
+	if v.serveFastCall(w, r) {
+		return
+	}
 	v.stateful.ServeHTTP(w, r)
 }
 
@@ -240,6 +243,7 @@ type view struct {
 
 	mu       sync.Mutex
 	sessions map[*session]struct{} // live stateful sessions
+	bySID    map[string]*session   // the same, by go-sdk session id (fast path)
 }
 
 func (f *Front) view(server string) *view {
@@ -248,7 +252,7 @@ func (f *Front) view(server string) *view {
 	if v := f.views[server]; v != nil {
 		return v
 	}
-	v := &view{f: f, server: server, sessions: map[*session]struct{}{}}
+	v := &view{f: f, server: server, sessions: map[*session]struct{}{}, bySID: map[string]*session{}}
 	v.shared = v.newServer(nil)
 	v.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return v.shared },
 		&mcp.StreamableHTTPOptions{Stateless: true, Logger: f.opts.Logger, PropagateRequestCancellation: true})

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,6 +26,7 @@ type session struct {
 	ss       *mcp.ServerSession
 	up       *upstream.Session
 	inflight []*inflight
+	fast     fastState
 }
 
 type inflight struct {
@@ -64,10 +66,14 @@ func (v *view) middleware(s *session) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if s != nil {
+				s.mu.Lock()
 				if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-					s.mu.Lock()
 					s.ss = ss
-					s.mu.Unlock()
+				}
+				s.noteSDK(method, time.Now())
+				s.mu.Unlock()
+				if method == "notifications/cancelled" {
+					s.cancelFast(req.GetParams())
 				}
 			}
 			switch method {
@@ -325,13 +331,24 @@ func (v *view) initialize(ctx context.Context, s *session, method string, req mc
 	}
 	if s != nil {
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+			if ir, ok := res.(*mcp.InitializeResult); ok {
+				s.mu.Lock()
+				s.fast.id, s.fast.protocol = ss.ID(), ir.ProtocolVersion
+				s.mu.Unlock()
+			}
 			v.mu.Lock()
 			v.sessions[s] = struct{}{}
+			if id := ss.ID(); id != "" {
+				v.bySID[id] = s
+			}
 			v.mu.Unlock()
 			go func() {
 				_ = ss.Wait()
 				v.mu.Lock()
 				delete(v.sessions, s)
+				if v.bySID[ss.ID()] == s {
+					delete(v.bySID, ss.ID())
+				}
 				v.mu.Unlock()
 			}()
 		}

@@ -1,0 +1,232 @@
+package front
+
+// The tools/call fast path on the front: a POST carrying one tools/call on
+// an established stateful (2025-era) session is answered here, through the
+// very same callTool pipeline (decide → approval → invoke → validate → one
+// receipt), without the go-sdk server's per-message decoding and dispatch.
+// It answers exactly as the go-sdk handler would (one SSE "message" event
+// carrying the JSON-RPC response, same headers). Anything the go-sdk
+// session would have to take part in is left to it: another method, a
+// batch, a progress token, protocol metadata in _meta, a client that can be
+// asked to elicit or sample, a session with a log level set, or a session
+// whose go-sdk idle timer has not been refreshed lately. (A roots/list an
+// upstream sends during a fast call reaches the client on its standalone
+// stream rather than on the call's stream.)
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// sdkRefresh is how long after the go-sdk last saw a request of a session
+// the fast path may still answer for it: well inside the handler's
+// SessionTimeout, so that a session used only for tool calls never idles out.
+const sdkRefresh = 5 * time.Minute
+
+// fastState is what a session records for the fast path.
+type fastState struct {
+	id          string    // the go-sdk session id
+	protocol    string    // negotiated protocol version
+	initialized bool      // notifications/initialized seen
+	logging     bool      // logging/setLevel seen: logs may travel on call streams
+	lastSDK     time.Time // last request the go-sdk handled
+	calls       map[string]context.CancelFunc
+}
+
+// noteSDK records a message the go-sdk session handled (under s.mu).
+func (s *session) noteSDK(method string, now time.Time) {
+	s.fast.lastSDK = now
+	switch method {
+	case "notifications/initialized":
+		s.fast.initialized = true
+	case "logging/setLevel":
+		s.fast.logging = true
+	}
+}
+
+// cancelFast cancels a fast-path call named by notifications/cancelled.
+func (s *session) cancelFast(p mcp.Params) {
+	cp, ok := p.(*mcp.CancelledParams)
+	if !ok || cp == nil {
+		return
+	}
+	s.mu.Lock()
+	cancel := s.fast.calls[fmt.Sprint(cp.RequestID)]
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// fastCall is one parsed fast-path request.
+type fastCall struct {
+	id     json.RawMessage
+	params mcp.CallToolParamsRaw
+}
+
+// parseFastCall returns the call in body, or false when the go-sdk must handle it.
+func parseFastCall(body []byte) (fastCall, bool) {
+	var env struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+	}
+	t := bytes.TrimSpace(body)
+	if len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &env) != nil {
+		return fastCall{}, false
+	}
+	if env.JSONRPC != "2.0" || env.Method != "tools/call" || len(env.ID) == 0 || !(env.ID[0] == '"' || env.ID[0] == '-' || env.ID[0] >= '0' && env.ID[0] <= '9') {
+		return fastCall{}, false
+	}
+	var c fastCall
+	c.id = env.ID
+	if json.Unmarshal(env.Params, &c.params) != nil || c.params.Name == "" || c.params.InputResponses != nil || c.params.RequestState != "" {
+		return fastCall{}, false
+	}
+	if a := bytes.TrimSpace(c.params.Arguments); len(a) > 0 && a[0] != '{' {
+		return fastCall{}, false
+	}
+	for k := range c.params.Meta {
+		if k == "progressToken" || strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			return fastCall{}, false
+		}
+	}
+	return c, true
+}
+
+// accepts reports whether an Accept header list names both JSON and SSE.
+func accepts(values []string) bool {
+	var js, sse bool
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			js = js || mt == "application/json"
+			sse = sse || mt == "text/event-stream"
+		}
+	}
+	return js && sse
+}
+
+// fastSession returns the session r may be answered for by the fast path.
+func (v *view) fastSession(r *http.Request, now time.Time) (*session, *mcp.ServerSession) {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if r.Method != http.MethodPost || sid == "" {
+		return nil, nil
+	}
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" || !accepts(r.Header.Values("Accept")) {
+		return nil, nil
+	}
+	v.mu.Lock()
+	s := v.bySID[sid]
+	v.mu.Unlock()
+	if s == nil {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.ss
+	if ss == nil || !s.fast.initialized || s.fast.logging || s.fast.protocol == "" ||
+		r.Header.Get(protocolHeader) != s.fast.protocol || now.Sub(s.fast.lastSDK) > sdkRefresh {
+		return nil, nil
+	}
+	if ip := ss.InitializeParams(); ip == nil || ip.Capabilities != nil &&
+		(ip.Capabilities.Elicitation != nil || ip.Capabilities.Sampling != nil) {
+		return nil, nil
+	}
+	return s, ss
+}
+
+// serveFastCall answers r when it is a fast-path tools/call and reports
+// whether it did; otherwise r (and its body) is left for the go-sdk.
+func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request) bool {
+	s, ss := v.fastSession(r, time.Now())
+	if s == nil {
+		return false
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	c, ok := parseFastCall(body)
+	if !ok {
+		return false
+	}
+	key := string(c.id)
+	if c.id[0] == '"' {
+		var str string
+		if json.Unmarshal(c.id, &str) != nil {
+			return false
+		}
+		key = str
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	s.mu.Lock()
+	if _, dup := s.fast.calls[key]; dup {
+		s.mu.Unlock()
+		writeRPCError(w, http.StatusBadRequest, c.id, int(jsonrpc.CodeInvalidRequest), fmt.Sprintf("duplicate in-flight request ID %s", c.id))
+		return true
+	}
+	if s.fast.calls == nil {
+		s.fast.calls = map[string]context.CancelFunc{}
+	}
+	s.fast.calls[key] = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.fast.calls, key)
+		s.mu.Unlock()
+	}()
+
+	req := &mcp.CallToolRequest{Session: ss, Params: &c.params, Extra: &mcp.RequestExtra{Header: r.Header}}
+	ctx, done := s.track(ctx, nil)
+	res, err := v.callTool(ctx, s, req)
+	done()
+	msg := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result,omitempty"`
+		Error   *jsonrpc.Error  `json:"error,omitempty"`
+	}{JSONRPC: "2.0", ID: c.id, Result: res}
+	if err != nil {
+		msg.Result, msg.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	data, err := json.Marshal(msg)
+	if err != nil {
+		data, _ = json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   *jsonrpc.Error  `json:"error"`
+		}{"2.0", c.id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "encoding result: " + err.Error()}})
+	}
+	if r.Context().Err() != nil {
+		return true // the client is gone, as with the go-sdk
+	}
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	out := make([]byte, 0, len(data)+len("event: message\ndata: \n\n"))
+	out = append(out, "event: message\ndata: "...)
+	out = append(out, data...)
+	out = append(out, "\n\n"...)
+	_, _ = w.Write(out)
+	_ = http.NewResponseController(w).Flush()
+	return true
+}

@@ -1,0 +1,101 @@
+package front
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestParseFastCall(t *testing.T) {
+	tests := []struct {
+		name, body string
+		ok         bool
+	}{
+		{"plain", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`, true},
+		{"string id, no arguments", `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo"}}`, true},
+		{"workflow meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","_meta":{"mcpready.dev/workflow":"w"}}}`, true},
+		{"progress token", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","_meta":{"progressToken":1}}}`, false},
+		{"protocol meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","_meta":{"io.modelcontextprotocol/protocolVersion":"x"}}}`, false},
+		{"other method", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, false},
+		{"notification", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"e"}}`, false},
+		{"null id", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"e"}}`, false},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e"}}]`, false},
+		{"array arguments", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","arguments":[1]}}`, false},
+		{"no name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`, false},
+		{"request state", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","requestState":"s"}}`, false},
+		{"wrong version", `{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"e"}}`, false},
+		{"garbage", `{"jsonrpc":`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, ok := parseFastCall([]byte(tt.body)); ok != tt.ok {
+				t.Fatalf("parseFastCall = %v, want %v", ok, tt.ok)
+			}
+		})
+	}
+}
+
+func FuzzParseFastCall(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"e","_meta":{"progressToken":1}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, ok := parseFastCall(b)
+		if ok && (c.params.Name == "" || len(c.id) == 0) {
+			t.Fatalf("accepted a call without name or id: %q", b)
+		}
+	})
+}
+
+// TestFastCallAnswersLikeTheSDK sends the same raw tools/call on a session
+// the fast path serves and on one it leaves to the go-sdk (a log level is
+// set), and wants the same HTTP answer from both.
+func TestFastCallAnswersLikeTheSDK(t *testing.T) {
+	h := newHarness(t)
+	fast := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
+	sdk := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
+	if err := sdk.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "error"}); err != nil {
+		t.Fatal(err)
+	}
+	v := h.front.view("test")
+	post := func(cs *mcp.ClientSession, body string) (int, string, string, bool) {
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp/servers/test", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+devToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		s, _ := v.fastSession(req, h.front.opts.Now())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b), s != nil
+	}
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`,
+		`{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"k":"v"}}}`,
+	} {
+		fs, fct, fb, viaFast := post(fast, body)
+		ss, sct, sb, viaFastToo := post(sdk, body)
+		if !viaFast || viaFastToo {
+			t.Fatalf("fast path taken: %v and %v, want true and false", viaFast, viaFastToo)
+		}
+		if fs != ss || fct != sct || fb != sb {
+			t.Fatalf("fast path answered %d %s %q\n        the go-sdk  %d %s %q", fs, fct, fb, ss, sct, sb)
+		}
+	}
+	// A client that can elicit is always served by the go-sdk.
+	el := h.connect(t, "/mcp/servers/test", devToken, &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}}, "2025-11-25")
+	if _, _, b, viaFast := post(el, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`); viaFast || !bytes.Contains([]byte(b), []byte(`"echo":"hi"`)) {
+		t.Fatalf("eliciting client: fast=%v %q", viaFast, b)
+	}
+}
