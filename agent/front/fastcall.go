@@ -226,7 +226,6 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request) bool {
 	out = append(out, "event: message\ndata: "...)
 	out = append(out, data...)
 	out = append(out, "\n\n"...)
-	_, _ = w.Write(out)
-	_ = http.NewResponseController(w).Flush()
+	_, _ = w.Write(out) // one write: net/http frames it with a Content-Length
 	return true
 }

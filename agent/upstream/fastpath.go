@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -84,7 +85,7 @@ func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (*mc
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer finish(resp.Body)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		return nil, fmt.Errorf("tools/call: HTTP %s", resp.Status)
@@ -114,6 +115,19 @@ func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error)
 	req.Header.Set("Mcp-Session-Id", s.cs.ID())
 	req.Header.Set("Mcp-Protocol-Version", s.ProtocolVersion())
 	return s.http.client.Do(req)
+}
+
+// drainWait bounds how long finish waits for the end of a response stream.
+const drainWait = 100 * time.Millisecond
+
+// finish reads the rest of a response body (an SSE stream normally ends
+// right after the response) so that its connection is reused, and closes it.
+// A stream that stays open longer than drainWait is closed.
+func finish(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { body.Close() })
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxEventSize))
+	t.Stop()
+	body.Close()
 }
 
 // readResponse reads the answer to request id, relaying what comes before it.
