@@ -368,10 +368,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			_ = a.conn.Close()
 		}
 	}()
-	wg.Add(receiptWriters + 1)
-	for range receiptWriters {
-		go func() { defer wg.Done(); a.writeReceipts(ctx) }()
-	}
+	wg.Add(2)
+	go func() { defer wg.Done(); a.writeReceipts(ctx) }()
 	go func() { defer wg.Done(); a.follow(ctx) }()
 	if a.conn != nil {
 		wg.Add(2)
@@ -412,20 +410,39 @@ func (a *Agent) follow(ctx context.Context) {
 	}
 }
 
-// receiptWriters is how many goroutines append queued receipts. Each append
-// waits for its fsync; concurrent appends share one (group commit), so
-// several writers keep the spool's durable throughput well above the call
-// rate instead of one fsync per receipt.
-const receiptWriters = 16
+// Receipt group commit: the writer takes what is queued (waiting up to
+// receiptLinger for more, at most receiptGroup), appends the group
+// concurrently so that one fsync covers it, and waits for it before the next.
+const (
+	receiptGroup  = 256
+	receiptLinger = 2 * time.Millisecond
+)
 
 func (a *Agent) writeReceipts(ctx context.Context) {
+	group := make([]*mcpreadyv1.Receipt, 0, receiptGroup)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case r := <-a.recv:
-			a.append(r)
+			group = append(group[:0], r)
 		}
+		linger := time.NewTimer(receiptLinger)
+	gather:
+		for len(group) < receiptGroup {
+			select {
+			case r := <-a.recv:
+				group = append(group, r)
+			case <-linger.C:
+				break gather
+			}
+		}
+		linger.Stop()
+		var wg sync.WaitGroup
+		for _, r := range group {
+			wg.Go(func() { a.append(r) })
+		}
+		wg.Wait()
 	}
 }
 
