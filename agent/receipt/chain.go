@@ -68,6 +68,20 @@ func chainErr(b *mcpreadyv1.ReceiptBatch, r ChainReason, format string, args ...
 // encoded receipt per listed digest and each hashes to its digest, every
 // receipt decodes, and receipt ids are unique within the batch.
 func Open(name string, b *mcpreadyv1.ReceiptBatch, encoded [][]byte) ([]*mcpreadyv1.Receipt, error) {
+	return open(name, b, encoded, func(e []byte, _ *[]byte) (*mcpreadyv1.Receipt, error) {
+		r := &mcpreadyv1.Receipt{}
+		return r, proto.Unmarshal(e, r)
+	})
+}
+
+// OpenSummary makes every check Open makes but returns each receipt's
+// summary (DecodeSummary: only SummaryFields are set), which is what the
+// control plane indexes and aggregates.
+func OpenSummary(name string, b *mcpreadyv1.ReceiptBatch, encoded [][]byte) ([]*mcpreadyv1.Receipt, error) {
+	return open(name, b, encoded, DecodeSummary)
+}
+
+func open(name string, b *mcpreadyv1.ReceiptBatch, encoded [][]byte, decode func([]byte, *[]byte) (*mcpreadyv1.Receipt, error)) ([]*mcpreadyv1.Receipt, error) {
 	if want := BatchName(b.GetAgentId(), b.GetSequence()); name != want {
 		return nil, chainErr(b, ReasonBadName, "signed name %q, want %q", name, want)
 	}
@@ -82,12 +96,13 @@ func Open(name string, b *mcpreadyv1.ReceiptBatch, encoded [][]byte) ([]*mcpread
 	}
 	out := make([]*mcpreadyv1.Receipt, len(encoded))
 	seen := make(map[string]struct{}, len(encoded))
+	var scratch []byte
 	for i, e := range encoded {
 		if d := Digest(e); d != b.ReceiptDigests[i] {
 			return nil, chainErr(b, ReasonDigestMismatch, "receipt %d hashes to %s, signed digest is %s", i, d, b.ReceiptDigests[i])
 		}
-		r := &mcpreadyv1.Receipt{}
-		if err := proto.Unmarshal(e, r); err != nil {
+		r, err := decode(e, &scratch)
+		if err != nil {
 			return nil, chainErr(b, ReasonDigestMismatch, "receipt %d does not decode: %v", i, err)
 		}
 		if _, dup := seen[r.GetReceiptId()]; dup {

@@ -33,7 +33,8 @@ import (
 )
 
 // Observer receives the receipts of every newly stored batch, in chain
-// order per agent. It must be fast (it runs on the ingest path).
+// order per agent, as summaries (only receipt.SummaryFields are set). It
+// must be fast (it runs on the ingest path).
 type Observer interface {
 	Observe(agentID string, receipts []*mcpreadyv1.Receipt, digests []string)
 }
@@ -161,7 +162,7 @@ func (s *Service) ingest(node *mcpreadyv1.Node, req *mcpreadyv1.UploadBatchesReq
 	if node.GetId() != "" && node.GetId() != b.AgentId {
 		return Result{}, &RejectError{ReasonAgentMismatch, fmt.Sprintf("node %q uploaded a batch of agent %q", node.GetId(), b.AgentId)}
 	}
-	receipts, err := receipt.Open(v.Object.Metadata.Name, b, req.GetReceipts())
+	receipts, err := receipt.OpenSummary(v.Object.Metadata.Name, b, req.GetReceipts())
 	if err != nil {
 		return Result{}, chainReject(err)
 	}

@@ -65,7 +65,8 @@ type Batch struct {
 	Received time.Time
 
 	// Decoded and Digests, when set by the caller of Append, save decoding
-	// and hashing Receipts again (they must match Receipts). The store
+	// and hashing Receipts again (they must match Receipts; Decoded needs
+	// only receipt.SummaryFields, see receipt.OpenSummary). The store
 	// does not fill them.
 	Decoded []*mcpreadyv1.Receipt
 	Digests []string
@@ -244,11 +245,13 @@ func decode(b *Batch) ([]*mcpreadyv1.Receipt, []string, error) {
 	rs, ds := b.Decoded, b.Digests
 	if len(rs) != len(b.Receipts) {
 		rs = make([]*mcpreadyv1.Receipt, len(b.Receipts))
+		var scratch []byte
 		for i, e := range b.Receipts {
-			rs[i] = &mcpreadyv1.Receipt{}
-			if err := proto.Unmarshal(e, rs[i]); err != nil {
+			r, err := receipt.DecodeSummary(e, &scratch)
+			if err != nil {
 				return nil, nil, fmt.Errorf("%w: batch %s receipt %d: %v", ErrCorrupt, b.BatchID, i, err)
 			}
+			rs[i] = r
 		}
 	}
 	if len(ds) != len(b.Receipts) {
