@@ -68,7 +68,7 @@ func chainErr(b *mcpreadyv1.ReceiptBatch, r ChainReason, format string, args ...
 // encoded receipt per listed digest and each hashes to its digest, every
 // receipt decodes, and receipt ids are unique within the batch.
 func Open(name string, b *mcpreadyv1.ReceiptBatch, encoded [][]byte) ([]*mcpreadyv1.Receipt, error) {
-	return open(name, b, encoded, func(e []byte, _ *[]byte) (*mcpreadyv1.Receipt, error) {
+	return open(name, b, encoded, func(e []byte) (*mcpreadyv1.Receipt, error) {
 		r := &mcpreadyv1.Receipt{}
 		return r, proto.Unmarshal(e, r)
 	})
@@ -81,7 +81,7 @@ func OpenSummary(name string, b *mcpreadyv1.ReceiptBatch, encoded [][]byte) ([]*
 	return open(name, b, encoded, DecodeSummary)
 }
 
-func open(name string, b *mcpreadyv1.ReceiptBatch, encoded [][]byte, decode func([]byte, *[]byte) (*mcpreadyv1.Receipt, error)) ([]*mcpreadyv1.Receipt, error) {
+func open(name string, b *mcpreadyv1.ReceiptBatch, encoded [][]byte, decode func([]byte) (*mcpreadyv1.Receipt, error)) ([]*mcpreadyv1.Receipt, error) {
 	if want := BatchName(b.GetAgentId(), b.GetSequence()); name != want {
 		return nil, chainErr(b, ReasonBadName, "signed name %q, want %q", name, want)
 	}
@@ -96,12 +96,11 @@ func open(name string, b *mcpreadyv1.ReceiptBatch, encoded [][]byte, decode func
 	}
 	out := make([]*mcpreadyv1.Receipt, len(encoded))
 	seen := make(map[string]struct{}, len(encoded))
-	var scratch []byte
 	for i, e := range encoded {
 		if d := Digest(e); d != b.ReceiptDigests[i] {
 			return nil, chainErr(b, ReasonDigestMismatch, "receipt %d hashes to %s, signed digest is %s", i, d, b.ReceiptDigests[i])
 		}
-		r, err := decode(e, &scratch)
+		r, err := decode(e)
 		if err != nil {
 			return nil, chainErr(b, ReasonDigestMismatch, "receipt %d does not decode: %v", i, err)
 		}

@@ -5,8 +5,9 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
@@ -22,15 +23,7 @@ var SummaryFields = []protoreflect.Name{
 
 var (
 	receiptRules = rulesFor((&mcpreadyv1.Receipt{}).ProtoReflect().Descriptor(), map[protoreflect.FullName]*rules{})
-	summaryKeep  = func() []bool {
-		fields := (&mcpreadyv1.Receipt{}).ProtoReflect().Descriptor().Fields()
-		keep := make([]bool, len(receiptRules.byNum))
-		for _, n := range SummaryFields {
-			keep[fields.ByName(n).Number()] = true
-		}
-		return keep
-	}()
-	errWire = errors.New("invalid wire format")
+	errWire      = errors.New("invalid wire format")
 )
 
 // check says how validMessage checks a length-delimited field value.
@@ -96,35 +89,214 @@ func rulesFor(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]
 }
 
 // DecodeSummary decodes the summary of one encoded receipt: a Receipt with
-// only SummaryFields set. It accepts exactly the encodings proto.Unmarshal
-// accepts (wire format, UTF-8 of every string, nested messages), so it is
-// as strict a check that the receipt decodes, at a fraction of the cost.
-// scratch is reused between calls when not nil.
-func DecodeSummary(encoded []byte, scratch *[]byte) (*mcpreadyv1.Receipt, error) {
-	var buf []byte
-	if scratch != nil {
-		buf = (*scratch)[:0]
-	}
-	for b := encoded; len(b) > 0; {
-		num, typ, n, m := consumeField(b)
-		if m < 0 {
-			return nil, errWire
-		}
-		if int(num) < len(summaryKeep) && summaryKeep[num] {
-			buf = append(buf, b[:n+m]...)
-		} else if err := validField(receiptRules.of(num), typ, b[n:n+m]); err != nil {
-			return nil, err
-		}
-		b = b[n+m:]
-	}
-	if scratch != nil {
-		*scratch = buf
-	}
+// only SummaryFields set, as proto.Unmarshal would set them. It accepts
+// exactly the encodings proto.Unmarshal accepts (wire format, UTF-8 of
+// every string, nested messages, also in the fields it does not keep), so
+// it is as strict a check that the receipt decodes, at a fraction of the
+// cost.
+func DecodeSummary(encoded []byte) (*mcpreadyv1.Receipt, error) {
 	r := &mcpreadyv1.Receipt{}
-	if err := proto.Unmarshal(buf, r); err != nil {
+	err := fields(encoded, receiptRules, func(num protowire.Number, typ protowire.Type, v []byte) (bool, error) {
+		var err error
+		switch typ {
+		case protowire.BytesType:
+			switch num {
+			case 1:
+				r.ReceiptId, err = str(v)
+			case 5:
+				r.EmittedAt, err = timestamp(r.EmittedAt, v)
+			case 7:
+				r.WorkflowId, err = str(v)
+			case 10:
+				r.PrincipalClass, err = str(v)
+			case 11:
+				r.TenantClass, err = str(v)
+			case 12:
+				r.Region, err = str(v)
+			case 18:
+				if r.Selected == nil {
+					r.Selected = &mcpreadyv1.Selection{}
+				}
+				err = selection(r.Selected, v)
+			case 25:
+				a := &mcpreadyv1.Attempt{}
+				r.Attempts = append(r.Attempts, a)
+				err = attempt(a, v)
+			case 27:
+				r.StartedAt, err = timestamp(r.StartedAt, v)
+			case 28:
+				r.EndedAt, err = timestamp(r.EndedAt, v)
+			case 29:
+				r.Latency, err = duration(r.Latency, v)
+			case 32:
+				r.TransportStatus, err = str(v)
+			default:
+				return false, nil
+			}
+		case protowire.VarintType:
+			x, _ := protowire.ConsumeVarint(v)
+			switch num {
+			case 20:
+				r.ConsumerSideEffect = mcpreadyv1.SideEffectClass(int32(x))
+			case 24:
+				r.AttemptCount = int32(x)
+			case 30:
+				r.Outcome = mcpreadyv1.OutcomeClass(int32(x))
+			case 31:
+				r.FailedLayer = mcpreadyv1.ReadinessLayer(int32(x))
+			case 33:
+				r.JsonrpcCode = int32(x)
+			default:
+				return false, nil
+			}
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+func selection(s *mcpreadyv1.Selection, v []byte) error {
+	return fields(payload(v), receiptRules.of(18).msg, func(num protowire.Number, typ protowire.Type, v []byte) (bool, error) {
+		var p *string
+		switch num {
+		case 1:
+			p = &s.Entry
+		case 2:
+			p = &s.Endpoint
+		case 3:
+			p = &s.ServerName
+		case 4:
+			p = &s.ServerVersion
+		case 5:
+			p = &s.ToolName
+		case 6:
+			p = &s.InputSchemaDigest
+		case 7:
+			p = &s.OutputSchemaDigest
+		case 8:
+			p = &s.ProtocolVersion
+		}
+		if p == nil || typ != protowire.BytesType {
+			return false, nil
+		}
+		var err error
+		*p, err = str(v)
+		return true, err
+	})
+}
+
+func attempt(a *mcpreadyv1.Attempt, v []byte) error {
+	return fields(payload(v), receiptRules.of(25).msg, func(num protowire.Number, typ protowire.Type, v []byte) (bool, error) {
+		var err error
+		switch typ {
+		case protowire.BytesType:
+			switch num {
+			case 2:
+				a.Entry, err = str(v)
+			case 3:
+				a.StartedAt, err = timestamp(a.StartedAt, v)
+			case 4:
+				a.Latency, err = duration(a.Latency, v)
+			case 6:
+				a.TransportStatus, err = str(v)
+			default:
+				return false, nil
+			}
+		case protowire.VarintType:
+			x, _ := protowire.ConsumeVarint(v)
+			switch num {
+			case 1:
+				a.Number = int32(x)
+			case 5:
+				a.Outcome = mcpreadyv1.OutcomeClass(int32(x))
+			case 7:
+				a.JsonrpcCode = int32(x)
+			case 8:
+				a.IsError = protowire.DecodeBool(x)
+			case 9:
+				a.Hedged = protowire.DecodeBool(x)
+			default:
+				return false, nil
+			}
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+}
+
+// secondsNanos merges a Timestamp or Duration encoding into *secs, *nanos.
+func secondsNanos(secs *int64, nanos *int32, v []byte) error {
+	return fields(payload(v), nil, func(num protowire.Number, typ protowire.Type, v []byte) (bool, error) {
+		if typ != protowire.VarintType || (num != 1 && num != 2) {
+			return false, nil
+		}
+		x, _ := protowire.ConsumeVarint(v)
+		if num == 1 {
+			*secs = int64(x)
+		} else {
+			*nanos = int32(x)
+		}
+		return true, nil
+	})
+}
+
+func timestamp(t *timestamppb.Timestamp, v []byte) (*timestamppb.Timestamp, error) {
+	if t == nil {
+		t = &timestamppb.Timestamp{}
+	}
+	return t, secondsNanos(&t.Seconds, &t.Nanos, v)
+}
+
+func duration(d *durationpb.Duration, v []byte) (*durationpb.Duration, error) {
+	if d == nil {
+		d = &durationpb.Duration{}
+	}
+	return d, secondsNanos(&d.Seconds, &d.Nanos, v)
+}
+
+// payload is the content of a length-delimited value (already validated).
+func payload(v []byte) []byte {
+	p, _ := protowire.ConsumeBytes(v)
+	return p
+}
+
+// str decodes a proto3 string value.
+func str(v []byte) (string, error) {
+	p := payload(v)
+	if !utf8.Valid(p) {
+		return "", errors.New("string field: invalid UTF-8")
+	}
+	return string(p), nil
+}
+
+// fields walks the fields of message b: set decodes the fields it keeps
+// (returning true); every other field is checked as validField does. rs
+// nil: a message with no strings or nested messages.
+func fields(b []byte, rs *rules, set func(num protowire.Number, typ protowire.Type, v []byte) (bool, error)) error {
+	for len(b) > 0 {
+		num, typ, n, m := consumeField(b)
+		if m < 0 {
+			return errWire
+		}
+		v := b[n : n+m]
+		b = b[n+m:]
+		kept, err := set(num, typ, v)
+		if err != nil {
+			return err
+		}
+		if !kept && rs != nil {
+			if err := validField(rs.of(num), typ, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // consumeField reads one field's tag (n bytes) and value (m bytes); m < 0

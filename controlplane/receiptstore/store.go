@@ -101,6 +101,9 @@ type receiptEntry struct {
 	digest   string
 }
 
+// subjectKey indexes receipts by selected server and tool.
+type subjectKey struct{ server, tool string }
+
 type agentState struct {
 	head    receipt.Head
 	batches map[uint64]int32 // sequence -> index into batches
@@ -118,7 +121,7 @@ type Store struct {
 	receipts   []receiptEntry
 	byID       map[string]int32
 	byWorkflow map[string][]int32
-	bySubject  map[string][]int32 // "server/tool"
+	bySubject  map[subjectKey][]int32
 	agents     map[string]*agentState
 	segNewest  map[uint64]int64 // segment -> newest received (unix nanos)
 	changed    chan struct{}    // closed and replaced on every append
@@ -138,7 +141,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		opts.Now = time.Now
 	}
 	s := &Store{opts: opts, log: opts.Logger.With("component", "receiptstore"), byBatchID: map[string]int32{}, byID: map[string]int32{},
-		byWorkflow: map[string][]int32{}, bySubject: map[string][]int32{}, agents: map[string]*agentState{},
+		byWorkflow: map[string][]int32{}, bySubject: map[subjectKey][]int32{}, agents: map[string]*agentState{},
 		segNewest: map[uint64]int64{}, changed: make(chan struct{})}
 	wal, err := seglog.Open(dir, seglog.Options{Prefix: "receipts", SegmentBytes: opts.SegmentBytes, Checkpoint: s.checkpoint, Logger: s.log},
 		func(p seglog.Pos, payload []byte) error { return s.replay(p, payload) })
@@ -200,12 +203,13 @@ func (s *Store) checkpoint() []byte {
 	return e.B
 }
 
+// encodeBatch returns b's record, framed (recordio.Frame).
 func encodeBatch(b *Batch) []byte {
 	size := 64 + len(b.Bundle)
 	for _, r := range b.Receipts {
 		size += len(r) + 4
 	}
-	e := recordio.Encoder{B: make([]byte, 0, size)}
+	e := recordio.Encoder{B: make([]byte, recordio.HeaderSize, recordio.HeaderSize+size)}
 	e.B = append(e.B, recBatch)
 	e.Uvarint(uint64(b.Received.UnixNano()))
 	e.String(b.AgentID)
@@ -217,7 +221,7 @@ func encodeBatch(b *Batch) []byte {
 	for _, r := range b.Receipts {
 		e.Bytes(r)
 	}
-	return e.B
+	return recordio.Frame(e.B)
 }
 
 func decodeBatch(payload []byte) (*Batch, error) {
@@ -245,9 +249,8 @@ func decode(b *Batch) ([]*mcpreadyv1.Receipt, []string, error) {
 	rs, ds := b.Decoded, b.Digests
 	if len(rs) != len(b.Receipts) {
 		rs = make([]*mcpreadyv1.Receipt, len(b.Receipts))
-		var scratch []byte
 		for i, e := range b.Receipts {
-			r, err := receipt.DecodeSummary(e, &scratch)
+			r, err := receipt.DecodeSummary(e)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%w: batch %s receipt %d: %v", ErrCorrupt, b.BatchID, i, err)
 			}
@@ -304,7 +307,7 @@ func (s *Store) addLocked(e receiptEntry) {
 		s.byWorkflow[e.workflow] = append(s.byWorkflow[e.workflow], ri)
 	}
 	if e.server != "" || e.tool != "" {
-		k := e.server + "/" + e.tool
+		k := subjectKey{e.server, e.tool}
 		s.bySubject[k] = append(s.bySubject[k], ri)
 	}
 }
@@ -339,7 +342,7 @@ func (s *Store) Append(b *Batch) (AppendResult, error) {
 		s.mu.Unlock()
 		return AppendResult{}, err
 	}
-	pos, err := s.wal.Append(encodeBatch(b))
+	pos, err := s.wal.AppendFramed(encodeBatch(b))
 	if err != nil {
 		s.mu.Unlock()
 		return AppendResult{}, fmt.Errorf("receiptstore: %w", err)
@@ -464,7 +467,7 @@ func (s *Store) Query(q Query) ([]*mcpreadyv1.StoredReceipt, error) {
 	case q.WorkflowID != "":
 		cands = s.byWorkflow[q.WorkflowID]
 	case q.ServerName != "" && q.ToolName != "":
-		cands = s.bySubject[q.ServerName+"/"+q.ToolName]
+		cands = s.bySubject[subjectKey{q.ServerName, q.ToolName}]
 	default:
 		all = true
 	}
@@ -610,7 +613,7 @@ func (s *Store) pruneLocked(removed map[uint64]bool) {
 	remap := make([]int32, len(oldB))
 	s.batches, s.receipts = nil, nil
 	s.byBatchID, s.byID = map[string]int32{}, map[string]int32{}
-	s.byWorkflow, s.bySubject = map[string][]int32{}, map[string][]int32{}
+	s.byWorkflow, s.bySubject = map[string][]int32{}, map[subjectKey][]int32{}
 	for _, a := range s.agents {
 		a.batches = map[uint64]int32{}
 	}

@@ -34,6 +34,16 @@ func Append(dst, payload []byte) []byte {
 	return append(append(dst, h[:]...), payload...)
 }
 
+// Frame frames a record in place: rec is HeaderSize reserved bytes
+// followed by the payload (so large payloads are not copied again). It
+// fills the header and returns rec.
+func Frame(rec []byte) []byte {
+	p := rec[HeaderSize:]
+	binary.LittleEndian.PutUint32(rec[0:4], uint32(len(p)))
+	binary.LittleEndian.PutUint32(rec[4:8], crc32.Checksum(p, table))
+	return rec
+}
+
 // Size is the framed size of a payload of n bytes.
 func Size(n int) int64 { return int64(HeaderSize + n) }
 

@@ -49,3 +49,12 @@ func FuzzNext(f *testing.F) {
 		}
 	})
 }
+
+func TestFrameMatchesAppend(t *testing.T) {
+	for _, p := range [][]byte{nil, []byte("x"), bytes.Repeat([]byte("receipt"), 1000)} {
+		rec := Frame(append(make([]byte, HeaderSize), p...))
+		if want := Append(nil, p); !bytes.Equal(rec, want) {
+			t.Fatalf("Frame(%d bytes) = %x, want %x", len(p), rec[:HeaderSize], want[:HeaderSize])
+		}
+	}
+}

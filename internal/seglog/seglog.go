@@ -153,7 +153,12 @@ func (l *Log) path(num uint64) string {
 // Append writes one record (not yet durable; see Sync), rotating first
 // when the current segment is full.
 func (l *Log) Append(payload []byte) (Pos, error) {
-	rec := recordio.Append(make([]byte, 0, recordio.Size(len(payload))), payload)
+	return l.AppendFramed(recordio.Append(make([]byte, 0, recordio.Size(len(payload))), payload))
+}
+
+// AppendFramed is Append for a record already framed by recordio.Frame
+// (saves copying a large payload).
+func (l *Log) AppendFramed(rec []byte) (Pos, error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
