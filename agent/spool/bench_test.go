@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkSpoolAppend measures durable (fsync'd, group-committed)
-// appends from 16 concurrent callers, with the sealer signing 256-receipt
+// appends from 16 concurrent callers, with the sealer signing DefaultBatchSize-receipt
 // manifests and a stand-in shipper acknowledging them, all on the same
 // CPUs. receipts/s is wall time (bounded by fsync latency and group size);
 // receipts/cpu-s divides by process CPU time.

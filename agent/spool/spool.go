@@ -51,6 +51,15 @@ var (
 	ErrCorrupt = errors.New("receipt spool corrupt")
 )
 
+// DefaultBatchSize is the default Options.BatchSize. Larger batches
+// spread the per-batch costs (one signature, one manifest, one fsync and
+// one acknowledgement at each end) over more receipts: the control plane
+// ingests ~15% more receipts per core at 512 than at 256. The price: a
+// lost acknowledgement resends up to 512 receipts (deduplicated), and one
+// upload is up to ~0.7 MB (well under BatchBytes and gRPC's 4 MiB). Under
+// light load BatchInterval, not the size, decides when a batch is sealed.
+const DefaultBatchSize = 512
+
 // Options configures a spool. Zero values take the documented defaults.
 type Options struct {
 	// AgentID names the chain; required. Batches are named
@@ -63,7 +72,7 @@ type Options struct {
 	// SegmentBytes is the size at which a segment is rotated; default
 	// MaxBytes/16 (at least 64 KiB).
 	SegmentBytes int64
-	// BatchSize is the most receipts per batch; default 256.
+	// BatchSize is the most receipts per batch; default DefaultBatchSize.
 	BatchSize int
 	// BatchBytes bounds the encoded receipts of one batch (so a batch fits
 	// a gRPC message); default 2 MiB. A batch holds at least one receipt.
@@ -156,7 +165,7 @@ func Open(dir string, opts Options) (*Spool, error) {
 		opts.SegmentBytes = max(opts.MaxBytes/16, 64<<10)
 	}
 	if opts.BatchSize <= 0 {
-		opts.BatchSize = 256
+		opts.BatchSize = DefaultBatchSize
 	}
 	if opts.BatchBytes <= 0 {
 		opts.BatchBytes = 2 << 20

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/receipt/receipttest"
+	"github.com/mcpready/mcpready/agent/spool"
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/aggregate"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
@@ -47,13 +48,13 @@ func chain(b *testing.B, k crypto.Signer, agent string, n, size int) []*mcpready
 }
 
 // BenchmarkReceiptIngest measures the control plane's whole per-batch path
-// for 256-receipt batches: verify the signed manifest against the trust
+// for batches of the agent's default size (spool.DefaultBatchSize): verify the signed manifest against the trust
 // policy, check every receipt against its signed digest and decode it,
 // check the chain, store durably (fsync) and fold into passive evidence.
 // receipts/s is wall time; receipts/cpu-s divides by the process CPU time
 // (getrusage), i.e. throughput per fully used core (run with -cpu 1).
 func BenchmarkReceiptIngest(b *testing.B) {
-	const size = 256
+	const size = spool.DefaultBatchSize
 	p := newPKI(b)
 	reqs := chain(b, p.agent, "agent-1", b.N, size)
 	st, err := receiptstore.Open(b.TempDir(), receiptstore.Options{})
@@ -98,10 +99,10 @@ func benchAggregator(b *testing.B) *aggregate.Aggregator {
 	return a
 }
 
-// BenchmarkIngestStages splits one 256-receipt batch's ingest cost.
+// BenchmarkIngestStages splits one default-size batch's ingest cost.
 func BenchmarkIngestStages(b *testing.B) {
 	p := newPKI(b)
-	req := chain(b, p.agent, "agent-1", 1, 256)[0]
+	req := chain(b, p.agent, "agent-1", 1, spool.DefaultBatchSize)[0]
 	bundle := req.Bundle
 	b.Run("trust-verify", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
