@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # bench/receipts.sh: the receipt pipeline.
 #   BenchmarkReceiptIngest (controlplane/ingest): the control plane's whole
-#     per-batch path for 256-receipt batches, one core (-cpu 1): verify the
-#     signed manifest against the TrustPolicy, check each receipt against its
-#     signed digest and decode it, check the hash chain, store durably
-#     (fsync) and fold into passive evidence.
+#     per-batch path for batches of the agent's default size
+#     (spool.DefaultBatchSize, 512), one core (-cpu 1): verify the signed
+#     manifest against the TrustPolicy, check each receipt against its signed
+#     digest, validate its whole encoding and decode the summary fields,
+#     check the hash chain, store durably (fsync) and fold into passive
+#     evidence.
 #   BenchmarkIngestStages: the same batch split by stage.
 #   BenchmarkSpoolAppend (agent/spool): durable agent-side appends from 16
-#     concurrent callers, one core, with the sealer signing manifests and a
-#     stand-in shipper acknowledging them.
+#     concurrent callers, one core, with the sealer signing manifests (of
+#     up to DefaultBatchSize receipts) and a stand-in shipper acknowledging
+#     them.
 # Target (DESIGN.md §7): at least 50,000 receipts/s ingested per control-plane
 # core. Prints the figures recorded in docs/benchmarks.md (## Receipts).
 #
