@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
@@ -60,6 +61,9 @@ type Options struct {
 	// ControlPlane is the control plane's gRPC address; "" runs from the
 	// last known good configuration only.
 	ControlPlane string
+	// ControlPlaneCreds secures the connection to the control plane; nil
+	// means plaintext, which the control plane accepts only on loopback.
+	ControlPlaneCreds credentials.TransportCredentials
 	// Root is the pinned root public key. Required.
 	Root crypto.PublicKey
 	// NodeID identifies this agent (and names its receipt chain). Required.
@@ -144,7 +148,11 @@ func New(opts Options) (*Agent, error) {
 	a := &Agent{opts: opts, cfg: cfg, recv: make(chan *mcpreadyv1.Receipt, 4096)}
 	node := &mcpreadyv1.Node{Id: opts.NodeID, Labels: opts.Labels, AgentVersion: Version}
 	if opts.ControlPlane != "" {
-		a.conn, err = grpc.NewClient(opts.ControlPlane, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		creds := opts.ControlPlaneCreds
+		if creds == nil {
+			creds = insecure.NewCredentials()
+		}
+		a.conn, err = grpc.NewClient(opts.ControlPlane, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			return nil, fmt.Errorf("agent: control plane address: %w", err)
 		}

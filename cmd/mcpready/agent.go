@@ -17,6 +17,7 @@ import (
 
 var agentFlags struct {
 	controlPlane, root, nodeID, labels, listen, data, config, key string
+	tlsCA, tlsCert, tlsKey                                        string
 	allowNonLoopback, sotw                                        bool
 }
 
@@ -54,6 +55,9 @@ func init() {
 	fl.StringVar(&agentFlags.data, "data", "", "data directory (last known good configuration, receipt spool)")
 	fl.StringVar(&agentFlags.config, "config", "", "agent configuration file (principals, upstreams)")
 	fl.StringVar(&agentFlags.key, "key", "", "agent signing key for receipt batches")
+	fl.StringVar(&agentFlags.tlsCA, "tls-ca", os.Getenv("MCPREADY_CLIENT_CA"), "CA of the control plane's certificate: connect with TLS (env MCPREADY_CLIENT_CA)")
+	fl.StringVar(&agentFlags.tlsCert, "tls-cert", os.Getenv("MCPREADY_CLIENT_CERT"), "client certificate for mTLS to the control plane (env MCPREADY_CLIENT_CERT)")
+	fl.StringVar(&agentFlags.tlsKey, "tls-key", os.Getenv("MCPREADY_CLIENT_KEY"), "client key for mTLS to the control plane (env MCPREADY_CLIENT_KEY)")
 	fl.BoolVar(&agentFlags.sotw, "sotw", false, "use the state-of-the-world Discovery variant instead of the incremental one")
 	agentCmd.SetFlagErrorFunc(usageError)
 	root.AddCommand(agentCmd)
@@ -95,7 +99,11 @@ func runAgent(cmd *cobra.Command, _ []string) error {
 			return withCode(exitUsage, fmt.Errorf("agent: --node-id: %w", err))
 		}
 	}
-	opts := agent.Options{ControlPlane: f.controlPlane, Root: rootKey, NodeID: f.nodeID, Labels: labels, Listen: f.listen,
+	creds, err := clientTLS(f.tlsCA, f.tlsCert, f.tlsKey)
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("agent: --tls-*: %w", err))
+	}
+	opts := agent.Options{ControlPlane: f.controlPlane, ControlPlaneCreds: creds, Root: rootKey, NodeID: f.nodeID, Labels: labels, Listen: f.listen,
 		AllowNonLoopback: f.allowNonLoopback, DataDir: f.data, Config: f.config, Logger: logger()}
 	if f.sotw {
 		opts.SyncMode = agentsync.ModeStateOfTheWorld

@@ -43,20 +43,26 @@ func dialServer(addr string) (*grpc.ClientConn, error) {
 }
 
 func clientCredentials() (credentials.TransportCredentials, error) {
-	caFile, certFile, keyFile := os.Getenv("MCPREADY_CLIENT_CA"), os.Getenv("MCPREADY_CLIENT_CERT"), os.Getenv("MCPREADY_CLIENT_KEY")
+	return clientTLS(os.Getenv("MCPREADY_CLIENT_CA"), os.Getenv("MCPREADY_CLIENT_CERT"), os.Getenv("MCPREADY_CLIENT_KEY"))
+}
+
+// clientTLS builds the transport credentials for a connection to the
+// control plane: plaintext without caFile; TLS trusting caFile; mTLS when a
+// client certificate and key are given too.
+func clientTLS(caFile, certFile, keyFile string) (credentials.TransportCredentials, error) {
 	if caFile == "" {
 		if certFile != "" || keyFile != "" {
-			return nil, fmt.Errorf("MCPREADY_CLIENT_CERT/KEY need MCPREADY_CLIENT_CA")
+			return nil, fmt.Errorf("a client certificate needs the CA of the server certificate too")
 		}
 		return insecure.NewCredentials(), nil
 	}
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
-		return nil, fmt.Errorf("MCPREADY_CLIENT_CA: %w", err)
+		return nil, fmt.Errorf("server CA: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("MCPREADY_CLIENT_CA %s holds no PEM certificate", caFile)
+		return nil, fmt.Errorf("server CA %s holds no PEM certificate", caFile)
 	}
 	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if certFile != "" || keyFile != "" {
