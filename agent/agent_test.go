@@ -86,13 +86,7 @@ func TestLKGRestartWithControlPlaneDown(t *testing.T) {
 	opts := Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-1", Labels: map[string]string{"region": "eu-west"},
 		Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir)}
 	a, stop := start(t, opts)
-	deadline := time.Now().Add(15 * time.Second)
-	for s := a.Sync().Snapshot(); len(s.List(artifact.KindRegistryEntry)) < 2 || s.Get(artifact.KindPolicy, "default") == nil || a.Installed() < s.Generation; s = a.Sync().Snapshot() {
-		if time.Now().After(deadline) {
-			t.Fatal("configuration never arrived")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitConfigured(t, a)
 	if res := callEcho(t, a.Addr()); res.IsError {
 		t.Fatalf("call through agent: %+v", res.Content)
 	}
@@ -131,9 +125,7 @@ func TestDriftReportedToControlPlane(t *testing.T) {
 	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-2", Listen: "127.0.0.1:0",
 		DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir)})
 	defer stop()
-	for s := a.Sync().Snapshot(); s.Get(artifact.KindPolicy, "default") == nil || a.Installed() < s.Generation; s = a.Sync().Snapshot() {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitConfigured(t, a)
 	if res := callEcho(t, a.Addr()); res.IsError {
 		t.Fatalf("before drift: %+v", res.Content)
 	}
@@ -155,5 +147,19 @@ func TestDriftReportedToControlPlane(t *testing.T) {
 	}
 	if res := callEcho(t, a.Addr()); !res.IsError {
 		t.Fatal("drifted tool still callable")
+	}
+}
+
+// waitConfigured waits until the agent has installed the configuration that
+// publish applied: the default policy and both registry entries (each kind
+// arrives on its own discovery stream, in any order).
+func waitConfigured(t *testing.T, a *Agent) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for s := a.Sync().Snapshot(); len(s.List(artifact.KindRegistryEntry)) < 2 || s.Get(artifact.KindPolicy, "default") == nil || a.Installed() < s.Generation; s = a.Sync().Snapshot() {
+		if time.Now().After(deadline) {
+			t.Fatal("configuration never arrived")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
