@@ -12,9 +12,7 @@
 //
 // Overflow policy: refuse new. When appending a receipt would make the
 // spool's files exceed Options.MaxBytes (after deleting fully acknowledged
-// segments), Append returns ErrSpoolFull and counts the receipt as dropped;
-// AppendBatch refuses a group that does not fit as a whole (every receipt
-// of it counted as dropped).
+// segments), Append returns ErrSpoolFull and counts the receipt as dropped.
 // Nothing already spooled is ever discarded, so nothing that was accepted
 // (and nothing the control plane acknowledged) is lost; the caller decides
 // whether the call itself may proceed without a receipt.
