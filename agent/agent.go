@@ -419,8 +419,8 @@ func (a *Agent) follow(ctx context.Context) {
 }
 
 // Receipt group commit: the writer takes what is queued (waiting up to
-// receiptLinger for more, at most receiptGroup) and appends it with one
-// spool.AppendBatch (one lock, one fsync), before gathering the next.
+// receiptLinger for more, at most receiptGroup), appends the group
+// concurrently so that one fsync covers it, and waits for it before the next.
 const (
 	receiptGroup  = 256
 	receiptLinger = 2 * time.Millisecond
@@ -446,10 +446,11 @@ func (a *Agent) writeReceipts(ctx context.Context) {
 			}
 		}
 		linger.Stop()
-		if err := a.spool.AppendBatch(group); err != nil {
-			a.opts.Logger.Error("agent: receipts not spooled", "err", err, "receipts", len(group))
+		var wg sync.WaitGroup
+		for _, r := range group {
+			wg.Go(func() { a.append(r) })
 		}
-		clear(group) // the spool keeps its own copies
+		wg.Wait()
 	}
 }
 

@@ -288,62 +288,34 @@ func (s *Spool) markAcked(seq uint64) {
 // copy; r may be reused. When the spool is full it returns ErrSpoolFull
 // and counts a drop.
 func (s *Spool) Append(r *mcpreadyv1.Receipt) error {
-	return s.AppendBatch([]*mcpreadyv1.Receipt{r})
-}
-
-// AppendBatch durably records rs in order, as one group: the records are
-// written back to back under one lock and one fsync covers them all. After
-// it returns nil every receipt is fsync'd. It is all-or-nothing where the
-// spool decides: if any receipt cannot be encoded, nothing is written and
-// the encoding error is returned; if the whole group does not fit
-// Options.MaxBytes (after compaction) it is refused as ErrSpoolFull and
-// every receipt is counted as dropped. Only an I/O error from the files
-// can leave a prefix of rs written (those receipts are sealed like any
-// other); the error then means none of the group is known to be durable.
-// Metrics count each receipt as Append does.
-func (s *Spool) AppendBatch(rs []*mcpreadyv1.Receipt) error {
-	if len(rs) == 0 {
-		return nil
-	}
-	s.m.emitted.Add(float64(len(rs)))
-	recs := make([][]byte, len(rs)) // framed in place: kind byte, then the encoded receipt
-	var size int64
-	for i, r := range rs {
-		data, err := receipt.Encode(r)
-		if err != nil {
-			return fmt.Errorf("spool: %w", err)
-		}
-		rec := make([]byte, recordio.HeaderSize+1, recordio.HeaderSize+1+len(data))
-		rec[recordio.HeaderSize] = recReceipt
-		recs[i] = recordio.Frame(append(rec, data...))
-		size += int64(len(recs[i]))
+	s.m.emitted.Inc()
+	data, err := receipt.Encode(r)
+	if err != nil {
+		return fmt.Errorf("spool: %w", err)
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return ErrClosed
 	}
+	size := recordio.Size(1 + len(data))
 	if s.wal.Size()+size > s.opts.MaxBytes {
 		s.compactLocked()
 		if s.wal.Size()+size > s.opts.MaxBytes {
-			s.dropped += uint64(len(rs))
+			s.dropped++
 			s.mu.Unlock()
-			s.m.dropped.Add(float64(len(rs)))
+			s.m.dropped.Inc()
 			return ErrSpoolFull
 		}
 	}
-	var pos seglog.Pos
-	now := s.opts.Now()
-	for _, rec := range recs {
-		var err error
-		if pos, err = s.wal.AppendFramed(rec); err != nil {
-			s.mu.Unlock()
-			return fmt.Errorf("spool: %w", err)
-		}
-		s.meta(pos.Segment).maxRIdx = int64(s.receiptCount)
-		s.receiptCount++
-		s.unsealed = append(s.unsealed, unsealed{data: rec[recordio.HeaderSize+1:], at: now})
+	pos, err := s.wal.Append(append([]byte{recReceipt}, data...))
+	if err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("spool: %w", err)
 	}
+	s.meta(pos.Segment).maxRIdx = int64(s.receiptCount)
+	s.receiptCount++
+	s.unsealed = append(s.unsealed, unsealed{data: data, at: s.opts.Now()})
 	n := len(s.unsealed)
 	s.mu.Unlock()
 	if n >= s.opts.BatchSize {
@@ -352,7 +324,7 @@ func (s *Spool) AppendBatch(rs []*mcpreadyv1.Receipt) error {
 	if err := s.wal.Sync(pos); err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
-	s.m.spooled.Add(float64(len(rs)))
+	s.m.spooled.Inc()
 	return nil
 }
 
