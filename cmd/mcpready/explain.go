@@ -83,6 +83,10 @@ func explain(w io.Writer, sr *mcpreadyv1.StoredReceipt) {
 	if len(r.GetCandidates()) == 0 {
 		p("  No candidate was considered (nothing in the approved inventory serves this capability).")
 	}
+	tried := map[string]int{} // attempts per entry
+	for _, a := range r.GetAttempts() {
+		tried[a.GetEntry()]++
+	}
 	for _, c := range r.GetCandidates() {
 		id := fmt.Sprintf("%s/%s at %s", c.GetServerName(), c.GetToolName(), or(c.GetEndpoint(), "(no endpoint)"))
 		if c.GetEntry() != "" {
@@ -95,8 +99,10 @@ func explain(w io.Writer, sr *mcpreadyv1.StoredReceipt) {
 			step := decisionSteps[c.GetRejectedAtStep()]
 			p("  - %s: rejected at step %d (%s): %s%s.", id, c.GetRejectedAtStep(), or(step, "unknown step"), or(c.GetRejectionCode(), "rejected"),
 				prefixed(": ", c.GetRejectionReason()))
+		case tried[c.GetEntry()] > 0:
+			p("  - %s: eligible, tried %d time(s) without success.", id, tried[c.GetEntry()])
 		default:
-			p("  - %s: eligible, not chosen.", id)
+			p("  - %s: eligible, not tried.", id)
 		}
 	}
 	if ev := r.GetEvidenceIds(); len(ev) > 0 {
