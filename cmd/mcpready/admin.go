@@ -286,11 +286,7 @@ password is read as for keygen.`,
 		if err != nil {
 			return withCode(exitUsage, err)
 		}
-		pw, err := readPassword(cmd, false)
-		if err != nil {
-			return err
-		}
-		key, err := sign.ReadPrivateKeyFile(f.key, pw)
+		key, err := loadSigningKey(cmd, f.key)
 		if err != nil {
 			return err
 		}

@@ -51,11 +51,7 @@ are served on --metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
 		}
 		var observer crypto.Signer
 		if f.observerKey != "" {
-			pw, err := readPassword(cmd, false)
-			if err != nil {
-				return err
-			}
-			if observer, err = sign.ReadPrivateKeyFile(f.observerKey, pw); err != nil {
+			if observer, err = loadSigningKey(cmd, f.observerKey); err != nil {
 				return withCode(exitUsage, fmt.Errorf("controlplane: --observer-key: %w", err))
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpready/mcpready/agent/enroll"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/atomicfile"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -122,7 +123,7 @@ func runEnroll(cmd *cobra.Command, _ []string) error {
 		}
 		e := o.Spec.(*mcpreadyv1.RegistryEntry)
 		file := filepath.Join(f.out, strings.ReplaceAll(o.Metadata.Name, "/", "_")+".bundle.json")
-		if err := writeFileAtomic(file, bundle); err != nil {
+		if err := atomicfile.WriteFile(file, bundle, 0o644); err != nil {
 			return err
 		}
 		r := row{Name: o.Metadata.Name, State: strings.TrimPrefix(e.GetState().String(), "LIFECYCLE_STATE_"),

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/internal/atomicfile"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -69,10 +70,10 @@ subject digest (what cosign verify-blob-attestation takes as its blob).
 			out = strings.TrimSuffix(f.file, filepath.Ext(f.file)) + ".bundle.json"
 		}
 		payloadPath := payloadPathFor(out)
-		if err := writeFileAtomic(payloadPath, predicate); err != nil {
+		if err := atomicfile.WriteFile(payloadPath, predicate, 0o644); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(out, bundle); err != nil {
+		if err := atomicfile.WriteFile(out, bundle, 0o644); err != nil {
 			return err
 		}
 		id, err := sign.KeyID(key.Public())
@@ -104,27 +105,4 @@ func payloadPathFor(out string) string {
 		base = strings.TrimSuffix(out, ".json")
 	}
 	return base + ".payload.json"
-}
-
-// writeFileAtomic writes data to path through a temporary file and a
-// rename, so readers never see a partial file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-	}
-	return err
 }
