@@ -347,17 +347,26 @@ func (c *Client) runStream(ctx context.Context) (received bool, err error) {
 		received = true
 		c.connected.Store(true)
 		ack := &mcpreadyv1.DeltaResourcesRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
-		k, kerr := artifact.KindFromTypeURL(resp.GetTypeUrl())
-		if kerr != nil {
-			ack.ErrorDetail = nack(kerr)
-		} else if err := c.Apply(k, resp.GetResources(), resp.GetRemovedResources(), false); err != nil {
-			c.opts.Logger.Warn("sync: NACK", "type", resp.GetTypeUrl(), "err", err)
+		if _, err := c.applyResponse(resp.GetTypeUrl(), resp.GetResources(), resp.GetRemovedResources(), false); err != nil {
 			ack.ErrorDetail = nack(err)
 		}
 		if err := stream.Send(ack); err != nil {
 			return received, err
 		}
 	}
+}
+
+// applyResponse verifies and applies one pushed response of either
+// variant; a non-nil error is the reason to NACK it.
+func (c *Client) applyResponse(typeURL string, res []*mcpreadyv1.Resource, removed []string, sotw bool) (artifact.Kind, error) {
+	k, err := artifact.KindFromTypeURL(typeURL)
+	if err == nil {
+		err = c.Apply(k, res, removed, sotw)
+	}
+	if err != nil {
+		c.opts.Logger.Warn("sync: NACK", "type", typeURL, "err", err)
+	}
+	return k, err
 }
 
 func (c *Client) runSotW(ctx context.Context, dc mcpreadyv1.DiscoveryServiceClient) (bool, error) {
@@ -385,13 +394,9 @@ func (c *Client) runSotW(ctx context.Context, dc mcpreadyv1.DiscoveryServiceClie
 		received = true
 		c.connected.Store(true)
 		ack := &mcpreadyv1.StreamResourcesRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
-		k, kerr := artifact.KindFromTypeURL(resp.GetTypeUrl())
-		if kerr == nil {
-			kerr = c.Apply(k, resp.GetResources(), nil, true)
-		}
+		k, kerr := c.applyResponse(resp.GetTypeUrl(), resp.GetResources(), nil, true)
 		c.mu.Lock()
 		if kerr != nil {
-			c.opts.Logger.Warn("sync: NACK", "type", resp.GetTypeUrl(), "err", kerr)
 			ack.ErrorDetail = nack(kerr)
 			ack.VersionInfo = c.sotw[k]
 		} else {
