@@ -254,11 +254,15 @@ func (s *Spool) replay(seg *segMeta, p []byte, batches *[]Batch) error {
 			*batches = append(*batches, b)
 			seg.maxBSeq = b.Sequence
 			s.head = Head{Sequence: b.Sequence, Digest: artifact.Digest(b.Bundle)}
-			drop := int(through - s.sealedThrough)
-			if drop > len(s.unsealed) {
-				drop = len(s.unsealed)
+			// s.unsealed holds the receipts replayed so far that are not
+			// sealed: indexes [receiptCount-len(unsealed), receiptCount).
+			// That first index is not sealedThrough when replay starts at
+			// a checkpoint whose earlier segment (holding receipts it
+			// counted as unsealed) was deleted after they were sealed.
+			first := s.receiptCount - uint64(len(s.unsealed))
+			if through > first {
+				s.unsealed = s.unsealed[min(through-first, uint64(len(s.unsealed))):]
 			}
-			s.unsealed = s.unsealed[drop:]
 			s.sealedThrough = through
 		}
 	case recAck:
