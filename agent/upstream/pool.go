@@ -8,6 +8,11 @@
 // session state, and opens dedicated sessions that relay server-to-client
 // requests and notifications for front sessions that need them. It makes no
 // policy decisions and never logs credentials or arguments.
+//
+// It never fulfils a multi round-trip input request (SEP-2322) itself: a
+// tools/call result that needs input (CallToolResult.NeedsInput) is returned
+// to the caller as is, because only the front knows which client must answer
+// it; the caller repeats the call with InputResponses and RequestState.
 package upstream
 
 import (
@@ -214,6 +219,10 @@ func (p *Pool) connect(ctx context.Context, server string, relay *Relay) (*Sessi
 	copts := &mcp.ClientOptions{
 		Logger:       p.opts.Logger,
 		Capabilities: &mcp.ClientCapabilities{},
+		// Input-required results go back to the front (see the package doc):
+		// the go-sdk client would otherwise answer them with this client's
+		// own (absent) handlers and repeat the call itself.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			if p.opts.OnToolsChanged != nil {
 				go p.opts.OnToolsChanged(server)
