@@ -18,7 +18,11 @@
 // a tool with no Policy.side_effects rule is UNKNOWN, which is treated as
 // state-changing (called, never retried, never hedged); evidence.on_unknown
 // UNSPECIFIED behaves as ALLOW (admitted, ranked below fresh evidence), and
-// DENY rejects; an exact "<server>/<tool>" request needs a rule that names
+// DENY rejects; evidence below the required independence or minimum
+// confidence does not count (it is treated as missing, and DENY rejects
+// with the specific code); a server past its declared end of life is not
+// eligible, and a deprecated one ranks below the others of its evidence
+// and health tier; an exact "<server>/<tool>" request needs a rule that names
 // the tool, a rule naming its class is not enough.
 package decide
 
@@ -55,39 +59,41 @@ const (
 
 // Rejection codes: stable strings recorded in receipts.
 const (
-	CodeUnknownTool               = "unknown_tool"                  // 0: no class or exact tool by that name
-	CodeNotInInventory            = "not_in_inventory"              // 1
-	CodeEndpointNotApproved       = "endpoint_not_approved"         // 1
-	CodeLifecycle                 = "lifecycle_not_qualified"       // 1
-	CodeEntryExpired              = "entry_expired"                 // 1: RegistryEntry provenance expired
-	CodeEndOfLife                 = "end_of_life"                   // 1: Declaration end_of_life_at passed
-	CodeDriftBlocked              = "drift_blocked"                 // 1: pinned definition drifted on this host
-	CodeWorkflow                  = "workflow_not_allowlisted"      // 1: BLOCKED
-	CodeProtocolVersion           = "protocol_version"              // 1
-	CodeOwnerNotApproved          = "owner_not_approved"            // 2
-	CodeIssuerNotPermitted        = "issuer_not_permitted"          // 2
-	CodeAuthScheme                = "auth_scheme"                   // 2
-	CodeScopeNotPermitted         = "scope_not_permitted"           // 2
-	CodePrincipalDenied           = "principal_denied"              // 2
-	CodeTenant                    = "tenant_out_of_boundary"        // 2
-	CodeResidency                 = "residency"                     // 3
-	CodeDataClass                 = "data_class"                    // 3
-	CodeNotEquivalent             = "not_equivalent"                // 4
-	CodeApprovalUnavailable       = "approval_required_unavailable" // 5
-	CodeIdempotencyRequired       = "idempotency_required"          // 5
-	CodeCircuitOpen               = "circuit_open"                  // 6
-	CodeEvidenceUnknown           = "evidence_unknown"              // 6
-	CodeEvidenceExpired           = "evidence_expired"              // 6
-	CodeDeadlineBudget            = "deadline_budget"               // 7
-	CodeCost                      = "cost"                          // 7
-	defaultDeadline               = 30 * time.Second
-	defaultMaxAttempts            = 3
-	defaultHysteresis             = 0.2
-	defaultMaxRoutes              = 4
-	defaultBaseBackoff            = 100 * time.Millisecond
-	defaultMaxBackoff             = 2 * time.Second
-	maxSteps                      = StepLatency + 1
-	noPreference            int32 = -1
+	CodeUnknownTool                  = "unknown_tool"                  // 0: no class or exact tool by that name
+	CodeNotInInventory               = "not_in_inventory"              // 1
+	CodeEndpointNotApproved          = "endpoint_not_approved"         // 1
+	CodeLifecycle                    = "lifecycle_not_qualified"       // 1
+	CodeEntryExpired                 = "entry_expired"                 // 1: RegistryEntry provenance expired
+	CodeEndOfLife                    = "end_of_life"                   // 1: Declaration end_of_life_at passed
+	CodeDriftBlocked                 = "drift_blocked"                 // 1: pinned definition drifted on this host
+	CodeWorkflow                     = "workflow_not_allowlisted"      // 1: BLOCKED
+	CodeProtocolVersion              = "protocol_version"              // 1
+	CodeOwnerNotApproved             = "owner_not_approved"            // 2
+	CodeIssuerNotPermitted           = "issuer_not_permitted"          // 2
+	CodeAuthScheme                   = "auth_scheme"                   // 2
+	CodeScopeNotPermitted            = "scope_not_permitted"           // 2
+	CodePrincipalDenied              = "principal_denied"              // 2
+	CodeTenant                       = "tenant_out_of_boundary"        // 2
+	CodeResidency                    = "residency"                     // 3
+	CodeDataClass                    = "data_class"                    // 3
+	CodeNotEquivalent                = "not_equivalent"                // 4
+	CodeApprovalUnavailable          = "approval_required_unavailable" // 5
+	CodeIdempotencyRequired          = "idempotency_required"          // 5
+	CodeCircuitOpen                  = "circuit_open"                  // 6
+	CodeEvidenceUnknown              = "evidence_unknown"              // 6
+	CodeEvidenceExpired              = "evidence_expired"              // 6
+	CodeEvidenceNotIndependent       = "evidence_not_independent"      // 6: below Policy.evidence.required_independence
+	CodeEvidenceLowConfidence        = "evidence_low_confidence"       // 6: below Policy.evidence.min_confidence
+	CodeDeadlineBudget               = "deadline_budget"               // 7
+	CodeCost                         = "cost"                          // 7
+	defaultDeadline                  = 30 * time.Second
+	defaultMaxAttempts               = 3
+	defaultHysteresis                = 0.2
+	defaultMaxRoutes                 = 4
+	defaultBaseBackoff               = 100 * time.Millisecond
+	defaultMaxBackoff                = 2 * time.Second
+	maxSteps                         = StepLatency + 1
+	noPreference               int32 = -1
 )
 
 // ErrRefused matches every *RefusalError (errors.Is).
@@ -194,8 +200,12 @@ type Route struct {
 	ReadOnly         bool
 	ApprovalRequired bool
 	// MaxAttempts on this route: Policy.retry.max_attempts (default 3) when
-	// Retryable, else 1.
+	// Retryable and RetryOn allows some retry, else 1.
 	MaxAttempts int
+	// RetryOn: the failure conditions a Retryable route is retried on
+	// (policy conditions narrowed by the provider's declared ones; zero is
+	// the default set).
+	RetryOn RetryConditions
 	// PerAttempt timeout: Policy.retry.per_attempt_timeout, else the
 	// decision deadline / MaxAttempts.
 	PerAttempt time.Duration
@@ -210,6 +220,10 @@ type Route struct {
 	Unknown bool
 	// HalfOpen: the breaker is re-admitting gradually; ranked below closed.
 	HalfOpen bool
+	// Deprecated: the provider's Declaration deprecated the server
+	// (deprecated_at passed); ranked below the other routes of its evidence
+	// and health tier.
+	Deprecated bool
 	// P50, P99 latency from evidence (0 when unknown).
 	P50, P99 time.Duration
 }
@@ -307,6 +321,9 @@ type evidenceRef struct {
 	observed, expires    int64 // unix nanos; expires is the earlier of expires_at and observed+max_age
 	p50, p99             time.Duration
 	hasLatency, tooSmall bool
+	// unfit: why the evidence never counts (required independence or
+	// minimum confidence not met); zero when it may.
+	unfit rejection
 }
 
 type entry struct {
@@ -319,12 +336,19 @@ type entry struct {
 	providerSE, consumerSE              mcpreadyv1.SideEffectClass
 	conflict, readOnly, keyed, approval bool
 	stateChanging                       bool
-	evidence                            []evidenceRef         // freshest first
-	perAttemptRetry, perAttemptOne      time.Duration         // 0: derive from deadline
-	expires                             int64                 // unix nanos of the entry's provenance expiry, 0 = none
-	admitted                            *mcpreadyv1.Candidate // shared, immutable
-	staticPB                            [maxSteps]*mcpreadyv1.Candidate
-	fixedPB                             [len(fixedRejections)]*mcpreadyv1.Candidate
+	evidence                            []evidenceRef // freshest first
+	perAttemptRetry, perAttemptOne      time.Duration // 0: derive from deadline
+	retryOn                             RetryConditions
+	// expires: unix nanos of the entry's provenance expiry, endOfLife of
+	// the declared end of life, deprecated of the declared deprecation; 0 =
+	// none. expiresRej and endOfLifeRej are their rejections, with shared
+	// records.
+	expires, endOfLife, deprecated int64
+	expiresRej, endOfLifeRej       rejection
+	expiresPB, endOfLifePB         *mcpreadyv1.Candidate
+	admitted                       *mcpreadyv1.Candidate // shared, immutable
+	staticPB                       [maxSteps]*mcpreadyv1.Candidate
+	fixedPB                        [len(fixedRejections)]*mcpreadyv1.Candidate
 }
 
 type cand struct {
@@ -434,7 +458,7 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 			return nil, fmt.Errorf("decide: registry entry %q has no server or tool name", n)
 		}
 		e := s.newEntry(len(s.entries), n, re, in.Declarations[id.GetServerName()])
-		e.evidence = evidenceBy[id.GetServerName()+"/"+id.GetToolName()].applicable(re)
+		e.evidence = evidenceBy[id.GetServerName()+"/"+id.GetToolName()].applicable(re, in.Declarations[id.GetServerName()])
 		s.entries = append(s.entries, e)
 	}
 
@@ -660,8 +684,19 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	if pa := p.GetRetry().GetPerAttemptTimeout().AsDuration(); pa > 0 {
 		e.perAttemptRetry, e.perAttemptOne = pa, pa
 	}
+	e.retryOn = retryConditions(p.GetRetry(), decl)
 	if exp := re.GetProvenance().GetExpiresAt(); exp != nil {
 		e.expires = exp.AsTime().UnixNano()
+		e.expiresRej = rejection{CodeEntryExpired, "registry entry expired at " + exp.AsTime().UTC().Format(time.RFC3339)}
+		e.expiresPB = e.candidate(StepEligibility, e.expiresRej)
+	}
+	if eol := decl.GetEndOfLifeAt(); eol != nil {
+		e.endOfLife = eol.AsTime().UnixNano()
+		e.endOfLifeRej = rejection{CodeEndOfLife, "the provider declared the server's end of life at " + eol.AsTime().UTC().Format(time.RFC3339)}
+		e.endOfLifePB = e.candidate(StepEligibility, e.endOfLifeRej)
+	}
+	if dep := decl.GetDeprecatedAt(); dep != nil {
+		e.deprecated = dep.AsTime().UnixNano()
 	}
 	e.admitted = e.candidate(0, rejection{})
 	for step := range e.static {
@@ -684,6 +719,12 @@ func (e *entry) record(step int, rj rejection) *mcpreadyv1.Candidate {
 	if pb := e.staticPB[step]; pb != nil && e.static[step] == rj {
 		return pb
 	}
+	switch {
+	case step == StepEligibility && e.expiresPB != nil && rj == e.expiresRej:
+		return e.expiresPB
+	case step == StepEligibility && e.endOfLifePB != nil && rj == e.endOfLifeRej:
+		return e.endOfLifePB
+	}
 	for i := range fixedRejections {
 		if f := &fixedRejections[i]; f.step == step && f.rej == rj {
 			return e.fixedPB[i]
@@ -698,13 +739,22 @@ func (e *entry) candidate(step int, rj rejection) *mcpreadyv1.Candidate {
 		RejectedAtStep: int32(step), RejectionCode: rj.code, RejectionReason: rj.reason}
 }
 
+// Tier bits of an admitted candidate; a lower tier ranks first, so unknown
+// evidence weighs most, then a half-open breaker, then deprecation.
+const (
+	tierDeprecated = 1 << iota
+	tierHalfOpen
+	tierUnknown
+)
+
 // admitted is one candidate that passed steps 1-7, kept pointer-free so
 // ranking sorts it without write barriers.
 type admitted struct {
 	ci         int32 // index in group.cands
 	ev         int32 // index in entry.evidence, -1 when unknown
-	tier       int8  // 0 fresh+closed, 1 fresh+half-open, 2 unknown+closed, 3 unknown+half-open
+	tier       int8  // tierDeprecated | tierHalfOpen | tierUnknown
 	retryable  bool
+	attempts   int8 // MaxAttempts of the route (1 unless retryable)
 	score      float64
 	perAttempt time.Duration
 }
@@ -883,7 +933,7 @@ func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGua
 		case circuit.Open:
 			return StepHealth, rejCircuit
 		case circuit.HalfOpen:
-			a.tier = 1
+			a.tier |= tierHalfOpen
 		}
 	}
 	ev, rj, unknown := s.freshEvidence(e, req, now)
@@ -891,7 +941,10 @@ func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGua
 		if s.denyUnknown {
 			return StepHealth, rj
 		}
-		a.tier += 2
+		a.tier |= tierUnknown
+	}
+	if e.deprecated != 0 && e.deprecated <= now {
+		a.tier |= tierDeprecated
 	}
 	a.ev = int32(ev)
 	// 7 deadline and cost.
@@ -899,14 +952,14 @@ func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGua
 		return StepBudget, rj
 	}
 	a.retryable = e.readOnly || (req.IdempotencyKey && e.keyed)
-	attempts := 1
+	a.attempts = 1
 	a.perAttempt = e.perAttemptOne
-	if a.retryable {
-		attempts = s.maxAttempts
+	if a.retryable && !e.retryOn.None() {
+		a.attempts = int8(s.maxAttempts)
 		a.perAttempt = e.perAttemptRetry
 	}
 	if a.perAttempt <= 0 {
-		a.perAttempt = deadline / time.Duration(attempts)
+		a.perAttempt = deadline / time.Duration(a.attempts)
 	}
 	a.perAttempt = min(a.perAttempt, deadline)
 	a.score = math.Inf(1)
@@ -933,16 +986,14 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 	}
 	r.ProviderSideEffect, r.ConsumerSideEffect, r.SideEffectConflict = e.providerSE, e.consumerSE, e.conflict
 	r.ReadOnly, r.ApprovalRequired, r.Retryable = e.readOnly, e.approval, a.retryable
-	r.MaxAttempts = 1
-	if a.retryable {
-		r.MaxAttempts = s.maxAttempts
-	}
+	r.MaxAttempts, r.RetryOn = int(a.attempts), e.retryOn
 	r.PerAttempt = a.perAttempt
 	if e.readOnly {
 		r.HedgeAfter = s.hedgeAfter
 	}
 	r.OutputSchemaDigest = id.GetOutputSchemaDigest()
-	r.HalfOpen = a.tier&1 == 1
+	r.HalfOpen = a.tier&tierHalfOpen != 0
+	r.Deprecated = a.tier&tierDeprecated != 0
 	r.Unknown = a.ev < 0
 	if a.ev >= 0 {
 		ev := &e.evidence[a.ev]
@@ -950,10 +1001,14 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 	}
 }
 
-// expiry checks the time-dependent eligibility facts of an entry.
+// expiry checks the time-dependent eligibility facts of an entry: its
+// provenance expiry and the declared end of life of its server.
 func (s *Snapshot) expiry(e *entry, now int64) (rejection, bool) {
-	if e.expires != 0 && e.expires <= now {
-		return rejection{CodeEntryExpired, "registry entry expired at " + time.Unix(0, e.expires).UTC().Format(time.RFC3339)}, true
+	switch {
+	case e.expires != 0 && e.expires <= now:
+		return e.expiresRej, true
+	case e.endOfLife != 0 && e.endOfLife <= now:
+		return e.endOfLifeRej, true
 	}
 	return rejection{}, false
 }
@@ -1046,23 +1101,27 @@ func (s *Snapshot) authorise(c *cand, req *Request, g grant) (rejection, bool) {
 }
 
 // freshEvidence picks the freshest evidence applicable to the request's
-// principal and tenant. unknown is true when none is fresh; rj then says why.
+// principal and tenant that counts (fit and not expired). unknown is true
+// when none does; rj then says why the freshest applicable one did not.
 func (s *Snapshot) freshEvidence(e *entry, req *Request, now int64) (int, rejection, bool) {
-	stale := -1
+	why := -1
 	for i := range e.evidence {
 		ev := &e.evidence[i]
 		if (ev.principal != "" && ev.principal != req.Principal) || (ev.tenant != "" && ev.tenant != req.Tenant) || ev.tooSmall {
 			continue
 		}
-		if now < ev.expires {
+		if ev.unfit.code == "" && now < ev.expires {
 			return i, rejection{}, false
 		}
-		if stale < 0 {
-			stale = i
+		if why < 0 {
+			why = i
 		}
 	}
-	if stale >= 0 {
-		ev := &e.evidence[stale]
+	if why >= 0 {
+		ev := &e.evidence[why]
+		if ev.unfit.code != "" {
+			return -1, ev.unfit, true
+		}
 		return -1, rejection{CodeEvidenceExpired, fmt.Sprintf("evidence %s expired at %s", ev.id, time.Unix(0, ev.expires).UTC().Format(time.RFC3339))}, true
 	}
 	return -1, rejNoEvidence, true

@@ -1,6 +1,8 @@
 package decide
 
 import (
+	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -14,6 +16,9 @@ type evidenceItem struct {
 	id string
 	ev *mcpreadyv1.Evidence
 	evidenceRef
+	// needIndependentIssuer: the policy requires more than provider
+	// independence, so the issuer must not be the provider itself.
+	needIndependentIssuer bool
 }
 
 type evidenceList []evidenceItem
@@ -21,9 +26,12 @@ type evidenceList []evidenceItem
 // indexEvidence keeps evidence from accepted issuers, with an observation
 // time and an expiry (expires_at, or observed_at + max age), grouped by
 // "<server>/<tool>". Evidence that names no server or tool subject is
-// broader than any claim and is dropped.
+// broader than any claim and is dropped. Evidence below the policy's
+// required independence or minimum confidence is kept, marked unfit with
+// the reason (it never counts, but it says why a candidate has none).
 func indexEvidence(p *mcpreadyv1.Policy, all map[string]*mcpreadyv1.Evidence) map[string]evidenceList {
 	rules := p.GetEvidence()
+	required, requiredKnown := independenceLevel(rules.GetRequiredIndependence())
 	out := map[string]evidenceList{}
 	for id, ev := range all {
 		if issuers := rules.GetAcceptedIssuers(); len(issuers) > 0 && !contains(issuers, ev.GetProvenance().GetIssuer()) {
@@ -60,6 +68,21 @@ func indexEvidence(p *mcpreadyv1.Policy, all map[string]*mcpreadyv1.Evidence) ma
 			expires:   expires,
 			tooSmall:  rules.GetMinSampleSize() > 0 && ev.GetSample().GetEligible() < rules.GetMinSampleSize(),
 		}}
+		if required > levelAny {
+			stated, ok := independenceLevel(ev.GetObserver().GetIndependence())
+			switch {
+			case !requiredKnown:
+				it.unfit = rejection{CodeEvidenceNotIndependent, fmt.Sprintf("evidence %s: the policy's required independence %q is not a known level", id, rules.GetRequiredIndependence())}
+			case !ok || stated < required:
+				it.unfit = rejection{CodeEvidenceNotIndependent, fmt.Sprintf("evidence %s: observer independence %q does not meet the required %q", id, ev.GetObserver().GetIndependence(), rules.GetRequiredIndependence())}
+			}
+			it.needIndependentIssuer = required > levelProvider
+		}
+		if floor := rules.GetMinConfidence(); floor > 0 && it.unfit.code == "" {
+			if c, why := confidence(ev); c < floor {
+				it.unfit = rejection{CodeEvidenceLowConfidence, fmt.Sprintf("evidence %s: confidence %.3f (%s) is below the policy minimum %g", id, c, why, floor)}
+			}
+		}
 		if l := ev.GetLatency(); l != nil && (l.GetP50Ms() > 0 || l.GetP99Ms() > 0) {
 			it.hasLatency = true
 			it.p50 = msToDuration(l.GetP50Ms())
@@ -104,9 +127,12 @@ func maxAge(rules *mcpreadyv1.EvidenceRules, ev *mcpreadyv1.Evidence) (time.Dura
 // server version and both schema digests must be equal (an empty subject
 // field is unknown, not "any", so it matches only an entry that is also
 // empty there): a new version or schema invalidates old evidence. The
-// endpoint constrains when set. Sorted freshest first.
-func (l evidenceList) applicable(re *mcpreadyv1.RegistryEntry) []evidenceRef {
+// endpoint constrains when set. Evidence that must be independent is unfit
+// when its issuer is the provider: the Declaration's issuer, owner or
+// operator, or the RegistryEntry's owner. Sorted freshest first.
+func (l evidenceList) applicable(re *mcpreadyv1.RegistryEntry, decl *mcpreadyv1.Declaration) []evidenceRef {
 	id := re.GetIdentity()
+	provider := []string{decl.GetProvenance().GetIssuer(), decl.GetOwner(), decl.GetOperator(), re.GetProvenance().GetOwner()}
 	var out []evidenceRef
 	for _, it := range l {
 		sub := it.ev.GetSubject()
@@ -114,7 +140,11 @@ func (l evidenceList) applicable(re *mcpreadyv1.RegistryEntry) []evidenceRef {
 			sub.GetInputSchemaDigest() != id.GetInputSchemaDigest() || sub.GetOutputSchemaDigest() != id.GetOutputSchemaDigest() {
 			continue
 		}
-		out = append(out, it.evidenceRef)
+		ref := it.evidenceRef
+		if iss := it.ev.GetProvenance().GetIssuer(); it.needIndependentIssuer && ref.unfit.code == "" && iss != "" && contains(provider, iss) {
+			ref.unfit = rejection{CodeEvidenceNotIndependent, fmt.Sprintf("evidence %s is issued by the provider (%q), not by an independent observer", it.id, iss)}
+		}
+		out = append(out, ref)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].observed != out[j].observed {
@@ -127,3 +157,73 @@ func (l evidenceList) applicable(re *mcpreadyv1.RegistryEntry) []evidenceRef {
 
 // same: an optional evidence field constrains only when it is set.
 func same(evidence, entry string) bool { return evidence == "" || evidence == entry }
+
+// Independence levels of an observer relative to the provider.
+const (
+	levelAny = iota - 1 // required: nothing
+	levelProvider
+	levelConsumer
+	levelThirdParty
+)
+
+// independenceNames maps Observer.independence and
+// Policy.evidence.required_independence values (lower case, '_' as '-') to
+// levels.
+var independenceNames = map[string]int{
+	"": levelAny, "any": levelAny, "none": levelAny,
+	"self": levelProvider, "provider": levelProvider, "first-party": levelProvider,
+	"same-organisation": levelProvider, "same-organization": levelProvider,
+	"consumer": levelConsumer, "consumer-passive": levelConsumer, "consumer-synthetic": levelConsumer,
+	"second-party": levelConsumer, "independent": levelConsumer,
+	"third-party": levelThirdParty, "independent-third-party": levelThirdParty,
+}
+
+// independenceLevel is the level of an independence value; ok is false for
+// an unknown value (which then meets no requirement, and as a requirement
+// admits no evidence).
+func independenceLevel(v string) (int, bool) {
+	l, ok := independenceNames[strings.ReplaceAll(strings.ToLower(strings.TrimSpace(v)), "_", "-")]
+	if !ok {
+		return levelThirdParty + 1, false
+	}
+	return l, true
+}
+
+// wilsonZ is the normal quantile of a two-sided 95% interval.
+const wilsonZ = 1.959963984540054
+
+// confidence is the evidence's confidence: the 95% Wilson score lower
+// bound of the weakest success rate it reports (successes over denominator
+// per layer; layers with no denominator are skipped), and how it was
+// derived. Evidence with no rate, or with a rate whose counts are
+// inconsistent, has confidence 0. The evidence's own confidence_method is
+// not trusted.
+func confidence(ev *mcpreadyv1.Evidence) (float64, string) {
+	best, why := math.Inf(1), "no success rate reported"
+	for _, r := range ev.GetRates() {
+		n, k := r.GetDenominator(), r.GetSuccesses()
+		if n <= 0 {
+			continue
+		}
+		layer := strings.ToLower(strings.TrimPrefix(r.GetLayer().String(), "READINESS_LAYER_"))
+		if k < 0 || k > n {
+			return 0, fmt.Sprintf("inconsistent %s counts %d/%d", layer, k, n)
+		}
+		if lb := wilsonLower(k, n); lb < best {
+			best, why = lb, fmt.Sprintf("95%% Wilson lower bound of the %s success rate %d/%d", layer, k, n)
+		}
+	}
+	if math.IsInf(best, 1) {
+		return 0, why
+	}
+	return best, why
+}
+
+// wilsonLower is the lower bound of the Wilson score interval for k
+// successes in n trials (n > 0).
+func wilsonLower(k, n int64) float64 {
+	p, nf, z2 := float64(k)/float64(n), float64(n), wilsonZ*wilsonZ
+	centre := p + z2/(2*nf)
+	margin := wilsonZ * math.Sqrt(p*(1-p)/nf+z2/(4*nf*nf))
+	return max(0, (centre-margin)/(1+z2/nf))
+}
