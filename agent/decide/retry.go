@@ -9,7 +9,8 @@ import (
 // RetryConditions is the set of failure conditions on which a retryable
 // route may be retried (Route.RetryOn). The zero value is the default set,
 // DefaultRetryConditions, used when neither the policy nor the provider's
-// declaration names any condition. Conditions never make a route retryable:
+// declaration names any condition; any other value (an OR of the
+// constants) is a configured set. Conditions never make a route retryable:
 // only Route.Retryable does (consumer read-only, or keyed with a key).
 //
 // Condition names (Policy.retry.retryable_conditions and
@@ -124,7 +125,7 @@ func (c RetryConditions) String() string {
 		b    RetryConditions
 		name string
 	}{{RetryTransport, "transport"}, {RetryTimeout, "timeout"}, {RetryHTTP429, "http-429"}, {RetryHTTP500, "http-500"},
-		{RetryHTTP502, "http-502"}, {RetryHTTP503, "http-503"}, {RetryHTTP504, "http-504"}, {RetryJSONRPCError, "jsonrpc-error"}} {
+		{RetryHTTP502, "http-502"}, {RetryHTTP503, "http-503"}, {RetryHTTP504, "http-504"}, {RetryHTTP5xxOther, "http-5xx-other"}, {RetryJSONRPCError, "jsonrpc-error"}} {
 		if c&n.b != 0 {
 			out = append(out, n.name)
 		}

@@ -1,6 +1,8 @@
 // Package invoke executes a routing decision: one end-to-end deadline,
 // per-attempt timeouts derived from it, retries only on retryable routes
-// (consumer read-only, or keyed idempotent with a key) honouring
+// (consumer read-only, or keyed idempotent with a key) and only for the
+// failure conditions the route allows (Route.RetryOn: the policy's
+// retryable conditions narrowed by the provider's), honouring
 // Retry-After with jitter under an agent-wide retry budget, hedging only
 // read-only routes, fallback to the next approved route only when the failed
 // call cannot have had an effect (or the route is retryable), and outcome
@@ -63,7 +65,9 @@ type Result struct {
 	Attempts []*mcpreadyv1.Attempt
 	// Actions, for the receipt: "retry:<entry>", "hedge:<entry>",
 	// "fallback:<entry>", "circuit-open:<entry>", "retry-budget-exhausted",
-	// "retry-after-exceeds-deadline", "ambiguous-no-retry".
+	// "retry-after-exceeds-deadline", "ambiguous-no-retry",
+	// "retry-condition-not-allowed:<condition>" (a configured condition set
+	// excludes the failure, e.g. "http-502").
 	Actions []string
 }
 
@@ -144,7 +148,7 @@ func Run(ctx context.Context, d decide.Decision, do Attempt, opts Options) Resul
 func (rn *runner) action(a string) { rn.res.Actions = append(rn.res.Actions, a) }
 
 // route runs the attempts of one route: one, or up to MaxAttempts when the
-// route is retryable and each failure is transient.
+// route is retryable and each failure is a condition the route allows.
 func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 	max := r.MaxAttempts
 	if max < 1 || !r.Retryable {
@@ -161,7 +165,13 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 			}
 			return out
 		}
-		if n >= max || !Transient(out) {
+		if n >= max {
+			return out
+		}
+		if c := Condition(out); !r.RetryOn.Has(c) {
+			if c != 0 && r.RetryOn != 0 {
+				rn.action("retry-condition-not-allowed:" + c.String())
+			}
 			return out
 		}
 		wait := rn.backoff(n, out.RetryAfter)
@@ -340,9 +350,43 @@ func transportStatus(o Outcome) string {
 	return sent
 }
 
+// Condition is the retry condition of a failed outcome (see
+// decide.RetryConditions), zero for an outcome no condition names (success,
+// tool error, refusal, an invalid result, a deterministic JSON-RPC error).
+// The default set contains exactly the Transient outcomes.
+func Condition(o Outcome) decide.RetryConditions {
+	switch o.Class {
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS:
+		return decide.RetryTimeout
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED:
+		return decide.RetryHTTP429
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE:
+		switch s := o.HTTPStatus; {
+		case s == 500:
+			return decide.RetryHTTP500
+		case s == 502:
+			return decide.RetryHTTP502
+		case s == 503:
+			return decide.RetryHTTP503
+		case s == 504:
+			return decide.RetryHTTP504
+		case s >= 500 && s < 600:
+			return decide.RetryHTTP5xxOther
+		}
+		return decide.RetryTransport
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR:
+		switch o.JSONRPCCode {
+		case 0, -32700, -32600, -32601, -32602:
+			return 0
+		}
+		return decide.RetryJSONRPCError
+	}
+	return 0
+}
+
 // Transient reports whether a failure may succeed on a retry of the same
 // (retryable) route: transport failures, timeouts, ambiguous outcomes and
-// rate limiting.
+// rate limiting (the default retry conditions).
 func Transient(o Outcome) bool {
 	switch o.Class {
 	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,

@@ -333,3 +333,78 @@ func TestWithDecide(t *testing.T) {
 		t.Fatalf("unknown side effect retried: %v", sc.calls)
 	}
 }
+
+func TestCondition(t *testing.T) {
+	protocol := mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR
+	for _, tc := range []struct {
+		o    Outcome
+		want decide.RetryConditions
+	}{
+		{Outcome{Class: transport}, decide.RetryTransport},
+		{Outcome{Class: transport, HTTPStatus: 500}, decide.RetryHTTP500},
+		{Outcome{Class: transport, HTTPStatus: 502}, decide.RetryHTTP502},
+		{Outcome{Class: transport, HTTPStatus: 503}, decide.RetryHTTP503},
+		{Outcome{Class: transport, HTTPStatus: 504}, decide.RetryHTTP504},
+		{Outcome{Class: transport, HTTPStatus: 507}, decide.RetryHTTP5xxOther},
+		{Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT}, decide.RetryTimeout},
+		{Outcome{Class: ambiguous, Sent: true}, decide.RetryTimeout},
+		{Outcome{Class: limited, HTTPStatus: 429}, decide.RetryHTTP429},
+		{Outcome{Class: protocol, JSONRPCCode: -32603}, decide.RetryJSONRPCError},
+		{Outcome{Class: protocol, JSONRPCCode: -32602}, 0},
+		{Outcome{Class: protocol, HTTPStatus: 404}, 0},
+		{Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR}, 0},
+		{Outcome{Class: success}, 0},
+	} {
+		got := Condition(tc.o)
+		if got != tc.want {
+			t.Errorf("%v http %d jsonrpc %d: %v, want %v", tc.o.Class, tc.o.HTTPStatus, tc.o.JSONRPCCode, got, tc.want)
+		}
+		// The default set is exactly the transient outcomes.
+		if def := decide.RetryConditions(0).Has(got); def != Transient(tc.o) {
+			t.Errorf("%v http %d: default set %v, Transient %v", tc.o.Class, tc.o.HTTPStatus, def, Transient(tc.o))
+		}
+	}
+}
+
+// Retries follow the route's conditions, and the side-effect invariants
+// hold whatever the conditions say.
+func TestRetryConditions(t *testing.T) {
+	h503 := Outcome{Class: transport, Sent: true, HTTPStatus: 503, Err: errors.New("503")}
+	h502 := Outcome{Class: transport, Sent: true, HTTPStatus: 502, Err: errors.New("502")}
+	rpc := Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, Sent: true, JSONRPCCode: -32603, Err: errors.New("internal")}
+	keyed := route("k", false)
+	keyed.Retryable, keyed.MaxAttempts = true, 3 // state-changing, idempotency key present
+	write := route("w", false)                   // state-changing, no key: not retryable
+	with := func(r decide.Route, c decide.RetryConditions) decide.Route {
+		r.RetryOn = c
+		return r
+	}
+	cases := []struct {
+		name    string
+		r       decide.Route
+		first   Outcome
+		calls   int
+		actions []string
+	}{
+		{"default retries 503", route("a", true), h503, 2, []string{"retry:a"}},
+		{"default skips JSON-RPC", route("a", true), rpc, 1, nil},
+		{"named 503 retried", with(route("a", true), decide.RetryHTTP503), h503, 2, []string{"retry:a"}},
+		{"unnamed 502 not retried", with(route("a", true), decide.RetryHTTP503), h502, 1,
+			[]string{"retry-condition-not-allowed:http-502"}},
+		{"named JSON-RPC retried", with(route("a", true), decide.RetryJSONRPCError), rpc, 2, []string{"retry:a"}},
+		{"keyed ambiguous with timeout", with(keyed, decide.RetryTimeout), fail(ambiguous, true), 2, []string{"retry:k"}},
+		{"keyed ambiguous without timeout", with(keyed, decide.RetryHTTP503), fail(ambiguous, true), 1,
+			[]string{"retry-condition-not-allowed:timeout"}},
+		{"no key: never retried", with(write, decide.RetryTimeout|decide.RetryHTTP503), h503, 1, nil},
+		{"no key: ambiguous final", with(write, decide.RetryTimeout), fail(ambiguous, true), 1, []string{"ambiguous-no-retry"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := &script{plan: map[string][]Outcome{tc.r.Entry: {tc.first, {Class: success}}}}
+			res := Run(context.Background(), decision(tc.r), sc.do, opts(&sleeps{}))
+			if len(sc.calls) != tc.calls || !slices.Equal(res.Actions, tc.actions) {
+				t.Fatalf("calls %v actions %v, want %d calls, actions %v", sc.calls, res.Actions, tc.calls, tc.actions)
+			}
+		})
+	}
+}
