@@ -125,6 +125,19 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 	}
 	for _, x := range vis {
 		if x.Class {
+			// One tool stands for every member, so the members must share
+			// one input schema (equal pinned digests); otherwise arguments
+			// valid for the advertised schema could be sent to a member that
+			// expects others, and the class is not shown.
+			digest := st.Entries[x.Entries[0]].GetIdentity().GetInputSchemaDigest()
+			same := true
+			for _, e := range x.Entries[1:] {
+				same = same && st.Entries[e].GetIdentity().GetInputSchemaDigest() == digest
+			}
+			if !same {
+				v.f.opts.Logger.Warn("capability not listed: its members' input schemas differ", "class", x.Name, "entries", x.Entries)
+				continue
+			}
 			t := &mcp.Tool{Name: x.Name, Description: x.Description, InputSchema: map[string]any{"type": "object"}}
 			for _, e := range x.Entries {
 				id := st.Entries[e].GetIdentity()

@@ -22,6 +22,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(seed, false)
 	f.Add([]byte{recBatch, 1, 2, 3}, true)
 	f.Add([]byte{recCheckpoint, 0x80}, true)
+	f.Add([]byte{recGroup, 3, 1, 'x', 0}, true)
 	f.Fuzz(func(t *testing.T, data []byte, frame bool) {
 		if frame {
 			data = recordio.Append(nil, data)
@@ -44,7 +45,7 @@ func FuzzOpen(f *testing.F) {
 	})
 }
 
-// realSegment returns the bytes of a small real segment: receipts, a
+// realSegment returns the bytes of a small real segment: receipt groups, a
 // sealed batch, an acknowledgement and an unsealed receipt.
 func realSegment(f *testing.F, key crypto.Signer) []byte {
 	dir := f.TempDir()

@@ -2,7 +2,9 @@
 //
 // Receipts are appended to fsync'd, append-only segment files (framed by
 // internal/recordio with a length and CRC so a torn trailing record is
-// detected and truncated on open; no fsync'd record is ever lost). A
+// detected and truncated on open; no fsync'd record is ever lost). A group
+// of receipts appended together (AppendBatch) is one record: one write and
+// one fsync, and after a crash the group is entirely present or absent. A
 // background sealer groups unsealed receipts into batches of kind
 // ReceiptBatch named "<agent_id>/<sequence>", hash-chained per agent (each
 // batch names artifact.Digest of the previous batch's signed bundle) and
@@ -12,7 +14,9 @@
 //
 // Overflow policy: refuse new. When appending a receipt would make the
 // spool's files exceed Options.MaxBytes (after deleting fully acknowledged
-// segments), Append returns ErrSpoolFull and counts the receipt as dropped.
+// segments), Append returns ErrSpoolFull and counts the receipt as dropped;
+// AppendBatch appends the longest prefix of its group that fits and
+// refuses (and counts) the rest.
 // Nothing already spooled is ever discarded, so nothing that was accepted
 // (and nothing the control plane acknowledged) is lost; the caller decides
 // whether the call itself may proceed without a receipt.
@@ -25,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"sort"
 	"sync"
 	"time"
@@ -105,7 +110,8 @@ type Batch struct {
 type Head = receipt.Head
 
 const (
-	recReceipt    = 'R'
+	recReceipt    = 'R' // one receipt; only read (files written before recGroup)
+	recGroup      = 'G' // receipts appended together
 	recBatch      = 'B'
 	recAck        = 'A'
 	recCheckpoint = 'C'
@@ -233,13 +239,15 @@ func (s *Spool) replay(seg *segMeta, p []byte, batches *[]Batch) error {
 		s.receiptCount = d.Uvarint()
 		s.sealedThrough = d.Uvarint()
 		s.ackedThrough = d.Uvarint()
-	case recReceipt:
-		idx := s.receiptCount
-		s.receiptCount++
-		seg.maxRIdx = int64(idx)
-		if idx >= s.sealedThrough {
-			s.unsealed = append(s.unsealed, unsealed{data: p[1:], at: s.opts.Now()})
+	case recGroup:
+		for n := d.Uvarint(); n > 0 && d.Err == nil; n-- {
+			if data := d.Bytes(); d.Err == nil {
+				s.replayReceipt(seg, data)
+			}
 		}
+		d.End()
+	case recReceipt: // one receipt, as written before groups
+		s.replayReceipt(seg, p[1:])
 	case recBatch:
 		b := Batch{Sequence: d.Uvarint()}
 		through := d.Uvarint()
@@ -276,6 +284,15 @@ func (s *Spool) replay(seg *segMeta, p []byte, batches *[]Batch) error {
 	return nil
 }
 
+func (s *Spool) replayReceipt(seg *segMeta, data []byte) {
+	idx := s.receiptCount
+	s.receiptCount++
+	seg.maxRIdx = int64(idx)
+	if idx >= s.sealedThrough {
+		s.unsealed = append(s.unsealed, unsealed{data: data, at: s.opts.Now()})
+	}
+}
+
 func (s *Spool) markAcked(seq uint64) {
 	if seq <= s.ackedThrough {
 		return
@@ -287,50 +304,124 @@ func (s *Spool) markAcked(seq uint64) {
 	}
 }
 
-// Append durably records r: it returns after the record is fsync'd (group
-// commit: concurrent appends share one fsync). The spool keeps its own
-// copy; r may be reused. When the spool is full it returns ErrSpoolFull
-// and counts a drop.
+// Append durably records r: it is AppendBatch of one receipt.
 func (s *Spool) Append(r *mcpreadyv1.Receipt) error {
-	s.m.emitted.Inc()
-	data, err := receipt.Encode(r)
-	if err != nil {
-		return fmt.Errorf("spool: %w", err)
+	_, err := s.AppendBatch([]*mcpreadyv1.Receipt{r})
+	return err
+}
+
+// AppendBatch durably records rs, in order, as one group: one record (one
+// length, one CRC), written under one lock and made durable by one fsync
+// (concurrent appends share it). It returns the number of receipts
+// spooled, after they are fsync'd. The spool keeps its own copies; rs may
+// be reused.
+//
+// A group is all or nothing on disk: it never spans segments, and a crash
+// while writing it leaves a torn record that recovery cuts off whole, so a
+// group that was not acknowledged to its caller is afterwards either
+// entirely present or entirely absent.
+//
+// Overflow: the longest prefix of rs that fits Options.MaxBytes (after
+// deleting fully acknowledged segments) is appended; the rest is refused
+// and counted as dropped, and the error wraps ErrSpoolFull. If a receipt
+// cannot be encoded, or the group would exceed one record
+// (recordio.MaxRecord), nothing is written.
+func (s *Spool) AppendBatch(rs []*mcpreadyv1.Receipt) (int, error) {
+	if len(rs) == 0 {
+		return 0, nil
+	}
+	s.m.emitted.Add(float64(len(rs)))
+	enc := make([][]byte, len(rs))
+	for i, r := range rs {
+		data, err := receipt.Encode(r)
+		if err != nil {
+			return 0, fmt.Errorf("spool: %w", err)
+		}
+		enc[i] = data
+	}
+	rec := groupRecord(enc) // framed outside the lock
+	if len(rec) > int(recordio.Size(recordio.MaxRecord)) {
+		return 0, fmt.Errorf("spool: group of %d receipts is %d bytes, over the %d-byte record limit", len(enc), len(rec), recordio.Size(recordio.MaxRecord))
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return ErrClosed
+		return 0, ErrClosed
 	}
-	size := recordio.Size(1 + len(data))
-	if s.wal.Size()+size > s.opts.MaxBytes {
+	n := s.fitLocked(enc)
+	if n < len(enc) {
 		s.compactLocked()
-		if s.wal.Size()+size > s.opts.MaxBytes {
-			s.dropped++
-			s.mu.Unlock()
-			s.m.dropped.Inc()
-			return ErrSpoolFull
-		}
+		n = s.fitLocked(enc)
 	}
-	pos, err := s.wal.Append(append([]byte{recReceipt}, data...))
+	if refused := len(enc) - n; refused > 0 {
+		s.dropped += uint64(refused)
+		s.m.dropped.Add(float64(refused))
+		if n == 0 {
+			s.mu.Unlock()
+			return 0, ErrSpoolFull
+		}
+		enc, rec = enc[:n], groupRecord(enc[:n])
+	}
+	pos, err := s.wal.AppendFramed(rec)
 	if err != nil {
 		s.mu.Unlock()
-		return fmt.Errorf("spool: %w", err)
+		return 0, fmt.Errorf("spool: %w", err)
 	}
-	s.meta(pos.Segment).maxRIdx = int64(s.receiptCount)
-	s.receiptCount++
-	s.unsealed = append(s.unsealed, unsealed{data: data, at: s.opts.Now()})
-	n := len(s.unsealed)
+	now := s.opts.Now()
+	for _, data := range enc {
+		s.unsealed = append(s.unsealed, unsealed{data: data, at: now})
+	}
+	s.receiptCount += uint64(n)
+	s.meta(pos.Segment).maxRIdx = int64(s.receiptCount - 1)
+	full := len(s.unsealed) >= s.opts.BatchSize
 	s.mu.Unlock()
-	if n >= s.opts.BatchSize {
+	if full {
 		s.kickSealer()
 	}
 	if err := s.wal.Sync(pos); err != nil {
-		return fmt.Errorf("spool: %w", err)
+		return 0, fmt.Errorf("spool: %w", err)
 	}
-	s.m.spooled.Inc()
-	return nil
+	s.m.spooled.Add(float64(n))
+	if n < len(rs) {
+		return n, fmt.Errorf("%w: %d of %d receipts refused", ErrSpoolFull, len(rs)-n, len(rs))
+	}
+	return n, nil
 }
+
+// fitLocked returns how many of enc, from the start, fit in one group
+// record without the spool's files exceeding MaxBytes. Caller holds mu.
+func (s *Spool) fitLocked(enc [][]byte) int {
+	room, body := s.opts.MaxBytes-s.wal.Size(), 0
+	for i, data := range enc {
+		body += uvarintLen(len(data)) + len(data)
+		if groupSize(i+1, body) > room {
+			return i
+		}
+	}
+	return len(enc)
+}
+
+// groupSize is the framed size of a group record of n receipts whose
+// length-prefixed encodings take body bytes.
+func groupSize(n, body int) int64 { return recordio.Size(1 + uvarintLen(n) + body) }
+
+// groupRecord frames the group record of enc: recGroup, the count, then
+// each encoded receipt with its length.
+func groupRecord(enc [][]byte) []byte {
+	body := 0
+	for _, data := range enc {
+		body += uvarintLen(len(data)) + len(data)
+	}
+	e := recordio.Encoder{B: make([]byte, recordio.HeaderSize, groupSize(len(enc), body))}
+	e.B = append(e.B, recGroup)
+	e.Uvarint(uint64(len(enc)))
+	for _, data := range enc {
+		e.Bytes(data)
+	}
+	return recordio.Frame(e.B)
+}
+
+func uvarintLen(v int) int { return (bits.Len64(uint64(v)|1) + 6) / 7 }
 
 func (s *Spool) kickSealer() {
 	select {
