@@ -1,0 +1,47 @@
+package front
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// A capability is listed only when its members share one input schema.
+func TestAggregateClassSchema(t *testing.T) {
+	h := newHarness(t)
+	p := testPolicy()
+	p.Principals[0].Allow = append(p.Principals[0].Allow, "same_schema", "mixed_schema")
+	p.EquivalenceClasses = append(p.EquivalenceClasses,
+		&mcpreadyv1.EquivalenceClass{Name: "same_schema", Members: []string{"test/ask", "test/poison"}},   // both take no arguments
+		&mcpreadyv1.EquivalenceClass{Name: "mixed_schema", Members: []string{"test/echo", "test/poison"}}) // echo takes text
+	h.install(t, p)
+	cs := h.connect(t, "/mcp", devToken, nil, "2025-11-25")
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]*mcp.Tool{}
+	for _, x := range res.Tools {
+		tools[x.Name] = x
+	}
+	if tools["mixed_schema"] != nil {
+		t.Error("a class whose members' input schemas differ is listed")
+	}
+	same, echo := tools["same_schema"], tools["echo_anything"]
+	if same == nil || echo == nil {
+		t.Fatalf("classes with one schema not listed: %v", toolNames(t, cs))
+	}
+	want, _ := json.Marshal(tools["test__ask"].InputSchema)
+	if got, _ := json.Marshal(same.InputSchema); string(got) != string(want) {
+		t.Errorf("same_schema input schema %s, want the members' %s", got, want)
+	}
+	want, _ = json.Marshal(tools["test__echo"].InputSchema)
+	if got, _ := json.Marshal(echo.InputSchema); string(got) != string(want) || !strings.Contains(string(got), "text") {
+		t.Errorf("echo_anything input schema %s, want %s", got, want)
+	}
+}
