@@ -195,7 +195,7 @@ func TestAppendBatchWritesNothingOnError(t *testing.T) {
 	s := open(t, t.TempDir(), testKey(t), nil)
 	bad := mk(1)
 	bad.Requested = "\xff" // not UTF-8: cannot be encoded
-	if n, err := s.AppendBatch([]*mcpreadyv1.Receipt{mk(0), bad, mk(2)}); err == nil || n != 0 {
+	if n, err := s.AppendBatch([]*mcpreadyv1.Receipt{mk(0), bad, mk(2)}); !errors.Is(err, ErrEncode) || n != 0 {
 		t.Fatalf("group with an unencodable receipt: appended %d: %v", n, err)
 	}
 	if st := s.Stats(); st.Unsealed != 0 {

@@ -52,6 +52,9 @@ var (
 	ErrSpoolFull = errors.New("receipt spool full: receipt dropped")
 	// ErrClosed: the spool is closed.
 	ErrClosed = errors.New("receipt spool closed")
+	// ErrEncode: a receipt cannot be encoded (AppendBatch then writes
+	// none of its group).
+	ErrEncode = errors.New("receipt cannot be encoded")
 	// ErrCorrupt: a segment is damaged before its last record.
 	ErrCorrupt = errors.New("receipt spool corrupt")
 )
@@ -324,7 +327,7 @@ func (s *Spool) Append(r *mcpreadyv1.Receipt) error {
 // Overflow: the longest prefix of rs that fits Options.MaxBytes (after
 // deleting fully acknowledged segments) is appended; the rest is refused
 // and counted as dropped, and the error wraps ErrSpoolFull. If a receipt
-// cannot be encoded, or the group would exceed one record
+// cannot be encoded (ErrEncode), or the group would exceed one record
 // (recordio.MaxRecord), nothing is written.
 func (s *Spool) AppendBatch(rs []*mcpreadyv1.Receipt) (int, error) {
 	if len(rs) == 0 {
@@ -335,7 +338,7 @@ func (s *Spool) AppendBatch(rs []*mcpreadyv1.Receipt) (int, error) {
 	for i, r := range rs {
 		data, err := receipt.Encode(r)
 		if err != nil {
-			return 0, fmt.Errorf("spool: %w", err)
+			return 0, fmt.Errorf("spool: %w: %w", ErrEncode, err)
 		}
 		enc[i] = data
 	}
