@@ -225,5 +225,5 @@ func wilsonLower(k, n int64) float64 {
 	p, nf, z2 := float64(k)/float64(n), float64(n), wilsonZ*wilsonZ
 	centre := p + z2/(2*nf)
 	margin := wilsonZ * math.Sqrt(p*(1-p)/nf+z2/(4*nf*nf))
-	return max(0, (centre-margin)/(1+z2/nf))
+	return min(p, max(0, (centre-margin)/(1+z2/nf))) // rounding never lifts it above p
 }

@@ -299,3 +299,37 @@ func TestRetryConditions(t *testing.T) {
 		t.Error("zero value")
 	}
 }
+
+func FuzzRetryConditions(f *testing.F) {
+	for _, s := range []string{"transport", "HTTP_5XX", "http-503,timeout", "bogus", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, list string) {
+		names := strings.Split(list, ",")
+		c := parseRetryConditions(names)
+		if c == 0 || c&retryExplicit == 0 || c.String() == "" || c.String() == "default" {
+			t.Fatalf("%q: %v", list, c)
+		}
+		// Narrowing by the provider never widens the consumer's set.
+		n := retryConditions(&mcpreadyv1.RetryRules{RetryableConditions: names}, &mcpreadyv1.Declaration{RetryableConditions: []string{"http-503"}})
+		if n&^c != 0 || n.Has(RetryJSONRPCError) {
+			t.Fatalf("%q: narrowed %v wider than %v", list, n, c)
+		}
+	})
+}
+
+func FuzzConfidence(f *testing.F) {
+	f.Add(int64(99), int64(100))
+	f.Add(int64(0), int64(1))
+	f.Add(int64(-1), int64(5))
+	f.Fuzz(func(t *testing.T, k, n int64) {
+		ev := &mcpreadyv1.Evidence{Rates: []*mcpreadyv1.LayerRate{{Successes: k, Denominator: n}}}
+		c, why := confidence(ev)
+		if math.IsNaN(c) || c < 0 || c > 1 || why == "" {
+			t.Fatalf("%d/%d: %v %q", k, n, c, why)
+		}
+		if n > 0 && k >= 0 && k <= n && c > float64(k)/float64(n) {
+			t.Fatalf("%d/%d: lower bound %v above the rate", k, n, c)
+		}
+	})
+}
