@@ -419,8 +419,8 @@ func (a *Agent) follow(ctx context.Context) {
 }
 
 // Receipt group commit: the writer takes what is queued (waiting up to
-// receiptLinger for more, at most receiptGroup), appends the group
-// concurrently so that one fsync covers it, and waits for it before the next.
+// receiptLinger for more, at most receiptGroup) and appends the group with
+// one spool.AppendBatch (one record, one fsync) before gathering the next.
 const (
 	receiptGroup  = 256
 	receiptLinger = 2 * time.Millisecond
@@ -446,11 +446,19 @@ func (a *Agent) writeReceipts(ctx context.Context) {
 			}
 		}
 		linger.Stop()
-		var wg sync.WaitGroup
-		for _, r := range group {
-			wg.Go(func() { a.append(r) })
+		n, err := a.spool.AppendBatch(group)
+		switch {
+		case err == nil:
+		case errors.Is(err, spool.ErrEncode):
+			// Nothing was written: append one by one so that only the
+			// receipt that cannot be encoded is lost.
+			for _, r := range group {
+				a.append(r)
+			}
+		default:
+			a.opts.Logger.Error("agent: receipts not spooled", "err", err, "receipts", len(group)-n)
 		}
-		wg.Wait()
+		clear(group) // the spool keeps its own copies
 	}
 }
 

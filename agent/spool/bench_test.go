@@ -16,6 +16,19 @@ import (
 // CPUs. receipts/s is wall time (bounded by fsync latency and group size);
 // receipts/cpu-s divides by process CPU time.
 func BenchmarkSpoolAppend(b *testing.B) {
+	benchAppend(b, 16, func(s *Spool, rs []*mcpreadyv1.Receipt) error { return s.Append(rs[0]) })
+}
+
+// BenchmarkSpoolAppendBatch is BenchmarkSpoolAppend with one caller
+// appending groups of 256 (the agent's receipt writer): one record and one
+// fsync per group. An op is one receipt.
+func BenchmarkSpoolAppendBatch(b *testing.B) {
+	benchAppend(b, 256, func(s *Spool, rs []*mcpreadyv1.Receipt) error { _, err := s.AppendBatch(rs); return err })
+}
+
+// benchAppend runs b.N receipts through add, per call group receipts from
+// 16 (group 1) or 1 (larger groups) concurrent callers.
+func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt) error) {
 	key, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
 	if err != nil {
 		b.Fatal(err)
@@ -44,17 +57,28 @@ func BenchmarkSpoolAppend(b *testing.B) {
 		rs[i] = receipttest.Realistic(i, time.Now())
 	}
 	var n atomic.Int64
-	b.SetParallelism(16)
 	b.ResetTimer()
 	start, cpu := time.Now(), receipttest.CPUTime()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := s.Append(rs[n.Add(1)%int64(len(rs))]); err != nil {
-				b.Error(err)
-				return
+	if group == 1 {
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				i := n.Add(1) % int64(len(rs))
+				if err := add(s, rs[i:i+1]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	} else {
+		for done := 0; done < b.N; done += group {
+			k := min(group, b.N-done)
+			off := (done / group * group) % (len(rs) - group)
+			if err := add(s, rs[off:off+k]); err != nil {
+				b.Fatal(err)
 			}
 		}
-	})
+	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "receipts/s")
 	b.ReportMetric(float64(b.N)/(receipttest.CPUTime()-cpu).Seconds(), "receipts/cpu-s")
 }
