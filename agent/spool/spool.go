@@ -328,7 +328,9 @@ func (s *Spool) Append(r *mcpreadyv1.Receipt) error {
 // deleting fully acknowledged segments) is appended; the rest is refused
 // and counted as dropped, and the error wraps ErrSpoolFull. If a receipt
 // cannot be encoded (ErrEncode), or the group would exceed one record
-// (recordio.MaxRecord), nothing is written.
+// (recordio.MaxRecord), nothing is written. After an I/O error it returns
+// 0: the group is not known to be durable (if it did reach the file it is
+// sealed like any other).
 func (s *Spool) AppendBatch(rs []*mcpreadyv1.Receipt) (int, error) {
 	if len(rs) == 0 {
 		return 0, nil
