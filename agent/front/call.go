@@ -59,6 +59,7 @@ func (v *view) caller(req mcp.Request, s *session) (caller, error) {
 			c.elicit = ip.Capabilities != nil && ip.Capabilities.Elicitation != nil
 		}
 	}
+	c.elicit = c.elicit || statelessElicit(req, s)
 	return c, nil
 }
 
@@ -237,6 +238,7 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	}, health{st.Circuits, f.pins})
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
 	rec.Deadline = durationpb.New(d.Deadline)
+	v.resumeRound(ctx, rec, &d)
 	if hasKey {
 		rec.IdempotencyKeyRef = receipt.ArgumentsDigest(json.RawMessage(fmt.Sprintf("%q", meta[MetaIdempotency])))
 	}
@@ -249,6 +251,9 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_NOT_REQUIRED
 	if first.ApprovalRequired {
 		ok, err := v.approve(ctx, s, req, c, first)
+		if ask := v.askApproval(ctx, rec, first, err); ask != nil {
+			return ask, nil
+		}
 		if !ok {
 			rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_DENIED
 			reason := "a human declined the call"
@@ -276,9 +281,12 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 		if params.Arguments == nil || len(req.Params.Arguments) == 0 {
 			params.Arguments = map[string]any{}
 		}
-		res, err := up.CallTool(ctx, params)
+		res, ni, err := v.callUpstream(ctx, up, params)
 		if err != nil {
 			return failureOutcome(err)
+		}
+		if ni != nil {
+			return ni.outcome()
 		}
 		return checkResult(st.Checker, r, res)
 	}
@@ -295,6 +303,9 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
 	}
 	out := run.Final
+	if ni, ok := out.Result.(*needsInput); ok {
+		return v.askInput(ctx, rec, *run.Route, ni), nil
+	}
 	if cr, ok := out.Result.(*checked); ok && (out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR) {
 		rec.Outcome, rec.IsError = out.Class, cr.res.IsError
 		rec.SchemaValidation = "passed"
@@ -352,26 +363,22 @@ func checkResult(ch *validate.Checker, r decide.Route, res *mcp.CallToolResult) 
 	return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: &checked{res, b}}
 }
 
-// approve asks a human through MCP elicitation.
+// approve asks a human through MCP elicitation: over the session of a
+// session-era client, or as an input request (*errNeedApproval, see
+// askApproval) for a stateless one.
 func (v *view) approve(ctx context.Context, s *session, req *mcp.CallToolRequest, c caller, r decide.Route) (bool, error) {
+	if rd := roundOf(ctx); rd != nil && rd.stateless {
+		return rd.approve(c, r)
+	}
 	ss, ok := req.GetSession().(*mcp.ServerSession)
 	if !ok || s == nil || !c.elicit {
 		return false, errors.New("the client cannot elicit")
 	}
-	res, err := ss.Elicit(ctx, &mcp.ElicitParams{
-		Message: fmt.Sprintf("Approve calling %s on %s (side effect: %s) for %s?", r.Identity.GetToolName(), r.Identity.GetServerName(),
-			strings.TrimPrefix(r.ConsumerSideEffect.String(), "SIDE_EFFECT_CLASS_"), c.id.Name),
-		RequestedSchema: map[string]any{
-			"type":       "object",
-			"properties": map[string]any{"approve": map[string]any{"type": "boolean", "description": "Allow this call"}},
-			"required":   []any{"approve"},
-		},
-	})
+	res, err := ss.Elicit(ctx, approvalRequest(c, r))
 	if err != nil {
 		return false, err
 	}
-	approved, _ := res.Content["approve"].(bool)
-	return res.Action == "accept" && approved, nil
+	return approvedBy(res), nil
 }
 
 // refuse answers a call refused before any upstream was tried.

@@ -85,6 +85,10 @@ func (v *view) middleware(s *session) mcp.Middleware {
 				r := req.(*mcp.CallToolRequest)
 				ctx, done := s.track(ctx, r.Params.GetProgressToken())
 				defer done()
+				ctx, err := v.beginRound(ctx, s, r)
+				if err != nil {
+					return nil, err
+				}
 				return v.callTool(ctx, s, r)
 			}
 			if v.server == "" {

@@ -1,0 +1,475 @@
+package front
+
+// Multi round-trip requests (SEP-2322) on the tools/call path.
+//
+// An upstream that needs input during a call (elicitation, sampling, roots)
+// answers tools/call with an input-required result: input requests keyed by
+// id and an opaque requestState. The upstream client never fulfils them
+// (package upstream); the front does, depending on the caller's era:
+//
+//   - a 2026-07-28 (stateless) client gets the input-required result itself,
+//     so its own handlers run. The agent keeps what it needs to resume the
+//     call (the entry that asked, the upstream's requestState, the principal,
+//     tool and arguments digest of the call) under a random single-use key,
+//     and hands the client that key as requestState. On the retry the key is
+//     taken (a second use, an unknown or expired key, or a key used by
+//     another principal, tool, arguments or view is refused), policy is
+//     decided again with the route pinned to that entry, and the client's
+//     inputResponses go to the upstream with the upstream's own state.
+//   - a session-era client is asked by the agent over its session (the
+//     go-sdk server-to-client requests) and the agent repeats the upstream
+//     call itself, up to maxSessionRounds times.
+//
+// The agent's own approval step (Policy approvals) uses the same mechanism
+// for stateless clients: an input-required result carrying one elicitation
+// under approvalInputKey.
+//
+// Receipts: every round that reaches an upstream emits its own receipt, and
+// all rounds of one call share the receipt request_id. A round that ended in
+// an input request records outcome SUCCESS with the action "input_required"
+// and the digest of the input-required result. A round that only asked for
+// approval reaches no upstream and emits none: the receipt of the retry
+// records the approval (APPROVED or DENIED).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/invoke"
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/agent/upstream"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+const (
+	// approvalInputKey is the input request id of the agent's approval question.
+	approvalInputKey = "mcpready.dev/approval"
+	// statePrefix starts every requestState the agent hands out.
+	statePrefix = "mcpready-rs1."
+	// stateKeyBytes is the size of the random part of a requestState.
+	stateKeyBytes = 32
+	// roundTTL bounds how long a pending round waits for its retry.
+	roundTTL = 10 * time.Minute
+	// maxPendingRounds bounds the pending rounds of one Front.
+	maxPendingRounds = 10000
+	// maxSessionRounds bounds the input rounds the agent runs for one
+	// session-era call.
+	maxSessionRounds = 10
+	// Codes of the structured errors of this file.
+	codeInputUnavailable = "input_unavailable"
+	codeInputFailed      = "input_failed"
+	codeInputRoute       = "input_route_unavailable"
+)
+
+// ErrRequestState is the error (as JSON-RPC invalid params) for a retry whose
+// requestState the agent did not issue, already consumed, let expire, or
+// issued for another principal, tool, arguments or view.
+var ErrRequestState = errors.New("invalid requestState")
+
+// round is the multi round-trip context of one tools/call.
+type round struct {
+	stateless bool
+	ss        *mcp.ServerSession // who answers input requests for a session-era client
+	caps      *mcp.ClientCapabilities
+	v         *view
+	req       *mcp.CallToolRequest
+	prior     *pending             // the round this call resumes (stateless retries)
+	responses mcp.InputResponseMap // the client's answers to prior
+
+	mu       sync.Mutex
+	approved bool // approval was granted in this call (now or in an earlier round)
+}
+
+// pendingKey binds a pending round to the call that may resume it.
+type pendingKey struct {
+	server, principal, tool, args string
+}
+
+// pending is what the agent keeps between an input-required result and its retry.
+type pending struct {
+	key       pendingKey
+	requestID string
+	entry     string // the registry entry the retry is pinned to
+	approval  bool   // the agent asked for approval (approvalInputKey)
+	approved  bool   // approval was granted in an earlier round
+	state     string // the upstream's requestState
+	expires   time.Time
+}
+
+type roundKey struct{}
+
+// callKey is what binds a pending round to this call.
+func (rd *round) callKey() pendingKey {
+	id, _ := rd.v.f.authenticate(headerOf(rd.req))
+	return pendingKey{server: rd.v.server, principal: id.Name, tool: rd.req.Params.Name, args: receipt.ArgumentsDigest(rd.req.Params.Arguments)}
+}
+
+func roundOf(ctx context.Context) *round {
+	rd, _ := ctx.Value(roundKey{}).(*round)
+	return rd
+}
+
+// beginRound attaches the round of req to ctx. A stateless retry whose
+// requestState is not valid for this call is refused with ErrRequestState.
+func (v *view) beginRound(ctx context.Context, s *session, req *mcp.CallToolRequest) (context.Context, error) {
+	rd := &round{stateless: s == nil, v: v, req: req}
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && s != nil {
+		rd.ss = ss
+		if ip := ss.InitializeParams(); ip != nil {
+			rd.caps = ip.Capabilities
+		}
+	}
+	if rd.stateless {
+		rd.caps = req.ClientCapabilities()
+		if state, responses := req.Params.RequestState, req.Params.InputResponses; state != "" || responses != nil {
+			p, err := v.f.rounds().take(state, rd.callKey(), v.f.opts.Now())
+			if err != nil {
+				return ctx, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+			}
+			rd.prior, rd.responses, rd.approved = p, responses, p.approved
+		}
+	}
+	return context.WithValue(ctx, roundKey{}, rd), nil
+}
+
+// resumeRound pins a resumed call to the entry that asked for input and
+// links its receipt to the call's first round. The decision was made again
+// for this round; if it no longer admits that entry, the call is refused.
+func (v *view) resumeRound(ctx context.Context, rec *mcpreadyv1.Receipt, d *decide.Decision) {
+	rd := roundOf(ctx)
+	if rd == nil || rd.prior == nil {
+		return
+	}
+	rec.RequestId = rd.prior.requestID
+	if d.Refusal != nil {
+		return
+	}
+	for _, r := range d.Routes {
+		if r.Entry == rd.prior.entry {
+			d.Routes = []decide.Route{r}
+			return
+		}
+	}
+	d.Refusal = &decide.RefusalError{Step: decide.StepEligibility, Code: codeInputRoute,
+		Reason: fmt.Sprintf("registry entry %s, which asked for input, is no longer admitted for this call", rd.prior.entry)}
+}
+
+// statelessElicit reports whether a stateless caller (s == nil) declared
+// elicitation in its per-request capabilities.
+func statelessElicit(req mcp.Request, s *session) bool {
+	cr, ok := req.(*mcp.CallToolRequest)
+	if s != nil || !ok {
+		return false
+	}
+	caps := cr.ClientCapabilities()
+	return caps != nil && caps.Elicitation != nil
+}
+
+// errNeedApproval asks the caller of approve to return an approval input request.
+type errNeedApproval struct{ params *mcp.ElicitParams }
+
+func (e *errNeedApproval) Error() string { return "approval input required" }
+
+// approvalRequest is the elicitation that asks a human to approve r.
+func approvalRequest(c caller, r decide.Route) *mcp.ElicitParams {
+	return &mcp.ElicitParams{
+		Message: fmt.Sprintf("Approve calling %s on %s (side effect: %s) for %s?", r.Identity.GetToolName(), r.Identity.GetServerName(),
+			strings.TrimPrefix(r.ConsumerSideEffect.String(), "SIDE_EFFECT_CLASS_"), c.id.Name),
+		RequestedSchema: map[string]any{
+			"type":       "object",
+			"properties": map[string]any{"approve": map[string]any{"type": "boolean", "description": "Allow this call"}},
+			"required":   []any{"approve"},
+		},
+	}
+}
+
+// approvedBy reports whether an elicitation answer approves the call.
+func approvedBy(res *mcp.ElicitResult) bool {
+	approved, _ := res.Content["approve"].(bool)
+	return res.Action == "accept" && approved
+}
+
+// approve decides approval for a stateless caller: granted in an earlier
+// round, answered in this one, or still to be asked (*errNeedApproval).
+func (rd *round) approve(c caller, r decide.Route) (bool, error) {
+	if !c.elicit {
+		return false, errors.New("the client cannot elicit")
+	}
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if rd.approved {
+		return true, nil
+	}
+	if rd.prior != nil && rd.prior.approval {
+		if res, ok := rd.responses[approvalInputKey].(*mcp.ElicitResult); ok {
+			rd.approved = approvedBy(res)
+			return rd.approved, nil
+		}
+	}
+	return false, &errNeedApproval{params: approvalRequest(c, r)}
+}
+
+// askApproval returns the approval input request of a stateless call when
+// approve asked for one (err is *errNeedApproval), else nil.
+func (v *view) askApproval(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.Route, err error) *mcp.CallToolResult {
+	var need *errNeedApproval
+	rd := roundOf(ctx)
+	if !errors.As(err, &need) || rd == nil {
+		return nil
+	}
+	return v.inputRequired(rd, rec, &pending{requestID: rec.RequestId, entry: r.Entry, approval: true},
+		mcp.InputRequestMap{approvalInputKey: need.params})
+}
+
+// needsInput is an upstream answer that asks for input (invoke.Outcome.Result).
+type needsInput struct {
+	res *mcp.CallToolResult
+	err error // the agent could not obtain the input for a session-era client
+}
+
+func (n *needsInput) outcome() invoke.Outcome {
+	return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: n}
+}
+
+// callUpstream calls the upstream for one attempt: a resumed stateless call
+// carries the client's answers and the upstream's state; for a session-era
+// client the agent answers input requests over the client's session and
+// repeats the call. A result that still needs input is returned as needsInput.
+func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *mcp.CallToolParams) (*mcp.CallToolResult, *needsInput, error) {
+	rd := roundOf(ctx)
+	if rd != nil && rd.prior != nil && !rd.prior.approval {
+		params.RequestState = rd.prior.state
+		params.InputResponses = make(mcp.InputResponseMap, len(rd.responses))
+		for k, r := range rd.responses {
+			if k != approvalInputKey {
+				params.InputResponses[k] = r
+			}
+		}
+	}
+	res, err := up.CallTool(ctx, params)
+	for i := 0; err == nil && res.NeedsInput() && rd != nil && rd.ss != nil && i < maxSessionRounds; i++ {
+		if len(res.InputRequests) == 0 || unsupported(rd.caps, res.InputRequests) != "" {
+			break
+		}
+		responses, ferr := fulfil(ctx, rd.ss, res.InputRequests)
+		if ferr != nil {
+			return nil, &needsInput{res: res, err: ferr}, nil
+		}
+		p := *params
+		p.InputResponses, p.RequestState = responses, res.RequestState
+		res, err = up.CallTool(ctx, &p)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if res.NeedsInput() {
+		return nil, &needsInput{res: res}, nil
+	}
+	return res, nil, nil
+}
+
+// fulfil answers input requests by asking the session-era client.
+func fulfil(ctx context.Context, ss *mcp.ServerSession, reqs mcp.InputRequestMap) (mcp.InputResponseMap, error) {
+	out := make(mcp.InputResponseMap, len(reqs))
+	for id, ir := range reqs {
+		var res mcp.InputResponse
+		var err error
+		switch p := ir.(type) {
+		case *mcp.ElicitParams:
+			res, err = ss.Elicit(ctx, p)
+		case *mcp.CreateMessageParams:
+			res, err = ss.CreateMessage(ctx, p)
+		case *mcp.CreateMessageWithToolsParams:
+			res, err = ss.CreateMessageWithTools(ctx, p)
+		case *mcp.ListRootsParams:
+			res, err = ss.ListRoots(ctx, p)
+		default:
+			err = fmt.Errorf("unknown input request type %T", ir)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("input request %q: %w", id, err)
+		}
+		out[id] = res
+	}
+	return out, nil
+}
+
+// unsupported names the first kind of input in reqs a client with caps did
+// not declare ("" when it declared all).
+func unsupported(caps *mcp.ClientCapabilities, reqs mcp.InputRequestMap) string {
+	if caps == nil {
+		caps = &mcp.ClientCapabilities{}
+	}
+	for _, ir := range reqs {
+		switch ir.(type) {
+		case *mcp.ElicitParams:
+			if caps.Elicitation == nil {
+				return "elicitation"
+			}
+		case *mcp.CreateMessageParams, *mcp.CreateMessageWithToolsParams:
+			if caps.Sampling == nil {
+				return "sampling"
+			}
+		case *mcp.ListRootsParams:
+			if caps.RootsV2 == nil {
+				return "roots"
+			}
+		}
+	}
+	return ""
+}
+
+// askInput answers a call whose upstream asked for input: a stateless client
+// gets the input requests (and this round's receipt is emitted); any other
+// caller gets a structured error.
+func (v *view) askInput(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.Route, n *needsInput) *mcp.CallToolResult {
+	rd := roundOf(ctx)
+	fail := func(code, reason string) *mcp.CallToolResult {
+		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, Err: errors.New(reason)}, code)
+	}
+	switch {
+	case n.err != nil:
+		return fail(codeInputFailed, "the client did not provide the input the upstream asked for: "+n.err.Error())
+	case len(n.res.InputRequests) == 0:
+		return fail(codeInputUnavailable, "the upstream is busy (input required without input requests); retry later")
+	}
+	var caps *mcp.ClientCapabilities // nil for a fast-path call: its client declared no elicitation or sampling
+	if rd != nil {
+		caps = rd.caps
+	}
+	if kind := unsupported(caps, n.res.InputRequests); kind != "" {
+		return fail(codeInputUnavailable, fmt.Sprintf("the upstream asked for %s, which the client did not declare", kind))
+	}
+	if rd == nil || !rd.stateless {
+		return fail(codeInputUnavailable, fmt.Sprintf("the upstream still asked for input after %d rounds", maxSessionRounds))
+	}
+	rd.mu.Lock()
+	approved := rd.approved
+	rd.mu.Unlock()
+	rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+	rec.Actions = append(rec.Actions, "input_required")
+	if raw, err := json.Marshal(n.res); err == nil {
+		v.f.opts.Builder.Result(rec, raw)
+	}
+	out := v.inputRequired(rd, rec, &pending{requestID: rec.RequestId, entry: r.Entry, approved: approved, state: n.res.RequestState},
+		n.res.InputRequests)
+	if !out.IsError {
+		v.emit(rec)
+	}
+	return out
+}
+
+// inputRequired stores p and returns the input-required result carrying its key.
+func (v *view) inputRequired(rd *round, rec *mcpreadyv1.Receipt, p *pending, reqs mcp.InputRequestMap) *mcp.CallToolResult {
+	p.key = rd.callKey()
+	state, err := v.f.rounds().put(p, v.f.opts.Now())
+	if err != nil {
+		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err}, codeInputUnavailable)
+	}
+	b, err := json.Marshal(struct {
+		ResultType    string              `json:"resultType"`
+		InputRequests mcp.InputRequestMap `json:"inputRequests"`
+		RequestState  string              `json:"requestState"`
+	}{"input_required", reqs, state})
+	var res mcp.CallToolResult
+	if err == nil {
+		err = json.Unmarshal(b, &res) // the only way to set the result type
+	}
+	if err != nil {
+		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, Err: err}, codeInputUnavailable)
+	}
+	return &res
+}
+
+// roundStore holds the pending rounds of one Front.
+type roundStore struct {
+	mu sync.Mutex
+	m  map[string]*pending
+}
+
+// stores maps each *Front to its roundStore.
+var stores sync.Map
+
+func (f *Front) rounds() *roundStore {
+	if st, ok := stores.Load(f); ok {
+		return st.(*roundStore)
+	}
+	st, _ := stores.LoadOrStore(f, &roundStore{m: map[string]*pending{}})
+	return st.(*roundStore)
+}
+
+// errTooManyRounds refuses a new pending round when the store is full.
+var errTooManyRounds = errors.New("too many calls are waiting for input; retry later")
+
+// put stores p under a new random key and returns the key (the requestState).
+func (st *roundStore) put(p *pending, now time.Time) (string, error) {
+	b := make([]byte, stateKeyBytes)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	key := statePrefix + base64.RawURLEncoding.EncodeToString(b)
+	p.expires = now.Add(roundTTL)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.m) >= maxPendingRounds {
+		for k, x := range st.m {
+			if now.After(x.expires) {
+				delete(st.m, k)
+			}
+		}
+		if len(st.m) >= maxPendingRounds {
+			return "", errTooManyRounds
+		}
+	}
+	st.m[key] = p
+	return key, nil
+}
+
+// take removes and returns the pending round of state, checking that it
+// belongs to the call k. A key is usable once.
+func (st *roundStore) take(state string, k pendingKey, now time.Time) (*pending, error) {
+	if err := parseState(state); err != nil {
+		return nil, err
+	}
+	st.mu.Lock()
+	p := st.m[state]
+	delete(st.m, state)
+	st.mu.Unlock()
+	switch {
+	case p == nil:
+		return nil, fmt.Errorf("%w: unknown or already used (each requestState is valid once)", ErrRequestState)
+	case now.After(p.expires):
+		return nil, fmt.Errorf("%w: expired (input must come within %s)", ErrRequestState, roundTTL)
+	case p.key != k:
+		return nil, fmt.Errorf("%w: issued for another call (principal, tool, arguments or server differ)", ErrRequestState)
+	}
+	return p, nil
+}
+
+// parseState checks the form of a requestState the agent issued.
+func parseState(state string) error {
+	rest, ok := strings.CutPrefix(state, statePrefix)
+	if !ok {
+		if state == "" {
+			return fmt.Errorf("%w: inputResponses without requestState", ErrRequestState)
+		}
+		return fmt.Errorf("%w: not issued by this agent", ErrRequestState)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(rest)
+	if err != nil || len(b) != stateKeyBytes {
+		return fmt.Errorf("%w: malformed", ErrRequestState)
+	}
+	return nil
+}

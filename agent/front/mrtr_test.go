@@ -1,0 +1,269 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/enroll"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// statelessUpstream starts a 2026-07-28 (stateless) go-sdk upstream whose
+// tools ask for input the SEP-2322 way: "confirm" elicits (and checks that
+// its own requestState comes back), "capital" samples, "guarded" needs the
+// agent's approval (policy) and asks nothing itself.
+func statelessUpstream(t *testing.T) string {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "st", Version: "1.0.0"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "confirm", Description: "Asks for confirmation."},
+		func(_ context.Context, req *mcp.CallToolRequest, in struct {
+			Text string `json:"text"`
+		}) (*mcp.CallToolResult, any, error) {
+			if r, ok := req.Params.InputResponses["q"].(*mcp.ElicitResult); ok && req.Params.RequestState == "st-1" {
+				ok, _ := r.Content["ok"].(bool)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s: %s ok=%v", in.Text, r.Action, ok)}}}, nil, nil
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": &mcp.ElicitParams{Message: "sure about " + in.Text + "?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}}}},
+				RequestState: "st-1"}, nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "capital", Description: "Asks an LLM."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			if r, ok := req.Params.InputResponses["llm"].(*mcp.CreateMessageWithToolsResult); ok && len(r.Content) == 1 {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "model says " + r.Content[0].(*mcp.TextContent).Text}}}, nil, nil
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"llm": &mcp.CreateMessageParams{MaxTokens: 10,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "capital of France?"}}}}}}, nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "guarded", Description: "Needs approval."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(func() { hs.CloseClientConnections(); hs.Close() }) // the agent's listen stream stays open
+	return hs.URL
+}
+
+// newMRTRHarness is the front harness with a second, stateless upstream
+// "st" (reached through its registry entries' endpoint), whose tools the
+// principal may call and whose "guarded" requires approval.
+func newMRTRHarness(t *testing.T) *harness {
+	t.Helper()
+	h := newHarness(t)
+	srv, err := enroll.List(context.Background(), config.Upstream{Name: "st", URL: statelessUpstream(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := srv.Entries("org", time.Now())
+	srv.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		e := o.Spec.(*mcpreadyv1.RegistryEntry)
+		e.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
+		h.entries[o.Metadata.Name] = e
+	}
+	p := testPolicy()
+	p.Principals[0].Allow = append(p.Principals[0].Allow, "st/*")
+	p.Approvals = append(p.Approvals, &mcpreadyv1.ApprovalRule{Match: "st/guarded", Required: true})
+	h.install(t, p)
+	return h
+}
+
+// answering is a client that answers elicitation with ok=answer (and
+// approval with approve=answer) and sampling with "Paris", recording what
+// it was asked.
+func answering(answer bool, asked *[]string) *mcp.ClientOptions {
+	return &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			*asked = append(*asked, req.Params.Message)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": answer, "approve": answer}}, nil
+		},
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			*asked = append(*asked, req.Params.Messages[0].Content.(*mcp.TextContent).Text)
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "Paris"}}, nil
+		},
+	}
+}
+
+func text(res *mcp.CallToolResult) string {
+	if len(res.Content) != 1 {
+		return ""
+	}
+	t, _ := res.Content[0].(*mcp.TextContent)
+	if t == nil {
+		return ""
+	}
+	return t.Text
+}
+
+// TestInputRelay: the client's own handlers answer what the upstream asks,
+// in both eras; a stateless client sees input-required results (its go-sdk
+// client repeats the call), a session-era client is asked over its session.
+func TestInputRelay(t *testing.T) {
+	h := newMRTRHarness(t)
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			var asked []string
+			cs := h.connect(t, "/mcp/servers/st", devToken, answering(true, &asked), version)
+			if got := text(call(t, cs, "confirm", map[string]any{"text": "tea"})); got != "tea: accept ok=true" {
+				t.Fatalf("confirm: got %q", got)
+			}
+			if got := text(call(t, cs, "capital", map[string]any{})); got != "model says Paris" {
+				t.Fatalf("capital: got %q", got)
+			}
+			if strings.Join(asked, "|") != "sure about tea?|capital of France?" {
+				t.Fatalf("the client was asked %q", asked)
+			}
+		})
+	}
+	// The stateless confirm call is two rounds, two receipts, one request id.
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var rounds []*mcpreadyv1.Receipt
+	for _, r := range h.recs {
+		if r.GetRequested() == "confirm" && r.GetRequestId() == h.recs[0].GetRequestId() {
+			rounds = append(rounds, r)
+		}
+	}
+	if len(rounds) != 2 || strings.Join(rounds[0].GetActions(), ",") != "input_required" ||
+		rounds[1].GetOutcome() != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || rounds[0].GetResultDigest() == "" {
+		t.Fatalf("want an input_required round and a final round under one request id, got %v", rounds)
+	}
+}
+
+// TestInputWithoutCapability: a client that declared neither elicitation
+// nor sampling gets a structured error, in both eras.
+func TestInputWithoutCapability(t *testing.T) {
+	h := newMRTRHarness(t)
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		cs := h.connect(t, "/mcp/servers/st", devToken, nil, version)
+		te := wantToolError(t, call(t, cs, "confirm", map[string]any{"text": "x"}), "REFUSED", codeInputUnavailable)
+		if !strings.Contains(te.Reason, "elicitation") {
+			t.Fatalf("%s: reason %q", version, te.Reason)
+		}
+		wantToolError(t, call(t, cs, "capital", map[string]any{}), "REFUSED", codeInputUnavailable)
+	}
+}
+
+// TestRequestStateRefused: the requestState the agent hands out is single
+// use and bound to its call; anything else is refused with a clear error
+// and never reaches the upstream.
+func TestRequestStateRefused(t *testing.T) {
+	h := newMRTRHarness(t)
+	var asked []string
+	opts := answering(true, &asked)
+	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true} // drive the rounds by hand
+	cs := h.connect(t, "/mcp/servers/st", devToken, opts, "2026-07-28")
+	ctx := context.Background()
+	args := map[string]any{"text": "tea"}
+	first := call(t, cs, "confirm", args)
+	if !first.NeedsInput() || first.InputRequests["q"] == nil || !strings.HasPrefix(first.RequestState, statePrefix) {
+		t.Fatalf("want an input-required result with the agent's state, got %+v", first)
+	}
+	if first.RequestState == "st-1" || strings.Contains(first.RequestState, "st-1") {
+		t.Fatal("the upstream's requestState leaked to the client")
+	}
+	answer := mcp.InputResponseMap{"q": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}}
+	retry := func(state string, args map[string]any, responses mcp.InputResponseMap) (*mcp.CallToolResult, error) {
+		return cs.CallTool(ctx, &mcp.CallToolParams{Name: "confirm", Arguments: args, InputResponses: responses, RequestState: state})
+	}
+	for _, tt := range []struct {
+		name, state string
+		args        map[string]any
+		responses   mcp.InputResponseMap
+		want        string
+	}{
+		{"tampered", first.RequestState[:len(first.RequestState)-2] + "AA", args, answer, "unknown or already used"},
+		{"foreign", "st-1", args, answer, "not issued by this agent"},
+		{"malformed", statePrefix + "!!", args, answer, "malformed"},
+		{"no state", "", args, answer, "without requestState"},
+	} {
+		_, err := retry(tt.state, tt.args, tt.responses)
+		if err == nil || !strings.Contains(err.Error(), "invalid requestState") || !strings.Contains(err.Error(), tt.want) {
+			t.Fatalf("%s: got %v, want an invalid requestState error mentioning %q", tt.name, err, tt.want)
+		}
+	}
+	// Other arguments with a valid state: refused, and the state is spent.
+	if _, err := retry(first.RequestState, map[string]any{"text": "coffee"}, answer); err == nil || !strings.Contains(err.Error(), "another call") {
+		t.Fatalf("other arguments: %v", err)
+	}
+	second := call(t, cs, "confirm", args)
+	res, err := retry(second.RequestState, args, answer)
+	if err != nil || text(res) != "tea: accept ok=true" {
+		t.Fatalf("valid retry: %v %+v", err, res)
+	}
+	if _, err := retry(second.RequestState, args, answer); err == nil || !strings.Contains(err.Error(), "already used") {
+		t.Fatalf("replay: %v", err)
+	}
+}
+
+// TestStatelessApproval: the agent's approval reaches a stateless client as
+// an input request; approve runs the call, decline refuses it, and a
+// client that cannot elicit is refused before anything is asked.
+func TestStatelessApproval(t *testing.T) {
+	h := newMRTRHarness(t)
+	for _, approve := range []bool{true, false} {
+		var asked []string
+		cs := h.connect(t, "/mcp/servers/st", devToken, answering(approve, &asked), "2026-07-28")
+		res := call(t, cs, "guarded", map[string]any{})
+		if len(asked) != 1 || !strings.HasPrefix(asked[0], "Approve calling guarded on st") {
+			t.Fatalf("approval question: %q", asked)
+		}
+		if approve && text(res) != "done" {
+			t.Fatalf("approved call: %+v", res)
+		}
+		if !approve {
+			wantToolError(t, res, "APPROVAL_DENIED", "approval_denied")
+		}
+	}
+	h.mu.Lock()
+	last := h.recs[len(h.recs)-1]
+	h.mu.Unlock()
+	if last.GetApproval() != mcpreadyv1.ApprovalState_APPROVAL_STATE_DENIED {
+		t.Fatalf("declined call recorded approval %v", last.GetApproval())
+	}
+	plain := h.connect(t, "/mcp/servers/st", devToken, nil, "2026-07-28")
+	wantToolError(t, call(t, plain, "guarded", map[string]any{}), "REFUSED", decide.CodeApprovalUnavailable)
+}
+
+func TestParseState(t *testing.T) {
+	for _, tt := range []struct {
+		state string
+		ok    bool
+	}{
+		{statePrefix + strings.Repeat("A", 43), true},
+		{statePrefix + strings.Repeat("A", 42), false},
+		{statePrefix + strings.Repeat("A", 44), false},
+		{"", false},
+		{"mcpready-rs0." + strings.Repeat("A", 43), false},
+		{statePrefix + strings.Repeat("*", 43), false},
+	} {
+		err := parseState(tt.state)
+		if (err == nil) != tt.ok || err != nil && !errors.Is(err, ErrRequestState) {
+			t.Errorf("parseState(%q) = %v, want ok=%v", tt.state, err, tt.ok)
+		}
+	}
+}
+
+func FuzzParseState(f *testing.F) {
+	f.Add(statePrefix + strings.Repeat("A", 43))
+	f.Add("st-1")
+	f.Fuzz(func(t *testing.T, s string) {
+		if err := parseState(s); err != nil && !errors.Is(err, ErrRequestState) {
+			t.Fatalf("error %v is not ErrRequestState", err)
+		}
+	})
+}
