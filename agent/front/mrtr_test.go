@@ -267,3 +267,43 @@ func FuzzParseState(f *testing.F) {
 		}
 	})
 }
+
+// TestRoundsUnderPolicy: approval and the upstream's own input in one call
+// (approval is asked once and carries over), and a retry is decided again:
+// a policy installed between the rounds that denies the tool refuses it.
+func TestRoundsUnderPolicy(t *testing.T) {
+	h := newMRTRHarness(t)
+	p := testPolicy()
+	p.Principals[0].Allow = append(p.Principals[0].Allow, "st/*")
+	p.Approvals = append(p.Approvals, &mcpreadyv1.ApprovalRule{Match: "st/confirm", Required: true})
+	h.install(t, p)
+	var asked []string
+	cs := h.connect(t, "/mcp/servers/st", devToken, answering(true, &asked), "2026-07-28")
+	if got := text(call(t, cs, "confirm", map[string]any{"text": "tea"})); got != "tea: accept ok=true" {
+		t.Fatalf("confirm: got %q", got)
+	}
+	if len(asked) != 2 || !strings.HasPrefix(asked[0], "Approve calling confirm") || asked[1] != "sure about tea?" {
+		t.Fatalf("want the approval, then the upstream's question, got %q", asked)
+	}
+
+	h.install(t, func() *mcpreadyv1.Policy {
+		p := testPolicy()
+		p.Principals[0].Allow = append(p.Principals[0].Allow, "st/*")
+		return p
+	}())
+	opts := answering(true, &asked)
+	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
+	manual := h.connect(t, "/mcp/servers/st", devToken, opts, "2026-07-28")
+	first := call(t, manual, "confirm", map[string]any{"text": "tea"})
+	if !first.NeedsInput() {
+		t.Fatalf("want input required, got %+v", first)
+	}
+	h.install(t, testPolicy()) // st/* denied from now on
+	res, err := manual.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirm", Arguments: map[string]any{"text": "tea"},
+		InputResponses: mcp.InputResponseMap{"q": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}},
+		RequestState:   first.RequestState})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantToolError(t, res, "REFUSED", decide.CodePrincipalDenied)
+}
