@@ -16,6 +16,10 @@ package front
 //     another principal, tool, arguments or view is refused), policy is
 //     decided again with the route pinned to that entry, and the client's
 //     inputResponses go to the upstream with the upstream's own state.
+//     A session-era upstream asks with server-to-client requests instead;
+//     for a stateless client that declared elicitation, sampling or roots
+//     the call runs on a leased upstream session and is held open across
+//     rounds (mrtr_held.go), each request becoming one input request.
 //   - a session-era client is asked by the agent over its session (the
 //     go-sdk server-to-client requests) and the agent repeats the upstream
 //     call itself, up to maxSessionRounds times.
@@ -63,6 +67,10 @@ const (
 	roundTTL = 10 * time.Minute
 	// maxPendingRounds bounds the pending rounds of one Front.
 	maxPendingRounds = 10000
+	// maxHeldCalls bounds the upstream calls held open for stateless
+	// clients (each holds a leased upstream session); beyond it, a call runs
+	// on the shared session and the upstream's own requests are refused.
+	maxHeldCalls = 256
 	// maxSessionRounds bounds the input rounds the agent runs for one
 	// session-era call.
 	maxSessionRounds = 10
@@ -89,6 +97,7 @@ type round struct {
 
 	mu       sync.Mutex
 	approved bool // approval was granted in this call (now or in an earlier round)
+	heldUsed bool // the held call of prior was continued (or aborted)
 }
 
 // pendingKey binds a pending round to the call that may resume it.
@@ -100,10 +109,11 @@ type pendingKey struct {
 type pending struct {
 	key       pendingKey
 	requestID string
-	entry     string // the registry entry the retry is pinned to
-	approval  bool   // the agent asked for approval (approvalInputKey)
-	approved  bool   // approval was granted in an earlier round
-	state     string // the upstream's requestState
+	entry     string    // the registry entry the retry is pinned to
+	approval  bool      // the agent asked for approval (approvalInputKey)
+	approved  bool      // approval was granted in an earlier round
+	state     string    // the upstream's requestState
+	held      *heldCall // the upstream call waiting for the answer (session-era upstream)
 	expires   time.Time
 }
 
@@ -234,8 +244,9 @@ func (v *view) askApproval(ctx context.Context, rec *mcpreadyv1.Receipt, r decid
 
 // needsInput is an upstream answer that asks for input (invoke.Outcome.Result).
 type needsInput struct {
-	res *mcp.CallToolResult
-	err error // the agent could not obtain the input for a session-era client
+	res  *mcp.CallToolResult
+	err  error     // the agent could not obtain the input for a session-era client
+	held *heldCall // the upstream call waiting for the answer, if any
 }
 
 func (n *needsInput) outcome() invoke.Outcome {
@@ -248,6 +259,16 @@ func (n *needsInput) outcome() invoke.Outcome {
 // repeats the call. A result that still needs input is returned as needsInput.
 func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *mcp.CallToolParams) (*mcp.CallToolResult, *needsInput, error) {
 	rd := roundOf(ctx)
+	if h := rd.resumeHeld(); h != nil {
+		h.answer(rd.responses)
+		return h.wait(ctx)
+	}
+	if h, err := v.heldFor(ctx, rd, up, params); h != nil || err != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		return h.wait(ctx)
+	}
 	if rd != nil && rd.prior != nil && !rd.prior.approval {
 		params.RequestState = rd.prior.state
 		params.InputResponses = make(mcp.InputResponseMap, len(rd.responses))
@@ -336,6 +357,9 @@ func unsupported(caps *mcp.ClientCapabilities, reqs mcp.InputRequestMap) string 
 func (v *view) askInput(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.Route, n *needsInput) *mcp.CallToolResult {
 	rd := roundOf(ctx)
 	fail := func(code, reason string) *mcp.CallToolResult {
+		if n.held != nil {
+			n.held.abort()
+		}
 		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, Err: errors.New(reason)}, code)
 	}
@@ -363,10 +387,12 @@ func (v *view) askInput(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.R
 	if raw, err := json.Marshal(n.res); err == nil {
 		v.f.opts.Builder.Result(rec, raw)
 	}
-	out := v.inputRequired(rd, rec, &pending{requestID: rec.RequestId, entry: r.Entry, approved: approved, state: n.res.RequestState},
-		n.res.InputRequests)
+	out := v.inputRequired(rd, rec, &pending{requestID: rec.RequestId, entry: r.Entry, approved: approved, state: n.res.RequestState,
+		held: n.held}, n.res.InputRequests)
 	if !out.IsError {
 		v.emit(rec)
+	} else if n.held != nil {
+		n.held.abort()
 	}
 	return out
 }
@@ -397,8 +423,9 @@ func (v *view) inputRequired(rd *round, rec *mcpreadyv1.Receipt, p *pending, req
 
 // roundStore holds the pending rounds of one Front.
 type roundStore struct {
-	mu sync.Mutex
-	m  map[string]*pending
+	mu   sync.Mutex
+	m    map[string]*pending
+	held chan struct{} // one slot per held call
 }
 
 // stores maps each *Front to its roundStore.
@@ -408,7 +435,7 @@ func (f *Front) rounds() *roundStore {
 	if st, ok := stores.Load(f); ok {
 		return st.(*roundStore)
 	}
-	st, _ := stores.LoadOrStore(f, &roundStore{m: map[string]*pending{}})
+	st, _ := stores.LoadOrStore(f, &roundStore{m: map[string]*pending{}, held: make(chan struct{}, maxHeldCalls)})
 	return st.(*roundStore)
 }
 
@@ -447,6 +474,9 @@ func (st *roundStore) take(state string, k pendingKey, now time.Time) (*pending,
 	p := st.m[state]
 	delete(st.m, state)
 	st.mu.Unlock()
+	if p != nil && p.held != nil && (now.After(p.expires) || p.key != k) {
+		p.held.abort()
+	}
 	switch {
 	case p == nil:
 		return nil, fmt.Errorf("%w: unknown or already used (each requestState is valid once)", ErrRequestState)

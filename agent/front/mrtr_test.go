@@ -15,6 +15,7 @@ import (
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/enroll"
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -55,31 +56,60 @@ func statelessUpstream(t *testing.T) string {
 	return hs.URL
 }
 
-// newMRTRHarness is the front harness with a second, stateless upstream
-// "st" (reached through its registry entries' endpoint), whose tools the
-// principal may call and whose "guarded" requires approval.
+// newMRTRHarness is the front harness with two more upstreams, reached
+// through their registry entries' endpoints: "st", stateless (2026-07-28),
+// whose tools ask for input the SEP-2322 way, and "old", a session-era
+// go-sdk server whose tools ask with server-to-client requests ("ask"
+// elicits, "muse" samples). The principal may call both; "st/guarded"
+// requires approval.
 func newMRTRHarness(t *testing.T) *harness {
 	t.Helper()
 	h := newHarness(t)
-	srv, err := enroll.List(context.Background(), config.Upstream{Name: "st", URL: statelessUpstream(t)})
-	if err != nil {
-		t.Fatal(err)
+	old := mcptest.New(t, mcptest.Options{Name: "old", NoDefaultTools: true})
+	mcp.AddTool(old.Server, &mcp.Tool{Name: "ask", Description: "Asks the user for a word."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "sure about tea?", RequestedSchema: map[string]any{
+				"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}}})
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s ok=%v", res.Action, res.Content["ok"])}}}, nil, nil
+		})
+	mcp.AddTool(old.Server, &mcp.Tool{Name: "muse", Description: "Asks an LLM."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "capital of France?"}}}})
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "model says " + res.Content.(*mcp.TextContent).Text}}}, nil, nil
+		})
+	for _, up := range []config.Upstream{{Name: "st", URL: statelessUpstream(t)}, {Name: "old", URL: old.URL}} {
+		srv, err := enroll.List(context.Background(), up)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := srv.Entries("org", time.Now())
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			e := o.Spec.(*mcpreadyv1.RegistryEntry)
+			e.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
+			h.entries[o.Metadata.Name] = e
+		}
 	}
-	objs, err := srv.Entries("org", time.Now())
-	srv.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		e := o.Spec.(*mcpreadyv1.RegistryEntry)
-		e.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
-		h.entries[o.Metadata.Name] = e
-	}
-	p := testPolicy()
-	p.Principals[0].Allow = append(p.Principals[0].Allow, "st/*")
-	p.Approvals = append(p.Approvals, &mcpreadyv1.ApprovalRule{Match: "st/guarded", Required: true})
-	h.install(t, p)
+	h.install(t, mrtrPolicy())
 	return h
+}
+
+// mrtrPolicy is testPolicy that also allows "st" and "old", with approval for "st/guarded".
+func mrtrPolicy() *mcpreadyv1.Policy {
+	p := testPolicy()
+	p.Principals[0].Allow = append(p.Principals[0].Allow, "st/*", "old/*")
+	p.Approvals = append(p.Approvals, &mcpreadyv1.ApprovalRule{Match: "st/guarded", Required: true})
+	return p
 }
 
 // answering is a client that answers elicitation with ok=answer (and
@@ -124,8 +154,16 @@ func TestInputRelay(t *testing.T) {
 			if got := text(call(t, cs, "capital", map[string]any{})); got != "model says Paris" {
 				t.Fatalf("capital: got %q", got)
 			}
-			if strings.Join(asked, "|") != "sure about tea?|capital of France?" {
-				t.Fatalf("the client was asked %q", asked)
+			// A session-era upstream asks with server-to-client requests.
+			old := h.connect(t, "/mcp/servers/old", devToken, answering(true, &asked), version)
+			if got := text(call(t, old, "ask", map[string]any{})); got != "accept ok=true" {
+				t.Fatalf("ask: got %q", got)
+			}
+			if got := text(call(t, old, "muse", map[string]any{})); got != "model says Paris" {
+				t.Fatalf("muse: got %q", got)
+			}
+			if want := "sure about tea?|capital of France?|sure about tea?|capital of France?"; strings.Join(asked, "|") != want {
+				t.Fatalf("the client was asked %q, want %q", asked, want)
 			}
 		})
 	}
@@ -273,8 +311,7 @@ func FuzzParseState(f *testing.F) {
 // a policy installed between the rounds that denies the tool refuses it.
 func TestRoundsUnderPolicy(t *testing.T) {
 	h := newMRTRHarness(t)
-	p := testPolicy()
-	p.Principals[0].Allow = append(p.Principals[0].Allow, "st/*")
+	p := mrtrPolicy()
 	p.Approvals = append(p.Approvals, &mcpreadyv1.ApprovalRule{Match: "st/confirm", Required: true})
 	h.install(t, p)
 	var asked []string
@@ -286,11 +323,7 @@ func TestRoundsUnderPolicy(t *testing.T) {
 		t.Fatalf("want the approval, then the upstream's question, got %q", asked)
 	}
 
-	h.install(t, func() *mcpreadyv1.Policy {
-		p := testPolicy()
-		p.Principals[0].Allow = append(p.Principals[0].Allow, "st/*")
-		return p
-	}())
+	h.install(t, mrtrPolicy())
 	opts := answering(true, &asked)
 	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 	manual := h.connect(t, "/mcp/servers/st", devToken, opts, "2026-07-28")
@@ -306,4 +339,41 @@ func TestRoundsUnderPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantToolError(t, res, "REFUSED", decide.CodePrincipalDenied)
+}
+
+// TestHeldCallRounds: a session-era upstream's server-to-client request
+// reaches a stateless client as one input request while the upstream call
+// waits; the answer continues that very call, once.
+func TestHeldCallRounds(t *testing.T) {
+	h := newMRTRHarness(t)
+	var asked []string
+	opts := answering(true, &asked)
+	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
+	cs := h.connect(t, "/mcp/servers/old", devToken, opts, "2026-07-28")
+	first := call(t, cs, "ask", map[string]any{})
+	ep, ok := first.InputRequests["mcpready.dev/upstream-1"].(*mcp.ElicitParams)
+	if !first.NeedsInput() || !ok || ep.Message != "sure about tea?" {
+		t.Fatalf("want the upstream's elicitation as an input request, got %+v", first)
+	}
+	retry := func(responses mcp.InputResponseMap) (*mcp.CallToolResult, error) {
+		return cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{},
+			InputResponses: responses, RequestState: first.RequestState})
+	}
+	res, err := retry(mcp.InputResponseMap{"mcpready.dev/upstream-1": &mcp.ElicitResult{Action: "decline"}})
+	if err != nil || text(res) != "decline ok=<nil>" {
+		t.Fatalf("answered retry: %v %+v", err, res)
+	}
+	if _, err := retry(nil); err == nil || !strings.Contains(err.Error(), "already used") {
+		t.Fatalf("replay: %v", err)
+	}
+	// Abandoned by a refused retry: the held call ends with an error upstream
+	// and the next call starts afresh.
+	second := call(t, cs, "ask", map[string]any{})
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"x": 1},
+		RequestState: second.RequestState}); err == nil || !strings.Contains(err.Error(), "another call") {
+		t.Fatalf("retry with other arguments: %v", err)
+	}
+	if third := call(t, cs, "ask", map[string]any{}); !third.NeedsInput() {
+		t.Fatalf("a new call after an abandoned one: %+v", third)
+	}
 }

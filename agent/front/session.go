@@ -89,6 +89,7 @@ func (v *view) middleware(s *session) mcp.Middleware {
 				if err != nil {
 					return nil, err
 				}
+				defer endRound(ctx)
 				return v.callTool(ctx, s, r)
 			}
 			if v.server == "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
 )
 
 // addConfirm adds "confirm": it asks for input (SEP-2322) until the retry
@@ -65,5 +66,44 @@ func TestInputRequiredReturnedToCaller(t *testing.T) {
 				t.Fatalf("retry: %v %+v", err, res)
 			}
 		})
+	}
+}
+
+// TestLease: a leased session's server-to-client requests go to the lease
+// holder's function, and a released session is reused by the next lease.
+func TestLease(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{NoDefaultTools: true})
+	mcp.AddTool(up.Server, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "word?", RequestedSchema: map[string]any{"type": "object"}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action}}}, nil, nil
+	})
+	p := newPool(t, up)
+	ctx := context.Background()
+	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
+	var first *Session
+	for _, action := range []string{"accept", "decline"} {
+		l, err := p.Lease(ctx, "t", caps, func(_ context.Context, method string, params mcp.Params) (mcp.Result, error) {
+			if method != "elicitation/create" || params.(*mcp.ElicitParams).Message != "word?" {
+				t.Errorf("relayed %s %+v", method, params)
+			}
+			return &mcp.ElicitResult{Action: action}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := l.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{}})
+		if err != nil || res.Content[0].(*mcp.TextContent).Text != action {
+			t.Fatalf("%s: %v %+v", action, err, res)
+		}
+		if first == nil {
+			first = l.Session
+		} else if l.Session != first {
+			t.Fatal("the released session was not reused")
+		}
+		l.Release()
+		l.Release() // idempotent
 	}
 }

@@ -162,13 +162,14 @@ func (p *Pool) Known(server string) bool {
 	return ok
 }
 
-// Close closes every shared session.
+// Close closes every shared session and every idle leased one.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
 	slots := p.shared
 	p.shared = map[string]*sharedSlot{}
 	p.mu.Unlock()
+	p.closeLeases()
 	names := make([]string, 0, len(slots))
 	for n := range slots {
 		names = append(names, n)
