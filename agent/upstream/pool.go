@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -78,14 +77,7 @@ func NewPool(opts Options) *Pool {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Transport == nil {
-		opts.Transport = &http.Transport{
-			Proxy:               nil,
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:        1024,
-			MaxIdleConnsPerHost: 512,
-			IdleConnTimeout:     90 * time.Second,
-			ForceAttemptHTTP2:   false,
-		}
+		opts.Transport = newDirectTransport()
 	}
 	if opts.ConnectTimeout == 0 {
 		opts.ConnectTimeout = 10 * time.Second

@@ -1,0 +1,266 @@
+package upstream
+
+// The default base HTTP transport of upstream sessions. net/http's
+// Transport hands every request to a per-connection writer goroutine and
+// every response to a per-connection reader goroutine, which costs two
+// goroutine switches per call on the agent's hot path. directTransport
+// keeps HTTP/1.1 keep-alive connections and lets the calling goroutine
+// write the request and read the response itself. Framing is net/http's
+// own (Request.Write, ReadResponse): chunked bodies, Content-Length,
+// Connection: close and 1xx answers behave as with net/http.
+//
+// It does not do proxies, HTTP/2 or transparent gzip; upstream sessions
+// use none of them.
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// errUnsupportedScheme is a URL neither http nor https.
+var errUnsupportedScheme = errors.New("unsupported URL scheme")
+
+// directTransport is an http.RoundTripper over pooled HTTP/1.1 connections.
+// The zero value is not usable; use newDirectTransport.
+type directTransport struct {
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	tlsConfig   *tls.Config // nil: system roots
+	idleTimeout time.Duration
+	maxIdle     int // per host
+
+	mu   sync.Mutex
+	idle map[string][]*directConn
+}
+
+func newDirectTransport() *directTransport {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	return &directTransport{dial: d.DialContext, idleTimeout: 90 * time.Second, maxIdle: 512, idle: map[string][]*directConn{}}
+}
+
+// directConn is one connection and its buffers.
+type directConn struct {
+	key    string
+	conn   net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	idleAt time.Time
+}
+
+// past is a deadline that makes blocked I/O on a connection return at once.
+var past = time.Unix(1, 0)
+
+func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil || (req.URL.Scheme != "http" && req.URL.Scheme != "https") {
+		closeBody(req)
+		return nil, fmt.Errorf("%w %q", errUnsupportedScheme, req.URL.Scheme)
+	}
+	ctx := req.Context()
+	key := req.URL.Scheme + "://" + hostPort(req)
+	dc, reused, err := t.conn(ctx, key, req)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.GotConn != nil {
+		trace.GotConn(httptrace.GotConnInfo{Conn: dc.conn, Reused: reused})
+	}
+	// A cancelled or expired context unblocks whatever I/O is in progress,
+	// including reads of the body after RoundTrip returned.
+	stop := context.AfterFunc(ctx, func() { _ = dc.conn.SetDeadline(past) })
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		_ = dc.conn.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	// Request.Write reports WroteRequest to a client trace (before the
+	// flush: a failed flush still counts as possibly sent).
+	err = req.Write(dc.bw)
+	if err == nil {
+		err = dc.bw.Flush()
+	}
+	if err != nil {
+		return fail(err)
+	}
+	var resp *http.Response
+	for {
+		resp, err = http.ReadResponse(dc.br, req)
+		if err != nil {
+			return fail(err)
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		_ = resp.Body.Close() // 1xx: the real answer follows
+	}
+	reusable := !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
+	if resp.Body == http.NoBody {
+		t.release(dc, stop, reusable)
+		return resp, nil
+	}
+	resp.Body = &directBody{t: t, dc: dc, body: resp.Body, stop: stop, reusable: reusable}
+	return resp, nil
+}
+
+// conn returns an idle live connection for key, or dials one.
+func (t *directTransport) conn(ctx context.Context, key string, req *http.Request) (*directConn, bool, error) {
+	now := time.Now()
+	for {
+		t.mu.Lock()
+		list := t.idle[key]
+		if len(list) == 0 {
+			t.mu.Unlock()
+			break
+		}
+		dc := list[len(list)-1]
+		list[len(list)-1] = nil
+		t.idle[key] = list[:len(list)-1]
+		t.mu.Unlock()
+		if now.Sub(dc.idleAt) < t.idleTimeout && alive(dc) {
+			return dc, true, nil
+		}
+		_ = dc.conn.Close()
+	}
+	c, err := t.dial(ctx, "tcp", key[len(req.URL.Scheme)+3:])
+	if err != nil {
+		return nil, false, err
+	}
+	if req.URL.Scheme == "https" {
+		cfg := &tls.Config{}
+		if t.tlsConfig != nil {
+			cfg = t.tlsConfig.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = req.URL.Hostname()
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = c.Close()
+			return nil, false, err
+		}
+		c = tc
+	}
+	return &directConn{key: key, conn: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c)}, false, nil
+}
+
+// alive reports whether an idle connection is still open and quiet: a
+// server that closed it (or sent something unasked) makes it unusable.
+func alive(dc *directConn) bool {
+	if dc.br.Buffered() > 0 {
+		return false
+	}
+	c := dc.conn
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	return quiet(rc)
+}
+
+// release ends a round trip: the connection goes back to the idle list when
+// reusable and the context watch had not fired, else it is closed.
+func (t *directTransport) release(dc *directConn, stop func() bool, reusable bool) {
+	if !stop() || !reusable || dc.conn.SetDeadline(time.Time{}) != nil {
+		_ = dc.conn.Close()
+		return
+	}
+	dc.idleAt = time.Now()
+	t.mu.Lock()
+	if list := t.idle[dc.key]; len(list) < t.maxIdle {
+		t.idle[dc.key] = append(list, dc)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	_ = dc.conn.Close()
+}
+
+// CloseIdleConnections closes every idle connection.
+func (t *directTransport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = map[string][]*directConn{}
+	t.mu.Unlock()
+	for _, list := range idle {
+		for _, dc := range list {
+			_ = dc.conn.Close()
+		}
+	}
+}
+
+// directBody returns its connection to the pool once read to the end, and
+// closes it when closed early.
+type directBody struct {
+	t        *directTransport
+	dc       *directConn
+	body     io.ReadCloser
+	stop     func() bool
+	reusable bool
+	mu       sync.Mutex
+	done     bool
+}
+
+func (b *directBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	if err == io.EOF {
+		b.finish(true)
+	}
+	return n, err
+}
+
+func (b *directBody) Close() error {
+	b.finish(false)
+	return nil
+}
+
+func (b *directBody) finish(eof bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return
+	}
+	b.done = true
+	if eof {
+		b.t.release(b.dc, b.stop, b.reusable)
+		return
+	}
+	b.stop()
+	_ = b.dc.conn.Close()
+}
+
+// hostPort is the dial address of req: host with the scheme's default port.
+func hostPort(req *http.Request) string {
+	host, port := req.URL.Hostname(), req.URL.Port()
+	if port == "" {
+		port = "80"
+		if req.URL.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}

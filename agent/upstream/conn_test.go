@@ -1,0 +1,236 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingTransport is a directTransport that counts its dials.
+func countingTransport(dials *atomic.Int64) *directTransport {
+	t := newDirectTransport()
+	dial := t.dial
+	t.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, network, addr)
+	}
+	return t
+}
+
+func get(t *testing.T, rt http.RoundTripper, ctx context.Context, url string) (int, string, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"x":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func TestDirectTransport(t *testing.T) {
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Query().Get("sse") != "" { // chunked, like a Streamable HTTP response stream
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: ")
+			w.(http.Flusher).Flush()
+			_, _ = w.Write(b)
+			_, _ = io.WriteString(w, "\n\n")
+			return
+		}
+		_, _ = w.Write(b)
+	})
+
+	t.Run("keep-alive reuse, plain and chunked", func(t *testing.T) {
+		srv := httptest.NewServer(echo)
+		defer srv.Close()
+		var dials atomic.Int64
+		rt := countingTransport(&dials)
+		defer rt.CloseIdleConnections()
+		for i := range 10 {
+			url := srv.URL
+			if i%2 == 1 {
+				url += "?sse=1"
+			}
+			code, body, err := get(t, rt, context.Background(), url)
+			if err != nil || code != 200 || !strings.Contains(body, `{"x":1}`) {
+				t.Fatalf("call %d: %d %q %v", i, code, body, err)
+			}
+		}
+		if n := dials.Load(); n != 1 {
+			t.Fatalf("dials = %d, want 1 (connection reused)", n)
+		}
+	})
+
+	t.Run("connection closed by the server while idle", func(t *testing.T) {
+		srv := httptest.NewServer(echo)
+		defer srv.Close()
+		var dials atomic.Int64
+		rt := countingTransport(&dials)
+		defer rt.CloseIdleConnections()
+		if _, _, err := get(t, rt, context.Background(), srv.URL); err != nil {
+			t.Fatal(err)
+		}
+		srv.CloseClientConnections()
+		time.Sleep(20 * time.Millisecond)
+		if code, _, err := get(t, rt, context.Background(), srv.URL); err != nil || code != 200 {
+			t.Fatalf("after server close: %d %v", code, err)
+		}
+		if n := dials.Load(); n != 2 {
+			t.Fatalf("dials = %d, want 2 (stale idle connection replaced)", n)
+		}
+	})
+
+	t.Run("Connection: close is honoured", func(t *testing.T) {
+		srv := httptest.NewUnstartedServer(echo)
+		srv.Config.SetKeepAlivesEnabled(false)
+		srv.Start()
+		defer srv.Close()
+		var dials atomic.Int64
+		rt := countingTransport(&dials)
+		for range 3 {
+			if code, _, err := get(t, rt, context.Background(), srv.URL); err != nil || code != 200 {
+				t.Fatalf("%d %v", code, err)
+			}
+		}
+		if n := dials.Load(); n != 3 {
+			t.Fatalf("dials = %d, want 3", n)
+		}
+	})
+
+	t.Run("deadline while waiting for the answer", func(t *testing.T) {
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}))
+		defer srv.Close()
+		defer close(release)
+		rt := newDirectTransport()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, _, err := get(t, rt, ctx, srv.URL)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want deadline exceeded", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("returned after %v", d)
+		}
+	})
+
+	t.Run("cancel while reading the body", func(t *testing.T) {
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}))
+		defer srv.Close()
+		defer close(release)
+		var dials atomic.Int64
+		rt := countingTransport(&dials)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(50*time.Millisecond, cancel)
+		if _, err := io.ReadAll(resp.Body); err == nil {
+			t.Fatal("body read ended without error after cancel")
+		}
+		resp.Body.Close()
+		rt.mu.Lock()
+		idle := len(rt.idle[hostKey(srv.URL)])
+		rt.mu.Unlock()
+		if idle != 0 {
+			t.Fatalf("%d idle connections after a cancelled read, want 0", idle)
+		}
+	})
+
+	t.Run("body closed early is not reused", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, strings.Repeat("x", 100000))
+		}))
+		defer srv.Close()
+		var dials atomic.Int64
+		rt := countingTransport(&dials)
+		for range 2 {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = resp.Body.Read(make([]byte, 10))
+			resp.Body.Close()
+		}
+		if n := dials.Load(); n != 2 {
+			t.Fatalf("dials = %d, want 2", n)
+		}
+	})
+
+	t.Run("https", func(t *testing.T) {
+		srv := httptest.NewTLSServer(echo)
+		defer srv.Close()
+		rt := newDirectTransport()
+		rt.tlsConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
+		if code, body, err := get(t, rt, context.Background(), srv.URL); err != nil || code != 200 || body != `{"x":1}` {
+			t.Fatalf("%d %q %v", code, body, err)
+		}
+		// Without the test CA the handshake fails.
+		if _, _, err := get(t, newDirectTransport(), context.Background(), srv.URL); err == nil {
+			t.Fatal("untrusted certificate accepted")
+		}
+	})
+
+	t.Run("request written is traced; refused dial is not", func(t *testing.T) {
+		srv := httptest.NewServer(echo)
+		defer srv.Close()
+		var wrote atomic.Int64
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) },
+		})
+		if _, _, err := get(t, newDirectTransport(), ctx, srv.URL); err != nil {
+			t.Fatal(err)
+		}
+		l, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := l.Addr().String()
+		l.Close()
+		if _, _, err := get(t, newDirectTransport(), ctx, "http://"+addr); err == nil {
+			t.Fatal("call to a closed port succeeded")
+		}
+		if n := wrote.Load(); n != 1 {
+			t.Fatalf("WroteRequest called %d times, want 1", n)
+		}
+	})
+
+	t.Run("unsupported scheme", func(t *testing.T) {
+		if _, _, err := get(t, newDirectTransport(), context.Background(), "ftp://127.0.0.1/x"); !errors.Is(err, errUnsupportedScheme) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func hostKey(url string) string {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	return req.URL.Scheme + "://" + hostPort(req)
+}
