@@ -11,7 +11,7 @@ import (
 
 // maxIdleLeases bounds the idle leasable sessions kept per server and
 // capability set.
-const maxIdleLeases = 4
+const maxIdleLeases = 16
 
 // RequestFunc answers one server-to-client request ("sampling/createMessage",
 // "elicitation/create", "roots/list").
