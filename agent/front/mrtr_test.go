@@ -275,6 +275,12 @@ func TestStatelessApproval(t *testing.T) {
 	}
 	plain := h.connect(t, "/mcp/servers/st", devToken, nil, "2026-07-28")
 	wantToolError(t, call(t, plain, "guarded", map[string]any{}), "REFUSED", decide.CodeApprovalUnavailable)
+	// The aggregate view asks the same way.
+	var asked []string
+	agg := h.connect(t, "/mcp", devToken, answering(true, &asked), "2026-07-28")
+	if got := text(call(t, agg, "st__guarded", map[string]any{})); got != "done" || len(asked) != 1 {
+		t.Fatalf("aggregate approved call: %q, asked %q", got, asked)
+	}
 }
 
 func TestParseState(t *testing.T) {
