@@ -18,7 +18,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -74,19 +73,9 @@ type fastCall struct {
 	params mcp.CallToolParamsRaw
 }
 
-// parseFastCall returns the call in body, or false when the go-sdk must handle it.
-func parseFastCall(body []byte) (fastCall, bool) {
-	var env struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  string          `json:"method"`
-		Params  json.RawMessage `json:"params"`
-	}
-	t := bytes.TrimSpace(body)
-	if len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &env) != nil {
-		return fastCall{}, false
-	}
-	if env.JSONRPC != "2.0" || env.Method != "tools/call" || len(env.ID) == 0 || !(env.ID[0] == '"' || env.ID[0] == '-' || env.ID[0] >= '0' && env.ID[0] <= '9') {
+// parseFastCall returns the call in env, or false when the go-sdk must handle it.
+func parseFastCall(env *envelope) (fastCall, bool) {
+	if env.JSONRPC != "2.0" || env.Method == nil || *env.Method != "tools/call" || len(env.ID) == 0 || !(env.ID[0] == '"' || env.ID[0] == '-' || env.ID[0] >= '0' && env.ID[0] <= '9') {
 		return fastCall{}, false
 	}
 	var c fastCall
@@ -150,19 +139,15 @@ func (v *view) fastSession(r *http.Request, now time.Time) (*session, *mcp.Serve
 	return s, ss
 }
 
-// serveFastCall answers r when it is a fast-path tools/call and reports
-// whether it did; otherwise r (and its body) is left for the go-sdk.
-func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request) bool {
+// serveFastCall answers r, whose message precheck decoded as env, when it
+// is a fast-path tools/call and reports whether it did; otherwise r (and
+// its body) is left for the go-sdk.
+func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelope) bool {
 	s, ss := v.fastSession(r, time.Now())
 	if s == nil {
 		return false
 	}
-	body, err := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return false
-	}
-	c, ok := parseFastCall(body)
+	c, ok := parseFastCall(env)
 	if !ok {
 		return false
 	}

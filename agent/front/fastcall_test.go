@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -33,18 +34,29 @@ func TestParseFastCall(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, ok := parseFastCall([]byte(tt.body)); ok != tt.ok {
+			if _, ok := decodeFastCall([]byte(tt.body)); ok != tt.ok {
 				t.Fatalf("parseFastCall = %v, want %v", ok, tt.ok)
 			}
 		})
 	}
 }
 
+// decodeFastCall runs body through precheck and parseFastCall, as
+// ServeHTTP does.
+func decodeFastCall(body []byte) (fastCall, bool) {
+	r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
+	env, ok := precheck(httptest.NewRecorder(), r)
+	if !ok || env == nil {
+		return fastCall{}, false
+	}
+	return parseFastCall(env)
+}
+
 func FuzzParseFastCall(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"e","_meta":{"progressToken":1}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, ok := parseFastCall(b)
+		c, ok := decodeFastCall(b)
 		if ok && (c.params.Name == "" || len(c.id) == 0) {
 			t.Fatalf("accepted a call without name or id: %q", b)
 		}

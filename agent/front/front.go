@@ -203,7 +203,8 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
 		return
 	}
-	if !precheck(w, r) {
+	env, ok := precheck(w, r)
+	if !ok {
 		return
 	}
 	if server != "" && !f.pool.Known(server) {
@@ -215,7 +216,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		v.stateless.ServeHTTP(w, r)
 		return
 	}
-	if v.serveFastCall(w, r) {
+	if env != nil && v.serveFastCall(w, r, env) {
 		return
 	}
 	v.stateful.ServeHTTP(w, r)

@@ -414,8 +414,9 @@ func FuzzPrecheck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
-		if !precheck(w, r) {
-			if w.Code == 0 || !json.Valid(w.Body.Bytes()) {
+		env, ok := precheck(w, r)
+		if !ok {
+			if env != nil || w.Code == 0 || !json.Valid(w.Body.Bytes()) {
 				t.Fatalf("answer %d %q is not a JSON-RPC error", w.Code, w.Body.String())
 			}
 			return

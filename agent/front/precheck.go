@@ -25,45 +25,50 @@ var knownMethods = map[string]bool{
 // precheck answers malformed, oversized and unknown-method requests with a
 // precise JSON-RPC error before they reach the go-sdk handler (which would
 // answer plain-text HTTP errors that make some clients drop the session).
-// It returns false when it has answered.
-func precheck(w http.ResponseWriter, r *http.Request) bool {
+// It returns false when it has answered, and otherwise the decoded message
+// of a POST carrying a single one (nil for other requests).
+func precheck(w http.ResponseWriter, r *http.Request) (*envelope, bool) {
 	if r.Method != http.MethodPost || r.Body == nil {
-		return true
+		return nil, true
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	r.Body.Close()
 	if err != nil {
 		writeRPCError(w, http.StatusBadRequest, nil, -32700, "reading request: "+err.Error())
-		return false
+		return nil, false
 	}
 	if len(body) > MaxRequestBytes {
 		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request larger than %d bytes", MaxRequestBytes))
-		return false
+		return nil, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
-		return true // batches: the SDK answers per message
+		return nil, true // batches: the SDK answers per message
 	}
-	var env struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  *string         `json:"method"`
-	}
-	if err := json.Unmarshal(body, &env); err != nil {
+	env := new(envelope)
+	if err := json.Unmarshal(body, env); err != nil {
 		writeRPCError(w, http.StatusBadRequest, nil, -32700, "parse error: "+err.Error())
-		return false
+		return nil, false
 	}
 	if env.JSONRPC != "2.0" {
 		writeRPCError(w, http.StatusBadRequest, env.ID, -32600, `invalid request: "jsonrpc" must be "2.0"`)
-		return false
+		return nil, false
 	}
 	isCall := len(env.ID) > 0 && string(env.ID) != "null"
 	if env.Method != nil && isCall && !knownMethods[*env.Method] {
 		writeRPCError(w, http.StatusOK, env.ID, -32601, fmt.Sprintf("method %q not found", *env.Method))
-		return false
+		return nil, false
 	}
-	return true
+	return env, true
+}
+
+// envelope is one JSON-RPC message as precheck decodes it.
+type envelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  *string         `json:"method"`
+	Params  json.RawMessage `json:"params"`
 }
 
 func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
