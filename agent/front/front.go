@@ -5,7 +5,9 @@
 //     original tool names: tools go through the decision core; resources,
 //     prompts, completion, logging, progress and cancellation are relayed;
 //     server-to-client requests (sampling, elicitation, roots) are relayed back
-//     to the client over a dedicated upstream session.
+//     to a session client over a dedicated upstream session, and to a
+//     stateless (2026-07-28) client as input requests of an input-required
+//     result under a single-use requestState of the agent's own (mrtr.go).
 //   - /mcp is the aggregate view: each equivalence class of the Policy as one
 //     capability tool, and every other permitted tool as <server>__<tool>.
 //
@@ -13,8 +15,8 @@
 // later go to a stateless handler (server/discover), others to a session
 // handler (2025-11-25 initialize). Lists show only what the principal may
 // call; every call is decided, executed, validated and recorded in one
-// receipt, and failures reach the AI agent as structured, recoverable tool
-// errors naming the failed layer.
+// receipt (one per round when a call waits for input), and failures reach
+// the AI agent as structured, recoverable tool errors naming the failed layer.
 //
 // The package never logs tokens, arguments or results, and never verifies
 // signatures: the State it is given is already verified.
@@ -99,6 +101,7 @@ type Front struct {
 	state   atomic.Pointer[State]
 	pins    *pins
 	metrics *metrics
+	pending *roundStore // calls waiting for a stateless client's input
 
 	mu    sync.Mutex
 	views map[string]*view // "" is the aggregate view
@@ -116,7 +119,7 @@ func New(opts Options) *Front {
 	if opts.Config == nil {
 		opts.Config, _ = config.New(config.File{})
 	}
-	f := &Front{opts: opts, views: map[string]*view{}, metrics: newMetrics(opts.Registerer)}
+	f := &Front{opts: opts, views: map[string]*view{}, metrics: newMetrics(opts.Registerer), pending: newRoundStore()}
 	f.pins = newPins(f)
 	f.pool = upstream.NewPool(upstream.Options{
 		Resolve:        f.resolve,

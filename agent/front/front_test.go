@@ -85,22 +85,8 @@ func newHarness(t *testing.T) *harness {
 	})
 
 	up := config.Upstream{Name: "test", URL: h.up.URL}
-	ctx := context.Background()
-	srv, err := enroll.List(ctx, up)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := srv.Entries("org", time.Now())
-	srv.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	h.entries = map[string]*mcpreadyv1.RegistryEntry{}
-	for _, o := range objs {
-		e := o.Spec.(*mcpreadyv1.RegistryEntry)
-		e.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
-		h.entries[o.Metadata.Name] = e
-	}
+	h.enrollQualified(t, up)
 	cfg, err := config.New(config.File{
 		Principals: []config.Principal{{Identity: config.Identity{Name: "dev-client", PrincipalClass: "dev"}, TokenSHA256: config.TokenDigest(devToken)}},
 		Upstreams:  []config.Upstream{up},
@@ -426,4 +412,23 @@ func FuzzPrecheck(f *testing.F) {
 			t.Fatal("body not restored")
 		}
 	})
+}
+
+// enrollQualified lists up's tools and adds their registry entries, QUALIFIED.
+func (h *harness) enrollQualified(t *testing.T, up config.Upstream) {
+	t.Helper()
+	srv, err := enroll.List(context.Background(), up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := srv.Entries("org", time.Now())
+	srv.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		e := o.Spec.(*mcpreadyv1.RegistryEntry)
+		e.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
+		h.entries[o.Metadata.Name] = e
+	}
 }

@@ -428,16 +428,11 @@ type roundStore struct {
 	held chan struct{} // one slot per held call
 }
 
-// stores maps each *Front to its roundStore.
-var stores sync.Map
-
-func (f *Front) rounds() *roundStore {
-	if st, ok := stores.Load(f); ok {
-		return st.(*roundStore)
-	}
-	st, _ := stores.LoadOrStore(f, &roundStore{m: map[string]*pending{}, held: make(chan struct{}, maxHeldCalls)})
-	return st.(*roundStore)
+func newRoundStore() *roundStore {
+	return &roundStore{m: map[string]*pending{}, held: make(chan struct{}, maxHeldCalls)}
 }
+
+func (f *Front) rounds() *roundStore { return f.pending }
 
 // errTooManyRounds refuses a new pending round when the store is full.
 var errTooManyRounds = errors.New("too many calls are waiting for input; retry later")

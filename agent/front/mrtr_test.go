@@ -8,13 +8,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/decide"
-	"github.com/mcpready/mcpready/agent/enroll"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
@@ -85,20 +83,7 @@ func newMRTRHarness(t *testing.T) *harness {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "model says " + res.Content.(*mcp.TextContent).Text}}}, nil, nil
 		})
 	for _, up := range []config.Upstream{{Name: "st", URL: statelessUpstream(t)}, {Name: "old", URL: old.URL}} {
-		srv, err := enroll.List(context.Background(), up)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs, err := srv.Entries("org", time.Now())
-		srv.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range objs {
-			e := o.Spec.(*mcpreadyv1.RegistryEntry)
-			e.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
-			h.entries[o.Metadata.Name] = e
-		}
+		h.enrollQualified(t, up)
 	}
 	h.install(t, mrtrPolicy())
 	return h
