@@ -32,6 +32,14 @@ func TestAggregateClassSchema(t *testing.T) {
 	if tools["mixed_schema"] != nil {
 		t.Error("a class whose members' input schemas differ is listed")
 	}
+	// Nor can it be called by name: no member is attempted.
+	wantToolError(t, call(t, cs, "mixed_schema", map[string]any{"text": "x"}), "REFUSED", "class_schema_mismatch")
+	h.mu.Lock()
+	last := h.recs[len(h.recs)-1]
+	h.mu.Unlock()
+	if len(last.GetAttempts()) != 0 || last.GetSelected() != nil {
+		t.Errorf("a call of a class with mixed schemas was attempted: %v", last.GetAttempts())
+	}
 	same, echo := tools["same_schema"], tools["echo_anything"]
 	if same == nil || echo == nil {
 		t.Fatalf("classes with one schema not listed: %v", toolNames(t, cs))

@@ -126,16 +126,7 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 	}
 	for _, x := range vis {
 		if x.Class {
-			// One tool stands for every member, so the members must share
-			// one input schema (equal pinned digests); otherwise arguments
-			// valid for the advertised schema could be sent to a member that
-			// expects others, and the class is not shown.
-			digest := st.Entries[x.Entries[0]].GetIdentity().GetInputSchemaDigest()
-			same := true
-			for _, e := range x.Entries[1:] {
-				same = same && st.Entries[e].GetIdentity().GetInputSchemaDigest() == digest
-			}
-			if !same {
+			if schemasDiffer(st, x.Entries) {
 				v.f.opts.Logger.Warn("capability not listed: its members' input schemas differ", "class", x.Name, "entries", x.Entries)
 				continue
 			}
@@ -181,25 +172,45 @@ func (v *view) usable(st *State, server, tool string) bool {
 	return false
 }
 
+// schemasDiffer reports whether the members of a class do not share one
+// input schema (equal pinned digests). One capability tool stands for every
+// member, so such a class is neither listed nor called: arguments valid for
+// the advertised schema could reach a member that expects others.
+func schemasDiffer(st *State, entries []string) bool {
+	digest := st.Entries[entries[0]].GetIdentity().GetInputSchemaDigest()
+	for _, e := range entries[1:] {
+		if st.Entries[e].GetIdentity().GetInputSchemaDigest() != digest {
+			return true
+		}
+	}
+	return false
+}
+
+// errMixedSchemas refuses a call of a class whose members' input schemas differ.
+var errMixedSchemas = errors.New("the members of this capability do not share one input schema")
+
 // resolveName maps the tool name the AI agent called to a decide request
 // name and the servers whose pins must be checked first.
-func (v *view) resolveName(st *State, c caller, name string) (string, []string) {
+func (v *view) resolveName(st *State, c caller, name string) (string, []string, error) {
 	if v.server != "" {
-		return v.server + "/" + name, []string{v.server}
+		return v.server + "/" + name, []string{v.server}, nil
 	}
 	for _, x := range v.visible(st, c) {
 		switch {
 		case x.Class && x.Name == name:
+			if schemasDiffer(st, x.Entries) {
+				return x.Name, nil, errMixedSchemas
+			}
 			var servers []string
 			for _, e := range x.Entries {
 				servers = append(servers, st.Entries[e].GetIdentity().GetServerName())
 			}
-			return x.Name, servers
+			return x.Name, servers, nil
 		case !x.Class && aggName(x.Server, x.Tool) == name:
-			return x.Server + "/" + x.Tool, []string{x.Server}
+			return x.Server + "/" + x.Tool, []string{x.Server}, nil
 		}
 	}
-	return name, nil
+	return name, nil, nil
 }
 
 // callTool is the whole pipeline of one call: decide, approve, invoke,
@@ -225,7 +236,11 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	if st.Decide == nil {
 		return v.refuse(rec, decide.StepEligibility, "no_policy", "no verified policy is installed on this host"), nil
 	}
-	requested, servers := v.resolveName(st, c, req.Params.Name)
+	requested, servers, err := v.resolveName(st, c, req.Params.Name)
+	if err != nil {
+		rec.Requested = requested
+		return v.refuse(rec, decide.StepEligibility, "class_schema_mismatch", err.Error()), nil
+	}
 	for _, srv := range servers {
 		_, _ = f.pins.tools(ctx, st, srv) // pins are checked before anything is called
 	}
