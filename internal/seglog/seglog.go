@@ -75,6 +75,7 @@ type Log struct {
 
 	mu      sync.Mutex
 	closed  bool
+	broken  error // a failed write could not be undone: appends are refused
 	cur     *os.File
 	segs    []Segment
 	written int64 // logical bytes written since Open (including recovered)
@@ -160,9 +161,9 @@ func (l *Log) Append(payload []byte) (Pos, error) {
 // (saves copying a large payload).
 func (l *Log) AppendFramed(rec []byte) (Pos, error) {
 	l.mu.Lock()
-	if l.closed {
+	if err := l.errIfClosedLocked(); err != nil {
 		l.mu.Unlock()
-		return Pos{}, ErrClosed
+		return Pos{}, err
 	}
 	if l.segs[len(l.segs)-1].Size >= l.opts.SegmentBytes {
 		l.mu.Unlock()
@@ -188,16 +189,24 @@ func (l *Log) AppendFramed(rec []byte) (Pos, error) {
 	return p, nil
 }
 
-// errIfClosedLocked returns ErrClosed after Close. Caller holds mu.
+// errIfClosedLocked returns ErrClosed after Close, and the reason the log
+// is broken after a write that could not be undone. Caller holds mu.
 func (l *Log) errIfClosedLocked() error {
 	if l.closed {
 		return ErrClosed
 	}
-	return nil
+	return l.broken
 }
 
+// writeLocked appends rec to the current segment. A failed (possibly
+// partial) write is cut off again, so that later records do not follow
+// garbage that recovery would truncate together with them; if it cannot
+// be cut off, the log refuses further appends.
 func (l *Log) writeLocked(rec []byte) error {
 	if _, err := l.cur.Write(rec); err != nil {
+		if terr := l.cur.Truncate(l.segs[len(l.segs)-1].Size); terr != nil {
+			l.broken = fmt.Errorf("seglog: segment left with a partial record (%v) after: %w", terr, err)
+		}
 		return fmt.Errorf("seglog: write: %w", err)
 	}
 	l.written += int64(len(rec))
