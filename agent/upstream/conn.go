@@ -200,12 +200,20 @@ func (t *directTransport) CloseIdleConnections() {
 	idle := t.idle
 	t.idle = map[string][]*directConn{}
 	t.mu.Unlock()
+	closeAll(idle)
+}
+
+// closeAll closes everything in an idle map taken out of its owner.
+func closeAll[T interface{ Close() error }](idle map[string][]T) {
 	for _, list := range idle {
-		for _, dc := range list {
-			_ = dc.conn.Close()
+		for _, c := range list {
+			_ = c.Close()
 		}
 	}
 }
+
+// Close closes the connection.
+func (dc *directConn) Close() error { return dc.conn.Close() }
 
 // directBody returns its connection to the pool once read to the end, and
 // closes it when closed early.

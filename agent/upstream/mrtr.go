@@ -116,11 +116,7 @@ func (p *Pool) closeLeases() {
 	idle := li.idle
 	li.idle = map[string][]*Lease{}
 	li.mu.Unlock()
-	for _, list := range idle {
-		for _, l := range list {
-			_ = l.Close()
-		}
-	}
+	closeAll(idle)
 	leases.Delete(p)
 }
 
