@@ -286,14 +286,19 @@ func (s *Session) cancelUpstream(id string) {
 func readEvent(r *bufio.Reader) ([]byte, error) {
 	var data []byte
 	size := 0
+	var long []byte // a line longer than r's buffer, gathered
 	for {
 		line, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return nil, fmt.Errorf("%w: SSE line over %d bytes", errMalformed, r.Size())
-		}
 		size += len(line)
 		if size > maxEventSize {
 			return nil, fmt.Errorf("%w: SSE event over %d bytes", errMalformed, maxEventSize)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, line...)
+			continue
+		}
+		if long != nil {
+			line, long = append(long, line...), nil
 		}
 		if err != nil && (len(line) == 0 || !errors.Is(err, io.EOF)) {
 			return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
 )
 
 func TestReadEvent(t *testing.T) {
@@ -46,9 +47,16 @@ func TestReadEvent(t *testing.T) {
 			}
 		})
 	}
-	r := bufio.NewReaderSize(strings.NewReader("data: "+strings.Repeat("x", 100)+"\n\n"), 16)
+	// Lines longer than the reader's buffer are gathered.
+	long := strings.Repeat("x", 100)
+	r := bufio.NewReaderSize(strings.NewReader("data: "+long+"\ndata: "+long+"\n\n"), 16)
+	if d, err := readEvent(r); err != nil || string(d) != long+"\n"+long {
+		t.Fatalf("long lines: %q %v", d, err)
+	}
+	// An event over maxEventSize is refused.
+	r = bufio.NewReaderSize(strings.NewReader("data: "+strings.Repeat("x", maxEventSize+1)+"\n\n"), 16)
 	if _, err := readEvent(r); !errors.Is(err, errMalformed) {
-		t.Fatalf("overlong line: %v", err)
+		t.Fatalf("overlong event: %v", err)
 	}
 }
 
@@ -132,5 +140,27 @@ func TestFastPathRelays(t *testing.T) {
 				t.Fatalf("notifications relayed: %q", notes)
 			}
 		})
+	}
+}
+
+// A result far larger than the SSE reader's buffer crosses the fast path whole.
+func TestFastPathLargeResult(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	p := NewPool(Options{Resolve: func(string) (config.Upstream, bool) { return config.Upstream{Name: "test", URL: up.URL}, true }})
+	defer p.Close()
+	s, err := p.Shared(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": strings.Repeat("large ", 20000)}}
+	if !s.fastOK(params) {
+		t.Fatal("call does not take the fast path")
+	}
+	res, err := s.CallTool(context.Background(), params)
+	if err != nil || res.IsError {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, strings.Repeat("large ", 20000)) {
+		t.Fatalf("result of %d bytes does not carry the 120000-byte text", len(got))
 	}
 }
