@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -430,5 +431,68 @@ func (h *harness) enrollQualified(t *testing.T, up config.Upstream) {
 		e := o.Spec.(*mcpreadyv1.RegistryEntry)
 		e.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
 		h.entries[o.Metadata.Name] = e
+	}
+}
+
+// Progress notifications of an upstream tool reach the client in order and
+// before the result, on the call's response stream.
+func TestProgressRelayedBeforeResult(t *testing.T) {
+	h := newHarness(t)
+	mcp.AddTool(h.up.Server, &mcp.Tool{Name: "slow", Description: "Reports progress three times."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			for i := range 3 {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: req.Params.GetProgressToken(), Progress: float64(i + 1), Total: 3}); err != nil {
+					return nil, nil, err
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+		})
+	h.enrollQualified(t, config.Upstream{Name: "test", URL: h.up.URL})
+	h.install(t, testPolicy())
+	cs := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
+	for i := range 10 {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow","arguments":{},"_meta":{"progressToken":"p%d"}}}`, 100+i, i)
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp/servers/test", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Authorization", "Bearer "+devToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		for _, line := range strings.Split(string(b), "\n") {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok {
+				continue
+			}
+			var m struct {
+				Method string `json:"method"`
+				Params struct {
+					Progress float64 `json:"progress"`
+				} `json:"params"`
+				Result json.RawMessage `json:"result"`
+			}
+			if err := json.Unmarshal([]byte(data), &m); err != nil {
+				t.Fatalf("event %q: %v", data, err)
+			}
+			switch {
+			case m.Method == "notifications/progress":
+				order = append(order, fmt.Sprint(m.Params.Progress))
+			case m.Result != nil:
+				order = append(order, "result")
+			}
+		}
+		if got := strings.Join(order, " "); got != "1 2 3 result" {
+			t.Fatalf("call %d: stream carried %q, want progress 1 2 3 then the result", i, got)
+		}
 	}
 }

@@ -51,10 +51,10 @@ type httpSession struct {
 }
 
 // fastOK reports whether params can take the fast path on s: an HTTP
-// session with a session id in the session era, and no progress token
-// (progress is relayed by the go-sdk client).
-func (s *Session) fastOK(params *mcp.CallToolParams) bool {
-	if s.http == nil || params.GetProgressToken() != nil || s.cs.ID() == "" {
+// session with a session id in the session era. Progress notifications on
+// the response stream are relayed in order, before the result returns.
+func (s *Session) fastOK() bool {
+	if s.http == nil || s.cs.ID() == "" {
 		return false
 	}
 	pv := s.ProtocolVersion()

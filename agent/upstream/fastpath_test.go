@@ -124,7 +124,7 @@ func TestFastPathRelays(t *testing.T) {
 				t.Fatal(err)
 			}
 			params := &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{}}
-			if !s.fastOK(params) {
+			if !s.fastOK() {
 				t.Fatal("fast path not taken")
 			}
 			res, err := s.CallTool(ctx, params)
@@ -153,7 +153,7 @@ func TestFastPathLargeResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": strings.Repeat("large ", 20000)}}
-	if !s.fastOK(params) {
+	if !s.fastOK() {
 		t.Fatal("call does not take the fast path")
 	}
 	res, err := s.CallTool(context.Background(), params)

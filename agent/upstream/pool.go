@@ -335,7 +335,7 @@ func (s *Session) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mc
 	var res *mcp.CallToolResult
 	err := s.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
 		var err error
-		if s.fastOK(params) {
+		if s.fastOK() {
 			res, err = s.callFast(ctx, params)
 		} else {
 			res, err = cs.CallTool(ctx, params)
