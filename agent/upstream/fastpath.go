@@ -27,6 +27,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/internal/sse"
 )
 
 // maxEventSize bounds one SSE event or JSON body, as the go-sdk client does.
@@ -146,10 +148,10 @@ func (s *Session) readResponse(ctx context.Context, resp *http.Response, id stri
 	case "text/event-stream":
 		r := bufio.NewReader(resp.Body)
 		for {
-			data, err := readEvent(r)
+			data, err := sse.ReadEvent(r, maxEventSize)
 			if err != nil {
-				if errors.Is(err, errMalformed) {
-					return nil, err
+				if errors.Is(err, sse.ErrTooLarge) {
+					return nil, fmt.Errorf("%w: %v", errMalformed, err)
 				}
 				return nil, fmt.Errorf("%w: %v", errStreamLost, err)
 			}
@@ -280,48 +282,6 @@ func (s *Session) cancelUpstream(id string) {
 			resp.Body.Close()
 		}
 	}()
-}
-
-// readEvent returns the data of the next SSE event ("" for events without data).
-func readEvent(r *bufio.Reader) ([]byte, error) {
-	var data []byte
-	size := 0
-	var long []byte // a line longer than r's buffer, gathered
-	for {
-		line, err := r.ReadSlice('\n')
-		size += len(line)
-		if size > maxEventSize {
-			return nil, fmt.Errorf("%w: SSE event over %d bytes", errMalformed, maxEventSize)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long, line...)
-			continue
-		}
-		if long != nil {
-			line, long = append(long, line...), nil
-		}
-		if err != nil && (len(line) == 0 || !errors.Is(err, io.EOF)) {
-			return nil, err
-		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			if err != nil || data != nil {
-				return data, err
-			}
-			continue
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		if string(field) == "data" {
-			if data != nil {
-				data = append(data, '\n')
-			}
-			data = append(data, value...)
-		}
-		if err != nil {
-			return data, nil
-		}
-	}
 }
 
 // decodeCallResult decodes a CallToolResult. Results whose content is only

@@ -1,0 +1,63 @@
+// Package sse reads Server-Sent Events streams (the text/event-stream
+// framing that MCP's Streamable HTTP transport uses): event by event, with
+// a bound on the size of one event.
+//
+// It only frames events: it never interprets their data (JSON-RPC or
+// otherwise), and never reconnects.
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ErrTooLarge is an event larger than the caller's bound.
+var ErrTooLarge = errors.New("sse: event too large")
+
+// ReadEvent returns the data of the next event in r ("" for an event
+// without data lines; several data lines are joined with "\n"). An event
+// over limit bytes is refused with ErrTooLarge; io.EOF (or the reader's error)
+// ends the stream.
+func ReadEvent(r *bufio.Reader, limit int) ([]byte, error) {
+	var data []byte
+	size := 0
+	var long []byte // a line longer than r's buffer, gathered
+	for {
+		line, err := r.ReadSlice('\n')
+		size += len(line)
+		if size > limit {
+			return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, limit)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, line...)
+			continue
+		}
+		if long != nil {
+			line, long = append(long, line...), nil
+		}
+		if err != nil && (len(line) == 0 || !errors.Is(err, io.EOF)) {
+			return nil, err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			if err != nil || data != nil {
+				return data, err
+			}
+			continue
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		if string(field) == "data" {
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, value...)
+		}
+		if err != nil {
+			return data, nil
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package sse
+
+import (
+	"bufio"
+	"errors"
+	"strings"
+	"testing"
+)
+
+const maxEvent = 1 << 20
+
+func TestReadEvent(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string
+	}{
+		{"one", "event: message\ndata: {\"a\":1}\n\n", []string{`{"a":1}`}},
+		{"crlf and id", "id: 7\r\ndata: x\r\n\r\n", []string{"x"}},
+		{"multi-line data", "data: a\ndata: b\n\n", []string{"a\nb"}},
+		{"comment and leading blanks", "\n\n: ping\ndata: y\n\n", []string{"y"}},
+		{"two events", "data: 1\n\ndata: 2\n\n", []string{"1", "2"}},
+		{"last event without blank line", "data: z", []string{"z"}},
+		{"no space after colon", "data:w\n\n", []string{"w"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := bufio.NewReader(strings.NewReader(tt.in))
+			var got []string
+			for {
+				d, err := ReadEvent(r, maxEvent)
+				if d != nil {
+					got = append(got, string(d))
+				}
+				if err != nil {
+					break
+				}
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+	// Lines longer than the reader's buffer are gathered.
+	long := strings.Repeat("x", 100)
+	r := bufio.NewReaderSize(strings.NewReader("data: "+long+"\ndata: "+long+"\n\n"), 16)
+	if d, err := ReadEvent(r, maxEvent); err != nil || string(d) != long+"\n"+long {
+		t.Fatalf("long lines: %q %v", d, err)
+	}
+	// An event over maxEvent is refused.
+	r = bufio.NewReaderSize(strings.NewReader("data: "+strings.Repeat("x", maxEvent+1)+"\n\n"), 16)
+	if _, err := ReadEvent(r, maxEvent); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("overlong event: %v", err)
+	}
+}
+
+func FuzzReadEvent(f *testing.F) {
+	f.Add("event: message\ndata: {}\n\n")
+	f.Add("data: a\r\ndata: b\r\n\r\n: c\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		r := bufio.NewReaderSize(strings.NewReader(in), 16)
+		for range len(in) + 2 {
+			if _, err := ReadEvent(r, maxEvent); err != nil {
+				return
+			}
+		}
+		t.Fatal("readEvent did not reach the end of its input")
+	})
+}
