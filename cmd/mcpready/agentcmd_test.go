@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +27,13 @@ type echoIn struct {
 // echoServer serves a go-sdk MCP server with one read-only and one write tool.
 func echoServer(t *testing.T) string {
 	t.Helper()
+	_, url := echoMCPServer(t)
+	return url
+}
+
+// echoMCPServer is echoServer that also returns the server.
+func echoMCPServer(t *testing.T) (*mcp.Server, string) {
+	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "2.0.0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
@@ -36,7 +44,47 @@ func echoServer(t *testing.T) string {
 	})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(hs.Close)
-	return hs.URL
+	return s, hs.URL
+}
+
+// What the server sends outside any request (here tools/list_changed) reaches
+// the stdio client through the bridge's standalone stream.
+func TestBridgeRelaysStandaloneStream(t *testing.T) {
+	s, url := echoMCPServer(t)
+	clientToBridge, bridgeIn := io.Pipe()
+	bridgeOut, bridgeToClient := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- bridge(ctx, clientToBridge, bridgeToClient, url, "") }()
+	changed := make(chan struct{}, 1)
+	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-client"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}})
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(bridgeOut), Writer: bridgeIn}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	// The standalone stream opens after initialize; keep changing the tool
+	// list until a notification gets through.
+	deadline := time.After(10 * time.Second)
+	for i := 0; ; i++ {
+		mcp.AddTool(s, &mcp.Tool{Name: fmt.Sprintf("added%d", i)}, func(context.Context, *mcp.CallToolRequest, echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{}, nil, nil
+		})
+		select {
+		case <-changed:
+			return
+		case <-deadline:
+			t.Fatal("tools/list_changed sent outside a request never reached the stdio client")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func TestBridgeRelaysBothWays(t *testing.T) {

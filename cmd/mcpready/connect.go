@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,13 +14,16 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/mcpready/mcpready/agent"
+	"github.com/mcpready/mcpready/internal/sse"
 )
 
 var connectFlags struct {
@@ -35,8 +39,10 @@ Configure your MCP client to launch "mcpready connect" as a stdio server.
 Every JSON-RPC message is relayed unchanged to the agent's /mcp endpoint (or
 /mcp/servers/NAME with --upstream) over Streamable HTTP, and everything the
 agent sends back (responses, notifications, elicitation and sampling
-requests) is written to standard output. The bearer token is read from
---token-file (or $MCPREADY_TOKEN) and never printed.`,
+requests) is written to standard output, including what belongs to no
+request (list_changed, resource updates), which a session-era (2025-11-25)
+agent sends on a standalone stream the bridge keeps open. The bearer token
+is read from --token-file (or $MCPREADY_TOKEN) and never printed.`,
 	Args: noArgs,
 	RunE: runConnect,
 }
@@ -83,13 +89,23 @@ func agentEndpoint(base, upstream string) (string, error) {
 	return u.String(), nil
 }
 
-// bearerTransport adds the client's bearer token to every request.
-type bearerTransport struct{ token string }
+// bridgeTransport adds the client's bearer token and, once initialize has
+// answered, the negotiated protocol version to every request.
+type bridgeTransport struct {
+	token    string
+	protocol *atomic.Value // string
+}
 
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b.token != "" {
+func (b bridgeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	pv, _ := b.protocol.Load().(string)
+	if b.token != "" || pv != "" {
 		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", "Bearer "+b.token)
+		if b.token != "" {
+			r.Header.Set("Authorization", "Bearer "+b.token)
+		}
+		if pv != "" && r.Header.Get("Mcp-Protocol-Version") == "" {
+			r.Header.Set("Mcp-Protocol-Version", pv)
+		}
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }
@@ -104,7 +120,9 @@ const maxLine = 16 << 20
 func bridge(ctx context.Context, in io.Reader, out io.Writer, endpoint, token string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	remote, err := (&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerTransport{token}}}).Connect(ctx)
+	rt := bridgeTransport{token: token, protocol: new(atomic.Value)}
+	hc := &http.Client{Transport: rt}
+	remote, err := (&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}).Connect(ctx)
 	if err != nil {
 		return withCode(exitUnavailable, fmt.Errorf("connect: %w", err))
 	}
@@ -121,6 +139,7 @@ func bridge(ctx context.Context, in io.Reader, out io.Writer, endpoint, token st
 		return err
 	}
 	errc := make(chan error, 2)
+	var initID atomic.Value // jsonrpc.ID of the client's initialize
 	var inflight sync.WaitGroup
 	go func() { // local -> agent; calls are sent concurrently so a long call does not block others
 		sc := bufio.NewScanner(in)
@@ -134,6 +153,9 @@ func bridge(ctx context.Context, in io.Reader, out io.Writer, endpoint, token st
 			if err != nil {
 				_ = write(&jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: " + err.Error()}})
 				continue
+			}
+			if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "initialize" {
+				initID.Store(req.ID)
 			}
 			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && req.Method != "initialize" {
 				inflight.Add(1)
@@ -160,6 +182,20 @@ func bridge(ctx context.Context, in io.Reader, out io.Writer, endpoint, token st
 				errc <- err
 				return
 			}
+			if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error == nil && resp.ID == initID.Load() {
+				var res struct {
+					ProtocolVersion string `json:"protocolVersion"`
+				}
+				if json.Unmarshal(resp.Result, &res) == nil && res.ProtocolVersion != "" {
+					rt.protocol.Store(res.ProtocolVersion)
+					// A session (2025-era) agent sends what belongs to no
+					// request (list_changed, resource updates, server
+					// requests) on a standalone GET stream.
+					if res.ProtocolVersion < "2026-07-28" && remote.SessionID() != "" {
+						go listen(ctx, hc, endpoint, remote.SessionID(), write)
+					}
+				}
+			}
 			if err := write(msg); err != nil {
 				errc <- err
 				return
@@ -171,4 +207,49 @@ func bridge(ctx context.Context, in io.Reader, out io.Writer, endpoint, token st
 		return nil
 	}
 	return err
+}
+
+// listenRetry bounds the wait between reconnections of the standalone stream.
+const listenRetry = 30 * time.Second
+
+// listen relays the session's standalone SSE stream to the local client
+// until ctx ends, reconnecting with a growing delay. An agent that offers no
+// standalone stream (405) is not asked again.
+func listen(ctx context.Context, hc *http.Client, endpoint, session string, write func(jsonrpc.Message) error) {
+	delay := 500 * time.Millisecond
+	for ctx.Err() == nil {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+		if err != nil {
+			return
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		resp, err := hc.Do(req)
+		if err == nil {
+			if resp.StatusCode == http.StatusMethodNotAllowed {
+				resp.Body.Close()
+				return
+			}
+			if resp.StatusCode == http.StatusOK {
+				delay = 500 * time.Millisecond
+				r := bufio.NewReader(resp.Body)
+				for {
+					data, err := sse.ReadEvent(r, maxLine)
+					if err != nil {
+						break
+					}
+					if msg, err := jsonrpc.DecodeMessage(data); err == nil && len(data) > 0 {
+						_ = write(msg)
+					}
+				}
+			}
+			resp.Body.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, listenRetry)
+	}
 }
