@@ -271,6 +271,11 @@ func (a *Agent) install(s *agentsync.Snapshot) {
 		a.opts.Logger.Warn("agent: configuration not usable; keeping the previous one", "err", err)
 		return
 	}
+	if st.Decide != nil {
+		for _, w := range st.Decide.Warnings() {
+			a.opts.Logger.Warn("agent: policy input not understood", "detail", w)
+		}
+	}
 	a.mu.Lock()
 	a.prev, a.prevP = st, pol
 	a.mu.Unlock()

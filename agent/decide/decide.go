@@ -378,6 +378,7 @@ type rule struct {
 // Snapshot is the precomputed, immutable decision table of one verified
 // configuration.
 type Snapshot struct {
+	warnings      []string
 	policyVersion string
 	policy        *mcpreadyv1.Policy
 	entries       []*entry
@@ -530,6 +531,7 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 			}
 		}
 	}
+	s.warnings = unknownNames(in)
 	return s, nil
 }
 

@@ -182,7 +182,7 @@ var independenceNames = map[string]int{
 // an unknown value (which then meets no requirement, and as a requirement
 // admits no evidence).
 func independenceLevel(v string) (int, bool) {
-	l, ok := independenceNames[strings.ReplaceAll(strings.ToLower(strings.TrimSpace(v)), "_", "-")]
+	l, ok := independenceNames[vocabulary(v)]
 	if !ok {
 		return levelThirdParty + 1, false
 	}

@@ -77,7 +77,7 @@ func parseRetryConditions(names []string) RetryConditions {
 	}
 	c := retryExplicit
 	for _, n := range names {
-		c |= retryNames[strings.ReplaceAll(strings.ToLower(strings.TrimSpace(n)), "_", "-")]
+		c |= retryNames[vocabulary(n)]
 	}
 	return c
 }
