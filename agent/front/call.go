@@ -345,19 +345,24 @@ func failureOutcome(err error) invoke.Outcome {
 		HTTPStatus: uf.Obs.HTTPStatus, JSONRPCCode: uf.Obs.JSONRPCCode, Err: uf}
 }
 
-// checked is a validated upstream result and its encoding (for the digest).
+// checked is a validated upstream result and its JSON (for the digest).
 type checked struct {
 	res *mcp.CallToolResult
 	raw []byte
 }
 
 // checkResult validates one upstream result: size, pinned output schema,
-// tripwire; isError is a tool failure inside a protocol success.
-func checkResult(ch *validate.Checker, r decide.Route, res *mcp.CallToolResult) invoke.Outcome {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY, Sent: true, Err: err}
+// tripwire; isError is a tool failure inside a protocol success. Size and
+// the receipt's result digest are of the JSON the upstream sent, when the
+// agent has it (else of the result encoded again).
+func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invoke.Outcome {
+	res, b := ans.CallToolResult, []byte(ans.JSON)
+	if b == nil {
+		var err error
+		if b, err = json.Marshal(res); err != nil {
+			return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT,
+				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY, Sent: true, Err: err}
+		}
 	}
 	vr := validate.Result{Size: len(b), IsError: res.IsError}
 	if res.StructuredContent != nil {

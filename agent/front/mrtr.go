@@ -257,7 +257,7 @@ func (n *needsInput) outcome() invoke.Outcome {
 // carries the client's answers and the upstream's state; for a session-era
 // client the agent answers input requests over the client's session and
 // repeats the call. A result that still needs input is returned as needsInput.
-func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *mcp.CallToolParams) (*mcp.CallToolResult, *needsInput, error) {
+func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *mcp.CallToolParams) (upstream.Result, *needsInput, error) {
 	rd := roundOf(ctx)
 	if h := rd.resumeHeld(); h != nil {
 		h.answer(rd.responses)
@@ -265,7 +265,7 @@ func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *m
 	}
 	if h, err := v.heldFor(ctx, rd, up, params); h != nil || err != nil {
 		if err != nil {
-			return nil, nil, err
+			return upstream.Result{}, nil, err
 		}
 		return h.wait(ctx)
 	}
@@ -278,24 +278,24 @@ func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *m
 			}
 		}
 	}
-	res, err := up.CallTool(ctx, params)
+	res, err := up.Call(ctx, params)
 	for i := 0; err == nil && res.NeedsInput() && rd != nil && rd.ss != nil && i < maxSessionRounds; i++ {
 		if len(res.InputRequests) == 0 || unsupported(rd.caps, res.InputRequests) != "" {
 			break
 		}
 		responses, ferr := fulfil(ctx, rd.ss, res.InputRequests)
 		if ferr != nil {
-			return nil, &needsInput{res: res, err: ferr}, nil
+			return upstream.Result{}, &needsInput{res: res.CallToolResult, err: ferr}, nil
 		}
 		p := *params
 		p.InputResponses, p.RequestState = responses, res.RequestState
-		res, err = up.CallTool(ctx, &p)
+		res, err = up.Call(ctx, &p)
 	}
 	if err != nil {
-		return nil, nil, err
+		return upstream.Result{}, nil, err
 	}
 	if res.NeedsInput() {
-		return nil, &needsInput{res: res}, nil
+		return upstream.Result{}, &needsInput{res: res.CallToolResult}, nil
 	}
 	return res, nil, nil
 }

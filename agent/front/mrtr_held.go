@@ -102,11 +102,11 @@ func (v *view) startHeld(ctx context.Context, server string, caps *mcp.ClientCap
 // wait waits for the call's end or its next server-to-client request,
 // which it returns as an input request (needsInput). A ctx that ends first
 // aborts the call.
-func (h *heldCall) wait(ctx context.Context) (*mcp.CallToolResult, *needsInput, error) {
+func (h *heldCall) wait(ctx context.Context) (upstream.Result, *needsInput, error) {
 	for {
 		select {
 		case r := <-h.done:
-			return r.res, nil, r.err
+			return upstream.Result{CallToolResult: r.res}, nil, r.err
 		case a := <-h.asks:
 			ir, ok := a.params.(mcp.InputRequest)
 			if !ok {
@@ -115,10 +115,10 @@ func (h *heldCall) wait(ctx context.Context) (*mcp.CallToolResult, *needsInput, 
 			}
 			h.seq++
 			h.open, h.openID = a, fmt.Sprintf("mcpready.dev/upstream-%d", h.seq)
-			return nil, &needsInput{res: &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{h.openID: ir}}, held: h}, nil
+			return upstream.Result{}, &needsInput{res: &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{h.openID: ir}}, held: h}, nil
 		case <-ctx.Done():
 			h.abort()
-			return nil, nil, ctx.Err()
+			return upstream.Result{}, nil, ctx.Err()
 		}
 	}
 }

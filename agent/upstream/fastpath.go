@@ -72,7 +72,7 @@ type wireMessage struct {
 }
 
 // callFast performs one tools/call over a plain POST.
-func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (Result, error) {
 	id := "mcpready-" + strconv.FormatUint(fastCallIDs.Add(1), 10)
 	body, err := json.Marshal(struct {
 		JSONRPC string              `json:"jsonrpc"`
@@ -81,29 +81,33 @@ func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (*mc
 		Params  *mcp.CallToolParams `json:"params"`
 	}{"2.0", id, "tools/call", params})
 	if err != nil {
-		return nil, fmt.Errorf("encoding tools/call: %w", err)
+		return Result{}, fmt.Errorf("encoding tools/call: %w", err)
 	}
 	resp, err := s.post(ctx, body)
 	if err != nil {
-		return nil, err
+		return Result{}, err
 	}
 	defer finish(resp.Body)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("tools/call: HTTP %s", resp.Status)
+		return Result{}, fmt.Errorf("tools/call: HTTP %s", resp.Status)
 	}
 	msg, err := s.readResponse(ctx, resp, id)
 	if err != nil {
 		if ctx.Err() != nil {
 			s.cancelUpstream(id)
-			return nil, ctx.Err()
+			return Result{}, ctx.Err()
 		}
-		return nil, err
+		return Result{}, err
 	}
 	if msg.Error != nil {
-		return nil, msg.Error
+		return Result{}, msg.Error
 	}
-	return decodeCallResult(msg.Result)
+	res, err := decodeCallResult(msg.Result)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{CallToolResult: res, JSON: msg.Result}, nil
 }
 
 // post sends one JSON-RPC message on the session.

@@ -332,13 +332,27 @@ func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.C
 // CallTool calls one tool. The error, if any, is a *Failure; a result with
 // isError is returned as a result, not an error.
 func (s *Session) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	var res *mcp.CallToolResult
+	res, err := s.Call(ctx, params)
+	return res.CallToolResult, err
+}
+
+// Result is a tools/call result and the JSON the upstream sent for it, when
+// the agent decoded it itself (nil when the go-sdk client did).
+type Result struct {
+	*mcp.CallToolResult
+	JSON json.RawMessage
+}
+
+// Call is CallTool that also returns the result's JSON as received, so that
+// callers need not encode the result again to measure or digest it.
+func (s *Session) Call(ctx context.Context, params *mcp.CallToolParams) (Result, error) {
+	var res Result
 	err := s.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
 		var err error
 		if s.fastOK() {
 			res, err = s.callFast(ctx, params)
 		} else {
-			res, err = cs.CallTool(ctx, params)
+			res.CallToolResult, err = cs.CallTool(ctx, params)
 		}
 		return err
 	})
