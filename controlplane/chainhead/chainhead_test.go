@@ -1,0 +1,111 @@
+package chainhead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/controlplane/internal/testenv"
+)
+
+func d(seq uint64) string { return fmt.Sprintf("sha256:%064d", seq) }
+
+func TestAdvanceComparesAndKeepsLastDigests(t *testing.T) {
+	cli, _ := testenv.Etcd(t)
+	s := New(cli, Options{Keep: 3})
+	ctx := context.Background()
+	cur, err := s.Get(ctx, "agent/1")
+	if err != nil || cur != (State{}) {
+		t.Fatalf("empty head: %+v %v", cur, err)
+	}
+	for seq := uint64(1); seq <= 5; seq++ {
+		if cur, err = s.Advance(ctx, "agent/1", cur, receipt.Head{Sequence: seq, Digest: d(seq)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Get(ctx, "agent/1")
+	if err != nil || got != cur || got.Sequence != 5 || got.Digest != d(5) {
+		t.Fatalf("head %+v %v, want %+v", got, err, cur)
+	}
+	for seq, want := range map[uint64]bool{1: false, 2: false, 3: true, 4: true, 5: true} {
+		dg, ok, err := s.BatchDigest(ctx, "agent/1", seq)
+		if err != nil || ok != want || (ok && dg != d(seq)) {
+			t.Errorf("digest %d: %q %v %v, want kept=%v", seq, dg, ok, err, want)
+		}
+	}
+	// "agent/1" is escaped: another agent "agent" sees nothing of it.
+	if h, _ := s.Get(ctx, "agent"); h != (State{}) {
+		t.Fatalf("agent %q sees %+v", "agent", h)
+	}
+
+	for _, tc := range []struct {
+		name string
+		base State
+		next receipt.Head
+		err  error
+	}{
+		{"stale version", State{Head: receipt.Head{Sequence: 4, Digest: d(4)}, Version: 1}, receipt.Head{Sequence: 5, Digest: "sha256:other"}, ErrConflict},
+		{"absent expected but present", State{Head: receipt.Head{Sequence: 5, Digest: d(5)}}, receipt.Head{Sequence: 6, Digest: d(6)}, ErrConflict},
+		{"skips a sequence", cur, receipt.Head{Sequence: 7, Digest: d(7)}, ErrInvalid},
+		{"no digest", cur, receipt.Head{Sequence: 6}, ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now, err := s.Advance(ctx, "agent/1", tc.base, tc.next)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("err %v, want %v", err, tc.err)
+			}
+			if errors.Is(err, ErrConflict) && now != cur {
+				t.Fatalf("conflict returned %+v, want current %+v", now, cur)
+			}
+			if h, _ := s.Get(ctx, "agent/1"); h != cur {
+				t.Fatalf("head changed to %+v", h)
+			}
+		})
+	}
+}
+
+func TestRacingAdvancesOneWins(t *testing.T) {
+	cli, _ := testenv.Etcd(t)
+	a, b := New(cli, Options{}), New(testenv.Client(t, cli.Endpoints()...), Options{})
+	ctx := context.Background()
+	for seq := uint64(1); seq <= 20; seq++ {
+		base, err := a.Get(ctx, "agent-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 2)
+		for i, s := range []*Store{a, b} {
+			go func() {
+				_, err := s.Advance(ctx, "agent-1", base, receipt.Head{Sequence: seq, Digest: fmt.Sprintf("sha256:%d-%d", seq, i)})
+				errs <- err
+			}()
+		}
+		e1, e2 := <-errs, <-errs
+		if (e1 == nil) == (e2 == nil) || !errors.Is(errors.Join(e1, e2), ErrConflict) {
+			t.Fatalf("sequence %d: %v / %v, want exactly one ErrConflict", seq, e1, e2)
+		}
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	cli, m := testenv.Etcd(t)
+	var failures int
+	s := New(cli, Options{Timeout: 300 * time.Millisecond, OnError: func(error) { failures++ }})
+	m.Close()
+	ctx := context.Background()
+	if _, err := s.Get(ctx, "agent-1"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Get: %v", err)
+	}
+	if _, _, err := s.BatchDigest(ctx, "agent-1", 1); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("BatchDigest: %v", err)
+	}
+	if _, err := s.Advance(ctx, "agent-1", State{}, receipt.Head{Sequence: 1, Digest: d(1)}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Advance: %v", err)
+	}
+	if failures != 3 {
+		t.Fatalf("OnError called %d times, want 3", failures)
+	}
+}
