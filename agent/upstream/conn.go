@@ -22,6 +22,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -185,13 +186,26 @@ func (t *directTransport) release(dc *directConn, stop func() bool, reusable boo
 	}
 	dc.idleAt = time.Now()
 	t.mu.Lock()
-	if list := t.idle[dc.key]; len(list) < t.maxIdle {
-		t.idle[dc.key] = append(list, dc)
-		t.mu.Unlock()
-		return
+	list := t.idle[dc.key]
+	// The list is oldest first: connections idle too long leave from the front.
+	n := 0
+	for n < len(list) && dc.idleAt.Sub(list[n].idleAt) >= t.idleTimeout {
+		n++
 	}
+	expired := slices.Clone(list[:n])
+	list = list[n:]
+	keep := len(list) < t.maxIdle
+	if keep {
+		list = append(list, dc)
+	}
+	t.idle[dc.key] = list
 	t.mu.Unlock()
-	_ = dc.conn.Close()
+	for _, old := range expired {
+		_ = old.Close()
+	}
+	if !keep {
+		_ = dc.conn.Close()
+	}
 }
 
 // CloseIdleConnections closes every idle connection.

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,6 +186,51 @@ func TestDirectTransport(t *testing.T) {
 		}
 		if n := dials.Load(); n != 2 {
 			t.Fatalf("dials = %d, want 2", n)
+		}
+	})
+
+	t.Run("connections idle too long are closed", func(t *testing.T) {
+		var inflight sync.WaitGroup
+		inflight.Add(3)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("together") != "" {
+				inflight.Done()
+				inflight.Wait() // three calls at once: three connections
+			}
+		}))
+		defer srv.Close()
+		rt := newDirectTransport()
+		rt.idleTimeout = 150 * time.Millisecond
+		defer rt.CloseIdleConnections()
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				if code, _, err := get(t, rt, context.Background(), srv.URL+"?together=1"); err != nil || code != 200 {
+					t.Errorf("%d %v", code, err)
+				}
+			})
+		}
+		wg.Wait()
+		idle := func() int {
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+			return len(rt.idle[hostKey(srv.URL)])
+		}
+		if n := idle(); n != 3 {
+			t.Fatalf("%d idle connections, want 3", n)
+		}
+		// Only the newest is reused; the two older ones expire and are
+		// closed when a connection is next put back.
+		time.Sleep(100 * time.Millisecond)
+		if _, _, err := get(t, rt, context.Background(), srv.URL); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if _, _, err := get(t, rt, context.Background(), srv.URL); err != nil {
+			t.Fatal(err)
+		}
+		if n := idle(); n != 1 {
+			t.Fatalf("%d idle connections after the others expired, want 1", n)
 		}
 	})
 
