@@ -7,6 +7,41 @@
 // durably in the receipt store and only then acknowledges it. Resends are
 // acknowledged again with duplicate=true and stored once.
 //
+// # Shared chain heads
+//
+// With Options.Heads (package chainhead, in etcd) the chain check uses the
+// shared head, so an agent whose connection moves to another replica
+// continues its chain there. Per batch, under a per-agent mutex: verify
+// the signature and receipts; check the batch against the shared head
+// (an exact resend of an accepted batch is a duplicate, another batch at
+// an accepted sequence a fork, anything else that is not head+1 a gap);
+// store it durably in this replica's receipt store; advance the shared
+// head with a compare-and-swap transaction; only then acknowledge and hand
+// it to the Observer. The head never moves for a batch that no replica
+// has stored durably, so an acknowledged batch is never lost.
+//
+// Failure cases, all safe because the head only moves by the CAS:
+//   - Crash (or etcd failure) between the local store and the CAS: the
+//     batch is on this replica's disk but not in the chain and was not
+//     acknowledged. The agent resends it; against the unchanged head it is
+//     the next batch again, on any replica: this one finds it already
+//     stored (nothing written twice) and only advances the head, another
+//     one stores its own copy and advances. It is never refused.
+//   - Crash between the CAS and the ack: the resend is an exact resend of
+//     an accepted batch, a duplicate on every replica.
+//   - Lost race (the CAS finds the head moved): the batch is checked again
+//     against the head the CAS returned. The same batch accepted by the
+//     other replica makes this a duplicate; a different one a fork, which
+//     is refused. A refused batch stays on this replica's disk (queries of
+//     this replica see it) but is not in the chain, not acknowledged and
+//     not observed. There is never more than one head.
+//   - etcd unavailable: the batch is refused (the agent keeps it) before
+//     it is stored, or, if etcd fails at the CAS, after it is stored as in
+//     the first case.
+//
+// An agent with no shared head yet starts from this replica's local head,
+// so chains begun before heads were shared continue where they are.
+//
 // It also answers receipt queries, tails and exports from the store. It
 // does not compute evidence itself; accepted receipts are handed to an
 // Observer (package aggregate).
@@ -27,6 +62,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane/chainhead"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/sign"
@@ -39,8 +75,20 @@ type Observer interface {
 	Observe(agentID string, receipts []*mcpreadyv1.Receipt, digests []string)
 }
 
+// Heads is the chain state shared by every replica; *chainhead.Store
+// implements it (see that package for the meaning of each method).
+type Heads interface {
+	Get(ctx context.Context, agentID string) (chainhead.State, error)
+	BatchDigest(ctx context.Context, agentID string, seq uint64) (string, bool, error)
+	Advance(ctx context.Context, agentID string, base chainhead.State, next receipt.Head) (chainhead.State, error)
+}
+
 // Options configures the service.
 type Options struct {
+	// Heads, if set, holds the agents' chain heads shared by all replicas
+	// (package chainhead); nil checks chains against this replica's store
+	// only, which is right for a single replica.
+	Heads Heads
 	// Store is the receipt store; required.
 	Store *receiptstore.Store
 	// Trust returns the current verified TrustPolicy (nil rejects every
@@ -63,7 +111,14 @@ const (
 	ReasonMismatch      = "request-mismatch"
 	ReasonStore         = "store-failed"
 	ReasonAgentMismatch = "agent-mismatch"
+	// ReasonChainUnavailable: the shared chain head could not be read or
+	// advanced; the batch was not acknowledged and is resent later.
+	ReasonChainUnavailable = "chain-unavailable"
 )
+
+// casAttempts bounds how often a lost head race is re-checked. A lost race
+// moves the head past the batch, so one re-check normally decides it.
+const casAttempts = 3
 
 // RejectError is a rejected batch with a precise reason.
 type RejectError struct {
@@ -82,6 +137,10 @@ type Service struct {
 
 	agentMu sync.Mutex
 	agents  map[string]*sync.Mutex
+
+	// afterStore, if set (tests), runs between the local store and the
+	// head CAS; an error stands for a crash there.
+	afterStore func(b *mcpreadyv1.ReceiptBatch) error
 }
 
 // New returns the service.
@@ -136,8 +195,9 @@ func (s *Service) Ingest(node *mcpreadyv1.Node, req *mcpreadyv1.UploadBatchesReq
 
 func (s *Service) ingest(node *mcpreadyv1.Node, req *mcpreadyv1.UploadBatchesRequest) (Result, error) {
 	digest := artifact.Digest(req.GetBundle())
-	// A resend of bytes already stored needs no second verification.
-	if req.GetBatchId() != "" {
+	// A resend of bytes already stored needs no second verification (with
+	// shared heads it may still have to advance the head: see the package doc).
+	if req.GetBatchId() != "" && s.opts.Heads == nil {
 		if dup, err := s.opts.Store.Stored(req.GetBatchId(), digest); err != nil {
 			return Result{}, &RejectError{ReasonStore, err.Error()}
 		} else if dup {
@@ -169,6 +229,9 @@ func (s *Service) ingest(node *mcpreadyv1.Node, req *mcpreadyv1.UploadBatchesReq
 	mu := s.agentLock(b.AgentId)
 	mu.Lock()
 	defer mu.Unlock()
+	if s.opts.Heads != nil {
+		return s.ingestShared(b, digest, req, receipts)
+	}
 	dup, err := s.opts.Store.Head(b.AgentId).Next(b, digest, func(seq uint64) (string, bool) { return s.opts.Store.BatchDigest(b.AgentId, seq) })
 	if err != nil {
 		return Result{}, chainReject(err)
@@ -176,21 +239,104 @@ func (s *Service) ingest(node *mcpreadyv1.Node, req *mcpreadyv1.UploadBatchesReq
 	if dup {
 		return Result{Duplicate: true}, nil
 	}
-	ar, err := s.opts.Store.Append(&receiptstore.Batch{AgentID: b.AgentId, Sequence: b.Sequence, BatchID: b.BatchId, Digest: digest,
-		Bundle: req.GetBundle(), Receipts: req.GetReceipts(), Received: s.opts.Now(), Decoded: receipts, Digests: b.ReceiptDigests})
+	ar, err := s.store(b, digest, req, receipts)
 	if err != nil {
-		return Result{}, &RejectError{ReasonStore, err.Error()}
+		return Result{}, err
 	}
 	if ar.Duplicate {
 		return Result{Duplicate: true}, nil
 	}
+	s.observe(b, receipts)
+	return Result{Receipts: len(receipts)}, nil
+}
+
+// store appends the batch to the local receipt store (fsync'd).
+func (s *Service) store(b *mcpreadyv1.ReceiptBatch, digest string, req *mcpreadyv1.UploadBatchesRequest, receipts []*mcpreadyv1.Receipt) (receiptstore.AppendResult, error) {
+	ar, err := s.opts.Store.Append(&receiptstore.Batch{AgentID: b.AgentId, Sequence: b.Sequence, BatchID: b.BatchId, Digest: digest,
+		Bundle: req.GetBundle(), Receipts: req.GetReceipts(), Received: s.opts.Now(), Decoded: receipts, Digests: b.ReceiptDigests})
+	if err != nil {
+		return ar, &RejectError{ReasonStore, err.Error()}
+	}
 	if ar.DuplicateReceipts > 0 {
 		s.log.Warn("batch repeats receipt ids already stored", "agent", b.AgentId, "batch", b.BatchId, "count", ar.DuplicateReceipts)
 	}
+	return ar, nil
+}
+
+func (s *Service) observe(b *mcpreadyv1.ReceiptBatch, receipts []*mcpreadyv1.Receipt) {
 	if s.opts.Observer != nil {
 		s.opts.Observer.Observe(b.AgentId, receipts, b.ReceiptDigests)
 	}
+}
+
+// ingestShared checks b against the shared head, stores it locally and
+// advances the head (see the package doc). The caller holds the agent's
+// mutex.
+func (s *Service) ingestShared(b *mcpreadyv1.ReceiptBatch, digest string, req *mcpreadyv1.UploadBatchesRequest, receipts []*mcpreadyv1.Receipt) (Result, error) {
+	ctx := context.Background() // each Heads call is bounded by its own timeout
+	cur, err := s.opts.Heads.Get(ctx, b.AgentId)
+	if err != nil {
+		return Result{}, &RejectError{ReasonChainUnavailable, err.Error()}
+	}
+	if cur.Version == 0 {
+		cur.Head = s.opts.Store.Head(b.AgentId) // continue a chain begun before heads were shared
+	}
+	if dup, err := s.checkShared(ctx, cur, b, digest); err != nil || dup {
+		return Result{Duplicate: dup}, err
+	}
+	if _, err := s.store(b, digest, req, receipts); err != nil {
+		return Result{}, err
+	}
+	if s.afterStore != nil {
+		if err := s.afterStore(b); err != nil {
+			return Result{}, &RejectError{ReasonChainUnavailable, err.Error()}
+		}
+	}
+	next := receipt.Head{Sequence: b.Sequence, Digest: digest}
+	for attempt := 1; ; attempt++ {
+		now, err := s.opts.Heads.Advance(ctx, b.AgentId, cur, next)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, chainhead.ErrConflict) || attempt == casAttempts {
+			return Result{}, &RejectError{ReasonChainUnavailable, err.Error()}
+		}
+		cur = now
+		dup, err := s.checkShared(ctx, cur, b, digest)
+		if err != nil {
+			s.log.Warn("batch stored locally lost the chain head to another replica", "agent", b.AgentId, "batch", b.BatchId, "sequence", b.Sequence)
+			return Result{}, err
+		}
+		if dup {
+			return Result{Duplicate: true}, nil
+		}
+	}
+	// Observed only once in the chain: a batch stored here before a crash
+	// or a lost race was never observed.
+	s.observe(b, receipts)
 	return Result{Receipts: len(receipts)}, nil
+}
+
+// checkShared is receipt.Head.Next against the shared state cur: earlier
+// sequences are looked up among the shared batch digests (or, for a chain
+// not shared yet, the local store's).
+func (s *Service) checkShared(ctx context.Context, cur chainhead.State, b *mcpreadyv1.ReceiptBatch, digest string) (bool, error) {
+	var lookupErr error
+	dup, err := cur.Next(b, digest, func(seq uint64) (string, bool) {
+		if cur.Version == 0 {
+			return s.opts.Store.BatchDigest(b.AgentId, seq)
+		}
+		d, ok, err := s.opts.Heads.BatchDigest(ctx, b.AgentId, seq)
+		lookupErr = err
+		return d, ok
+	})
+	if lookupErr != nil {
+		return false, &RejectError{ReasonChainUnavailable, lookupErr.Error()}
+	}
+	if err != nil {
+		return false, chainReject(err)
+	}
+	return dup, nil
 }
 
 func chainReject(err error) error {

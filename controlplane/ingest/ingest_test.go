@@ -89,13 +89,18 @@ func (b *syncBuf) Write(p []byte) (int, error) {
 }
 
 func startCP(t testing.TB, dir string, p *pki, logs *syncBuf) *controlPlane {
+	return startCPWith(t, dir, p, logs, nil)
+}
+
+// startCPWith is startCP with shared chain heads (nil: local heads).
+func startCPWith(t testing.TB, dir string, p *pki, logs *syncBuf, heads Heads) *controlPlane {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	st, err := receiptstore.Open(dir, receiptstore.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(Options{Store: st, Trust: func() *sign.Trust { return p.trust }, Logger: log})
+	svc, err := New(Options{Store: st, Trust: func() *sign.Trust { return p.trust }, Logger: log, Heads: heads})
 	if err != nil {
 		t.Fatal(err)
 	}
