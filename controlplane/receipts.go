@@ -7,10 +7,12 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/mcpready/mcpready/controlplane/admin"
 	"github.com/mcpready/mcpready/controlplane/aggregate"
+	"github.com/mcpready/mcpready/controlplane/chainhead"
 	"github.com/mcpready/mcpready/controlplane/ingest"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -20,7 +22,9 @@ import (
 // ReceiptOptions configures a Server's receipt pipeline: the Receipts
 // gRPC service, the on-disk receipt store and, when the Server has an
 // ObserverKey, the aggregator that folds receipts into passive Evidence.
-// Receipts live on this replica's disk, not in etcd.
+// Receipts live on this replica's disk, not in etcd; each agent's chain
+// head lives in etcd (package chainhead), so an agent may move between
+// replicas and its chain continues.
 type ReceiptOptions struct {
 	// Dir holds the receipt segments; "" means <DataDir>/receipts.
 	Dir string
@@ -43,8 +47,8 @@ type receiptPipeline struct {
 
 // openReceipts opens the receipt store and builds ingest and aggregation.
 // Passive Evidence is applied through adm, so it is verified and stored
-// like any other artifact.
-func (s *Server) openReceipts(adm *admin.Service) (*receiptPipeline, error) {
+// like any other artifact. Chain heads are shared through cli.
+func (s *Server) openReceipts(adm *admin.Service, cli *clientv3.Client) (*receiptPipeline, error) {
 	o := s.o.Receipts
 	dir := o.Dir
 	if dir == "" {
@@ -78,7 +82,8 @@ func (s *Server) openReceipts(adm *admin.Service) (*receiptPipeline, error) {
 		}
 		observer = p.agg
 	}
-	p.svc, err = ingest.New(ingest.Options{Store: rs, Trust: func() *sign.Trust { return adm.Current() }, Observer: observer, Registry: s.reg, Logger: s.o.Logger})
+	heads := chainhead.New(cli, chainhead.Options{OnError: func(error) { s.etcdErr.Inc() }})
+	p.svc, err = ingest.New(ingest.Options{Store: rs, Trust: func() *sign.Trust { return adm.Current() }, Heads: heads, Observer: observer, Registry: s.reg, Logger: s.o.Logger})
 	if err != nil {
 		rs.Close()
 		return nil, fmt.Errorf("%w: receipts: %v", ErrConfig, err)
