@@ -15,6 +15,8 @@ import (
 	"github.com/mcpready/mcpready/agent/spool"
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/aggregate"
+	"github.com/mcpready/mcpready/controlplane/chainhead"
+	"github.com/mcpready/mcpready/controlplane/internal/testenv"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/sign"
@@ -53,7 +55,17 @@ func chain(b *testing.B, k crypto.Signer, agent string, n, size int) []*mcpready
 // check the chain, store durably (fsync) and fold into passive evidence.
 // receipts/s is wall time; receipts/cpu-s divides by the process CPU time
 // (getrusage), i.e. throughput per fully used core (run with -cpu 1).
-func BenchmarkReceiptIngest(b *testing.B) {
+func BenchmarkReceiptIngest(b *testing.B) { benchIngest(b, nil) }
+
+// BenchmarkReceiptIngestSharedHeads is BenchmarkReceiptIngest with chain
+// heads shared in a real embedded etcd (a read and a CAS per batch), as a
+// replica of the control plane runs it.
+func BenchmarkReceiptIngestSharedHeads(b *testing.B) {
+	cli, _ := testenv.Etcd(b)
+	benchIngest(b, chainhead.New(cli, chainhead.Options{}))
+}
+
+func benchIngest(b *testing.B, heads Heads) {
 	const size = spool.DefaultBatchSize
 	p := newPKI(b)
 	reqs := chain(b, p.agent, "agent-1", b.N, size)
@@ -62,7 +74,7 @@ func BenchmarkReceiptIngest(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	svc, err := New(Options{Store: st, Trust: func() *sign.Trust { return p.trust }, Observer: benchAggregator(b)})
+	svc, err := New(Options{Store: st, Trust: func() *sign.Trust { return p.trust }, Observer: benchAggregator(b), Heads: heads})
 	if err != nil {
 		b.Fatal(err)
 	}

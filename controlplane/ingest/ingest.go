@@ -136,7 +136,7 @@ type Service struct {
 	m    *metrics
 
 	agentMu sync.Mutex
-	agents  map[string]*sync.Mutex
+	agents  map[string]*agentState
 
 	// afterStore, if set (tests), runs between the local store and the
 	// head CAS; an error stands for a crash there.
@@ -154,18 +154,28 @@ func New(opts Options) (*Service, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Service{opts: opts, log: opts.Logger.With("component", "ingest"), m: newMetrics(opts.Registry), agents: map[string]*sync.Mutex{}}, nil
+	return &Service{opts: opts, log: opts.Logger.With("component", "ingest"), m: newMetrics(opts.Registry), agents: map[string]*agentState{}}, nil
 }
 
-func (s *Service) agentLock(id string) *sync.Mutex {
+// agentState serialises one agent's batches on this replica and, with
+// shared heads, remembers the head this replica last read or wrote. That
+// head is only a hint saving a read per batch: the CAS compares it, and a
+// batch it refuses is checked again against a fresh read.
+type agentState struct {
+	mu    sync.Mutex
+	head  chainhead.State
+	known bool
+}
+
+func (s *Service) agent(id string) *agentState {
 	s.agentMu.Lock()
 	defer s.agentMu.Unlock()
-	m := s.agents[id]
-	if m == nil {
-		m = &sync.Mutex{}
-		s.agents[id] = m
+	a := s.agents[id]
+	if a == nil {
+		a = &agentState{}
+		s.agents[id] = a
 	}
-	return m
+	return a
 }
 
 // Result is the outcome of one batch.
@@ -226,11 +236,11 @@ func (s *Service) ingest(node *mcpreadyv1.Node, req *mcpreadyv1.UploadBatchesReq
 	if err != nil {
 		return Result{}, chainReject(err)
 	}
-	mu := s.agentLock(b.AgentId)
-	mu.Lock()
-	defer mu.Unlock()
+	a := s.agent(b.AgentId)
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if s.opts.Heads != nil {
-		return s.ingestShared(b, digest, req, receipts)
+		return s.ingestShared(a, b, digest, req, receipts)
 	}
 	dup, err := s.opts.Store.Head(b.AgentId).Next(b, digest, func(seq uint64) (string, bool) { return s.opts.Store.BatchDigest(b.AgentId, seq) })
 	if err != nil {
@@ -270,18 +280,28 @@ func (s *Service) observe(b *mcpreadyv1.ReceiptBatch, receipts []*mcpreadyv1.Rec
 }
 
 // ingestShared checks b against the shared head, stores it locally and
-// advances the head (see the package doc). The caller holds the agent's
-// mutex.
-func (s *Service) ingestShared(b *mcpreadyv1.ReceiptBatch, digest string, req *mcpreadyv1.UploadBatchesRequest, receipts []*mcpreadyv1.Receipt) (Result, error) {
+// advances the head (see the package doc). The caller holds a.mu.
+func (s *Service) ingestShared(a *agentState, b *mcpreadyv1.ReceiptBatch, digest string, req *mcpreadyv1.UploadBatchesRequest, receipts []*mcpreadyv1.Receipt) (Result, error) {
 	ctx := context.Background() // each Heads call is bounded by its own timeout
-	cur, err := s.opts.Heads.Get(ctx, b.AgentId)
-	if err != nil {
-		return Result{}, &RejectError{ReasonChainUnavailable, err.Error()}
+	cur, hint := a.head, a.known
+	a.known = false // until the head is read or written again
+	if !hint {
+		var err error
+		if cur, err = s.readHead(ctx, b.AgentId); err != nil {
+			return Result{}, err
+		}
 	}
-	if cur.Version == 0 {
-		cur.Head = s.opts.Store.Head(b.AgentId) // continue a chain begun before heads were shared
+	dup, err := s.checkShared(ctx, cur, b, digest)
+	if err != nil && hint {
+		// The remembered head may be stale (another replica served the
+		// agent meanwhile): decide on the current one.
+		if cur, err = s.readHead(ctx, b.AgentId); err != nil {
+			return Result{}, err
+		}
+		dup, err = s.checkShared(ctx, cur, b, digest)
 	}
-	if dup, err := s.checkShared(ctx, cur, b, digest); err != nil || dup {
+	a.head, a.known = cur, err == nil
+	if err != nil || dup {
 		return Result{Duplicate: dup}, err
 	}
 	if _, err := s.store(b, digest, req, receipts); err != nil {
@@ -296,15 +316,20 @@ func (s *Service) ingestShared(b *mcpreadyv1.ReceiptBatch, digest string, req *m
 	for attempt := 1; ; attempt++ {
 		now, err := s.opts.Heads.Advance(ctx, b.AgentId, cur, next)
 		if err == nil {
+			a.head, a.known = now, true
 			break
 		}
 		if !errors.Is(err, chainhead.ErrConflict) || attempt == casAttempts {
+			a.known = false
 			return Result{}, &RejectError{ReasonChainUnavailable, err.Error()}
 		}
 		cur = now
+		a.head = now
 		dup, err := s.checkShared(ctx, cur, b, digest)
+		if rej := (*RejectError)(nil); errors.As(err, &rej) && rej.Reason != ReasonChainUnavailable {
+			s.log.Warn("batch stored on this replica lost its sequence to another batch; it stays stored but outside the chain", "agent", b.AgentId, "batch", b.BatchId, "sequence", b.Sequence)
+		}
 		if err != nil {
-			s.log.Warn("batch stored locally lost the chain head to another replica", "agent", b.AgentId, "batch", b.BatchId, "sequence", b.Sequence)
 			return Result{}, err
 		}
 		if dup {
@@ -315,6 +340,20 @@ func (s *Service) ingestShared(b *mcpreadyv1.ReceiptBatch, digest string, req *m
 	// or a lost race was never observed.
 	s.observe(b, receipts)
 	return Result{Receipts: len(receipts)}, nil
+}
+
+// readHead reads agentID's shared head; with none stored yet it starts
+// from the local store's head, so a chain begun before heads were shared
+// continues.
+func (s *Service) readHead(ctx context.Context, agentID string) (chainhead.State, error) {
+	cur, err := s.opts.Heads.Get(ctx, agentID)
+	if err != nil {
+		return cur, &RejectError{ReasonChainUnavailable, err.Error()}
+	}
+	if cur.Version == 0 {
+		cur.Head = s.opts.Store.Head(agentID)
+	}
+	return cur, nil
 }
 
 // checkShared is receipt.Head.Next against the shared state cur: earlier
