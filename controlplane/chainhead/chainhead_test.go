@@ -2,6 +2,7 @@ package chainhead
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -108,4 +109,28 @@ func TestUnavailable(t *testing.T) {
 	if failures != 3 {
 		t.Fatalf("OnError called %d times, want 3", failures)
 	}
+}
+
+// FuzzDecodeHead: a stored head value decodes to a valid head or to
+// ErrCorrupt, never panics, and a valid head survives a round trip.
+func FuzzDecodeHead(f *testing.F) {
+	f.Add([]byte(`{"sequence":3,"digest":"sha256:ab"}`))
+	f.Add([]byte(`{"sequence":0,"digest":""}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		st, err := decodeHead("k", v, 7)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		if st.Sequence == 0 || st.Digest == "" || st.Version != 7 {
+			t.Fatalf("invalid head accepted: %+v", st)
+		}
+		enc, _ := json.Marshal(headValue{Sequence: st.Sequence, Digest: st.Digest})
+		if again, err := decodeHead("k", enc, 7); err != nil || again != st {
+			t.Fatalf("round trip: %+v %v, want %+v", again, err, st)
+		}
+	})
 }
