@@ -39,8 +39,12 @@
 //     it is stored, or, if etcd fails at the CAS, after it is stored as in
 //     the first case.
 //
-// An agent with no shared head yet starts from this replica's local head,
-// so chains begun before heads were shared continue where they are.
+// Each replica remembers the head it last read or wrote per agent, so a
+// batch normally costs one etcd round trip (the CAS); a batch that the
+// remembered head refuses is checked again against a fresh read before it
+// is refused. An agent with no shared head yet starts from this replica's
+// local head, so chains begun before heads were shared continue where they
+// are.
 //
 // It also answers receipt queries, tails and exports from the store. It
 // does not compute evidence itself; accepted receipts are handed to an
