@@ -3,8 +3,10 @@
 // Admin, Discovery and (optionally) Receipts gRPC services, the registry
 // lifecycle sweep, gRPC health and Prometheus metrics.
 //
-// A Server holds no state that other replicas need: everything lives in
-// etcd, so any number of replicas may share one etcd cluster. Plaintext is
+// Artifacts, lifecycle state and agents' receipt chain heads live in etcd,
+// so any number of replicas may share one etcd cluster; only the receipt
+// batches a replica received stay in its own data directory (queries answer
+// from those). Plaintext is
 // only allowed on loopback; anything else needs TLS (mTLS when a client CA
 // is given).
 package controlplane
