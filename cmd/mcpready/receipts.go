@@ -274,7 +274,7 @@ func dirOf(path string) string {
 }
 
 var receiptsVerifyCmd = &cobra.Command{
-	Use:   "verify FILE (--key AGENT.pub | --root ROOT.pub --trust TRUST.bundle.json) [--at T]",
+	Use:   "verify FILE... (--key AGENT.pub | --root ROOT.pub --trust TRUST.bundle.json) [--at T]",
 	Short: "Verify a receipt export offline: signatures, digests and hash chains",
 	Long: `Verify an export made by "mcpready receipts export", offline: every batch's
 signature (by one agent key with --key, or under a TrustPolicy signed by the
@@ -283,9 +283,13 @@ receipt against its listed digest, and each agent's hash chain (no gap, fork,
 reordering or replay). An export that starts mid-chain is checked from its
 first batch.
 
-Exit status: 0 verified, 3 verification failed (the batch is named on
-standard error), 2 usage error, 1 any other error.`,
-	Args: oneArg,
+Several files are verified together as one set of chains: export from
+every control-plane replica (each stores the batches it received) and pass
+all the files; a batch found in more than one counts once.
+
+Exit status: 0 verified, 3 verification failed (the file, line and batch are
+named on standard error), 2 usage error, 1 any other error.`,
+	Args: someArgs,
 	RunE: func(cmd *cobra.Command, args []string) error {
 		f := receiptsFlags
 		defer resetFlags(cmd)
@@ -323,15 +327,22 @@ standard error), 2 usage error, 1 any other error.`,
 			}
 			verify = func(b []byte) (*sign.Verified, error) { return trust.Verify(b, at) }
 		}
-		file, err := os.Open(args[0])
-		if err != nil {
-			return err
+		inputs := make([]export.Input, 0, len(args))
+		for _, name := range args {
+			file, err := os.Open(name)
+			if err != nil {
+				return err
+			}
+			defer file.Close()
+			inputs = append(inputs, export.Input{Name: name, R: file})
 		}
-		defer file.Close()
-		sum, err := export.Verify(file, verify)
+		sum, err := export.VerifyAll(inputs, verify)
 		var fail *export.Failure
-		if errors.As(err, &fail) || errors.Is(err, export.ErrFormat) {
-			return withCode(exitVerify, fmt.Errorf("%s: %w", args[0], err))
+		if errors.As(err, &fail) {
+			return withCode(exitVerify, err)
+		}
+		if errors.Is(err, export.ErrFormat) {
+			return withCode(exitVerify, fmt.Errorf("%s: %w", strings.Join(args, ", "), err))
 		}
 		if err != nil {
 			return err
@@ -381,6 +392,14 @@ func init() {
 func oneArg(cmd *cobra.Command, args []string) error {
 	if len(args) != 1 {
 		return withCode(exitUsage, fmt.Errorf("%s: want exactly one argument, got %d", cmd.Name(), len(args)))
+	}
+	return nil
+}
+
+// someArgs requires at least one positional argument (usage exit code).
+func someArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return withCode(exitUsage, fmt.Errorf("%s: want at least one argument", cmd.Name()))
 	}
 	return nil
 }

@@ -143,4 +143,17 @@ func TestReceiptsCommands(t *testing.T) {
 	if code, _, _ = runKeyCLI(t, "receipts", "verify", file); code != exitUsage {
 		t.Fatalf("verify without keys: %d", code)
 	}
+	if code, _, _ = runKeyCLI(t, "receipts", "verify", "--key", agentPub); code != exitUsage {
+		t.Fatalf("verify without a file: %d", code)
+	}
+	// Two replicas' exports, each with part of the chain (one batch in
+	// both), verify together; either alone has a gap.
+	partA := writeFile(t, dir, "a.jsonl", bytes.Join([][]byte{lines[0], lines[2]}, nil))
+	partB := writeFile(t, dir, "b.jsonl", bytes.Join([][]byte{lines[1], lines[2]}, nil))
+	if code, out, errOut = runKeyCLI(t, "receipts", "verify", partA, partB, "--key", agentPub); code != exitOK || !strings.Contains(out, "1-3") {
+		t.Fatalf("verify two exports: %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut = runKeyCLI(t, "receipts", "verify", partA, "--key", agentPub); code != exitVerify || !strings.Contains(errOut, "a.jsonl:2") {
+		t.Fatalf("verify one part: %d %s", code, errOut)
+	}
 }

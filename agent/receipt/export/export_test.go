@@ -20,7 +20,7 @@ import (
 )
 
 // lines signs a chain of n batches of 3 receipts for agent.
-func lines(t *testing.T, k crypto.Signer, agent string, n int) []Line {
+func lines(t testing.TB, k crypto.Signer, agent string, n int) []Line {
 	var out []Line
 	head := receipt.Head{}
 	for s := 1; s <= n; s++ {
@@ -48,7 +48,7 @@ func mkReceipt(agent string, s, i int, suffix string) *mcpreadyv1.Receipt {
 	return r
 }
 
-func encode(t *testing.T, ls []Line) []byte {
+func encode(t testing.TB, ls []Line) []byte {
 	var buf bytes.Buffer
 	for _, l := range ls {
 		if err := Write(&buf, l); err != nil {
@@ -149,5 +149,112 @@ func FuzzRead(f *testing.F) {
 			}
 			return nil
 		})
+	})
+}
+
+// Exports from several control-plane replicas verify together: each holds
+// part of an agent's chain, in order; a batch both replicas stored counts
+// once.
+func TestVerifyAllMergesReplicas(t *testing.T) {
+	k, _ := sign.GenerateKey(sign.AlgorithmECDSAP256)
+	byKey := func(bundle []byte) (*sign.Verified, error) { return sign.VerifyWithKey(bundle, k.Public()) }
+	c := lines(t, k, "agent-1", 5) // b1..b5
+	other := lines(t, k, "agent-2", 2)
+	forked := lines(t, k, "agent-1", 5)
+	in := func(name string, ls ...Line) Input { return Input{Name: name, R: bytes.NewReader(encode(t, ls))} }
+
+	sum, err := VerifyAll([]Input{in("a", c[0], c[2], other[0], c[3]), in("b", c[1], c[2], other[1], c[4])}, byKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum) != 2 || sum[0].Batches != 5 || sum[0].Receipts != 15 || sum[0].StartsMidChain || sum[0].LastSeq != 5 || sum[1].Batches != 2 {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, tc := range []struct {
+		name, input, batch, reason string
+		inputs                     []Input
+	}{
+		{"missing from every export", "b", "agent-1-b4", "gap", []Input{in("a", c[0], c[1]), in("b", c[3], c[4])}},
+		{"forked batch in one export", "b", "agent-1-b3", "fork", []Input{in("a", c[0], c[1], c[3]), in("b", forked[2])}},
+		{"reordered within an export", "a", "agent-1-b2", "reordered", []Input{in("a", c[0], c[2], c[1]), in("b", c[3])}},
+		{"repeated within an export", "a", "agent-1-b1", "replay", []Input{in("a", c[0], c[0]), in("b", c[1])}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := VerifyAll(tc.inputs, byKey)
+			var f *Failure
+			if !errors.As(err, &f) {
+				t.Fatalf("not a failure: %v", err)
+			}
+			if f.Input != tc.input || f.BatchID != tc.batch || f.Reason != tc.reason {
+				t.Fatalf("failure %v, want %s: batch %s reason %s", f, tc.input, tc.batch, tc.reason)
+			}
+		})
+	}
+}
+
+// The first failing batch is named, even when a later one fails on its own.
+func TestVerifyNamesFirstFailure(t *testing.T) {
+	k, _ := sign.GenerateKey(sign.AlgorithmECDSAP256)
+	other, _ := sign.GenerateKey(sign.AlgorithmECDSAP256)
+	byKey := func(bundle []byte) (*sign.Verified, error) { return sign.VerifyWithKey(bundle, k.Public()) }
+	ls := lines(t, k, "agent-1", 4)
+	ls = []Line{ls[0], ls[2], ls[1], lines(t, other, "agent-1", 4)[3]} // gap at line 2, unknown key at line 4
+	_, err := Verify(bytes.NewReader(encode(t, ls)), byKey)
+	var f *Failure
+	if !errors.As(err, &f) || f.Line != 2 || f.Reason != "gap" {
+		t.Fatalf("failure %v, want the gap at line 2", err)
+	}
+}
+
+// FuzzVerifyAllSplits spreads one valid chain over two exports (each in
+// chain order, some batches in both, some in neither): VerifyAll accepts
+// exactly the splits that cover every batch, and always names the first
+// missing one otherwise.
+func FuzzVerifyAllSplits(f *testing.F) {
+	k, _ := sign.GenerateKey(sign.AlgorithmEd25519)
+	chain := lines(f, k, "agent-1", 8)
+	byKey := func(bundle []byte) (*sign.Verified, error) { return sign.VerifyWithKey(bundle, k.Public()) }
+	f.Add(uint8(0b01010101), uint8(0b10101010))
+	f.Add(uint8(0xff), uint8(0xff))
+	f.Add(uint8(0b00001111), uint8(0b11110111))
+	f.Fuzz(func(t *testing.T, inA, inB uint8) {
+		var a, b []Line
+		first, missing := 0, -1
+		for i, l := range chain {
+			if inA&(1<<i) != 0 {
+				a = append(a, l)
+			}
+			if inB&(1<<i) != 0 {
+				b = append(b, l)
+			}
+			if inA&(1<<i) == 0 && inB&(1<<i) == 0 && missing < 0 && i > first {
+				missing = i
+			}
+			if inA&(1<<i) == 0 && inB&(1<<i) == 0 && i == first {
+				first++ // a chain may start mid-way
+			}
+		}
+		if first == len(chain) {
+			return // nothing exported
+		}
+		// Batches after a gap make it a gap only if something follows.
+		followed := false
+		for i := missing + 1; missing >= 0 && i < len(chain); i++ {
+			followed = followed || inA&(1<<i) != 0 || inB&(1<<i) != 0
+		}
+		sum, err := VerifyAll([]Input{{Name: "a", R: bytes.NewReader(encode(t, a))}, {Name: "b", R: bytes.NewReader(encode(t, b))}}, byKey)
+		if missing >= 0 && followed {
+			var fl *Failure
+			if !errors.As(err, &fl) || fl.Reason != "gap" {
+				t.Fatalf("split %08b/%08b: batch %d missing, got %v", inA, inB, missing+1, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("split %08b/%08b: %v", inA, inB, err)
+		}
+		if len(sum) != 1 || sum[0].Batches != int(sum[0].LastSeq-sum[0].FirstSeq+1) || sum[0].FirstSeq != uint64(first+1) {
+			t.Fatalf("split %08b/%08b: summary %+v", inA, inB, sum)
+		}
 	})
 }
