@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/peek"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/atomicfile"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -132,6 +134,7 @@ any bundle was rejected.`,
 var getFlags struct {
 	server         string
 	output         string
+	bundles        string
 	includeDeleted bool
 }
 
@@ -188,7 +191,11 @@ var getCmd = &cobra.Command{
 	Long: `Show the latest revision of every artifact of KIND (or of one NAME).
 KIND is case-insensitive and may be plural ("policies"). The table shows
 KIND NAME REVISION SIGNER AGE; json and yaml show the decoded objects with
-their store metadata. get does not verify signatures: use "mcpready verify".`,
+their store metadata. get does not verify signatures: use "mcpready verify".
+With --bundles DIR, each artifact's stored Sigstore bundle (the exact bytes
+that were applied and verified) is also written to DIR as
+<Kind>_<name>.bundle.json ("/" in names as "%2F"), for offline
+verification with "mcpready verify" or cosign.`,
 	Args: cobra.RangeArgs(1, 2),
 	RunE: func(cmd *cobra.Command, args []string) error {
 		f := getFlags
@@ -210,6 +217,9 @@ their store metadata. get does not verify signatures: use "mcpready verify".`,
 		if err != nil {
 			return err
 		}
+		if err := writeBundles(cmd, f.bundles, r.Artifacts, false); err != nil {
+			return err
+		}
 		shown := showArtifacts(r.Artifacts)
 		var v any = shown
 		if req.Name != "" && len(shown) == 1 {
@@ -229,14 +239,18 @@ their store metadata. get does not verify signatures: use "mcpready verify".`,
 }
 
 var historyFlags struct {
-	server string
-	output string
+	server  string
+	output  string
+	bundles string
 }
 
 var historyCmd = &cobra.Command{
 	Use:   "history KIND NAME [-o table|json|yaml]",
 	Short: "Show every stored revision of one artifact, oldest first",
-	Args:  cobra.ExactArgs(2),
+	Long: `Show every stored revision of one artifact, oldest first. With
+--bundles DIR, each revision's stored Sigstore bundle (exactly as applied)
+is also written to DIR as <Kind>_<name>.r<revision>.bundle.json.`,
+	Args: cobra.ExactArgs(2),
 	RunE: func(cmd *cobra.Command, args []string) error {
 		f := historyFlags
 		defer resetFlags(cmd)
@@ -251,6 +265,9 @@ var historyCmd = &cobra.Command{
 			return cli.History(ctx, &mcpreadyv1.HistoryRequest{Kind: string(kind), Name: args[1]})
 		})
 		if err != nil {
+			return err
+		}
+		if err := writeBundles(cmd, f.bundles, r.Revisions, true); err != nil {
 			return err
 		}
 		shown := showArtifacts(r.Revisions)
@@ -314,8 +331,38 @@ func init() {
 	addServerFlag(getCmd, &getFlags.server)
 	addOutputFlag(historyCmd, &historyFlags.output)
 	addServerFlag(historyCmd, &historyFlags.server)
+	getCmd.Flags().StringVar(&getFlags.bundles, "bundles", "", "also write each stored bundle, exactly as applied, to this directory")
+	historyCmd.Flags().StringVar(&historyFlags.bundles, "bundles", "", "also write each revision's stored bundle, exactly as applied, to this directory")
 	deleteCmd.Flags().StringVar(&deleteFlags.key, "key", "", "private key that signs the tombstone")
 	deleteCmd.Flags().StringVar(&deleteFlags.reason, "reason", "", "reason recorded in the tombstone")
 	addServerFlag(deleteCmd, &deleteFlags.server)
 	root.AddCommand(applyCmd, getCmd, historyCmd, deleteCmd)
+}
+
+// writeBundles writes each artifact's stored bundle to dir (nothing when
+// dir is ""), named by kind and name (and revision when perRevision), and
+// says how many on standard error.
+func writeBundles(cmd *cobra.Command, dir string, arts []*mcpreadyv1.StoredArtifact, perRevision bool) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	n := 0
+	for _, a := range arts {
+		if len(a.GetBundle()) == 0 {
+			continue
+		}
+		name := a.GetKind() + "_" + strings.ReplaceAll(a.GetName(), "/", "%2F")
+		if perRevision {
+			name += fmt.Sprintf(".r%d", a.GetRevision())
+		}
+		if err := atomicfile.WriteFile(filepath.Join(dir, name+".bundle.json"), a.GetBundle(), 0o644); err != nil {
+			return err
+		}
+		n++
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d bundle(s) to %s\n", n, dir)
+	return nil
 }

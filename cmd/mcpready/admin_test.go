@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -86,6 +87,26 @@ func TestAdminCommands(t *testing.T) {
 	}
 	if code, _, _ = runKeyCLI(t, "get", "Policy", "-o", "xml", "--server", addr); code != exitUsage {
 		t.Fatalf("bad -o: %d", code)
+	}
+	// --bundles writes the stored bytes, exactly as applied: they verify offline.
+	out1 := filepath.Join(dir, "bundles")
+	code, _, errOut = runKeyCLI(t, "get", "Policy", "--bundles", out1, "--server", addr)
+	stored := filepath.Join(out1, "Policy_org%2Fp.bundle.json")
+	if code != exitOK || !strings.Contains(errOut, "wrote 1 bundle(s)") || !bytes.Equal(mustRead(t, stored), mustRead(t, pol)) {
+		t.Fatalf("get --bundles: %d %q", code, errOut)
+	}
+	rootPub, err := sign.MarshalPublicKey(p.Root.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut = runKeyCLI(t, "verify", "-f", stored, "--root", writeFile(t, dir, "root.pub", rootPub), "--trust", tp); code != exitOK {
+		t.Fatalf("verify stored bundle: %d %s", code, errOut)
+	}
+	if code, _, _ = runKeyCLI(t, "history", "Policy", "org/p", "--bundles", out1, "--server", addr); code != exitOK {
+		t.Fatalf("history --bundles: %d", code)
+	}
+	if !bytes.Equal(mustRead(t, filepath.Join(out1, "Policy_org%2Fp.r1.bundle.json")), mustRead(t, pol)) {
+		t.Fatal("history --bundles: revision 1 differs from the applied bundle")
 	}
 
 	// delete with a key file
