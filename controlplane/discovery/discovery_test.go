@@ -326,3 +326,54 @@ func TestDisconnectMidPush(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A state-of-the-world request may change its resource names: the agent
+// gets what it now subscribes to, and nothing when the names are the same.
+func TestSotWResourceNamesChange(t *testing.T) {
+	e := setup(t)
+	e.put(t, "p1", "one", nil)
+	e.put(t, "p2", "two", nil)
+	e.start()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := e.cli.StreamResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := pump(s.Recv)
+	s.Send(&mcpreadyv1.StreamResourcesRequest{Node: node("n1", nil), TypeUrl: policyURL, ResourceNames: []string{"p1"}})
+	last, ok := recvTimeout(t, sc, 5*time.Second)
+	if got := names(last.Resources); !ok || len(got) != 1 || got["p1"] == "" {
+		t.Fatalf("initial: %v", got)
+	}
+	for _, step := range []struct {
+		names []string
+		want  []string // nil: no response expected
+	}{
+		{[]string{"p1", "p2"}, []string{"p1", "p2"}},
+		{[]string{"p2"}, []string{"p2"}},
+		{[]string{"p2"}, nil},
+	} {
+		s.Send(&mcpreadyv1.StreamResourcesRequest{TypeUrl: policyURL, VersionInfo: last.VersionInfo, ResponseNonce: last.Nonce, ResourceNames: step.names})
+		m, got := recvTimeout(t, sc, 2*time.Second)
+		if step.want == nil {
+			if got {
+				t.Fatalf("names %v unchanged, yet got %v", step.names, names(m.Resources))
+			}
+			continue
+		}
+		if !got {
+			t.Fatalf("names %v: no response", step.names)
+		}
+		have := names(m.Resources)
+		if len(have) != len(step.want) {
+			t.Fatalf("names %v: got %v", step.names, have)
+		}
+		for _, n := range step.want {
+			if have[n] == "" {
+				t.Fatalf("names %v: got %v", step.names, have)
+			}
+		}
+		last = m
+	}
+}

@@ -1,6 +1,8 @@
 package discovery
 
 import (
+	"slices"
+
 	"google.golang.org/grpc"
 
 	"github.com/mcpready/mcpready/artifact"
@@ -19,7 +21,19 @@ type sotwSub struct {
 	sentNames map[string]string
 }
 
-func (sub *sotwSub) nonce() string   { return sub.lastNonce }
+func (sub *sotwSub) nonce() string { return sub.lastNonce }
+
+// rename takes the resource names of a later request: when they changed,
+// the agent gets the resources it now subscribes to (nothing if the set it
+// holds is still right).
+func (sub *sotwSub) rename(req *mcpreadyv1.StreamResourcesRequest) error {
+	if slices.Equal(req.GetResourceNames(), sub.names) {
+		return nil
+	}
+	sub.names = slices.Clone(req.GetResourceNames())
+	sub.ver = "" // re-filter the current snapshot
+	return sub.push()
+}
 func (sub *sotwSub) version() string { return sub.ver }
 
 func (sub *sotwSub) push() error {

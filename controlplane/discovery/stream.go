@@ -29,6 +29,12 @@ type subscription interface {
 	version() string
 }
 
+// renamer is a subscription whose resource names a later request may
+// change (state of the world: each request carries the full list).
+type renamer[Req request] interface {
+	rename(req Req) error
+}
+
 // subscribeFunc creates the subscription for the first request of a type
 // (kind already validated) and pushes what the agent lacks.
 type subscribeFunc[Req request] func(stream grpc.ServerStream, ns *nodeScope, kind artifact.Kind, first Req) (subscription, error)
@@ -89,6 +95,11 @@ func serve[Req request](s *Server, stream grpc.ServerStream, recv func() (Req, e
 			s.o.Metrics.acked(req.GetTypeUrl(), !nack)
 			if nack {
 				s.o.Logger.Warn("discovery: NACK; keeping the agent's previous version", "node", nodeID, "type", req.GetTypeUrl(), "version", sub.version(), "error", req.GetErrorDetail().GetMessage())
+			}
+			if r, ok := sub.(renamer[Req]); ok {
+				if err := r.rename(req); err != nil {
+					return streamEnd(err)
+				}
 			}
 		}
 	}
