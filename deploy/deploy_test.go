@@ -71,6 +71,12 @@ type workloadSpec struct {
 	ClusterIP string `json:"clusterIP"`
 	// PodDisruptionBudget.
 	MinAvailable any `json:"minAvailable"`
+	// StatefulSet.
+	VolumeClaimTemplates []struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	} `json:"volumeClaimTemplates"`
 }
 
 var docSep = regexp.MustCompile(`(?m)^---\s*$`)
@@ -179,7 +185,7 @@ func TestWorkloads(t *testing.T) {
 		hostNetwork bool
 		pdb         bool
 	}{
-		{"Deployment", "mcpready-controlplane", 2, false, true},
+		{"StatefulSet", "mcpready-controlplane", 2, false, true},
 		{"StatefulSet", "etcd", 3, false, true},
 		{"DaemonSet", "mcpready-agent", 0, true, false},
 	}
@@ -244,6 +250,32 @@ func TestAgentIsHostLocal(t *testing.T) {
 	args := strings.Join(spec(t, o).Template.Spec.Containers[0].Args, " ")
 	if !strings.Contains(args, "--listen=127.0.0.1:") {
 		t.Errorf("agent does not listen on loopback: %s", args)
+	}
+}
+
+// The control plane keeps receipt batches in --data: each replica has its
+// own persistent volume there, under a headless governing Service.
+func TestControlPlaneReceiptVolumes(t *testing.T) {
+	objs := manifests(t)
+	sts, ok := find(objs, "StatefulSet", "mcpready-controlplane")
+	if !ok {
+		t.Fatal("no control plane StatefulSet")
+	}
+	s := spec(t, sts)
+	if len(s.VolumeClaimTemplates) != 1 || s.VolumeClaimTemplates[0].Metadata.Name != "data" {
+		t.Fatalf("volumeClaimTemplates %+v, want one named data", s.VolumeClaimTemplates)
+	}
+	for _, v := range s.Template.Spec.Volumes {
+		if v.Name == "data" {
+			t.Error("a pod volume named data shadows the persistent claim")
+		}
+	}
+	if !strings.Contains(string(sts.Spec), `"--data=/var/lib/mcpready"`) || !strings.Contains(string(sts.Spec), `"mountPath":"/var/lib/mcpready"`) {
+		t.Error("--data is not the mounted claim")
+	}
+	svc, ok := find(objs, "Service", s.ServiceName)
+	if !ok || spec(t, svc).ClusterIP != "None" {
+		t.Errorf("serviceName %q is not a headless Service", s.ServiceName)
 	}
 }
 
@@ -411,7 +443,7 @@ func TestDockerfile(t *testing.T) {
 	}
 	// The image the manifests run runs as the user their securityContext names.
 	for _, o := range manifests(t) {
-		if o.Kind == "Deployment" || o.Kind == "DaemonSet" {
+		if strings.HasPrefix(o.Metadata.Name, "mcpready-") && (o.Kind == "StatefulSet" || o.Kind == "Deployment" || o.Kind == "DaemonSet") {
 			if !strings.Contains(string(o.Spec), "65532") {
 				t.Errorf("%s %s does not run as 65532", o.Kind, o.Metadata.Name)
 			}
