@@ -93,6 +93,19 @@ func node(id string, labels map[string]string) *mcpreadyv1.Node {
 	return &mcpreadyv1.Node{Id: id, Labels: labels}
 }
 
+// sotw opens a state-of-the-world stream, closed when the test ends, and
+// pumps its responses.
+func (e *env) sotw(t *testing.T) (mcpreadyv1.DiscoveryService_StreamResourcesClient, <-chan *mcpreadyv1.StreamResourcesResponse) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := e.cli.StreamResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, pump(s.Recv)
+}
+
 func names(rs []*mcpreadyv1.Resource) map[string]string {
 	m := map[string]string{}
 	for _, r := range rs {
@@ -105,13 +118,7 @@ func TestSotWAckNackNoResendLoop(t *testing.T) {
 	e := setup(t)
 	e.put(t, "p1", "one", nil)
 	e.start()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := e.cli.StreamResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := pump(s.Recv)
+	s, sc := e.sotw(t)
 	// subscribe
 	s.Send(&mcpreadyv1.StreamResourcesRequest{Node: node("n1", nil), TypeUrl: policyURL})
 	r1, ok := recvTimeout(t, sc, 5*time.Second)
@@ -334,13 +341,7 @@ func TestSotWResourceNamesChange(t *testing.T) {
 	e.put(t, "p1", "one", nil)
 	e.put(t, "p2", "two", nil)
 	e.start()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := e.cli.StreamResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := pump(s.Recv)
+	s, sc := e.sotw(t)
 	s.Send(&mcpreadyv1.StreamResourcesRequest{Node: node("n1", nil), TypeUrl: policyURL, ResourceNames: []string{"p1"}})
 	last, ok := recvTimeout(t, sc, 5*time.Second)
 	if got := names(last.Resources); !ok || len(got) != 1 || got["p1"] == "" {
