@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -366,5 +367,40 @@ func TestHeldCallRounds(t *testing.T) {
 	}
 	if third := call(t, cs, "ask", map[string]any{}); !third.NeedsInput() {
 		t.Fatalf("a new call after an abandoned one: %+v", third)
+	}
+}
+
+// A pending round is usable once, within roundTTL, by the call it was made for.
+func TestRoundStoreTake(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	k := pendingKey{server: "st", principal: "dev-client", tool: "confirm", args: "sha256:x"}
+	for _, tt := range []struct {
+		name string
+		at   time.Time
+		key  pendingKey
+		want string // "" = taken
+	}{
+		{"in time", t0.Add(roundTTL - time.Second), k, ""},
+		{"expired", t0.Add(roundTTL + time.Second), k, "expired"},
+		{"another call", t0.Add(time.Minute), pendingKey{server: "st", principal: "dev-client", tool: "confirm", args: "sha256:y"}, "another call"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := newRoundStore()
+			state, err := st.put(&pending{key: k, entry: "st/confirm"}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := st.take(state, tt.key, tt.at)
+			switch {
+			case tt.want == "" && (err != nil || p == nil || p.entry != "st/confirm"):
+				t.Fatalf("take: %v %+v", err, p)
+			case tt.want != "" && (!errors.Is(err, ErrRequestState) || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("take: %v, want %q", err, tt.want)
+			}
+			// Whatever the outcome, the state is spent.
+			if _, err := st.take(state, k, t0); !errors.Is(err, ErrRequestState) || !strings.Contains(err.Error(), "already used") {
+				t.Fatalf("second take: %v", err)
+			}
+		})
 	}
 }
