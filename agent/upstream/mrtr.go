@@ -29,19 +29,10 @@ type Lease struct {
 	once    sync.Once
 }
 
+// leaseIdle is a Pool's set of idle leases. Its zero value is empty.
 type leaseIdle struct {
 	mu   sync.Mutex
 	idle map[string][]*Lease // server|capabilities -> idle leases
-}
-
-var leases sync.Map // *Pool -> *leaseIdle
-
-func (p *Pool) leaseIdle() *leaseIdle {
-	if l, ok := leases.Load(p); ok {
-		return l.(*leaseIdle)
-	}
-	l, _ := leases.LoadOrStore(p, &leaseIdle{idle: map[string][]*Lease{}})
-	return l.(*leaseIdle)
 }
 
 // Lease returns a session of server advertising caps (normally the
@@ -54,7 +45,7 @@ func (p *Pool) Lease(ctx context.Context, server string, caps *mcp.ClientCapabil
 	}
 	c := &mcp.ClientCapabilities{Elicitation: caps.Elicitation, Sampling: caps.Sampling, RootsV2: caps.RootsV2}
 	key := server + "|" + capsKey(c)
-	li := p.leaseIdle()
+	li := &p.leases
 	li.mu.Lock()
 	for list := li.idle[key]; len(list) > 0; list = li.idle[key] {
 		l := list[len(list)-1]
@@ -93,12 +84,15 @@ func (l *Lease) Release() {
 			_ = l.Close()
 			return
 		}
-		li := p.leaseIdle()
+		li := &p.leases
 		li.mu.Lock()
 		p.mu.Lock()
 		closed := p.closed
 		p.mu.Unlock()
 		if !closed && len(li.idle[l.key]) < maxIdleLeases {
+			if li.idle == nil {
+				li.idle = map[string][]*Lease{}
+			}
 			li.idle[l.key] = append(li.idle[l.key], l)
 			l = nil
 		}
@@ -111,13 +105,12 @@ func (l *Lease) Release() {
 
 // closeLeases closes the idle leased sessions of p.
 func (p *Pool) closeLeases() {
-	li := p.leaseIdle()
+	li := &p.leases
 	li.mu.Lock()
 	idle := li.idle
-	li.idle = map[string][]*Lease{}
+	li.idle = nil
 	li.mu.Unlock()
 	closeAll(idle)
-	leases.Delete(p)
 }
 
 // capsKey names the capability set of a leased session.

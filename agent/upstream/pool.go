@@ -64,6 +64,7 @@ type Pool struct {
 	mu     sync.Mutex
 	shared map[string]*sharedSlot
 	closed bool
+	leases leaseIdle
 }
 
 type sharedSlot struct {
