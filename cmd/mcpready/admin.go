@@ -200,12 +200,9 @@ verification with "mcpready verify" or cosign.`,
 	RunE: func(cmd *cobra.Command, args []string) error {
 		f := getFlags
 		defer resetFlags(cmd)
-		if err := checkOutput(cmd, f.output); err != nil {
-			return err
-		}
-		kind, err := artifact.ParseKind(args[0])
+		kind, err := kindAndOutput(cmd, args[0], f.output)
 		if err != nil {
-			return withCode(exitUsage, err)
+			return err
 		}
 		req := &mcpreadyv1.GetRequest{Kind: string(kind), IncludeDeleted: f.includeDeleted}
 		if len(args) == 2 {
@@ -254,12 +251,9 @@ is also written to DIR as <Kind>_<name>.r<revision>.bundle.json.`,
 	RunE: func(cmd *cobra.Command, args []string) error {
 		f := historyFlags
 		defer resetFlags(cmd)
-		if err := checkOutput(cmd, f.output); err != nil {
-			return err
-		}
-		kind, err := artifact.ParseKind(args[0])
+		kind, err := kindAndOutput(cmd, args[0], f.output)
 		if err != nil {
-			return withCode(exitUsage, err)
+			return err
 		}
 		r, err := adminCall(cmd, f.server, func(ctx context.Context, cli mcpreadyv1.AdminServiceClient) (*mcpreadyv1.HistoryResponse, error) {
 			return cli.History(ctx, &mcpreadyv1.HistoryRequest{Kind: string(kind), Name: args[1]})
@@ -337,6 +331,19 @@ func init() {
 	deleteCmd.Flags().StringVar(&deleteFlags.reason, "reason", "", "reason recorded in the tombstone")
 	addServerFlag(deleteCmd, &deleteFlags.server)
 	root.AddCommand(applyCmd, getCmd, historyCmd, deleteCmd)
+}
+
+// kindAndOutput checks the -o value and parses the KIND argument of get
+// and history (both usage errors).
+func kindAndOutput(cmd *cobra.Command, kindArg, output string) (artifact.Kind, error) {
+	if err := checkOutput(cmd, output); err != nil {
+		return "", err
+	}
+	kind, err := artifact.ParseKind(kindArg)
+	if err != nil {
+		return "", withCode(exitUsage, err)
+	}
+	return kind, nil
 }
 
 // writeBundles writes each artifact's stored bundle to dir (nothing when
