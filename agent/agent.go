@@ -1,5 +1,5 @@
 // Package agent wires the host agent together: the Discovery client
-// (agent/sync) feeding verified configuration into the decision core, the
+// (agent/subscribe) feeding verified configuration into the decision core, the
 // MCP front (agent/front) with its upstream pool, the durable receipt spool
 // and its shipper, drift reports to the control plane, and the HTTP server
 // for /mcp, /mcp/servers/<name>, /metrics and /healthz.
@@ -40,7 +40,7 @@ import (
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/shipper"
 	"github.com/mcpready/mcpready/agent/spool"
-	agentsync "github.com/mcpready/mcpready/agent/sync"
+	"github.com/mcpready/mcpready/agent/subscribe"
 	"github.com/mcpready/mcpready/agent/validate"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -90,14 +90,14 @@ type Options struct {
 	// uses a new registry.
 	Metrics *prometheus.Registry
 	// SyncMode selects the Discovery variant (incremental by default).
-	SyncMode agentsync.Mode
+	SyncMode subscribe.Mode
 }
 
 // Agent is a configured host agent. Run it once.
 type Agent struct {
 	opts  Options
 	cfg   *config.Config
-	sync  *agentsync.Client
+	sync  *subscribe.Client
 	front *front.Front
 	spool *spool.Spool
 	conn  *grpc.ClientConn
@@ -157,12 +157,12 @@ func New(opts Options) (*Agent, error) {
 			return nil, fmt.Errorf("agent: control plane address: %w", err)
 		}
 	}
-	sopts := agentsync.Options{Root: opts.Root, Node: node, LKGPath: filepath.Join(opts.DataDir, "lkg.json"),
+	sopts := subscribe.Options{Root: opts.Root, Node: node, LKGPath: filepath.Join(opts.DataDir, "lkg.json"),
 		Logger: opts.Logger, Mode: opts.SyncMode}
 	if a.conn != nil {
 		sopts.Conn = a.conn
 	}
-	if a.sync, err = agentsync.New(sopts); err != nil {
+	if a.sync, err = subscribe.New(sopts); err != nil {
 		return nil, err
 	}
 	if dropped, err := a.sync.Load(); err != nil {
@@ -204,7 +204,7 @@ func (a *Agent) Addr() string { return a.lis.Addr().String() }
 func (a *Agent) Front() *front.Front { return a.front }
 
 // Sync is the Discovery client.
-func (a *Agent) Sync() *agentsync.Client { return a.sync }
+func (a *Agent) Sync() *subscribe.Client { return a.sync }
 
 func checkLoopback(addr string, allow bool) error {
 	host, _, err := net.SplitHostPort(addr)
@@ -265,7 +265,7 @@ func (a *Agent) append(r *mcpreadyv1.Receipt) {
 }
 
 // install builds the decision state of a verified snapshot and hands it to the front.
-func (a *Agent) install(s *agentsync.Snapshot) {
+func (a *Agent) install(s *subscribe.Snapshot) {
 	st, pol, err := buildState(s, a.prev, a.prevP)
 	if err != nil {
 		a.opts.Logger.Warn("agent: configuration not usable; keeping the previous one", "err", err)
@@ -288,7 +288,7 @@ func (a *Agent) Installed() uint64 { return a.installed.Load() }
 
 // buildState converts verified resources into the decision core's inputs.
 // The policy is the one named "default", else the first by name.
-func buildState(s *agentsync.Snapshot, prev *front.State, prevPolicy *mcpreadyv1.Policy) (*front.State, *mcpreadyv1.Policy, error) {
+func buildState(s *subscribe.Snapshot, prev *front.State, prevPolicy *mcpreadyv1.Policy) (*front.State, *mcpreadyv1.Policy, error) {
 	policies := s.List(artifact.KindPolicy)
 	if len(policies) == 0 {
 		return &front.State{}, nil, nil
@@ -347,7 +347,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		s := a.sync.Snapshot()
 		kinds := map[string]int{}
-		for _, k := range append([]artifact.Kind{artifact.KindTrustPolicy}, agentsync.DefaultKinds...) {
+		for _, k := range append([]artifact.Kind{artifact.KindTrustPolicy}, subscribe.DefaultKinds...) {
 			kinds[string(k)] = len(s.List(k))
 		}
 		names := make([]string, 0, len(kinds))

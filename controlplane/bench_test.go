@@ -15,8 +15,8 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane"
-	"github.com/mcpready/mcpready/controlplane/testpki"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/testpki"
 )
 
 // streamsPerConn is how many agent streams share one client connection.

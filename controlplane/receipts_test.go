@@ -11,8 +11,8 @@ import (
 	"github.com/mcpready/mcpready/agent/spool"
 	"github.com/mcpready/mcpready/controlplane"
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
-	"github.com/mcpready/mcpready/controlplane/testpki"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/testpki"
 )
 
 // TestReceiptChainMovesBetweenReplicas: two replicas with their own data

@@ -23,8 +23,8 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane"
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
-	"github.com/mcpready/mcpready/controlplane/testpki"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/sign"
 )
 

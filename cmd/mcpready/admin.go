@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mcpready/mcpready/artifact"
-	"github.com/mcpready/mcpready/controlplane/peek"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/atomicfile"
 	"github.com/mcpready/mcpready/sign"
@@ -154,7 +153,7 @@ func showArtifacts(arts []*mcpreadyv1.StoredArtifact) []shownArtifact {
 	out := make([]shownArtifact, 0, len(arts))
 	for _, a := range arts {
 		s := shownArtifact{Kind: a.Kind, Name: a.Name, Revision: a.Revision, Signer: a.SignerKeyId, StoredAt: a.StoredAt.AsTime(), Digest: a.Digest, Deleted: a.Deleted}
-		if obj, err := peek.Object(a.Bundle); err == nil {
+		if obj, err := sign.Peek(a.Bundle); err == nil {
 			s.Object, _ = obj.CanonicalJSON()
 		}
 		if s.Object == nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpready/mcpready/agent"
-	agentsync "github.com/mcpready/mcpready/agent/sync"
+	"github.com/mcpready/mcpready/agent/subscribe"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -106,7 +106,7 @@ func runAgent(cmd *cobra.Command, _ []string) error {
 	opts := agent.Options{ControlPlane: f.controlPlane, ControlPlaneCreds: creds, Root: rootKey, NodeID: f.nodeID, Labels: labels, Listen: f.listen,
 		AllowNonLoopback: f.allowNonLoopback, DataDir: f.data, Config: f.config, Logger: logger()}
 	if f.sotw {
-		opts.SyncMode = agentsync.ModeStateOfTheWorld
+		opts.SyncMode = subscribe.ModeStateOfTheWorld
 	}
 	if f.key != "" {
 		if opts.AgentKey, err = loadSigningKey(cmd, f.key); err != nil {

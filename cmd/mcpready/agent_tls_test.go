@@ -10,7 +10,7 @@ import (
 	"github.com/mcpready/mcpready/agent"
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane"
-	"github.com/mcpready/mcpready/controlplane/testpki"
+	"github.com/mcpready/mcpready/internal/testpki"
 )
 
 // TestAgentMutualTLS runs an agent against a control plane that requires

@@ -15,7 +15,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent"
 	"github.com/mcpready/mcpready/controlplane"
-	"github.com/mcpready/mcpready/demo"
+	"github.com/mcpready/mcpready/internal/demo"
 )
 
 var upFlags struct {

@@ -15,16 +15,16 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/admin"
-	"github.com/mcpready/mcpready/controlplane/internal/testenv"
 	"github.com/mcpready/mcpready/controlplane/store"
-	"github.com/mcpready/mcpready/controlplane/testpki"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/etcdtest"
+	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/sign"
 )
 
 func setup(t *testing.T, maxBytes int) (*admin.Service, *store.Store, *testpki.PKI) {
 	t.Helper()
-	cli, _ := testenv.Etcd(t)
+	cli, _ := etcdtest.Etcd(t)
 	st := store.New(cli, store.Options{MaxBytes: maxBytes})
 	p := testpki.New(t)
 	return admin.New(admin.Options{Store: st, Root: p.Root.Public()}), st, p
@@ -193,7 +193,7 @@ func TestDeleteWithTombstone(t *testing.T) {
 }
 
 func TestExpiredTrustPolicyAcceptsOnlyANewOne(t *testing.T) {
-	cli, _ := testenv.Etcd(t)
+	cli, _ := etcdtest.Etcd(t)
 	st := store.New(cli, store.Options{})
 	p := testpki.New(t)
 	now := time.Now()

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/mcpready/mcpready/agent/receipt"
-	"github.com/mcpready/mcpready/controlplane/internal/testenv"
+	"github.com/mcpready/mcpready/internal/etcdtest"
 )
 
 func d(seq uint64) string { return fmt.Sprintf("sha256:%064d", seq) }
 
 func TestAdvanceComparesAndKeepsLastDigests(t *testing.T) {
-	cli, _ := testenv.Etcd(t)
+	cli, _ := etcdtest.Etcd(t)
 	s := New(cli, Options{Keep: 3})
 	ctx := context.Background()
 	cur, err := s.Get(ctx, "agent/1")
@@ -69,8 +69,8 @@ func TestAdvanceComparesAndKeepsLastDigests(t *testing.T) {
 }
 
 func TestRacingAdvancesOneWins(t *testing.T) {
-	cli, _ := testenv.Etcd(t)
-	a, b := New(cli, Options{}), New(testenv.Client(t, cli.Endpoints()...), Options{})
+	cli, _ := etcdtest.Etcd(t)
+	a, b := New(cli, Options{}), New(etcdtest.Client(t, cli.Endpoints()...), Options{})
 	ctx := context.Background()
 	for seq := uint64(1); seq <= 20; seq++ {
 		base, err := a.Get(ctx, "agent-1")
@@ -92,7 +92,7 @@ func TestRacingAdvancesOneWins(t *testing.T) {
 }
 
 func TestUnavailable(t *testing.T) {
-	cli, m := testenv.Etcd(t)
+	cli, m := etcdtest.Etcd(t)
 	var failures int
 	s := New(cli, Options{Timeout: 300 * time.Millisecond, OnError: func(error) { failures++ }})
 	m.Close()

@@ -12,9 +12,9 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/discovery"
-	"github.com/mcpready/mcpready/controlplane/internal/testenv"
 	"github.com/mcpready/mcpready/controlplane/store"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/etcdtest"
 )
 
 var policyURL = artifact.KindPolicy.TypeURL()
@@ -27,7 +27,7 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	etcd, _ := testenv.Etcd(t)
+	etcd, _ := etcdtest.Etcd(t)
 	st := store.New(etcd, store.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	ds := discovery.New(st, discovery.Options{Debounce: 20 * time.Millisecond})

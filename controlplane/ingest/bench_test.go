@@ -16,9 +16,9 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/aggregate"
 	"github.com/mcpready/mcpready/controlplane/chainhead"
-	"github.com/mcpready/mcpready/controlplane/internal/testenv"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/etcdtest"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -61,7 +61,7 @@ func BenchmarkReceiptIngest(b *testing.B) { benchIngest(b, nil) }
 // heads shared in a real embedded etcd (a read and a CAS per batch), as a
 // replica of the control plane runs it.
 func BenchmarkReceiptIngestSharedHeads(b *testing.B) {
-	cli, _ := testenv.Etcd(b)
+	cli, _ := etcdtest.Etcd(b)
 	benchIngest(b, chainhead.New(cli, chainhead.Options{}))
 }
 

@@ -14,9 +14,9 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/chainhead"
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
-	"github.com/mcpready/mcpready/controlplane/internal/testenv"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/etcdtest"
 )
 
 // countObserver counts observed receipts per batch id's first receipt.
@@ -40,9 +40,9 @@ func (o *countObserver) count() int {
 // replicas starts two ingest services, each with its own receipt store,
 // sharing heads in one etcd through separate clients.
 func replicas(t *testing.T, p *pki) (a, b *controlPlane, cli *clientv3.Client) {
-	cli, _ = testenv.Etcd(t)
+	cli, _ = etcdtest.Etcd(t)
 	a = startCPWith(t, t.TempDir(), p, &syncBuf{}, chainhead.New(cli, chainhead.Options{}))
-	b = startCPWith(t, t.TempDir(), p, &syncBuf{}, chainhead.New(testenv.Client(t, cli.Endpoints()...), chainhead.Options{}))
+	b = startCPWith(t, t.TempDir(), p, &syncBuf{}, chainhead.New(etcdtest.Client(t, cli.Endpoints()...), chainhead.Options{}))
 	return a, b, cli
 }
 
@@ -313,7 +313,7 @@ func TestEtcdUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { m.Close() }()
-	cli := testenv.Client(t, m.ClientURL)
+	cli := etcdtest.Client(t, m.ClientURL)
 	heads := chainhead.New(cli, chainhead.Options{Timeout: 300 * time.Millisecond})
 	a := startCPWith(t, t.TempDir(), p, &syncBuf{}, heads)
 	c := agentChain(t, p, 3)
@@ -378,7 +378,7 @@ func TestChainBegunLocallyContinues(t *testing.T) {
 		}
 	}
 	local.stop()
-	cli, _ := testenv.Etcd(t)
+	cli, _ := etcdtest.Etcd(t)
 	a := startCPWith(t, dir, p, &syncBuf{}, chainhead.New(cli, chainhead.Options{}))
 	if res, err := upload(a, c[1]); err != nil || !res.Duplicate {
 		t.Fatalf("resend of 2: %+v %v", res, err)

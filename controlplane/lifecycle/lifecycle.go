@@ -54,7 +54,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/artifact"
-	"github.com/mcpready/mcpready/controlplane/peek"
 	"github.com/mcpready/mcpready/controlplane/store"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/sign"
@@ -113,13 +112,13 @@ type entry struct {
 }
 
 func (m *Manager) load(ctx context.Context, rec store.Record) (*entry, error) {
-	obj, err := peek.Object(rec.Bundle)
+	obj, err := sign.Peek(rec.Bundle)
 	if err != nil {
 		return nil, err
 	}
 	spec, ok := obj.Spec.(*mcpreadyv1.RegistryEntry)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %q is not a RegistryEntry", peek.ErrMalformed, rec.Kind, rec.Name)
+		return nil, fmt.Errorf("%w: %s %q is not a RegistryEntry", sign.ErrPeek, rec.Kind, rec.Name)
 	}
 	e := &entry{rec: rec, obj: obj, spec: spec, state: spec.GetState()}
 	raw, err := m.o.Store.Events(ctx, eventStream, rec.Name)
@@ -238,7 +237,7 @@ func (m *Manager) evidence(ctx context.Context) ([]evidenceItem, error) {
 		if r.Deleted {
 			continue
 		}
-		obj, err := peek.Object(r.Bundle)
+		obj, err := sign.Peek(r.Bundle)
 		if err != nil {
 			continue
 		}

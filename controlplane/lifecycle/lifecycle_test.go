@@ -12,11 +12,11 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/admin"
-	"github.com/mcpready/mcpready/controlplane/internal/testenv"
 	"github.com/mcpready/mcpready/controlplane/lifecycle"
 	"github.com/mcpready/mcpready/controlplane/store"
-	"github.com/mcpready/mcpready/controlplane/testpki"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/etcdtest"
+	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -48,7 +48,7 @@ type env struct {
 }
 
 func setup(t *testing.T) *env {
-	cli, _ := testenv.Etcd(t)
+	cli, _ := etcdtest.Etcd(t)
 	st := store.New(cli, store.Options{})
 	p := testpki.New(t)
 	svc := admin.New(admin.Options{Store: st, Root: p.Root.Public()})

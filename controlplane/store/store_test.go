@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/mcpready/mcpready/artifact"
-	"github.com/mcpready/mcpready/controlplane/internal/testenv"
 	"github.com/mcpready/mcpready/controlplane/store"
+	"github.com/mcpready/mcpready/internal/etcdtest"
 )
 
 func TestPutGetHistoryImmutable(t *testing.T) {
-	cli, _ := testenv.Etcd(t)
+	cli, _ := etcdtest.Etcd(t)
 	s := store.New(cli, store.Options{})
 	ctx := context.Background()
 
@@ -61,7 +61,7 @@ func TestPutGetHistoryImmutable(t *testing.T) {
 }
 
 func TestPutRejects(t *testing.T) {
-	cli, _ := testenv.Etcd(t)
+	cli, _ := etcdtest.Etcd(t)
 	s := store.New(cli, store.Options{MaxBytes: 100})
 	ctx := context.Background()
 	tests := []struct {
@@ -87,7 +87,7 @@ func TestPutRejects(t *testing.T) {
 }
 
 func TestConcurrentPutsAppendOnly(t *testing.T) {
-	cli, _ := testenv.Etcd(t)
+	cli, _ := etcdtest.Etcd(t)
 	s := store.New(cli, store.Options{})
 	ctx := context.Background()
 	errs := make(chan error, 8)
@@ -114,7 +114,7 @@ func TestConcurrentPutsAppendOnly(t *testing.T) {
 }
 
 func TestManyListsInBatches(t *testing.T) {
-	cli, _ := testenv.Etcd(t)
+	cli, _ := etcdtest.Etcd(t)
 	s := store.New(cli, store.Options{})
 	ctx := context.Background()
 	for i := range 300 {
@@ -129,7 +129,7 @@ func TestManyListsInBatches(t *testing.T) {
 }
 
 func TestWatchReportsKinds(t *testing.T) {
-	cli, _ := testenv.Etcd(t)
+	cli, _ := etcdtest.Etcd(t)
 	s := store.New(cli, store.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -153,7 +153,7 @@ func TestWatchReportsKinds(t *testing.T) {
 }
 
 func TestEvents(t *testing.T) {
-	cli, _ := testenv.Etcd(t)
+	cli, _ := etcdtest.Etcd(t)
 	s := store.New(cli, store.Options{})
 	ctx := context.Background()
 	for _, e := range []string{"a", "b", "c"} {
@@ -169,7 +169,7 @@ func TestEvents(t *testing.T) {
 }
 
 func TestUnavailable(t *testing.T) {
-	cli := testenv.Client(t, "http://127.0.0.1:1")
+	cli := etcdtest.Client(t, "http://127.0.0.1:1")
 	s := store.New(cli, store.Options{Attempts: 2, Backoff: 10 * time.Millisecond, AttemptTimeout: 200 * time.Millisecond})
 	_, _, err := s.Put(context.Background(), store.Record{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte("x")})
 	if !errors.Is(err, store.ErrUnavailable) {
@@ -180,7 +180,7 @@ func TestUnavailable(t *testing.T) {
 // TestWatchCompactedRelists: a watch that starts at a compacted revision
 // reports every kind so the caller relists, then keeps following changes.
 func TestWatchCompactedRelists(t *testing.T) {
-	cli, _ := testenv.Etcd(t)
+	cli, _ := etcdtest.Etcd(t)
 	s := store.New(cli, store.Options{Backoff: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -1,4 +1,4 @@
-package sync
+package subscribe
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-// Package sync is the host agent's Discovery client. It subscribes to the
+// Package subscribe is the host agent's Discovery client. It subscribes to the
 // control plane's xDS-style stream (incremental DeltaResources by default,
 // state-of-the-world StreamResources supported), identifies with the node id
 // and labels, and verifies every resource bundle against the pinned root key
@@ -9,7 +9,7 @@
 //
 // It never trusts the control plane for integrity and never makes routing
 // decisions: it only publishes verified snapshots.
-package sync
+package subscribe
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	gosync "sync"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -80,7 +80,7 @@ type Client struct {
 	cur       atomic.Pointer[Snapshot]
 	connected atomic.Bool
 
-	mu      gosync.Mutex // serialises state changes and LKG writes
+	mu      sync.Mutex // serialises state changes and LKG writes
 	changed chan struct{}
 	parked  map[artifact.Kind]map[string]*mcpreadyv1.Resource // received, not (yet) verifiable
 	sotw    map[artifact.Kind]string                          // accepted version_info per type

@@ -1,6 +1,6 @@
-// Package testenv starts real embedded etcd for control-plane tests. It is
+// Package etcdtest starts real embedded etcd for control-plane tests. It is
 // for tests only.
-package testenv
+package etcdtest
 
 import (
 	"testing"
