@@ -3,7 +3,7 @@
 // (listing its tools and pinning their identities), approves every tool as
 // QUALIFIED for the default principal, signs the TrustPolicy, the
 // RegistryEntries and the Policy, verifies them through the agent's normal
-// Discovery client path (sync.Apply), and serves the agent's front until
+// Discovery client path (subscribe.Apply), and serves the agent's front until
 // interrupted. It prints "READY http://ADDR" once serving.
 //
 // It is test tooling: the key is never written anywhere but the temporary
