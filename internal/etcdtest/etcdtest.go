@@ -1,5 +1,7 @@
-// Package etcdtest starts real embedded etcd for control-plane tests. It is
-// for tests only.
+// Package etcdtest starts real embedded etcd for tests, one member per test
+// on loopback ports with its data in the test's temporary directory. It is
+// for tests only: shipped code must not import it (the control plane's own
+// embedded etcd is controlplane/etcdembed).
 package etcdtest
 
 import (
