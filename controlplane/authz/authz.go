@@ -1,0 +1,343 @@
+// Package authz authenticates and authorises every RPC the control plane
+// serves. A caller's identity comes from its verified mTLS client
+// certificate; configured rules map identities to roles:
+//
+//   - admin: apply and delete artifacts;
+//   - agent: Discovery, receipt upload and drift reports, for its own node
+//     id only (the node id a request names must be its certificate's);
+//   - reader: get, history, registry status, receipt queries, tail, export.
+//
+// Admins may also read. A plaintext caller on a loopback connection is the
+// single-machine quickstart and holds every role, but only when
+// Options.LocalPlaintext says so; anything else without a certificate is
+// refused as unauthenticated. A method the table does not name is refused:
+// the table fails closed.
+//
+// It must not verify artifacts or inspect anything of a request but its
+// node id; that is the services' job.
+package authz
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// Role is what a caller may do.
+type Role string
+
+// The roles.
+const (
+	RoleAdmin  Role = "admin"
+	RoleAgent  Role = "agent"
+	RoleReader Role = "reader"
+)
+
+// ParseRole parses a role name.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case RoleAdmin, RoleAgent, RoleReader:
+		return r, nil
+	}
+	return "", fmt.Errorf("%w: unknown role %q (want admin, agent or reader)", ErrConfig, s)
+}
+
+// Errors.
+var (
+	// ErrConfig: the rules do not parse.
+	ErrConfig = errors.New("authz: bad configuration")
+	// ErrUnauthenticated: the caller presented no verified identity.
+	ErrUnauthenticated = errors.New("no verified client identity")
+	// ErrForbidden: the caller's roles do not allow the method.
+	ErrForbidden = errors.New("role does not allow this method")
+	// ErrWrongNode: an agent named a node id other than its certificate's.
+	ErrWrongNode = errors.New("node id is not the caller's")
+)
+
+// Rule grants Role to every certificate identity that matches Match, a
+// path.Match pattern ("*" matches within one "/"-separated segment), e.g.
+// "spiffe://example.org/agent/*" or "admin-*".
+type Rule struct {
+	Match string
+	Role  Role
+}
+
+// ParseRule parses "PATTERN=ROLE", the form of the --authz flag.
+func ParseRule(s string) (Rule, error) {
+	pat, role, ok := strings.Cut(s, "=")
+	if !ok || pat == "" {
+		return Rule{}, fmt.Errorf("%w: rule %q is not PATTERN=ROLE", ErrConfig, s)
+	}
+	r, err := ParseRole(role)
+	if err != nil {
+		return Rule{}, err
+	}
+	if _, err := path.Match(pat, ""); err != nil {
+		return Rule{}, fmt.Errorf("%w: rule %q: %w", ErrConfig, s, err)
+	}
+	return Rule{Match: pat, Role: r}, nil
+}
+
+// Identity is an authenticated caller.
+type Identity struct {
+	// Name is the certificate's first URI SAN, else its first DNS SAN,
+	// else its subject common name; "local" for a plaintext loopback
+	// caller.
+	Name string
+	// NodeID is the node id an agent with this identity may use: the last
+	// "/"-separated segment of Name.
+	NodeID string
+	// Local is a plaintext loopback caller (the quickstart).
+	Local bool
+	Roles []Role
+}
+
+// Has reports whether the identity holds role r.
+func (id Identity) Has(r Role) bool {
+	for _, x := range id.Roles {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Options configure an Authorizer.
+type Options struct {
+	// Rules map certificate identities to roles. An identity matching no
+	// rule holds no role. Zero: no certificate holds a role.
+	Rules []Rule
+	// LocalPlaintext grants every role to plaintext callers on loopback
+	// connections (the single-machine quickstart). Zero: refused.
+	LocalPlaintext bool
+	// Logger receives one line per refusal (method, identity, reason; no
+	// request content). Nil discards.
+	Logger *slog.Logger
+	// Registerer receives mcpready_controlplane_rpc_refused_total. Nil
+	// records nothing.
+	Registerer prometheus.Registerer
+}
+
+// Authorizer checks RPCs against the method table.
+type Authorizer struct {
+	o       Options
+	log     *slog.Logger
+	refused *prometheus.CounterVec
+}
+
+// New returns an Authorizer.
+func New(o Options) (*Authorizer, error) {
+	for _, r := range o.Rules {
+		if _, err := ParseRole(string(r.Role)); err != nil {
+			return nil, err
+		}
+		if _, err := path.Match(r.Match, ""); err != nil {
+			return nil, fmt.Errorf("%w: rule %q: %w", ErrConfig, r.Match, err)
+		}
+	}
+	a := &Authorizer{o: o, log: o.Logger}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	a.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcpready_controlplane_rpc_refused_total",
+		Help: "RPCs refused by authentication or authorisation, by method and reason."}, []string{"method", "reason"})
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(a.refused); err != nil {
+			return nil, fmt.Errorf("%w: metrics: %w", ErrConfig, err)
+		}
+	}
+	return a, nil
+}
+
+type ctxKey struct{}
+
+// FromContext returns the caller's identity inside a handler the
+// Authorizer admitted.
+func FromContext(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(ctxKey{}).(Identity)
+	return id, ok
+}
+
+// Identify returns the caller's identity from the gRPC peer of ctx.
+func (a *Authorizer) Identify(ctx context.Context) (Identity, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return Identity{}, ErrUnauthenticated
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+		chains := ti.State.VerifiedChains
+		if len(chains) == 0 || len(chains[0]) == 0 {
+			return Identity{}, fmt.Errorf("%w: TLS without a verified client certificate", ErrUnauthenticated)
+		}
+		name := certName(chains[0][0])
+		if name == "" {
+			return Identity{}, fmt.Errorf("%w: client certificate names no identity", ErrUnauthenticated)
+		}
+		id := Identity{Name: name, NodeID: name[strings.LastIndexByte(name, '/')+1:]}
+		for _, r := range a.o.Rules {
+			if ok, _ := path.Match(r.Match, name); ok && !id.Has(r.Role) {
+				id.Roles = append(id.Roles, r.Role)
+			}
+		}
+		return id, nil
+	}
+	if p.AuthInfo == nil && a.o.LocalPlaintext && isLoopback(p.Addr) {
+		return Identity{Name: "local", Local: true, Roles: []Role{RoleAdmin, RoleAgent, RoleReader}}, nil
+	}
+	return Identity{}, fmt.Errorf("%w: plaintext caller %s", ErrUnauthenticated, p.Addr)
+}
+
+func certName(c *x509.Certificate) string {
+	switch {
+	case len(c.URIs) > 0:
+		return c.URIs[0].String()
+	case len(c.DNSNames) > 0:
+		return c.DNSNames[0]
+	}
+	return c.Subject.CommonName
+}
+
+func isLoopback(addr net.Addr) bool {
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
+}
+
+// admit decides whether id may call method; it returns the rule that
+// applies so streams can keep checking node ids.
+func (a *Authorizer) admit(id Identity, method string) (rule, error) {
+	r, ok := methods[method]
+	if !ok {
+		return rule{}, fmt.Errorf("%w: %s is not in the method table", ErrForbidden, method)
+	}
+	for _, role := range r.roles {
+		if id.Has(role) {
+			return r, nil
+		}
+	}
+	if len(r.roles) == 0 {
+		return r, nil
+	}
+	return rule{}, fmt.Errorf("%w: %s needs %s; %q holds %v", ErrForbidden, method, rolesText(r.roles), id.Name, id.Roles)
+}
+
+func rolesText(rs []Role) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = string(r)
+	}
+	return strings.Join(s, " or ")
+}
+
+// checkNode enforces the node binding of agent methods on one message.
+func checkNode(id Identity, r rule, msg any, first bool) error {
+	if !r.nodeBound || id.Local {
+		return nil
+	}
+	n, ok := msg.(interface{ GetNode() *mcpreadyv1.Node })
+	if !ok {
+		return nil
+	}
+	got := n.GetNode().GetId()
+	if got == "" && !first {
+		return nil // xDS: later requests may omit the node
+	}
+	if got != id.NodeID {
+		return fmt.Errorf("%w: request names node %q, certificate is %q", ErrWrongNode, got, id.NodeID)
+	}
+	return nil
+}
+
+func (a *Authorizer) refuse(method string, id Identity, err error) error {
+	reason, code := "forbidden", codes.PermissionDenied
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		reason, code = "unauthenticated", codes.Unauthenticated
+	case errors.Is(err, ErrWrongNode):
+		reason = "wrong-node"
+	}
+	a.refused.WithLabelValues(method, reason).Inc()
+	a.log.Warn("rpc refused", "method", method, "identity", id.Name, "reason", reason, "error", err)
+	return status.Error(code, err.Error())
+}
+
+// UnaryInterceptor checks unary RPCs.
+func (a *Authorizer) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		id, err := a.Identify(ctx)
+		if err != nil {
+			return nil, a.refuse(info.FullMethod, id, err)
+		}
+		r, err := a.admit(id, info.FullMethod)
+		if err == nil {
+			err = checkNode(id, r, req, true)
+		}
+		if err != nil {
+			return nil, a.refuse(info.FullMethod, id, err)
+		}
+		return h(context.WithValue(ctx, ctxKey{}, id), req)
+	}
+}
+
+// StreamInterceptor checks streaming RPCs, and every message an agent
+// sends on a node-bound stream.
+func (a *Authorizer) StreamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		id, err := a.Identify(ss.Context())
+		if err != nil {
+			return a.refuse(info.FullMethod, id, err)
+		}
+		r, err := a.admit(id, info.FullMethod)
+		if err != nil {
+			return a.refuse(info.FullMethod, id, err)
+		}
+		return h(srv, &checkedStream{ServerStream: ss, a: a, id: id, r: r, method: info.FullMethod,
+			ctx: context.WithValue(ss.Context(), ctxKey{}, id), first: true})
+	}
+}
+
+type checkedStream struct {
+	grpc.ServerStream
+	a      *Authorizer
+	id     Identity
+	r      rule
+	method string
+	ctx    context.Context
+	first  bool
+}
+
+func (s *checkedStream) Context() context.Context { return s.ctx }
+
+func (s *checkedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	first := s.first
+	s.first = false
+	if err := checkNode(s.id, s.r, m, first); err != nil {
+		return s.a.refuse(s.method, s.id, err)
+	}
+	return nil
+}
+
+// RefusedCounter is mcpready_controlplane_rpc_refused_total, by method and
+// reason (unauthenticated, forbidden, wrong-node).
+func (a *Authorizer) RefusedCounter() *prometheus.CounterVec { return a.refused }
