@@ -1,0 +1,301 @@
+// Package probe runs the layered readiness funnel against one MCP endpoint:
+// registry presence (when a lookup is given), reachability (DNS, connect,
+// TLS identity, HTTP), protocol compatibility in both eras separately
+// (server/discover for 2026-07-28, initialize for 2025-11-25), listing
+// (every page, partial coverage recorded), access (401 with RFC 9728
+// metadata fetched and checked, 402 billing, a foreign issuer named), a
+// safe invocation of one tool the consumer classifies read-only, result
+// validity, and cold and warm latency.
+//
+// Every layer has its own status and reason; a failure stops the layers
+// above it (they are reported as not reached), and nothing is collapsed
+// into a score. It must not call a tool the consumer has not classified
+// read-only, follow a redirect to another origin, or keep response bodies
+// or upstream error text in its report beyond a bounded, classified reason.
+package probe
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Layer is one layer of the funnel, in the order of the readiness model.
+type Layer string
+
+// The layers, lowest first.
+const (
+	LayerRegistry     Layer = "registry"
+	LayerReachability Layer = "reachability"
+	LayerProtocol     Layer = "protocol"
+	LayerAccess       Layer = "access"
+	LayerListing      Layer = "listing"
+	LayerInvocation   Layer = "invocation"
+	LayerResult       Layer = "result"
+)
+
+// Layers lists every layer in funnel order.
+func Layers() []Layer {
+	return []Layer{LayerRegistry, LayerReachability, LayerProtocol, LayerAccess, LayerListing, LayerInvocation, LayerResult}
+}
+
+// Status is a layer's outcome.
+type Status string
+
+// The statuses.
+const (
+	// Ready: the layer was measured and holds.
+	Ready Status = "ready"
+	// NotReady: the layer was measured and does not hold; Reason says why.
+	NotReady Status = "not-ready"
+	// NotReached: a lower layer is not ready, so this one says nothing.
+	NotReached Status = "not-reached"
+	// Skipped: the probe was not asked to, or could not safely, measure it
+	// (no registry lookup, no tool the consumer classifies read-only).
+	Skipped Status = "skipped"
+)
+
+// Result is one layer's outcome.
+type Result struct {
+	Layer  Layer  `json:"layer"`
+	Status Status `json:"status"`
+	// Reason is a stable, classified code (e.g. "dns", "tls-identity",
+	// "auth-required", "billing", "foreign-issuer", "empty-arguments-rejected").
+	Reason string `json:"reason,omitempty"`
+	// Detail is a short explanation written by the probe, never text the
+	// endpoint sent.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Era is one protocol era's outcome.
+type Era struct {
+	// Requested is the protocol version asked for.
+	Requested string `json:"requested"`
+	// Negotiated is the version the server answered with; "" when the
+	// era did not work.
+	Negotiated string `json:"negotiated,omitempty"`
+	OK         bool   `json:"ok"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// Report is what one probe run measured.
+type Report struct {
+	URL       string    `json:"url"`
+	Server    string    `json:"server,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+	Layers    []Result  `json:"layers"`
+	// Eras records the two protocol eras separately.
+	Eras []Era `json:"eras,omitempty"`
+	// Tools and Pages count what the listing read; Partial is set when the
+	// listing stopped before its end (page limit, repeated cursor, error).
+	Tools   int  `json:"tools"`
+	Pages   int  `json:"pages"`
+	Partial bool `json:"partial,omitempty"`
+	// HTTPStatus is the status of the first MCP request.
+	HTTPStatus int `json:"httpStatus,omitempty"`
+	// Issuers are the authorization servers a 401's protected-resource
+	// metadata names.
+	Issuers []string `json:"issuers,omitempty"`
+	// ProbedTool is the tool invoked, if any.
+	ProbedTool string `json:"probedTool,omitempty"`
+	// Cold is the first successful connection (handshake and first
+	// answer); Warm the median of the later calls on the open session.
+	Cold time.Duration `json:"coldNs,omitempty"`
+	Warm time.Duration `json:"warmNs,omitempty"`
+	// BlindSpots say what this probe cannot speak for.
+	BlindSpots []string `json:"blindSpots,omitempty"`
+}
+
+// Layer returns the result of layer l.
+func (r *Report) Layer(l Layer) Result {
+	for _, x := range r.Layers {
+		if x.Layer == l {
+			return x
+		}
+	}
+	return Result{Layer: l, Status: NotReached}
+}
+
+// Ready reports whether every measured layer is ready (skipped layers do
+// not count either way).
+func (r *Report) Ready() bool {
+	for _, x := range r.Layers {
+		if x.Status == NotReady || x.Status == NotReached {
+			return false
+		}
+	}
+	return true
+}
+
+// Options configure a probe run. The zero value probes keylessly with a
+// 10 s budget per step, reads at most 100 listing pages and invokes
+// nothing.
+type Options struct {
+	// Server is the expected server name (reported, and used for the
+	// registry lookup).
+	Server string
+	// Registered, when set, answers registry presence for Server.
+	// Zero: the registry layer is skipped.
+	Registered func(ctx context.Context, server string) (bool, error)
+	// ReadOnly lists the tools the consumer classifies read-only; only
+	// these may be invoked. Zero: nothing is invoked.
+	ReadOnly []string
+	// Token, when set, is presented as a bearer token. Zero: keyless.
+	Token string
+	// ExpectedIssuers, when set, are the authorization servers the consumer
+	// accepts; a 401 naming none of them is a foreign issuer. Zero: any
+	// issuer the metadata names is recorded, none is foreign.
+	ExpectedIssuers []string
+	// TLS configures TLS to the endpoint (roots, client certificate).
+	// Zero: the system roots; the server name is the URL's host.
+	TLS *tls.Config
+	// StepTimeout bounds each network step. Zero: 10 s.
+	StepTimeout time.Duration
+	// MaxPages bounds the listing. Zero: 100.
+	MaxPages int
+	// WarmCalls is the number of extra listings timed on the open session
+	// for the warm latency. Zero: 3.
+	WarmCalls int
+}
+
+func (o *Options) defaults() {
+	if o.StepTimeout <= 0 {
+		o.StepTimeout = 10 * time.Second
+	}
+	if o.MaxPages <= 0 {
+		o.MaxPages = 100
+	}
+	if o.WarmCalls <= 0 {
+		o.WarmCalls = 3
+	}
+}
+
+// ErrURL is returned for an endpoint URL that cannot be probed.
+var ErrURL = errors.New("probe: bad endpoint URL")
+
+// Run probes endpoint through the whole funnel. It returns an error only for
+// a URL it cannot probe at all; everything the endpoint does is a result.
+func Run(ctx context.Context, endpoint string, o Options) (*Report, error) {
+	o.defaults()
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrURL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: %q is not an http(s) URL", ErrURL, endpoint)
+	}
+	r := &Report{URL: endpoint, Server: o.Server, StartedAt: time.Now().UTC()}
+	if o.Token == "" {
+		r.BlindSpots = append(r.BlindSpots, "keyless probe: says nothing about authorised use")
+	}
+	if len(o.ReadOnly) == 0 {
+		r.BlindSpots = append(r.BlindSpots, "no tool classified read-only by the consumer: invocation and result not measured")
+	}
+	r.BlindSpots = append(r.BlindSpots, "one vantage point, one moment: not availability")
+	p := &run{o: o, u: u, r: r}
+	p.funnel(ctx)
+	p.order()
+	return r, nil
+}
+
+type run struct {
+	o      Options
+	u      *url.URL
+	r      *Report
+	client *http.Client
+}
+
+func (p *run) add(l Layer, s Status, reason, detail string) bool {
+	p.r.Layers = append(p.r.Layers, Result{Layer: l, Status: s, Reason: reason, Detail: detail})
+	return s == Ready || s == Skipped
+}
+
+// notReached records every layer from l on that has no result yet as not
+// reached.
+func (p *run) notReached(from Layer) {
+	on := false
+	for _, l := range Layers() {
+		on = on || l == from
+		if on && !p.has(l) {
+			p.add(l, NotReached, "", "")
+		}
+	}
+}
+
+func (p *run) has(l Layer) bool {
+	for _, x := range p.r.Layers {
+		if x.Layer == l {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *run) funnel(ctx context.Context) {
+	p.registry(ctx)
+	if !p.reach(ctx) {
+		p.notReached(LayerProtocol)
+		return
+	}
+	// The first MCP request tells access apart from protocol: a 401, 402
+	// or 403 is access, whatever the protocol would have been.
+	status, hdr, ok := p.firstRequest(ctx)
+	if !ok {
+		p.notReached(LayerProtocol)
+		return
+	}
+	p.r.HTTPStatus = status
+	if !p.access(ctx, status, hdr) {
+		p.add(LayerProtocol, NotReached, "", "access is not ready")
+		p.notReached(LayerListing)
+		return
+	}
+	sess := p.protocol(ctx)
+	if sess == nil {
+		p.notReached(LayerListing)
+		return
+	}
+	defer sess.Close()
+	tools := p.listing(ctx, sess)
+	if tools == nil {
+		p.notReached(LayerInvocation)
+		return
+	}
+	p.invoke(ctx, sess, tools)
+	p.warm(ctx, sess)
+}
+
+// order sorts the layer results into funnel order.
+func (p *run) order() {
+	out := make([]Result, 0, len(p.r.Layers))
+	for _, l := range Layers() {
+		for _, x := range p.r.Layers {
+			if x.Layer == l {
+				out = append(out, x)
+			}
+		}
+	}
+	p.r.Layers = out
+}
+
+func (p *run) registry(ctx context.Context) {
+	if p.o.Registered == nil || p.o.Server == "" {
+		p.add(LayerRegistry, Skipped, "no-lookup", "no registry lookup configured")
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
+	defer cancel()
+	ok, err := p.o.Registered(ctx, p.o.Server)
+	switch {
+	case err != nil:
+		p.add(LayerRegistry, NotReady, "lookup-failed", "the registry lookup failed")
+	case !ok:
+		p.add(LayerRegistry, NotReady, "absent", "the server is not in the registry")
+	default:
+		p.add(LayerRegistry, Ready, "present", "")
+	}
+}

@@ -1,0 +1,289 @@
+package probe_test
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/probe"
+)
+
+type lookupIn struct {
+	Query string `json:"query" jsonschema:"what to look up"`
+}
+
+type lookupOut struct {
+	Answer string `json:"answer"`
+}
+
+// server is a real go-sdk MCP server over Streamable HTTP.
+func server(t *testing.T, opts *mcp.ServerOptions, extra ...func(*mcp.Server)) *httptest.Server {
+	return serverWith(t, nil, opts, extra...)
+}
+
+// serverWith serves with handler options (Stateless: true serves
+// server/discover, the 2026-07-28 era, as well as initialize).
+func serverWith(t *testing.T, ho *mcp.StreamableHTTPOptions, opts *mcp.ServerOptions, extra ...func(*mcp.Server)) *httptest.Server {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "com.example/docs", Version: "2.4.1"}, opts)
+	mcp.AddTool(s, &mcp.Tool{Name: "lookup", Description: "look up a document"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in lookupIn) (*mcp.CallToolResult, lookupOut, error) {
+			return nil, lookupOut{Answer: "doc for " + in.Query}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "fails", Description: "always an execution error"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in lookupIn) (*mcp.CallToolResult, any, error) {
+			return nil, nil, errors.New("backend exploded")
+		})
+	for _, f := range extra {
+		f(s)
+	}
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, ho))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func run(t *testing.T, url string, o probe.Options) *probe.Report {
+	t.Helper()
+	if o.StepTimeout == 0 {
+		o.StepTimeout = 5 * time.Second
+	}
+	r, err := probe.Run(context.Background(), url, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// want checks each named layer's status and reason.
+func want(t *testing.T, r *probe.Report, checks ...string) {
+	t.Helper()
+	for _, c := range checks {
+		parts := strings.SplitN(c, " ", 3)
+		got := r.Layer(probe.Layer(parts[0]))
+		if string(got.Status) != parts[1] || (len(parts) == 3 && got.Reason != parts[2]) {
+			t.Errorf("%s: got %s %q, want %s", parts[0], got.Status, got.Reason, strings.Join(parts[1:], " "))
+		}
+	}
+	if t.Failed() {
+		b, _ := json.MarshalIndent(r, "", "  ")
+		t.Logf("report: %s", b)
+	}
+}
+
+func TestFunnelReadyBothEras(t *testing.T) {
+	ts := serverWith(t, &mcp.StreamableHTTPOptions{Stateless: true}, nil)
+	var asked string
+	r := run(t, ts.URL, probe.Options{Server: "com.example/docs", ReadOnly: []string{"lookup"},
+		Registered: func(_ context.Context, s string) (bool, error) { asked = s; return true, nil }})
+	want(t, r, "registry ready present", "reachability ready", "protocol ready", "access ready no-auth-required",
+		"listing ready", "invocation ready", "result ready")
+	if asked != "com.example/docs" {
+		t.Errorf("registry asked for %q", asked)
+	}
+	if len(r.Eras) != 2 || !r.Eras[0].OK || r.Eras[0].Negotiated != probe.VersionStateless || !r.Eras[1].OK || r.Eras[1].Negotiated != probe.VersionSession {
+		t.Errorf("eras %+v", r.Eras)
+	}
+	if r.Tools != 2 || r.Pages != 1 || r.ProbedTool != "lookup" || r.Cold <= 0 || r.Warm <= 0 || !r.Ready() {
+		t.Errorf("tools=%d pages=%d probed=%q cold=%v warm=%v ready=%v", r.Tools, r.Pages, r.ProbedTool, r.Cold, r.Warm, r.Ready())
+	}
+	if !strings.Contains(strings.Join(r.BlindSpots, ";"), "keyless") {
+		t.Errorf("blind spots %v", r.BlindSpots)
+	}
+	var order []probe.Layer
+	for _, l := range r.Layers {
+		order = append(order, l.Layer)
+	}
+	if fmt.Sprint(order) != fmt.Sprint(probe.Layers()) {
+		t.Errorf("layers %v, want %v", order, probe.Layers())
+	}
+}
+
+func TestSessionEraOnly(t *testing.T) {
+	ts := server(t, &mcp.ServerOptions{SupportedProtocolVersions: []string{probe.VersionSession}})
+	r := run(t, ts.URL, probe.Options{})
+	want(t, r, "registry skipped no-lookup", "protocol ready", "listing ready", "invocation skipped no-read-only-tool", "result skipped")
+	if r.Eras[0].OK || r.Eras[0].Reason != "discover-unsupported" || !r.Eras[1].OK {
+		t.Errorf("eras %+v", r.Eras)
+	}
+}
+
+func TestNothingInvokedUnlessClassifiedReadOnly(t *testing.T) {
+	var calls atomic.Int32
+	ts := server(t, nil, func(s *mcp.Server) {
+		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if method == "tools/call" {
+					calls.Add(1)
+				}
+				return next(ctx, method, req)
+			}
+		})
+	})
+	run(t, ts.URL, probe.Options{ReadOnly: []string{"not-listed"}})
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("%d tools/call sent without a read-only classification", n)
+	}
+}
+
+func TestResultLayer(t *testing.T) {
+	ts := server(t, nil, func(s *mcp.Server) {
+		mcp.AddTool(s, &mcp.Tool{Name: "liar", OutputSchema: map[string]any{"type": "object", "required": []any{"answer"},
+			"properties": map[string]any{"answer": map[string]any{"type": "string"}}}},
+			func(ctx context.Context, req *mcp.CallToolRequest, in lookupIn) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "x"}}, StructuredContent: map[string]any{"answer": 7}}, nil, nil
+			})
+	})
+	want(t, run(t, ts.URL, probe.Options{ReadOnly: []string{"fails"}}), "invocation ready", "result not-ready is-error")
+	want(t, run(t, ts.URL, probe.Options{ReadOnly: []string{"liar"}}), "invocation ready", "result not-ready output-schema")
+}
+
+func TestListingBounded(t *testing.T) {
+	ts := server(t, &mcp.ServerOptions{PageSize: 1})
+	r := run(t, ts.URL, probe.Options{MaxPages: 1, ReadOnly: []string{"lookup"}})
+	want(t, r, "listing not-ready partial-page-limit", "invocation not-reached")
+	if !r.Partial || r.Pages != 1 || r.Tools != 1 {
+		t.Errorf("partial=%v pages=%d tools=%d", r.Partial, r.Pages, r.Tools)
+	}
+	r = run(t, ts.URL, probe.Options{})
+	want(t, r, "listing ready")
+	if r.Pages != 2 || r.Tools != 2 {
+		t.Errorf("pages=%d tools=%d: every page must be read", r.Pages, r.Tools)
+	}
+}
+
+// authServer serves RFC 9728 protected-resource metadata for resource and
+// RFC 8414 metadata for its own issuer.
+func authServer(t *testing.T, resource *string) *httptest.Server {
+	t.Helper()
+	var as *httptest.Server
+	as = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/prm":
+			json.NewEncoder(w).Encode(map[string]any{"resource": *resource, "authorization_servers": []string{as.URL}})
+		case "/.well-known/oauth-authorization-server":
+			json.NewEncoder(w).Encode(map[string]any{"issuer": as.URL, "authorization_endpoint": as.URL + "/authorize",
+				"token_endpoint": as.URL + "/token", "code_challenge_methods_supported": []string{"S256"}, "response_types_supported": []string{"code"}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(as.Close)
+	return as
+}
+
+func TestAccess(t *testing.T) {
+	var resource string
+	as := authServer(t, &resource)
+	status := http.StatusUnauthorized
+	challenge := ""
+	ep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if challenge != "" {
+			w.Header().Set("WWW-Authenticate", challenge)
+		}
+		w.WriteHeader(status)
+	}))
+	defer ep.Close()
+	resource = ep.URL
+
+	challenge = `Bearer resource_metadata="` + as.URL + `/prm"`
+	r := run(t, ep.URL, probe.Options{})
+	want(t, r, "reachability ready", "access not-ready auth-required", "protocol not-reached", "listing not-reached")
+	if len(r.Issuers) != 1 || r.Issuers[0] != as.URL || r.HTTPStatus != 401 {
+		t.Errorf("issuers %v status %d", r.Issuers, r.HTTPStatus)
+	}
+	want(t, run(t, ep.URL, probe.Options{ExpectedIssuers: []string{"https://idp.example.org"}}), "access not-ready foreign-issuer")
+	want(t, run(t, ep.URL, probe.Options{ExpectedIssuers: []string{as.URL}, Token: "t"}), "access not-ready token-refused")
+
+	resource = "https://other.example/mcp" // metadata for another resource is not valid for this one
+	want(t, run(t, ep.URL, probe.Options{}), "access not-ready auth-metadata-invalid")
+	resource = ep.URL
+	challenge = "" // and no metadata at the well-known locations
+	want(t, run(t, ep.URL, probe.Options{}), "access not-ready auth-metadata-invalid")
+
+	status = http.StatusPaymentRequired
+	want(t, run(t, ep.URL, probe.Options{}), "reachability ready", "access not-ready billing", "protocol not-reached")
+	status = http.StatusForbidden
+	want(t, run(t, ep.URL, probe.Options{}), "access not-ready forbidden")
+}
+
+func TestRedirectToAnotherOriginRefused(t *testing.T) {
+	var leaked atomic.Value
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked.Store(r.Header.Get("Authorization") + "|reached")
+	}))
+	defer other.Close()
+	ep := httptest.NewServer(http.RedirectHandler(other.URL+"/mcp", http.StatusTemporaryRedirect))
+	defer ep.Close()
+	r := run(t, ep.URL, probe.Options{Token: "secret-token"})
+	want(t, r, "reachability not-ready redirect", "protocol not-reached", "result not-reached")
+	if v := leaked.Load(); v != nil {
+		t.Fatalf("the other origin was reached: %v", v)
+	}
+}
+
+func TestMisbehavingEndpoints(t *testing.T) {
+	hang := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-hang }))
+	r := run(t, hanging.URL, probe.Options{StepTimeout: 300 * time.Millisecond})
+	close(hang)
+	hanging.Close()
+	want(t, r, "reachability not-ready timeout", "protocol not-reached")
+
+	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte("\x00\x01 not json"))
+	}))
+	defer garbage.Close()
+	r = run(t, garbage.URL, probe.Options{})
+	want(t, r, "reachability ready", "access ready", "protocol not-ready no-era", "listing not-reached")
+
+	closed := httptest.NewServer(http.NotFoundHandler())
+	url := closed.URL
+	closed.Close()
+	want(t, run(t, url, probe.Options{}), "reachability not-ready connect", "protocol not-reached")
+
+	want(t, run(t, "http://no-such-host.invalid/mcp", probe.Options{StepTimeout: 3 * time.Second}), "reachability not-ready dns")
+
+	if _, err := probe.Run(context.Background(), "ftp://x/", probe.Options{}); !errors.Is(err, probe.ErrURL) {
+		t.Errorf("ftp URL: %v", err)
+	}
+}
+
+func TestTLSIdentity(t *testing.T) {
+	ts := httptest.NewTLSServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+		return mcp.NewServer(&mcp.Implementation{Name: "s", Version: "1"}, nil)
+	}, nil))
+	defer ts.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(ts.Certificate())
+	cfg := ts.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	cfg.RootCAs = pool
+
+	want(t, run(t, ts.URL, probe.Options{TLS: cfg}), "reachability ready", "protocol ready")
+	// The test certificate is for 127.0.0.1 and example.com, not localhost.
+	local := strings.Replace(ts.URL, "127.0.0.1", "localhost", 1)
+	want(t, run(t, local, probe.Options{TLS: cfg}), "reachability not-ready tls-identity")
+	want(t, run(t, ts.URL, probe.Options{}), "reachability not-ready tls-untrusted")
+}
+
+func TestExampleArguments(t *testing.T) {
+	got := probe.ExampleArguments(map[string]any{"type": "object", "required": []any{"q", "n", "tags", "mode"},
+		"properties": map[string]any{"q": map[string]any{"type": "string", "minLength": 6.0}, "n": map[string]any{"type": "integer", "minimum": 3.0},
+			"tags": map[string]any{"type": "array", "minItems": 2.0, "items": map[string]any{"type": "string"}},
+			"mode": map[string]any{"enum": []any{"fast", "slow"}}, "optional": map[string]any{"type": "string"}}})
+	b, _ := json.Marshal(got)
+	if string(b) != `{"mode":"fast","n":3,"q":"aaaaaa","tags":["aaaa","aaaa"]}` {
+		t.Fatalf("got %s", b)
+	}
+}

@@ -1,0 +1,225 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// The two protocol eras the probe tries, each on its own.
+const (
+	VersionStateless = "2026-07-28" // server/discover
+	VersionSession   = "2025-11-25" // initialize
+)
+
+func (p *run) connect(ctx context.Context, version string) (*mcp.ClientSession, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "mcpready-probe", Version: "1"}, nil)
+	t := &mcp.StreamableClientTransport{Endpoint: p.u.String(), HTTPClient: p.httpClient(), MaxRetries: -1, DisableStandaloneSSE: true}
+	start := time.Now()
+	cs, err := c.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	return cs, time.Since(start), err
+}
+
+// protocol tries both eras separately and returns an open session of the
+// newest era that worked.
+func (p *run) protocol(ctx context.Context) *mcp.ClientSession {
+	var best *mcp.ClientSession
+	for _, v := range []string{VersionStateless, VersionSession} {
+		era := Era{Requested: v}
+		cs, took, err := p.connect(ctx, v)
+		switch {
+		case err != nil:
+			era.Reason = netReason(err, "handshake-failed")
+		case v == VersionStateless && cs.InitializeResult().ProtocolVersion < VersionStateless:
+			// The SDK fell back to initialize: server/discover is not served.
+			era.Reason = "discover-unsupported"
+			cs.Close()
+		default:
+			era.OK, era.Negotiated = true, cs.InitializeResult().ProtocolVersion
+			if best == nil {
+				best, p.r.Cold = cs, took
+			} else {
+				cs.Close()
+			}
+		}
+		p.r.Eras = append(p.r.Eras, era)
+	}
+	if best == nil {
+		p.add(LayerProtocol, NotReady, "no-era", "neither server/discover (2026-07-28) nor initialize (2025-11-25) worked")
+		return nil
+	}
+	p.add(LayerProtocol, Ready, "", "negotiated "+best.InitializeResult().ProtocolVersion)
+	return best
+}
+
+// listing reads every page of tools/list, up to MaxPages. A page limit, a
+// repeated cursor or a failing page leaves the listing partial, which is
+// not ready: tools past it are unknown.
+func (p *run) listing(ctx context.Context, cs *mcp.ClientSession) []*mcp.Tool {
+	ctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
+	defer cancel()
+	var tools []*mcp.Tool
+	seen := map[string]bool{}
+	cursor := ""
+	for {
+		if p.r.Pages >= p.o.MaxPages {
+			return p.partial(tools, "page-limit", fmt.Sprintf("stopped after %d pages", p.r.Pages))
+		}
+		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			if p.r.Pages == 0 {
+				p.add(LayerListing, NotReady, netReason(err, "list-failed"), "tools/list failed")
+				return nil
+			}
+			return p.partial(tools, "page-failed", fmt.Sprintf("page %d failed", p.r.Pages+1))
+		}
+		p.r.Pages++
+		tools = append(tools, res.Tools...)
+		p.r.Tools = len(tools)
+		if res.NextCursor == "" {
+			break
+		}
+		if seen[res.NextCursor] {
+			return p.partial(tools, "cursor-loop", "the server repeated a cursor")
+		}
+		seen[res.NextCursor] = true
+		cursor = res.NextCursor
+	}
+	if len(tools) == 0 {
+		p.add(LayerListing, Ready, "empty", "the server lists no tools")
+		return tools
+	}
+	p.add(LayerListing, Ready, "", fmt.Sprintf("%d tools on %d pages", len(tools), p.r.Pages))
+	return tools
+}
+
+func (p *run) partial(tools []*mcp.Tool, reason, detail string) []*mcp.Tool {
+	p.r.Partial = true
+	p.r.Tools = len(tools)
+	p.add(LayerListing, NotReady, "partial-"+reason, detail)
+	return nil
+}
+
+// invoke calls one tool the consumer classifies read-only, with arguments
+// valid against its input schema, and checks the result.
+func (p *run) invoke(ctx context.Context, cs *mcp.ClientSession, tools []*mcp.Tool) {
+	var t *mcp.Tool
+	for _, x := range tools {
+		if slices.Contains(p.o.ReadOnly, x.Name) {
+			t = x
+			break
+		}
+	}
+	if t == nil {
+		p.add(LayerInvocation, Skipped, "no-read-only-tool", "no listed tool is classified read-only by the consumer")
+		p.add(LayerResult, Skipped, "not-invoked", "")
+		return
+	}
+	p.r.ProbedTool = t.Name
+	ctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.Name, Arguments: ExampleArguments(schemaMap(t.InputSchema))})
+	if err != nil {
+		var je *jsonrpc.Error
+		if errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams {
+			p.add(LayerInvocation, NotReady, "arguments-rejected", "schema-valid arguments were rejected (invocation-not-ready, not unavailability)")
+		} else {
+			p.add(LayerInvocation, NotReady, netReason(err, "call-failed"), "tools/call failed")
+		}
+		p.add(LayerResult, NotReached, "", "")
+		return
+	}
+	p.add(LayerInvocation, Ready, "", "")
+	p.result(t, res)
+}
+
+func (p *run) result(t *mcp.Tool, res *mcp.CallToolResult) {
+	if res.IsError {
+		p.add(LayerResult, NotReady, "is-error", "a tool-execution failure inside a protocol success")
+		return
+	}
+	if t.OutputSchema == nil {
+		p.add(LayerResult, Ready, "", "no output schema declared")
+		return
+	}
+	if res.StructuredContent == nil {
+		p.add(LayerResult, NotReady, "no-structured-content", "the tool declares an output schema but returned no structured content")
+		return
+	}
+	if err := validateOutput(t.OutputSchema, res.StructuredContent); err != nil {
+		p.add(LayerResult, NotReady, "output-schema", "the structured content does not match the output schema")
+		return
+	}
+	p.add(LayerResult, Ready, "", "matches the output schema")
+}
+
+func validateOutput(schema, value any) error {
+	sb, err := json.Marshal(schema)
+	if err != nil {
+		return err
+	}
+	vb, err := json.Marshal(value)
+	if err != nil {
+		return err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(sb))
+	if err != nil {
+		return err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(vb))
+	if err != nil {
+		return err
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource("output.json", doc); err != nil {
+		return err
+	}
+	s, err := c.Compile("output.json")
+	if err != nil {
+		return err
+	}
+	return s.Validate(inst)
+}
+
+// warm times WarmCalls first-page listings on the open session; Warm is
+// their median.
+func (p *run) warm(ctx context.Context, cs *mcp.ClientSession) {
+	var ds []time.Duration
+	for range p.o.WarmCalls {
+		cctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
+		start := time.Now()
+		_, err := cs.ListTools(cctx, nil)
+		cancel()
+		if err != nil {
+			return
+		}
+		ds = append(ds, time.Since(start))
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	p.r.Warm = ds[len(ds)/2]
+}
+
+func schemaMap(v any) map[string]any {
+	if m, ok := v.(map[string]any); ok {
+		return m
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
