@@ -132,7 +132,7 @@ func TestAdminCommands(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "LIFECYCLE_STATE_QUALIFIED") {
 		t.Fatalf("registry status json: %d %q", code, out)
 	}
-	if code, _, _ = runKeyCLI(t, "get", "Policy", "--server", "127.0.0.1:1"); code != exitUnavailable {
+	if code, _, _ = runKeyCLI(t, "get", "Policy", "--server", "127.0.0.1:1"); code != exitError {
 		t.Fatalf("unreachable server: %d", code)
 	}
 }

@@ -113,7 +113,7 @@ func TestReceiptsCommands(t *testing.T) {
 	}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "export.jsonl")
-	if code, _, errOut = runKeyCLI(t, "receipts", "export", "--since", "1h", "-o", file, "--server", addr); code != exitOK {
+	if code, _, errOut = runKeyCLI(t, "receipts", "export", "--since", "1h", "--output-file", file, "--server", addr); code != exitOK {
 		t.Fatalf("export: %d %s", code, errOut)
 	}
 	data := mustRead(t, file)
