@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
 	"path/filepath"
 	"strings"
@@ -97,6 +98,22 @@ func TestReceiptsCommands(t *testing.T) {
 	code, out, errOut := runKeyCLI(t, "receipts", "tail", "-n", "3", "--server", addr)
 	if code != exitOK || strings.Count(out, "docs_lookup") != 3 || !strings.Contains(out, "OUTCOME") {
 		t.Fatalf("tail: %d %q %s", code, out, errOut)
+	}
+	// -n N is the last N; -o json prints JSON lines, one receipt per line,
+	// the newest last.
+	code, out, errOut = runKeyCLI(t, "receipts", "tail", "-n", "2", "-o", "json", "--server", addr)
+	tailLines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != exitOK || len(tailLines) != 2 || !strings.Contains(tailLines[1], lastID) {
+		t.Fatalf("tail -n 2 -o json: %d %q %s", code, out, errOut)
+	}
+	for _, l := range tailLines {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("tail -o json line %q: %v", l, err)
+		}
+	}
+	if code, _, _ = runKeyCLI(t, "receipts", "tail", "-n", "0", "--server", addr); code != exitUsage {
+		t.Fatalf("tail -n 0: exit %d, want %d", code, exitUsage)
 	}
 	code, out, _ = runKeyCLI(t, "receipts", "get", lastID, "--server", addr, "-o", "json")
 	if code != exitOK || !strings.Contains(out, lastID) {
