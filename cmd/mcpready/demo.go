@@ -31,12 +31,7 @@ type demoCallsOptions struct {
 }
 
 func newDemoCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Drive the demo started by `mcpready up`",
-	}
-	cmd.AddCommand(newDemoCallsCmd())
-	return cmd
+	return newGroupCmd("demo", "Drive the demo started by `mcpready up`", newDemoCallsCmd())
 }
 
 func newDemoCallsCmd() *cobra.Command {

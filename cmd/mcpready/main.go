@@ -54,6 +54,13 @@ func withCode(code int, err error) error {
 	return &codedError{code: code, err: err}
 }
 
+// newGroupCmd is a command that only holds subcommands.
+func newGroupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
 // usagef is a usage error (exit 2).
 func usagef(format string, args ...any) error {
 	return withCode(exitUsage, fmt.Errorf(format, args...))

@@ -38,24 +38,11 @@ func marshal(v any) ([]byte, error) {
 // printStreamItem writes one item of a stream: json as one compact line
 // (JSON lines), yaml as one document starting with "---".
 func printStreamItem(w io.Writer, format string, v any) error {
-	raw, err := marshal(v)
+	b, err := encode(v, format, true)
 	if err != nil {
 		return err
 	}
-	if format == "yaml" {
-		y, err := yaml.JSONToYAML(raw)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(append([]byte("---\n"), y...))
-		return err
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return err
-	}
-	buf.WriteByte('\n')
-	_, err = w.Write(buf.Bytes())
+	_, err = w.Write(b)
 	return err
 }
 
@@ -68,23 +55,37 @@ func printOutput(w io.Writer, format string, v any, table func(tw *tabwriter.Wri
 		table(tw)
 		return tw.Flush()
 	}
-	raw, err := marshal(v)
+	b, err := encode(v, format, false)
 	if err != nil {
 		return err
 	}
+	_, err = w.Write(b)
+	return err
+}
+
+// encode renders v as yaml (a "---" document when stream) or as json,
+// indented, or compact on one line when stream; both end in a newline.
+func encode(v any, format string, stream bool) ([]byte, error) {
+	raw, err := marshal(v)
+	if err != nil {
+		return nil, err
+	}
 	if format == "yaml" {
 		y, err := yaml.JSONToYAML(raw)
-		if err != nil {
-			return err
+		if err != nil || !stream {
+			return y, err
 		}
-		_, err = w.Write(y)
-		return err
+		return append([]byte("---\n"), y...), nil
 	}
 	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return err
+	if stream {
+		err = json.Compact(&buf, raw)
+	} else {
+		err = json.Indent(&buf, raw, "", "  ")
+	}
+	if err != nil {
+		return nil, err
 	}
 	buf.WriteByte('\n')
-	_, err = w.Write(buf.Bytes())
-	return err
+	return buf.Bytes(), nil
 }

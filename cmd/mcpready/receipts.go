@@ -20,12 +20,8 @@ import (
 )
 
 func newReceiptsCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "receipts",
-		Short: "Tail, get, export and verify signed execution receipts",
-	}
-	cmd.AddCommand(newReceiptsTailCmd(), newReceiptsGetCmd(), newReceiptsExportCmd(), newReceiptsVerifyCmd())
-	return cmd
+	return newGroupCmd("receipts", "Tail, get, export and verify signed execution receipts",
+		newReceiptsTailCmd(), newReceiptsGetCmd(), newReceiptsExportCmd(), newReceiptsVerifyCmd())
 }
 
 func receiptsClient(so *serverOptions) (mcpreadyv1.ReceiptsServiceClient, func(), error) {

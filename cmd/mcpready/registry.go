@@ -13,12 +13,7 @@ import (
 )
 
 func newRegistryCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "registry",
-		Short: "Inspect the tool registry lifecycle",
-	}
-	cmd.AddCommand(newRegistryStatusCmd())
-	return cmd
+	return newGroupCmd("registry", "Inspect the tool registry lifecycle", newRegistryStatusCmd())
 }
 
 // registryStatusOptions are the flags of registry status.
