@@ -118,6 +118,7 @@ func TestExitCodes(t *testing.T) {
 			{[]string{"receipts", "verify", garbage}, exitUsage},
 			{[]string{"receipts", "verify", garbage, "--key", signer + ".pub", "-o", "xml"}, exitUsage},
 			{[]string{"receipts", "verify", garbage, "--key", signer + ".pub"}, exitVerify},
+			{[]string{"receipts", "verify", "-f", garbage, "--key", signer + ".pub"}, exitVerify},
 			{[]string{"receipts", "verify", missing, "--key", signer + ".pub"}, exitError},
 		},
 		"mcpready registry": {{[]string{"registry", "nope"}, exitUsage}},

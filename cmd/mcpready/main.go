@@ -160,11 +160,3 @@ func oneArg(cmd *cobra.Command, args []string) error {
 	}
 	return nil
 }
-
-// someArgs requires at least one positional argument.
-func someArgs(cmd *cobra.Command, args []string) error {
-	if len(args) == 0 {
-		return usagef("%s: want at least one argument", cmd.Name())
-	}
-	return nil
-}

@@ -311,12 +311,13 @@ func dirOf(path string) string {
 // receiptsVerifyOptions are the flags of receipts verify.
 type receiptsVerifyOptions struct {
 	key, root, trust, at, output string
+	files                        []string
 }
 
 func newReceiptsVerifyCmd() *cobra.Command {
 	o := &receiptsVerifyOptions{}
 	cmd := &cobra.Command{
-		Use:   "verify FILE... (--key AGENT.pub | --root ROOT.pub --trust TRUST.bundle.json) [--at T] [-o table|json|yaml]",
+		Use:   "verify (-f FILE | FILE)... (--key AGENT.pub | --root ROOT.pub --trust TRUST.bundle.json) [--at T] [-o table|json|yaml]",
 		Short: "Verify a receipt export offline: signatures, digests and hash chains",
 		Long: `Verify an export made by "mcpready receipts export", offline: every batch's
 signature (by one agent key with --key, or under a TrustPolicy signed by the
@@ -331,10 +332,13 @@ all the files; a batch found in more than one counts once.
 
 Exit status: 0 verified, 3 verification failed (the file, line and batch are
 named on standard error), 2 usage error, 1 any other error.`,
-		Args: someArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd, append(append([]string{}, o.files...), args...))
+		},
 	}
 	vf := cmd.Flags()
+	vf.StringArrayVarP(&o.files, "filename", "f", nil, "export file to verify (repeatable; files may also be given as arguments)")
 	vf.StringVar(&o.key, "key", "", "the agent's public key")
 	vf.StringVar(&o.root, "root", "", "the organisation's root public key (with --trust)")
 	vf.StringVar(&o.trust, "trust", "", "TrustPolicy bundle signed by the root key (with --root)")
@@ -345,6 +349,9 @@ named on standard error), 2 usage error, 1 any other error.`,
 
 func (o *receiptsVerifyOptions) run(cmd *cobra.Command, args []string) error {
 	f := o
+	if len(args) == 0 {
+		return usagef("verify: give at least one export file")
+	}
 	if err := checkOutput(cmd, f.output); err != nil {
 		return err
 	}
