@@ -13,7 +13,7 @@ const (
 	inInvoke    = "agent/invoke"
 	inCircuit   = "agent/circuit"
 	inValidate  = "agent/validate"
-	inPin       = "agent/front (pins)"
+	inPin       = "agent/pin"
 	inSign      = "sign"
 	inLifecycle = "controlplane/lifecycle"
 	inAdmin     = "controlplane/admin"
@@ -126,7 +126,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"serverVersion":      yes(inPin, "pinned; drift blocks the tool"),
 		"toolName":           yes(inDecide, ""),
 		"toolVersion":        yes(inPin, ""),
-		"endpoint":           yes(inDecide, "the endpoint that is dialled; Policy.approvedEndpoints"),
+		"endpoint":           yes(inDecide, "Policy.approvedEndpoints; the circuit breaker key"),
 		"protocolVersion":    yes(inDecide, "Policy.protocolVersions"),
 		"inputSchemaDigest":  yes(inPin, "pinned; drift blocks the tool"),
 		"outputSchemaDigest": yes(inPin, "pinned; drift blocks the tool"),
