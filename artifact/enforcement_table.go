@@ -80,7 +80,7 @@ var enforcement = map[Kind]map[string]Rule{
 	}), map[string]Rule{
 		"serverName":                    yes(inDecide, "joins the declaration to registry entries"),
 		"serverVersion":                 rec("the registry entry's identity is what is pinned"),
-		"endpoint":                      rec("the registry entry's identity endpoint is what is dialled"),
+		"endpoint":                      rec("routing uses the registry entries' endpoints; a different declared endpoint is not flagged"),
 		"owner":                         yes(inDecide, "Policy.approvedOwners; provider identity for evidence independence"),
 		"operator":                      yes(inDecide, "provider identity for evidence independence"),
 		"protocolVersions":              no("the registry entry's protocolVersion is what is checked"),
