@@ -3,8 +3,11 @@
 // spec that is one of the mcpready.v1 messages in protojson field names.
 //
 // It parses (strictly: unknown fields are errors), validates and
-// canonicalises (RFC 8785) objects. It does not sign or verify anything;
-// that is package sign's job.
+// canonicalises (RFC 8785) objects, and holds the enforcement table
+// (Enforcement, Unenforced): for every spec field of every kind, whether
+// mcpready enforces it and where. It does not sign or verify anything
+// (package sign's job) and enforces nothing itself: the table only says
+// which other package does, and callers warn about what none does.
 package artifact
 
 import (

@@ -191,6 +191,7 @@ func generateArtifacts(t *testing.T) string {
 		}
 		fmt.Fprintf(&b, "In-toto predicate type `%s`; discovery type URL `%s`.\n\n", k.PredicateType(), k.TypeURL())
 		table(md)
+		enforcementTable(&b, k)
 		visit(md)
 	}
 	sort.Slice(messages, func(i, j int) bool { return messages[i].Name() < messages[j].Name() })
@@ -219,6 +220,22 @@ func generateArtifacts(t *testing.T) string {
 	}
 	b.WriteString(endArtifacts)
 	return b.String()
+}
+
+// enforcementTable renders artifact.Enforcement(k): for every field path
+// of the kind, whether mcpready enforces it and where. The table in
+// package artifact is the only source; this renders it.
+func enforcementTable(b *strings.Builder, k artifact.Kind) {
+	fmt.Fprintf(b, "Enforcement of every %s field (from `artifact.Enforcement`; **not enforced** fields make `mcpready apply` and the agent warn):\n\n", k)
+	b.WriteString("| field | status | enforced by | note |\n|---|---|---|---|\n")
+	for _, f := range artifact.Enforcement(k) {
+		status := f.Status.String()
+		if f.Status == artifact.NotEnforced {
+			status = "**not enforced**"
+		}
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s |\n", f.Path, status, cell(f.Where), cell(f.Note))
+	}
+	b.WriteString("\n")
 }
 
 // fieldDescriptions reads fields.yaml, the descriptions of fields that

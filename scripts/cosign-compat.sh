@@ -35,7 +35,7 @@ cosign_verify() { # KEY.pub BUNDLE PAYLOAD
 for alg in ecdsa-p256 ed25519; do
   echo "== mcpready sign ($alg) -> cosign verify-blob-attestation"
   "$mcpready" keygen --out "$work/$alg" --algorithm "$alg" >/dev/null
-  "$mcpready" sign --key "$work/$alg.key" --kind Declaration -f sign/testdata/declaration.yaml -o "$work/$alg.bundle.json" >/dev/null
+  "$mcpready" sign --key "$work/$alg.key" --kind Declaration -f sign/testdata/declaration.yaml --bundle "$work/$alg.bundle.json" --payload "$work/$alg.payload.json" >/dev/null
   cosign_verify "$work/$alg.pub" "$work/$alg.bundle.json" "$work/$alg.payload.json"
   cp "$work/$alg.payload.json" "$work/$alg.tampered.json"
   printf ' ' >> "$work/$alg.tampered.json"
@@ -47,7 +47,7 @@ done
 
 echo "== cosign generate-key-pair -> mcpready sign -> mcpready verify and cosign"
 (cd "$work" && "$cosign" generate-key-pair --output-key-prefix cosign >/dev/null)
-"$mcpready" sign --key "$work/cosign.key" --kind Declaration -f sign/testdata/declaration.yaml -o "$work/cosign.bundle.json" >/dev/null
+"$mcpready" sign --key "$work/cosign.key" --kind Declaration -f sign/testdata/declaration.yaml --bundle "$work/cosign.bundle.json" --payload "$work/cosign.payload.json" >/dev/null
 "$mcpready" verify -f "$work/cosign.bundle.json" --key "$work/cosign.pub"
 cosign_verify "$work/cosign.pub" "$work/cosign.bundle.json" "$work/cosign.payload.json"
 

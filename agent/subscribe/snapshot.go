@@ -1,7 +1,9 @@
 package subscribe
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/sign"
@@ -15,6 +17,51 @@ type Resource struct {
 	// Bundle is the Sigstore bundle exactly as received.
 	Bundle   []byte
 	Verified *sign.Verified
+	// Unenforced lists the field paths the artifact sets that mcpready
+	// does not enforce (artifact.Unenforced), sorted.
+	Unenforced []string
+}
+
+func newResource(name string, k artifact.Kind, version string, bundle []byte, v *sign.Verified) *Resource {
+	return &Resource{Name: name, Kind: k, Version: version, Bundle: bundle, Verified: v, Unenforced: artifact.Unenforced(v.Object)}
+}
+
+// Warning says that one installed artifact sets fields that are not
+// enforced: they are accepted and have no effect.
+type Warning struct {
+	Kind    artifact.Kind
+	Name    string
+	Version string
+	// Fields are spec field paths, e.g. "semanticValidation".
+	Fields []string
+}
+
+func (w Warning) String() string {
+	return fmt.Sprintf("%s %q (version %s) sets fields that are not enforced: %s", w.Kind, w.Name, w.Version, strings.Join(w.Fields, ", "))
+}
+
+// Warnings lists, per installed artifact that sets not-enforced fields,
+// which fields, ordered by kind and name.
+func (s *Snapshot) Warnings() []Warning {
+	return s.newWarnings(nil)
+}
+
+// newWarnings is Warnings restricted to resources that old does not hold
+// (the same *Resource): what a new install should log.
+func (s *Snapshot) newWarnings(old *Snapshot) []Warning {
+	if s == nil {
+		return nil
+	}
+	var out []Warning
+	for _, k := range artifact.Kinds() {
+		for _, r := range s.List(k) {
+			if len(r.Unenforced) == 0 || old.Get(k, r.Name) == r {
+				continue
+			}
+			out = append(out, Warning{Kind: k, Name: r.Name, Version: r.Version, Fields: r.Unenforced})
+		}
+	}
+	return out
 }
 
 // Snapshot is one immutable, fully verified configuration. Never modify it.

@@ -7,6 +7,10 @@
 // verified configuration on disk (re-verified when loaded) and reconnects
 // with jittered backoff, presenting the versions it holds.
 //
+// At install it logs, once per installed version, every artifact that sets
+// fields mcpready does not enforce (artifact.Unenforced); Snapshot.Warnings
+// lists them. Such an artifact is still installed: a warning, not a NACK.
+//
 // It never trusts the control plane for integrity and never makes routing
 // decisions: it only publishes verified snapshots.
 package subscribe
@@ -137,7 +141,11 @@ func (c *Client) kinds() []artifact.Kind {
 // install publishes a new snapshot. c.mu must be held.
 func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Resource) {
 	old := c.cur.Load()
-	c.cur.Store(&Snapshot{Generation: old.Generation + 1, Trust: trust, resources: res})
+	next := &Snapshot{Generation: old.Generation + 1, Trust: trust, resources: res}
+	c.cur.Store(next)
+	for _, w := range next.newWarnings(old) {
+		c.opts.Logger.Warn("sync: artifact sets fields that are not enforced", "kind", w.Kind, "name", w.Name, "version", w.Version, "fields", w.Fields)
+	}
 	close(c.changed)
 	c.changed = make(chan struct{})
 	if err := c.saveLKG(); err != nil {
@@ -157,7 +165,7 @@ func verify(trust *sign.Trust, k artifact.Kind, r *mcpreadyv1.Resource, now time
 	if v.Object.Kind != k || v.Object.Metadata.Name != r.GetName() {
 		return nil, fmt.Errorf("%w: %s %q: bundle holds %s %q", ErrRejected, k, r.GetName(), v.Object.Kind, v.Object.Metadata.Name)
 	}
-	return &Resource{Name: r.GetName(), Kind: k, Version: r.GetVersion(), Bundle: r.GetBundle(), Verified: v}, nil
+	return newResource(r.GetName(), k, r.GetVersion(), r.GetBundle(), v), nil
 }
 
 // pickTrust verifies the TrustPolicy among rs (the highest version wins).
@@ -179,7 +187,7 @@ func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Re
 	if v.Object.Metadata.Name != best.GetName() {
 		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: bundle holds %q", ErrRejected, best.GetName(), v.Object.Metadata.Name)
 	}
-	return t, &Resource{Name: best.GetName(), Kind: artifact.KindTrustPolicy, Version: best.GetVersion(), Bundle: best.GetBundle(), Verified: v}, nil
+	return t, newResource(best.GetName(), artifact.KindTrustPolicy, best.GetVersion(), best.GetBundle(), v), nil
 }
 
 func versionLess(a, b string) bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -25,116 +25,131 @@ import (
 // rpcTimeout bounds one admin call.
 const rpcTimeout = 30 * time.Second
 
-// rpcError maps a gRPC failure to an exit code: rejected writes are
-// verification failures, an unreachable server is unavailable.
+// rpcError maps a gRPC failure to an exit code: writes refused on
+// verification are verification failures (3), everything else is 1. The
+// returned error wraps err, so status.Code still sees the gRPC status.
 func rpcError(err error) error {
 	switch status.Code(err) {
 	case codes.PermissionDenied, codes.InvalidArgument, codes.FailedPrecondition:
-		return withCode(exitVerify, errors.New(status.Convert(err).Message()))
-	case codes.Unavailable, codes.DeadlineExceeded:
-		return withCode(exitUnavailable, errors.New(status.Convert(err).Message()))
-	case codes.NotFound:
-		return withCode(exitError, errors.New(status.Convert(err).Message()))
+		return withCode(exitVerify, fmt.Errorf("%s: %w", status.Convert(err).Message(), errRPC{err}))
 	}
-	return err
+	return withCode(exitError, fmt.Errorf("%s: %w", status.Convert(err).Message(), errRPC{err}))
 }
 
-func adminClient(addr string) (mcpreadyv1.AdminServiceClient, func(), error) {
-	conn, err := dialServer(addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	return mcpreadyv1.NewAdminServiceClient(conn), func() { conn.Close() }, nil
-}
+// errRPC keeps a gRPC error in a chain without repeating its text.
+type errRPC struct{ err error }
 
-// adminCall dials addr, runs one call with a bounded context and maps its
-// error to an exit code.
-func adminCall[T any](cmd *cobra.Command, addr string, call func(context.Context, mcpreadyv1.AdminServiceClient) (T, error)) (T, error) {
+func (e errRPC) Error() string              { return "control plane " + status.Code(e.err).String() }
+func (e errRPC) Unwrap() error              { return e.err }
+func (e errRPC) GRPCStatus() *status.Status { return status.Convert(e.err) }
+
+// adminCall dials the control plane, runs one call with a bounded context
+// and maps its error to an exit code.
+func adminCall[T any](cmd *cobra.Command, so *serverOptions, call func(context.Context, mcpreadyv1.AdminServiceClient) (T, error)) (T, error) {
 	var zero T
-	cli, closeFn, err := adminClient(addr)
+	conn, err := so.dial()
 	if err != nil {
 		return zero, err
 	}
-	defer closeFn()
+	defer conn.Close()
 	ctx, cancel := context.WithTimeout(cmd.Context(), rpcTimeout)
 	defer cancel()
-	r, err := call(ctx, cli)
+	r, err := call(ctx, mcpreadyv1.NewAdminServiceClient(conn))
 	if err != nil {
 		return zero, rpcError(err)
 	}
 	return r, nil
 }
 
-var applyFlags struct {
-	server string
-	files  []string
+// applyOptions are the flags of apply.
+type applyOptions struct {
+	serverOptions
+	files []string
 }
 
-var applyCmd = &cobra.Command{
-	Use:   "apply -f BUNDLE [-f BUNDLE...] [BUNDLE...]",
-	Short: "Store signed bundles in the control plane (each is verified first)",
-	Long: `Send signed bundles to the control plane. Each is verified against the
+func newApplyCmd() *cobra.Command {
+	o := &applyOptions{}
+	cmd := &cobra.Command{
+		Use:   "apply -f BUNDLE [-f BUNDLE...] [BUNDLE...]",
+		Short: "Store signed bundles in the control plane (each is verified first)",
+		Long: `Send signed bundles to the control plane. Each is verified against the
 active TrustPolicy (a TrustPolicy against the root key) before it is stored;
 a rejected bundle stores nothing. Prints kind, name and revision per bundle
-("unchanged" when the same bytes are already the latest revision). Exits 3 if
-any bundle was rejected.`,
-	RunE: func(cmd *cobra.Command, args []string) error {
-		f := applyFlags
-		defer func() {
-			resetFlags(cmd)
-			// resetFlags Sets the default "[]" into an array flag; empty it instead.
-			_ = cmd.Flags().Lookup("filename").Value.(pflag.SliceValue).Replace(nil)
-		}()
-		files := append(append([]string{}, f.files...), args...)
-		if len(files) == 0 {
-			return withCode(exitUsage, errors.New("apply: give at least one bundle with -f"))
-		}
-		cli, closeFn, err := adminClient(f.server)
-		if err != nil {
-			return err
-		}
-		defer closeFn()
-		var failed []string
-		var worst error
-		for _, file := range files {
-			b, err := os.ReadFile(file)
-			if err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", file, err)
-				failed, worst = append(failed, file), err
-				continue
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), rpcTimeout)
-			r, err := cli.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: b})
-			cancel()
-			if err != nil {
-				err = rpcError(err)
-				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", file, err)
-				failed, worst = append(failed, file), err
-				continue
-			}
-			state := "stored"
-			if r.Unchanged {
-				state = "unchanged"
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s revision %d %s\n", r.Kind, r.Name, r.Revision, state)
-		}
-		if len(failed) > 0 {
-			var ce *codedError
-			code := exitError
-			if errors.As(worst, &ce) {
-				code = ce.code
-			}
-			return withCode(code, fmt.Errorf("apply: %d of %d bundles not stored: %s", len(failed), len(files), strings.Join(failed, ", ")))
-		}
-		return nil
-	},
+("unchanged" when the same bytes are already the latest revision).
+
+A stored artifact that sets fields mcpready does not enforce yet (see the
+enforcement tables in docs/reference.md) is stored, and a warning naming
+each such field is printed on standard error; the exit status stays 0.
+Exits 3 if any bundle was rejected.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
+	}
+	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "signed bundle file (repeatable)")
+	o.serverOptions.addFlags(cmd)
+	return cmd
 }
 
-var getFlags struct {
-	server         string
-	output         string
-	bundles        string
-	includeDeleted bool
+func (o *applyOptions) run(cmd *cobra.Command, args []string) error {
+	files := append(append([]string{}, o.files...), args...)
+	if len(files) == 0 {
+		return usagef("apply: give at least one bundle with -f")
+	}
+	conn, err := o.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cli := mcpreadyv1.NewAdminServiceClient(conn)
+	var failed []string
+	var worst error
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", file, err)
+			failed, worst = append(failed, file), err
+			continue
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), rpcTimeout)
+		r, err := cli.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: b})
+		cancel()
+		if err != nil {
+			err = rpcError(err)
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", file, err)
+			failed, worst = append(failed, file), err
+			continue
+		}
+		state := "stored"
+		if r.Unchanged {
+			state = "unchanged"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s revision %d %s\n", r.Kind, r.Name, r.Revision, state)
+		warnUnenforced(cmd.ErrOrStderr(), file, b)
+	}
+	if len(failed) > 0 {
+		var ce *codedError
+		code := exitError
+		if errors.As(worst, &ce) {
+			code = ce.code
+		}
+		return withCode(code, fmt.Errorf("apply: %d of %d bundles not stored: %s: %w", len(failed), len(files), strings.Join(failed, ", "), worst))
+	}
+	return nil
+}
+
+// warnUnenforced prints a warning on w for each field the bundle's
+// artifact sets that mcpready does not enforce (artifact.Unenforced).
+func warnUnenforced(w io.Writer, file string, bundle []byte) {
+	obj, err := sign.Peek(bundle)
+	if err != nil {
+		return
+	}
+	for _, path := range artifact.Unenforced(obj) {
+		note := ""
+		if r, _ := artifact.RuleFor(obj.Kind, path); r.Note != "" {
+			note = " (" + r.Note + ")"
+		}
+		fmt.Fprintf(w, "warning: %s: %s/%s sets spec.%s, which is not enforced%s\n", file, obj.Kind, obj.Metadata.Name, path, note)
+	}
 }
 
 // shownArtifact is one stored artifact as get and history print it.
@@ -184,10 +199,20 @@ func age(t time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-var getCmd = &cobra.Command{
-	Use:   "get KIND [NAME] [-o table|json|yaml]",
-	Short: "Show the latest revision of stored artifacts",
-	Long: `Show the latest revision of every artifact of KIND (or of one NAME).
+// getOptions are the flags of get.
+type getOptions struct {
+	serverOptions
+	output         string
+	bundles        string
+	includeDeleted bool
+}
+
+func newGetCmd() *cobra.Command {
+	o := &getOptions{}
+	cmd := &cobra.Command{
+		Use:   "get KIND [NAME] [-o table|json|yaml]",
+		Short: "Show the latest revision of stored artifacts",
+		Long: `Show the latest revision of every artifact of KIND (or of one NAME).
 KIND is case-insensitive and may be plural ("policies"). The table shows
 KIND NAME REVISION SIGNER AGE; json and yaml show the decoded objects with
 their store metadata. get does not verify signatures: use "mcpready verify".
@@ -195,141 +220,146 @@ With --bundles DIR, each artifact's stored Sigstore bundle (the exact bytes
 that were applied and verified) is also written to DIR as
 <Kind>_<name>.bundle.json ("/" in names as "%2F"), for offline
 verification with "mcpready verify" or cosign.`,
-	Args: cobra.RangeArgs(1, 2),
-	RunE: func(cmd *cobra.Command, args []string) error {
-		f := getFlags
-		defer resetFlags(cmd)
-		kind, err := kindAndOutput(cmd, args[0], f.output)
-		if err != nil {
-			return err
-		}
-		req := &mcpreadyv1.GetRequest{Kind: string(kind), IncludeDeleted: f.includeDeleted}
-		if len(args) == 2 {
-			req.Name = args[1]
-		}
-		r, err := adminCall(cmd, f.server, func(ctx context.Context, cli mcpreadyv1.AdminServiceClient) (*mcpreadyv1.GetResponse, error) {
-			return cli.Get(ctx, req)
-		})
-		if err != nil {
-			return err
-		}
-		if err := writeBundles(cmd, f.bundles, r.Artifacts, false); err != nil {
-			return err
-		}
-		shown := showArtifacts(r.Artifacts)
-		var v any = shown
-		if req.Name != "" && len(shown) == 1 {
-			v = shown[0]
-		}
-		return printOutput(cmd.OutOrStdout(), f.output, v, func(tw *tabwriter.Writer) {
-			fmt.Fprintln(tw, "KIND\tNAME\tREVISION\tSIGNER\tAGE")
-			for _, a := range shown {
-				name := a.Name
-				if a.Deleted {
-					name += " (deleted)"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", a.Kind, name, a.Revision, shortKey(a.Signer), age(a.StoredAt))
-			}
-		})
-	},
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
+	}
+	addOutputFlag(cmd, &o.output)
+	cmd.Flags().BoolVar(&o.includeDeleted, "include-deleted", false, "also show deleted artifacts")
+	cmd.Flags().StringVar(&o.bundles, "bundles", "", "also write each stored bundle, exactly as applied, to this directory")
+	o.serverOptions.addFlags(cmd)
+	return cmd
 }
 
-var historyFlags struct {
-	server  string
+func (o *getOptions) run(cmd *cobra.Command, args []string) error {
+	kind, err := kindAndOutput(cmd, args[0], o.output)
+	if err != nil {
+		return err
+	}
+	req := &mcpreadyv1.GetRequest{Kind: string(kind), IncludeDeleted: o.includeDeleted}
+	if len(args) == 2 {
+		req.Name = args[1]
+	}
+	r, err := adminCall(cmd, &o.serverOptions, func(ctx context.Context, cli mcpreadyv1.AdminServiceClient) (*mcpreadyv1.GetResponse, error) {
+		return cli.Get(ctx, req)
+	})
+	if err != nil {
+		return err
+	}
+	if err := writeBundles(cmd, o.bundles, r.Artifacts, false); err != nil {
+		return err
+	}
+	shown := showArtifacts(r.Artifacts)
+	var v any = shown
+	if req.Name != "" && len(shown) == 1 {
+		v = shown[0]
+	}
+	return printOutput(cmd.OutOrStdout(), o.output, v, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "KIND\tNAME\tREVISION\tSIGNER\tAGE")
+		for _, a := range shown {
+			name := a.Name
+			if a.Deleted {
+				name += " (deleted)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", a.Kind, name, a.Revision, shortKey(a.Signer), age(a.StoredAt))
+		}
+	})
+}
+
+// historyOptions are the flags of history.
+type historyOptions struct {
+	serverOptions
 	output  string
 	bundles string
 }
 
-var historyCmd = &cobra.Command{
-	Use:   "history KIND NAME [-o table|json|yaml]",
-	Short: "Show every stored revision of one artifact, oldest first",
-	Long: `Show every stored revision of one artifact, oldest first. With
+func newHistoryCmd() *cobra.Command {
+	o := &historyOptions{}
+	cmd := &cobra.Command{
+		Use:   "history KIND NAME [-o table|json|yaml]",
+		Short: "Show every stored revision of one artifact, oldest first",
+		Long: `Show every stored revision of one artifact, oldest first. With
 --bundles DIR, each revision's stored Sigstore bundle (exactly as applied)
 is also written to DIR as <Kind>_<name>.r<revision>.bundle.json.`,
-	Args: cobra.ExactArgs(2),
-	RunE: func(cmd *cobra.Command, args []string) error {
-		f := historyFlags
-		defer resetFlags(cmd)
-		kind, err := kindAndOutput(cmd, args[0], f.output)
-		if err != nil {
-			return err
-		}
-		r, err := adminCall(cmd, f.server, func(ctx context.Context, cli mcpreadyv1.AdminServiceClient) (*mcpreadyv1.HistoryResponse, error) {
-			return cli.History(ctx, &mcpreadyv1.HistoryRequest{Kind: string(kind), Name: args[1]})
-		})
-		if err != nil {
-			return err
-		}
-		if err := writeBundles(cmd, f.bundles, r.Revisions, true); err != nil {
-			return err
-		}
-		shown := showArtifacts(r.Revisions)
-		return printOutput(cmd.OutOrStdout(), f.output, shown, func(tw *tabwriter.Writer) {
-			fmt.Fprintln(tw, "REVISION\tSTORED\tSIGNER\tDIGEST\tDELETED")
-			for _, a := range shown {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\n", a.Revision, a.StoredAt.Format(time.RFC3339), shortKey(a.Signer), a.Digest, a.Deleted)
-			}
-		})
-	},
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
+	}
+	addOutputFlag(cmd, &o.output)
+	cmd.Flags().StringVar(&o.bundles, "bundles", "", "also write each revision's stored bundle, exactly as applied, to this directory")
+	o.serverOptions.addFlags(cmd)
+	return cmd
 }
 
-var deleteFlags struct {
-	server string
-	key    string
-	reason string
+func (o *historyOptions) run(cmd *cobra.Command, args []string) error {
+	kind, err := kindAndOutput(cmd, args[0], o.output)
+	if err != nil {
+		return err
+	}
+	r, err := adminCall(cmd, &o.serverOptions, func(ctx context.Context, cli mcpreadyv1.AdminServiceClient) (*mcpreadyv1.HistoryResponse, error) {
+		return cli.History(ctx, &mcpreadyv1.HistoryRequest{Kind: string(kind), Name: args[1]})
+	})
+	if err != nil {
+		return err
+	}
+	if err := writeBundles(cmd, o.bundles, r.Revisions, true); err != nil {
+		return err
+	}
+	shown := showArtifacts(r.Revisions)
+	return printOutput(cmd.OutOrStdout(), o.output, shown, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "REVISION\tSTORED\tSIGNER\tDIGEST\tDELETED")
+		for _, a := range shown {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\n", a.Revision, a.StoredAt.Format(time.RFC3339), shortKey(a.Signer), a.Digest, a.Deleted)
+		}
+	})
 }
 
-var deleteCmd = &cobra.Command{
-	Use:   "delete KIND NAME --key NAME.key [--reason TEXT]",
-	Short: "Delete an artifact with a signed Tombstone (history is kept)",
-	Long: `Sign a Tombstone for KIND/NAME with the key and send it. The key must be
+// deleteOptions are the flags of delete.
+type deleteOptions struct {
+	serverOptions
+	key, reason string
+}
+
+func newDeleteCmd() *cobra.Command {
+	o := &deleteOptions{}
+	cmd := &cobra.Command{
+		Use:   "delete KIND NAME --key NAME.key [--reason TEXT]",
+		Short: "Delete an artifact with a signed Tombstone (history is kept)",
+		Long: `Sign a Tombstone for KIND/NAME with the key and send it. The key must be
 granted the Tombstone kind and KIND, with NAME in its scopes. The key
 password is read as for keygen.`,
-	Args: cobra.ExactArgs(2),
-	RunE: func(cmd *cobra.Command, args []string) error {
-		f := deleteFlags
-		defer resetFlags(cmd)
-		if f.key == "" {
-			return withCode(exitUsage, errors.New("delete: --key is required"))
-		}
-		kind, err := artifact.ParseKind(args[0])
-		if err != nil {
-			return withCode(exitUsage, err)
-		}
-		key, err := loadSigningKey(cmd, f.key)
-		if err != nil {
-			return err
-		}
-		obj := artifact.New(artifact.KindTombstone, args[1], &mcpreadyv1.Tombstone{TargetKind: string(kind), TargetName: args[1], Reason: f.reason})
-		bundle, _, err := sign.Sign(obj, key)
-		if err != nil {
-			return withCode(exitUsage, err)
-		}
-		r, err := adminCall(cmd, f.server, func(ctx context.Context, cli mcpreadyv1.AdminServiceClient) (*mcpreadyv1.DeleteResponse, error) {
-			return cli.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: bundle})
-		})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s deleted at revision %d\n", r.Kind, r.Name, r.Revision)
-		return nil
-	},
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
+	}
+	cmd.Flags().StringVar(&o.key, "key", "", "private key that signs the tombstone")
+	cmd.Flags().StringVar(&o.reason, "reason", "", "reason recorded in the tombstone")
+	o.serverOptions.addFlags(cmd)
+	return cmd
 }
 
-func init() {
-	applyCmd.Flags().StringArrayVarP(&applyFlags.files, "filename", "f", nil, "signed bundle file (repeatable)")
-	addServerFlag(applyCmd, &applyFlags.server)
-	addOutputFlag(getCmd, &getFlags.output)
-	getCmd.Flags().BoolVar(&getFlags.includeDeleted, "include-deleted", false, "also show deleted artifacts")
-	addServerFlag(getCmd, &getFlags.server)
-	addOutputFlag(historyCmd, &historyFlags.output)
-	addServerFlag(historyCmd, &historyFlags.server)
-	getCmd.Flags().StringVar(&getFlags.bundles, "bundles", "", "also write each stored bundle, exactly as applied, to this directory")
-	historyCmd.Flags().StringVar(&historyFlags.bundles, "bundles", "", "also write each revision's stored bundle, exactly as applied, to this directory")
-	deleteCmd.Flags().StringVar(&deleteFlags.key, "key", "", "private key that signs the tombstone")
-	deleteCmd.Flags().StringVar(&deleteFlags.reason, "reason", "", "reason recorded in the tombstone")
-	addServerFlag(deleteCmd, &deleteFlags.server)
-	root.AddCommand(applyCmd, getCmd, historyCmd, deleteCmd)
+func (o *deleteOptions) run(cmd *cobra.Command, args []string) error {
+	if o.key == "" {
+		return usagef("delete: --key is required")
+	}
+	kind, err := artifact.ParseKind(args[0])
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	key, err := loadSigningKey(cmd, o.key)
+	if err != nil {
+		return err
+	}
+	obj := artifact.New(artifact.KindTombstone, args[1], &mcpreadyv1.Tombstone{TargetKind: string(kind), TargetName: args[1], Reason: o.reason})
+	bundle, _, err := sign.Sign(obj, key)
+	if err != nil {
+		return err
+	}
+	r, err := adminCall(cmd, &o.serverOptions, func(ctx context.Context, cli mcpreadyv1.AdminServiceClient) (*mcpreadyv1.DeleteResponse, error) {
+		return cli.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: bundle})
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s/%s deleted at revision %d\n", r.Kind, r.Name, r.Revision)
+	return nil
 }
 
 // kindAndOutput checks the -o value and parses the KIND argument of get

@@ -132,7 +132,20 @@ func TestAdminCommands(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "LIFECYCLE_STATE_QUALIFIED") {
 		t.Fatalf("registry status json: %d %q", code, out)
 	}
-	if code, _, _ = runKeyCLI(t, "get", "Policy", "--server", "127.0.0.1:1"); code != exitUnavailable {
+	// An artifact that sets a field mcpready does not enforce is stored,
+	// with a warning naming the field; the exit status stays 0.
+	silent := testpki.Policy("org/silent", "1", nil)
+	silent.Spec.(*mcpreadyv1.Policy).SemanticValidation = map[string]string{"nonEmpty": "size(result) > 0"}
+	silentFile := writeFile(t, dir, "silent.json", testpki.Sign(t, silent, p.Org))
+	code, out, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", silentFile)
+	if code != exitOK || !strings.Contains(out, "Policy/org/silent revision 1 stored") ||
+		!strings.Contains(errOut, "warning: "+silentFile+": Policy/org/silent sets spec.semanticValidation, which is not enforced") {
+		t.Fatalf("apply with an unenforced field: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", pol); strings.Contains(errOut, "semanticValidation") {
+		t.Fatalf("warning for a policy that does not set the field: %d %q", code, errOut)
+	}
+	if code, _, _ = runKeyCLI(t, "get", "Policy", "--server", "127.0.0.1:1"); code != exitError {
 		t.Fatalf("unreachable server: %d", code)
 	}
 }
@@ -151,5 +164,26 @@ func TestClientMutualTLS(t *testing.T) {
 	t.Setenv("MCPREADY_CLIENT_KEY", f.ClientKey)
 	if code, out, errOut := runKeyCLI(t, "apply", "--server", addr, "-f", tp); code != exitOK {
 		t.Fatalf("apply over mTLS: %d %q %q", code, out, errOut)
+	}
+
+	// The same with flags instead of the environment, on every kind of
+	// command that dials the control plane; a wrong server name fails.
+	t.Setenv("MCPREADY_CLIENT_CA", "")
+	t.Setenv("MCPREADY_CLIENT_CERT", "")
+	t.Setenv("MCPREADY_CLIENT_KEY", "")
+	tlsFlags := []string{"--server", addr, "--tls-ca", f.CA, "--tls-cert", f.ClientCert, "--tls-key", f.ClientKey}
+	for _, args := range [][]string{{"get", "trustpolicies"}, {"registry", "status"}, {"history", "trustpolicy", "test/trust"}} {
+		if code, out, errOut := runKeyCLI(t, append(args, tlsFlags...)...); code != exitOK {
+			t.Errorf("%v over mTLS with flags: %d %q %q", args, code, out, errOut)
+		}
+	}
+	if code, _, errOut := runKeyCLI(t, append([]string{"get", "trustpolicies", "--tls-server-name", "localhost"}, tlsFlags...)...); code != exitOK {
+		t.Errorf("--tls-server-name localhost: %d %q", code, errOut)
+	}
+	if code, _, _ := runKeyCLI(t, append([]string{"get", "trustpolicies", "--tls-server-name", "other.example"}, tlsFlags...)...); code != exitError {
+		t.Errorf("--tls-server-name other.example: exit %d, want %d", code, exitError)
+	}
+	if code, _, _ := runKeyCLI(t, "get", "trustpolicies", "--server", addr, "--tls-cert", f.ClientCert, "--tls-key", f.ClientKey); code != exitUsage {
+		t.Errorf("--tls-cert without --tls-ca: exit %d, want %d", code, exitUsage)
 	}
 }

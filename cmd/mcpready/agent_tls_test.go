@@ -29,7 +29,7 @@ func TestAgentMutualTLS(t *testing.T) {
 	}
 
 	gotTrust := func(certFile, keyFile string, wait time.Duration) bool {
-		creds, err := clientTLS(f.CA, certFile, keyFile)
+		creds, err := (&tlsOptions{ca: f.CA, cert: certFile, key: keyFile}).credentials()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,10 +58,10 @@ func TestAgentMutualTLS(t *testing.T) {
 }
 
 func TestClientTLSNeedsCA(t *testing.T) {
-	if _, err := clientTLS("", "client.pem", "client.key"); err == nil {
+	if _, err := (&tlsOptions{cert: "client.pem", key: "client.key"}).credentials(); err == nil {
 		t.Fatal("a client certificate without a CA was accepted")
 	}
-	if _, err := clientTLS("/nonexistent/ca.pem", "", ""); err == nil {
+	if _, err := (&tlsOptions{ca: "/nonexistent/ca.pem"}).credentials(); err == nil {
 		t.Fatal("a missing CA file was accepted")
 	}
 }

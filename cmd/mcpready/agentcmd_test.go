@@ -150,7 +150,7 @@ func TestEnrollQualifyNoApply(t *testing.T) {
 	}
 	out := filepath.Join(dir, "out")
 	code, stdout, stderr := runKeyCLI(t, "enroll", "--url", url+"/", "--name", "acme", "--key", filepath.Join(dir, "org.key"),
-		"--qualify", "--no-apply", "--out", out)
+		"--qualify", "--no-apply", "--bundles", out)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

@@ -15,62 +15,95 @@ import (
 // defaultServer is the control plane's local default address.
 const defaultServer = "127.0.0.1:7443"
 
-// addServerFlag adds --server to a command that talks to the control plane.
-// Its default is $MCPREADY_SERVER, else defaultServer.
-func addServerFlag(cmd *cobra.Command, dst *string) {
-	def := os.Getenv("MCPREADY_SERVER")
-	if def == "" {
-		def = defaultServer
-	}
-	cmd.Flags().StringVar(dst, "server", def, "control plane address (env MCPREADY_SERVER)")
+// tlsOptions are the client TLS flags of every command that dials the
+// control plane: --tls-ca, --tls-cert, --tls-key and --tls-server-name.
+type tlsOptions struct {
+	ca, cert, key, serverName string
 }
 
-// dialServer connects to the control plane at addr. TLS is used when
-// $MCPREADY_CLIENT_CA names the CA of the server certificate; a client
-// certificate for mTLS comes from $MCPREADY_CLIENT_CERT and
-// $MCPREADY_CLIENT_KEY. Without them the connection is plaintext (the
-// control plane only allows that on loopback).
-func dialServer(addr string) (*grpc.ClientConn, error) {
-	creds, err := clientCredentials()
-	if err != nil {
-		return nil, withCode(exitUsage, err)
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		return nil, withCode(exitUnavailable, err)
-	}
-	return conn, nil
+// addFlags adds the TLS flags to cmd; their defaults come from
+// $MCPREADY_CLIENT_CA, $MCPREADY_CLIENT_CERT and $MCPREADY_CLIENT_KEY.
+func (o *tlsOptions) addFlags(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&o.ca, "tls-ca", os.Getenv("MCPREADY_CLIENT_CA"), "CA of the control plane's certificate: connect with TLS (env MCPREADY_CLIENT_CA; empty: plaintext, loopback only)")
+	fl.StringVar(&o.cert, "tls-cert", os.Getenv("MCPREADY_CLIENT_CERT"), "client certificate for mTLS to the control plane (env MCPREADY_CLIENT_CERT)")
+	fl.StringVar(&o.key, "tls-key", os.Getenv("MCPREADY_CLIENT_KEY"), "client key for mTLS to the control plane (env MCPREADY_CLIENT_KEY)")
+	fl.StringVar(&o.serverName, "tls-server-name", "", "name expected in the control plane's certificate (default: the host of the address)")
 }
 
-func clientCredentials() (credentials.TransportCredentials, error) {
-	return clientTLS(os.Getenv("MCPREADY_CLIENT_CA"), os.Getenv("MCPREADY_CLIENT_CERT"), os.Getenv("MCPREADY_CLIENT_KEY"))
-}
-
-// clientTLS builds the transport credentials for a connection to the
-// control plane: plaintext without caFile; TLS trusting caFile; mTLS when a
-// client certificate and key are given too.
-func clientTLS(caFile, certFile, keyFile string) (credentials.TransportCredentials, error) {
-	if caFile == "" {
-		if certFile != "" || keyFile != "" {
-			return nil, fmt.Errorf("a client certificate needs the CA of the server certificate too")
+// credentials builds the transport credentials: plaintext without a CA;
+// TLS trusting the CA; mTLS when a client certificate and key are given too.
+// Bad TLS flags are usage errors.
+func (o *tlsOptions) credentials() (credentials.TransportCredentials, error) {
+	if o.ca == "" {
+		if o.cert != "" || o.key != "" || o.serverName != "" {
+			return nil, usagef("--tls-cert, --tls-key and --tls-server-name need --tls-ca, the CA of the server certificate")
 		}
 		return insecure.NewCredentials(), nil
 	}
-	pem, err := os.ReadFile(caFile)
+	pem, err := os.ReadFile(o.ca)
 	if err != nil {
-		return nil, fmt.Errorf("server CA: %w", err)
+		return nil, usagef("--tls-ca: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("server CA %s holds no PEM certificate", caFile)
+		return nil, usagef("--tls-ca %s holds no PEM certificate", o.ca)
 	}
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	if certFile != "" || keyFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: o.serverName}
+	if o.cert != "" || o.key != "" {
+		cert, err := tls.LoadX509KeyPair(o.cert, o.key)
 		if err != nil {
-			return nil, fmt.Errorf("client certificate: %w", err)
+			return nil, usagef("--tls-cert/--tls-key: %w", err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return credentials.NewTLS(cfg), nil
+}
+
+// serverOptions are --server and the TLS flags: how a CLI command reaches
+// the control plane. Every command that dials it embeds one.
+type serverOptions struct {
+	server string
+	tls    tlsOptions
+}
+
+// addFlags adds --server (default $MCPREADY_SERVER, else 127.0.0.1:7443)
+// and the TLS flags to cmd.
+func (o *serverOptions) addFlags(cmd *cobra.Command) {
+	def := os.Getenv("MCPREADY_SERVER")
+	if def == "" {
+		def = defaultServer
+	}
+	cmd.Flags().StringVar(&o.server, "server", def, "control plane address (env MCPREADY_SERVER)")
+	o.tls.addFlags(cmd)
+}
+
+// dial connects to the control plane (lazily: errors reaching it surface on
+// the first call).
+func (o *serverOptions) dial() (*grpc.ClientConn, error) {
+	creds, err := o.tls.credentials()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(o.server, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, usagef("--server %q: %w", o.server, err)
+	}
+	return conn, nil
+}
+
+// args returns the flags that reproduce o on another mcpready command line.
+func (o *serverOptions) args() []string {
+	out := []string{"--server", o.server}
+	for _, f := range [][2]string{{"--tls-ca", o.tls.ca}, {"--tls-cert", o.tls.cert}, {"--tls-key", o.tls.key}, {"--tls-server-name", o.tls.serverName}} {
+		if f[1] != "" {
+			out = append(out, f[0], f[1])
+		}
+	}
+	return out
+}
+
+// notFound is a lookup that found nothing (exit 1).
+func notFound(format string, args ...any) error {
+	return withCode(exitError, fmt.Errorf(format, args...))
 }

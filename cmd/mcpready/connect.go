@@ -26,14 +26,17 @@ import (
 	"github.com/mcpready/mcpready/internal/sse"
 )
 
-var connectFlags struct {
+// connectOptions are the flags of connect.
+type connectOptions struct {
 	agentURL, upstream, tokenFile string
 }
 
-var connectCmd = &cobra.Command{
-	Use:   "connect [--agent URL] [--upstream NAME] [--token-file F]",
-	Short: "Bridge stdio to the local agent, for MCP clients that only launch stdio servers",
-	Long: `Bridge an MCP client speaking stdio to the running host agent.
+func newConnectCmd() *cobra.Command {
+	o := &connectOptions{}
+	cmd := &cobra.Command{
+		Use:   "connect [--agent URL] [--upstream NAME] [--token-file F]",
+		Short: "Bridge stdio to the local agent, for MCP clients that only launch stdio servers",
+		Long: `Bridge an MCP client speaking stdio to the running host agent.
 
 Configure your MCP client to launch "mcpready connect" as a stdio server.
 Every JSON-RPC message is relayed unchanged to the agent's /mcp endpoint (or
@@ -43,22 +46,18 @@ requests) is written to standard output, including what belongs to no
 request (list_changed, resource updates), which a session-era (2025-11-25)
 agent sends on a standalone stream the bridge keeps open. The bearer token
 is read from --token-file (or $MCPREADY_TOKEN) and never printed.`,
-	Args: noArgs,
-	RunE: runConnect,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.agentURL, "agent", "http://"+agent.DefaultListen, "agent base URL")
+	fl.StringVar(&o.upstream, "upstream", "", "connect to /mcp/servers/NAME instead of the aggregate /mcp")
+	fl.StringVar(&o.tokenFile, "token-file", "", "file holding this client's bearer token (default $MCPREADY_TOKEN)")
+	return cmd
 }
 
-func init() {
-	fl := connectCmd.Flags()
-	fl.StringVar(&connectFlags.agentURL, "agent", "http://"+agent.DefaultListen, "agent base URL")
-	fl.StringVar(&connectFlags.upstream, "upstream", "", "connect to /mcp/servers/NAME instead of the aggregate /mcp")
-	fl.StringVar(&connectFlags.tokenFile, "token-file", "", "file holding this client's bearer token (default $MCPREADY_TOKEN)")
-	connectCmd.SetFlagErrorFunc(usageError)
-	root.AddCommand(connectCmd)
-}
-
-func runConnect(cmd *cobra.Command, _ []string) error {
-	defer resetFlags(cmd)
-	f := connectFlags
+func (o *connectOptions) run(cmd *cobra.Command) error {
+	f := o
 	endpoint, err := agentEndpoint(f.agentURL, f.upstream)
 	if err != nil {
 		return withCode(exitUsage, err)
@@ -67,13 +66,13 @@ func runConnect(cmd *cobra.Command, _ []string) error {
 	if f.tokenFile != "" {
 		b, err := os.ReadFile(f.tokenFile)
 		if err != nil {
-			return withCode(exitUsage, fmt.Errorf("connect: --token-file: %w", err))
+			return usagef("connect: --token-file: %w", err)
 		}
 		token = strings.TrimSpace(string(b))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return bridge(ctx, os.Stdin, os.Stdout, endpoint, token)
+	return bridge(ctx, cmd.InOrStdin(), cmd.OutOrStdout(), endpoint, token)
 }
 
 // agentEndpoint is the MCP endpoint of the agent at base (for one upstream when named).
@@ -124,7 +123,7 @@ func bridge(ctx context.Context, in io.Reader, out io.Writer, endpoint, token st
 	hc := &http.Client{Transport: rt}
 	remote, err := (&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}).Connect(ctx)
 	if err != nil {
-		return withCode(exitUnavailable, fmt.Errorf("connect: %w", err))
+		return fmt.Errorf("connect: %w", err)
 	}
 	defer remote.Close()
 	var wmu sync.Mutex

@@ -2,8 +2,6 @@ package main
 
 import (
 	"crypto"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -18,16 +16,20 @@ import (
 	"github.com/mcpready/mcpready/sign"
 )
 
-var controlplaneFlags struct {
+// controlPlaneOptions are the flags of controlplane (a server: its TLS
+// flags are the server's certificate and the CA of client certificates).
+type controlPlaneOptions struct {
 	data, root, listen, metrics, etcd   string
 	tlsCert, tlsKey, tlsCA, observerKey string
 	retention, evidenceWindow           time.Duration
 }
 
-var controlplaneCmd = &cobra.Command{
-	Use:   "controlplane --data DIR --root ROOT.pub [flags]",
-	Short: "Run the control plane: Admin, Discovery and Receipts over gRPC, state in etcd",
-	Long: `Run one control-plane replica. Artifacts live in etcd: an embedded
+func newControlPlaneCmd() *cobra.Command {
+	o := &controlPlaneOptions{}
+	cmd := &cobra.Command{
+		Use:   "controlplane --data DIR --root ROOT.pub [flags]",
+		Short: "Run the control plane: Admin, Discovery and Receipts over gRPC, state in etcd",
+		Long: `Run one control-plane replica. Artifacts live in etcd: an embedded
 single-node etcd in DIR/etcd by default, or an external cluster with
 --etcd-endpoints (any number of replicas may share it). Receipts are kept in
 DIR/receipts. Every write is verified against the active TrustPolicy; the
@@ -38,65 +40,58 @@ Plaintext is refused off loopback: give --tls-cert and --tls-key (and
 plane's own key for lifecycle changes (grant it Evidence and RegistryEntry in
 the TrustPolicy); its password is read as for keygen. /metrics and /healthz
 are served on --metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
-	Args: noArgs,
-	RunE: func(cmd *cobra.Command, _ []string) error {
-		f := controlplaneFlags
-		defer resetFlags(cmd)
-		if f.data == "" || f.root == "" {
-			return withCode(exitUsage, errors.New("controlplane: --data and --root are required"))
-		}
-		rootKey, err := sign.ReadPublicKeyFile(f.root)
-		if err != nil {
-			return withCode(exitUsage, fmt.Errorf("controlplane: --root: %w", err))
-		}
-		var observer crypto.Signer
-		if f.observerKey != "" {
-			if observer, err = loadSigningKey(cmd, f.observerKey); err != nil {
-				return withCode(exitUsage, fmt.Errorf("controlplane: --observer-key: %w", err))
-			}
-		}
-		var endpoints []string
-		for e := range strings.SplitSeq(f.etcd, ",") {
-			if e = strings.TrimSpace(e); e != "" {
-				endpoints = append(endpoints, e)
-			}
-		}
-		if err := os.MkdirAll(f.data, 0o700); err != nil {
-			return err
-		}
-		opts := controlplane.Options{Listen: f.listen, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
-			TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSCA: f.tlsCA, ObserverKey: observer, Logger: logger(),
-			Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow}}
-		opts.Registry = prometheus.NewRegistry()
-		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		srv, err := controlplane.New(opts)
-		if err != nil {
-			return withCode(exitUsage, err)
-		}
-		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		if err := srv.Run(ctx); err != nil {
-			if errors.Is(err, controlplane.ErrEtcdUnreachable) {
-				return withCode(exitUnavailable, err)
-			}
-			return err
-		}
-		return nil
-	},
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.data, "data", "", "data directory (embedded etcd, receipts)")
+	fl.StringVar(&o.root, "root", "", "root public key (PEM) that signs TrustPolicies")
+	fl.StringVar(&o.listen, "listen", controlplane.DefaultListen, "gRPC listen address")
+	fl.StringVar(&o.metrics, "metrics-listen", controlplane.DefaultMetricsListen, `/metrics and /healthz address ("off" disables)`)
+	fl.StringVar(&o.etcd, "etcd-endpoints", "", "external etcd endpoints, comma-separated (empty: embedded etcd)")
+	fl.StringVar(&o.tlsCert, "tls-cert", "", "server certificate (PEM)")
+	fl.StringVar(&o.tlsKey, "tls-key", "", "server private key (PEM)")
+	fl.StringVar(&o.tlsCA, "tls-ca", "", "CA that client certificates must chain to (enables mTLS)")
+	fl.StringVar(&o.observerKey, "observer-key", "", "control plane's own signing key for lifecycle changes and passive Evidence")
+	fl.DurationVar(&o.retention, "receipt-retention", 0, "drop receipt segments older than this (0 keeps everything)")
+	fl.DurationVar(&o.evidenceWindow, "evidence-window", 0, "window over which receipts are folded into passive Evidence (0: 5m)")
+	return cmd
 }
 
-func init() {
-	fl := controlplaneCmd.Flags()
-	fl.StringVar(&controlplaneFlags.data, "data", "", "data directory (embedded etcd, receipts)")
-	fl.StringVar(&controlplaneFlags.root, "root", "", "root public key (PEM) that signs TrustPolicies")
-	fl.StringVar(&controlplaneFlags.listen, "listen", controlplane.DefaultListen, "gRPC listen address")
-	fl.StringVar(&controlplaneFlags.metrics, "metrics-listen", controlplane.DefaultMetricsListen, `/metrics and /healthz address ("off" disables)`)
-	fl.StringVar(&controlplaneFlags.etcd, "etcd-endpoints", "", "external etcd endpoints, comma-separated (empty: embedded etcd)")
-	fl.StringVar(&controlplaneFlags.tlsCert, "tls-cert", "", "server certificate (PEM)")
-	fl.StringVar(&controlplaneFlags.tlsKey, "tls-key", "", "server private key (PEM)")
-	fl.StringVar(&controlplaneFlags.tlsCA, "tls-ca", "", "CA that client certificates must chain to (enables mTLS)")
-	fl.StringVar(&controlplaneFlags.observerKey, "observer-key", "", "control plane's own signing key for lifecycle changes and passive Evidence")
-	fl.DurationVar(&controlplaneFlags.retention, "receipt-retention", 0, "drop receipt segments older than this (0 keeps everything)")
-	fl.DurationVar(&controlplaneFlags.evidenceWindow, "evidence-window", 0, "window over which receipts are folded into passive Evidence (0: 5m)")
-	root.AddCommand(controlplaneCmd)
+func (o *controlPlaneOptions) run(cmd *cobra.Command) error {
+	f := o
+	if f.data == "" || f.root == "" {
+		return usagef("controlplane: --data and --root are required")
+	}
+	rootKey, err := sign.ReadPublicKeyFile(f.root)
+	if err != nil {
+		return usagef("controlplane: --root: %w", err)
+	}
+	var observer crypto.Signer
+	if f.observerKey != "" {
+		if observer, err = loadSigningKey(cmd, f.observerKey); err != nil {
+			return usagef("controlplane: --observer-key: %w", err)
+		}
+	}
+	var endpoints []string
+	for e := range strings.SplitSeq(f.etcd, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			endpoints = append(endpoints, e)
+		}
+	}
+	if err := os.MkdirAll(f.data, 0o700); err != nil {
+		return err
+	}
+	opts := controlplane.Options{Listen: f.listen, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
+		TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSCA: f.tlsCA, ObserverKey: observer, Logger: logger(cmd.ErrOrStderr()),
+		Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow}}
+	opts.Registry = prometheus.NewRegistry()
+	opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := controlplane.New(opts)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return srv.Run(ctx)
 }

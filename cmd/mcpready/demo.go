@@ -22,22 +22,24 @@ import (
 // `mcpready up` starts.
 const defaultAgentURL = "http://127.0.0.1:7480/mcp"
 
-var demoCallsFlags struct {
-	agent  string
-	server string
-	deny   bool
-	wait   time.Duration
+// demoCallsOptions are the flags of demo calls.
+type demoCallsOptions struct {
+	serverOptions
+	agent string
+	deny  bool
+	wait  time.Duration
 }
 
-var demoCmd = &cobra.Command{
-	Use:   "demo",
-	Short: "Drive the demo started by `mcpready up`",
+func newDemoCmd() *cobra.Command {
+	return newGroupCmd("demo", "Drive the demo started by `mcpready up`", newDemoCallsCmd())
 }
 
-var demoCallsCmd = &cobra.Command{
-	Use:   "calls [--agent URL] [--server ADDR]",
-	Short: "Make the demo's calls through the agent, then show their receipts and one explanation",
-	Long: `Make five calls through the agent with an MCP client (the go-sdk's):
+func newDemoCallsCmd() *cobra.Command {
+	o := &demoCallsOptions{}
+	cmd := &cobra.Command{
+		Use:   "calls [--agent URL] [--server ADDR]",
+		Short: "Make the demo's calls through the agent, then show their receipts and one explanation",
+		Long: `Make five calls through the agent with an MCP client (the go-sdk's):
 
   1. docs_lookup, the read-only capability served by two providers;
   2. docs_lookup while provider A fails: the agent falls back to provider B;
@@ -49,40 +51,34 @@ var demoCallsCmd = &cobra.Command{
 
 Then list the receipts the agent wrote for them (from the control plane at
 --server) and explain the fallback call.`,
-	Args: noArgs,
-	RunE: func(cmd *cobra.Command, _ []string) error {
-		f := demoCallsFlags
-		defer resetFlags(cmd)
-		return runDemoCalls(cmd.Context(), cmd.OutOrStdout(), f.agent, f.server, f.deny, f.wait)
-	},
-}
-
-func init() {
-	fl := demoCallsCmd.Flags()
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDemoCalls(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	fl := cmd.Flags()
 	def := os.Getenv("MCPREADY_AGENT")
 	if def == "" {
 		def = defaultAgentURL
 	}
-	fl.StringVar(&demoCallsFlags.agent, "agent", def, "agent MCP endpoint (env MCPREADY_AGENT)")
-	fl.BoolVar(&demoCallsFlags.deny, "deny", false, "decline the approval request instead of accepting it")
-	fl.DurationVar(&demoCallsFlags.wait, "wait", 20*time.Second, "how long to wait for the receipts to reach the control plane")
-	addServerFlag(demoCallsCmd, &demoCallsFlags.server)
-	demoCallsCmd.SetFlagErrorFunc(usageError)
-	demoCmd.AddCommand(demoCallsCmd)
-	root.AddCommand(demoCmd)
+	fl.StringVar(&o.agent, "agent", def, "agent MCP endpoint (env MCPREADY_AGENT)")
+	fl.BoolVar(&o.deny, "deny", false, "decline the approval request instead of accepting it")
+	fl.DurationVar(&o.wait, "wait", 20*time.Second, "how long to wait for the receipts to reach the control plane")
+	o.serverOptions.addFlags(cmd)
+	return cmd
 }
 
-func runDemoCalls(ctx context.Context, out io.Writer, agentURL, server string, deny bool, wait time.Duration) error {
+func runDemoCalls(ctx context.Context, out, errOut io.Writer, o *demoCallsOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	start := time.Now().Add(-time.Second)
-	calls, err := demo.RunCalls(ctx, demo.CallsOptions{AgentURL: agentURL, Deny: deny, Out: out})
+	calls, err := demo.RunCalls(ctx, demo.CallsOptions{AgentURL: o.agent, Deny: o.deny, Out: out})
 	if err != nil {
-		return withCode(exitUnavailable, err)
+		return err
 	}
-	fmt.Fprintf(out, "\nReceipts (from the control plane at %s):\n", server)
-	receipts, err := awaitReceipts(ctx, server, start, len(calls), wait)
+	fmt.Fprintf(out, "\nReceipts (from the control plane at %s):\n", o.server)
+	receipts, err := awaitReceipts(ctx, errOut, &o.serverOptions, start, len(calls), o.wait)
 	if err != nil {
 		return err
 	}
@@ -113,7 +109,7 @@ func runDemoCalls(ctx context.Context, out io.Writer, agentURL, server string, d
 		return nil
 	}
 	fmt.Fprintf(out, "\n$ mcpready explain %s\n", fallback)
-	return explainWithCLI(ctx, out, server, fallback)
+	return explainWithCLI(ctx, out, errOut, &o.serverOptions, fallback)
 }
 
 // summarizeActions shortens a receipt's actions for the table: repeated
@@ -144,8 +140,8 @@ func dash(s string) string {
 
 // awaitReceipts polls the control plane until it holds at least n receipts
 // emitted since start, or wait has passed (then it returns what it has).
-func awaitReceipts(ctx context.Context, server string, since time.Time, n int, wait time.Duration) ([]*mcpreadyv1.StoredReceipt, error) {
-	conn, err := dialServer(server)
+func awaitReceipts(ctx context.Context, errOut io.Writer, so *serverOptions, since time.Time, n int, wait time.Duration) ([]*mcpreadyv1.StoredReceipt, error) {
+	conn, err := so.dial()
 	if err != nil {
 		return nil, err
 	}
@@ -159,10 +155,10 @@ func awaitReceipts(ctx context.Context, server string, since time.Time, n int, w
 		got := resp.GetReceipts()
 		if err == nil && len(got) >= n || time.Now().After(deadline) {
 			if err != nil {
-				return nil, withCode(exitUnavailable, fmt.Errorf("query receipts at %s: %w", server, err))
+				return nil, fmt.Errorf("query receipts at %s: %w", so.server, err)
 			}
 			if len(got) < n {
-				fmt.Fprintf(os.Stderr, "mcpready: only %d of %d receipts reached the control plane within %s\n", len(got), n, wait)
+				fmt.Fprintf(errOut, "mcpready: only %d of %d receipts reached the control plane within %s\n", len(got), n, wait)
 			}
 			return got, nil
 		}
@@ -174,16 +170,16 @@ func awaitReceipts(ctx context.Context, server string, since time.Time, n int, w
 	}
 }
 
-// explainWithCLI runs `mcpready explain ID --server ADDR` as a child
-// process of this very binary, so the explanation is exactly what the
-// command prints.
-func explainWithCLI(ctx context.Context, out io.Writer, server, id string) error {
+// explainWithCLI runs `mcpready explain ID --server ADDR` (with the same
+// TLS flags) as a child process of this very binary, so the explanation is
+// exactly what the command prints.
+func explainWithCLI(ctx context.Context, out, errOut io.Writer, so *serverOptions, id string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	c := exec.CommandContext(ctx, self, "explain", id, "--server", server)
-	c.Stdout, c.Stderr = out, os.Stderr
+	c := exec.CommandContext(ctx, self, append([]string{"explain", id}, so.args()...)...)
+	c.Stdout, c.Stderr = out, errOut
 	if err := c.Run(); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

@@ -42,10 +42,11 @@ func visibleCommands(c *cobra.Command) []*cobra.Command {
 func cliReference() string {
 	var b strings.Builder
 	b.WriteString(beginCLI + "\n\n")
-	b.WriteString("Exit codes: 0 success, 1 error, 2 usage error, 3 verification failed, 4 server unavailable.\n\n")
-	for _, c := range visibleCommands(root) {
+	b.WriteString("Exit codes, on every command: 0 success, 1 error (including a control plane that cannot be reached), 2 usage error (unknown command, flag or argument, bad flag value), 3 verification failed.\n\n")
+	b.WriteString("Flag conventions: `-o/--output` is always the output format, `table` (default), `yaml` or `json` (JSON lines where a stream is printed); `-f/--filename` names input; files are written only to paths a flag names (`--bundle`, `--payload`, `--bundles`, `--output-file`, `--out`). Every command that dials the control plane takes `--server` and the client TLS flags `--tls-ca`, `--tls-cert`, `--tls-key` and `--tls-server-name`.\n\n")
+	for _, c := range visibleCommands(newRootCmd()) {
 		fmt.Fprintf(&b, "### `%s`\n\n%s\n\n", c.CommandPath(), c.Short)
-		if c.Runnable() {
+		if c.Runnable() && !c.HasSubCommands() {
 			fmt.Fprintf(&b, "```\n%s\n```\n\n", c.UseLine())
 		}
 		if c.Long != "" {
@@ -61,8 +62,11 @@ func cliReference() string {
 				name = "`-" + f.Shorthand + "`, " + name
 			}
 			def := f.DefValue
-			if f.Name == "server" {
+			switch f.Name {
+			case "server":
 				def = "$MCPREADY_SERVER, else 127.0.0.1:7443"
+			case "tls-ca", "tls-cert", "tls-key":
+				def = "" // from the environment, named in the meaning
 			}
 			if def == "" || def == "[]" {
 				def = "—"
@@ -82,6 +86,9 @@ func cliReference() string {
 // TestCLIReference checks that docs/reference.md documents every command;
 // -update-docs regenerates the whole CLI section from the cobra tree.
 func TestCLIReference(t *testing.T) {
+	for _, env := range []string{"MCPREADY_SERVER", "MCPREADY_KEY", "MCPREADY_DATA", "MCPREADY_AGENT", "MCPREADY_CLIENT_CA", "MCPREADY_CLIENT_CERT", "MCPREADY_CLIENT_KEY"} {
+		t.Setenv(env, "") // flag defaults as documented, whatever this shell sets
+	}
 	cur, err := os.ReadFile(referencePath)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +106,10 @@ func TestCLIReference(t *testing.T) {
 		return
 	}
 	section := doc[i:j]
-	for _, c := range visibleCommands(root) {
+	if want := cliReference(); strings.TrimSpace(doc[i:j+len(endCLI)]) != strings.TrimSpace(want) {
+		t.Errorf("%s: the CLI section is stale; regenerate with: go test ./cmd/mcpready -run TestCLIReference -update-docs", referencePath)
+	}
+	for _, c := range visibleCommands(newRootCmd()) {
 		if !strings.Contains(section, "### `"+c.CommandPath()+"`") {
 			t.Errorf("%s does not document %q; regenerate with: go test ./cmd/mcpready -run TestCLIReference -update-docs", referencePath, c.CommandPath())
 		}
@@ -168,6 +178,7 @@ func deployInvocations(t *testing.T) []invocation {
 // TestDeployFlagsExist checks that every flag the deployment files pass to
 // mcpready exists on that command.
 func TestDeployFlagsExist(t *testing.T) {
+	root := newRootCmd()
 	invs := deployInvocations(t)
 	if len(invs) < 4 {
 		t.Fatalf("found %d mcpready invocations in deploy/, want at least 4", len(invs))
@@ -220,6 +231,7 @@ func docArgs(command string) []string {
 // TestDocsCommandsExist checks that every mcpready command and flag used in
 // the shell examples of README.md and docs/*.md exists.
 func TestDocsCommandsExist(t *testing.T) {
+	root := newRootCmd()
 	files, _ := filepath.Glob("../../docs/*.md")
 	files = append(files, "../../README.md")
 	checked := 0

@@ -19,74 +19,75 @@ import (
 	"github.com/mcpready/mcpready/sign"
 )
 
-var enrollFlags struct {
-	url, name, key, server, out, tokenFile, issuer, output string
-	qualify, noApply                                       bool
-	timeout                                                time.Duration
+// enrollOptions are the flags of enroll.
+type enrollOptions struct {
+	serverOptions
+	url, name, key, bundles, tokenFile, issuer, output string
+	qualify, noApply                                   bool
+	timeout                                            time.Duration
 }
 
-var enrollCmd = &cobra.Command{
-	Use:   "enroll --url URL --name NAME [--key ORG.key] [--qualify] [--server CP]",
-	Short: "Enroll an MCP server: pin its tools as signed RegistryEntries and apply them",
-	Long: `Enroll a Streamable HTTP MCP server.
+func newEnrollCmd() *cobra.Command {
+	o := &enrollOptions{}
+	cmd := &cobra.Command{
+		Use:   "enroll --url URL --name NAME [--key ORG.key] [--qualify] [--bundles DIR] [--server CP]",
+		Short: "Enroll an MCP server: pin its tools as signed RegistryEntries and apply them",
+		Long: `Enroll a Streamable HTTP MCP server.
 
 It lists the server's tools, computes each tool's exact identity (server
 name and version, endpoint, protocol version, input/output schema digests and
-the whole-definition digest, JCS + SHA-256) and writes one signed CANDIDATE
-RegistryEntry per tool, named NAME/<tool>, to --out. With --qualify it first
-runs a basic qualification: the listing, a safe call of every tool annotated
+the whole-definition digest, JCS + SHA-256) and signs one CANDIDATE
+RegistryEntry per tool, named NAME/<tool>. With --qualify it first runs a
+basic qualification: the listing, a safe call of every tool annotated
 read-only with arguments generated from its input schema, and negative
 fixtures (an empty-argument call must be rejected, an unknown tool must
 error); tools that pass everything are recorded QUALIFIED with the
 qualification block and the digest of the fixture transcript as evidence.
 Unless --no-apply, the entries are applied through the control plane's Admin
-API. The signing key is --key (default $MCPREADY_KEY; password from
-$MCPREADY_PASSWORD).`,
-	Args: noArgs,
-	RunE: runEnroll,
+API. The signed bundles are written to disk only with --bundles DIR (as
+<NAME>_<tool>.bundle.json). The signing key is --key (default $MCPREADY_KEY;
+password from $MCPREADY_PASSWORD).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.url, "url", "", "Streamable HTTP endpoint of the server")
+	fl.StringVar(&o.name, "name", "", "server name (registry entries are NAME/<tool>)")
+	fl.StringVar(&o.key, "key", os.Getenv("MCPREADY_KEY"), "organisation signing key (env MCPREADY_KEY)")
+	fl.StringVar(&o.tokenFile, "token-file", "", "bearer token for the server")
+	fl.StringVar(&o.issuer, "issuer", "org", "issuer recorded in the entries' provenance")
+	fl.StringVar(&o.bundles, "bundles", "", "also write the signed bundles to this directory")
+	fl.BoolVar(&o.qualify, "qualify", false, "run the basic qualification and record QUALIFIED entries")
+	fl.BoolVar(&o.noApply, "no-apply", false, "do not apply the entries (with --bundles: only write them)")
+	fl.DurationVar(&o.timeout, "timeout", time.Minute, "overall time limit")
+	addOutputFlag(cmd, &o.output)
+	o.serverOptions.addFlags(cmd)
+	return cmd
 }
 
-func init() {
-	fl := enrollCmd.Flags()
-	fl.StringVar(&enrollFlags.url, "url", "", "Streamable HTTP endpoint of the server")
-	fl.StringVar(&enrollFlags.name, "name", "", "server name (registry entries are NAME/<tool>)")
-	fl.StringVar(&enrollFlags.key, "key", os.Getenv("MCPREADY_KEY"), "organisation signing key (env MCPREADY_KEY)")
-	fl.StringVar(&enrollFlags.tokenFile, "token-file", "", "bearer token for the server")
-	fl.StringVar(&enrollFlags.issuer, "issuer", "org", "issuer recorded in the entries' provenance")
-	fl.StringVar(&enrollFlags.out, "out", "enrolled", "directory the signed bundles are written to")
-	fl.BoolVar(&enrollFlags.qualify, "qualify", false, "run the basic qualification and record QUALIFIED entries")
-	fl.BoolVar(&enrollFlags.noApply, "no-apply", false, "only write the bundles; do not apply them")
-	fl.DurationVar(&enrollFlags.timeout, "timeout", time.Minute, "overall time limit")
-	addServerFlag(enrollCmd, &enrollFlags.server)
-	addOutputFlag(enrollCmd, &enrollFlags.output)
-	enrollCmd.SetFlagErrorFunc(usageError)
-	root.AddCommand(enrollCmd)
-}
-
-func runEnroll(cmd *cobra.Command, _ []string) error {
-	defer resetFlags(cmd)
-	f := enrollFlags
+func (o *enrollOptions) run(cmd *cobra.Command) error {
+	f := o
 	if f.url == "" || f.name == "" {
-		return withCode(exitUsage, fmt.Errorf("enroll: --url and --name are required"))
+		return usagef("enroll: --url and --name are required")
 	}
 	if err := checkOutput(cmd, f.output); err != nil {
 		return err
 	}
 	if err := artifact.ValidateName(f.name + "/x"); err != nil || strings.ContainsAny(f.name, " ") {
-		return withCode(exitUsage, fmt.Errorf("enroll: --name %q is not a valid server name", f.name))
+		return usagef("enroll: --name %q is not a valid server name", f.name)
 	}
 	if f.key == "" {
-		return withCode(exitUsage, fmt.Errorf("enroll: --key is required (or set MCPREADY_KEY)"))
+		return usagef("enroll: --key is required (or set MCPREADY_KEY)")
 	}
 	key, err := loadSigningKey(cmd, f.key)
 	if err != nil {
-		return withCode(exitUsage, fmt.Errorf("enroll: --key: %w", err))
+		return usagef("enroll: --key: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
 	srv, err := enroll.List(ctx, config.Upstream{Name: f.name, URL: f.url, TokenFile: f.tokenFile})
 	if err != nil {
-		return withCode(exitUnavailable, fmt.Errorf("enroll: listing %s: %w", f.url, err))
+		return fmt.Errorf("enroll: listing %s: %w", f.url, err)
 	}
 	defer srv.Close()
 	now := time.Now().UTC()
@@ -99,8 +100,10 @@ func runEnroll(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return err
+	if f.bundles != "" {
+		if err := os.MkdirAll(f.bundles, 0o755); err != nil {
+			return err
+		}
 	}
 	type row struct {
 		Name, State, Definition, File string
@@ -109,7 +112,7 @@ func runEnroll(cmd *cobra.Command, _ []string) error {
 	var rows []row
 	var admin mcpreadyv1.AdminServiceClient
 	if !f.noApply {
-		conn, err := dialServer(f.server)
+		conn, err := f.dial()
 		if err != nil {
 			return err
 		}
@@ -122,16 +125,19 @@ func runEnroll(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 		e := o.Spec.(*mcpreadyv1.RegistryEntry)
-		file := filepath.Join(f.out, strings.ReplaceAll(o.Metadata.Name, "/", "_")+".bundle.json")
-		if err := atomicfile.WriteFile(file, bundle, 0o644); err != nil {
-			return err
+		file := "-"
+		if f.bundles != "" {
+			file = filepath.Join(f.bundles, strings.ReplaceAll(o.Metadata.Name, "/", "_")+".bundle.json")
+			if err := atomicfile.WriteFile(file, bundle, 0o644); err != nil {
+				return err
+			}
 		}
 		r := row{Name: o.Metadata.Name, State: strings.TrimPrefix(e.GetState().String(), "LIFECYCLE_STATE_"),
 			Definition: e.GetIdentity().GetDefinitionDigest(), File: file}
 		if admin != nil {
 			resp, err := admin.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: bundle})
 			if err != nil {
-				return withCode(exitUnavailable, fmt.Errorf("enroll: applying %s: %w", o.Metadata.Name, err))
+				return fmt.Errorf("enroll: applying %s: %w", o.Metadata.Name, rpcError(err))
 			}
 			r.Revision = resp.GetRevision()
 		}

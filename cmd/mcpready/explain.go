@@ -12,43 +12,46 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
-var explainFlags struct{ server, output string }
-
-var explainCmd = &cobra.Command{
-	Use:   "explain RECEIPT_ID [-o text|json|yaml]",
-	Short: "Explain in plain words why a call was routed, refused or failed",
-	Long: `Reconstruct one decision from its signed receipt: what was requested and
-for whom, which candidates were considered and why each rejected one was
-excluded, the policy version and evidence used, every attempt, and the
-outcome. -o json or yaml prints the stored receipt itself.`,
-	Args: oneArg,
-	RunE: func(cmd *cobra.Command, args []string) error {
-		f := explainFlags
-		defer resetFlags(cmd)
-		if f.output == "text" {
-			f.output = "table"
-		}
-		if err := checkOutput(cmd, f.output); err != nil {
-			return err
-		}
-		receiptsFlags.server = f.server
-		sr, err := getReceipt(cmd.Context(), args[0])
-		if err != nil {
-			return err
-		}
-		if f.output != "table" {
-			return printOutput(cmd.OutOrStdout(), f.output, sr, nil)
-		}
-		explain(cmd.OutOrStdout(), sr)
-		return nil
-	},
+// explainOptions are the flags of explain.
+type explainOptions struct {
+	serverOptions
+	output string
 }
 
-func init() {
-	addServerFlag(explainCmd, &explainFlags.server)
-	explainCmd.Flags().StringVarP(&explainFlags.output, "output", "o", "text", "output format: text, json or yaml")
-	explainCmd.SetFlagErrorFunc(usageError)
-	root.AddCommand(explainCmd)
+func newExplainCmd() *cobra.Command {
+	o := &explainOptions{}
+	cmd := &cobra.Command{
+		Use:   "explain RECEIPT_ID [-o table|json|yaml]",
+		Short: "Explain in plain words why a call was routed, refused or failed",
+		Long: `Reconstruct one decision from its signed receipt: what was requested and
+for whom, which candidates were considered and why each rejected one was
+excluded, the policy version and evidence used, every attempt, and the
+outcome. The default (table) prints the explanation in words; -o json or
+yaml prints the stored receipt itself.`,
+		Args: oneArg,
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
+	}
+	addOutputFlag(cmd, &o.output)
+	o.serverOptions.addFlags(cmd)
+	return cmd
+}
+
+func (o *explainOptions) run(cmd *cobra.Command, args []string) error {
+	if o.output == "text" { // the name this format had before -o was table|json|yaml everywhere
+		o.output = "table"
+	}
+	if err := checkOutput(cmd, o.output); err != nil {
+		return err
+	}
+	sr, err := getReceipt(cmd.Context(), &o.serverOptions, args[0])
+	if err != nil {
+		return err
+	}
+	if o.output != "table" {
+		return printOutput(cmd.OutOrStdout(), o.output, sr, nil)
+	}
+	explain(cmd.OutOrStdout(), sr)
+	return nil
 }
 
 // decisionSteps names the hard filters of the decision order (DESIGN.md §5).

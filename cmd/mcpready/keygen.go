@@ -11,76 +11,75 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/mcpready/mcpready/sign"
 )
 
-var keygenFlags struct {
+// keygenOptions are the flags of keygen.
+type keygenOptions struct {
 	out       string
 	algorithm string
 	force     bool
 }
 
-var keygenCmd = &cobra.Command{
-	Use:   "keygen --out DIR/NAME [--algorithm ecdsa-p256|ed25519]",
-	Short: "Generate a signing key pair: NAME.key (encrypted, cosign format) and NAME.pub",
-	Long: `Generate a signing key pair. NAME.key is the private key, encrypted with a
+func newKeygenCmd() *cobra.Command {
+	o := &keygenOptions{}
+	cmd := &cobra.Command{
+		Use:   "keygen --out DIR/NAME [--algorithm ecdsa-p256|ed25519]",
+		Short: "Generate a signing key pair: NAME.key (encrypted, cosign format) and NAME.pub",
+		Long: `Generate a signing key pair. NAME.key is the private key, encrypted with a
 password in cosign's format (mode 0600); NAME.pub is the PEM public key.
 
 The password comes from $MCPREADY_PASSWORD, else $COSIGN_PASSWORD (set to
 empty for an empty password), else a prompt on the terminal, else one line
 of standard input.`,
-	Args: noArgs,
-	RunE: func(cmd *cobra.Command, _ []string) error {
-		f := keygenFlags
-		defer resetFlags(cmd)
-		if f.out == "" {
-			return withCode(exitUsage, errors.New("keygen: --out DIR/NAME is required"))
-		}
-		alg, err := sign.ParseAlgorithm(f.algorithm)
-		if err != nil {
-			return withCode(exitUsage, err)
-		}
-		prefix := strings.TrimSuffix(strings.TrimSuffix(f.out, ".key"), ".pub")
-		if f.force {
-			for _, p := range []string{prefix + ".key", prefix + ".pub"} {
-				if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return err
-				}
-			}
-		}
-		if err := os.MkdirAll(filepath.Dir(prefix), 0o755); err != nil {
-			return err
-		}
-		pw, err := readPassword(cmd, true)
-		if err != nil {
-			return err
-		}
-		key, err := sign.WriteKeyPair(prefix, alg, pw)
-		if errors.Is(err, sign.ErrKeyExists) {
-			return fmt.Errorf("%w (use --force to replace the key pair)", err)
-		}
-		if err != nil {
-			return err
-		}
-		id, err := sign.KeyID(key.Public())
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "private key: %s\npublic key:  %s\nkey id:      %s\n", prefix+".key", prefix+".pub", id)
-		return nil
-	},
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.out, "out", "", "path prefix DIR/NAME of the key pair to write (required)")
+	fl.StringVar(&o.algorithm, "algorithm", string(sign.AlgorithmECDSAP256), "key algorithm: ecdsa-p256 or ed25519")
+	fl.BoolVar(&o.force, "force", false, "replace an existing key pair")
+	return cmd
 }
 
-func init() {
-	fl := keygenCmd.Flags()
-	fl.StringVar(&keygenFlags.out, "out", "", "path prefix DIR/NAME of the key pair to write (required)")
-	fl.StringVar(&keygenFlags.algorithm, "algorithm", string(sign.AlgorithmECDSAP256), "key algorithm: ecdsa-p256 or ed25519")
-	fl.BoolVar(&keygenFlags.force, "force", false, "replace an existing key pair")
-	keygenCmd.SetFlagErrorFunc(usageError)
-	root.AddCommand(keygenCmd)
+func (o *keygenOptions) run(cmd *cobra.Command) error {
+	if o.out == "" {
+		return usagef("keygen: --out DIR/NAME is required")
+	}
+	alg, err := sign.ParseAlgorithm(o.algorithm)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	prefix := strings.TrimSuffix(strings.TrimSuffix(o.out, ".key"), ".pub")
+	if o.force {
+		for _, p := range []string{prefix + ".key", prefix + ".pub"} {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(prefix), 0o755); err != nil {
+		return err
+	}
+	pw, err := readPassword(cmd, true)
+	if err != nil {
+		return err
+	}
+	key, err := sign.WriteKeyPair(prefix, alg, pw)
+	if errors.Is(err, sign.ErrKeyExists) {
+		return fmt.Errorf("%w (use --force to replace the key pair)", err)
+	}
+	if err != nil {
+		return err
+	}
+	id, err := sign.KeyID(key.Public())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "private key: %s\npublic key:  %s\nkey id:      %s\n", prefix+".key", prefix+".pub", id)
+	return nil
 }
 
 // readPassword returns the private key password: $MCPREADY_PASSWORD, else
@@ -129,29 +128,4 @@ func loadSigningKey(cmd *cobra.Command, path string) (crypto.Signer, error) {
 		return nil, err
 	}
 	return sign.ReadPrivateKeyFile(path, pw)
-}
-
-// noArgs rejects positional arguments with a usage exit code.
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return withCode(exitUsage, fmt.Errorf("%s: unexpected argument %q", cmd.Name(), args[0]))
-	}
-	return nil
-}
-
-// usageError gives flag parsing errors the usage exit code and resets the
-// command's flags so that a later in-process run starts clean.
-func usageError(cmd *cobra.Command, err error) error {
-	resetFlags(cmd)
-	return withCode(exitUsage, fmt.Errorf("%s: %w", cmd.Name(), err))
-}
-
-// resetFlags restores cmd's flags to their defaults. The commands keep
-// their flags in package variables, and run may be called more than once
-// in a process (tests).
-func resetFlags(cmd *cobra.Command) {
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		_ = f.Value.Set(f.DefValue)
-		f.Changed = false
-	})
 }

@@ -14,23 +14,9 @@ import (
 // output and standard error.
 func runKeyCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	defer root.SetOut(nil)
-	errFile, err := os.CreateTemp(t.TempDir(), "stderr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	saved := os.Stderr
-	os.Stderr = errFile
-	code = run(args)
-	os.Stderr = saved
-	errBytes, err := os.ReadFile(errFile.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = errFile.Close()
-	return code, out.String(), string(errBytes)
+	var out, errOut bytes.Buffer
+	code = run(args, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
 }
 
 func TestKeygen(t *testing.T) {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"text/tabwriter"
 
@@ -13,7 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// addOutputFlag adds -o/--output (table, json or yaml; default table).
+// addOutputFlag adds -o/--output, the output format: table (default),
+// json or yaml. Commands that print a stream print json as JSON lines.
 func addOutputFlag(cmd *cobra.Command, dst *string) {
 	cmd.Flags().StringVarP(dst, "output", "o", "table", "output format: table, json or yaml")
 }
@@ -24,7 +24,26 @@ func checkOutput(cmd *cobra.Command, format string) error {
 	case "table", "json", "yaml":
 		return nil
 	}
-	return withCode(exitUsage, fmt.Errorf("%s: -o %q (want table, json or yaml)", cmd.Name(), format))
+	return usagef("%s: -o %q (want table, json or yaml)", cmd.Name(), format)
+}
+
+// marshal is v as JSON: protojson field names for a proto.Message.
+func marshal(v any) ([]byte, error) {
+	if m, ok := v.(proto.Message); ok {
+		return protojson.Marshal(m)
+	}
+	return json.Marshal(v)
+}
+
+// printStreamItem writes one item of a stream: json as one compact line
+// (JSON lines), yaml as one document starting with "---".
+func printStreamItem(w io.Writer, format string, v any) error {
+	b, err := encode(v, format, true)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }
 
 // printOutput writes v as indented JSON or YAML, or, for "table", calls
@@ -36,29 +55,37 @@ func printOutput(w io.Writer, format string, v any, table func(tw *tabwriter.Wri
 		table(tw)
 		return tw.Flush()
 	}
-	var raw []byte
-	var err error
-	if m, ok := v.(proto.Message); ok {
-		raw, err = protojson.Marshal(m)
-	} else {
-		raw, err = json.Marshal(v)
-	}
+	b, err := encode(v, format, false)
 	if err != nil {
 		return err
 	}
+	_, err = w.Write(b)
+	return err
+}
+
+// encode renders v as yaml (a "---" document when stream) or as json,
+// indented, or compact on one line when stream; both end in a newline.
+func encode(v any, format string, stream bool) ([]byte, error) {
+	raw, err := marshal(v)
+	if err != nil {
+		return nil, err
+	}
 	if format == "yaml" {
 		y, err := yaml.JSONToYAML(raw)
-		if err != nil {
-			return err
+		if err != nil || !stream {
+			return y, err
 		}
-		_, err = w.Write(y)
-		return err
+		return append([]byte("---\n"), y...), nil
 	}
 	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return err
+	if stream {
+		err = json.Compact(&buf, raw)
+	} else {
+		err = json.Indent(&buf, raw, "", "  ")
+	}
+	if err != nil {
+		return nil, err
 	}
 	buf.WriteByte('\n')
-	_, err = w.Write(buf.Bytes())
-	return err
+	return buf.Bytes(), nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
 	"path/filepath"
 	"strings"
@@ -98,6 +99,22 @@ func TestReceiptsCommands(t *testing.T) {
 	if code != exitOK || strings.Count(out, "docs_lookup") != 3 || !strings.Contains(out, "OUTCOME") {
 		t.Fatalf("tail: %d %q %s", code, out, errOut)
 	}
+	// -n N is the last N; -o json prints JSON lines, one receipt per line,
+	// the newest last.
+	code, out, errOut = runKeyCLI(t, "receipts", "tail", "-n", "2", "-o", "json", "--server", addr)
+	tailLines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != exitOK || len(tailLines) != 2 || !strings.Contains(tailLines[1], lastID) {
+		t.Fatalf("tail -n 2 -o json: %d %q %s", code, out, errOut)
+	}
+	for _, l := range tailLines {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("tail -o json line %q: %v", l, err)
+		}
+	}
+	if code, _, _ = runKeyCLI(t, "receipts", "tail", "-n", "0", "--server", addr); code != exitUsage {
+		t.Fatalf("tail -n 0: exit %d, want %d", code, exitUsage)
+	}
 	code, out, _ = runKeyCLI(t, "receipts", "get", lastID, "--server", addr, "-o", "json")
 	if code != exitOK || !strings.Contains(out, lastID) {
 		t.Fatalf("get: %d %s", code, out)
@@ -113,7 +130,7 @@ func TestReceiptsCommands(t *testing.T) {
 	}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "export.jsonl")
-	if code, _, errOut = runKeyCLI(t, "receipts", "export", "--since", "1h", "-o", file, "--server", addr); code != exitOK {
+	if code, _, errOut = runKeyCLI(t, "receipts", "export", "--since", "1h", "--output-file", file, "--server", addr); code != exitOK {
 		t.Fatalf("export: %d %s", code, errOut)
 	}
 	data := mustRead(t, file)

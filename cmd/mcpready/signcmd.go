@@ -1,11 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,95 +11,86 @@ import (
 	"github.com/mcpready/mcpready/sign"
 )
 
-var signFlags struct {
-	key  string
-	kind string
-	file string
-	out  string
+// signOptions are the flags of sign.
+type signOptions struct {
+	key, kind, file string
+	bundle, payload string
 }
 
-var signCmd = &cobra.Command{
-	Use:   "sign --key NAME.key --kind KIND -f ARTIFACT.yaml [-o ARTIFACT.bundle.json]",
-	Short: "Sign an artifact into a Sigstore bundle (DSSE over an in-toto statement)",
-	Long: `Sign an artifact (YAML or JSON) with a private key. Writes the Sigstore
-bundle (-o, default <file without extension>.bundle.json) and, next to it,
-<bundle without .bundle.json>.payload.json: the artifact's canonical JSON,
-which is the in-toto predicate and the blob whose SHA-256 is the statement
-subject digest (what cosign verify-blob-attestation takes as its blob).
+func newSignCmd() *cobra.Command {
+	o := &signOptions{}
+	cmd := &cobra.Command{
+		Use:   "sign --key NAME.key --kind KIND -f ARTIFACT.yaml [--bundle ARTIFACT.bundle.json] [--payload ARTIFACT.payload.json]",
+		Short: "Sign an artifact into a Sigstore bundle (DSSE over an in-toto statement)",
+		Long: `Sign an artifact (YAML or JSON) with a private key into a Sigstore bundle.
+The bundle is written to --bundle FILE, or to standard output without it.
+--payload FILE also writes the artifact's canonical JSON: the in-toto
+predicate and the blob whose SHA-256 is the statement subject digest (what
+cosign verify-blob-attestation takes as its blob). Nothing else is written.
+With --bundle, a summary (files, kind, name, key id, digest) is printed on
+standard output.
 
 --kind must match the file's kind. The key password is read as for keygen.`,
-	Args: noArgs,
-	RunE: func(cmd *cobra.Command, _ []string) error {
-		f := signFlags
-		defer resetFlags(cmd)
-		if f.key == "" || f.kind == "" || f.file == "" {
-			return withCode(exitUsage, errors.New("sign: --key, --kind and -f are required"))
-		}
-		kind, err := artifact.ParseKind(f.kind)
-		if err != nil {
-			return withCode(exitUsage, fmt.Errorf("sign: --kind: %w", err))
-		}
-		data, err := os.ReadFile(f.file)
-		if err != nil {
-			return err
-		}
-		obj, err := artifact.Parse(data)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.file, err)
-		}
-		if obj.Kind != kind {
-			return fmt.Errorf("%s: file holds a %s, but --kind is %s", f.file, obj.Kind, kind)
-		}
-		key, err := loadSigningKey(cmd, f.key)
-		if err != nil {
-			return err
-		}
-		bundle, _, err := sign.Sign(obj, key)
-		if err != nil {
-			return err
-		}
-		predicate, err := obj.CanonicalJSON()
-		if err != nil {
-			return err
-		}
-		out := f.out
-		if out == "" {
-			out = strings.TrimSuffix(f.file, filepath.Ext(f.file)) + ".bundle.json"
-		}
-		payloadPath := payloadPathFor(out)
-		if err := atomicfile.WriteFile(payloadPath, predicate, 0o644); err != nil {
-			return err
-		}
-		if err := atomicfile.WriteFile(out, bundle, 0o644); err != nil {
-			return err
-		}
-		id, err := sign.KeyID(key.Public())
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "bundle:  %s\npayload: %s\nkind:    %s\nname:    %s\nkey id:  %s\ndigest:  %s\n",
-			out, payloadPath, obj.Kind, obj.Metadata.Name, id, artifact.Digest(predicate))
-		return nil
-	},
-}
-
-func init() {
-	fl := signCmd.Flags()
-	fl.StringVar(&signFlags.key, "key", "", "private key file (NAME.key, required)")
-	fl.StringVar(&signFlags.kind, "kind", "", "artifact kind, must match the file (required)")
-	fl.StringVarP(&signFlags.file, "file", "f", "", "artifact file, YAML or JSON (required)")
-	fl.StringVarP(&signFlags.out, "output", "o", "", "bundle file to write (default <file>.bundle.json)")
-	signCmd.SetFlagErrorFunc(usageError)
-	root.AddCommand(signCmd)
-}
-
-// payloadPathFor returns where sign writes the canonical payload for the
-// bundle path out: out without ".bundle.json" (or ".json"), plus
-// ".payload.json".
-func payloadPathFor(out string) string {
-	base, ok := strings.CutSuffix(out, ".bundle.json")
-	if !ok {
-		base = strings.TrimSuffix(out, ".json")
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
-	return base + ".payload.json"
+	fl := cmd.Flags()
+	fl.StringVar(&o.key, "key", "", "private key file (NAME.key, required)")
+	fl.StringVar(&o.kind, "kind", "", "artifact kind, must match the file (required)")
+	fl.StringVarP(&o.file, "filename", "f", "", "artifact file, YAML or JSON (required)")
+	fl.StringVar(&o.bundle, "bundle", "", "write the bundle to this file (default: standard output)")
+	fl.StringVar(&o.payload, "payload", "", "also write the canonical payload (the blob cosign verifies) to this file")
+	return cmd
+}
+
+func (o *signOptions) run(cmd *cobra.Command) error {
+	if o.key == "" || o.kind == "" || o.file == "" {
+		return usagef("sign: --key, --kind and -f are required")
+	}
+	kind, err := artifact.ParseKind(o.kind)
+	if err != nil {
+		return usagef("sign: --kind: %w", err)
+	}
+	data, err := os.ReadFile(o.file)
+	if err != nil {
+		return err
+	}
+	obj, err := artifact.Parse(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.file, err)
+	}
+	if obj.Kind != kind {
+		return fmt.Errorf("%s: file holds a %s, but --kind is %s", o.file, obj.Kind, kind)
+	}
+	key, err := loadSigningKey(cmd, o.key)
+	if err != nil {
+		return err
+	}
+	bundle, _, err := sign.Sign(obj, key)
+	if err != nil {
+		return err
+	}
+	predicate, err := obj.CanonicalJSON()
+	if err != nil {
+		return err
+	}
+	if o.payload != "" {
+		if err := atomicfile.WriteFile(o.payload, predicate, 0o644); err != nil {
+			return err
+		}
+	}
+	if o.bundle == "" {
+		_, err := cmd.OutOrStdout().Write(append(bundle, '\n'))
+		return err
+	}
+	if err := atomicfile.WriteFile(o.bundle, bundle, 0o644); err != nil {
+		return err
+	}
+	id, err := sign.KeyID(key.Public())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "bundle:  %s\npayload: %s\nkind:    %s\nname:    %s\nkey id:  %s\ndigest:  %s\n",
+		o.bundle, orDash(o.payload), obj.Kind, obj.Metadata.Name, id, artifact.Digest(predicate))
+	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,7 +36,7 @@ func TestSignCommand(t *testing.T) {
 	for _, k := range artifact.Kinds() {
 		t.Run(string(k), func(t *testing.T) {
 			out := filepath.Join(dir, strings.ToLower(string(k))+".bundle.json")
-			code, stdout, errOut := runKeyCLI(t, "sign", "--key", key+".key", "--kind", strings.ToLower(string(k)), "-f", fixturePath(k), "-o", out)
+			code, stdout, errOut := runKeyCLI(t, "sign", "--key", key+".key", "--kind", strings.ToLower(string(k)), "-f", fixturePath(k), "--bundle", out, "--payload", strings.TrimSuffix(out, ".bundle.json")+".payload.json")
 			if code != exitOK {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
@@ -58,22 +59,28 @@ func TestSignCommand(t *testing.T) {
 		})
 	}
 
-	// JSON input, default output path.
+	// JSON input, no --bundle: the bundle goes to standard output and
+	// nothing is written to disk.
 	obj, err := artifact.Parse(mustRead(t, fixturePath(artifact.KindPolicy)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	canon, _ := obj.CanonicalJSON()
-	jsonIn := filepath.Join(dir, "policy.json")
+	jsonDir := t.TempDir()
+	jsonIn := filepath.Join(jsonDir, "policy.json")
 	if err := os.WriteFile(jsonIn, canon, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errOut := runKeyCLI(t, "sign", "--key", key+".key", "--kind", "Policy", "-f", jsonIn); code != exitOK {
+	code, stdout, errOut := runKeyCLI(t, "sign", "--key", key+".key", "--kind", "Policy", "-f", jsonIn)
+	if code != exitOK {
 		t.Fatalf("json input: exit %d: %s", code, errOut)
 	}
+	if _, err := sign.VerifyWithKey([]byte(stdout), mustPublicKey(t, key+".pub")); err != nil {
+		t.Fatalf("bundle on standard output does not verify: %v\n%s", err, stdout)
+	}
 	for _, p := range []string{"policy.bundle.json", "policy.payload.json"} {
-		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
-			t.Errorf("default output: %v", err)
+		if _, err := os.Stat(filepath.Join(jsonDir, p)); err == nil {
+			t.Errorf("sign without --bundle wrote %s", p)
 		}
 	}
 }
@@ -102,14 +109,14 @@ func TestSignCommandErrors(t *testing.T) {
 		code     int
 		stderr   string
 	}{
-		{"kind mismatch", []string{"--key", key + ".key", "--kind", "Policy", "-f", decl, "-o", out}, "pw", exitError, "holds a Declaration, but --kind is Policy"},
-		{"unknown --kind", []string{"--key", key + ".key", "--kind", "widgets", "-f", decl, "-o", out}, "pw", exitUsage, "unknown kind"},
-		{"malformed yaml", []string{"--key", key + ".key", "--kind", "Policy", "-f", malformed, "-o", out}, "pw", exitError, "malformed artifact"},
-		{"unknown field", []string{"--key", key + ".key", "--kind", "Policy", "-f", unknownField, "-o", out}, "pw", exitError, "noSuchField"},
-		{"unknown kind in file", []string{"--key", key + ".key", "--kind", "Policy", "-f", unknownKind, "-o", out}, "pw", exitError, "unknown kind"},
-		{"public key as --key", []string{"--key", key + ".pub", "--kind", "Declaration", "-f", decl, "-o", out}, "pw", exitError, "this is a public key"},
-		{"wrong password", []string{"--key", key + ".key", "--kind", "Declaration", "-f", decl, "-o", out}, "nope", exitError, "wrong password"},
-		{"missing file", []string{"--key", key + ".key", "--kind", "Declaration", "-f", filepath.Join(dir, "none.yaml"), "-o", out}, "pw", exitError, "no such file"},
+		{"kind mismatch", []string{"--key", key + ".key", "--kind", "Policy", "-f", decl, "--bundle", out}, "pw", exitError, "holds a Declaration, but --kind is Policy"},
+		{"unknown --kind", []string{"--key", key + ".key", "--kind", "widgets", "-f", decl, "--bundle", out}, "pw", exitUsage, "unknown kind"},
+		{"malformed yaml", []string{"--key", key + ".key", "--kind", "Policy", "-f", malformed, "--bundle", out}, "pw", exitError, "malformed artifact"},
+		{"unknown field", []string{"--key", key + ".key", "--kind", "Policy", "-f", unknownField, "--bundle", out}, "pw", exitError, "noSuchField"},
+		{"unknown kind in file", []string{"--key", key + ".key", "--kind", "Policy", "-f", unknownKind, "--bundle", out}, "pw", exitError, "unknown kind"},
+		{"public key as --key", []string{"--key", key + ".pub", "--kind", "Declaration", "-f", decl, "--bundle", out}, "pw", exitError, "this is a public key"},
+		{"wrong password", []string{"--key", key + ".key", "--kind", "Declaration", "-f", decl, "--bundle", out}, "nope", exitError, "wrong password"},
+		{"missing file", []string{"--key", key + ".key", "--kind", "Declaration", "-f", filepath.Join(dir, "none.yaml"), "--bundle", out}, "pw", exitError, "no such file"},
 		{"missing flags", []string{"-f", decl}, "pw", exitUsage, "required"},
 	}
 	for _, tt := range tests {
@@ -133,4 +140,13 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func mustPublicKey(t *testing.T, path string) crypto.PublicKey {
+	t.Helper()
+	pub, err := sign.ReadPublicKeyFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
 }

@@ -18,17 +18,20 @@ import (
 	"github.com/mcpready/mcpready/internal/demo"
 )
 
-var upFlags struct {
+// upOptions are the flags of up.
+type upOptions struct {
 	data          string
 	cpListen      string
 	metricsListen string
 	agentListen   string
 }
 
-var upCmd = &cobra.Command{
-	Use:   "up [--data DIR]",
-	Short: "Start the whole system on this machine: control plane, one host agent and demo MCP servers",
-	Long: `Start, on loopback only, the control plane (with an embedded etcd), one host
+func newUpCmd() *cobra.Command {
+	o := &upOptions{}
+	cmd := &cobra.Command{
+		Use:   "up [--data DIR]",
+		Short: "Start the whole system on this machine: control plane, one host agent and demo MCP servers",
+		Long: `Start, on loopback only, the control plane (with an embedded etcd), one host
 agent and four demo upstream MCP servers; generate the demo keys (root, org,
 provider-a, provider-b, observer, agent) in DATA/keys with an empty password
 (reused when present); sign the demo trust policy, declarations, evidence,
@@ -41,28 +44,23 @@ DATA is --data, else $MCPREADY_DATA, else ./.mcpready.
 
 Then:  mcpready demo calls     (five calls that show each idea)
        mcpready receipts tail  (what the agent recorded)`,
-	Args: noArgs,
-	RunE: func(cmd *cobra.Command, _ []string) error {
-		f := upFlags
-		defer resetFlags(cmd)
-		return runUp(cmd.Context(), cmd.OutOrStdout(), demo.StackOptions{
-			DataDir: f.data, ControlPlaneListen: f.cpListen, MetricsListen: f.metricsListen, AgentListen: f.agentListen,
-		})
-	},
-}
-
-func init() {
-	fl := upCmd.Flags()
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), demo.StackOptions{
+				DataDir: o.data, ControlPlaneListen: o.cpListen, MetricsListen: o.metricsListen, AgentListen: o.agentListen,
+			})
+		},
+	}
+	fl := cmd.Flags()
 	def := os.Getenv("MCPREADY_DATA")
 	if def == "" {
 		def = ".mcpready"
 	}
-	fl.StringVar(&upFlags.data, "data", def, "data directory: keys, artifacts, etcd, receipts, agent state (env MCPREADY_DATA)")
-	fl.StringVar(&upFlags.cpListen, "controlplane-listen", controlplane.DefaultListen, "control plane gRPC address (loopback; port 0 picks a free one)")
-	fl.StringVar(&upFlags.metricsListen, "metrics-listen", controlplane.DefaultMetricsListen, "control plane /metrics and /healthz address (loopback)")
-	fl.StringVar(&upFlags.agentListen, "agent-listen", agent.DefaultListen, "agent MCP address (loopback)")
-	upCmd.SetFlagErrorFunc(usageError)
-	root.AddCommand(upCmd)
+	fl.StringVar(&o.data, "data", def, "data directory: keys, artifacts, etcd, receipts, agent state (env MCPREADY_DATA)")
+	fl.StringVar(&o.cpListen, "controlplane-listen", controlplane.DefaultListen, "control plane gRPC address (loopback; port 0 picks a free one)")
+	fl.StringVar(&o.metricsListen, "metrics-listen", controlplane.DefaultMetricsListen, "control plane /metrics and /healthz address (loopback)")
+	fl.StringVar(&o.agentListen, "agent-listen", agent.DefaultListen, "agent MCP address (loopback)")
+	return cmd
 }
 
 // errNotLoopback is returned for a listen address off loopback: up is a
@@ -72,15 +70,15 @@ var errNotLoopback = errors.New("up listens on loopback only")
 func checkLoopback(flag, addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return withCode(exitUsage, fmt.Errorf("--%s %q: %w", flag, addr, err))
+		return usagef("--%s %q: %w", flag, addr, err)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return withCode(exitUsage, fmt.Errorf("--%s %q: %w", flag, addr, errNotLoopback))
+		return usagef("--%s %q: %w", flag, addr, errNotLoopback)
 	}
 	return nil
 }
 
-func runUp(parent context.Context, out io.Writer, o demo.StackOptions) error {
+func runUp(parent context.Context, out, errOut io.Writer, o demo.StackOptions) error {
 	for _, a := range [][2]string{{"controlplane-listen", o.ControlPlaneListen}, {"metrics-listen", o.MetricsListen}, {"agent-listen", o.AgentListen}} {
 		if err := checkLoopback(a[0], a[1]); err != nil {
 			return err
@@ -91,9 +89,9 @@ func runUp(parent context.Context, out io.Writer, o demo.StackOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o.Logger = logger()
+	o.Logger = logger(errOut)
 	// The agent logs warnings and errors only: up prints what matters.
-	o.AgentLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	o.AgentLogger = slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	st, err := demo.StartStack(ctx, o)
 	if err != nil {
 		if ctx.Err() != nil {

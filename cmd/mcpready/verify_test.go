@@ -17,7 +17,7 @@ import (
 func signFixture(t *testing.T, dir, key string, k artifact.Kind, file string) string {
 	t.Helper()
 	out := filepath.Join(dir, filepath.Base(key)+"-"+strings.ToLower(string(k))+".bundle.json")
-	if code, _, errOut := runKeyCLI(t, "sign", "--key", key+".key", "--kind", string(k), "-f", file, "-o", out); code != exitOK {
+	if code, _, errOut := runKeyCLI(t, "sign", "--key", key+".key", "--kind", string(k), "-f", file, "--bundle", out); code != exitOK {
 		t.Fatalf("sign: exit %d: %s", code, errOut)
 	}
 	return out

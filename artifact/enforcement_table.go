@@ -1,0 +1,326 @@
+package artifact
+
+// The enforcement table: every field of every kind's spec, enforced (and
+// where), not enforced, or record only. It is the one source for the
+// "enforced" column of docs/reference.md, for the warnings of
+// `mcpready apply` and for the agent's install-time warnings. A field is
+// Enforced only when code outside display and receipts acts on it; when a
+// later change enforces a field, change its row here (the tests fail when
+// a proto field has no row).
+
+const (
+	inDecide    = "agent/decide"
+	inInvoke    = "agent/invoke"
+	inCircuit   = "agent/circuit"
+	inValidate  = "agent/validate"
+	inPin       = "agent/pin"
+	inSign      = "sign"
+	inLifecycle = "controlplane/lifecycle"
+	inAdmin     = "controlplane/admin"
+	inChain     = "receipt chain check (control-plane ingest, receipts verify)"
+)
+
+func yes(where, note string) Rule { return Rule{Status: Enforced, Where: where, Note: note} }
+func no(note string) Rule         { return Rule{Status: NotEnforced, Note: note} }
+func rec(note string) Rule        { return Rule{Status: Record, Note: note} }
+
+// under prefixes every path of rules with prefix + ".".
+func under(prefix string, rules map[string]Rule) map[string]Rule {
+	out := make(map[string]Rule, len(rules))
+	for p, r := range rules {
+		out[prefix+"."+p] = r
+	}
+	return out
+}
+
+// merge joins tables; a later one overrides an earlier one.
+func merge(tables ...map[string]Rule) map[string]Rule {
+	out := map[string]Rule{}
+	for _, t := range tables {
+		for p, r := range t {
+			out[p] = r
+		}
+	}
+	return out
+}
+
+// provenance is the shared Provenance block; kinds override what they use.
+func provenance(overrides map[string]Rule) map[string]Rule {
+	return under("provenance", merge(map[string]Rule{
+		"issuer":             rec("recorded; not compared with the signing key"),
+		"verificationMethod": rec(""),
+		"version":            no("rollback protection compares the control plane's store revision; this signed version is not compared"),
+		"issuedAt":           rec(""),
+		"expiresAt":          no("not checked for this kind"),
+		"sourceUri":          rec(""),
+		"retrievalDigest":    no("the bytes at sourceUri are never fetched or compared"),
+		"owner":              rec(""),
+		"approvalRef":        rec(""),
+	}, overrides))
+}
+
+var enforcement = map[Kind]map[string]Rule{
+	KindTrustPolicy: merge(provenance(map[string]Rule{
+		"expiresAt": yes(inSign, "an expired trust policy verifies nothing"),
+	}), under("keys", map[string]Rule{
+		"keyId":            yes(inSign, "must match the public key"),
+		"publicKey":        yes(inSign, ""),
+		"name":             rec(""),
+		"kinds":            yes(inSign, "kinds the key may sign"),
+		"scopes":           yes(inSign, "name patterns the key may sign"),
+		"notBefore":        yes(inSign, ""),
+		"notAfter":         yes(inSign, ""),
+		"revoked":          yes(inSign, ""),
+		"revokedAt":        yes(inSign, ""),
+		"revocationReason": rec(""),
+	})),
+
+	KindDeclaration: merge(provenance(map[string]Rule{
+		"issuer": yes(inDecide, "identifies the provider when evidence must be independent"),
+	}), map[string]Rule{
+		"serverName":                    yes(inDecide, "joins the declaration to registry entries"),
+		"serverVersion":                 rec("the registry entry's identity is what is pinned"),
+		"endpoint":                      rec("routing uses the registry entries' endpoints; a different declared endpoint is not flagged"),
+		"owner":                         yes(inDecide, "Policy.approvedOwners; provider identity for evidence independence"),
+		"operator":                      yes(inDecide, "provider identity for evidence independence"),
+		"protocolVersions":              no("the registry entry's protocolVersion is what is checked"),
+		"auth.methods":                  yes(inDecide, "Policy.auth.requiredSchemes"),
+		"auth.authorizationServers":     yes(inDecide, "Policy.auth.permittedIssuers"),
+		"auth.requiredScopes":           no(""),
+		"auth.tenantModel":              rec(""),
+		"tools.name":                    yes(inDecide, "joins a declared tool to its entry"),
+		"tools.sideEffect":              yes(inDecide, "the provider's class, compared with the consumer's"),
+		"tools.idempotency":             no("the registry entry's idempotency is what is used"),
+		"tools.idempotencyKeyHeader":    no("where the idempotency key travels is not read; keys are not forwarded to the provider by this field"),
+		"tools.idempotencyKeyRetention": no(""),
+		"tools.humanConfirmation":       no("approval comes from the registry entry and the policy"),
+		"regions":                       no("residency uses the registry entry's region"),
+		"dataResidency":                 no(""),
+		"timeouts.recommendedTotal":     no("the policy's deadline is used"),
+		"timeouts.perAttempt":           no("the policy's per-attempt timeout is used"),
+		"retryableConditions":           yes(inDecide, "narrows the policy's retryable conditions"),
+		"quota.unit":                    no(""),
+		"quota.partitionKeys":           no(""),
+		"quota.limit":                   no(""),
+		"pricing.source":                rec(""),
+		"pricing.unit":                  no("the amount is taken as per call"),
+		"pricing.currency":              yes(inDecide, "compared with Policy.cost.currency"),
+		"pricing.amount":                yes(inDecide, "Policy.cost.maxCostPerCall"),
+		"pricing.effectiveFrom":         no(""),
+		"pricing.effectiveUntil":        no(""),
+		"dataHandling.retention":        no(""),
+		"dataHandling.subProcessors":    no(""),
+		"dataHandling.classification":   no(""),
+		"deprecatedAt":                  yes(inDecide, "ranks the server lower"),
+		"endOfLifeAt":                   yes(inDecide, "rejected at step 1"),
+		"contacts.support":              rec(""),
+		"contacts.incident":             rec(""),
+		"contacts.statusPageUri":        rec(""),
+	}),
+
+	KindRegistryEntry: merge(provenance(map[string]Rule{
+		"expiresAt": yes(inDecide, "an expired entry is rejected at step 1"),
+		"owner":     yes(inDecide, "Policy.approvedOwners when the declaration has none; provider identity for evidence independence"),
+	}), under("identity", map[string]Rule{
+		"serverName":         yes(inDecide, ""),
+		"serverVersion":      yes(inPin, "pinned; drift blocks the tool"),
+		"toolName":           yes(inDecide, ""),
+		"toolVersion":        yes(inPin, ""),
+		"endpoint":           yes(inDecide, "Policy.approvedEndpoints; the circuit breaker key"),
+		"protocolVersion":    yes(inDecide, "Policy.protocolVersions"),
+		"inputSchemaDigest":  yes(inPin, "pinned; drift blocks the tool"),
+		"outputSchemaDigest": yes(inPin, "pinned; drift blocks the tool"),
+		"definitionDigest":   yes(inPin, "pinned; drift blocks the tool"),
+	}), map[string]Rule{
+		"argumentContract.requiredArguments":  no("arguments are checked against the input schema only"),
+		"argumentContract.notes":              rec(""),
+		"authority.scopes":                    yes(inDecide, "Policy.auth.permittedScopes; the token's scopes are not compared"),
+		"authority.permissionSet":             no(""),
+		"authority.credentialMode":            yes(inDecide, "Policy.auth.requiredSchemes"),
+		"authority.tenantBoundary":            no(""),
+		"sideEffect":                          yes(inDecide, "the provider side-effect class when the declaration has none"),
+		"dataAccess":                          yes(inDecide, "Policy.residency.allowedDataClasses"),
+		"networkScope":                        no("network destinations are not restricted"),
+		"idempotency":                         yes(inDecide, "keyed or naturally idempotent tools may be retried"),
+		"approvalRequired":                    yes(inDecide, "human approval before the call"),
+		"rollbackSupported":                   no(""),
+		"dryRunSupported":                     no(""),
+		"qualification.suite":                 rec(""),
+		"qualification.evidenceRef":           yes(inLifecycle, "the evidence that keeps the entry QUALIFIED"),
+		"qualification.qualifiedAt":           rec(""),
+		"qualification.fixturesPassed":        rec(""),
+		"qualification.fixturesTotal":         rec(""),
+		"qualification.negativeFixturePassed": rec(""),
+		"workflowAllowlist":                   yes(inDecide, "BLOCKED for other workflows"),
+		"state":                               yes(inDecide, "only QUALIFIED is eligible"),
+		"drift":                               rec("history; drift is detected, not read from here"),
+		"supersedes":                          rec("history"),
+		"discoverySource":                     rec(""),
+		"region":                              yes(inDecide, "Policy.residency"),
+		"tenantClasses":                       yes(inDecide, ""),
+	}),
+
+	KindPolicy: merge(provenance(map[string]Rule{
+		"version": rec("recorded in every receipt as the policy version; rollback protection compares the store revision"),
+	}), map[string]Rule{
+		"policyOwner":                                 rec(""),
+		"inventory":                                   yes(inDecide, ""),
+		"approvedOwners":                              yes(inDecide, ""),
+		"approvedEndpoints":                           yes(inDecide, ""),
+		"evidence.acceptedIssuers":                    yes(inDecide, ""),
+		"evidence.requiredIndependence":               yes(inDecide, ""),
+		"evidence.maxAge":                             yes(inDecide, ""),
+		"evidence.minSampleSize":                      yes(inDecide, ""),
+		"evidence.minConfidence":                      yes(inDecide, ""),
+		"evidence.onUnknown":                          yes(inDecide, ""),
+		"protocolVersions":                            yes(inDecide, ""),
+		"auth.requiredSchemes":                        yes(inDecide, "against the entry's credential mode and the declared methods"),
+		"auth.permittedIssuers":                       yes(inDecide, "against the declared authorisation servers; the issuer and audience of the token presented are not checked"),
+		"auth.permittedScopes":                        yes(inDecide, "against the entry's scopes, not the token's"),
+		"sideEffects.match":                           yes(inDecide, ""),
+		"sideEffects.assigned":                        yes(inDecide, ""),
+		"sideEffects.assignmentEvidence":              rec(""),
+		"approvals.match":                             yes(inDecide, ""),
+		"approvals.required":                          yes(inDecide, ""),
+		"approvals.reversible":                        rec("shown to the approver"),
+		"approvals.aboveValue":                        no("every matching call needs approval"),
+		"cost.maxCostPerCall":                         yes(inDecide, ""),
+		"cost.currency":                               yes(inDecide, ""),
+		"cost.maxQuotaUnits":                          no(""),
+		"deadline":                                    yes(inInvoke, ""),
+		"residency.allowedRegions":                    yes(inDecide, ""),
+		"residency.deniedRegions":                     yes(inDecide, ""),
+		"residency.sameRegionOnly":                    yes(inDecide, ""),
+		"residency.allowedDataClasses":                yes(inDecide, ""),
+		"retry.maxAttempts":                           yes(inInvoke, ""),
+		"retry.perAttemptTimeout":                     yes(inInvoke, ""),
+		"retry.baseBackoff":                           yes(inInvoke, ""),
+		"retry.maxBackoff":                            yes(inInvoke, ""),
+		"retry.budgetRatio":                           yes(inInvoke, ""),
+		"retry.hedgeAfter":                            yes(inInvoke, "read-only calls only"),
+		"retry.requireIdempotencyKeyForWrites":        yes(inDecide, ""),
+		"retry.retryableConditions":                   yes(inDecide, ""),
+		"equivalenceClasses.name":                     yes(inDecide, ""),
+		"equivalenceClasses.description":              rec("shown to AI agents"),
+		"equivalenceClasses.members":                  yes(inDecide, ""),
+		"equivalenceClasses.fallbackAllowed":          yes(inInvoke, ""),
+		"equivalenceClasses.fallbackRequiresApproval": yes(inInvoke, ""),
+		"circuit.consecutiveFailures":                 yes(inCircuit, ""),
+		"circuit.baseEjection":                        yes(inCircuit, ""),
+		"circuit.maxEjection":                         yes(inCircuit, ""),
+		"circuit.readmitRatio":                        yes(inCircuit, "a fixed fraction while half-open; there is no gradual re-entry ramp"),
+		"incidentOwners.match":                        no("incident owners are not looked up or recorded"),
+		"incidentOwners.owner":                        no("incident owners are not looked up or recorded"),
+		"principals.principalClass":                   yes(inDecide, ""),
+		"principals.allow":                            yes(inDecide, ""),
+		"principals.deny":                             yes(inDecide, ""),
+		"principals.tenantClasses":                    yes(inDecide, ""),
+		"results.maxResultBytes":                      yes(inValidate, ""),
+		"results.injectionTripwire":                   yes(inValidate, ""),
+		"results.requireOutputSchema":                 yes(inValidate, ""),
+		"semanticValidation":                          no("no CEL expression is evaluated; receipts say semantic validation was not run"),
+	}),
+
+	KindEvidence: merge(provenance(map[string]Rule{
+		"issuer":    yes(inDecide, "Policy.evidence.acceptedIssuers; independence from the provider"),
+		"expiresAt": yes(inLifecycle, "expired qualification evidence makes the entry STALE"),
+	}), under("subject", map[string]Rule{
+		"subjectId":             rec(""),
+		"serverName":            yes(inDecide, "matched to the entry"),
+		"registryRecordVersion": no("evidence is not tied to one registry revision"),
+		"endpoint":              yes(inDecide, "matched to the entry when set"),
+		"serverVersion":         yes(inDecide, "matched to the entry"),
+		"toolName":              yes(inDecide, "matched to the entry"),
+		"inputSchemaDigest":     yes(inDecide, "matched to the entry"),
+		"outputSchemaDigest":    yes(inDecide, "matched to the entry"),
+		"protocolVersions":      no("evidence counts for every protocol version"),
+		"principalClass":        no("the top-level principalClass is matched; this one is not"),
+		"tenantClass":           no("the top-level tenantClass is matched; this one is not"),
+		"region":                no("evidence counts for every region"),
+		"inputClass":            no("evidence counts for every input class"),
+		"assertedAt":            rec(""),
+	}), map[string]Rule{
+		"observer.id":             rec(""),
+		"observer.software":       rec(""),
+		"observer.independence":   yes(inDecide, "Policy.evidence.requiredIndependence"),
+		"method":                  no("synthetic and passive evidence count alike"),
+		"authClass":               no("evidence counts for every auth class"),
+		"tenantClass":             yes(inDecide, "matched to the request's tenant class when set"),
+		"principalClass":          yes(inDecide, "matched to the request's principal class when set"),
+		"region":                  no("evidence counts for every region"),
+		"networkClass":            rec(""),
+		"protocolVersion":         no("evidence counts for every protocol version"),
+		"path":                    rec(""),
+		"windowStart":             rec(""),
+		"windowEnd":               yes(inDecide, "age is counted from here when observedAt is unset"),
+		"observedAt":              yes(inDecide, "age against Policy.evidence.maxAge"),
+		"expiresAt":               yes(inDecide, "expired evidence is UNKNOWN"),
+		"supersedes":              rec(""),
+		"sample.attempted":        rec(""),
+		"sample.eligible":         yes(inDecide, "Policy.evidence.minSampleSize"),
+		"sample.excluded":         rec(""),
+		"sample.exclusionReasons": rec(""),
+		"rates.layer":             yes(inDecide, ""),
+		"rates.successes":         yes(inDecide, "confidence (Wilson lower bound)"),
+		"rates.denominator":       yes(inDecide, "confidence (Wilson lower bound)"),
+		"rates.excluded":          rec(""),
+		"rates.successDefinition": rec(""),
+		"rates.rate":              rec("recomputed from successes and denominator"),
+		"latency.p50Ms":           yes(inDecide, "latency ranking"),
+		"latency.p90Ms":           rec(""),
+		"latency.p95Ms":           rec(""),
+		"latency.p99Ms":           yes(inDecide, "latency ranking"),
+		"latency.count":           rec(""),
+		"errors.layer":            rec(""),
+		"errors.outcome":          rec(""),
+		"errors.code":             rec(""),
+		"errors.count":            rec(""),
+		"ambiguousOutcomes":       rec(""),
+		"quotaObservations":       rec(""),
+		"driftObserved":           no("observed drift does not change lifecycle state"),
+		"coverage":                rec(""),
+		"blindSpots":              rec(""),
+		"confidenceMethod":        rec("confidence is always the Wilson lower bound"),
+		"receiptsDigest":          rec(""),
+		"receiptCount":            rec(""),
+	}),
+
+	KindReceiptBatch: merge(map[string]Rule{
+		"agentId":         yes(inChain, "one hash chain per agent"),
+		"sequence":        yes(inChain, "no gap, replay or reordering"),
+		"batchId":         rec(""),
+		"prevBatchDigest": yes(inChain, "links the batch to the previous one"),
+		"receiptDigests":  yes(inChain, "every receipt against its digest"),
+		"createdAt":       rec(""),
+	}, under("receipts", receiptFields())),
+
+	KindTombstone: merge(provenance(nil), map[string]Rule{
+		"targetKind": yes(inAdmin, "the key must be granted the target kind"),
+		"targetName": yes(inAdmin, "the key's scopes must cover the target name"),
+		"reason":     rec("kept in history"),
+	}),
+}
+
+// receiptFields classifies a receipt: everything in it is what happened,
+// recorded, signed and digested; nothing in it is a rule.
+func receiptFields() map[string]Rule {
+	out := map[string]Rule{}
+	for _, p := range []string{
+		"receiptId", "emitterId", "emitterVersion", "redactionPolicyVersion", "emittedAt", "requestId", "workflowId", "traceId",
+		"requested", "principalClass", "tenantClass", "region", "argumentsDigest", "keptArguments",
+		"candidates.entry", "candidates.serverName", "candidates.toolName", "candidates.endpoint", "candidates.selected",
+		"candidates.rejectedAtStep", "candidates.rejectionCode", "candidates.rejectionReason", "evidenceIds", "policyVersion",
+		"selected.entry", "selected.endpoint", "selected.serverName", "selected.serverVersion", "selected.toolName",
+		"selected.inputSchemaDigest", "selected.outputSchemaDigest", "selected.protocolVersion",
+		"providerSideEffect", "consumerSideEffect", "approval", "deadline", "perAttemptTimeout", "attemptCount",
+		"attempts.number", "attempts.entry", "attempts.startedAt", "attempts.latency", "attempts.outcome",
+		"attempts.transportStatus", "attempts.jsonrpcCode", "attempts.isError", "attempts.hedged",
+		"idempotencyKeyRef", "startedAt", "endedAt", "latency", "outcome", "failedLayer", "transportStatus", "jsonrpcCode",
+		"isError", "schemaValidation", "semanticValidation", "semanticValidatorVersion", "actions", "cost",
+		"workflowContribution", "resultDigest", "errorMessage",
+	} {
+		out[p] = rec("")
+	}
+	out["workflowOutcome"] = no("no orchestrator reports workflow outcomes yet; the field stays empty")
+	return out
+}
