@@ -19,7 +19,7 @@
 // refuses (and counts) the rest.
 // Nothing already spooled is ever discarded, so nothing that was accepted
 // (and nothing the control plane acknowledged) is lost; the caller decides
-// whether the call itself may proceed without a receipt.
+// whether the call itself may proceed without a ledger.
 //
 // The spool does not talk to the network; package shipper does.
 package spool
@@ -37,11 +37,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/recordio"
 	"github.com/mcpready/mcpready/internal/seglog"
+	"github.com/mcpready/mcpready/ledger"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -83,7 +83,7 @@ type Options struct {
 	// BatchSize is the most receipts per batch; default DefaultBatchSize.
 	BatchSize int
 	// BatchBytes bounds the encoded receipts of one batch (so a batch fits
-	// a gRPC message); default 2 MiB. A batch holds at least one receipt.
+	// a gRPC message); default 2 MiB. A batch holds at least one ledger.
 	BatchBytes int
 	// BatchInterval seals a partial batch this long after its first
 	// receipt; default 1s.
@@ -95,22 +95,6 @@ type Options struct {
 	// Now; default time.Now.
 	Now func() time.Time
 }
-
-// Batch is one sealed, signed batch waiting for acknowledgement.
-type Batch struct {
-	ID       string
-	Sequence uint64
-	// Bundle is the Sigstore bundle of the signed manifest, exactly as
-	// signed.
-	Bundle []byte
-	// Receipts are the protobuf-encoded receipts, in the order of the
-	// manifest's receipt_digests; they travel beside the bundle.
-	Receipts [][]byte
-	Sealed   time.Time
-}
-
-// Head is the spool's chain head: the last sealed batch.
-type Head = receipt.Head
 
 const (
 	recReceipt    = 'R' // one receipt; only read (files written before recGroup)
@@ -143,10 +127,10 @@ type Spool struct {
 	receiptCount  uint64 // receipts ever appended (next index)
 	sealedThrough uint64 // receipts with index < this are sealed
 	unsealed      []unsealed
-	head          Head
+	head          ledger.Head
 	ackedThrough  uint64
 	acked         map[uint64]bool // acked above ackedThrough
-	pending       []Batch         // sealed, unacked, by sequence
+	pending       []ledger.Batch  // sealed, unacked, by sequence
 	dropped       uint64
 	sealing       int // receipts in the batch being made durable
 
@@ -161,7 +145,7 @@ type Spool struct {
 // a torn trailing record is truncated (and logged), receipts not yet sealed
 // are sealed again, and sealed batches not yet acknowledged are pending.
 func Open(dir string, opts Options) (*Spool, error) {
-	if opts.AgentID == "" || artifact.ValidateName(receipt.BatchName(opts.AgentID, 1)) != nil {
+	if opts.AgentID == "" || artifact.ValidateName(ledger.BatchName(opts.AgentID, 1)) != nil {
 		return nil, fmt.Errorf("spool: invalid agent id %q", opts.AgentID)
 	}
 	if opts.Signer == nil {
@@ -190,7 +174,7 @@ func Open(dir string, opts Options) (*Spool, error) {
 	}
 	s := &Spool{opts: opts, log: opts.Logger.With("component", "spool"), acked: map[uint64]bool{}, segs: map[uint64]*segMeta{},
 		kick: make(chan struct{}, 1), sealed: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
-	var batches []Batch
+	var batches []ledger.Batch
 	wal, err := seglog.Open(dir, seglog.Options{Prefix: "spool", SegmentBytes: opts.SegmentBytes, Checkpoint: s.checkpoint, Logger: s.log},
 		func(p seglog.Pos, payload []byte) error { return s.replay(s.meta(p.Segment), payload, &batches) })
 	if err != nil {
@@ -230,7 +214,7 @@ func (s *Spool) checkpoint() []byte {
 }
 
 // replay applies one record during recovery.
-func (s *Spool) replay(seg *segMeta, p []byte, batches *[]Batch) error {
+func (s *Spool) replay(seg *segMeta, p []byte, batches *[]ledger.Batch) error {
 	if len(p) == 0 {
 		return fmt.Errorf("%w: empty record", ErrCorrupt)
 	}
@@ -252,10 +236,10 @@ func (s *Spool) replay(seg *segMeta, p []byte, batches *[]Batch) error {
 	case recReceipt: // one receipt, as written before groups
 		s.replayReceipt(seg, p[1:])
 	case recBatch:
-		b := Batch{Sequence: d.Uvarint()}
+		b := ledger.Batch{AgentID: s.opts.AgentID, Sequence: d.Uvarint()}
 		through := d.Uvarint()
 		n := d.Uvarint()
-		b.ID = d.String()
+		b.BatchID = d.String()
 		b.Sealed = time.Unix(0, int64(d.Uvarint()))
 		b.Bundle = d.Bytes()
 		for ; n > 0 && d.Err == nil; n-- {
@@ -264,7 +248,8 @@ func (s *Spool) replay(seg *segMeta, p []byte, batches *[]Batch) error {
 		if d.End() == nil {
 			*batches = append(*batches, b)
 			seg.maxBSeq = b.Sequence
-			s.head = Head{Sequence: b.Sequence, Digest: artifact.Digest(b.Bundle)}
+			b.Digest = artifact.Digest(b.Bundle)
+			s.head = ledger.Head{Sequence: b.Sequence, Digest: b.Digest}
 			// s.unsealed holds the receipts replayed so far that are not
 			// sealed: indexes [receiptCount-len(unsealed), receiptCount).
 			// That first index is not sealedThrough when replay starts at
@@ -307,7 +292,7 @@ func (s *Spool) markAcked(seq uint64) {
 	}
 }
 
-// Append durably records r: it is AppendBatch of one receipt.
+// Append durably records r: it is AppendBatch of one ledger.
 func (s *Spool) Append(r *mcpreadyv1.Receipt) error {
 	_, err := s.AppendBatch([]*mcpreadyv1.Receipt{r})
 	return err
@@ -338,7 +323,7 @@ func (s *Spool) AppendBatch(rs []*mcpreadyv1.Receipt) (int, error) {
 	s.m.emitted.Add(float64(len(rs)))
 	enc := make([][]byte, len(rs))
 	for i, r := range rs {
-		data, err := receipt.Encode(r)
+		data, err := ledger.Encode(r)
 		if err != nil {
 			return 0, fmt.Errorf("spool: %w: %w", ErrEncode, err)
 		}
@@ -487,14 +472,14 @@ func (s *Spool) sealOnce() (int, error) {
 	s.mu.Unlock()
 
 	now := s.opts.Now()
-	b := &mcpreadyv1.ReceiptBatch{AgentId: s.opts.AgentID, Sequence: head.Sequence + 1, BatchId: receipt.NewID(),
+	b := &mcpreadyv1.ReceiptBatch{AgentId: s.opts.AgentID, Sequence: head.Sequence + 1, BatchId: ledger.NewID(),
 		PrevBatchDigest: head.Digest, CreatedAt: timestamppb.New(now)}
 	encoded := make([][]byte, n)
 	for k, u := range todo {
 		encoded[k] = u.data
-		b.ReceiptDigests = append(b.ReceiptDigests, receipt.Digest(u.data))
+		b.ReceiptDigests = append(b.ReceiptDigests, ledger.Digest(u.data))
 	}
-	bundle, _, err := sign.Sign(artifact.New(artifact.KindReceiptBatch, receipt.BatchName(b.AgentId, b.Sequence), b), s.opts.Signer)
+	bundle, _, err := sign.Sign(artifact.New(artifact.KindReceiptBatch, ledger.BatchName(b.AgentId, b.Sequence), b), s.opts.Signer)
 	if err != nil {
 		return 0, fmt.Errorf("spool: sign batch: %w", err)
 	}
@@ -517,7 +502,8 @@ func (s *Spool) sealOnce() (int, error) {
 		return 0, fmt.Errorf("spool: %w", err)
 	}
 	s.meta(pos.Segment).maxBSeq = b.Sequence
-	s.head = Head{Sequence: b.Sequence, Digest: artifact.Digest(bundle)}
+	digest := artifact.Digest(bundle)
+	s.head = ledger.Head{Sequence: b.Sequence, Digest: digest}
 	s.sealedThrough = through
 	s.unsealed = s.unsealed[n:]
 	s.sealing = n
@@ -531,7 +517,7 @@ func (s *Spool) sealOnce() (int, error) {
 	}
 	s.mu.Lock()
 	s.sealing = 0
-	s.pending = append(s.pending, Batch{ID: b.BatchId, Sequence: b.Sequence, Bundle: bundle, Receipts: encoded, Sealed: now})
+	s.pending = append(s.pending, ledger.Batch{BatchID: b.BatchId, AgentID: b.AgentId, Sequence: b.Sequence, Bundle: bundle, Receipts: encoded, Digest: digest, Sealed: now})
 	s.compactLocked()
 	s.mu.Unlock()
 	select {
@@ -576,15 +562,15 @@ func (s *Spool) Sealed() <-chan struct{} { return s.sealed }
 
 // Pending returns the sealed, unacknowledged batches with sequence > after,
 // oldest first.
-func (s *Spool) Pending(after uint64) []Batch {
+func (s *Spool) Pending(after uint64) []ledger.Batch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := sort.Search(len(s.pending), func(i int) bool { return s.pending[i].Sequence > after })
-	return append([]Batch(nil), s.pending[i:]...)
+	return append([]ledger.Batch(nil), s.pending[i:]...)
 }
 
 // Head returns the chain head (the last sealed batch).
-func (s *Spool) Head() Head {
+func (s *Spool) Head() ledger.Head {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.head
@@ -622,7 +608,7 @@ type Stats struct {
 	Depth int
 	// Unsealed receipts and pending (sealed, unacknowledged) batches.
 	Unsealed, PendingBatches int
-	// OldestAge is the age of the oldest unacknowledged receipt.
+	// OldestAge is the age of the oldest unacknowledged ledger.
 	OldestAge time.Duration
 	Bytes     int64
 	// Dropped counts receipts refused as ErrSpoolFull since Open.

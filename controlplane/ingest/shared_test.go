@@ -10,13 +10,13 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/chainhead"
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/etcdtest"
+	"github.com/mcpready/mcpready/ledger"
 )
 
 // countObserver counts observed receipts per batch id's first receipt.
@@ -112,13 +112,13 @@ func TestChainContinuesAcrossReplicas(t *testing.T) {
 	fork := seal(t, p.agent, "agent-1", 5, artifact.Digest(c[3].bundle), mk(99))
 	for _, to := range []*controlPlane{a, b} {
 		_, err := upload(to, fork)
-		wantReject(t, err, string(receipt.ReasonFork))
+		wantReject(t, err, string(ledger.ReasonFork))
 	}
 	// So is a batch 8 that does not name batch 7; batch 9 is a gap.
 	_, err := upload(b, seal(t, p.agent, "agent-1", 8, artifact.Digest(c[5].bundle), mk(8)))
-	wantReject(t, err, string(receipt.ReasonFork))
+	wantReject(t, err, string(ledger.ReasonFork))
 	_, err = upload(b, seal(t, p.agent, "agent-1", 9, artifact.Digest(c[6].bundle), mk(9)))
-	wantReject(t, err, string(receipt.ReasonGap))
+	wantReject(t, err, string(ledger.ReasonGap))
 	wantHead(t, cli, c[6])
 	if sa, sb := a.store.Stats(), b.store.Stats(); sa.Batches != 4 || sb.Batches != 3 {
 		t.Fatalf("after resends and forks: %d and %d batches", sa.Batches, sb.Batches)
@@ -199,7 +199,7 @@ func TestLostRaceAfterStore(t *testing.T) {
 			case tc.wantDup && (err != nil || !res.Duplicate):
 				t.Fatalf("A: %+v %v, want duplicate", res, err)
 			case !tc.wantDup:
-				wantReject(t, err, string(receipt.ReasonFork))
+				wantReject(t, err, string(ledger.ReasonFork))
 			}
 			wantHead(t, cli, tc.viaB)
 			if obs.count() != 1 {
@@ -247,7 +247,7 @@ func TestConcurrentReplicasOneHead(t *testing.T) {
 			winner, loser = o2, o1
 		}
 		var rej *RejectError
-		if !(loser.err == nil && loser.res.Duplicate) && !(errors.As(loser.err, &rej) && rej.Reason == string(receipt.ReasonFork)) {
+		if !(loser.err == nil && loser.res.Duplicate) && !(errors.As(loser.err, &rej) && rej.Reason == string(ledger.ReasonFork)) {
 			t.Fatalf("sequence %d: loser %+v %v, want duplicate or fork", seq, loser.res, loser.err)
 		}
 		wantHead(t, cli, winner.s)

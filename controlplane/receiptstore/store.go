@@ -22,10 +22,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/mcpready/mcpready/agent/receipt"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/recordio"
 	"github.com/mcpready/mcpready/internal/seglog"
+	"github.com/mcpready/mcpready/ledger"
 )
 
 // Sentinel errors.
@@ -47,29 +47,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Now; default time.Now.
 	Now func() time.Time
-}
-
-// Batch is one stored batch.
-type Batch struct {
-	AgentID  string
-	Sequence uint64
-	BatchID  string
-	// Digest is artifact.Digest(Bundle), the chain link.
-	Digest string
-	// Bundle is the Sigstore bundle of the signed manifest, exactly as
-	// signed.
-	Bundle []byte
-	// Receipts are the protobuf-encoded receipts exactly as received, in
-	// the order of the manifest's receipt_digests.
-	Receipts [][]byte
-	Received time.Time
-
-	// Decoded and Digests, when set by the caller of Append, save decoding
-	// and hashing Receipts again (they must match Receipts; Decoded needs
-	// only receipt.SummaryFields, see receipt.OpenSummary). The store
-	// does not fill them.
-	Decoded []*mcpreadyv1.Receipt
-	Digests []string
 }
 
 // Query selects receipts; empty fields do not filter. Limit 0 means all.
@@ -105,7 +82,7 @@ type receiptEntry struct {
 type subjectKey struct{ server, tool string }
 
 type agentState struct {
-	head    receipt.Head
+	head    ledger.Head
 	batches map[uint64]int32 // sequence -> index into batches
 }
 
@@ -162,7 +139,7 @@ func (s *Store) replay(p seglog.Pos, payload []byte) error {
 		for n := d.Uvarint(); n > 0 && d.Err == nil; n-- {
 			agent, seq, digest := d.String(), d.Uvarint(), d.String()
 			if a := s.agent(agent); seq > a.head.Sequence {
-				a.head = receipt.Head{Sequence: seq, Digest: digest}
+				a.head = ledger.Head{Sequence: seq, Digest: digest}
 			}
 		}
 		return d.Err
@@ -171,7 +148,7 @@ func (s *Store) replay(p seglog.Pos, payload []byte) error {
 		if err != nil {
 			return err
 		}
-		rs, ds, err := decode(b)
+		rs, ds, err := decode(b, nil, nil)
 		if err != nil {
 			return err
 		}
@@ -204,7 +181,7 @@ func (s *Store) checkpoint() []byte {
 }
 
 // encodeBatch returns b's record, framed (recordio.Frame).
-func encodeBatch(b *Batch) []byte {
+func encodeBatch(b *ledger.Batch) []byte {
 	size := 64 + len(b.Bundle)
 	for _, r := range b.Receipts {
 		size += len(r) + 4
@@ -224,12 +201,12 @@ func encodeBatch(b *Batch) []byte {
 	return recordio.Frame(e.B)
 }
 
-func decodeBatch(payload []byte) (*Batch, error) {
+func decodeBatch(payload []byte) (*ledger.Batch, error) {
 	if len(payload) == 0 || payload[0] != recBatch {
 		return nil, fmt.Errorf("%w: not a batch record", ErrCorrupt)
 	}
 	d := recordio.Decoder{B: payload[1:]}
-	b := &Batch{Received: time.Unix(0, int64(d.Uvarint())), AgentID: d.String(), Sequence: d.Uvarint(), BatchID: d.String(), Digest: d.String(), Bundle: d.Bytes()}
+	b := &ledger.Batch{Received: time.Unix(0, int64(d.Uvarint())), AgentID: d.String(), Sequence: d.Uvarint(), BatchID: d.String(), Digest: d.String(), Bundle: d.Bytes()}
 	n := d.Uvarint()
 	if n > uint64(len(d.B)) {
 		return nil, fmt.Errorf("%w: batch record claims %d receipts", ErrCorrupt, n)
@@ -243,14 +220,13 @@ func decodeBatch(payload []byte) (*Batch, error) {
 	return b, nil
 }
 
-// decode returns b's receipts and digests, decoding and hashing them unless
-// the caller supplied them.
-func decode(b *Batch) ([]*mcpreadyv1.Receipt, []string, error) {
-	rs, ds := b.Decoded, b.Digests
+// decode returns b's receipt summaries and digests, decoding and hashing
+// them unless the caller supplied them (rs, ds).
+func decode(b *ledger.Batch, rs []*mcpreadyv1.Receipt, ds []string) ([]*mcpreadyv1.Receipt, []string, error) {
 	if len(rs) != len(b.Receipts) {
 		rs = make([]*mcpreadyv1.Receipt, len(b.Receipts))
 		for i, e := range b.Receipts {
-			r, err := receipt.DecodeSummary(e)
+			r, err := ledger.DecodeSummary(e)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%w: batch %s receipt %d: %v", ErrCorrupt, b.BatchID, i, err)
 			}
@@ -260,7 +236,7 @@ func decode(b *Batch) ([]*mcpreadyv1.Receipt, []string, error) {
 	if len(ds) != len(b.Receipts) {
 		ds = make([]string, len(b.Receipts))
 		for i, e := range b.Receipts {
-			ds[i] = receipt.Digest(e)
+			ds[i] = ledger.Digest(e)
 		}
 	}
 	return rs, ds, nil
@@ -269,14 +245,14 @@ func decode(b *Batch) ([]*mcpreadyv1.Receipt, []string, error) {
 // index adds b (with its decoded receipts and digests) to the in-memory
 // index and returns how many of its receipts were already stored under the
 // same id (those are not indexed again). Caller holds mu (or is opening).
-func (s *Store) index(p seglog.Pos, b *Batch, rs []*mcpreadyv1.Receipt, digests []string) int {
+func (s *Store) index(p seglog.Pos, b *ledger.Batch, rs []*mcpreadyv1.Receipt, digests []string) int {
 	bi := int32(len(s.batches))
 	s.batches = append(s.batches, batchEntry{pos: p, agent: b.AgentID, seq: b.Sequence, id: b.BatchID, digest: b.Digest, received: b.Received.UnixNano(), n: len(rs)})
 	s.byBatchID[b.BatchID] = bi
 	a := s.agent(b.AgentID)
 	a.batches[b.Sequence] = bi
 	if b.Sequence > a.head.Sequence {
-		a.head = receipt.Head{Sequence: b.Sequence, Digest: b.Digest}
+		a.head = ledger.Head{Sequence: b.Sequence, Digest: b.Digest}
 	}
 	if b.Received.UnixNano() > s.segNewest[p.Segment] {
 		s.segNewest[p.Segment] = b.Received.UnixNano()
@@ -321,11 +297,17 @@ type AppendResult struct {
 	DuplicateReceipts int
 }
 
-// Append stores b durably (fsync'd before it returns). An identical batch
+// Append stores b durably (fsync'd before it returns); b.Digest must be
+// artifact.Digest(b.Bundle) and b.Received is recorded. An identical batch
 // already stored (same batch id and digest) is a duplicate; the same batch
 // id with another digest is ErrConflict. The caller must serialise Appends
 // per agent (ingest does) so chain checks and appends do not interleave.
-func (s *Store) Append(b *Batch) (AppendResult, error) {
+//
+// summaries and digests, when not nil, save decoding and hashing
+// b.Receipts again: the receipts as ledger.OpenSummary returns them and
+// their digests in order (the manifest's receipt_digests). They must match
+// b.Receipts; the store keeps neither.
+func (s *Store) Append(b *ledger.Batch, summaries []*mcpreadyv1.Receipt, digests []string) (AppendResult, error) {
 	s.mu.Lock()
 	if bi, ok := s.byBatchID[b.BatchID]; ok {
 		prev := s.batches[bi]
@@ -337,7 +319,7 @@ func (s *Store) Append(b *Batch) (AppendResult, error) {
 		dup, err := s.Stored(b.BatchID, b.Digest)
 		return AppendResult{Duplicate: dup}, err
 	}
-	rs, ds, err := decode(b)
+	rs, ds, err := decode(b, summaries, digests)
 	if err != nil {
 		s.mu.Unlock()
 		return AppendResult{}, err
@@ -360,13 +342,13 @@ func (s *Store) Append(b *Batch) (AppendResult, error) {
 }
 
 // Head returns agentID's chain head (zero for an unknown agent).
-func (s *Store) Head(agentID string) receipt.Head {
+func (s *Store) Head(agentID string) ledger.Head {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if a := s.agents[agentID]; a != nil {
 		return a.head
 	}
-	return receipt.Head{}
+	return ledger.Head{}
 }
 
 // BatchDigest returns the digest of agentID's stored batch at seq.
@@ -387,10 +369,10 @@ func (s *Store) BatchDigest(agentID string, seq uint64) (string, bool) {
 // loader reads batches for one query, caching each decoded batch.
 type loader struct {
 	s     *Store
-	cache map[int32]*Batch
+	cache map[int32]*ledger.Batch
 }
 
-func (l *loader) batch(bi int32, e batchEntry) (*Batch, error) {
+func (l *loader) batch(bi int32, e batchEntry) (*ledger.Batch, error) {
 	if b, ok := l.cache[bi]; ok {
 		return b, nil
 	}
@@ -403,7 +385,7 @@ func (l *loader) batch(bi int32, e batchEntry) (*Batch, error) {
 		return nil, err
 	}
 	if l.cache == nil {
-		l.cache = map[int32]*Batch{}
+		l.cache = map[int32]*ledger.Batch{}
 	}
 	l.cache[bi] = b
 	return b, nil
@@ -539,7 +521,7 @@ func (s *Store) Tail(ctx context.Context, n int, follow bool, fn func(*mcpreadyv
 
 // Export calls fn for each stored batch received at or after since (all
 // when zero), optionally of one agent, in store order.
-func (s *Store) Export(since time.Time, agentID string, fn func(*Batch) error) error {
+func (s *Store) Export(since time.Time, agentID string, fn func(*ledger.Batch) error) error {
 	s.mu.RLock()
 	var sel []batchEntry
 	var idx []int32
