@@ -60,14 +60,14 @@ func Read(r io.Reader, fn func(lineNo int, l ledger.Batch) error) error {
 		}
 		l, err := parseLine(text)
 		if err != nil {
-			return fmt.Errorf("%w: line %d: %v", ErrFormat, n, err)
+			return fmt.Errorf("%w: line %d: %w", ErrFormat, n, err)
 		}
 		if err := fn(n, l); err != nil {
 			return err
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%w: %v", ErrFormat, err)
+		return fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	return nil
 }
