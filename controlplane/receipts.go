@@ -78,7 +78,7 @@ func (s *Server) openReceipts(adm *admin.Service, cli *clientv3.Client) (*receip
 		}
 		if p.agg, err = aggregate.New(ao); err != nil {
 			rs.Close()
-			return nil, fmt.Errorf("%w: aggregator: %v", ErrConfig, err)
+			return nil, fmt.Errorf("%w: aggregator: %w", ErrConfig, err)
 		}
 		observer = p.agg
 	}
@@ -86,7 +86,7 @@ func (s *Server) openReceipts(adm *admin.Service, cli *clientv3.Client) (*receip
 	p.svc, err = ingest.New(ingest.Options{Store: rs, Trust: func() *sign.Trust { return adm.Current() }, Heads: heads, Observer: observer, Registry: s.reg, Logger: s.o.Logger})
 	if err != nil {
 		rs.Close()
-		return nil, fmt.Errorf("%w: receipts: %v", ErrConfig, err)
+		return nil, fmt.Errorf("%w: receipts: %w", ErrConfig, err)
 	}
 	return p, nil
 }

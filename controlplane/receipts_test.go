@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/shipper"
 	"github.com/mcpready/mcpready/agent/spool"
 	"github.com/mcpready/mcpready/controlplane"
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/testpki"
+	"github.com/mcpready/mcpready/ledger/ledgertest"
 )
 
 // TestReceiptChainMovesBetweenReplicas: two replicas with their own data
@@ -40,7 +40,7 @@ func TestReceiptChainMovesBetweenReplicas(t *testing.T) {
 	n := 0
 	for _, r := range []*controlplane.Server{rs[0], rs[1], rs[0]} {
 		for range 12 {
-			rc := receipt.Builder{EmitterID: "agent-1"}.Start(time.Now())
+			rc := ledgertest.Receipt("agent-1", time.Now())
 			rc.Requested = fmt.Sprintf("tool#%d", n)
 			n++
 			if err := sp.Append(rc); err != nil {

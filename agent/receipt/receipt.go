@@ -1,33 +1,31 @@
-// Package receipt builds, redacts, digests and chain-checks execution
-// receipts (DESIGN.md §6): one receipt per decision and invocation.
+// Package receipt builds execution receipts (DESIGN.md §6) on the host
+// agent: one receipt per decision and invocation, stamped with its
+// provenance, its arguments and result digested and redacted, its error
+// text made safe.
 //
 // Redaction is the default: a receipt holds the digest of the call's
 // arguments and result, never the raw values, and never headers, bearer
 // tokens or credentials. Only argument fields named in the Redaction
 // allow-list are kept verbatim.
 //
-// The package is pure: it does no I/O, does not sign (package sign does) and
-// does not store anything (packages spool and receiptstore do).
+// It must not define the receipt format: encoding, receipt digests,
+// batches and the chain check are package ledger's, shared with the
+// control plane and offline verifiers. It is pure: it does no I/O, does
+// not sign (package sign does) and stores nothing (agent/spool does).
 package receipt
 
 import (
-	"crypto/rand"
-	"encoding/base32"
-	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"regexp"
-	"strings"
-	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/canonjson"
+	"github.com/mcpready/mcpready/ledger"
 )
 
 // DefaultRedactionVersion names the default redaction policy: digests only,
@@ -168,55 +166,5 @@ func SafeError(msg string) string {
 	return msg
 }
 
-// Encode is the protobuf encoding of r that the spool stores, the batch
-// lists the digest of, and every later reader hashes as is.
-func Encode(r *mcpreadyv1.Receipt) ([]byte, error) {
-	b, err := proto.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("receipt %s: %w", r.GetReceiptId(), err)
-	}
-	return b, nil
-}
-
-// Digest is artifact.Digest of an encoded receipt: the value listed in
-// ReceiptBatch.receipt_digests.
-func Digest(encoded []byte) string { return artifact.Digest(encoded) }
-
-// DigestOfDigests is the digest over a list of receipt digests, in order
-// (Evidence.receipts_digest).
-func DigestOfDigests(digests []string) string {
-	return artifact.Digest([]byte(strings.Join(digests, "\n")))
-}
-
-var idEncoding = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadding(base32.NoPadding)
-
-var idState struct {
-	sync.Mutex
-	lastMs uint64
-	seq    uint16
-}
-
-// NewID returns a unique, time-ordered id (26 characters of Crockford
-// base32: 48-bit milliseconds, a 16-bit in-process counter, 64 random bits).
-// Ids sort by creation time; ids from one process also sort within a
-// millisecond.
-func NewID() string {
-	ms := uint64(time.Now().UnixMilli())
-	idState.Lock()
-	if ms <= idState.lastMs {
-		ms = idState.lastMs
-		idState.seq++
-		if idState.seq == 0 { // 65536 ids in one millisecond: borrow the next
-			ms++
-		}
-	} else {
-		idState.seq = 0
-	}
-	idState.lastMs = ms
-	seq := idState.seq
-	idState.Unlock()
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[0:8], ms<<16|uint64(seq))
-	_, _ = rand.Read(b[8:16]) // never fails (crypto/rand contract since Go 1.24)
-	return idEncoding.EncodeToString(b[:])
-}
+// NewID is ledger.NewID: a unique, time-ordered receipt id.
+func NewID() string { return ledger.NewID() }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/spool"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/ledger"
 )
 
 // Options configures Run. Zero values take the defaults.
@@ -125,7 +126,7 @@ func session(ctx context.Context, client mcpreadyv1.ReceiptsServiceClient, sp *s
 			}
 		}
 	}()
-	var inflight []spool.Batch
+	var inflight []ledger.Batch
 	var cursor uint64
 	node := opts.Node
 	for {
@@ -134,7 +135,9 @@ func session(ctx context.Context, client mcpreadyv1.ReceiptsServiceClient, sp *s
 				if len(inflight) >= opts.Window {
 					break
 				}
-				if err := stream.Send(&mcpreadyv1.UploadBatchesRequest{Node: node, BatchId: b.ID, Sequence: b.Sequence, Bundle: b.Bundle, Receipts: b.Receipts}); err != nil {
+				req := b.UploadRequest()
+				req.Node = node
+				if err := stream.Send(req); err != nil {
 					return progressed, err
 				}
 				node = nil // the node travels once per stream
@@ -156,7 +159,7 @@ func session(ctx context.Context, client mcpreadyv1.ReceiptsServiceClient, sp *s
 			}
 			b := inflight[0]
 			if !a.resp.GetAccepted() {
-				return progressed, &RejectedError{Sequence: b.Sequence, BatchID: b.ID, Reason: a.resp.GetError()}
+				return progressed, &RejectedError{Sequence: b.Sequence, BatchID: b.BatchID, Reason: a.resp.GetError()}
 			}
 			if err := sp.Ack(b.Sequence); err != nil && !errors.Is(err, spool.ErrClosed) {
 				return progressed, err

@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mcpready/mcpready/agent/receipt"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/recordio"
+	"github.com/mcpready/mcpready/ledger"
 )
 
 func mkRange(from, to int) []*mcpreadyv1.Receipt {
@@ -141,7 +141,7 @@ func TestAppendBatch(t *testing.T) {
 			if err := s.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			got, _ := drain(t, s, key, receipt.Head{}, true)
+			got, _ := drain(t, s, key, ledger.Head{}, true)
 			if exp == nil {
 				if len(got) != 320 {
 					t.Fatalf("%d receipts, want 320", len(got))
@@ -182,7 +182,7 @@ func TestAppendBatchTornGroupIsAllOrNothing(t *testing.T) {
 		if err := s.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		got, _ := drain(t, s, key, receipt.Head{}, true)
+		got, _ := drain(t, s, key, ledger.Head{}, true)
 		eq(t, got, want(0, 4))
 		if _, err := s.AppendBatch(mkRange(10, 12)); err != nil {
 			t.Fatalf("cut %d: append after recovery: %v", cut, err)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpready/mcpready/agent/receipt/receipttest"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/ledger/ledgertest"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -54,11 +54,11 @@ func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt
 	defer close(done)
 	rs := make([]*mcpreadyv1.Receipt, 1024)
 	for i := range rs {
-		rs[i] = receipttest.Realistic(i, time.Now())
+		rs[i] = ledgertest.Realistic(i, time.Now())
 	}
 	var n atomic.Int64
 	b.ResetTimer()
-	start, cpu := time.Now(), receipttest.CPUTime()
+	start, cpu := time.Now(), ledgertest.CPUTime()
 	if group == 1 {
 		b.SetParallelism(16)
 		b.RunParallel(func(pb *testing.PB) {
@@ -80,5 +80,5 @@ func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "receipts/s")
-	b.ReportMetric(float64(b.N)/(receipttest.CPUTime()-cpu).Seconds(), "receipts/cpu-s")
+	b.ReportMetric(float64(b.N)/(ledgertest.CPUTime()-cpu).Seconds(), "receipts/cpu-s")
 }

@@ -3,7 +3,7 @@ package spool
 import (
 	"testing"
 
-	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/ledger"
 )
 
 // A segment is deleted once its receipts are sealed, even though the
@@ -29,7 +29,7 @@ func TestReopenAfterSealedSegmentDeletedKeepsUnsealed(t *testing.T) {
 		}
 	}
 	// Seal every receipt of segment 0 and two of segment 1, in one batch.
-	data, err := receipt.Encode(mk(first))
+	data, err := ledger.Encode(mk(first))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +49,6 @@ func TestReopenAfterSealedSegmentDeletedKeepsUnsealed(t *testing.T) {
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := drain(t, s, key, receipt.Head{}, true)
+	got, _ := drain(t, s, key, ledger.Head{}, true)
 	eq(t, got, want(0, n))
 }

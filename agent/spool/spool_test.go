@@ -16,6 +16,7 @@ import (
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/ledger"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -47,7 +48,7 @@ func open(t testing.TB, dir string, key crypto.Signer, mod func(*Options)) *Spoo
 
 // drain verifies every pending batch, checks the chain from head and
 // returns the receipts' Requested values in order.
-func drain(t *testing.T, s *Spool, key crypto.Signer, head receipt.Head, ack bool) ([]string, receipt.Head) {
+func drain(t *testing.T, s *Spool, key crypto.Signer, head ledger.Head, ack bool) ([]string, ledger.Head) {
 	t.Helper()
 	var got []string
 	for _, b := range s.Pending(0) {
@@ -56,7 +57,7 @@ func drain(t *testing.T, s *Spool, key crypto.Signer, head receipt.Head, ack boo
 			t.Fatal(err)
 		}
 		rb := v.Object.Spec.(*mcpreadyv1.ReceiptBatch)
-		rs, err := receipt.Open(v.Object.Metadata.Name, rb, b.Receipts)
+		rs, err := ledger.Open(v.Object.Metadata.Name, rb, b.Receipts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +65,7 @@ func drain(t *testing.T, s *Spool, key crypto.Signer, head receipt.Head, ack boo
 		if dup, err := head.Next(rb, d, nil); err != nil || dup {
 			t.Fatalf("chain: dup=%v err=%v", dup, err)
 		}
-		head = receipt.Head{Sequence: rb.Sequence, Digest: d}
+		head = ledger.Head{Sequence: rb.Sequence, Digest: d}
 		for _, r := range rs {
 			got = append(got, r.Requested)
 		}
@@ -103,7 +104,7 @@ func TestCrashBetweenWriteAndSendSendsEverythingOnce(t *testing.T) {
 	if err := s.Flush(); err != nil { // 3 batches sealed: 10, 10, 5
 		t.Fatal(err)
 	}
-	got, head := drain(t, s, key, receipt.Head{}, false)
+	got, head := drain(t, s, key, ledger.Head{}, false)
 	eq(t, got, want(0, 25))
 	if err := s.Ack(1); err != nil { // only the first batch acknowledged
 		t.Fatal(err)
@@ -128,14 +129,14 @@ func TestCrashBetweenWriteAndSendSendsEverythingOnce(t *testing.T) {
 	if len(p) != 3 || p[0].Sequence != 2 {
 		t.Fatalf("pending %d from %d", len(p), p[0].Sequence)
 	}
-	got, _ = drain(t, s, key, receipt.Head{Sequence: 1, Digest: mustPrev(t, p[0], key)}, true)
+	got, _ = drain(t, s, key, ledger.Head{Sequence: 1, Digest: mustPrev(t, p[0], key)}, true)
 	eq(t, got, want(10, 32))
 	if st := s.Stats(); st.Depth != 0 || st.PendingBatches != 0 {
 		t.Fatalf("stats after ack %+v", st)
 	}
 }
 
-func mustPrev(t *testing.T, b Batch, key crypto.Signer) string {
+func mustPrev(t *testing.T, b ledger.Batch, key crypto.Signer) string {
 	v, err := sign.VerifyWithKey(b.Bundle, key.Public())
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +169,7 @@ func TestTornRecordIsTruncated(t *testing.T) {
 			s = open(t, dir, key, nil)
 			defer s.Close()
 			s.Flush()
-			got, _ := drain(t, s, key, receipt.Head{}, true)
+			got, _ := drain(t, s, key, ledger.Head{}, true)
 			n := 5
 			if tc.name == "cut last receipt" {
 				n = 4 // the torn record was never acknowledged to its caller in a real crash
@@ -214,7 +215,7 @@ func TestFloodRefusesNewAndCountsDrops(t *testing.T) {
 		t.Fatalf("dropped metric %v, want %d", v, dropped)
 	}
 	s.Flush()
-	got, _ := drain(t, s, key, receipt.Head{}, true)
+	got, _ := drain(t, s, key, ledger.Head{}, true)
 	eq(t, got, want(0, accepted)) // everything accepted survives, in order
 	// After acknowledgement, space is reclaimed and appends succeed again.
 	for i := 0; i < 5; i++ {
@@ -230,7 +231,7 @@ func TestFloodRefusesNewAndCountsDrops(t *testing.T) {
 func TestRotationCompactsAndKeepsChain(t *testing.T) {
 	dir, key := t.TempDir(), testKey(t)
 	s := open(t, dir, key, func(o *Options) { o.SegmentBytes = 2048 })
-	var head receipt.Head
+	var head ledger.Head
 	var all []string
 	for round := 0; round < 5; round++ {
 		for i := round * 20; i < round*20+20; i++ {
@@ -277,7 +278,7 @@ func TestConcurrentAppendsAndSealer(t *testing.T) {
 	}
 	wg.Wait()
 	s.Flush()
-	got, _ := drain(t, s, key, receipt.Head{}, true)
+	got, _ := drain(t, s, key, ledger.Head{}, true)
 	if len(got) != 200 {
 		t.Fatalf("%d receipts", len(got))
 	}
@@ -339,7 +340,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 func TestBatchBytesBoundsBatches(t *testing.T) {
 	dir, key := t.TempDir(), testKey(t)
-	one, _ := receipt.Encode(mk(0))
+	one, _ := ledger.Encode(mk(0))
 	s := open(t, dir, key, func(o *Options) { o.BatchBytes = 3 * len(one) })
 	defer s.Close()
 	for i := 0; i < 7; i++ {
@@ -353,6 +354,6 @@ func TestBatchBytesBoundsBatches(t *testing.T) {
 	if fmt.Sprint(sizes) != "[3 3 1]" {
 		t.Fatalf("batch sizes %v", sizes)
 	}
-	got, _ := drain(t, s, key, receipt.Head{}, true)
+	got, _ := drain(t, s, key, ledger.Head{}, true)
 	eq(t, got, want(0, 7))
 }

@@ -14,8 +14,9 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/mcpready/mcpready/agent/receipt/export"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/ledger"
+	"github.com/mcpready/mcpready/ledger/export"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -281,7 +282,7 @@ func (o *receiptsExportOptions) run(cmd *cobra.Command, _ []string) (err error) 
 		if err != nil {
 			return rpcError(err)
 		}
-		if err := export.Write(w, export.Line{BatchID: m.GetBatchId(), AgentID: m.GetAgentId(), Sequence: m.GetSequence(), Bundle: m.GetBundle(), Receipts: m.GetReceipts()}); err != nil {
+		if err := export.Write(w, ledger.FromExport(m)); err != nil {
 			return err
 		}
 		n++

@@ -78,7 +78,7 @@ func receiptsServer(t *testing.T) (addr, lastID, agentPub, rootPub, trustFile st
 	}
 	sp.Flush()
 	for _, bt := range sp.Pending(0) {
-		if _, err := svc.Ingest(nil, &mcpreadyv1.UploadBatchesRequest{BatchId: bt.ID, Sequence: bt.Sequence, Bundle: bt.Bundle, Receipts: bt.Receipts}); err != nil {
+		if _, err := svc.Ingest(nil, bt.UploadRequest()); err != nil {
 			t.Fatal(err)
 		}
 	}

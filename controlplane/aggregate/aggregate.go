@@ -30,9 +30,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/ledger"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -454,7 +454,7 @@ func (a *Aggregator) evidence(k windowKey, w *acc, now time.Time) *artifact.Obje
 			ExclusionReasons: w.reasons},
 		AmbiguousOutcomes: w.ambiguous,
 		ConfidenceMethod:  "none: raw counts with denominators",
-		ReceiptsDigest:    receipt.DigestOfDigests(w.digests),
+		ReceiptsDigest:    ledger.DigestOfDigests(w.digests),
 		ReceiptCount:      int64(len(w.digests)),
 		Coverage:          fmt.Sprintf("%d receipts from %d agent(s) in a %s window", w.attempted, len(w.agents), a.opts.Window),
 	}

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/ledger"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -32,7 +32,7 @@ func (s *sink) ApplyEvidence(_ context.Context, b []byte) error {
 var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
 func rc(outcome mcpreadyv1.OutcomeClass, attempts int, latMs int, mod ...func(*mcpreadyv1.Receipt)) *mcpreadyv1.Receipt {
-	r := &mcpreadyv1.Receipt{ReceiptId: receipt.NewID(), Outcome: outcome, AttemptCount: int32(attempts), PrincipalClass: "employee", TenantClass: "acme", Region: "eu",
+	r := &mcpreadyv1.Receipt{ReceiptId: ledger.NewID(), Outcome: outcome, AttemptCount: int32(attempts), PrincipalClass: "employee", TenantClass: "acme", Region: "eu",
 		Selected:           &mcpreadyv1.Selection{ServerName: "com.example/docs-a", ServerVersion: "1.4.2", ToolName: "lookup", Endpoint: "https://a/mcp", ProtocolVersion: "2025-11-25"},
 		ConsumerSideEffect: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY,
 		EndedAt:            timestamppb.New(t0.Add(time.Minute)), Latency: durationpb.New(time.Duration(latMs) * time.Millisecond)}
@@ -70,8 +70,8 @@ func TestEvidenceRatesDenominatorsAndSignature(t *testing.T) {
 	)
 	var digests []string
 	for _, r := range rs {
-		e, _ := receipt.Encode(r)
-		digests = append(digests, receipt.Digest(e))
+		e, _ := ledger.Encode(r)
+		digests = append(digests, ledger.Digest(e))
 	}
 	a.Observe("agent-1", rs, digests)
 	if n, err := a.Flush(context.Background(), false); n != 0 || err != nil {
@@ -127,7 +127,7 @@ func TestEvidenceRatesDenominatorsAndSignature(t *testing.T) {
 	if fmt.Sprint(ev.BlindSpots) == "" || !strings.Contains(strings.Join(ev.BlindSpots, ";"), "no write tools observed") {
 		t.Errorf("blind spots %v", ev.BlindSpots)
 	}
-	if ev.ReceiptCount != 19 || ev.ReceiptsDigest != receipt.DigestOfDigests(digests[:19]) {
+	if ev.ReceiptCount != 19 || ev.ReceiptsDigest != ledger.DigestOfDigests(digests[:19]) {
 		t.Errorf("receipts digest over %d", ev.ReceiptCount)
 	}
 	// A receipt for the emitted window arrives late: counted, not folded.

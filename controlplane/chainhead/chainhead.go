@@ -1,6 +1,10 @@
-// Package chainhead keeps every agent's receipt chain head in etcd, so
-// that any control-plane replica can continue any agent's chain: an agent
-// whose connection moves to another replica is not refused as a gap.
+// Package chainhead keeps every agent's receipt chain head, the one
+// place a control-plane replica learns where an agent's chain stands.
+// Store keeps heads in etcd, so that any replica can continue any agent's
+// chain: an agent whose connection moves to another replica is not refused
+// as a gap. Memory keeps them in this process under the same contract, for
+// tests and a single replica; package ingest runs the same code with
+// either.
 //
 // Key layout (under Options.Prefix, default "/mcpready/v1"; <agent> is the
 // agent id path-escaped, so it never contains "/"):
@@ -23,7 +27,7 @@
 // resend older than that is refused as a replay (never accepted), which is
 // the safe side.
 //
-// It must not judge batches: it does not verify signatures, check
+// Both must not judge batches: it does not verify signatures, check
 // prev_batch_digest or store receipts (the caller does, package ingest);
 // it only stores heads and digests and refuses a head that does not
 // directly follow the one compared. It makes one attempt per call, bounded
@@ -41,7 +45,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/ledger"
 )
 
 // Sentinel errors.
@@ -74,7 +78,7 @@ type Options struct {
 // State is an agent's shared head and the version it was read at (the
 // head key's mod revision; 0 means no head is stored yet).
 type State struct {
-	receipt.Head
+	ledger.Head
 	Version int64
 }
 
@@ -86,6 +90,10 @@ type Store struct {
 
 // New returns a Store using cli.
 func New(cli *clientv3.Client, o Options) *Store {
+	return &Store{cli: cli, o: o.withDefaults()}
+}
+
+func (o Options) withDefaults() Options {
 	if o.Prefix == "" {
 		o.Prefix = "/mcpready/v1"
 	}
@@ -95,7 +103,16 @@ func New(cli *clientv3.Client, o Options) *Store {
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Second
 	}
-	return &Store{cli: cli, o: o}
+	return o
+}
+
+// checkAdvance refuses an Advance whose next head does not directly
+// follow base.
+func checkAdvance(base State, next ledger.Head) error {
+	if next.Sequence != base.Sequence+1 || next.Digest == "" {
+		return fmt.Errorf("%w: sequence %d after %d", ErrInvalid, next.Sequence, base.Sequence)
+	}
+	return nil
 }
 
 func (s *Store) headKey(agent string) string {
@@ -115,7 +132,7 @@ func (s *Store) fail(err error) error {
 	if s.o.OnError != nil {
 		s.o.OnError(err)
 	}
-	return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
 func decodeHead(key string, v []byte, modRev int64) (State, error) {
@@ -123,7 +140,7 @@ func decodeHead(key string, v []byte, modRev int64) (State, error) {
 	if err := json.Unmarshal(v, &h); err != nil || h.Sequence == 0 || h.Digest == "" {
 		return State{}, fmt.Errorf("%w: %s", ErrCorrupt, key)
 	}
-	return State{Head: receipt.Head{Sequence: h.Sequence, Digest: h.Digest}, Version: modRev}, nil
+	return State{Head: ledger.Head{Sequence: h.Sequence, Digest: h.Digest}, Version: modRev}, nil
 }
 
 // Get returns agent's head; the zero State if none is stored.
@@ -162,9 +179,9 @@ func (s *Store) BatchDigest(ctx context.Context, agent string, seq uint64) (stri
 // head changed since base was read (or base.Version is 0 and a head now
 // exists), nothing is written and it returns the current state with
 // ErrConflict.
-func (s *Store) Advance(ctx context.Context, agent string, base State, next receipt.Head) (State, error) {
-	if next.Sequence != base.Sequence+1 || next.Digest == "" {
-		return State{}, fmt.Errorf("%w: sequence %d after %d", ErrInvalid, next.Sequence, base.Sequence)
+func (s *Store) Advance(ctx context.Context, agent string, base State, next ledger.Head) (State, error) {
+	if err := checkAdvance(base, next); err != nil {
+		return State{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()

@@ -8,22 +8,51 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/internal/etcdtest"
+	"github.com/mcpready/mcpready/ledger"
 )
 
 func d(seq uint64) string { return fmt.Sprintf("sha256:%064d", seq) }
 
+// heads is what both implementations provide (package ingest's Heads).
+type heads interface {
+	Get(ctx context.Context, agent string) (State, error)
+	BatchDigest(ctx context.Context, agent string, seq uint64) (string, bool, error)
+	Advance(ctx context.Context, agent string, base State, next ledger.Head) (State, error)
+}
+
+// implementations returns, per implementation, two handles on one set of
+// heads (two etcd clients, or one Memory twice), as two replicas see it.
+func implementations() map[string]func(t *testing.T, o Options) (heads, heads) {
+	return map[string]func(t *testing.T, o Options) (heads, heads){
+		"etcd": func(t *testing.T, o Options) (heads, heads) {
+			cli, _ := etcdtest.Etcd(t)
+			return New(cli, o), New(etcdtest.Client(t, cli.Endpoints()...), o)
+		},
+		"memory": func(t *testing.T, o Options) (heads, heads) {
+			m := NewMemory(o)
+			return m, m
+		},
+	}
+}
+
 func TestAdvanceComparesAndKeepsLastDigests(t *testing.T) {
-	cli, _ := etcdtest.Etcd(t)
-	s := New(cli, Options{Keep: 3})
+	for name, impl := range implementations() {
+		t.Run(name, func(t *testing.T) {
+			s, _ := impl(t, Options{Keep: 3})
+			testAdvanceComparesAndKeepsLastDigests(t, s)
+		})
+	}
+}
+
+func testAdvanceComparesAndKeepsLastDigests(t *testing.T, s heads) {
 	ctx := context.Background()
 	cur, err := s.Get(ctx, "agent/1")
 	if err != nil || cur != (State{}) {
 		t.Fatalf("empty head: %+v %v", cur, err)
 	}
 	for seq := uint64(1); seq <= 5; seq++ {
-		if cur, err = s.Advance(ctx, "agent/1", cur, receipt.Head{Sequence: seq, Digest: d(seq)}); err != nil {
+		if cur, err = s.Advance(ctx, "agent/1", cur, ledger.Head{Sequence: seq, Digest: d(seq)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -45,13 +74,13 @@ func TestAdvanceComparesAndKeepsLastDigests(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		base State
-		next receipt.Head
+		next ledger.Head
 		err  error
 	}{
-		{"stale version", State{Head: receipt.Head{Sequence: 4, Digest: d(4)}, Version: 1}, receipt.Head{Sequence: 5, Digest: "sha256:other"}, ErrConflict},
-		{"absent expected but present", State{Head: receipt.Head{Sequence: 5, Digest: d(5)}}, receipt.Head{Sequence: 6, Digest: d(6)}, ErrConflict},
-		{"skips a sequence", cur, receipt.Head{Sequence: 7, Digest: d(7)}, ErrInvalid},
-		{"no digest", cur, receipt.Head{Sequence: 6}, ErrInvalid},
+		{"stale version", State{Head: ledger.Head{Sequence: 4, Digest: d(4)}, Version: 1}, ledger.Head{Sequence: 5, Digest: "sha256:other"}, ErrConflict},
+		{"absent expected but present", State{Head: ledger.Head{Sequence: 5, Digest: d(5)}}, ledger.Head{Sequence: 6, Digest: d(6)}, ErrConflict},
+		{"skips a sequence", cur, ledger.Head{Sequence: 7, Digest: d(7)}, ErrInvalid},
+		{"no digest", cur, ledger.Head{Sequence: 6}, ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now, err := s.Advance(ctx, "agent/1", tc.base, tc.next)
@@ -69,8 +98,15 @@ func TestAdvanceComparesAndKeepsLastDigests(t *testing.T) {
 }
 
 func TestRacingAdvancesOneWins(t *testing.T) {
-	cli, _ := etcdtest.Etcd(t)
-	a, b := New(cli, Options{}), New(etcdtest.Client(t, cli.Endpoints()...), Options{})
+	for name, impl := range implementations() {
+		t.Run(name, func(t *testing.T) {
+			a, b := impl(t, Options{})
+			testRacingAdvancesOneWins(t, a, b)
+		})
+	}
+}
+
+func testRacingAdvancesOneWins(t *testing.T, a, b heads) {
 	ctx := context.Background()
 	for seq := uint64(1); seq <= 20; seq++ {
 		base, err := a.Get(ctx, "agent-1")
@@ -78,9 +114,9 @@ func TestRacingAdvancesOneWins(t *testing.T) {
 			t.Fatal(err)
 		}
 		errs := make(chan error, 2)
-		for i, s := range []*Store{a, b} {
+		for i, s := range []heads{a, b} {
 			go func() {
-				_, err := s.Advance(ctx, "agent-1", base, receipt.Head{Sequence: seq, Digest: fmt.Sprintf("sha256:%d-%d", seq, i)})
+				_, err := s.Advance(ctx, "agent-1", base, ledger.Head{Sequence: seq, Digest: fmt.Sprintf("sha256:%d-%d", seq, i)})
 				errs <- err
 			}()
 		}
@@ -103,11 +139,15 @@ func TestUnavailable(t *testing.T) {
 	if _, _, err := s.BatchDigest(ctx, "agent-1", 1); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("BatchDigest: %v", err)
 	}
-	if _, err := s.Advance(ctx, "agent-1", State{}, receipt.Head{Sequence: 1, Digest: d(1)}); !errors.Is(err, ErrUnavailable) {
+	if _, err := s.Advance(ctx, "agent-1", State{}, ledger.Head{Sequence: 1, Digest: d(1)}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Advance: %v", err)
 	}
 	if failures != 3 {
 		t.Fatalf("OnError called %d times, want 3", failures)
+	}
+	// The cause stays visible beside the sentinel.
+	if _, err := s.Get(ctx, "agent-1"); !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Get: %v, want ErrUnavailable wrapping the deadline", err)
 	}
 }
 

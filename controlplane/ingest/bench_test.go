@@ -10,8 +10,6 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/mcpready/mcpready/agent/receipt"
-	"github.com/mcpready/mcpready/agent/receipt/receipttest"
 	"github.com/mcpready/mcpready/agent/spool"
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/aggregate"
@@ -19,32 +17,34 @@ import (
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/etcdtest"
+	"github.com/mcpready/mcpready/ledger"
+	"github.com/mcpready/mcpready/ledger/ledgertest"
 	"github.com/mcpready/mcpready/sign"
 )
 
 // chain signs n consecutive batches of size receipts for agent.
 func chain(b *testing.B, k crypto.Signer, agent string, n, size int) []*mcpreadyv1.UploadBatchesRequest {
 	var out []*mcpreadyv1.UploadBatchesRequest
-	head := receipt.Head{}
+	head := ledger.Head{}
 	at := time.Now()
 	for s := 0; s < n; s++ {
-		rb := &mcpreadyv1.ReceiptBatch{AgentId: agent, Sequence: head.Sequence + 1, BatchId: receipt.NewID(), PrevBatchDigest: head.Digest, CreatedAt: timestamppb.New(at)}
+		rb := &mcpreadyv1.ReceiptBatch{AgentId: agent, Sequence: head.Sequence + 1, BatchId: ledger.NewID(), PrevBatchDigest: head.Digest, CreatedAt: timestamppb.New(at)}
 		req := &mcpreadyv1.UploadBatchesRequest{BatchId: rb.BatchId, Sequence: rb.Sequence}
 		for i := 0; i < size; i++ {
-			e, err := receipt.Encode(receipttest.Realistic(s*size+i, at))
+			e, err := ledger.Encode(ledgertest.Realistic(s*size+i, at))
 			if err != nil {
 				b.Fatal(err)
 			}
 			req.Receipts = append(req.Receipts, e)
-			rb.ReceiptDigests = append(rb.ReceiptDigests, receipt.Digest(e))
+			rb.ReceiptDigests = append(rb.ReceiptDigests, ledger.Digest(e))
 		}
-		bundle, _, err := sign.Sign(artifact.New(artifact.KindReceiptBatch, receipt.BatchName(agent, rb.Sequence), rb), k)
+		bundle, _, err := sign.Sign(artifact.New(artifact.KindReceiptBatch, ledger.BatchName(agent, rb.Sequence), rb), k)
 		if err != nil {
 			b.Fatal(err)
 		}
 		req.Bundle = bundle
 		out = append(out, req)
-		head = receipt.Head{Sequence: rb.Sequence, Digest: artifact.Digest(bundle)}
+		head = ledger.Head{Sequence: rb.Sequence, Digest: artifact.Digest(bundle)}
 	}
 	return out
 }
@@ -85,14 +85,14 @@ func benchIngest(b *testing.B, heads Heads) {
 	b.SetBytes(int64(bytes + len(reqs[0].Bundle)))
 	runtime.GC() // collect the setup's garbage outside the measurement
 	b.ResetTimer()
-	start, cpu := time.Now(), receipttest.CPUTime()
+	start, cpu := time.Now(), ledgertest.CPUTime()
 	for i := 0; i < b.N; i++ {
 		if _, err := svc.Ingest(nil, reqs[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(b.N*size)/time.Since(start).Seconds(), "receipts/s")
-	b.ReportMetric(float64(b.N*size)/(receipttest.CPUTime()-cpu).Seconds(), "receipts/cpu-s")
+	b.ReportMetric(float64(b.N*size)/(ledgertest.CPUTime()-cpu).Seconds(), "receipts/cpu-s")
 }
 
 type discard struct{}
@@ -131,7 +131,7 @@ func BenchmarkIngestStages(b *testing.B) {
 	var rs []*mcpreadyv1.Receipt
 	b.Run("receipts-open", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if rs, err = receipt.OpenSummary(v.Object.Metadata.Name, rb, req.Receipts); err != nil {
+			if rs, err = ledger.OpenSummary(v.Object.Metadata.Name, rb, req.Receipts); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -149,7 +149,7 @@ func BenchmarkIngestStages(b *testing.B) {
 		}
 		defer st.Close()
 		for i := 0; i < b.N; i++ {
-			if _, err := st.Append(&receiptstore.Batch{AgentID: "agent-1", Sequence: uint64(i + 1), BatchID: fmt.Sprint(i), Digest: "d", Bundle: bundle, Receipts: req.Receipts, Decoded: rs, Digests: rb.ReceiptDigests, Received: time.Now()}); err != nil {
+			if _, err := st.Append(&ledger.Batch{AgentID: "agent-1", Sequence: uint64(i + 1), BatchID: fmt.Sprint(i), Digest: "d", Bundle: bundle, Receipts: req.Receipts, Received: time.Now()}, rs, rb.ReceiptDigests); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -25,6 +25,8 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/ledger"
+	"github.com/mcpready/mcpready/ledger/ledgertest"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -139,7 +141,7 @@ func openSpool(t testing.TB, dir string, k crypto.Signer) *spool.Spool {
 }
 
 func mk(i int) *mcpreadyv1.Receipt {
-	r := receipt.Builder{EmitterID: "agent-1"}.Start(time.Now())
+	r := ledgertest.Receipt("agent-1", time.Now())
 	r.Requested = fmt.Sprintf("docs_lookup#%d", i)
 	r.WorkflowId = "wf-1"
 	r.Selected = &mcpreadyv1.Selection{ServerName: "docs-a", ToolName: "lookup"}
@@ -218,7 +220,7 @@ func TestControlPlaneCrashBetweenStoreAndAck(t *testing.T) {
 	sp.Flush()
 	// The control plane stores two batches but dies before acknowledging.
 	for _, b := range sp.Pending(0)[:2] {
-		if _, err := cp.svc.Ingest(nil, &mcpreadyv1.UploadBatchesRequest{BatchId: b.ID, Sequence: b.Sequence, Bundle: b.Bundle, Receipts: b.Receipts}); err != nil {
+		if _, err := cp.svc.Ingest(nil, b.UploadRequest()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -278,14 +280,14 @@ type sealed struct {
 }
 
 func seal(t *testing.T, k crypto.Signer, agent string, seq uint64, prev string, rs ...*mcpreadyv1.Receipt) sealed {
-	b := &mcpreadyv1.ReceiptBatch{AgentId: agent, Sequence: seq, BatchId: receipt.NewID(), PrevBatchDigest: prev, CreatedAt: timestamppb.Now()}
+	b := &mcpreadyv1.ReceiptBatch{AgentId: agent, Sequence: seq, BatchId: ledger.NewID(), PrevBatchDigest: prev, CreatedAt: timestamppb.Now()}
 	var enc [][]byte
 	for _, r := range rs {
-		e, _ := receipt.Encode(r)
+		e, _ := ledger.Encode(r)
 		enc = append(enc, e)
-		b.ReceiptDigests = append(b.ReceiptDigests, receipt.Digest(e))
+		b.ReceiptDigests = append(b.ReceiptDigests, ledger.Digest(e))
 	}
-	return sealed{b, signBatch(t, k, receipt.BatchName(agent, seq), b), enc}
+	return sealed{b, signBatch(t, k, ledger.BatchName(agent, seq), b), enc}
 }
 
 func signBatch(t *testing.T, k crypto.Signer, name string, b *mcpreadyv1.ReceiptBatch) []byte {
@@ -324,7 +326,7 @@ func TestRejectsBadBatches(t *testing.T) {
 	edited := seal(t, p.agent, "agent-1", 3, d2, mk(3), mk(4))
 	r := mk(3)
 	r.Requested = "something else"
-	edited.receipts[0], _ = receipt.Encode(r) // no longer hashes to its signed digest
+	edited.receipts[0], _ = ledger.Encode(r) // no longer hashes to its signed digest
 	removed := seal(t, p.agent, "agent-1", 3, d2, mk(3), mk(4))
 	removed.receipts = removed.receipts[1:]
 	misnamed := seal(t, p.agent, "agent-1", 3, d2, mk(3))
@@ -346,13 +348,13 @@ func TestRejectsBadBatches(t *testing.T) {
 		{"key of another agent", "agent-1", mk3(p.other, "agent-1", 3, d2), string(sign.ReasonOutOfScope)},
 		{"node uploads another agent's batch", "agent-1", mk3(p.other, "agent-2", 1, ""), ReasonAgentMismatch},
 		{"tampered bundle", "agent-1", tampered, "bad-signature|malformed"},
-		{"edited receipt", "agent-1", edited, string(receipt.ReasonDigestMismatch)},
-		{"removed receipt", "agent-1", removed, string(receipt.ReasonDigestMismatch)},
-		{"receipts inlined in the manifest", "agent-1", inlined, string(receipt.ReasonDigestMismatch)},
-		{"name does not match", "agent-1", misnamed, string(receipt.ReasonBadName)},
-		{"gap", "agent-1", mk3(p.agent, "agent-1", 4, d2), string(receipt.ReasonGap)},
-		{"fork: wrong previous digest", "agent-1", mk3(p.agent, "agent-1", 3, d1), string(receipt.ReasonFork)},
-		{"fork: other batch at stored sequence", "agent-1", mk3(p.agent, "agent-1", 2, d1), string(receipt.ReasonFork)},
+		{"edited receipt", "agent-1", edited, string(ledger.ReasonDigestMismatch)},
+		{"removed receipt", "agent-1", removed, string(ledger.ReasonDigestMismatch)},
+		{"receipts inlined in the manifest", "agent-1", inlined, string(ledger.ReasonDigestMismatch)},
+		{"name does not match", "agent-1", misnamed, string(ledger.ReasonBadName)},
+		{"gap", "agent-1", mk3(p.agent, "agent-1", 4, d2), string(ledger.ReasonGap)},
+		{"fork: wrong previous digest", "agent-1", mk3(p.agent, "agent-1", 3, d1), string(ledger.ReasonFork)},
+		{"fork: other batch at stored sequence", "agent-1", mk3(p.agent, "agent-1", 2, d1), string(ledger.ReasonFork)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := up(tc.node, tc.batch)
@@ -412,7 +414,7 @@ func TestSecretNeverStoredExportedOrLogged(t *testing.T) {
 	sp.Flush()
 	ship(t, cp.addr, sp)
 	var export bytes.Buffer
-	cp.store.Export(time.Time{}, "", func(b *receiptstore.Batch) error {
+	cp.store.Export(time.Time{}, "", func(b *ledger.Batch) error {
 		export.Write(b.Bundle)
 		for _, r := range b.Receipts {
 			export.Write(r)
@@ -470,7 +472,7 @@ func TestQueryTailExportRPCs(t *testing.T) {
 		t.Fatalf("tail %d", n)
 	}
 	ex, _ := c.ExportBatches(ctx, &mcpreadyv1.ExportBatchesRequest{})
-	var head receipt.Head
+	var head ledger.Head
 	for {
 		m, err := ex.Recv()
 		if err != nil {
@@ -481,13 +483,13 @@ func TestQueryTailExportRPCs(t *testing.T) {
 			t.Fatal(err)
 		}
 		rb := v.Object.Spec.(*mcpreadyv1.ReceiptBatch)
-		if _, err := receipt.Open(v.Object.Metadata.Name, rb, m.Receipts); err != nil {
+		if _, err := ledger.Open(v.Object.Metadata.Name, rb, m.Receipts); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := head.Next(rb, artifact.Digest(m.Bundle), nil); err != nil {
 			t.Fatal(err)
 		}
-		head = receipt.Head{Sequence: m.Sequence, Digest: artifact.Digest(m.Bundle)}
+		head = ledger.Head{Sequence: m.Sequence, Digest: artifact.Digest(m.Bundle)}
 	}
 	if head.Sequence != 2 {
 		t.Fatalf("exported through %d", head.Sequence)

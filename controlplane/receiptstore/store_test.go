@@ -13,10 +13,10 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/recordio"
+	"github.com/mcpready/mcpready/ledger"
 )
 
 var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
@@ -24,9 +24,9 @@ var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 // mkBatch builds agent's batch seq with n receipts; receipt i of it is
 // emitted at t0+seq minutes+i seconds, workflow "wf-<seq%2>", tool
 // "tool-<i%2>".
-func mkBatch(agent string, seq uint64, n int) *Batch {
+func mkBatch(agent string, seq uint64, n int) *ledger.Batch {
 	bundle := []byte(fmt.Sprintf(`{"bundle":"%s/%d"}`, agent, seq))
-	b := &Batch{AgentID: agent, Sequence: seq, BatchID: fmt.Sprintf("%s-b%d", agent, seq), Digest: artifact.Digest(bundle), Bundle: bundle, Received: t0.Add(time.Duration(seq) * time.Minute)}
+	b := &ledger.Batch{AgentID: agent, Sequence: seq, BatchID: fmt.Sprintf("%s-b%d", agent, seq), Digest: artifact.Digest(bundle), Bundle: bundle, Received: t0.Add(time.Duration(seq) * time.Minute)}
 	for i := 0; i < n; i++ {
 		b.Receipts = append(b.Receipts, enc(&mcpreadyv1.Receipt{ReceiptId: fmt.Sprintf("%s-%d-%d", agent, seq, i), WorkflowId: fmt.Sprintf("wf-%d", seq%2),
 			EmittedAt: timestamppb.New(t0.Add(time.Duration(seq)*time.Minute + time.Duration(i)*time.Second)),
@@ -36,7 +36,7 @@ func mkBatch(agent string, seq uint64, n int) *Batch {
 }
 
 func enc(r *mcpreadyv1.Receipt) []byte {
-	b, err := receipt.Encode(r)
+	b, err := ledger.Encode(r)
 	if err != nil {
 		panic(err)
 	}
@@ -69,7 +69,7 @@ func TestQueryAndReopen(t *testing.T) {
 	s := openT(t, dir, func(o *Options) { o.SegmentBytes = 512 })
 	for seq := uint64(1); seq <= 4; seq++ {
 		for _, a := range []string{"a1", "a2"} {
-			if res, err := s.Append(mkBatch(a, seq, 4)); err != nil || res.Duplicate {
+			if res, err := s.Append(mkBatch(a, seq, 4), nil, nil); err != nil || res.Duplicate {
 				t.Fatal(res, err)
 			}
 		}
@@ -124,20 +124,20 @@ func TestDuplicateAndConflict(t *testing.T) {
 	s := openT(t, t.TempDir(), nil)
 	defer s.Close()
 	b := mkBatch("a1", 1, 3)
-	s.Append(b)
-	res, err := s.Append(mkBatch("a1", 1, 3))
+	s.Append(b, nil, nil)
+	res, err := s.Append(mkBatch("a1", 1, 3), nil, nil)
 	if err != nil || !res.Duplicate {
 		t.Fatal(res, err)
 	}
 	other := mkBatch("a1", 1, 3)
 	other.Digest = "sha256:other"
-	if _, err := s.Append(other); !errors.Is(err, ErrConflict) {
+	if _, err := s.Append(other, nil, nil); !errors.Is(err, ErrConflict) {
 		t.Fatal(err)
 	}
 	// Receipts already stored under another batch are indexed once.
 	again := mkBatch("a1", 2, 3)
 	again.Receipts[0] = enc(&mcpreadyv1.Receipt{ReceiptId: "a1-1-0"})
-	res, err = s.Append(again)
+	res, err = s.Append(again, nil, nil)
 	if err != nil || res.DuplicateReceipts != 1 {
 		t.Fatal(res, err)
 	}
@@ -150,7 +150,7 @@ func TestTruncatedSegmentRecovered(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir, nil)
 	for seq := uint64(1); seq <= 3; seq++ {
-		s.Append(mkBatch("a1", seq, 2))
+		s.Append(mkBatch("a1", seq, 2), nil, nil)
 	}
 	s.Close()
 	names, _ := filepath.Glob(filepath.Join(dir, "receipts-*.log"))
@@ -166,7 +166,7 @@ func TestTruncatedSegmentRecovered(t *testing.T) {
 		t.Fatalf("head %+v, want sequence 2", h)
 	}
 	// The lost batch was never acknowledged; its resend is accepted.
-	if res, err := s.Append(mkBatch("a1", 3, 2)); err != nil || res.Duplicate {
+	if res, err := s.Append(mkBatch("a1", 3, 2), nil, nil); err != nil || res.Duplicate {
 		t.Fatal(res, err)
 	}
 	if st := s.Stats(); st.Receipts != 6 {
@@ -183,9 +183,9 @@ func TestRetentionKeepsHeads(t *testing.T) {
 		o.Now = func() time.Time { return now }
 	})
 	for seq := uint64(1); seq <= 8; seq++ {
-		s.Append(mkBatch("a1", seq, 2))
+		s.Append(mkBatch("a1", seq, 2), nil, nil)
 	}
-	s.Append(mkBatch("a2", 1, 2))
+	s.Append(mkBatch("a2", 1, 2), nil, nil)
 	n, err := s.ApplyRetention()
 	if err != nil || n == 0 {
 		t.Fatal(n, err)
@@ -210,7 +210,7 @@ func TestRetentionKeepsHeads(t *testing.T) {
 func TestTailFollowAndExport(t *testing.T) {
 	s := openT(t, t.TempDir(), nil)
 	defer s.Close()
-	s.Append(mkBatch("a1", 1, 3))
+	s.Append(mkBatch("a1", 1, 3), nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan string, 10)
 	done := make(chan error)
@@ -220,7 +220,7 @@ func TestTailFollowAndExport(t *testing.T) {
 	want := []string{"a1-1-1", "a1-1-2", "a1-2-0", "a1-2-1"}
 	for i, w := range want {
 		if i == 2 {
-			s.Append(mkBatch("a1", 2, 2))
+			s.Append(mkBatch("a1", 2, 2), nil, nil)
 		}
 		select {
 		case g := <-got:
@@ -234,7 +234,7 @@ func TestTailFollowAndExport(t *testing.T) {
 	cancel()
 	<-done
 	var exported []string
-	s.Export(t0.Add(2*time.Minute), "", func(b *Batch) error {
+	s.Export(t0.Add(2*time.Minute), "", func(b *ledger.Batch) error {
 		exported = append(exported, string(b.Bundle))
 		return nil
 	})
@@ -244,7 +244,7 @@ func TestTailFollowAndExport(t *testing.T) {
 }
 
 // batchPayload is b's record payload (encodeBatch without the frame).
-func batchPayload(b *Batch) []byte { return encodeBatch(b)[recordio.HeaderSize:] }
+func batchPayload(b *ledger.Batch) []byte { return encodeBatch(b)[recordio.HeaderSize:] }
 
 func FuzzDecodeBatch(f *testing.F) {
 	f.Add(batchPayload(mkBatch("a1", 1, 2)))

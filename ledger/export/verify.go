@@ -1,103 +1,16 @@
-// Package export reads, writes and verifies receipt exports: JSON lines,
-// one signed receipt batch per line: the Sigstore bundle of the signed
-// manifest embedded byte for byte as it was signed (bundles are
-// single-line canonical JSON) and the receipts exactly as stored
-// (protobuf, base64 in JSON).
-//
-// Verify checks an export offline: every bundle's signature, that every
-// receipt hashes to its signed digest, and that each agent's chain has no
-// gap, fork, reordering or replay. It names the first batch that fails.
-// VerifyAll does the same over several exports of the same chains (one per
-// control-plane replica).
-// It does not fetch anything; keys come from the caller.
 package export
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
 
-	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/ledger"
 	"github.com/mcpready/mcpready/sign"
 )
-
-// Line is one exported batch.
-type Line struct {
-	BatchID  string          `json:"batchId"`
-	AgentID  string          `json:"agentId"`
-	Sequence uint64          `json:"sequence"`
-	Bundle   json.RawMessage `json:"bundle"`
-	// Receipts are the protobuf-encoded receipts in the order of the
-	// manifest's receipt_digests.
-	Receipts [][]byte `json:"receipts"`
-}
-
-// MaxLine bounds one line (64 MiB).
-const MaxLine = 64 << 20
-
-// ErrFormat is a malformed export.
-var ErrFormat = errors.New("malformed receipt export")
-
-// Write writes one line. bundle must be single-line JSON (as sign.Sign
-// produces).
-func Write(w io.Writer, l Line) error {
-	if !json.Valid(l.Bundle) || bytes.ContainsAny(l.Bundle, "\r\n") {
-		return fmt.Errorf("%w: batch %s: bundle is not single-line JSON", ErrFormat, l.BatchID)
-	}
-	b, err := json.Marshal(l)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
-}
-
-// Read calls fn for each line (numbered from 1). Blank lines are skipped;
-// unknown fields, a missing bundle or trailing data are errors.
-func Read(r io.Reader, fn func(lineNo int, l Line) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<20), MaxLine)
-	for n := 1; sc.Scan(); n++ {
-		text := bytes.TrimSpace(sc.Bytes())
-		if len(text) == 0 {
-			continue
-		}
-		l, err := parseLine(text)
-		if err != nil {
-			return fmt.Errorf("%w: line %d: %v", ErrFormat, n, err)
-		}
-		if err := fn(n, l); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%w: %v", ErrFormat, err)
-	}
-	return nil
-}
-
-func parseLine(text []byte) (Line, error) {
-	dec := json.NewDecoder(bytes.NewReader(text))
-	dec.DisallowUnknownFields()
-	var l Line
-	if err := dec.Decode(&l); err != nil {
-		return Line{}, err
-	}
-	if dec.More() {
-		return Line{}, errors.New("trailing data")
-	}
-	if len(l.Bundle) == 0 || l.Bundle[0] != '{' {
-		return Line{}, errors.New("bundle must be a JSON object")
-	}
-	l.Bundle = bytes.Clone(l.Bundle)
-	return l, nil
-}
 
 // Failure names the batch that failed verification.
 type Failure struct {
@@ -107,7 +20,7 @@ type Failure struct {
 	BatchID  string
 	AgentID  string
 	Sequence uint64
-	// Reason is a sign.Reason, a receipt.ChainReason, "mismatch" or
+	// Reason is a sign.Reason, a ledger.ChainReason, "mismatch" or
 	// "reordered".
 	Reason string
 	Detail string
@@ -151,7 +64,7 @@ func Verify(r io.Reader, verify Verifier) ([]AgentSummary, error) {
 // verified is one batch whose signature and receipts checked out.
 type verified struct {
 	input, line int
-	l           Line // without receipts
+	l           ledger.Batch // without receipts
 	batch       *mcpreadyv1.ReceiptBatch
 	digest      string
 	receipts    int
@@ -173,7 +86,7 @@ func VerifyAll(inputs []Input, verify Verifier) ([]AgentSummary, error) {
 	for in, input := range inputs {
 		last := map[string]uint64{}          // agent -> last sequence in this input
 		seen := map[string]map[uint64]bool{} // agent -> sequences in this input
-		err := Read(input.R, func(n int, l Line) error {
+		err := Read(input.R, func(n int, l ledger.Batch) error {
 			fail := func(reason, format string, args ...any) error {
 				return &Failure{Input: input.Name, Line: n, BatchID: l.BatchID, AgentID: l.AgentID, Sequence: l.Sequence, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 			}
@@ -192,12 +105,12 @@ func VerifyAll(inputs []Input, verify Verifier) ([]AgentSummary, error) {
 			if b.BatchId != l.BatchID || b.AgentId != l.AgentID || b.Sequence != l.Sequence {
 				return fail("mismatch", "line says %s/%s/%d, signed batch is %s/%s/%d", l.AgentID, l.BatchID, l.Sequence, b.AgentId, b.BatchId, b.Sequence)
 			}
-			if _, err := receipt.Open(v.Object.Metadata.Name, b, l.Receipts); err != nil {
+			if _, err := ledger.Open(v.Object.Metadata.Name, b, l.Receipts); err != nil {
 				return chainFailure(fail, err)
 			}
 			if len(inputs) > 1 { // one export is checked in its own order below
 				if seen[b.AgentId][b.Sequence] {
-					return fail(string(receipt.ReasonReplay), "batch repeated in the export")
+					return fail(string(ledger.ReasonReplay), "batch repeated in the export")
 				}
 				if prev, ok := last[b.AgentId]; ok && b.Sequence < prev {
 					return fail("reordered", "sequence %d after %d in the same export", b.Sequence, prev)
@@ -235,7 +148,7 @@ func VerifyAll(inputs []Input, verify Verifier) ([]AgentSummary, error) {
 	}
 	type chainState struct {
 		sum  *AgentSummary
-		head receipt.Head
+		head ledger.Head
 		seen map[uint64]verified
 	}
 	chains := map[string]*chainState{}
@@ -248,7 +161,7 @@ func VerifyAll(inputs []Input, verify Verifier) ([]AgentSummary, error) {
 		c := chains[b.AgentId]
 		if c == nil {
 			c = &chainState{sum: &AgentSummary{AgentID: b.AgentId, FirstSeq: b.Sequence, StartsMidChain: b.Sequence > 1, FirstPrevBatchDigest: b.PrevBatchDigest},
-				head: receipt.Head{Sequence: b.Sequence - 1, Digest: b.PrevBatchDigest}, seen: map[uint64]verified{}}
+				head: ledger.Head{Sequence: b.Sequence - 1, Digest: b.PrevBatchDigest}, seen: map[uint64]verified{}}
 			chains[b.AgentId] = c
 		}
 		if prev, ok := c.seen[b.Sequence]; ok && prev.digest == e.digest && prev.input != e.input {
@@ -256,12 +169,12 @@ func VerifyAll(inputs []Input, verify Verifier) ([]AgentSummary, error) {
 		}
 		dup, err := c.head.Next(b, e.digest, func(seq uint64) (string, bool) { v, ok := c.seen[seq]; return v.digest, ok })
 		if dup {
-			return nil, fail(string(receipt.ReasonReplay), "batch repeated in the export")
+			return nil, fail(string(ledger.ReasonReplay), "batch repeated in the export")
 		}
 		if err != nil {
 			return nil, chainFailure(fail, err)
 		}
-		c.head = receipt.Head{Sequence: b.Sequence, Digest: e.digest}
+		c.head = ledger.Head{Sequence: b.Sequence, Digest: e.digest}
 		c.seen[b.Sequence] = e
 		c.sum.Batches++
 		c.sum.Receipts += e.receipts
@@ -279,7 +192,7 @@ func VerifyAll(inputs []Input, verify Verifier) ([]AgentSummary, error) {
 }
 
 func chainFailure(fail func(string, string, ...any) error, err error) error {
-	var ce *receipt.ChainError
+	var ce *ledger.ChainError
 	if errors.As(err, &ce) {
 		return fail(string(ce.Reason), "%s", ce.Detail)
 	}

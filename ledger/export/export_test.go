@@ -13,42 +13,43 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/ledger"
+	"github.com/mcpready/mcpready/ledger/ledgertest"
 	"github.com/mcpready/mcpready/sign"
 )
 
 // lines signs a chain of n batches of 3 receipts for agent.
-func lines(t testing.TB, k crypto.Signer, agent string, n int) []Line {
-	var out []Line
-	head := receipt.Head{}
+func lines(t testing.TB, k crypto.Signer, agent string, n int) []ledger.Batch {
+	var out []ledger.Batch
+	head := ledger.Head{}
 	for s := 1; s <= n; s++ {
 		b := &mcpreadyv1.ReceiptBatch{AgentId: agent, Sequence: uint64(s), BatchId: fmt.Sprintf("%s-b%d", agent, s), PrevBatchDigest: head.Digest, CreatedAt: timestamppb.Now()}
 		var enc [][]byte
 		for i := 0; i < 3; i++ {
-			e, _ := receipt.Encode(mkReceipt(agent, s, i, ""))
+			e, _ := ledger.Encode(mkReceipt(agent, s, i, ""))
 			enc = append(enc, e)
-			b.ReceiptDigests = append(b.ReceiptDigests, receipt.Digest(e))
+			b.ReceiptDigests = append(b.ReceiptDigests, ledger.Digest(e))
 		}
-		bundle, _, err := sign.Sign(artifact.New(artifact.KindReceiptBatch, receipt.BatchName(agent, b.Sequence), b), k)
+		bundle, _, err := sign.Sign(artifact.New(artifact.KindReceiptBatch, ledger.BatchName(agent, b.Sequence), b), k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, Line{BatchID: b.BatchId, AgentID: agent, Sequence: b.Sequence, Bundle: bundle, Receipts: enc})
-		head = receipt.Head{Sequence: b.Sequence, Digest: artifact.Digest(bundle)}
+		out = append(out, ledger.Batch{BatchID: b.BatchId, AgentID: agent, Sequence: b.Sequence, Bundle: bundle, Receipts: enc})
+		head = ledger.Head{Sequence: b.Sequence, Digest: artifact.Digest(bundle)}
 	}
 	return out
 }
 
 func mkReceipt(agent string, s, i int, suffix string) *mcpreadyv1.Receipt {
-	r := receipt.Builder{EmitterID: agent}.Start(time.Unix(1000, 0))
+	r := ledgertest.Receipt(agent, time.Unix(1000, 0))
 	r.ReceiptId = fmt.Sprintf("%s-%d-%d", agent, s, i)
 	r.Requested = fmt.Sprintf("docs_lookup#%d-%d%s", s, i, suffix)
 	return r
 }
 
-func encode(t testing.TB, ls []Line) []byte {
+func encode(t testing.TB, ls []ledger.Batch) []byte {
 	var buf bytes.Buffer
 	for _, l := range ls {
 		if err := Write(&buf, l); err != nil {
@@ -88,33 +89,37 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	if sum, err := Verify(bytes.NewReader(encode(t, good[2:4])), byKey); err != nil || !sum[0].StartsMidChain {
 		t.Fatal(sum, err)
 	}
-	mut := func(f func([]Line) []Line) []Line { return f(append([]Line(nil), good...)) }
-	edited := mut(func(ls []Line) []Line {
+	mut := func(f func([]ledger.Batch) []ledger.Batch) []ledger.Batch {
+		return f(append([]ledger.Batch(nil), good...))
+	}
+	edited := mut(func(ls []ledger.Batch) []ledger.Batch {
 		ls[1].Receipts = append([][]byte(nil), ls[1].Receipts...)
-		ls[1].Receipts[1], _ = receipt.Encode(mkReceipt("agent-1", 2, 1, "X"))
+		ls[1].Receipts[1], _ = ledger.Encode(mkReceipt("agent-1", 2, 1, "X"))
 		return ls
 	})
-	removedReceipt := mut(func(ls []Line) []Line { ls[2].Receipts = ls[2].Receipts[1:]; return ls })
-	editedManifest := mut(func(ls []Line) []Line {
+	removedReceipt := mut(func(ls []ledger.Batch) []ledger.Batch { ls[2].Receipts = ls[2].Receipts[1:]; return ls })
+	editedManifest := mut(func(ls []ledger.Batch) []ledger.Batch {
 		ls[0].Bundle = editPayload(t, ls[0].Bundle, func(p string) string { return strings.Replace(p, `"sequence":"1"`, `"sequence":"1" `, 1) + " " })
 		return ls
 	})
-	resigned := mut(func(ls []Line) []Line { ls[1] = lines(t, other, "agent-1", 2)[1]; return ls })
+	resigned := mut(func(ls []ledger.Batch) []ledger.Batch { ls[1] = lines(t, other, "agent-1", 2)[1]; return ls })
 	for _, tc := range []struct {
 		name   string
-		ls     []Line
+		ls     []ledger.Batch
 		batch  string
 		reason string
 	}{
 		{"edited receipt", edited, "agent-1-b2", "receipt-digest-mismatch"},
 		{"removed receipt", removedReceipt, "agent-1-b3", "receipt-digest-mismatch"},
 		{"edited manifest", editedManifest, "agent-1-b1", "bad-signature"},
-		{"removed batch", mut(func(ls []Line) []Line { return append(ls[:1], ls[2:]...) }), "agent-1-b3", "gap"},
-		{"reordered batches", mut(func(ls []Line) []Line { ls[1], ls[2] = ls[2], ls[1]; return ls }), "agent-1-b3", "gap"},
-		{"replayed batch", mut(func(ls []Line) []Line { return append(ls[:4], append([]Line{ls[1]}, ls[4:]...)...) }), "agent-1-b2", "replay"},
-		{"batch from a forked chain", mut(func(ls []Line) []Line { f := lines(t, k, "agent-1", 4); ls[2] = f[2]; return ls }), "agent-1-b3", "fork"},
+		{"removed batch", mut(func(ls []ledger.Batch) []ledger.Batch { return append(ls[:1], ls[2:]...) }), "agent-1-b3", "gap"},
+		{"reordered batches", mut(func(ls []ledger.Batch) []ledger.Batch { ls[1], ls[2] = ls[2], ls[1]; return ls }), "agent-1-b3", "gap"},
+		{"replayed batch", mut(func(ls []ledger.Batch) []ledger.Batch {
+			return append(ls[:4], append([]ledger.Batch{ls[1]}, ls[4:]...)...)
+		}), "agent-1-b2", "replay"},
+		{"batch from a forked chain", mut(func(ls []ledger.Batch) []ledger.Batch { f := lines(t, k, "agent-1", 4); ls[2] = f[2]; return ls }), "agent-1-b3", "fork"},
 		{"signed by another key", resigned, "agent-1-b2", "unknown-key"},
-		{"line header lies", mut(func(ls []Line) []Line { ls[0].Sequence = 7; return ls }), "agent-1-b1", "mismatch"},
+		{"line header lies", mut(func(ls []ledger.Batch) []ledger.Batch { ls[0].Sequence = 7; return ls }), "agent-1-b1", "mismatch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Verify(bytes.NewReader(encode(t, tc.ls)), byKey)
@@ -131,11 +136,11 @@ func TestVerifyDetectsTampering(t *testing.T) {
 
 func TestReadRejectsMalformed(t *testing.T) {
 	for _, in := range []string{`{"batchId":"x"}`, `{"batchId":"x","bundle":"str"}`, `{"bundle":{},"extra":1}`, `{"bundle":{}} {}`, `nope`} {
-		if err := Read(strings.NewReader(in), func(int, Line) error { return nil }); !errors.Is(err, ErrFormat) {
+		if err := Read(strings.NewReader(in), func(int, ledger.Batch) error { return nil }); !errors.Is(err, ErrFormat) {
 			t.Errorf("%s: %v", in, err)
 		}
 	}
-	if err := Write(&bytes.Buffer{}, Line{Bundle: []byte("{\n}")}); err == nil {
+	if err := Write(&bytes.Buffer{}, ledger.Batch{Bundle: []byte("{\n}")}); err == nil {
 		t.Error("multi-line bundle written")
 	}
 }
@@ -143,7 +148,7 @@ func TestReadRejectsMalformed(t *testing.T) {
 func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"batchId":"b","agentId":"a","sequence":1,"bundle":{"x":1}}` + "\n\n" + `{"bundle":{}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		Read(bytes.NewReader(data), func(_ int, l Line) error {
+		Read(bytes.NewReader(data), func(_ int, l ledger.Batch) error {
 			if !json.Valid(l.Bundle) || l.Bundle[0] != '{' {
 				t.Fatalf("invalid bundle passed: %q", l.Bundle)
 			}
@@ -161,7 +166,9 @@ func TestVerifyAllMergesReplicas(t *testing.T) {
 	c := lines(t, k, "agent-1", 5) // b1..b5
 	other := lines(t, k, "agent-2", 2)
 	forked := lines(t, k, "agent-1", 5)
-	in := func(name string, ls ...Line) Input { return Input{Name: name, R: bytes.NewReader(encode(t, ls))} }
+	in := func(name string, ls ...ledger.Batch) Input {
+		return Input{Name: name, R: bytes.NewReader(encode(t, ls))}
+	}
 
 	sum, err := VerifyAll([]Input{in("a", c[0], c[2], other[0], c[3]), in("b", c[1], c[2], other[1], c[4])}, byKey)
 	if err != nil {
@@ -198,7 +205,7 @@ func TestVerifyNamesFirstFailure(t *testing.T) {
 	other, _ := sign.GenerateKey(sign.AlgorithmECDSAP256)
 	byKey := func(bundle []byte) (*sign.Verified, error) { return sign.VerifyWithKey(bundle, k.Public()) }
 	ls := lines(t, k, "agent-1", 4)
-	ls = []Line{ls[0], ls[2], ls[1], lines(t, other, "agent-1", 4)[3]} // gap at line 2, unknown key at line 4
+	ls = []ledger.Batch{ls[0], ls[2], ls[1], lines(t, other, "agent-1", 4)[3]} // gap at line 2, unknown key at line 4
 	_, err := Verify(bytes.NewReader(encode(t, ls)), byKey)
 	var f *Failure
 	if !errors.As(err, &f) || f.Line != 2 || f.Reason != "gap" {
@@ -218,7 +225,7 @@ func FuzzVerifyAllSplits(f *testing.F) {
 	f.Add(uint8(0xff), uint8(0xff))
 	f.Add(uint8(0b00001111), uint8(0b11110111))
 	f.Fuzz(func(t *testing.T, inA, inB uint8) {
-		var a, b []Line
+		var a, b []ledger.Batch
 		first, missing := 0, -1
 		for i, l := range chain {
 			if inA&(1<<i) != 0 {

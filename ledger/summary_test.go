@@ -1,4 +1,4 @@
-package receipt_test
+package ledger_test
 
 import (
 	"testing"
@@ -8,9 +8,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/mcpready/mcpready/agent/receipt"
-	"github.com/mcpready/mcpready/agent/receipt/receipttest"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/ledger"
+	"github.com/mcpready/mcpready/ledger/ledgertest"
 )
 
 // summaryOf is the reference: proto.Unmarshal, then every field not in
@@ -21,7 +21,7 @@ func summaryOf(t testing.TB, e []byte) (*mcpreadyv1.Receipt, error) {
 		return nil, err
 	}
 	keep := map[protoreflect.Name]bool{}
-	for _, n := range receipt.SummaryFields {
+	for _, n := range ledger.SummaryFields {
 		keep[n] = true
 	}
 	m := r.ProtoReflect()
@@ -55,7 +55,7 @@ func dropUnknown(m protoreflect.Message) {
 
 func checkSummary(t testing.TB, e []byte) {
 	want, werr := summaryOf(t, e)
-	got, gerr := receipt.DecodeSummary(e)
+	got, gerr := ledger.DecodeSummary(e)
 	if (werr == nil) != (gerr == nil) {
 		t.Fatalf("proto.Unmarshal error %v, DecodeSummary error %v (input %x)", werr, gerr, e)
 	}
@@ -71,11 +71,11 @@ func checkSummary(t testing.TB, e []byte) {
 // full is a realistic receipt with every summary field set, also the
 // rarer ones, and a second attempt.
 func full(t testing.TB) []byte {
-	r := receipttest.Realistic(7, time.Unix(1700000000, 5))
+	r := ledgertest.Realistic(7, time.Unix(1700000000, 5))
 	r.FailedLayer, r.Outcome, r.JsonrpcCode, r.AttemptCount = mcpreadyv1.ReadinessLayer(3), mcpreadyv1.OutcomeClass(4), -32603, 2
 	r.ConsumerSideEffect = mcpreadyv1.SideEffectClass(2)
 	r.Attempts = append(r.Attempts, &mcpreadyv1.Attempt{Number: 2, Entry: "e", Outcome: 3, TransportStatus: "503", JsonrpcCode: -1, IsError: true, Hedged: true})
-	e, err := receipt.Encode(r)
+	e, err := ledger.Encode(r)
 	if err != nil {
 		t.Fatal(err)
 	}

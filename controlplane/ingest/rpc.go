@@ -1,0 +1,99 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mcpready/mcpready/controlplane/receiptstore"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/ledger"
+)
+
+// UploadBatches takes a stream of signed batches and answers each, in
+// order, after it is durably stored (or rejected). The agent bounds how
+// many it sends ahead; gRPC flow control does the rest.
+func (s *Service) UploadBatches(stream mcpreadyv1.ReceiptsService_UploadBatchesServer) error {
+	var node *mcpreadyv1.Node
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if node == nil && req.GetNode() != nil {
+			node = req.GetNode()
+		}
+		res, err := s.Ingest(node, req)
+		resp := &mcpreadyv1.UploadBatchesResponse{BatchId: req.GetBatchId(), Sequence: req.GetSequence(), Accepted: err == nil, Duplicate: res.Duplicate}
+		if err != nil {
+			resp.Error = err.Error()
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+func toQuery(r *mcpreadyv1.QueryReceiptsRequest) receiptstore.Query {
+	q := receiptstore.Query{ReceiptID: r.GetReceiptId(), WorkflowID: r.GetWorkflowId(), ServerName: r.GetServerName(), ToolName: r.GetToolName(),
+		AgentID: r.GetAgentId(), Limit: int(r.GetLimit())}
+	if r.GetSince() != nil {
+		q.Since = r.GetSince().AsTime()
+	}
+	if r.GetUntil() != nil {
+		q.Until = r.GetUntil().AsTime()
+	}
+	return q
+}
+
+// QueryReceipts finds receipts by id, workflow, subject, agent and time.
+func (s *Service) QueryReceipts(_ context.Context, r *mcpreadyv1.QueryReceiptsRequest) (*mcpreadyv1.QueryReceiptsResponse, error) {
+	if r.GetLimit() < 0 {
+		return nil, status.Error(codes.InvalidArgument, "limit must not be negative")
+	}
+	rs, err := s.opts.Store.Query(toQuery(r))
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if r.GetReceiptId() != "" && len(rs) == 0 {
+		return nil, status.Errorf(codes.NotFound, "receipt %s not found", r.GetReceiptId())
+	}
+	return &mcpreadyv1.QueryReceiptsResponse{Receipts: rs}, nil
+}
+
+// TailReceipts streams the last n receipts (default 10) and, with follow,
+// new ones until the client goes away.
+func (s *Service) TailReceipts(r *mcpreadyv1.TailReceiptsRequest, stream mcpreadyv1.ReceiptsService_TailReceiptsServer) error {
+	n := int(r.GetN())
+	if n < 0 {
+		return status.Error(codes.InvalidArgument, "n must not be negative")
+	}
+	if n == 0 {
+		n = 10
+	}
+	err := s.opts.Store.Tail(stream.Context(), n, r.GetFollow(), func(sr *mcpreadyv1.StoredReceipt) error {
+		return stream.Send(&mcpreadyv1.TailReceiptsResponse{Receipt: sr})
+	})
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}
+
+// ExportBatches streams stored batches exactly as signed.
+func (s *Service) ExportBatches(r *mcpreadyv1.ExportBatchesRequest, stream mcpreadyv1.ReceiptsService_ExportBatchesServer) error {
+	var since time.Time
+	if r.GetSince() != nil {
+		since = r.GetSince().AsTime()
+	}
+	return s.opts.Store.Export(since, r.GetAgentId(), func(b *ledger.Batch) error {
+		return stream.Send(b.ExportResponse())
+	})
+}
