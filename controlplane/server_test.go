@@ -273,13 +273,18 @@ func TestMutualTLS(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
 	// TLS lets the server listen off loopback; 127.0.0.1 keeps the test local.
-	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), TLSCert: f.ServerCert, TLSKey: f.ServerKey, TLSCA: f.CA})
 	ca, err := os.ReadFile(f.CA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
+	srvCert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(),
+		TLS: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}})
 	check := func(cfg *tls.Config) error {
 		c, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 		if err != nil {

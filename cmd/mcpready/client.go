@@ -56,13 +56,9 @@ func clientTLS(caFile, certFile, keyFile string) (credentials.TransportCredentia
 		}
 		return insecure.NewCredentials(), nil
 	}
-	pem, err := os.ReadFile(caFile)
+	pool, err := readCAPool(caFile, "server CA")
 	if err != nil {
-		return nil, fmt.Errorf("server CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("server CA %s holds no PEM certificate", caFile)
+		return nil, err
 	}
 	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if certFile != "" || keyFile != "" {
@@ -73,4 +69,17 @@ func clientTLS(caFile, certFile, keyFile string) (credentials.TransportCredentia
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return credentials.NewTLS(cfg), nil
+}
+
+// readCAPool reads the PEM certificates of file (what names it in errors).
+func readCAPool(file, what string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s %s holds no PEM certificate", what, file)
+	}
+	return pool, nil
 }

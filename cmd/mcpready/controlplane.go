@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -64,8 +65,12 @@ are served on --metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
 		if err := os.MkdirAll(f.data, 0o700); err != nil {
 			return err
 		}
+		tlsCfg, err := serverTLS(f.tlsCert, f.tlsKey, f.tlsCA)
+		if err != nil {
+			return withCode(exitUsage, fmt.Errorf("controlplane: %w", err))
+		}
 		opts := controlplane.Options{Listen: f.listen, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
-			TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSCA: f.tlsCA, ObserverKey: observer, Logger: logger(),
+			TLS: tlsCfg, ObserverKey: observer, Logger: logger(),
 			Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow}}
 		opts.Registry = prometheus.NewRegistry()
 		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -83,6 +88,29 @@ are served on --metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
 		}
 		return nil
 	},
+}
+
+// serverTLS reads the control plane's TLS files: nil without a
+// certificate (plaintext); mTLS when caFile is given.
+func serverTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	if (certFile == "") != (keyFile == "") || (caFile != "" && certFile == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together, and --tls-ca needs both")
+	}
+	if certFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("server certificate: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		if cfg.ClientCAs, err = readCAPool(caFile, "client CA"); err != nil {
+			return nil, err
+		}
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
 }
 
 func init() {
