@@ -163,11 +163,9 @@ func toProto(r store.Record) *mcpreadyv1.StoredArtifact {
 }
 
 // toStatus maps write-path errors to gRPC status codes; the message keeps
-// the verification reason.
+// the verification reason. Sentinels are matched first, so a store error
+// wrapping an etcd status still maps by its sentinel.
 func toStatus(err error) error {
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
 	var ve *sign.VerifyError
 	switch {
 	case errors.Is(err, writer.ErrNoTrustPolicy), errors.Is(err, writer.ErrTrustExpired):
@@ -190,6 +188,9 @@ func toStatus(err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
+	}
+	if _, ok := status.FromError(err); ok {
+		return err // already a status (e.g. the lifecycle's argument checks)
 	}
 	return status.Error(codes.Internal, err.Error())
 }
