@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -423,5 +424,51 @@ func TestDriftReachesAgents(t *testing.T) {
 	}
 	if seen[resp.CandidateName] != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE {
 		t.Fatalf("agent state view: %v", seen)
+	}
+}
+
+// TestLifecycleFollowsEveryReplicasWrites: registry entries applied through
+// either of two replicas get their lifecycle event from the one replica
+// that runs the lifecycle, which learns of them from the store watch.
+func TestLifecycleFollowsEveryReplicasWrites(t *testing.T) {
+	p := testpki.New(t)
+	m, err := etcdembed.StartSingle(etcdembed.Options{Dir: t.TempDir(), LogLevel: "fatal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	ctx := context.Background()
+	var adms []mcpreadyv1.AdminServiceClient
+	for range 2 {
+		r := start(t, controlplane.Options{EtcdEndpoints: []string{m.ClientURL}, Root: p.Root.Public()})
+		adms = append(adms, mcpreadyv1.NewAdminServiceClient(dial(t, r.Addr())))
+	}
+	if _, err := adms[0].Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	for i, adm := range adms {
+		name := fmt.Sprintf("lookup@%d", i)
+		entry := &mcpreadyv1.RegistryEntry{Identity: &mcpreadyv1.ToolIdentity{ServerName: "com.example/docs", ServerVersion: fmt.Sprint(i), ToolName: "lookup"},
+			State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED}
+		if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: testpki.Sign(t, artifact.New(artifact.KindRegistryEntry, name, entry), p.Org)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := adms[1].RegistryStatus(ctx, &mcpreadyv1.RegistryStatusRequest{})
+		n := 0
+		for _, e := range st.GetEntries() {
+			if len(e.GetEvents()) == 1 && e.GetEvents()[0].GetTo() == mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED {
+				n++
+			}
+		}
+		if err == nil && n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lifecycle events: %v %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
