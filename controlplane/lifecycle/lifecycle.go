@@ -24,8 +24,9 @@
 //     learns of revisions from the store watch (Watch, run by Run), whoever
 //     wrote them, and handles each organisation revision once: the last
 //     revision handled per entry is kept in etcd, so a replica taking over
-//     continues where the previous one stopped. A drift report or a sweep
-//     first handles the revision it is about to act on.
+//     continues where the previous one stopped, and replicas handling the
+//     same revision at once record it once. A drift report or a sweep first
+//     handles the revision it is about to act on.
 //   - A drift report suspends that exact identity fleet-wide and creates a
 //     fresh CANDIDATE named "<old>+<12 hex of the observed identity's
 //     digest>" with supersedes set to the old entry; the candidate never
@@ -437,6 +438,11 @@ func (m *Manager) ReportDrift(ctx context.Context, req *mcpreadyv1.ReportDriftRe
 	cand.Qualification = nil // never inherited
 	cand.DiscoverySource = "drift-report:" + reporter
 	if err := m.publishSpec(ctx, e, candName, cand); err != nil {
+		return nil, err
+	}
+	// The candidate's events start here: mark it so that the organisation's
+	// first revision of it is handled (see handle).
+	if _, err := m.markHandled(ctx, candName, 0); err != nil {
 		return nil, err
 	}
 	err = m.record(ctx, &mcpreadyv1.LifecycleEvent{EntryName: candName, To: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE, Drift: labels, RelatedEntry: rec.Name, Reporter: reporter,

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/artifact"
@@ -314,5 +315,47 @@ func TestWatchStopsWithContext(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Watch did not return after its context ended")
+	}
+}
+
+// TestEntriesFromBeforeTheWatch: an entry whose events were recorded when
+// it was applied (as control planes did before the lifecycle watched the
+// store), here suspended since, is not re-qualified from its old revision
+// when the lifecycle first sees it; a drift candidate the organisation then
+// qualifies is recorded.
+func TestEntriesFromBeforeTheWatch(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	orgID, _ := sign.KeyID(e.p.Org.Public())
+	b := testpki.Sign(t, artifact.New(artifact.KindRegistryEntry, "old@1", entry("1", "")), e.p.Org)
+	later, err := lifecycle.New(lifecycle.Options{Writer: e.w, Now: e.clk.now}) // its watch is not running
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What an earlier control plane left: the revision and its events.
+	for _, ev := range []*mcpreadyv1.LifecycleEvent{{EntryName: "old@1", To: qualified}, {EntryName: "old@1", From: qualified, To: suspended}} {
+		raw, _ := protojson.Marshal(ev)
+		if err := e.st.AppendEvent(ctx, "registry", "old@1", raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := e.st.Put(ctx, store.Record{Kind: artifact.KindRegistryEntry, Name: "old@1", Bundle: b, Signer: orgID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := later.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.status(t, "old@1"); s.State != suspended || len(s.Events) != 2 {
+		t.Fatalf("old entry after the first sweep: %v", s)
+	}
+	// A drift candidate, then the organisation qualifies it.
+	resp, err := e.lc.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{EntryName: "old@1", Observed: entry("2", "").Identity,
+		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.applyEntry(t, resp.CandidateName, entry("2", ""))
+	if s := e.status(t, resp.CandidateName); s.State != qualified {
+		t.Fatalf("qualified candidate: %v", s)
 	}
 }

@@ -14,20 +14,30 @@ import (
 // handle records the state of an organisation revision of a registry
 // entry, once per revision: revisions written by the lifecycle itself,
 // deletions and revisions already handled (or older than one handled) are
-// ignored.
+// ignored. A revision is claimed in etcd before its event is recorded, so
+// replicas handling the same revision at once record it once.
+//
+// Every path that records events for an entry marks its handled stream
+// first (handle; a new candidate's creation marks revision 0). So an entry
+// with events and nothing marked was handled when it was applied, by a
+// control plane that recorded applies synchronously: rec is marked handled
+// without an event, so a suspension recorded since is never undone.
 func (m *Manager) handle(ctx context.Context, rec store.Record) error {
 	if rec.Kind != artifact.KindRegistryEntry || rec.Deleted || (m.signerID != "" && rec.Signer == m.signerID) {
 		return nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	done, err := m.handled(ctx, rec.Name)
+	done, marked, err := m.handled(ctx, rec.Name)
 	if err != nil || done >= rec.Revision {
 		return err
 	}
 	e, err := m.load(ctx, rec)
 	if err != nil {
 		return fmt.Errorf("reading revision %d of %q: %w", rec.Revision, rec.Name, err)
+	}
+	if claimed, err := m.markHandled(ctx, rec.Name, rec.Revision); err != nil || !claimed || (!marked && len(e.events) > 0) {
+		return err
 	}
 	to := e.spec.GetState()
 	if to == mcpreadyv1.LifecycleState_LIFECYCLE_STATE_UNSPECIFIED {
@@ -37,29 +47,32 @@ func (m *Manager) handle(ctx context.Context, rec store.Record) error {
 	if len(e.events) > 0 {
 		from = e.state
 	}
-	if from != to {
-		err = m.record(ctx, &mcpreadyv1.LifecycleEvent{EntryName: rec.Name, From: from, To: to, Drift: e.spec.GetDrift(),
-			Reason: fmt.Sprintf("revision %d applied by key %s", rec.Revision, rec.Signer), RelatedEntry: e.spec.GetSupersedes()})
-		if err != nil {
-			return err
-		}
+	if from == to {
+		return nil
 	}
-	return m.st.AppendEvent(ctx, handledStream, rec.Name, []byte(strconv.FormatInt(rec.Revision, 10)))
+	return m.record(ctx, &mcpreadyv1.LifecycleEvent{EntryName: rec.Name, From: from, To: to, Drift: e.spec.GetDrift(),
+		Reason: fmt.Sprintf("revision %d applied by key %s", rec.Revision, rec.Signer), RelatedEntry: e.spec.GetSupersedes()})
 }
 
-// handled returns the highest organisation revision of name handled.
-func (m *Manager) handled(ctx context.Context, name string) (int64, error) {
+// markHandled claims revision rev of name; claimed is false if it was
+// claimed before.
+func (m *Manager) markHandled(ctx context.Context, name string, rev int64) (claimed bool, err error) {
+	return m.st.CreateEvent(ctx, handledStream, name, rev, []byte(strconv.FormatInt(rev, 10)))
+}
+
+// handled returns the highest organisation revision of name handled, and
+// whether anything was ever marked for name.
+func (m *Manager) handled(ctx context.Context, name string) (done int64, marked bool, err error) {
 	raw, err := m.st.Events(ctx, handledStream, name)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	var done int64
 	for _, b := range raw {
 		if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
 			done = max(done, n)
 		}
 	}
-	return done, nil
+	return done, len(raw) > 0, nil
 }
 
 // Watch handles every organisation revision of a registry entry, those

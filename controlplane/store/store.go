@@ -345,29 +345,38 @@ func (s *Store) History(ctx context.Context, k artifact.Kind, name string) ([]Re
 // AppendEvent appends data to the event stream (stream, name). Events are
 // never rewritten; the key is only created if absent.
 func (s *Store) AppendEvent(ctx context.Context, stream, name string, data []byte) error {
-	if err := artifact.ValidateName(name); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	if len(data) > s.o.MaxBytes {
-		return fmt.Errorf("%w: event of %d bytes", ErrTooLarge, len(data))
-	}
 	for try := 0; try < 8; try++ {
-		key := s.o.Prefix + "/events/" + stream + "/" + name + "/" + pad(s.o.Now().UnixNano()+int64(try))
-		var resp *clientv3.TxnResponse
-		err := s.do(ctx, func(ctx context.Context) error {
-			var err error
-			resp, err = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-				Then(clientv3.OpPut(key, string(data))).Commit()
+		created, err := s.CreateEvent(ctx, stream, name, s.o.Now().UnixNano()+int64(try), data)
+		if err != nil || created {
 			return err
-		})
-		if err != nil {
-			return err
-		}
-		if resp.Succeeded {
-			return nil
 		}
 	}
 	return fmt.Errorf("%w: event key collision", ErrConflict)
+}
+
+// CreateEvent writes data as event seq of (stream, name) unless that event
+// exists; created reports whether it was written. Events keyed by a number
+// the caller chooses (e.g. a revision) are claimed at most once this way.
+// Events sort by seq, so a stream should use one kind of seq.
+func (s *Store) CreateEvent(ctx context.Context, stream, name string, seq int64, data []byte) (created bool, err error) {
+	if err := artifact.ValidateName(name); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if len(data) > s.o.MaxBytes {
+		return false, fmt.Errorf("%w: event of %d bytes", ErrTooLarge, len(data))
+	}
+	key := s.o.Prefix + "/events/" + stream + "/" + name + "/" + pad(seq)
+	var resp *clientv3.TxnResponse
+	err = s.do(ctx, func(ctx context.Context) error {
+		var err error
+		resp, err = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(data))).Commit()
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
 }
 
 // Events returns the events of (stream, name), oldest first.
