@@ -277,3 +277,27 @@ func TestWatchRecords(t *testing.T) {
 		t.Fatalf("relisted %v", names)
 	}
 }
+
+// TestCreateEventOnce: an event keyed by the caller's number is written
+// once; the second writer is told, and the first value stays.
+func TestCreateEventOnce(t *testing.T) {
+	cli, _ := etcdtest.Etcd(t)
+	s := store.New(cli, store.Options{})
+	ctx := context.Background()
+	for i, want := range []bool{true, false} {
+		created, err := s.CreateEvent(ctx, "claims", "x", 7, []byte{byte('a' + i)})
+		if err != nil || created != want {
+			t.Fatalf("write %d: %v %v", i, created, err)
+		}
+	}
+	if created, err := s.CreateEvent(ctx, "claims", "x", 8, []byte("c")); err != nil || !created {
+		t.Fatalf("next seq: %v %v", created, err)
+	}
+	ev, err := s.Events(ctx, "claims", "x")
+	if err != nil || len(ev) != 2 || string(ev[0]) != "a" || string(ev[1]) != "c" {
+		t.Fatalf("events %q %v", ev, err)
+	}
+	if _, err := s.CreateEvent(ctx, "claims", "../x", 1, nil); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("bad name: %v", err)
+	}
+}
