@@ -193,13 +193,21 @@ func waitPolicy(t *testing.T, p *testpki.PKI, ch <-chan *mcpreadyv1.StreamResour
 	}
 }
 
-func TestTwoReplicasShareEtcd(t *testing.T) {
-	p := testpki.New(t)
+// sharedEtcd starts one embedded etcd for replicas to share until the
+// test ends.
+func sharedEtcd(t *testing.T) *etcdembed.Member {
+	t.Helper()
 	m, err := etcdembed.StartSingle(etcdembed.Options{Dir: t.TempDir(), LogLevel: "fatal"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
+	return m
+}
+
+func TestTwoReplicasShareEtcd(t *testing.T) {
+	p := testpki.New(t)
+	m := sharedEtcd(t)
 	r1 := start(t, controlplane.Options{EtcdEndpoints: []string{m.ClientURL}, Root: p.Root.Public()})
 	r2 := start(t, controlplane.Options{EtcdEndpoints: []string{m.ClientURL}, Root: p.Root.Public()})
 	ch := agent(t, r2.Addr())
@@ -432,11 +440,7 @@ func TestDriftReachesAgents(t *testing.T) {
 // that runs the lifecycle, which learns of them from the store watch.
 func TestLifecycleFollowsEveryReplicasWrites(t *testing.T) {
 	p := testpki.New(t)
-	m, err := etcdembed.StartSingle(etcdembed.Options{Dir: t.TempDir(), LogLevel: "fatal"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
+	m := sharedEtcd(t)
 	ctx := context.Background()
 	var adms []mcpreadyv1.AdminServiceClient
 	for range 2 {
