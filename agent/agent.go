@@ -44,6 +44,7 @@ import (
 	"github.com/mcpready/mcpready/agent/validate"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/nodelabel"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -68,8 +69,8 @@ type Options struct {
 	Root crypto.PublicKey
 	// NodeID identifies this agent (and names its receipt chain). Required.
 	NodeID string
-	// Labels scope what the control plane sends (e.g. region, tenant-classes);
-	// "region" is also this host's region in decisions.
+	// Labels scope what the control plane sends (keys in package
+	// nodelabel); nodelabel.Region is also this host's region in decisions.
 	Labels map[string]string
 	// Listen is the front's address; "" means DefaultListen. Non-loopback
 	// addresses are refused unless AllowNonLoopback.
@@ -175,7 +176,7 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	fopts := front.Options{Config: cfg, Region: opts.Labels["region"], NodeID: opts.NodeID, Logger: opts.Logger,
+	fopts := front.Options{Config: cfg, Region: opts.Labels[string(nodelabel.Region)], NodeID: opts.NodeID, Logger: opts.Logger,
 		Builder:    receipt.Builder{EmitterID: opts.NodeID, EmitterVersion: Version},
 		Receipts:   a.enqueue,
 		Registerer: opts.Metrics,

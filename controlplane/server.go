@@ -3,19 +3,26 @@
 // Admin, Discovery and (optionally) Receipts gRPC services, the registry
 // lifecycle sweep, gRPC health and Prometheus metrics.
 //
+// Construction goes one way: the store, then the one verified write path
+// (package writer), then the registry lifecycle (which writes through the
+// writer and learns of revisions from the store watch), then the Admin
+// service (which writes through the writer and asks the lifecycle).
+//
 // Artifacts, lifecycle state and agents' receipt chain heads live in etcd,
 // so any number of replicas may share one etcd cluster; only the receipt
 // batches a replica received stay in its own data directory (queries answer
-// from those). Plaintext is
-// only allowed on loopback; anything else needs TLS (mTLS when a client CA
-// is given).
+// from those). Plaintext is only allowed on loopback; anything else needs
+// Options.TLS (mTLS when it requires client certificates).
+//
+// The package must not read configuration or key files (the CLI parses
+// them and passes the result), and must not verify or store artifacts
+// itself: only the writer does.
 package controlplane
 
 import (
 	"context"
 	"crypto"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +50,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
 	"github.com/mcpready/mcpready/controlplane/lifecycle"
 	"github.com/mcpready/mcpready/controlplane/store"
+	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/sign"
 )
@@ -75,9 +83,12 @@ type Options struct {
 	EtcdEndpoints []string
 	// Root is the organisation's root public key; required.
 	Root crypto.PublicKey
-	// TLSCert and TLSKey are PEM files of the server certificate; TLSCA,
-	// when set, makes client certificates signed by it mandatory (mTLS).
-	TLSCert, TLSKey, TLSCA string
+	// TLS is the gRPC listener's TLS configuration: a server certificate
+	// and, for mTLS, ClientCAs with ClientAuth set to
+	// tls.RequireAndVerifyClientCert. It is cloned, and a MinVersion below
+	// TLS 1.2 is raised to 1.2. Nil means plaintext, which is only allowed
+	// on a loopback address.
+	TLS *tls.Config
 	// ObserverKey is the control plane's own signing key, used for
 	// lifecycle state changes (see package lifecycle); nil means state
 	// changes are recorded but not distributed.
@@ -96,7 +107,7 @@ type Options struct {
 	// EtcdWait bounds how long Run waits for etcd at start, retrying with
 	// backoff; 0 means 30s.
 	EtcdWait time.Duration
-	// Logger; nil means slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
@@ -110,8 +121,8 @@ type Server struct {
 	etcdErr prometheus.Counter
 	ready   chan struct{}
 
-	mu    sync.Mutex
-	admin *admin.Service
+	mu     sync.Mutex
+	writer *writer.Writer
 }
 
 // New validates o and binds the listeners; Run serves.
@@ -123,7 +134,7 @@ func New(o Options) (*Server, error) {
 		o.MetricsListen = DefaultMetricsListen
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.SweepInterval <= 0 {
 		o.SweepInterval = time.Minute
@@ -144,31 +155,29 @@ func New(o Options) (*Server, error) {
 	}
 	s.etcdErr = prometheus.NewCounter(prometheus.CounterOpts{Name: "mcpready_etcd_errors_total", Help: "Failed etcd operations."})
 	s.reg.MustRegister(s.etcdErr)
-	if (o.TLSCert == "") != (o.TLSKey == "") || (o.TLSCA != "" && o.TLSCert == "") {
-		return nil, fmt.Errorf("%w: --tls-cert and --tls-key go together, and --tls-ca needs both", ErrConfig)
-	}
-	if o.TLSCert != "" {
-		c, err := serverTLS(o.TLSCert, o.TLSKey, o.TLSCA)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	if o.TLS != nil {
+		if len(o.TLS.Certificates) == 0 && o.TLS.GetCertificate == nil && o.TLS.GetConfigForClient == nil {
+			return nil, fmt.Errorf("%w: the TLS configuration has no server certificate", ErrConfig)
 		}
-		s.creds = c
+		cfg := o.TLS.Clone()
+		cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
+		s.creds = credentials.NewTLS(cfg)
 	} else if !isLoopback(o.Listen) {
-		return nil, fmt.Errorf("%w: refusing plaintext on non-loopback address %q; give --tls-cert and --tls-key", ErrConfig, o.Listen)
+		return nil, fmt.Errorf("%w: refusing plaintext on non-loopback address %q; configure TLS", ErrConfig, o.Listen)
 	}
 	lis, err := net.Listen("tcp", o.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("%w: listen %s: %v", ErrConfig, o.Listen, err)
+		return nil, fmt.Errorf("%w: listen %s: %w", ErrConfig, o.Listen, err)
 	}
 	s.lis = lis
 	if o.MetricsListen != "off" {
-		if !isLoopback(o.MetricsListen) && o.TLSCert == "" {
+		if !isLoopback(o.MetricsListen) && o.TLS == nil {
 			lis.Close()
 			return nil, fmt.Errorf("%w: refusing non-loopback metrics address %q without TLS on the API", ErrConfig, o.MetricsListen)
 		}
 		if s.mlis, err = net.Listen("tcp", o.MetricsListen); err != nil {
 			lis.Close()
-			return nil, fmt.Errorf("%w: listen %s: %v", ErrConfig, o.MetricsListen, err)
+			return nil, fmt.Errorf("%w: listen %s: %w", ErrConfig, o.MetricsListen, err)
 		}
 	}
 	return s, nil
@@ -196,12 +205,12 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 // stored or before Run has connected to etcd. Safe for concurrent use.
 func (s *Server) Trust() *sign.Trust {
 	s.mu.Lock()
-	a := s.admin
+	w := s.writer
 	s.mu.Unlock()
-	if a == nil {
+	if w == nil {
 		return nil
 	}
-	return a.Current()
+	return w.Current()
 }
 
 // Run starts etcd (embedded unless endpoints were given), waits for it,
@@ -227,9 +236,9 @@ func (s *Server) Run(ctx context.Context) error {
 		endpoints = []string{m.ClientURL}
 		s.o.Logger.Info("embedded etcd started", "dir", dir, "client", m.ClientURL)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: nopZap()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrEtcdUnreachable, err)
+		return fmt.Errorf("%w: %w", ErrEtcdUnreachable, err)
 	}
 	defer cli.Close()
 	if err := s.waitEtcd(ctx, cli, endpoints); err != nil {
@@ -237,14 +246,17 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	st := store.New(cli, store.Options{MaxBytes: s.o.MaxArtifactBytes, OnError: func(error) { s.etcdErr.Inc() }})
-	adm := admin.New(admin.Options{Store: st, Root: s.o.Root, Logger: s.o.Logger})
-	lc, err := lifecycle.New(lifecycle.Options{Store: st, Apply: adm.ApplyBundle, Signer: s.o.ObserverKey, Logger: s.o.Logger})
+	w, err := writer.New(writer.Options{Store: st, Root: s.o.Root, Logger: s.o.Logger})
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrConfig, err)
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	adm.SetLifecycle(lc)
+	lc, err := lifecycle.New(lifecycle.Options{Writer: w, Signer: s.o.ObserverKey, Logger: s.o.Logger})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	adm := admin.New(admin.Options{Writer: w, Lifecycle: lc})
 	s.mu.Lock()
-	s.admin = adm
+	s.writer = w
 	s.mu.Unlock()
 	var receipts *receiptPipeline
 	if s.o.Receipts != nil {
@@ -282,7 +294,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() { s.sweepWhenElected(ctx, cli, lc) })
-	wg.Go(func() { adm.Refresh(ctx, time.Second) })
+	wg.Go(func() { w.Refresh(ctx, time.Second) })
 	if receipts != nil {
 		receipts.run(ctx, s, &wg)
 	}
@@ -343,8 +355,9 @@ func (s *Server) Run(ctx context.Context) error {
 	return runErr
 }
 
-// sweepWhenElected runs the lifecycle sweep on one replica at a time: the
-// winner of an etcd election, re-campaigning if its session is lost.
+// sweepWhenElected runs the lifecycle (its store watch and its sweep) on
+// one replica at a time: the winner of an etcd election, re-campaigning if
+// its session is lost.
 func (s *Server) sweepWhenElected(ctx context.Context, cli *clientv3.Client, lc *lifecycle.Manager) {
 	for ctx.Err() == nil {
 		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(10), concurrency.WithContext(ctx))
@@ -394,7 +407,7 @@ func (s *Server) waitEtcd(ctx context.Context, cli *clientv3.Client, endpoints [
 			return ctx.Err()
 		}
 		if time.Now().Add(delay).After(deadline) {
-			return fmt.Errorf("%w: %v not reachable after %d attempts over %s: %v", ErrEtcdUnreachable, endpoints, attempt, s.o.EtcdWait, err)
+			return fmt.Errorf("%w: %v not reachable after %d attempts over %s: %w", ErrEtcdUnreachable, endpoints, attempt, s.o.EtcdWait, err)
 		}
 		s.o.Logger.Warn("etcd not reachable yet; retrying", "endpoints", endpoints, "attempt", attempt, "retry_in", delay, "err", err)
 		select {
@@ -417,25 +430,3 @@ func isLoopback(addr string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
-
-func serverTLS(certFile, keyFile, caFile string) (credentials.TransportCredentials, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("server certificate: %v", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("client CA: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("client CA %s holds no PEM certificate", caFile)
-		}
-		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
-	return credentials.NewTLS(cfg), nil
-}
-
-func nopZap() *zap.Logger { return zap.NewNop() }

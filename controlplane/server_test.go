@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -192,13 +193,21 @@ func waitPolicy(t *testing.T, p *testpki.PKI, ch <-chan *mcpreadyv1.StreamResour
 	}
 }
 
-func TestTwoReplicasShareEtcd(t *testing.T) {
-	p := testpki.New(t)
+// sharedEtcd starts one embedded etcd for replicas to share until the
+// test ends.
+func sharedEtcd(t *testing.T) *etcdembed.Member {
+	t.Helper()
 	m, err := etcdembed.StartSingle(etcdembed.Options{Dir: t.TempDir(), LogLevel: "fatal"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
+	return m
+}
+
+func TestTwoReplicasShareEtcd(t *testing.T) {
+	p := testpki.New(t)
+	m := sharedEtcd(t)
 	r1 := start(t, controlplane.Options{EtcdEndpoints: []string{m.ClientURL}, Root: p.Root.Public()})
 	r2 := start(t, controlplane.Options{EtcdEndpoints: []string{m.ClientURL}, Root: p.Root.Public()})
 	ch := agent(t, r2.Addr())
@@ -273,13 +282,18 @@ func TestMutualTLS(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
 	// TLS lets the server listen off loopback; 127.0.0.1 keeps the test local.
-	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), TLSCert: f.ServerCert, TLSKey: f.ServerKey, TLSCA: f.CA})
 	ca, err := os.ReadFile(f.CA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
+	srvCert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(),
+		TLS: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}})
 	check := func(cfg *tls.Config) error {
 		c, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 		if err != nil {
@@ -418,5 +432,47 @@ func TestDriftReachesAgents(t *testing.T) {
 	}
 	if seen[resp.CandidateName] != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE {
 		t.Fatalf("agent state view: %v", seen)
+	}
+}
+
+// TestLifecycleFollowsEveryReplicasWrites: registry entries applied through
+// either of two replicas get their lifecycle event from the one replica
+// that runs the lifecycle, which learns of them from the store watch.
+func TestLifecycleFollowsEveryReplicasWrites(t *testing.T) {
+	p := testpki.New(t)
+	m := sharedEtcd(t)
+	ctx := context.Background()
+	var adms []mcpreadyv1.AdminServiceClient
+	for range 2 {
+		r := start(t, controlplane.Options{EtcdEndpoints: []string{m.ClientURL}, Root: p.Root.Public()})
+		adms = append(adms, mcpreadyv1.NewAdminServiceClient(dial(t, r.Addr())))
+	}
+	if _, err := adms[0].Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	for i, adm := range adms {
+		name := fmt.Sprintf("lookup@%d", i)
+		entry := &mcpreadyv1.RegistryEntry{Identity: &mcpreadyv1.ToolIdentity{ServerName: "com.example/docs", ServerVersion: fmt.Sprint(i), ToolName: "lookup"},
+			State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED}
+		if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: testpki.Sign(t, artifact.New(artifact.KindRegistryEntry, name, entry), p.Org)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := adms[1].RegistryStatus(ctx, &mcpreadyv1.RegistryStatusRequest{})
+		n := 0
+		for _, e := range st.GetEntries() {
+			if len(e.GetEvents()) == 1 && e.GetEvents()[0].GetTo() == mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED {
+				n++
+			}
+		}
+		if err == nil && n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lifecycle events: %v %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

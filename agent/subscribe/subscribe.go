@@ -62,7 +62,8 @@ type Options struct {
 	Conn grpc.ClientConnInterface
 	// Root is the pinned root public key. Required.
 	Root crypto.PublicKey
-	// Node identifies the agent (id and scoping labels). Required.
+	// Node identifies the agent: its id and scoping labels, keyed as in
+	// package nodelabel. Required.
 	Node *mcpreadyv1.Node
 	// LKGPath is where the last known good configuration is kept; "" keeps none.
 	LKGPath string

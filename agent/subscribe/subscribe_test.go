@@ -11,6 +11,7 @@ import (
 	"github.com/mcpready/mcpready/agent/internal/cptest"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/nodelabel"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -49,7 +50,7 @@ func TestSyncVerifyNackAndLKG(t *testing.T) {
 			env := cptest.Start(t)
 			env.Put(policy("team-a"))
 			lkg := filepath.Join(t.TempDir(), "lkg.json")
-			node := &mcpreadyv1.Node{Id: "host-1", Labels: map[string]string{"region": "eu-west"}}
+			node := &mcpreadyv1.Node{Id: "host-1", Labels: map[string]string{string(nodelabel.Region): "eu-west"}}
 			c, err := New(Options{Conn: env.Dial(), Root: env.RootPub, Node: node, LKGPath: lkg, Mode: mode, MinBackoff: 20 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"os"
@@ -40,6 +41,17 @@ func startTestControlPlane(t *testing.T, p *testpki.PKI, o controlplane.Options)
 		t.Fatal("control plane not ready")
 	}
 	return s.Addr()
+}
+
+// testServerTLS builds the control plane's TLS configuration from f's
+// files as the controlplane command does.
+func testServerTLS(t *testing.T, f testpki.TLSFiles) *tls.Config {
+	t.Helper()
+	cfg, err := serverTLS(f.ServerCert, f.ServerKey, f.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 func writeFile(t *testing.T, dir, name string, b []byte) string {
@@ -153,7 +165,7 @@ func TestAdminCommands(t *testing.T) {
 func TestClientMutualTLS(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
-	addr := startTestControlPlane(t, p, controlplane.Options{TLSCert: f.ServerCert, TLSKey: f.ServerKey, TLSCA: f.CA})
+	addr := startTestControlPlane(t, p, controlplane.Options{TLS: testServerTLS(t, f)})
 	tp := writeFile(t, t.TempDir(), "trust.json", p.TrustPolicy)
 
 	t.Setenv("MCPREADY_CLIENT_CA", f.CA)

@@ -19,7 +19,7 @@ import (
 func TestAgentMutualTLS(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
-	addr := startTestControlPlane(t, p, controlplane.Options{TLSCert: f.ServerCert, TLSKey: f.ServerKey, TLSCA: f.CA})
+	addr := startTestControlPlane(t, p, controlplane.Options{TLS: testServerTLS(t, f)})
 	t.Setenv("MCPREADY_CLIENT_CA", f.CA)
 	t.Setenv("MCPREADY_CLIENT_CERT", f.ClientCert)
 	t.Setenv("MCPREADY_CLIENT_KEY", f.ClientKey)

@@ -41,13 +41,9 @@ func (o *tlsOptions) credentials() (credentials.TransportCredentials, error) {
 		}
 		return insecure.NewCredentials(), nil
 	}
-	pem, err := os.ReadFile(o.ca)
+	pool, err := readCAPool(o.ca, "--tls-ca")
 	if err != nil {
-		return nil, usagef("--tls-ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, usagef("--tls-ca %s holds no PEM certificate", o.ca)
+		return nil, usagef("%w", err)
 	}
 	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: o.serverName}
 	if o.cert != "" || o.key != "" {
@@ -106,4 +102,17 @@ func (o *serverOptions) args() []string {
 // notFound is a lookup that found nothing (exit 1).
 func notFound(format string, args ...any) error {
 	return withCode(exitError, fmt.Errorf(format, args...))
+}
+
+// readCAPool reads the PEM certificates of file (what names it in errors).
+func readCAPool(file, what string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s %s holds no PEM certificate", what, file)
+	}
+	return pool, nil
 }

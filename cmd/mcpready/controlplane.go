@@ -2,6 +2,9 @@ package main
 
 import (
 	"crypto"
+	"crypto/tls"
+	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -82,8 +85,12 @@ func (o *controlPlaneOptions) run(cmd *cobra.Command) error {
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return err
 	}
+	tlsCfg, err := serverTLS(f.tlsCert, f.tlsKey, f.tlsCA)
+	if err != nil {
+		return usagef("controlplane: %w", err)
+	}
 	opts := controlplane.Options{Listen: f.listen, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
-		TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSCA: f.tlsCA, ObserverKey: observer, Logger: logger(cmd.ErrOrStderr()),
+		TLS: tlsCfg, ObserverKey: observer, Logger: logger(cmd.ErrOrStderr()),
 		Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow}}
 	opts.Registry = prometheus.NewRegistry()
 	opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -94,4 +101,27 @@ func (o *controlPlaneOptions) run(cmd *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return srv.Run(ctx)
+}
+
+// serverTLS reads the control plane's TLS files: nil without a
+// certificate (plaintext); mTLS when caFile is given.
+func serverTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	if (certFile == "") != (keyFile == "") || (caFile != "" && certFile == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together, and --tls-ca needs both")
+	}
+	if certFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("server certificate: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		if cfg.ClientCAs, err = readCAPool(caFile, "client CA"); err != nil {
+			return nil, err
+		}
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/admin"
 	"github.com/mcpready/mcpready/controlplane/store"
+	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/etcdtest"
 	"github.com/mcpready/mcpready/internal/testpki"
@@ -27,7 +28,16 @@ func setup(t *testing.T, maxBytes int) (*admin.Service, *store.Store, *testpki.P
 	cli, _ := etcdtest.Etcd(t)
 	st := store.New(cli, store.Options{MaxBytes: maxBytes})
 	p := testpki.New(t)
-	return admin.New(admin.Options{Store: st, Root: p.Root.Public()}), st, p
+	return admin.New(admin.Options{Writer: newWriter(t, st, p, nil)}), st, p
+}
+
+func newWriter(t *testing.T, st *store.Store, p *testpki.PKI, now func() time.Time) *writer.Writer {
+	t.Helper()
+	w, err := writer.New(writer.Options{Store: st, Root: p.Root.Public(), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 func apply(t *testing.T, svc *admin.Service, b []byte) *mcpreadyv1.ApplyResponse {
@@ -198,7 +208,7 @@ func TestExpiredTrustPolicyAcceptsOnlyANewOne(t *testing.T) {
 	p := testpki.New(t)
 	now := time.Now()
 	clock := func() time.Time { return now }
-	svc := admin.New(admin.Options{Store: st, Root: p.Root.Public(), Now: func() time.Time { return clock() }})
+	svc := admin.New(admin.Options{Writer: newWriter(t, st, p, func() time.Time { return clock() })})
 	ctx := context.Background()
 	short := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", ExpiresAt: timestamppb.New(now.Add(time.Hour))},
 		Keys: []*mcpreadyv1.KeyGrant{testpki.Grant(t, "org", p.Org, []string{"Policy"}, nil)}}

@@ -5,13 +5,15 @@
 // latency percentiles, an error taxonomy by layer, ambiguous outcomes,
 // sample sizes, observedAt/expiresAt, blind spots and the digest of the
 // receipts used. Each window's Evidence is signed with the control plane's
-// observer key (method PASSIVE) and handed to an EvidenceSink, which stores
-// it as an artifact that agents receive.
+// observer key (method PASSIVE) and handed to an EvidenceSink: on the
+// control plane the one verified write path (a *writer.Writer), which
+// stores it as an artifact that agents receive.
 //
 // Aggregation is incremental: Observe only updates counters, so ingest
 // stays fast. Receipts arriving after their window was emitted are counted
 // as late and not folded in (the window's evidence is never rewritten with
-// a partial sample). The package never reads or writes the receipt store.
+// a partial sample). The package must not read or write the receipt store,
+// and must not store evidence other than through its EvidenceSink.
 package aggregate
 
 import (
@@ -36,8 +38,9 @@ import (
 	"github.com/mcpready/mcpready/sign"
 )
 
-// EvidenceSink stores a signed Evidence bundle (the control plane's Admin
-// apply path).
+// EvidenceSink stores a signed Evidence bundle. On the control plane it is
+// the verified write path, *writer.Writer, which refuses evidence that does
+// not verify against the active TrustPolicy.
 type EvidenceSink interface {
 	ApplyEvidence(ctx context.Context, bundle []byte) error
 }
@@ -75,8 +78,10 @@ type Options struct {
 	MaxLatencySamples int
 	// Registry receives metrics; nil registers none.
 	Registry prometheus.Registerer
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now; nil means time.Now.
+	Now func() time.Time
 }
 
 // subject is the readiness subject of a receipt.
@@ -160,7 +165,7 @@ func New(opts Options) (*Aggregator, error) {
 		opts.MaxLatencySamples = 4096
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

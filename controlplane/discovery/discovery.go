@@ -16,7 +16,9 @@
 // blocking and filters the snapshot by its node's scoping labels. Encoding
 // a push is bounded by a semaphore; a slow agent only delays itself.
 //
-// The package never verifies or alters bundles: agents verify them.
+// The package must not verify, alter or write bundles (agents verify them;
+// only package writer writes), and must not decide what a label key is
+// (package nodelabel names them).
 package discovery
 
 import (
@@ -47,7 +49,7 @@ type Options struct {
 	MaxConcurrentPushes int
 	// Metrics, if non-nil, is updated.
 	Metrics *Metrics
-	// Logger; nil means slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
@@ -75,7 +77,7 @@ func New(st *store.Store, o Options) *Server {
 		o.MaxConcurrentPushes = 4 * runtime.GOMAXPROCS(0)
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Server{st: st, o: o, sem: make(chan struct{}, o.MaxConcurrentPushes), ready: make(chan struct{}),
 		snaps: map[artifact.Kind]*snapshot{}, conns: map[*conn]struct{}{}, nodes: map[string]int{}}

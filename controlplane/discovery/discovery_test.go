@@ -15,6 +15,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/store"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/etcdtest"
+	"github.com/mcpready/mcpready/nodelabel"
 )
 
 var policyURL = artifact.KindPolicy.TypeURL()
@@ -169,10 +170,10 @@ func TestSotWReconnectHoldingCurrentGetsNothing(t *testing.T) {
 func TestScopingByNodeLabels(t *testing.T) {
 	e := setup(t)
 	e.put(t, "global", "g", nil)
-	e.put(t, "eu", "e", map[string]string{discovery.LabelRegion: "eu-west, eu-central"})
-	e.put(t, "us", "u", map[string]string{discovery.LabelRegion: "us-east"})
-	e.put(t, "gold-eu", "ge", map[string]string{discovery.LabelRegion: "eu-west", discovery.LabelTenantClass: "gold"})
-	e.put(t, "host-a", "ha", map[string]string{discovery.LabelHost: "a"})
+	e.put(t, "eu", "e", map[string]string{string(nodelabel.ScopeRegion): "eu-west, eu-central"})
+	e.put(t, "us", "u", map[string]string{string(nodelabel.ScopeRegion): "us-east"})
+	e.put(t, "gold-eu", "ge", map[string]string{string(nodelabel.ScopeRegion): "eu-west", string(nodelabel.ScopeTenantClass): "gold"})
+	e.put(t, "host-a", "ha", map[string]string{string(nodelabel.ScopeHost): "a"})
 	e.start()
 	tests := []struct {
 		labels map[string]string
@@ -182,6 +183,8 @@ func TestScopingByNodeLabels(t *testing.T) {
 		{map[string]string{"region": "eu-west"}, []string{"global", "eu"}},
 		{map[string]string{"region": "eu-west", "tenant-class": "silver,gold"}, []string{"global", "eu", "gold-eu"}},
 		{map[string]string{"region": "us-east", "host": "a"}, []string{"global", "us", "host-a"}},
+		// the wire keys stay as they are; the plural and prefixed forms are accepted
+		{map[string]string{"mcpready.dev/region": "eu-west", "tenant-classes": "gold"}, []string{"global", "eu", "gold-eu"}},
 	}
 	for i, tc := range tests {
 		ctx, cancel := context.WithCancel(context.Background())

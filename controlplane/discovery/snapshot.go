@@ -3,36 +3,13 @@ package discovery
 import (
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/store"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/nodelabel"
 )
-
-// Scoping labels. An artifact's metadata.labels may carry these keys with a
-// comma-separated list of values; a node only receives the artifact if, for
-// every such label present, the node's matching label has one of the
-// listed values. An artifact without scoping labels goes to every node.
-const (
-	LabelRegion      = "mcpready.dev/region"
-	LabelTenantClass = "mcpready.dev/tenant-class"
-	LabelHost        = "mcpready.dev/host"
-)
-
-// Node label keys read from mcpreadyv1.Node.labels. The tenant-class value
-// may be a comma-separated list; the prefixed forms ("mcpready.dev/region")
-// are accepted as well.
-const (
-	NodeRegion      = "region"
-	NodeTenantClass = "tenant-class"
-	NodeHost        = "host"
-)
-
-var scopeKeys = [...]struct{ artifact, node string }{
-	{LabelRegion, NodeRegion}, {LabelTenantClass, NodeTenantClass}, {LabelHost, NodeHost},
-}
 
 // distributed lists the kinds agents receive.
 var distributed = []artifact.Kind{artifact.KindTrustPolicy, artifact.KindDeclaration, artifact.KindRegistryEntry, artifact.KindPolicy, artifact.KindEvidence}
@@ -40,7 +17,7 @@ var distributed = []artifact.Kind{artifact.KindTrustPolicy, artifact.KindDeclara
 // resource is one distributable artifact with its parsed scope.
 type resource struct {
 	pb    *mcpreadyv1.Resource
-	scope [len(scopeKeys)][]string // nil: unscoped in that dimension
+	scope [len(nodelabel.Dimensions)][]string // nil: unscoped in that dimension
 }
 
 // snapshot is the immutable set of one kind's live resources.
@@ -59,9 +36,9 @@ func buildSnapshot(k artifact.Kind, recs []store.Record, now time.Time) *snapsho
 			continue
 		}
 		res := &resource{pb: &mcpreadyv1.Resource{Name: r.Name, TypeUrl: k.TypeURL(), Version: strconv.FormatInt(r.Revision, 10), Bundle: r.Bundle}}
-		for i, sk := range scopeKeys {
-			if v, ok := r.Labels[sk.artifact]; ok {
-				res.scope[i] = splitList(v)
+		for i, k := range nodelabel.Dimensions {
+			if v, ok := r.Labels[string(k.Scope())]; ok {
+				res.scope[i] = nodelabel.Split(v)
 			}
 		}
 		s.resources = append(s.resources, res)
@@ -70,35 +47,14 @@ func buildSnapshot(k artifact.Kind, recs []store.Record, now time.Time) *snapsho
 	return s
 }
 
-func splitList(v string) []string {
-	var out []string
-	for p := range strings.SplitSeq(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	if out == nil {
-		out = []string{} // present but empty: matches no node
-	}
-	return out
-}
-
 // nodeScope is a node's values for each scoping dimension.
-type nodeScope [len(scopeKeys)][]string
+type nodeScope [len(nodelabel.Dimensions)][]string
 
 func scopeOf(n *mcpreadyv1.Node) nodeScope {
 	var ns nodeScope
-	labels := n.GetLabels()
-	for i, sk := range scopeKeys {
-		v, ok := labels[sk.node]
-		if !ok {
-			v, ok = labels[sk.artifact]
-		}
-		if !ok && sk.node == NodeTenantClass {
-			v, ok = labels["tenant-classes"]
-		}
-		if ok {
-			ns[i] = splitList(v)
+	for i, k := range nodelabel.Dimensions {
+		if v, ok := nodelabel.Lookup(n.GetLabels(), k); ok {
+			ns[i] = nodelabel.Split(v)
 		}
 	}
 	return ns

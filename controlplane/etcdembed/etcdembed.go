@@ -1,6 +1,7 @@
 // Package etcdembed runs etcd members inside the control-plane process: a
 // single node by default, or a small cluster for tests. It only starts and
-// stops etcd; it knows nothing about what the control plane stores.
+// stops etcd; it must not know what the control plane stores, nor read or
+// write keys.
 package etcdembed
 
 import (
@@ -26,7 +27,8 @@ type Member struct {
 	etcd      *embed.Etcd
 }
 
-// Options configures StartSingle.
+// Options configures StartSingle and StartCluster. Zero values are
+// documented per field. etcd logs through its own logger at LogLevel.
 type Options struct {
 	// Dir is the data directory; required.
 	Dir string
@@ -81,13 +83,13 @@ func startCluster(o Options, names []string, clientAddr string) ([]*Member, erro
 		if ca == "" || len(names) > 1 {
 			p, err := freePort()
 			if err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrStart, err)
+				return nil, fmt.Errorf("%w: %w", ErrStart, err)
 			}
 			ca = p
 		}
 		pp, err := freePort()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrStart, err)
+			return nil, fmt.Errorf("%w: %w", ErrStart, err)
 		}
 		members[i] = &Member{Name: name, ClientURL: "http://" + ca, PeerURL: "http://" + pp}
 		initial = append(initial, name+"="+members[i].PeerURL)
@@ -119,7 +121,7 @@ func startCluster(o Options, names []string, clientAddr string) ([]*Member, erro
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {
 			closeAll(members)
-			return nil, fmt.Errorf("%w: member %s: %v", ErrStart, m.Name, err)
+			return nil, fmt.Errorf("%w: member %s: %w", ErrStart, m.Name, err)
 		}
 		m.etcd = e
 		go func(e *embed.Etcd) {
@@ -136,7 +138,7 @@ func startCluster(o Options, names []string, clientAddr string) ([]*Member, erro
 	for range members {
 		if err := <-started; err != nil {
 			closeAll(members)
-			return nil, fmt.Errorf("%w: %v", ErrStart, err)
+			return nil, fmt.Errorf("%w: %w", ErrStart, err)
 		}
 	}
 	return members, nil

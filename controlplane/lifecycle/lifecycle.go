@@ -12,14 +12,21 @@
 // with its own observer key (which the TrustPolicy must grant the
 // RegistryEntry kind), a copy of the entry carrying the new state and drift
 // labels, and writes it through the same verified write path as every
-// other artifact. Agents verify that copy like anything else, see
-// SUSPENDED or STALE, and stop routing. History is never rewritten: the
-// organisation's revision stays in the store beneath the copy.
+// other artifact (a *writer.Writer). Agents verify that copy like anything
+// else, see SUSPENDED or STALE, and stop routing. History is never
+// rewritten: the organisation's revision stays in the store beneath the
+// copy.
 //
 // Rules:
 //   - An organisation revision of an entry records an event to the state in
 //     its spec (this is how an entry is (re)qualified, e.g. after STALE or
-//     SUSPENDED once the qualification slice has been rerun).
+//     SUSPENDED once the qualification slice has been rerun). The Manager
+//     learns of revisions from the store watch (Watch, run by Run), whoever
+//     wrote them, and handles each organisation revision once: the last
+//     revision handled per entry is kept in etcd, so a replica taking over
+//     continues where the previous one stopped, and replicas handling the
+//     same revision at once record it once. A drift report or a sweep first
+//     handles the revision it is about to act on.
 //   - A drift report suspends that exact identity fleet-wide and creates a
 //     fresh CANDIDATE named "<old>+<12 hex of the observed identity's
 //     digest>" with supersedes set to the old entry; the candidate never
@@ -31,8 +38,9 @@
 //     evidence is left alone: missing evidence is for agents' policy to
 //     treat as UNKNOWN.
 //
-// The package never decides trust: bundles it reads were verified on write,
-// and bundles it writes go through the verified Apply.
+// The package must not decide trust or write to the store directly: bundles
+// it reads were verified on write, and bundles it writes go through the
+// Writer. It must not be told of writes by other packages; it watches.
 package lifecycle
 
 import (
@@ -45,6 +53,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -55,47 +64,60 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/store"
+	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/sign"
 )
 
-// eventStream is the store event stream of registry lifecycle events.
-const eventStream = "registry"
+// eventStream is the store event stream of registry lifecycle events;
+// handledStream records, per entry, the organisation revisions handled.
+const (
+	eventStream   = "registry"
+	handledStream = "registry-handled"
+)
+
+// ErrConfig: New was given incomplete Options or an unusable key.
+var ErrConfig = errors.New("invalid lifecycle options")
 
 // Options configures a Manager.
 type Options struct {
-	// Store is required.
-	Store *store.Store
-	// Apply is the verified write path (admin.Service.ApplyBundle); required.
-	Apply func(ctx context.Context, bundle []byte) (store.Record, bool, error)
+	// Writer is the verified write path; required. The Manager reads and
+	// watches its Store.
+	Writer *writer.Writer
 	// Signer is the control plane's observer key. Nil means state changes
 	// are recorded as events but not distributed to agents.
 	Signer crypto.Signer
 	// Now; nil means time.Now.
 	Now func() time.Time
-	// Logger; nil means slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
-// Manager records and serves the registry lifecycle.
+// Manager records and serves the registry lifecycle. It is safe for
+// concurrent use.
 type Manager struct {
 	o        Options
+	st       *store.Store
 	signerID string
+	mu       sync.Mutex // serialises handling of organisation revisions
 }
 
-// New returns a Manager.
+// New returns a Manager, or an error wrapping ErrConfig.
 func New(o Options) (*Manager, error) {
+	if o.Writer == nil {
+		return nil, fmt.Errorf("%w: Writer is required", ErrConfig)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{o: o}
+	m := &Manager{o: o, st: o.Writer.Store()}
 	if o.Signer != nil {
 		id, err := sign.KeyID(o.Signer.Public())
 		if err != nil {
-			return nil, fmt.Errorf("observer key: %w", err)
+			return nil, fmt.Errorf("%w: observer key: %w", ErrConfig, err)
 		}
 		m.signerID = id
 	}
@@ -121,7 +143,7 @@ func (m *Manager) load(ctx context.Context, rec store.Record) (*entry, error) {
 		return nil, fmt.Errorf("%w: %s %q is not a RegistryEntry", sign.ErrPeek, rec.Kind, rec.Name)
 	}
 	e := &entry{rec: rec, obj: obj, spec: spec, state: spec.GetState()}
-	raw, err := m.o.Store.Events(ctx, eventStream, rec.Name)
+	raw, err := m.st.Events(ctx, eventStream, rec.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -148,50 +170,21 @@ func (m *Manager) record(ctx context.Context, ev *mcpreadyv1.LifecycleEvent) err
 		return err
 	}
 	m.o.Logger.Info("registry lifecycle", "entry", ev.GetEntryName(), "from", ev.GetFrom(), "to", ev.GetTo(), "reason", ev.GetReason(), "drift", ev.GetDrift())
-	return m.o.Store.AppendEvent(ctx, eventStream, ev.GetEntryName(), b)
-}
-
-// Applied records the state of a newly stored organisation revision of a
-// registry entry. Revisions written by the lifecycle itself are ignored.
-func (m *Manager) Applied(ctx context.Context, rec store.Record, obj *artifact.Object) {
-	if rec.Kind != artifact.KindRegistryEntry || (m.signerID != "" && rec.Signer == m.signerID) {
-		return
-	}
-	e, err := m.load(ctx, rec)
-	if err != nil {
-		m.o.Logger.Warn("lifecycle: cannot read applied entry", "entry", rec.Name, "err", err)
-		return
-	}
-	to := e.spec.GetState()
-	if to == mcpreadyv1.LifecycleState_LIFECYCLE_STATE_UNSPECIFIED {
-		to = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE
-	}
-	from := mcpreadyv1.LifecycleState_LIFECYCLE_STATE_UNSPECIFIED
-	if len(e.events) > 0 {
-		from = e.state
-	}
-	if from == to {
-		return
-	}
-	err = m.record(ctx, &mcpreadyv1.LifecycleEvent{EntryName: rec.Name, From: from, To: to, Drift: e.spec.GetDrift(),
-		Reason: fmt.Sprintf("revision %d applied by key %s", rec.Revision, rec.Signer), RelatedEntry: e.spec.GetSupersedes()})
-	if err != nil {
-		m.o.Logger.Warn("lifecycle: cannot record event", "entry", rec.Name, "err", err)
-	}
+	return m.st.AppendEvent(ctx, eventStream, ev.GetEntryName(), b)
 }
 
 // Status returns the status of one entry, or of every entry when name is "".
 func (m *Manager) Status(ctx context.Context, name string) ([]*mcpreadyv1.RegistryStatus, error) {
 	var recs []store.Record
 	if name != "" {
-		r, err := m.o.Store.Get(ctx, artifact.KindRegistryEntry, name)
+		r, err := m.st.Get(ctx, artifact.KindRegistryEntry, name)
 		if err != nil {
 			return nil, err
 		}
 		recs = []store.Record{r}
 	} else {
 		var err error
-		if recs, _, err = m.o.Store.List(ctx, artifact.KindRegistryEntry); err != nil {
+		if recs, _, err = m.st.List(ctx, artifact.KindRegistryEntry); err != nil {
 			return nil, err
 		}
 	}
@@ -228,7 +221,7 @@ type evidenceItem struct {
 }
 
 func (m *Manager) evidence(ctx context.Context) ([]evidenceItem, error) {
-	recs, _, err := m.o.Store.List(ctx, artifact.KindEvidence)
+	recs, _, err := m.st.List(ctx, artifact.KindEvidence)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +278,7 @@ func matchEvidence(e *entry, evidence []evidenceItem, now time.Time) (last time.
 // Sweep marks QUALIFIED entries whose matching evidence has all expired
 // STALE. It returns the names it changed.
 func (m *Manager) Sweep(ctx context.Context) ([]string, error) {
-	recs, _, err := m.o.Store.List(ctx, artifact.KindRegistryEntry)
+	recs, _, err := m.st.List(ctx, artifact.KindRegistryEntry)
 	if err != nil {
 		return nil, err
 	}
@@ -297,6 +290,10 @@ func (m *Manager) Sweep(ctx context.Context) ([]string, error) {
 	var errs []error
 	for _, r := range recs {
 		if r.Deleted {
+			continue
+		}
+		if err := m.handle(ctx, r); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		e, err := m.load(ctx, r)
@@ -327,8 +324,12 @@ func (m *Manager) Sweep(ctx context.Context) ([]string, error) {
 	return changed, errors.Join(errs...)
 }
 
-// Run sweeps every interval until ctx ends.
+// Run watches the store (see Watch) and sweeps every interval until ctx
+// ends. Run it on one replica at a time.
 func (m *Manager) Run(ctx context.Context, interval time.Duration) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { m.Watch(ctx) })
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -367,7 +368,7 @@ func (m *Manager) publishSpec(ctx context.Context, e *entry, name string, spec *
 	if err != nil {
 		return err
 	}
-	_, _, err = m.o.Apply(ctx, b)
+	_, _, err = m.o.Writer.Apply(ctx, b)
 	return err
 }
 
@@ -391,12 +392,15 @@ func (m *Manager) ReportDrift(ctx context.Context, req *mcpreadyv1.ReportDriftRe
 	case req.GetObserved() == nil:
 		return nil, status.Error(codes.InvalidArgument, "the observed identity is required")
 	}
-	rec, err := m.o.Store.Get(ctx, artifact.KindRegistryEntry, req.GetEntryName())
+	rec, err := m.st.Get(ctx, artifact.KindRegistryEntry, req.GetEntryName())
 	if err != nil {
 		return nil, err
 	}
 	if rec.Deleted {
 		return nil, status.Errorf(codes.NotFound, "registry entry %q is deleted", req.GetEntryName())
+	}
+	if err := m.handle(ctx, rec); err != nil {
+		return nil, err
 	}
 	e, err := m.load(ctx, rec)
 	if err != nil {
@@ -413,7 +417,7 @@ func (m *Manager) ReportDrift(ctx context.Context, req *mcpreadyv1.ReportDriftRe
 	}
 	suspended := mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED
 	if e.state == suspended || e.state == mcpreadyv1.LifecycleState_LIFECYCLE_STATE_REVOKED {
-		if _, err := m.o.Store.Get(ctx, artifact.KindRegistryEntry, candName); err == nil {
+		if _, err := m.st.Get(ctx, artifact.KindRegistryEntry, candName); err == nil {
 			return &mcpreadyv1.ReportDriftResponse{NewState: e.state, CandidateName: candName}, nil
 		}
 	}
@@ -434,6 +438,11 @@ func (m *Manager) ReportDrift(ctx context.Context, req *mcpreadyv1.ReportDriftRe
 	cand.Qualification = nil // never inherited
 	cand.DiscoverySource = "drift-report:" + reporter
 	if err := m.publishSpec(ctx, e, candName, cand); err != nil {
+		return nil, err
+	}
+	// The candidate's events start here: mark it so that the organisation's
+	// first revision of it is handled (see handle).
+	if _, err := m.markHandled(ctx, candName, 0); err != nil {
 		return nil, err
 	}
 	err = m.record(ctx, &mcpreadyv1.LifecycleEvent{EntryName: candName, To: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE, Drift: labels, RelatedEntry: rec.Name, Reporter: reporter,

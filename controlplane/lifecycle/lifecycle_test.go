@@ -8,12 +8,13 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/artifact"
-	"github.com/mcpready/mcpready/controlplane/admin"
 	"github.com/mcpready/mcpready/controlplane/lifecycle"
 	"github.com/mcpready/mcpready/controlplane/store"
+	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/etcdtest"
 	"github.com/mcpready/mcpready/internal/testpki"
@@ -40,7 +41,7 @@ func (c *clock) add(d time.Duration) {
 }
 
 type env struct {
-	svc *admin.Service
+	w   *writer.Writer
 	lc  *lifecycle.Manager
 	st  *store.Store
 	p   *testpki.PKI
@@ -51,17 +52,23 @@ func setup(t *testing.T) *env {
 	cli, _ := etcdtest.Etcd(t)
 	st := store.New(cli, store.Options{})
 	p := testpki.New(t)
-	svc := admin.New(admin.Options{Store: st, Root: p.Root.Public()})
-	clk := &clock{t: time.Now()}
-	lc, err := lifecycle.New(lifecycle.Options{Store: st, Apply: svc.ApplyBundle, Signer: p.Observer, Now: clk.now})
+	w, err := writer.New(writer.Options{Store: st, Root: p.Root.Public()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.SetLifecycle(lc)
-	if _, _, err := svc.ApplyBundle(context.Background(), p.TrustPolicy); err != nil {
+	clk := &clock{t: time.Now()}
+	lc, err := lifecycle.New(lifecycle.Options{Writer: w, Signer: p.Observer, Now: clk.now})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{svc, lc, st, p, clk}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { lc.Watch(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if _, _, err := w.Apply(context.Background(), p.TrustPolicy); err != nil {
+		t.Fatal(err)
+	}
+	return &env{w, lc, st, p, clk}
 }
 
 func entry(version, evidenceRef string) *mcpreadyv1.RegistryEntry {
@@ -74,12 +81,19 @@ func entry(version, evidenceRef string) *mcpreadyv1.RegistryEntry {
 	}
 }
 
+// applyEntry applies an organisation-signed entry that changes its state
+// and waits until the lifecycle, watching the store, recorded the change.
 func (e *env) applyEntry(t *testing.T, name string, spec *mcpreadyv1.RegistryEntry) []byte {
 	t.Helper()
+	before := 0
+	if s, err := e.lc.Status(context.Background(), name); err == nil && len(s) == 1 {
+		before = len(s[0].Events)
+	}
 	b := testpki.Sign(t, artifact.New(artifact.KindRegistryEntry, name, spec), e.p.Org)
-	if _, _, err := e.svc.ApplyBundle(context.Background(), b); err != nil {
+	if _, _, err := e.w.Apply(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
+	waitEvents(t, e, name, before+1)
 	return b
 }
 
@@ -121,7 +135,7 @@ func TestEvidenceExpiryMakesStale(t *testing.T) {
 	}
 	ev := &mcpreadyv1.Evidence{Subject: &mcpreadyv1.Subject{ServerName: "com.example/docs", ToolName: "docs.lookup"},
 		ObservedAt: timestamppb.New(e.clk.now()), ExpiresAt: timestamppb.New(e.clk.now().Add(time.Hour))}
-	if _, _, err := e.svc.ApplyBundle(ctx, testpki.Sign(t, artifact.New(artifact.KindEvidence, "lab/docs.lookup/1", ev), e.p.Observer)); err != nil {
+	if _, _, err := e.w.Apply(ctx, testpki.Sign(t, artifact.New(artifact.KindEvidence, "lab/docs.lookup/1", ev), e.p.Observer)); err != nil {
 		t.Fatal(err)
 	}
 	if ch, err := e.lc.Sweep(ctx); err != nil || len(ch) != 0 {
@@ -218,5 +232,130 @@ func TestDriftReportRejects(t *testing.T) {
 	}
 	if _, err := e.lc.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{EntryName: "nope", Observed: &mcpreadyv1.ToolIdentity{}, Labels: []mcpreadyv1.DriftLabel{1}}); err == nil {
 		t.Fatal("unknown entry accepted")
+	}
+}
+
+// TestLearnsRevisionsFromStoreWatch: a revision written to the store by any
+// writer (here straight into the store, as another replica would) is seen
+// through the store watch and recorded as a lifecycle event.
+func TestLearnsRevisionsFromStoreWatch(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	b := testpki.Sign(t, artifact.New(artifact.KindRegistryEntry, "direct@1", entry("1", "")), e.p.Org)
+	orgID, _ := sign.KeyID(e.p.Org.Public())
+	if _, _, err := e.st.Put(ctx, store.Record{Kind: artifact.KindRegistryEntry, Name: "direct@1", Bundle: b, Signer: orgID}); err != nil {
+		t.Fatal(err)
+	}
+	s := waitEvents(t, e, "direct@1", 1)
+	if s.State != qualified || s.Events[0].To != qualified {
+		t.Fatalf("after a direct store write: %v", s)
+	}
+}
+
+// waitEvents waits until name's status has n lifecycle events.
+func waitEvents(t *testing.T, e *env, name string, n int) *mcpreadyv1.RegistryStatus {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := e.status(t, name)
+		if len(s.Events) >= n {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d lifecycle events, want %d: %v", name, len(s.Events), n, s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRevisionHandledOnce: another Manager (a replica elected later) sees
+// the same organisation revision again through its own watch and sweep,
+// and must not record it twice nor undo a suspension made since. Without an
+// observer key the suspension is not distributed, so the organisation's
+// revision stays the latest one.
+func TestRevisionHandledOnce(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	nokey, err := lifecycle.New(lifecycle.Options{Writer: e.w, Now: e.clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.applyEntry(t, "docs.lookup@2.4.1", entry("2.4.1", ""))
+	observed := entry("2.5.0", "").Identity
+	if _, err := nokey.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, EntryName: "docs.lookup@2.4.1", Observed: observed,
+		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}}); err != nil {
+		t.Fatal(err)
+	}
+	later, err := lifecycle.New(lifecycle.Options{Writer: e.w, Now: e.clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { later.Watch(wctx); close(done) }()
+	if _, err := later.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	s := e.status(t, "docs.lookup@2.4.1")
+	if s.State != suspended || len(s.Events) != 2 {
+		t.Fatalf("after another replica's watch and sweep: %v", s)
+	}
+}
+
+// TestWatchStopsWithContext: Watch returns once its context ends.
+func TestWatchStopsWithContext(t *testing.T) {
+	e := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.lc.Watch(ctx); close(done) }()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch did not return after its context ended")
+	}
+}
+
+// TestEntriesFromBeforeTheWatch: an entry whose events were recorded when
+// it was applied (as control planes did before the lifecycle watched the
+// store), here suspended since, is not re-qualified from its old revision
+// when the lifecycle first sees it; a drift candidate the organisation then
+// qualifies is recorded.
+func TestEntriesFromBeforeTheWatch(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	orgID, _ := sign.KeyID(e.p.Org.Public())
+	b := testpki.Sign(t, artifact.New(artifact.KindRegistryEntry, "old@1", entry("1", "")), e.p.Org)
+	later, err := lifecycle.New(lifecycle.Options{Writer: e.w, Now: e.clk.now}) // its watch is not running
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What an earlier control plane left: the revision and its events.
+	for _, ev := range []*mcpreadyv1.LifecycleEvent{{EntryName: "old@1", To: qualified}, {EntryName: "old@1", From: qualified, To: suspended}} {
+		raw, _ := protojson.Marshal(ev)
+		if err := e.st.AppendEvent(ctx, "registry", "old@1", raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := e.st.Put(ctx, store.Record{Kind: artifact.KindRegistryEntry, Name: "old@1", Bundle: b, Signer: orgID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := later.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.status(t, "old@1"); s.State != suspended || len(s.Events) != 2 {
+		t.Fatalf("old entry after the first sweep: %v", s)
+	}
+	// A drift candidate, then the organisation qualifies it.
+	resp, err := e.lc.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{EntryName: "old@1", Observed: entry("2", "").Identity,
+		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.applyEntry(t, resp.CandidateName, entry("2", ""))
+	if s := e.status(t, resp.CandidateName); s.State != qualified {
+		t.Fatalf("qualified candidate: %v", s)
 	}
 }

@@ -11,8 +11,10 @@
 // revision key does not exist yet and the latest pointer is unchanged since
 // it was read, so history is append-only and never partially written.
 //
-// The store does not verify signatures or interpret bundles: callers verify
-// before Put. It never deletes or rewrites a revision.
+// The store must not verify signatures or interpret bundles: the one
+// caller of Put for artifacts is package writer, which verifies first. It
+// never deletes or rewrites a revision. Readers learn of new revisions
+// through Watch (kinds changed) and WatchRecords (the records themselves).
 package store
 
 import (
@@ -140,10 +142,10 @@ func (s *Store) latestPrefix(k artifact.Kind) string {
 // digest and deletion state, nothing is written and unchanged is true.
 func (s *Store) Put(ctx context.Context, rec Record) (stored Record, unchanged bool, err error) {
 	if _, err := artifact.ParseKind(string(rec.Kind)); err != nil {
-		return Record{}, false, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Record{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err := artifact.ValidateName(rec.Name); err != nil {
-		return Record{}, false, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Record{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if len(rec.Bundle) == 0 {
 		return Record{}, false, fmt.Errorf("%w: empty bundle", ErrInvalid)
@@ -211,7 +213,7 @@ func (s *Store) latest(ctx context.Context, k artifact.Kind, name string) (Recor
 	}
 	var r Record
 	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
-		return Record{}, 0, fmt.Errorf("%w: latest of %s %q: %v", ErrInvalid, k, name, err)
+		return Record{}, 0, fmt.Errorf("%w: latest of %s %q: %w", ErrInvalid, k, name, err)
 	}
 	r.ModRevision = resp.Kvs[0].ModRevision
 	return r, r.ModRevision, nil
@@ -256,7 +258,7 @@ func (s *Store) list(ctx context.Context, key string, prefix bool) ([]Record, in
 	for _, kv := range resp.Kvs {
 		var r Record
 		if err := json.Unmarshal(kv.Value, &r); err != nil {
-			return nil, 0, fmt.Errorf("%w: %s: %v", ErrInvalid, kv.Key, err)
+			return nil, 0, fmt.Errorf("%w: %s: %w", ErrInvalid, kv.Key, err)
 		}
 		r.ModRevision = kv.ModRevision
 		recs = append(recs, r)
@@ -321,7 +323,7 @@ func (s *Store) History(ctx context.Context, k artifact.Kind, name string) ([]Re
 		}
 		var r Record
 		if err := json.Unmarshal(kv.Value, &r); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, kv.Key, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, kv.Key, err)
 		}
 		r.ModRevision = kv.ModRevision
 		recs = append(recs, r)
@@ -343,29 +345,38 @@ func (s *Store) History(ctx context.Context, k artifact.Kind, name string) ([]Re
 // AppendEvent appends data to the event stream (stream, name). Events are
 // never rewritten; the key is only created if absent.
 func (s *Store) AppendEvent(ctx context.Context, stream, name string, data []byte) error {
-	if err := artifact.ValidateName(name); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if len(data) > s.o.MaxBytes {
-		return fmt.Errorf("%w: event of %d bytes", ErrTooLarge, len(data))
-	}
 	for try := 0; try < 8; try++ {
-		key := s.o.Prefix + "/events/" + stream + "/" + name + "/" + pad(s.o.Now().UnixNano()+int64(try))
-		var resp *clientv3.TxnResponse
-		err := s.do(ctx, func(ctx context.Context) error {
-			var err error
-			resp, err = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-				Then(clientv3.OpPut(key, string(data))).Commit()
+		created, err := s.CreateEvent(ctx, stream, name, s.o.Now().UnixNano()+int64(try), data)
+		if err != nil || created {
 			return err
-		})
-		if err != nil {
-			return err
-		}
-		if resp.Succeeded {
-			return nil
 		}
 	}
 	return fmt.Errorf("%w: event key collision", ErrConflict)
+}
+
+// CreateEvent writes data as event seq of (stream, name) unless that event
+// exists; created reports whether it was written. Events keyed by a number
+// the caller chooses (e.g. a revision) are claimed at most once this way.
+// Events sort by seq, so a stream should use one kind of seq.
+func (s *Store) CreateEvent(ctx context.Context, stream, name string, seq int64, data []byte) (created bool, err error) {
+	if err := artifact.ValidateName(name); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if len(data) > s.o.MaxBytes {
+		return false, fmt.Errorf("%w: event of %d bytes", ErrTooLarge, len(data))
+	}
+	key := s.o.Prefix + "/events/" + stream + "/" + name + "/" + pad(seq)
+	var resp *clientv3.TxnResponse
+	err = s.do(ctx, func(ctx context.Context) error {
+		var err error
+		resp, err = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(data))).Commit()
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
 }
 
 // Events returns the events of (stream, name), oldest first.
@@ -414,7 +425,7 @@ func (s *Store) do(ctx context.Context, op func(context.Context) error) error {
 			s.o.OnError(err)
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+			return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 		}
 		if !retryable(err) {
 			return fmt.Errorf("etcd: %w", err)
@@ -422,12 +433,12 @@ func (s *Store) do(ctx context.Context, op func(context.Context) error) error {
 		last = err
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+			return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 2*time.Second)
 	}
-	return fmt.Errorf("%w after %d attempts: %v", ErrUnavailable, s.o.Attempts, last)
+	return fmt.Errorf("%w after %d attempts: %w", ErrUnavailable, s.o.Attempts, last)
 }
 
 func retryable(err error) bool {

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
 	"github.com/mcpready/mcpready/controlplane/lifecycle"
 	"github.com/mcpready/mcpready/controlplane/store"
+	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/sign"
 )
@@ -69,12 +70,15 @@ func Start(t testing.TB) *Env {
 	t.Cleanup(func() { cancel(); <-done })
 	e.Put(artifact.New(artifact.KindTrustPolicy, "default", &mcpreadyv1.TrustPolicy{}))
 	// The Admin API (verified writes, drift reports) with lifecycle tracking.
-	adm := admin.New(admin.Options{Store: e.Store, Root: e.RootPub})
-	lc, err := lifecycle.New(lifecycle.Options{Store: e.Store, Apply: adm.ApplyBundle})
+	w, err := writer.New(writer.Options{Store: e.Store, Root: e.RootPub})
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm.SetLifecycle(lc)
+	lc, err := lifecycle.New(lifecycle.Options{Writer: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := admin.New(admin.Options{Writer: w, Lifecycle: lc})
 	e.Register(func(gs *grpc.Server) { mcpreadyv1.RegisterAdminServiceServer(gs, adm) })
 	e.Serve("127.0.0.1:0")
 	t.Cleanup(e.Stop)

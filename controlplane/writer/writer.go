@@ -1,0 +1,286 @@
+// Package writer is the control plane's one write path into the artifact
+// store: it verifies a bundle, then stores it. A TrustPolicy is verified
+// against the organisation's root public key, every other kind against the
+// active TrustPolicy (the most recently stored one that still verifies). A
+// rejected write stores nothing and returns the verification reason.
+//
+// Every writer on the control plane goes through a *Writer: the Admin API
+// (apply and delete), the registry lifecycle (the suspensions and state
+// changes it signs) and aggregation (the passive Evidence it signs). Nothing
+// else calls store.Put.
+//
+// The package never signs anything, never rewrites stored bytes and never
+// tells anyone about a write: readers learn of new revisions from the store
+// watch.
+package writer
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane/store"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// Errors of the write path besides *sign.VerifyError and store errors.
+var (
+	ErrNoTrustPolicy = errors.New("no TrustPolicy stored yet: apply one signed by the root key first")
+	// ErrTrustExpired: the active TrustPolicy no longer verifies (e.g. it
+	// expired); only a new root-signed TrustPolicy is accepted.
+	ErrTrustExpired = errors.New("the active TrustPolicy no longer verifies")
+	ErrWrongKind    = errors.New("kind not accepted here")
+	// ErrTombstone: a tombstone that does not name what it deletes
+	// consistently.
+	ErrTombstone = errors.New("invalid tombstone")
+	// ErrNotPermitted: the tombstone's signer may not sign the target kind.
+	ErrNotPermitted = errors.New("signer not permitted")
+	// ErrDeleted: the target of a tombstone is already deleted.
+	ErrDeleted = errors.New("already deleted")
+	// ErrConfig: New was given incomplete Options.
+	ErrConfig = errors.New("invalid writer options")
+)
+
+// Options configures a Writer.
+type Options struct {
+	// Store is where verified bundles go; required.
+	Store *store.Store
+	// Root is the organisation's root public key; required.
+	Root crypto.PublicKey
+	// Now is the clock verification uses; nil means time.Now.
+	Now func() time.Time
+	// Logger receives one line per stored revision; nil discards.
+	Logger *slog.Logger
+}
+
+// Writer verifies and stores bundles. It is safe for concurrent use.
+type Writer struct {
+	o Options
+
+	mu       sync.Mutex
+	trust    *sign.Trust
+	trustDig string
+}
+
+// New returns a Writer, or an error wrapping ErrConfig.
+func New(o Options) (*Writer, error) {
+	if o.Store == nil || o.Root == nil {
+		return nil, fmt.Errorf("%w: Store and Root are required", ErrConfig)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Writer{o: o}, nil
+}
+
+// Store is the store the Writer writes to (for reads).
+func (w *Writer) Store() *store.Store { return w.o.Store }
+
+// activeTrust returns the Trust of the latest stored TrustPolicy, or
+// ErrNoTrustPolicy.
+func (w *Writer) activeTrust(ctx context.Context) (*sign.Trust, error) {
+	recs, _, err := w.o.Store.List(ctx, artifact.KindTrustPolicy)
+	if err != nil {
+		return nil, err
+	}
+	var latest *store.Record
+	for i := range recs {
+		if !recs[i].Deleted && (latest == nil || recs[i].ModRevision > latest.ModRevision) {
+			latest = &recs[i]
+		}
+	}
+	if latest == nil {
+		return nil, ErrNoTrustPolicy
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.trustDig == latest.Digest {
+		exp := w.trust.Policy().Object.Spec.(*mcpreadyv1.TrustPolicy).GetProvenance().GetExpiresAt()
+		if exp == nil || w.o.Now().Before(exp.AsTime()) {
+			return w.trust, nil
+		}
+	}
+	t, err := sign.NewTrust(latest.Bundle, w.o.Root, w.o.Now())
+	if err != nil {
+		w.trust, w.trustDig = nil, "" // Current reports no trust rather than a stale one
+		return nil, fmt.Errorf("%w: %q: %w", ErrTrustExpired, latest.Name, err)
+	}
+	w.trust, w.trustDig = t, latest.Digest
+	return t, nil
+}
+
+// Current returns the active Trust as last loaded (by a write or Refresh),
+// or nil if none is known yet.
+func (w *Writer) Current() *sign.Trust {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.trust
+}
+
+// Refresh reloads the active TrustPolicy every interval until ctx ends,
+// so Current follows writes made through other replicas.
+func (w *Writer) Refresh(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := w.activeTrust(ctx); err != nil && !errors.Is(err, ErrNoTrustPolicy) && ctx.Err() == nil {
+			w.o.Logger.Warn("refreshing the active TrustPolicy", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// verify checks bundle against the root key (TrustPolicy) or the active
+// TrustPolicy (every other kind).
+func (w *Writer) verify(ctx context.Context, bundle []byte) (*sign.Verified, error) {
+	if max := w.o.Store.MaxBytes(); len(bundle) > max {
+		return nil, fmt.Errorf("%w: bundle is %d bytes, limit is %d", store.ErrTooLarge, len(bundle), max)
+	}
+	now := w.o.Now()
+	trust, err := w.activeTrust(ctx)
+	if errors.Is(err, ErrNoTrustPolicy) || sign.ReasonOf(err) != "" {
+		// Bootstrap, or the active TrustPolicy expired: only a root-signed
+		// TrustPolicy can be written.
+		t, terr := sign.NewTrust(bundle, w.o.Root, now)
+		if terr != nil {
+			if sign.ReasonOf(terr) == sign.ReasonUnknownKey || sign.ReasonOf(terr) == sign.ReasonKindNotAllowed {
+				return nil, fmt.Errorf("%w; only a root-signed TrustPolicy is accepted now (%w)", err, terr)
+			}
+			return nil, terr
+		}
+		return t.Policy(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	v, err := trust.Verify(bundle, now)
+	if err != nil {
+		return nil, err
+	}
+	if v.Object.Kind == artifact.KindTrustPolicy {
+		t, err := sign.NewTrust(bundle, w.o.Root, now)
+		if err != nil {
+			return nil, err
+		}
+		v = t.Policy()
+	}
+	return v, nil
+}
+
+// Apply verifies bundle and stores it as the next revision of its artifact.
+// unchanged reports a re-apply of the latest revision's exact bytes
+// (nothing is written). ReceiptBatch and Tombstone are refused with
+// ErrWrongKind.
+func (w *Writer) Apply(ctx context.Context, bundle []byte) (rec store.Record, unchanged bool, err error) {
+	return w.apply(ctx, bundle, "")
+}
+
+// apply is Apply, refusing every kind but only when only is set.
+func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (rec store.Record, unchanged bool, err error) {
+	v, err := w.verify(ctx, bundle)
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	if only != "" && v.Object.Kind != only {
+		return store.Record{}, false, fmt.Errorf("%w: want a %s, got a %s", ErrWrongKind, only, v.Object.Kind)
+	}
+	switch v.Object.Kind {
+	case artifact.KindReceiptBatch:
+		return store.Record{}, false, fmt.Errorf("%w: ReceiptBatch goes to the ReceiptsService", ErrWrongKind)
+	case artifact.KindTombstone:
+		return store.Record{}, false, fmt.Errorf("%w: a Tombstone is sent with Delete", ErrWrongKind)
+	}
+	rec, unchanged, err = w.o.Store.Put(ctx, store.Record{Kind: v.Object.Kind, Name: v.Object.Metadata.Name, Bundle: bundle, Signer: v.KeyID, Labels: v.Object.Metadata.Labels})
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	if rec.Kind == artifact.KindTrustPolicy {
+		if _, err := w.activeTrust(ctx); err != nil {
+			w.o.Logger.Warn("loading the new TrustPolicy", "err", err)
+		}
+	}
+	if !unchanged {
+		w.o.Logger.Info("artifact stored", "kind", rec.Kind, "name", rec.Name, "revision", rec.Revision, "signer", rec.Signer)
+	}
+	return rec, unchanged, nil
+}
+
+// Delete verifies a signed Tombstone and stores it as the next revision of
+// its target. The tombstone's metadata.name must be its target name, and
+// its signer must be the root key or granted the target kind.
+func (w *Writer) Delete(ctx context.Context, tombstone []byte) (store.Record, error) {
+	v, err := w.verify(ctx, tombstone)
+	if err != nil {
+		return store.Record{}, err
+	}
+	ts, ok := v.Object.Spec.(*mcpreadyv1.Tombstone)
+	if !ok {
+		return store.Record{}, fmt.Errorf("%w: Delete needs a Tombstone, got a %s", ErrWrongKind, v.Object.Kind)
+	}
+	target, err := artifact.ParseKind(ts.GetTargetKind())
+	if err != nil {
+		return store.Record{}, fmt.Errorf("%w: target: %w", ErrTombstone, err)
+	}
+	if ts.GetTargetName() != v.Object.Metadata.Name {
+		return store.Record{}, fmt.Errorf("%w: metadata.name %q must equal target_name %q", ErrTombstone, v.Object.Metadata.Name, ts.GetTargetName())
+	}
+	trust, err := w.activeTrust(ctx)
+	if err != nil {
+		return store.Record{}, err
+	}
+	if !mayDelete(trust, v.KeyID, target) {
+		return store.Record{}, fmt.Errorf("%w: %s: key %s may not sign %s, so it may not delete one", ErrNotPermitted, sign.ReasonKindNotAllowed, v.KeyID, target)
+	}
+	cur, err := w.o.Store.Get(ctx, target, ts.GetTargetName())
+	if err != nil {
+		return store.Record{}, err
+	}
+	if cur.Deleted {
+		return store.Record{}, fmt.Errorf("%w: %s %q", ErrDeleted, target, ts.GetTargetName())
+	}
+	rec, _, err := w.o.Store.Put(ctx, store.Record{Kind: target, Name: ts.GetTargetName(), Bundle: tombstone, Signer: v.KeyID, Deleted: true})
+	if err != nil {
+		return store.Record{}, err
+	}
+	w.o.Logger.Info("artifact deleted", "kind", rec.Kind, "name", rec.Name, "revision", rec.Revision, "signer", rec.Signer)
+	return rec, nil
+}
+
+// ApplyEvidence stores a signed Evidence bundle as Apply does and refuses
+// every other kind with ErrWrongKind; it makes a Writer the aggregate
+// package's EvidenceSink.
+func (w *Writer) ApplyEvidence(ctx context.Context, bundle []byte) error {
+	_, _, err := w.apply(ctx, bundle, artifact.KindEvidence)
+	return err
+}
+
+// mayDelete reports whether keyID is the root key or granted kind k.
+func mayDelete(t *sign.Trust, keyID string, k artifact.Kind) bool {
+	if keyID == t.Policy().KeyID {
+		return true
+	}
+	for _, g := range t.Policy().Object.Spec.(*mcpreadyv1.TrustPolicy).GetKeys() {
+		if g.GetKeyId() != keyID {
+			continue
+		}
+		for _, gk := range g.GetKinds() {
+			if pk, err := artifact.ParseKind(gk); gk == "*" || (err == nil && pk == k) {
+				return true
+			}
+		}
+	}
+	return false
+}

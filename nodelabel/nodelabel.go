@@ -1,0 +1,89 @@
+// Package nodelabel names the label keys that scope which host agents
+// receive which artifacts, for the agent and the control plane alike:
+//
+//   - node labels (Key), which an agent sends in mcpreadyv1.Node.labels on
+//     the Discovery stream and which the agent itself reads (its region is
+//     the region of its decisions);
+//   - scope labels (ScopeKey), which an artifact's metadata.labels carry
+//     with a comma-separated list of values; a node receives the artifact
+//     only if, for every scope label present, its matching node label has
+//     one of the listed values.
+//
+// Nobody spells these keys as string literals elsewhere. The package only
+// names keys and looks them up; it must not decide visibility (the
+// Discovery server does) nor import anything of the agent or control plane.
+package nodelabel
+
+import "strings"
+
+// Key is a node label key.
+type Key string
+
+// Node label keys. A value may be a comma-separated list.
+const (
+	// Region is the host's region.
+	Region Key = "region"
+	// TenantClass lists the tenant classes the host serves.
+	TenantClass Key = "tenant-class"
+	// Host is the host name.
+	Host Key = "host"
+	// TenantClasses is accepted in place of TenantClass (the spelling the
+	// CLI's --labels help and the demo use).
+	TenantClasses Key = "tenant-classes"
+)
+
+// ScopeKey is an artifact metadata label key that scopes distribution.
+type ScopeKey string
+
+// Scope label keys, one per scoping dimension.
+const (
+	ScopeRegion      ScopeKey = "mcpready.dev/region"
+	ScopeTenantClass ScopeKey = "mcpready.dev/tenant-class"
+	ScopeHost        ScopeKey = "mcpready.dev/host"
+)
+
+// Dimensions lists the scoping dimensions in a fixed order.
+var Dimensions = [...]Key{Region, TenantClass, Host}
+
+// Scope returns the artifact label that scopes on k ("" for an alias).
+func (k Key) Scope() ScopeKey {
+	switch k {
+	case Region:
+		return ScopeRegion
+	case TenantClass:
+		return ScopeTenantClass
+	case Host:
+		return ScopeHost
+	}
+	return ""
+}
+
+// Lookup returns a node's value for k: the label k, else its scope form
+// (e.g. "mcpready.dev/region"), else, for TenantClass, TenantClasses.
+func Lookup(labels map[string]string, k Key) (string, bool) {
+	if v, ok := labels[string(k)]; ok {
+		return v, true
+	}
+	if s := k.Scope(); s != "" {
+		if v, ok := labels[string(s)]; ok {
+			return v, true
+		}
+	}
+	if k == TenantClass {
+		v, ok := labels[string(TenantClasses)]
+		return v, ok
+	}
+	return "", false
+}
+
+// Split parses a comma-separated label value, dropping blanks. A present
+// but empty value gives an empty, non-nil list (it matches nothing).
+func Split(v string) []string {
+	out := []string{}
+	for p := range strings.SplitSeq(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
