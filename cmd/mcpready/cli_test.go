@@ -121,6 +121,13 @@ func TestExitCodes(t *testing.T) {
 			{[]string{"receipts", "verify", "-f", garbage, "--key", signer + ".pub"}, exitVerify},
 			{[]string{"receipts", "verify", missing, "--key", signer + ".pub"}, exitError},
 		},
+		"mcpready probe": {
+			{[]string{"probe"}, exitUsage},
+			{[]string{"probe", "--url", "ftp://x/"}, exitUsage},
+			{[]string{"probe", "--url", "http://127.0.0.1:1/mcp", "-o", "xml"}, exitUsage},
+			{[]string{"probe", "--url", "http://127.0.0.1:1/mcp", "--token-file", missing}, exitUsage},
+			{[]string{"probe", "--url", "http://127.0.0.1:1/mcp", "--timeout", "2s"}, exitError},
+		},
 		"mcpready registry": {{[]string{"registry", "nope"}, exitUsage}},
 		"mcpready registry status": {
 			{append([]string{"registry", "status", "a", "b"}, down...), exitUsage},

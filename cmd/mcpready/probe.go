@@ -1,0 +1,121 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpready/mcpready/probe"
+)
+
+// probeOptions are the flags of probe.
+type probeOptions struct {
+	url, name, tokenFile, ca, output string
+	readOnly, issuers                []string
+	timeout                          time.Duration
+	maxPages                         int
+}
+
+func newProbeCmd() *cobra.Command {
+	o := &probeOptions{}
+	cmd := &cobra.Command{
+		Use:   "probe --url URL [--name SERVER] [--read-only TOOL,...] [-o table|json|yaml]",
+		Short: "Run the layered readiness funnel against one MCP endpoint",
+		Long: `Probe one endpoint layer by layer: reachability (DNS, connect, TLS identity,
+HTTP), protocol compatibility in both eras separately (server/discover for
+2026-07-28, initialize for 2025-11-25), access (a 401's RFC 9728 metadata is
+fetched and checked; 402 is billing; an unexpected issuer is foreign),
+listing (every page), a canary call of one tool you classify read-only
+(--read-only; nothing else is ever called), result validity, and cold and
+warm latency. Each layer has its own status and reason; nothing is
+collapsed into a score, and a keyless probe says nothing about authorised
+use.
+
+A token, when needed, is read from --token-file or $MCPREADY_PROBE_TOKEN,
+never from a flag value. Exit 0 when every measured layer is ready, 1 when
+one is not (the report is printed either way), 2 for usage errors.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.url, "url", "", "endpoint URL (http or https)")
+	fl.StringVar(&o.name, "name", "", "expected server name (reported)")
+	fl.StringSliceVar(&o.readOnly, "read-only", nil, "tools you classify read-only: only these may be called")
+	fl.StringSliceVar(&o.issuers, "expected-issuer", nil, "authorization servers you accept (others are foreign)")
+	fl.StringVar(&o.tokenFile, "token-file", "", "file holding a bearer token to present (else $MCPREADY_PROBE_TOKEN; else keyless)")
+	fl.DurationVar(&o.timeout, "timeout", 10*time.Second, "budget of each network step")
+	fl.IntVar(&o.maxPages, "max-pages", 100, "most tools/list pages to read")
+	fl.StringVar(&o.ca, "ca", "", "CA certificates (PEM) the endpoint's certificate must chain to (default: the system roots)")
+	addOutputFlag(cmd, &o.output)
+	return cmd
+}
+
+func (o *probeOptions) run(cmd *cobra.Command) error {
+	if err := checkOutput(cmd, o.output); err != nil {
+		return err
+	}
+	if o.url == "" {
+		return usagef("probe: --url is required")
+	}
+	if o.timeout <= 0 || o.maxPages <= 0 {
+		return usagef("probe: --timeout and --max-pages must be positive")
+	}
+	token := os.Getenv("MCPREADY_PROBE_TOKEN")
+	if o.tokenFile != "" {
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return usagef("probe: --token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	popts := probe.Options{Server: o.name, ReadOnly: o.readOnly, ExpectedIssuers: o.issuers, Token: token,
+		StepTimeout: o.timeout, MaxPages: o.maxPages}
+	if o.ca != "" {
+		pool, err := readCAPool(o.ca, "--ca")
+		if err != nil {
+			return usagef("probe: %w", err)
+		}
+		popts.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	r, err := probe.Run(cmd.Context(), o.url, popts)
+	if errors.Is(err, probe.ErrURL) {
+		return usagef("probe: %w", err)
+	} else if err != nil {
+		return err
+	}
+	if err := printOutput(cmd.OutOrStdout(), o.output, r, func(tw *tabwriter.Writer) { probeTable(tw, r) }); err != nil {
+		return err
+	}
+	if !r.Ready() {
+		return withCode(exitError, fmt.Errorf("probe: %s is not ready", o.url))
+	}
+	return nil
+}
+
+func probeTable(tw *tabwriter.Writer, r *probe.Report) {
+	fmt.Fprintln(tw, "LAYER\tSTATUS\tREASON\tDETAIL")
+	for _, l := range r.Layers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", l.Layer, l.Status, orDash(l.Reason), orDash(l.Detail))
+	}
+	fmt.Fprintln(tw)
+	for _, e := range r.Eras {
+		state := "ok " + e.Negotiated
+		if !e.OK {
+			state = "no (" + e.Reason + ")"
+		}
+		fmt.Fprintf(tw, "era %s:\t%s\n", e.Requested, state)
+	}
+	fmt.Fprintf(tw, "tools:\t%d on %d page(s)%s\n", r.Tools, r.Pages, map[bool]string{true: ", partial"}[r.Partial])
+	if r.Cold > 0 {
+		fmt.Fprintf(tw, "latency:\tcold %s, warm %s\n", r.Cold.Round(time.Microsecond), r.Warm.Round(time.Microsecond))
+	}
+	for _, b := range r.BlindSpots {
+		fmt.Fprintf(tw, "blind spot:\t%s\n", b)
+	}
+}
