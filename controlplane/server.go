@@ -46,6 +46,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/mcpready/mcpready/controlplane/admin"
+	"github.com/mcpready/mcpready/controlplane/authz"
 	"github.com/mcpready/mcpready/controlplane/discovery"
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
 	"github.com/mcpready/mcpready/controlplane/lifecycle"
@@ -89,6 +90,14 @@ type Options struct {
 	// TLS 1.2 is raised to 1.2. Nil means plaintext, which is only allowed
 	// on a loopback address.
 	TLS *tls.Config
+	// Roles map verified client-certificate identities to roles (see
+	// package authz): admin writes, agent runs Discovery, receipt upload
+	// and drift reports for its own node id, reader queries. They are
+	// required with mTLS, which is required off loopback. Without client
+	// certificates (plaintext, or TLS without ClientCAs, both loopback
+	// only) every loopback caller holds every role: the single-machine
+	// quickstart. Zero: no certificate holds a role.
+	Roles []authz.Rule
 	// ObserverKey is the control plane's own signing key, used for
 	// lifecycle state changes (see package lifecycle); nil means state
 	// changes are recorded but not distributed.
@@ -117,6 +126,7 @@ type Server struct {
 	lis     net.Listener
 	mlis    net.Listener
 	creds   credentials.TransportCredentials
+	authz   *authz.Authorizer
 	reg     *prometheus.Registry
 	etcdErr prometheus.Counter
 	ready   chan struct{}
@@ -165,6 +175,18 @@ func New(o Options) (*Server, error) {
 	} else if !isLoopback(o.Listen) {
 		return nil, fmt.Errorf("%w: refusing plaintext on non-loopback address %q; configure TLS", ErrConfig, o.Listen)
 	}
+	mtls := o.TLS != nil && o.TLS.ClientAuth == tls.RequireAndVerifyClientCert && o.TLS.ClientCAs != nil
+	switch {
+	case !mtls && !isLoopback(o.Listen):
+		return nil, fmt.Errorf("%w: off loopback (%q) the control plane needs client certificates: give a client CA (mTLS)", ErrConfig, o.Listen)
+	case mtls && len(o.Roles) == 0:
+		return nil, fmt.Errorf("%w: mTLS without role rules authorises nobody: map certificate identities to admin, agent and reader", ErrConfig)
+	}
+	az, err := authz.New(authz.Options{Rules: o.Roles, LocalPlaintext: !mtls, Logger: o.Logger, Registerer: s.reg})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	s.authz = az
 	lis, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("%w: listen %s: %w", ErrConfig, o.Listen, err)
@@ -270,6 +292,8 @@ func (s *Server) Run(ctx context.Context) error {
 	opts := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.UnaryInterceptor(s.authz.UnaryInterceptor()),
+		grpc.StreamInterceptor(s.authz.StreamInterceptor()),
 	}
 	if s.creds != nil {
 		opts = append(opts, grpc.Creds(s.creds))

@@ -293,7 +293,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(),
-		TLS: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}})
+		TLS: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}, Roles: testpki.Roles()})
 	check := func(cfg *tls.Config) error {
 		c, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 		if err != nil {
@@ -474,5 +474,99 @@ func TestLifecycleFollowsEveryReplicasWrites(t *testing.T) {
 			t.Fatalf("lifecycle events: %v %v", st, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestCallersNeedTheirRole is the attack on an mTLS control plane: a
+// certificate the CA signed but no rule names, a reader that applies, an
+// admin that subscribes as an agent, and an agent that names another node
+// are all refused before any service sees the request; each role does what
+// it may. Today's code (before authz) let every one of them through.
+func TestCallersNeedTheirRole(t *testing.T) {
+	p := testpki.New(t)
+	f := testpki.TLS(t, t.TempDir())
+	pool := x509.NewCertPool()
+	ca, _ := os.ReadFile(f.CA)
+	pool.AppendCertsFromPEM(ca)
+	srvCert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(),
+		TLS: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}})
+	conn := func(cn string) *grpc.ClientConn {
+		certFile, keyFile := f.Client(t, cn)
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	apply := func(c *grpc.ClientConn) codes.Code {
+		_, err := mcpreadyv1.NewAdminServiceClient(c).Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy})
+		return status.Code(err)
+	}
+	get := func(c *grpc.ClientConn) codes.Code {
+		_, err := mcpreadyv1.NewAdminServiceClient(c).Get(ctx, &mcpreadyv1.GetRequest{Kind: "TrustPolicy"})
+		return status.Code(err)
+	}
+	subscribe := func(c *grpc.ClientConn, node string) codes.Code {
+		st, err := mcpreadyv1.NewDiscoveryServiceClient(c).DeltaResources(ctx)
+		if err != nil {
+			return status.Code(err)
+		}
+		if err := st.Send(&mcpreadyv1.DeltaResourcesRequest{Node: &mcpreadyv1.Node{Id: node}, TypeUrl: "type.mcpready.dev/mcpready.v1.TrustPolicy"}); err != nil {
+			return status.Code(err)
+		}
+		_, err = st.Recv()
+		st.CloseSend()
+		return status.Code(err)
+	}
+	stranger, reader, admin, node := conn("stranger"), conn("reader-audit"), conn("admin-ops"), conn("node-7")
+	for name, c := range map[string]struct{ got, want codes.Code }{
+		"stranger applies":           {apply(stranger), codes.PermissionDenied},
+		"stranger reads":             {get(stranger), codes.PermissionDenied},
+		"reader applies":             {apply(reader), codes.PermissionDenied},
+		"agent applies":              {apply(node), codes.PermissionDenied},
+		"admin subscribes":           {subscribe(admin, "admin-ops"), codes.PermissionDenied},
+		"agent as another node":      {subscribe(node, "node-8"), codes.PermissionDenied},
+		"reader subscribes":          {subscribe(reader, "reader-audit"), codes.PermissionDenied},
+		"admin applies":              {apply(admin), codes.OK},
+		"reader reads":               {get(reader), codes.OK},
+		"agent subscribes as itself": {subscribe(node, "node-7"), codes.OK},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", name, c.got, c.want)
+		}
+	}
+}
+
+func TestOffLoopbackNeedsClientCertificates(t *testing.T) {
+	p := testpki.New(t)
+	f := testpki.TLS(t, t.TempDir())
+	srvCert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Server-only TLS off loopback: nobody could be identified.
+	_, err = controlplane.New(controlplane.Options{Listen: "0.0.0.0:0", MetricsListen: "off", DataDir: t.TempDir(), Root: p.Root.Public(),
+		TLS: &tls.Config{Certificates: []tls.Certificate{srvCert}}})
+	if !errors.Is(err, controlplane.ErrConfig) || !strings.Contains(err.Error(), "client certificates") {
+		t.Fatalf("server-only TLS off loopback: %v", err)
+	}
+	pool := x509.NewCertPool()
+	ca, _ := os.ReadFile(f.CA)
+	pool.AppendCertsFromPEM(ca)
+	_, err = controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", DataDir: t.TempDir(), Root: p.Root.Public(),
+		TLS: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}})
+	if !errors.Is(err, controlplane.ErrConfig) || !strings.Contains(err.Error(), "authorises nobody") {
+		t.Fatalf("mTLS without roles: %v", err)
 	}
 }

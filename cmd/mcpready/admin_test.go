@@ -165,7 +165,7 @@ func TestAdminCommands(t *testing.T) {
 func TestClientMutualTLS(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
-	addr := startTestControlPlane(t, p, controlplane.Options{TLS: testServerTLS(t, f)})
+	addr := startTestControlPlane(t, p, controlplane.Options{TLS: testServerTLS(t, f), Roles: testpki.Roles()})
 	tp := writeFile(t, t.TempDir(), "trust.json", p.TrustPolicy)
 
 	t.Setenv("MCPREADY_CLIENT_CA", f.CA)

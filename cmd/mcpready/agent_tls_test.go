@@ -19,7 +19,7 @@ import (
 func TestAgentMutualTLS(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
-	addr := startTestControlPlane(t, p, controlplane.Options{TLS: testServerTLS(t, f)})
+	addr := startTestControlPlane(t, p, controlplane.Options{TLS: testServerTLS(t, f), Roles: testpki.Roles()})
 	t.Setenv("MCPREADY_CLIENT_CA", f.CA)
 	t.Setenv("MCPREADY_CLIENT_CERT", f.ClientCert)
 	t.Setenv("MCPREADY_CLIENT_KEY", f.ClientKey)
@@ -33,7 +33,7 @@ func TestAgentMutualTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := agent.New(agent.Options{ControlPlane: addr, ControlPlaneCreds: creds, Root: p.Root.Public(), NodeID: "tls-node",
+		a, err := agent.New(agent.Options{ControlPlane: addr, ControlPlaneCreds: creds, Root: p.Root.Public(), NodeID: "agent",
 			Listen: "127.0.0.1:0", DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpready/mcpready/controlplane"
+	"github.com/mcpready/mcpready/controlplane/authz"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -24,6 +25,7 @@ import (
 type controlPlaneOptions struct {
 	data, root, listen, metrics, etcd   string
 	tlsCert, tlsKey, tlsCA, observerKey string
+	roles                               []string
 	retention, evidenceWindow           time.Duration
 }
 
@@ -55,6 +57,7 @@ are served on --metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
 	fl.StringVar(&o.tlsCert, "tls-cert", "", "server certificate (PEM)")
 	fl.StringVar(&o.tlsKey, "tls-key", "", "server private key (PEM)")
 	fl.StringVar(&o.tlsCA, "tls-ca", "", "CA that client certificates must chain to (enables mTLS)")
+	fl.StringArrayVar(&o.roles, "role", nil, `grant a role to client-certificate identities: PATTERN=admin|agent|reader, repeatable (required with --tls-ca); PATTERN matches the certificate's first URI SAN, else DNS SAN, else CN ("*" within one "/" segment)`)
 	fl.StringVar(&o.observerKey, "observer-key", "", "control plane's own signing key for lifecycle changes and passive Evidence")
 	fl.DurationVar(&o.retention, "receipt-retention", 0, "drop receipt segments older than this (0 keeps everything)")
 	fl.DurationVar(&o.evidenceWindow, "evidence-window", 0, "window over which receipts are folded into passive Evidence (0: 5m)")
@@ -89,8 +92,16 @@ func (o *controlPlaneOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return usagef("controlplane: %w", err)
 	}
+	var roles []authz.Rule
+	for _, r := range f.roles {
+		rule, err := authz.ParseRule(r)
+		if err != nil {
+			return usagef("controlplane: --role: %w", err)
+		}
+		roles = append(roles, rule)
+	}
 	opts := controlplane.Options{Listen: f.listen, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
-		TLS: tlsCfg, ObserverKey: observer, Logger: logger(cmd.ErrOrStderr()),
+		TLS: tlsCfg, Roles: roles, ObserverKey: observer, Logger: logger(cmd.ErrOrStderr()),
 		Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow}}
 	opts.Registry = prometheus.NewRegistry()
 	opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -7,9 +7,9 @@
 //     id only (the node id a request names must be its certificate's);
 //   - reader: get, history, registry status, receipt queries, tail, export.
 //
-// Admins may also read. A plaintext caller on a loopback connection is the
-// single-machine quickstart and holds every role, but only when
-// Options.LocalPlaintext says so; anything else without a certificate is
+// Admins may also read. A caller on a loopback connection without a client
+// certificate is the single-machine quickstart and holds every role, but
+// only when Options.LocalPlaintext says so; anything else without a certificate is
 // refused as unauthenticated. A method the table does not name is refused:
 // the table fails closed.
 //
@@ -121,8 +121,9 @@ type Options struct {
 	// Rules map certificate identities to roles. An identity matching no
 	// rule holds no role. Zero: no certificate holds a role.
 	Rules []Rule
-	// LocalPlaintext grants every role to plaintext callers on loopback
-	// connections (the single-machine quickstart). Zero: refused.
+	// LocalPlaintext grants every role to callers on loopback connections
+	// that present no client certificate, over plaintext or server-only
+	// TLS (the single-machine quickstart). Zero: they are refused.
 	LocalPlaintext bool
 	// Logger receives one line per refusal (method, identity, reason; no
 	// request content). Nil discards.
@@ -178,11 +179,9 @@ func (a *Authorizer) Identify(ctx context.Context) (Identity, error) {
 	if !ok {
 		return Identity{}, ErrUnauthenticated
 	}
-	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+	ti, isTLS := p.AuthInfo.(credentials.TLSInfo)
+	if isTLS && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
 		chains := ti.State.VerifiedChains
-		if len(chains) == 0 || len(chains[0]) == 0 {
-			return Identity{}, fmt.Errorf("%w: TLS without a verified client certificate", ErrUnauthenticated)
-		}
 		name := certName(chains[0][0])
 		if name == "" {
 			return Identity{}, fmt.Errorf("%w: client certificate names no identity", ErrUnauthenticated)
@@ -195,10 +194,10 @@ func (a *Authorizer) Identify(ctx context.Context) (Identity, error) {
 		}
 		return id, nil
 	}
-	if p.AuthInfo == nil && a.o.LocalPlaintext && isLoopback(p.Addr) {
+	if a.o.LocalPlaintext && isLoopback(p.Addr) {
 		return Identity{Name: "local", Local: true, Roles: []Role{RoleAdmin, RoleAgent, RoleReader}}, nil
 	}
-	return Identity{}, fmt.Errorf("%w: plaintext caller %s", ErrUnauthenticated, p.Addr)
+	return Identity{}, fmt.Errorf("%w: caller %s presented no verified client certificate", ErrUnauthenticated, p.Addr)
 }
 
 func certName(c *x509.Certificate) string {

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -13,11 +14,14 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/mcpready/mcpready/controlplane/authz"
 )
 
 // TLSFiles are PEM files for a test mTLS setup under one directory.
 type TLSFiles struct {
 	CA                    string // CA certificate
+	CAKey                 string // CA private key, to issue more client certificates
 	ServerCert, ServerKey string // for 127.0.0.1 and localhost
 	ClientCert, ClientKey string // client certificate signed by CA
 }
@@ -37,6 +41,12 @@ func TLS(t testing.TB, dir string) TLSFiles {
 	f := TLSFiles{CA: filepath.Join(dir, "ca.crt"), ServerCert: filepath.Join(dir, "server.crt"), ServerKey: filepath.Join(dir, "server.key"),
 		ClientCert: filepath.Join(dir, "client.crt"), ClientKey: filepath.Join(dir, "client.key")}
 	writePEM(t, f.CA, "CERTIFICATE", caDER)
+	f.CAKey = filepath.Join(dir, "ca.key")
+	caKD, err := x509.MarshalPKCS8PrivateKey(caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, f.CAKey, "PRIVATE KEY", caKD)
 	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, certPath, keyPath string) {
 		k := newTLSKey(t)
 		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour),
@@ -72,4 +82,43 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Client issues another client certificate, with common name cn, signed by
+// f's CA, into the CA's directory; it returns the certificate and key files.
+func (f TLSFiles) Client(t testing.TB, cn string) (cert, key string) {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(f.CA, f.CAKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newTLSKey(t)
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, k.Public(), pair.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(f.CA)
+	cert, key = filepath.Join(dir, cn+".crt"), filepath.Join(dir, cn+".key")
+	writePEM(t, cert, "CERTIFICATE", der)
+	writePEM(t, key, "PRIVATE KEY", kd)
+	return cert, key
+}
+
+// Roles are role rules for the certificates TLS and Client issue: the
+// default client certificate ("agent") holds every role; "admin-*" are
+// admins, "reader-*" readers and "node-*" agents.
+func Roles() []authz.Rule {
+	return []authz.Rule{{Match: "agent", Role: authz.RoleAdmin}, {Match: "agent", Role: authz.RoleAgent}, {Match: "agent", Role: authz.RoleReader},
+		{Match: "admin-*", Role: authz.RoleAdmin}, {Match: "reader-*", Role: authz.RoleReader}, {Match: "node-*", Role: authz.RoleAgent}}
 }
