@@ -41,59 +41,18 @@ import (
 
 	"github.com/mcpready/mcpready/agent/circuit"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
-// Decision steps (DESIGN.md §5). StepResolve is the capability resolution
-// that precedes the filters.
 const (
-	StepResolve     = 0
-	StepEligibility = 1
-	StepTrust       = 2
-	StepResidency   = 3
-	StepSemantic    = 4
-	StepSideEffect  = 5
-	StepHealth      = 6
-	StepBudget      = 7
-	StepLatency     = 8
-)
-
-// Rejection codes: stable strings recorded in receipts.
-const (
-	CodeUnknownTool                  = "unknown_tool"                  // 0: no class or exact tool by that name
-	CodeNotInInventory               = "not_in_inventory"              // 1
-	CodeEndpointNotApproved          = "endpoint_not_approved"         // 1
-	CodeLifecycle                    = "lifecycle_not_qualified"       // 1
-	CodeEntryExpired                 = "entry_expired"                 // 1: RegistryEntry provenance expired
-	CodeEndOfLife                    = "end_of_life"                   // 1: Declaration end_of_life_at passed
-	CodeDriftBlocked                 = "drift_blocked"                 // 1: pinned definition drifted on this host
-	CodeWorkflow                     = "workflow_not_allowlisted"      // 1: BLOCKED
-	CodeProtocolVersion              = "protocol_version"              // 1
-	CodeOwnerNotApproved             = "owner_not_approved"            // 2
-	CodeIssuerNotPermitted           = "issuer_not_permitted"          // 2
-	CodeAuthScheme                   = "auth_scheme"                   // 2
-	CodeScopeNotPermitted            = "scope_not_permitted"           // 2
-	CodePrincipalDenied              = "principal_denied"              // 2
-	CodeTenant                       = "tenant_out_of_boundary"        // 2
-	CodeResidency                    = "residency"                     // 3
-	CodeDataClass                    = "data_class"                    // 3
-	CodeNotEquivalent                = "not_equivalent"                // 4
-	CodeApprovalUnavailable          = "approval_required_unavailable" // 5
-	CodeIdempotencyRequired          = "idempotency_required"          // 5
-	CodeCircuitOpen                  = "circuit_open"                  // 6
-	CodeEvidenceUnknown              = "evidence_unknown"              // 6
-	CodeEvidenceExpired              = "evidence_expired"              // 6
-	CodeEvidenceNotIndependent       = "evidence_not_independent"      // 6: below Policy.evidence.required_independence
-	CodeEvidenceLowConfidence        = "evidence_low_confidence"       // 6: below Policy.evidence.min_confidence
-	CodeDeadlineBudget               = "deadline_budget"               // 7
-	CodeCost                         = "cost"                          // 7
-	defaultDeadline                  = 30 * time.Second
-	defaultMaxAttempts               = 3
-	defaultHysteresis                = 0.2
-	defaultMaxRoutes                 = 4
-	defaultBaseBackoff               = 100 * time.Millisecond
-	defaultMaxBackoff                = 2 * time.Second
-	maxSteps                         = StepLatency + 1
-	noPreference               int32 = -1
+	defaultDeadline          = 30 * time.Second
+	defaultMaxAttempts       = 3
+	defaultHysteresis        = 0.2
+	defaultMaxRoutes         = 4
+	defaultBaseBackoff       = 100 * time.Millisecond
+	defaultMaxBackoff        = 2 * time.Second
+	maxSteps                 = readiness.StepLatency + 1
+	noPreference       int32 = -1
 )
 
 // ErrRefused matches every *RefusalError (errors.Is).
@@ -102,8 +61,8 @@ var ErrRefused = errors.New("refused by policy")
 // RefusalError says why no route was admitted: the rejection of the
 // candidate that got furthest through the filters, or the resolution failure.
 type RefusalError struct {
-	Step   int
-	Code   string
+	Step   readiness.Step
+	Code   readiness.Code
 	Reason string
 }
 
@@ -281,7 +240,8 @@ type Visible struct {
 }
 
 type rejection struct {
-	code, reason string
+	code   readiness.Code
+	reason string
 }
 
 // Per-request rejections with fixed reasons. The request's own values
@@ -290,28 +250,28 @@ type rejection struct {
 // entry keeps one shared Candidate record per fixed rejection, so these
 // outcomes allocate nothing per call.
 var (
-	rejDrift               = rejection{CodeDriftBlocked, "the live tool definition drifted from the pinned one"}
-	rejWorkflow            = rejection{CodeWorkflow, "BLOCKED: the workflow is not on the entry's allowlist"}
-	rejClientProtocol      = rejection{CodeProtocolVersion, "the client's protocol version is not permitted by policy"}
-	rejEntryTenant         = rejection{CodeTenant, "the tenant class is outside the entry's tenant boundary"}
-	rejRuleTenant          = rejection{CodeTenant, "no rule for the principal class covers the tenant class"}
-	rejPrincipalDenied     = rejection{CodePrincipalDenied, "a rule denies the principal class this tool"}
-	rejPrincipalNotAllowed = rejection{CodePrincipalDenied, "no rule allows the principal class this tool"}
-	rejSameRegion          = rejection{CodeResidency, "same-region only: the server is not in the caller's region"}
-	rejNotEquivalent       = rejection{CodeNotEquivalent, "same tool name only: not an approved member of the equivalence class"}
-	rejApproval            = rejection{CodeApprovalUnavailable, "human approval is required and the client cannot be asked"}
-	rejIdempotency         = rejection{CodeIdempotencyRequired, "policy requires an idempotency key for calls that may change state"}
-	rejCircuit             = rejection{CodeCircuitOpen, "circuit breaker is open"}
-	rejNoEvidence          = rejection{CodeEvidenceUnknown, "no accepted evidence covers this tool for this principal and tenant"}
+	rejDrift               = rejection{readiness.CodeDriftBlocked, "the live tool definition drifted from the pinned one"}
+	rejWorkflow            = rejection{readiness.CodeWorkflow, "BLOCKED: the workflow is not on the entry's allowlist"}
+	rejClientProtocol      = rejection{readiness.CodeProtocolVersion, "the client's protocol version is not permitted by policy"}
+	rejEntryTenant         = rejection{readiness.CodeTenant, "the tenant class is outside the entry's tenant boundary"}
+	rejRuleTenant          = rejection{readiness.CodeTenant, "no rule for the principal class covers the tenant class"}
+	rejPrincipalDenied     = rejection{readiness.CodePrincipalDenied, "a rule denies the principal class this tool"}
+	rejPrincipalNotAllowed = rejection{readiness.CodePrincipalDenied, "no rule allows the principal class this tool"}
+	rejSameRegion          = rejection{readiness.CodeResidency, "same-region only: the server is not in the caller's region"}
+	rejNotEquivalent       = rejection{readiness.CodeNotEquivalent, "same tool name only: not an approved member of the equivalence class"}
+	rejApproval            = rejection{readiness.CodeApprovalUnavailable, "human approval is required and the client cannot be asked"}
+	rejIdempotency         = rejection{readiness.CodeIdempotencyRequired, "policy requires an idempotency key for calls that may change state"}
+	rejCircuit             = rejection{readiness.CodeCircuitOpen, "circuit breaker is open"}
+	rejNoEvidence          = rejection{readiness.CodeEvidenceUnknown, "no accepted evidence covers this tool for this principal and tenant"}
 	fixedRejections        = [...]struct {
-		step int
+		step readiness.Step
 		rej  rejection
 	}{
-		{StepEligibility, rejDrift}, {StepEligibility, rejWorkflow}, {StepEligibility, rejClientProtocol},
-		{StepTrust, rejEntryTenant}, {StepTrust, rejRuleTenant}, {StepTrust, rejPrincipalDenied}, {StepTrust, rejPrincipalNotAllowed},
-		{StepResidency, rejSameRegion}, {StepSemantic, rejNotEquivalent},
-		{StepSideEffect, rejApproval}, {StepSideEffect, rejIdempotency},
-		{StepHealth, rejCircuit}, {StepHealth, rejNoEvidence},
+		{readiness.StepEligibility, rejDrift}, {readiness.StepEligibility, rejWorkflow}, {readiness.StepEligibility, rejClientProtocol},
+		{readiness.StepTrust, rejEntryTenant}, {readiness.StepTrust, rejRuleTenant}, {readiness.StepTrust, rejPrincipalDenied}, {readiness.StepTrust, rejPrincipalNotAllowed},
+		{readiness.StepResidency, rejSameRegion}, {readiness.StepSemantic, rejNotEquivalent},
+		{readiness.StepSideEffect, rejApproval}, {readiness.StepSideEffect, rejIdempotency},
+		{readiness.StepHealth, rejCircuit}, {readiness.StepHealth, rejNoEvidence},
 	}
 )
 
@@ -566,7 +526,7 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 		tenants:    re.GetTenantClasses(),
 		region:     re.GetRegion(),
 	}
-	set := func(step int, code, format string, a ...any) {
+	set := func(step readiness.Step, code readiness.Code, format string, a ...any) {
 		if e.static[step].code == "" {
 			e.static[step] = rejection{code, fmt.Sprintf(format, a...)}
 		}
@@ -574,16 +534,16 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 
 	// 1 eligibility.
 	if !matchAny(p.GetInventory(), name) && !matchAny(p.GetInventory(), e.key) {
-		set(StepEligibility, CodeNotInInventory, "entry %s is not in the approved inventory", name)
+		set(readiness.StepEligibility, readiness.CodeNotInInventory, "entry %s is not in the approved inventory", name)
 	}
 	if eps := p.GetApprovedEndpoints(); len(eps) > 0 && !matchAny(eps, id.GetEndpoint()) {
-		set(StepEligibility, CodeEndpointNotApproved, "endpoint %q is not approved", id.GetEndpoint())
+		set(readiness.StepEligibility, readiness.CodeEndpointNotApproved, "endpoint %q is not approved", id.GetEndpoint())
 	}
 	if st := re.GetState(); st != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED {
-		set(StepEligibility, CodeLifecycle, "lifecycle state is %s, not QUALIFIED", strings.TrimPrefix(st.String(), "LIFECYCLE_STATE_"))
+		set(readiness.StepEligibility, readiness.CodeLifecycle, "lifecycle state is %s, not QUALIFIED", strings.TrimPrefix(st.String(), "LIFECYCLE_STATE_"))
 	}
 	if len(s.protocols) > 0 && !contains(s.protocols, id.GetProtocolVersion()) {
-		set(StepEligibility, CodeProtocolVersion, "entry protocol version %q is not permitted by policy", id.GetProtocolVersion())
+		set(readiness.StepEligibility, readiness.CodeProtocolVersion, "entry protocol version %q is not permitted by policy", id.GetProtocolVersion())
 	}
 	// Time-dependent static facts are checked per request (see expiry).
 
@@ -594,14 +554,14 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 			owner = re.GetProvenance().GetOwner()
 		}
 		if !contains(owners, owner) {
-			set(StepTrust, CodeOwnerNotApproved, "owner %q is not approved", owner)
+			set(readiness.StepTrust, readiness.CodeOwnerNotApproved, "owner %q is not approved", owner)
 		}
 	}
 	auth := p.GetAuth()
 	if issuers := auth.GetPermittedIssuers(); len(issuers) > 0 {
 		for _, as := range decl.GetAuth().GetAuthorizationServers() {
 			if !contains(issuers, as) {
-				set(StepTrust, CodeIssuerNotPermitted, "authorization server %q is not a permitted issuer", as)
+				set(readiness.StepTrust, readiness.CodeIssuerNotPermitted, "authorization server %q is not a permitted issuer", as)
 			}
 		}
 	}
@@ -611,13 +571,13 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 			ok = ok || contains(schemes, m)
 		}
 		if !ok {
-			set(StepTrust, CodeAuthScheme, "no required auth scheme (%s) is declared", strings.Join(schemes, ", "))
+			set(readiness.StepTrust, readiness.CodeAuthScheme, "no required auth scheme (%s) is declared", strings.Join(schemes, ", "))
 		}
 	}
 	if permitted := auth.GetPermittedScopes(); len(permitted) > 0 {
 		for _, sc := range re.GetAuthority().GetScopes() {
 			if !contains(permitted, sc) {
-				set(StepTrust, CodeScopeNotPermitted, "scope %q exceeds the permitted scopes", sc)
+				set(readiness.StepTrust, readiness.CodeScopeNotPermitted, "scope %q exceeds the permitted scopes", sc)
 			}
 		}
 	}
@@ -625,13 +585,13 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	// 3 security and residency (the caller's region is checked per request).
 	res := p.GetResidency()
 	if allowed := res.GetAllowedRegions(); len(allowed) > 0 && !contains(allowed, e.region) {
-		set(StepResidency, CodeResidency, "region %q is not an allowed region", e.region)
+		set(readiness.StepResidency, readiness.CodeResidency, "region %q is not an allowed region", e.region)
 	}
 	if contains(res.GetDeniedRegions(), e.region) {
-		set(StepResidency, CodeResidency, "region %q is denied", e.region)
+		set(readiness.StepResidency, readiness.CodeResidency, "region %q is denied", e.region)
 	}
 	if dcs := res.GetAllowedDataClasses(); len(dcs) > 0 && !slices.Contains(dcs, re.GetDataAccess()) {
-		set(StepResidency, CodeDataClass, "data access class %s is not allowed", strings.TrimPrefix(re.GetDataAccess().String(), "DATA_ACCESS_CLASS_"))
+		set(readiness.StepResidency, readiness.CodeDataClass, "data access class %s is not allowed", strings.TrimPrefix(re.GetDataAccess().String(), "DATA_ACCESS_CLASS_"))
 	}
 
 	// 5 side-effect safety (static part).
@@ -676,9 +636,9 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 			cur := p.GetCost().GetCurrency()
 			switch {
 			case cur != "" && pr.GetCurrency() != "" && cur != pr.GetCurrency():
-				set(StepBudget, CodeCost, "declared price is in %s, policy ceiling in %s", pr.GetCurrency(), cur)
+				set(readiness.StepBudget, readiness.CodeCost, "declared price is in %s, policy ceiling in %s", pr.GetCurrency(), cur)
 			case amt > ceiling:
-				set(StepBudget, CodeCost, "declared price %g exceeds the ceiling %g per call", amt, ceiling)
+				set(readiness.StepBudget, readiness.CodeCost, "declared price %g exceeds the ceiling %g per call", amt, ceiling)
 			}
 		}
 	}
@@ -689,13 +649,13 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	e.retryOn = retryConditions(p.GetRetry(), decl)
 	if exp := re.GetProvenance().GetExpiresAt(); exp != nil {
 		e.expires = exp.AsTime().UnixNano()
-		e.expiresRej = rejection{CodeEntryExpired, "registry entry expired at " + exp.AsTime().UTC().Format(time.RFC3339)}
-		e.expiresPB = e.candidate(StepEligibility, e.expiresRej)
+		e.expiresRej = rejection{readiness.CodeEntryExpired, "registry entry expired at " + exp.AsTime().UTC().Format(time.RFC3339)}
+		e.expiresPB = e.candidate(readiness.StepEligibility, e.expiresRej)
 	}
 	if eol := decl.GetEndOfLifeAt(); eol != nil {
 		e.endOfLife = eol.AsTime().UnixNano()
-		e.endOfLifeRej = rejection{CodeEndOfLife, "the provider declared the server's end of life at " + eol.AsTime().UTC().Format(time.RFC3339)}
-		e.endOfLifePB = e.candidate(StepEligibility, e.endOfLifeRej)
+		e.endOfLifeRej = rejection{readiness.CodeEndOfLife, "the provider declared the server's end of life at " + eol.AsTime().UTC().Format(time.RFC3339)}
+		e.endOfLifePB = e.candidate(readiness.StepEligibility, e.endOfLifeRej)
 	}
 	if dep := decl.GetDeprecatedAt(); dep != nil {
 		e.deprecated = dep.AsTime().UnixNano()
@@ -703,7 +663,7 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	e.admitted = e.candidate(0, rejection{})
 	for step := range e.static {
 		if e.static[step].code != "" {
-			e.staticPB[step] = e.candidate(step, e.static[step])
+			e.staticPB[step] = e.candidate(readiness.Step(step), e.static[step])
 		}
 	}
 	for i, f := range fixedRejections {
@@ -714,7 +674,7 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 
 // record returns the Candidate of e for an outcome: a shared record for
 // admission and for request-independent rejections, else a new one.
-func (e *entry) record(step int, rj rejection) *mcpreadyv1.Candidate {
+func (e *entry) record(step readiness.Step, rj rejection) *mcpreadyv1.Candidate {
 	if step == 0 {
 		return e.admitted
 	}
@@ -722,9 +682,9 @@ func (e *entry) record(step int, rj rejection) *mcpreadyv1.Candidate {
 		return pb
 	}
 	switch {
-	case step == StepEligibility && e.expiresPB != nil && rj == e.expiresRej:
+	case step == readiness.StepEligibility && e.expiresPB != nil && rj == e.expiresRej:
 		return e.expiresPB
-	case step == StepEligibility && e.endOfLifePB != nil && rj == e.endOfLifeRej:
+	case step == readiness.StepEligibility && e.endOfLifePB != nil && rj == e.endOfLifeRej:
 		return e.endOfLifePB
 	}
 	for i := range fixedRejections {
@@ -736,9 +696,9 @@ func (e *entry) record(step int, rj rejection) *mcpreadyv1.Candidate {
 }
 
 // candidate builds the receipt Candidate of e with rejection rj at step.
-func (e *entry) candidate(step int, rj rejection) *mcpreadyv1.Candidate {
+func (e *entry) candidate(step readiness.Step, rj rejection) *mcpreadyv1.Candidate {
 	return &mcpreadyv1.Candidate{Entry: e.name, ServerName: e.server, ToolName: e.tool, Endpoint: e.spec.GetIdentity().GetEndpoint(),
-		RejectedAtStep: int32(step), RejectionCode: rj.code, RejectionReason: rj.reason}
+		RejectedAtStep: step, RejectionCode: string(rj.code), RejectionReason: rj.reason}
 }
 
 // Tier bits of an admitted candidate; a lower tier ranks first, so unknown
@@ -774,7 +734,7 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 	}
 	g := s.groups[req.Tool]
 	if g == nil {
-		d.Refusal = &RefusalError{Step: StepResolve, Code: CodeUnknownTool,
+		d.Refusal = &RefusalError{Step: readiness.StepResolve, Code: readiness.CodeUnknownTool,
 			Reason: fmt.Sprintf("%q is neither an approved capability nor an inventoried tool", req.Tool)}
 		return d
 	}
@@ -799,7 +759,7 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 	var own []*mcpreadyv1.Candidate // allocated at the first difference
 	var buf [64]admitted
 	adm := buf[:0]
-	bestStep, bestIdx := -1, 0
+	bestStep, bestIdx := readiness.Step(-1), 0
 	var bestRej rejection
 	for i := range g.cands {
 		c := &g.cands[i]
@@ -832,7 +792,7 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 	}
 	if len(adm) == 0 {
 		if bestStep < 0 {
-			d.Refusal = &RefusalError{Step: StepResolve, Code: CodeUnknownTool, Reason: fmt.Sprintf("%q has no candidates", req.Tool)}
+			d.Refusal = &RefusalError{Step: readiness.StepResolve, Code: readiness.CodeUnknownTool, Reason: fmt.Sprintf("%q has no candidates", req.Tool)}
 		} else {
 			d.Refusal = &RefusalError{Step: bestStep, Code: bestRej.code, Reason: g.cands[bestIdx].e.name + ": " + bestRej.reason}
 		}
@@ -880,48 +840,48 @@ type routeSet struct {
 
 // evaluate runs steps 1-7 for one candidate; it returns the failing step (0
 // when admitted) and fills a for admitted candidates.
-func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGuard, a *admitted) (int, rejection) {
+func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGuard, a *admitted) (readiness.Step, rejection) {
 	e, req, now, deadline := c.e, x.req, x.now, x.deadline
 	// 1 eligibility.
-	if rj := e.static[StepEligibility]; rj.code != "" {
-		return StepEligibility, rj
+	if rj := e.static[readiness.StepEligibility]; rj.code != "" {
+		return readiness.StepEligibility, rj
 	}
 	if rj, bad := s.expiry(e, now); bad {
-		return StepEligibility, rj
+		return readiness.StepEligibility, rj
 	}
 	if drift != nil && drift.Drifted(e.name) {
-		return StepEligibility, rejDrift
+		return readiness.StepEligibility, rejDrift
 	}
 	if len(e.workflows) > 0 && !contains(e.workflows, req.Workflow) {
-		return StepEligibility, rejWorkflow
+		return readiness.StepEligibility, rejWorkflow
 	}
 	if req.ProtocolVersion != "" && len(s.protocols) > 0 && !contains(s.protocols, req.ProtocolVersion) {
-		return StepEligibility, rejClientProtocol
+		return readiness.StepEligibility, rejClientProtocol
 	}
 	// 2 trust and authority.
-	if rj := e.static[StepTrust]; rj.code != "" {
-		return StepTrust, rj
+	if rj := e.static[readiness.StepTrust]; rj.code != "" {
+		return readiness.StepTrust, rj
 	}
 	if rj, bad := s.authorise(c, req, x.gr); bad {
-		return StepTrust, rj
+		return readiness.StepTrust, rj
 	}
 	// 3 security and residency.
-	if rj := e.static[StepResidency]; rj.code != "" {
-		return StepResidency, rj
+	if rj := e.static[readiness.StepResidency]; rj.code != "" {
+		return readiness.StepResidency, rj
 	}
 	if s.sameRegion && (e.region == "" || e.region != req.Region) {
-		return StepResidency, rejSameRegion
+		return readiness.StepResidency, rejSameRegion
 	}
 	// 4 semantic suitability.
 	if !c.member {
-		return StepSemantic, rejNotEquivalent
+		return readiness.StepSemantic, rejNotEquivalent
 	}
 	// 5 side-effect safety.
 	if e.approval && !req.ApprovalAvailable {
-		return StepSideEffect, rejApproval
+		return readiness.StepSideEffect, rejApproval
 	}
 	if s.requireKey && e.stateChanging && !req.IdempotencyKey {
-		return StepSideEffect, rejIdempotency
+		return readiness.StepSideEffect, rejIdempotency
 	}
 	// 6 current health.
 	if h != nil {
@@ -933,7 +893,7 @@ func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGua
 		}
 		switch st {
 		case circuit.Open:
-			return StepHealth, rejCircuit
+			return readiness.StepHealth, rejCircuit
 		case circuit.HalfOpen:
 			a.tier |= tierHalfOpen
 		}
@@ -941,7 +901,7 @@ func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGua
 	ev, rj, unknown := s.freshEvidence(e, req, now)
 	if unknown {
 		if s.denyUnknown {
-			return StepHealth, rj
+			return readiness.StepHealth, rj
 		}
 		a.tier |= tierUnknown
 	}
@@ -950,8 +910,8 @@ func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGua
 	}
 	a.ev = int32(ev)
 	// 7 deadline and cost.
-	if rj := e.static[StepBudget]; rj.code != "" {
-		return StepBudget, rj
+	if rj := e.static[readiness.StepBudget]; rj.code != "" {
+		return readiness.StepBudget, rj
 	}
 	a.retryable = e.readOnly || (req.IdempotencyKey && e.keyed)
 	a.attempts = 1
@@ -968,7 +928,7 @@ func (s *Snapshot) evaluate(c *cand, g *group, x *call, h Health, drift DriftGua
 	if ev >= 0 {
 		if r := &e.evidence[ev]; r.hasLatency {
 			if r.p50 > a.perAttempt {
-				return StepBudget, rejection{CodeDeadlineBudget, fmt.Sprintf("observed p50 %v exceeds the per-attempt budget %v", r.p50, a.perAttempt)}
+				return readiness.StepBudget, rejection{readiness.CodeDeadlineBudget, fmt.Sprintf("observed p50 %v exceeds the per-attempt budget %v", r.p50, a.perAttempt)}
 			}
 			// Latency score: the mean of p50 and p99, so the median and
 			// the tail both count.
@@ -1124,7 +1084,7 @@ func (s *Snapshot) freshEvidence(e *entry, req *Request, now int64) (int, reject
 		if ev.unfit.code != "" {
 			return -1, ev.unfit, true
 		}
-		return -1, rejection{CodeEvidenceExpired, fmt.Sprintf("evidence %s expired at %s", ev.id, time.Unix(0, ev.expires).UTC().Format(time.RFC3339))}, true
+		return -1, rejection{readiness.CodeEvidenceExpired, fmt.Sprintf("evidence %s expired at %s", ev.id, time.Unix(0, ev.expires).UTC().Format(time.RFC3339))}, true
 	}
 	return -1, rejNoEvidence, true
 }
@@ -1206,7 +1166,7 @@ func (s *Snapshot) Visible(principal, tenant, region, workflow string, now time.
 
 func (s *Snapshot) listable(c *cand, req *Request, gr grant, now int64) bool {
 	e := c.e
-	if e.static[StepEligibility].code != "" || e.static[StepTrust].code != "" || e.static[StepResidency].code != "" || !c.member {
+	if e.static[readiness.StepEligibility].code != "" || e.static[readiness.StepTrust].code != "" || e.static[readiness.StepResidency].code != "" || !c.member {
 		return false
 	}
 	if _, bad := s.expiry(e, now); bad {

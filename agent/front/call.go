@@ -20,6 +20,7 @@ import (
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // caller is who is calling and within which workflow.
@@ -226,20 +227,20 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	f.opts.Builder.Arguments(rec, req.Params.Arguments)
 	c, err := v.caller(req, s)
 	if err != nil {
-		return v.refuse(rec, decide.StepTrust, "unauthenticated", err.Error()), nil
+		return v.refuse(rec, readiness.StepTrust, readiness.CodeUnauthenticated, err.Error()), nil
 	}
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.workflow, c.id.PrincipalClass, c.id.TenantClass
 	if !c.id.AllowsWorkflow(c.workflow) {
-		return v.refuse(rec, decide.StepEligibility, decide.CodeWorkflow,
+		return v.refuse(rec, readiness.StepEligibility, readiness.CodeWorkflow,
 			fmt.Sprintf("principal %s may not act in workflow %q", c.id.Name, c.workflow)), nil
 	}
 	if st.Decide == nil {
-		return v.refuse(rec, decide.StepEligibility, "no_policy", "no verified policy is installed on this host"), nil
+		return v.refuse(rec, readiness.StepEligibility, readiness.CodeNoPolicy, "no verified policy is installed on this host"), nil
 	}
 	requested, servers, err := v.resolveName(st, c, req.Params.Name)
 	if err != nil {
 		rec.Requested = requested
-		return v.refuse(rec, decide.StepEligibility, "class_schema_mismatch", err.Error()), nil
+		return v.refuse(rec, readiness.StepEligibility, readiness.CodeClassSchemaMismatch, err.Error()), nil
 	}
 	for _, srv := range servers {
 		_, _ = f.pins.tools(ctx, st, srv) // pins are checked before anything is called
@@ -277,7 +278,7 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 				reason = "approval could not be obtained: " + err.Error()
 			}
 			return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
-				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: errors.New(reason)}, "approval_denied"), nil
+				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: errors.New(reason)}, readiness.CodeApprovalDenied), nil
 		}
 		rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_APPROVED
 	}
@@ -402,23 +403,23 @@ func (v *view) approve(ctx context.Context, s *session, req *mcp.CallToolRequest
 }
 
 // refuse answers a call refused before any upstream was tried.
-func (v *view) refuse(rec *mcpreadyv1.Receipt, step int, code, reason string) *mcp.CallToolResult {
+func (v *view) refuse(rec *mcpreadyv1.Receipt, step readiness.Step, code readiness.Code, reason string) *mcp.CallToolResult {
 	rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED
 	rec.FailedLayer = mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY
-	if code == decide.CodeDriftBlocked {
+	if code == readiness.CodeDriftBlocked {
 		rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_DRIFT_BLOCKED
 	}
-	if code == decide.CodeCircuitOpen {
+	if code == readiness.CodeCircuitOpen {
 		rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_CIRCUIT_OPEN
 	}
 	rec.ErrorMessage = receipt.SafeError(reason)
 	v.emit(rec)
-	return errorResult(ToolError{Layer: layerName(rec.FailedLayer), Outcome: outcomeName(rec.Outcome), Step: step, Code: code,
+	return errorResult(ToolError{Layer: layerName(rec.FailedLayer), Outcome: outcomeName(rec.Outcome), Step: readiness.Number(step), Code: string(code),
 		Reason: reason, Retryable: false, Receipt: rec.ReceiptId})
 }
 
 // fail answers a call that was attempted (or approval that failed).
-func (v *view) fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code string) *mcp.CallToolResult {
+func (v *view) fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code readiness.Code) *mcp.CallToolResult {
 	rec.Outcome, rec.FailedLayer = out.Class, out.Layer
 	rec.JsonrpcCode = int32(out.JSONRPCCode)
 	rec.IsError = out.IsError
@@ -436,7 +437,7 @@ func (v *view) fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code string) *m
 	}
 	rec.ErrorMessage = receipt.SafeError(reason)
 	v.emit(rec)
-	te := ToolError{Layer: layerName(out.Layer), Outcome: outcomeName(out.Class), Code: code, Reason: rec.ErrorMessage,
+	te := ToolError{Layer: layerName(out.Layer), Outcome: outcomeName(out.Class), Code: string(code), Reason: rec.ErrorMessage,
 		Retryable:  invoke.Transient(out) && out.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS,
 		HTTPStatus: out.HTTPStatus, JSONRPCCode: out.JSONRPCCode, Receipt: rec.ReceiptId}
 	if out.RetryAfter > 0 {
@@ -446,7 +447,7 @@ func (v *view) fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code string) *m
 		te.Hint = "the call may have taken effect; check before repeating it"
 	}
 	if len(rec.Actions) > 0 {
-		te.Actions = rec.Actions
+		te.Actions = readiness.ActionStrings(rec.Actions)
 	}
 	return errorResult(te)
 }

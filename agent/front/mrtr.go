@@ -54,6 +54,7 @@ import (
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/upstream"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 const (
@@ -74,10 +75,6 @@ const (
 	// maxSessionRounds bounds the input rounds the agent runs for one
 	// session-era call.
 	maxSessionRounds = 10
-	// Codes of the structured errors of this file.
-	codeInputUnavailable = "input_unavailable"
-	codeInputFailed      = "input_failed"
-	codeInputRoute       = "input_route_unavailable"
 )
 
 // ErrRequestState is the error (as JSON-RPC invalid params) for a retry whose
@@ -171,7 +168,7 @@ func (v *view) resumeRound(ctx context.Context, rec *mcpreadyv1.Receipt, d *deci
 			return
 		}
 	}
-	d.Refusal = &decide.RefusalError{Step: decide.StepEligibility, Code: codeInputRoute,
+	d.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeInputRoute,
 		Reason: fmt.Sprintf("registry entry %s, which asked for input, is no longer admitted for this call", rd.prior.entry)}
 }
 
@@ -356,7 +353,7 @@ func unsupported(caps *mcp.ClientCapabilities, reqs mcp.InputRequestMap) string 
 // caller gets a structured error.
 func (v *view) askInput(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.Route, n *needsInput) *mcp.CallToolResult {
 	rd := roundOf(ctx)
-	fail := func(code, reason string) *mcp.CallToolResult {
+	fail := func(code readiness.Code, reason string) *mcp.CallToolResult {
 		if n.held != nil {
 			n.held.abort()
 		}
@@ -365,25 +362,25 @@ func (v *view) askInput(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.R
 	}
 	switch {
 	case n.err != nil:
-		return fail(codeInputFailed, "the client did not provide the input the upstream asked for: "+n.err.Error())
+		return fail(readiness.CodeInputFailed, "the client did not provide the input the upstream asked for: "+n.err.Error())
 	case len(n.res.InputRequests) == 0:
-		return fail(codeInputUnavailable, "the upstream is busy (input required without input requests); retry later")
+		return fail(readiness.CodeInputUnavailable, "the upstream is busy (input required without input requests); retry later")
 	}
 	var caps *mcp.ClientCapabilities // nil for a fast-path call: its client declared no elicitation or sampling
 	if rd != nil {
 		caps = rd.caps
 	}
 	if kind := unsupported(caps, n.res.InputRequests); kind != "" {
-		return fail(codeInputUnavailable, fmt.Sprintf("the upstream asked for %s, which the client did not declare", kind))
+		return fail(readiness.CodeInputUnavailable, fmt.Sprintf("the upstream asked for %s, which the client did not declare", kind))
 	}
 	if rd == nil || !rd.stateless {
-		return fail(codeInputUnavailable, fmt.Sprintf("the upstream still asked for input after %d rounds", maxSessionRounds))
+		return fail(readiness.CodeInputUnavailable, fmt.Sprintf("the upstream still asked for input after %d rounds", maxSessionRounds))
 	}
 	rd.mu.Lock()
 	approved := rd.approved
 	rd.mu.Unlock()
 	rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
-	rec.Actions = append(rec.Actions, "input_required")
+	rec.Actions = append(rec.Actions, readiness.NewAction(readiness.ActionInputRequired, r.Entry))
 	if raw, err := json.Marshal(n.res); err == nil {
 		v.f.opts.Builder.Result(rec, raw)
 	}
@@ -403,7 +400,7 @@ func (v *view) inputRequired(rd *round, rec *mcpreadyv1.Receipt, p *pending, req
 	state, err := v.f.rounds().put(p, v.f.opts.Now())
 	if err != nil {
 		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err}, codeInputUnavailable)
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err}, readiness.CodeInputUnavailable)
 	}
 	b, err := json.Marshal(struct {
 		ResultType    string              `json:"resultType"`
@@ -416,7 +413,7 @@ func (v *view) inputRequired(rd *round, rec *mcpreadyv1.Receipt, p *pending, req
 	}
 	if err != nil {
 		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, Err: err}, codeInputUnavailable)
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, Err: err}, readiness.CodeInputUnavailable)
 	}
 	return &res
 }

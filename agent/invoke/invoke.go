@@ -28,6 +28,7 @@ import (
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/decide"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // Attempt performs one upstream call of route r; n is the attempt number
@@ -63,12 +64,13 @@ type Result struct {
 	Route *decide.Route
 	// Attempts, in start order, for the receipt.
 	Attempts []*mcpreadyv1.Attempt
-	// Actions, for the receipt: "retry:<entry>", "hedge:<entry>",
-	// "fallback:<entry>", "circuit-open:<entry>", "retry-budget-exhausted",
-	// "retry-after-exceeds-deadline", "ambiguous-no-retry",
-	// "retry-condition-not-allowed:<condition>" (a configured condition set
-	// excludes the failure, e.g. "http-502").
-	Actions []string
+	// Actions, for the receipt, each naming the entry it concerns (see
+	// readiness: retry, hedge, fallback, circuit-open, retry-budget-exhausted,
+	// retry-after-exceeds-deadline, ambiguous-no-retry and
+	// retry-condition-not-allowed, whose Detail names the excluded
+	// condition, e.g. "http-502"). None when the first route answered on its
+	// first attempt.
+	Actions []*mcpreadyv1.Action
 }
 
 // Options are the agent-wide execution settings. Zero values are usable.
@@ -129,10 +131,10 @@ func Run(ctx context.Context, d decide.Decision, do Attempt, opts Options) Resul
 	for i := range d.Routes {
 		r := &d.Routes[i]
 		if i > 0 {
-			rn.action("fallback:" + r.Entry)
+			rn.action(readiness.ActionFallback, r.Entry, "")
 		}
 		if opts.Circuits != nil && !opts.Circuits.Allow(r.CircuitKey, opts.Now()) {
-			rn.action("circuit-open:" + r.Entry)
+			rn.action(readiness.ActionCircuitOpen, r.Entry, "")
 			continue
 		}
 		final = rn.route(ctx, r)
@@ -145,7 +147,9 @@ func Run(ctx context.Context, d decide.Decision, do Attempt, opts Options) Resul
 	return rn.res
 }
 
-func (rn *runner) action(a string) { rn.res.Actions = append(rn.res.Actions, a) }
+func (rn *runner) action(kind readiness.ActionKind, entry, detail string) {
+	rn.res.Actions = append(rn.res.Actions, &mcpreadyv1.Action{Kind: kind, Entry: entry, Detail: detail})
+}
 
 // route runs the attempts of one route: one, or up to MaxAttempts when the
 // route is retryable and each failure is a condition the route allows.
@@ -161,7 +165,7 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 		}
 		if !r.Retryable {
 			if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS {
-				rn.action("ambiguous-no-retry")
+				rn.action(readiness.ActionAmbiguousNoRetry, r.Entry, "")
 			}
 			return out
 		}
@@ -170,20 +174,20 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 		}
 		if c := Condition(out); !r.RetryOn.Has(c) {
 			if c != 0 && r.RetryOn != 0 {
-				rn.action("retry-condition-not-allowed:" + c.String())
+				rn.action(readiness.ActionRetryConditionNotAllowed, r.Entry, c.String())
 			}
 			return out
 		}
 		wait := rn.backoff(n, out.RetryAfter)
 		if dl, ok := ctx.Deadline(); ok && rn.opts.Now().Add(wait).After(dl) {
-			rn.action("retry-after-exceeds-deadline")
+			rn.action(readiness.ActionRetryAfterExceedsDeadline, r.Entry, "")
 			return out
 		}
 		if rn.opts.Budget != nil && !rn.opts.Budget.Withdraw() {
-			rn.action("retry-budget-exhausted")
+			rn.action(readiness.ActionRetryBudgetExhausted, r.Entry, "")
 			return out
 		}
-		rn.action("retry:" + r.Entry)
+		rn.action(readiness.ActionRetry, r.Entry, "")
 		if rn.opts.Sleep(ctx, wait) != nil {
 			return out
 		}
@@ -262,7 +266,7 @@ func (rn *runner) hedged(ctx context.Context, r *decide.Route, per time.Duration
 		select {
 		case <-timer.C:
 			if rn.opts.Budget == nil || rn.opts.Budget.Withdraw() {
-				rn.action("hedge:" + r.Entry)
+				rn.action(readiness.ActionHedge, r.Entry, "")
 				launch(true)
 				inflight++
 			}
