@@ -239,7 +239,7 @@ func TestDeclaredLifecycle(t *testing.T) {
 				if again := candidate(s.Decide(baseReq(), tc.h), "docs-b"); again != c {
 					t.Error("end-of-life record is rebuilt per decision")
 				}
-				for _, v := range s.Visible("dev", "acme", "eu", "wf", t0) {
+				for _, v := range s.Visible(listReq("dev", "acme", "eu", "wf"), tc.h) {
 					if v.Name == "docs_lookup" && strings.Join(v.Entries, ",") != "docs-a" {
 						t.Errorf("listed entries %v", v.Entries)
 					}

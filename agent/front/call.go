@@ -78,11 +78,18 @@ func aggName(server, tool string) string {
 	return clean(server) + "__" + clean(tool)
 }
 
+// visible is what c may call, by the same admission as its calls.
 func (v *view) visible(st *State, c caller) []decide.Visible {
 	if st.Decide == nil {
 		return nil
 	}
-	return st.Decide.Visible(c.id.PrincipalClass, c.id.TenantClass, v.f.opts.Region, c.workflow, v.f.opts.Now())
+	return st.Decide.Visible(v.request(c, ""), st.health())
+}
+
+// request is the decision request of caller c for tool.
+func (v *view) request(c caller, tool string) decide.Request {
+	return decide.Request{Tool: tool, Principal: c.id.PrincipalClass, Tenant: c.id.TenantClass, Region: v.f.opts.Region,
+		Workflow: c.workflow, ProtocolVersion: c.protocol, ApprovalAvailable: c.elicit, Now: v.f.opts.Now(), Drift: v.f.pins}
 }
 
 // listTools shows only what the caller may call, and checks pins.
@@ -247,11 +254,9 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	}
 	meta := metaOf(req.Params)
 	_, hasKey := meta[MetaIdempotency].(string)
-	d := st.Decide.Decide(decide.Request{
-		Tool: requested, Principal: c.id.PrincipalClass, Tenant: c.id.TenantClass, Region: f.opts.Region,
-		Workflow: c.workflow, ProtocolVersion: c.protocol, IdempotencyKey: hasKey,
-		ApprovalAvailable: c.elicit, Now: now,
-	}, health{st.Circuits, f.pins})
+	dr := v.request(c, requested)
+	dr.IdempotencyKey, dr.Now = hasKey, now
+	d := st.Decide.Decide(dr, st.health())
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
 	rec.Deadline = durationpb.New(d.Deadline)
 	v.resumeRound(ctx, rec, &d)

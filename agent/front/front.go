@@ -147,6 +147,15 @@ func (f *Front) SetState(st *State) {
 	f.pins.reset(st)
 }
 
+// health is the breaker state the decision reads: nil (every breaker
+// closed) without breakers.
+func (st *State) health() decide.Health {
+	if st.Circuits == nil {
+		return nil
+	}
+	return st.Circuits
+}
+
 func indexState(st *State) *State {
 	s := *st
 	if s.Checker == nil {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/pin"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
@@ -60,21 +59,6 @@ func (p *pins) Drifted(entry string) bool {
 	_, bad := p.tainted[entry]
 	return bad
 }
-
-// health is the decide.Health (and DriftGuard) of one call.
-type health struct {
-	c *circuit.Set
-	p *pins
-}
-
-func (h health) State(key string, now time.Time) circuit.State {
-	if h.c == nil {
-		return circuit.Closed
-	}
-	return h.c.State(key, now)
-}
-
-func (h health) Drifted(entry string) bool { return h.p.Drifted(entry) }
 
 // observe checks a fresh listing of server's tools, as served by session up.
 func (p *pins) observe(st *State, server string, up *upstream.Session, tools []*mcp.Tool) {
