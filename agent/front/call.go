@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -111,9 +112,9 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 				allowed[x.Tool] = true
 			}
 		}
-		up, err := v.upstream(ctx, s, v.server)
+		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errUpstreamUnavailable, err)
+			return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
 		}
 		var res *mcp.ListToolsResult
 		if err := up.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
@@ -123,7 +124,7 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 		}); err != nil {
 			return nil, err
 		}
-		v.f.pins.observe(st, v.server, up, res.Tools)
+		v.f.pins.observe(st, up, res.Tools)
 		for _, t := range res.Tools {
 			if allowed[t.Name] && v.usable(st, v.server, t.Name) {
 				out.Tools = append(out.Tools, t)
@@ -140,8 +141,7 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 			}
 			t := &mcp.Tool{Name: x.Name, Description: x.Description, InputSchema: map[string]any{"type": "object"}}
 			for _, e := range x.Entries {
-				id := st.Entries[e].GetIdentity()
-				if lt := v.listed(ctx, st, id.GetServerName(), id.GetToolName()); lt != nil {
+				if lt := v.listed(ctx, st, e); lt != nil {
 					t.InputSchema = lt.InputSchema
 					if t.Description == "" {
 						t.Description = lt.Description
@@ -152,7 +152,7 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 			out.Tools = append(out.Tools, t)
 			continue
 		}
-		if lt := v.listed(ctx, st, x.Server, x.Tool); lt != nil && v.usable(st, x.Server, x.Tool) {
+		if lt := v.listed(ctx, st, x.Entries[0]); lt != nil && v.usable(st, x.Server, x.Tool) {
 			t := *lt
 			t.Name = aggName(x.Server, x.Tool)
 			out.Tools = append(out.Tools, &t)
@@ -161,13 +161,14 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 	return out, nil
 }
 
-// listed returns the live definition of server's tool ("" server = none).
-func (v *view) listed(ctx context.Context, st *State, server, tool string) *mcp.Tool {
-	m, err := v.f.pins.tools(ctx, st, server)
+// listed returns the live definition of entry's tool at entry's endpoint.
+func (v *view) listed(ctx context.Context, st *State, entry string) *mcp.Tool {
+	id := st.Entries[entry].GetIdentity()
+	m, err := v.f.pins.tools(ctx, st, v.f.target(id.GetServerName(), id.GetEndpoint()))
 	if err != nil {
 		return nil
 	}
-	return m[tool]
+	return m[id.GetToolName()]
 }
 
 // usable reports whether some entry of server/tool is neither drifted nor tainted.
@@ -198,10 +199,10 @@ func schemasDiffer(st *State, entries []string) bool {
 var errMixedSchemas = errors.New("the members of this capability do not share one input schema")
 
 // resolveName maps the tool name the AI agent called to a decide request
-// name and the servers whose pins must be checked first.
-func (v *view) resolveName(st *State, c caller, name string) (string, []string, error) {
+// name and the upstreams whose pins must be checked first.
+func (v *view) resolveName(st *State, c caller, name string) (string, []upstream.Target, error) {
 	if v.server != "" {
-		return v.server + "/" + name, []string{v.server}, nil
+		return v.server + "/" + name, v.f.targets(st, v.server), nil
 	}
 	for _, x := range v.visible(st, c) {
 		switch {
@@ -209,13 +210,24 @@ func (v *view) resolveName(st *State, c caller, name string) (string, []string, 
 			if schemasDiffer(st, x.Entries) {
 				return x.Name, nil, errMixedSchemas
 			}
-			var servers []string
+			var targets []upstream.Target
 			for _, e := range x.Entries {
-				servers = append(servers, st.Entries[e].GetIdentity().GetServerName())
+				id := st.Entries[e].GetIdentity()
+				if t := v.f.target(id.GetServerName(), id.GetEndpoint()); !slices.Contains(targets, t) {
+					targets = append(targets, t)
+				}
 			}
-			return x.Name, servers, nil
+			return x.Name, targets, nil
 		case !x.Class && aggName(x.Server, x.Tool) == name:
-			return x.Server + "/" + x.Tool, []string{x.Server}, nil
+			return x.Server + "/" + x.Tool, v.f.targets(st, x.Server), nil
+		}
+	}
+	// Not visible: the decision says why (a class name resolves as is).
+	for server, tools := range st.byTool {
+		for tool := range tools {
+			if aggName(server, tool) == name {
+				return server + "/" + tool, v.f.targets(st, server), nil
+			}
 		}
 	}
 	return name, nil, nil
@@ -244,13 +256,13 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	if st.Decide == nil {
 		return v.refuse(rec, readiness.StepEligibility, readiness.CodeNoPolicy, "no verified policy is installed on this host"), nil
 	}
-	requested, servers, err := v.resolveName(st, c, req.Params.Name)
+	requested, targets, err := v.resolveName(st, c, req.Params.Name)
 	if err != nil {
 		rec.Requested = requested
 		return v.refuse(rec, readiness.StepEligibility, readiness.CodeClassSchemaMismatch, err.Error()), nil
 	}
-	for _, srv := range servers {
-		_, _ = f.pins.tools(ctx, st, srv) // pins are checked before anything is called
+	for _, t := range targets {
+		_, _ = f.pins.tools(ctx, st, t) // pins are checked before anything is called
 	}
 	meta := metaOf(req.Params)
 	_, hasKey := meta[MetaIdempotency].(string)
@@ -270,10 +282,12 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	first := d.Routes[0]
 	rec.ProviderSideEffect, rec.ConsumerSideEffect = first.ProviderSideEffect, first.ConsumerSideEffect
 	rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_NOT_REQUIRED
-	if first.ApprovalRequired {
-		ok, err := v.approve(ctx, s, req, c, first)
-		if ask := v.askApproval(ctx, rec, first, err); ask != nil {
-			return ask, nil
+	approve := func(ctx context.Context, r *decide.Route) (invoke.Outcome, bool) {
+		ok, err := v.approve(ctx, s, req, c, *r)
+		var need *errNeedApproval
+		if errors.As(err, &need) {
+			return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
+				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err, Result: need}, false
 		}
 		if !ok {
 			rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_DENIED
@@ -282,16 +296,16 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 				rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_UNAVAILABLE
 				reason = "approval could not be obtained: " + err.Error()
 			}
-			return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
-				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: errors.New(reason)}, readiness.CodeApprovalDenied), nil
+			return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
+				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: errors.New(reason)}, false
 		}
 		rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_APPROVED
+		return invoke.Outcome{}, true
 	}
 	var protoMu sync.Mutex
 	protocol := map[string]string{}
 	attempt := func(ctx context.Context, r decide.Route, n int) invoke.Outcome {
-		server := r.Identity.GetServerName()
-		up, err := v.upstream(ctx, s, server)
+		up, err := v.upstream(ctx, s, f.target(r.Identity.GetServerName(), r.Identity.GetEndpoint()))
 		if err != nil {
 			return failureOutcome(err)
 		}
@@ -311,7 +325,7 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 		}
 		return checkResult(st.Checker, r, res)
 	}
-	run := invoke.Run(ctx, d, attempt, invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: f.opts.Now})
+	run := invoke.Run(ctx, d, attempt, invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: f.opts.Now, Approve: approve})
 	rec.Attempts, rec.Actions = run.Attempts, run.Actions
 	rec.AttemptCount = int32(len(run.Attempts))
 	if r := run.Route; r != nil {
@@ -324,6 +338,9 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
 	}
 	out := run.Final
+	if need, ok := out.Result.(*errNeedApproval); ok {
+		return v.askApproval(ctx, rec, *run.Route, need)
+	}
 	if ni, ok := out.Result.(*needsInput); ok {
 		return v.askInput(ctx, rec, *run.Route, ni), nil
 	}
@@ -337,7 +354,11 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 		v.emit(rec)
 		return cr.res, nil
 	}
-	return v.fail(rec, out, ""), nil
+	var code readiness.Code
+	if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED {
+		code = readiness.CodeApprovalDenied
+	}
+	return v.fail(rec, out, code), nil
 }
 
 // failureOutcome converts an upstream failure to an invoke outcome.

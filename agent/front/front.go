@@ -26,6 +26,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,7 +67,8 @@ type State struct {
 	Circuits *circuit.Set
 	Budget   *invoke.Budget
 
-	byTool map[string]map[string][]string // server -> tool -> entry names
+	byTool    map[string]map[string][]string // server -> tool -> entry names
+	endpoints map[string][]string            // server -> its entries' endpoints, sorted, distinct
 }
 
 // Options configures a Front. Zero values are documented per field.
@@ -162,6 +164,7 @@ func indexState(st *State) *State {
 		s.Checker = validate.NewChecker(validate.Rules{})
 	}
 	s.byTool = map[string]map[string][]string{}
+	s.endpoints = map[string][]string{}
 	for name, e := range s.Entries {
 		id := e.GetIdentity()
 		if id.GetServerName() == "" || id.GetToolName() == "" {
@@ -173,23 +176,65 @@ func indexState(st *State) *State {
 			s.byTool[id.GetServerName()] = m
 		}
 		m[id.GetToolName()] = append(m[id.GetToolName()], name)
+		if eps := s.endpoints[id.GetServerName()]; id.GetEndpoint() != "" && !slices.Contains(eps, id.GetEndpoint()) {
+			s.endpoints[id.GetServerName()] = append(eps, id.GetEndpoint())
+		}
+	}
+	for _, eps := range s.endpoints {
+		slices.Sort(eps)
 	}
 	return &s
 }
 
-// resolve says how to reach server: the agent config first, else an
-// http(s) endpoint named by a verified registry entry of that server.
-func (f *Front) resolve(server string) (config.Upstream, bool) {
-	if u, ok := f.opts.Config.Upstream(server); ok {
+// target is the upstream to dial for endpoint of server: the server's own
+// (configured) upstream when endpoint is "" or that upstream's endpoint,
+// else exactly endpoint. A route's call is sent to its entry's endpoint
+// and nowhere else.
+func (f *Front) target(server, endpoint string) upstream.Target {
+	if endpoint == "" || endpoint == f.pool.Endpoint(upstream.Target{Server: server}) {
+		return upstream.Target{Server: server}
+	}
+	return upstream.Target{Server: server, Endpoint: endpoint}
+}
+
+// targets are the upstreams of every verified entry of server.
+func (f *Front) targets(st *State, server string) []upstream.Target {
+	eps := st.endpoints[server]
+	if len(eps) == 0 {
+		return []upstream.Target{{Server: server}}
+	}
+	out := make([]upstream.Target, 0, len(eps))
+	for _, ep := range eps {
+		if t := f.target(server, ep); !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// resolve says how to reach t. With an endpoint (a route's): the agent
+// config's upstream of that server when it reaches exactly that endpoint
+// (its credentials go with it), else the endpoint itself when it is
+// http(s), without credentials. Without one: the agent config first, else
+// the first http(s) endpoint of a verified entry of the server.
+func (f *Front) resolve(t upstream.Target) (config.Upstream, bool) {
+	u, configured := f.opts.Config.Upstream(t.Server)
+	httpURL := func(ep string) bool { return strings.HasPrefix(ep, "http://") || strings.HasPrefix(ep, "https://") }
+	if t.Endpoint != "" {
+		switch {
+		case configured && (u.URL == t.Endpoint || len(u.Command) > 0 && "stdio:"+u.Command[0] == t.Endpoint):
+			return u, true
+		case httpURL(t.Endpoint):
+			return config.Upstream{Name: t.Server, URL: t.Endpoint}, true
+		}
+		return config.Upstream{}, false
+	}
+	if configured {
 		return u, true
 	}
-	st := f.state.Load()
-	for _, names := range st.byTool[server] {
-		for _, n := range names {
-			ep := st.Entries[n].GetIdentity().GetEndpoint()
-			if strings.HasPrefix(ep, "http://") || strings.HasPrefix(ep, "https://") {
-				return config.Upstream{Name: server, URL: ep}, true
-			}
+	for _, ep := range f.state.Load().endpoints[t.Server] {
+		if httpURL(ep) {
+			return config.Upstream{Name: t.Server, URL: ep}, true
 		}
 	}
 	return config.Upstream{}, false
@@ -219,7 +264,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if server != "" && !f.pool.Known(server) {
+	if server != "" && !f.pool.Known(upstream.Target{Server: server}) {
 		http.Error(w, "unknown upstream server "+server, http.StatusNotFound)
 		return
 	}

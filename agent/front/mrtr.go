@@ -227,16 +227,24 @@ func (rd *round) approve(c caller, r decide.Route) (bool, error) {
 	return false, &errNeedApproval{params: approvalRequest(c, r)}
 }
 
-// askApproval returns the approval input request of a stateless call when
-// approve asked for one (err is *errNeedApproval), else nil.
-func (v *view) askApproval(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.Route, err error) *mcp.CallToolResult {
-	var need *errNeedApproval
+// askApproval returns the approval input request of a stateless call for
+// route r (the retry is pinned to r). A round that already reached an
+// upstream (an earlier route failed) emits its receipt, with the action
+// input_required on r.
+func (v *view) askApproval(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.Route, need *errNeedApproval) (*mcp.CallToolResult, error) {
 	rd := roundOf(ctx)
-	if !errors.As(err, &need) || rd == nil {
-		return nil
+	if rd == nil {
+		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: need}, readiness.CodeApprovalDenied), nil
 	}
-	return v.inputRequired(rd, rec, &pending{requestID: rec.RequestId, entry: r.Entry, approval: true},
+	out := v.inputRequired(rd, rec, &pending{requestID: rec.RequestId, entry: r.Entry, approval: true},
 		mcp.InputRequestMap{approvalInputKey: need.params})
+	if n := len(rec.Attempts); n > 0 && !out.IsError {
+		rec.Outcome = rec.Attempts[n-1].GetOutcome()
+		rec.Actions = append(rec.Actions, readiness.NewAction(readiness.ActionInputRequired, r.Entry))
+		v.emit(rec)
+	}
+	return out, nil
 }
 
 // needsInput is an upstream answer that asks for input (invoke.Outcome.Result).

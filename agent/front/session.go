@@ -186,9 +186,9 @@ func (s *session) frontCtx(token any) context.Context {
 
 // upstream returns the upstream session a front session uses: its dedicated
 // session (reopened if it broke) or, without one, the shared session.
-func (v *view) upstream(ctx context.Context, s *session, server string) (*upstream.Session, error) {
-	if s == nil || v.server == "" || server != v.server {
-		return v.f.pool.Shared(ctx, server)
+func (v *view) upstream(ctx context.Context, s *session, t upstream.Target) (*upstream.Session, error) {
+	if s == nil || v.server == "" || t != (upstream.Target{Server: v.server}) {
+		return v.f.pool.Shared(ctx, t)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -202,7 +202,7 @@ func (v *view) upstream(ctx context.Context, s *session, server string) (*upstre
 	if s.ss != nil && s.ss.InitializeParams() != nil {
 		caps = s.ss.InitializeParams().Capabilities
 	}
-	up, err := v.f.pool.Open(ctx, server, s.relay(caps))
+	up, err := v.f.pool.Open(ctx, t, s.relay(caps))
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +289,7 @@ func (s *session) notifyToolsChanged() {
 
 // relayErr runs fn on the view's upstream session.
 func (v *view) relayErr(ctx context.Context, s *session, fn func(context.Context, *mcp.ClientSession) error) error {
-	up, err := v.upstream(ctx, s, v.server)
+	up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
 	if err != nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%v: %v", errUpstreamUnavailable, err)}
 	}
@@ -362,7 +362,7 @@ func (v *view) initialize(ctx context.Context, s *session, method string, req mc
 	var info *mcp.Implementation
 	var instructions string
 	if v.server != "" {
-		up, err := v.upstream(ctx, s, v.server)
+		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%v: %v", errUpstreamUnavailable, err)}
 		}

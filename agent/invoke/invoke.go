@@ -34,11 +34,15 @@ import (
 // Attempt performs one upstream call of route r; n is the attempt number
 // within the whole call (1-based). It must return promptly once ctx is done,
 // set Outcome.Sent as soon as any request byte may have reached the upstream,
-// and classify the outcome (validate.Classify and validate.Checker). When
-// r.ApprovalRequired it asks the human first (MCP elicitation) and returns
-// APPROVAL_DENIED with Sent=false when refused or unavailable; Run never
-// routes around a denial.
+// and classify the outcome (validate.Classify and validate.Checker).
 type Attempt func(ctx context.Context, r decide.Route, n int) Outcome
+
+// Approve asks a human to approve route r (r.ApprovalRequired) before its
+// first attempt. It returns ok to go ahead; otherwise out is the call's
+// final outcome (APPROVAL_DENIED when refused or unavailable, or any
+// outcome whose Result tells the caller to ask and resume later), and Run
+// neither attempts r nor routes around it.
+type Approve func(ctx context.Context, r *decide.Route) (out Outcome, ok bool)
 
 // Outcome is what one attempt (or the whole call) came to.
 type Outcome struct {
@@ -86,7 +90,15 @@ type Options struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Jitter returns a uniform value in [0, n); nil means math/rand/v2.
 	Jitter func(n int64) int64
+	// Approve is asked before the first attempt of every route that
+	// requires approval, the first route and fallbacks alike. Nil approves
+	// nothing: such a route ends the call APPROVAL_DENIED.
+	Approve Approve
 }
+
+// ErrNoApprover is the Final.Err of a route that requires approval when
+// Options.Approve is nil.
+var ErrNoApprover = errors.New("invoke: approval required and no approver")
 
 // ErrNoRoute is the Final.Err when every route was skipped (circuit open).
 var ErrNoRoute = errors.New("invoke: every route's circuit is open")
@@ -101,7 +113,9 @@ type runner struct {
 }
 
 // Run executes d. It returns a REFUSED outcome for a refused decision.
-func Run(ctx context.Context, d decide.Decision, do Attempt, opts Options) Result {
+// The end-to-end deadline starts after the first route's approval (the
+// human's time is not the upstream's), and covers every later one.
+func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Result {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -121,8 +135,7 @@ func Run(ctx context.Context, d decide.Decision, do Attempt, opts Options) Resul
 	if deadline <= 0 {
 		deadline = 30 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, deadline)
-	defer cancel()
+	var ctx context.Context // the deadline's, from the first attempt on
 	if opts.Budget != nil {
 		opts.Budget.Deposit()
 	}
@@ -133,9 +146,29 @@ func Run(ctx context.Context, d decide.Decision, do Attempt, opts Options) Resul
 		if i > 0 {
 			rn.action(readiness.ActionFallback, r.Entry, "")
 		}
+		if opts.Circuits != nil && opts.Circuits.State(r.CircuitKey, opts.Now()) == circuit.Open {
+			rn.action(readiness.ActionCircuitOpen, r.Entry, "")
+			continue
+		}
+		if r.ApprovalRequired {
+			actx := parent
+			if ctx != nil {
+				actx = ctx
+			}
+			out, ok := rn.approve(actx, r)
+			if !ok {
+				final, rn.res.Route = out, r
+				break
+			}
+		}
 		if opts.Circuits != nil && !opts.Circuits.Allow(r.CircuitKey, opts.Now()) {
 			rn.action(readiness.ActionCircuitOpen, r.Entry, "")
 			continue
+		}
+		if ctx == nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(parent, deadline)
+			defer cancel()
 		}
 		final = rn.route(ctx, r)
 		rn.res.Route = r
@@ -145,6 +178,15 @@ func Run(ctx context.Context, d decide.Decision, do Attempt, opts Options) Resul
 	}
 	rn.res.Final = final
 	return rn.res
+}
+
+// approve asks Options.Approve about r.
+func (rn *runner) approve(ctx context.Context, r *decide.Route) (Outcome, bool) {
+	if rn.opts.Approve == nil {
+		return Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: ErrNoApprover}, false
+	}
+	return rn.opts.Approve(ctx, r)
 }
 
 func (rn *runner) action(kind readiness.ActionKind, entry, detail string) {

@@ -409,3 +409,37 @@ func TestRetryConditions(t *testing.T) {
 		})
 	}
 }
+
+// Approval is asked per route, before that route's first attempt: a
+// fallback route that requires approval is never attempted unasked, and a
+// refusal ends the call there.
+func TestApprovalPerRoute(t *testing.T) {
+	for _, grant := range []bool{false, true} {
+		sc := &script{plan: map[string][]Outcome{"a": {{Class: transport}}, "b": {{Class: success}}}}
+		a, b := route("a", true), route("b", true)
+		a.MaxAttempts, b.ApprovalRequired = 1, true
+		var asked []string
+		approve := func(_ context.Context, r *decide.Route) (Outcome, bool) {
+			asked = append(asked, r.Entry)
+			return Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED}, grant
+		}
+		res := Run(context.Background(), decision(a, b), sc.do, Options{Approve: approve})
+		if !slices.Equal(asked, []string{"b"}) {
+			t.Fatalf("grant %v: asked %v, want [b]", grant, asked)
+		}
+		wantCalls, wantClass := []string{"a"}, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED
+		if grant {
+			wantCalls, wantClass = []string{"a", "b"}, success
+		}
+		if !slices.Equal(sc.calls, wantCalls) || res.Final.Class != wantClass || res.Route.Entry != "b" {
+			t.Fatalf("grant %v: calls %v final %v route %v", grant, sc.calls, res.Final.Class, res.Route.Entry)
+		}
+	}
+	// Without an approver, a route that requires approval is not attempted.
+	sc := &script{plan: map[string][]Outcome{"b": {{Class: success}}}}
+	b := route("b", true)
+	b.ApprovalRequired = true
+	if res := Run(context.Background(), decision(b), sc.do, Options{}); len(sc.calls) != 0 || !errors.Is(res.Final.Err, ErrNoApprover) {
+		t.Fatalf("no approver: calls %v final %+v", sc.calls, res.Final)
+	}
+}

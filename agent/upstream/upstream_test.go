@@ -17,8 +17,8 @@ import (
 
 func newPool(t *testing.T, up *mcptest.Upstream) *Pool {
 	t.Helper()
-	p := NewPool(Options{Resolve: func(name string) (config.Upstream, bool) {
-		if name != "t" {
+	p := NewPool(Options{Resolve: func(tg Target) (config.Upstream, bool) {
+		if tg.Server != "t" {
 			return config.Upstream{}, false
 		}
 		return config.Upstream{Name: "t", URL: up.URL}, true
@@ -31,7 +31,7 @@ func TestCallAndClassify(t *testing.T) {
 	up := mcptest.New(t, mcptest.Options{})
 	p := newPool(t, up)
 	ctx := context.Background()
-	s, err := p.Shared(ctx, "t")
+	s, err := p.Shared(ctx, Target{Server: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestCallAndClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		up.SetFault(tt.fault, "tools/call")
-		s, err := p.Shared(ctx, "t")
+		s, err := p.Shared(ctx, Target{Server: "t"})
 		if err != nil {
 			t.Fatalf("fault %d: reconnect: %v", tt.fault, err)
 		}
@@ -75,7 +75,7 @@ func TestCallAndClassify(t *testing.T) {
 		up.SetFault(mcptest.FaultNone, "")
 	}
 	// The pool recovers once the upstream behaves again.
-	s, err = p.Shared(ctx, "t")
+	s, err = p.Shared(ctx, Target{Server: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestCallAndClassify(t *testing.T) {
 func TestUnknownUpstream(t *testing.T) {
 	up := mcptest.New(t, mcptest.Options{})
 	p := newPool(t, up)
-	if _, err := p.Shared(context.Background(), "nope"); !errors.Is(err, ErrUnknownUpstream) {
+	if _, err := p.Shared(context.Background(), Target{Server: "nope"}); !errors.Is(err, ErrUnknownUpstream) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -101,16 +101,16 @@ func TestStdioUpstream(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	p := NewPool(Options{Resolve: func(name string) (config.Upstream, bool) {
-		return config.Upstream{Name: name, Command: []string{bin}, Env: map[string]string{"X_TEST": "1"}}, name == "ev"
+	p := NewPool(Options{Resolve: func(tg Target) (config.Upstream, bool) {
+		return config.Upstream{Name: tg.Server, Command: []string{bin}, Env: map[string]string{"X_TEST": "1"}}, tg.Server == "ev"
 	}})
 	defer p.Close()
-	s, err := p.Shared(context.Background(), "ev")
+	s, err := p.Shared(context.Background(), Target{Server: "ev"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Endpoint("ev") != "stdio:"+bin || s.ProtocolVersion() == "" {
-		t.Fatalf("endpoint %q protocol %q", p.Endpoint("ev"), s.ProtocolVersion())
+	if p.Endpoint(Target{Server: "ev"}) != "stdio:"+bin || s.ProtocolVersion() == "" {
+		t.Fatalf("endpoint %q protocol %q", p.Endpoint(Target{Server: "ev"}), s.ProtocolVersion())
 	}
 	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "test_simple_text", Arguments: map[string]any{}})
 	if err != nil || res.IsError {
