@@ -291,3 +291,9 @@ func StepDescription(s Step) string {
 	}
 	return ""
 }
+
+// OutcomeName is an outcome's Terms name: its enum name without the
+// OUTCOME_CLASS_ prefix (e.g. "SUCCESS").
+func OutcomeName(o Outcome) string {
+	return strings.TrimPrefix(o.String(), "OUTCOME_CLASS_")
+}

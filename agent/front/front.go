@@ -40,6 +40,7 @@ import (
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/invoke"
 	"github.com/mcpready/mcpready/agent/pin"
+	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
@@ -104,6 +105,7 @@ type Front struct {
 	pins    *pins
 	metrics *metrics
 	pending *roundStore // calls waiting for a stateless client's input
+	pipe    *pipeline.Pipeline
 
 	mu    sync.Mutex
 	views map[string]*view // "" is the aggregate view
@@ -123,6 +125,12 @@ func New(opts Options) *Front {
 	}
 	f := &Front{opts: opts, views: map[string]*view{}, metrics: newMetrics(opts.Registerer), pending: newRoundStore()}
 	f.pins = newPins(f)
+	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Emit: func(rec *mcpreadyv1.Receipt) {
+		f.observe(rec)
+		if opts.Receipts != nil {
+			opts.Receipts(rec)
+		}
+	}})
 	f.pool = upstream.NewPool(upstream.Options{
 		Resolve:        f.resolve,
 		Logger:         opts.Logger,
@@ -149,13 +157,10 @@ func (f *Front) SetState(st *State) {
 	f.pins.reset(st)
 }
 
-// health is the breaker state the decision reads: nil (every breaker
-// closed) without breakers.
-func (st *State) health() decide.Health {
-	if st.Circuits == nil {
-		return nil
-	}
-	return st.Circuits
+// pstate is st as the pipeline decides under it, with this host's drift
+// blocks.
+func (f *Front) pstate(st *State) pipeline.State {
+	return pipeline.State{Decide: st.Decide, Checker: st.Checker, Circuits: st.Circuits, Budget: st.Budget, Drift: f.pins}
 }
 
 func indexState(st *State) *State {

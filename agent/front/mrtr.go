@@ -150,28 +150,6 @@ func (v *view) beginRound(ctx context.Context, s *session, req *mcp.CallToolRequ
 	return context.WithValue(ctx, roundKey{}, rd), nil
 }
 
-// resumeRound pins a resumed call to the entry that asked for input and
-// links its receipt to the call's first round. The decision was made again
-// for this round; if it no longer admits that entry, the call is refused.
-func (v *view) resumeRound(ctx context.Context, rec *mcpreadyv1.Receipt, d *decide.Decision) {
-	rd := roundOf(ctx)
-	if rd == nil || rd.prior == nil {
-		return
-	}
-	rec.RequestId = rd.prior.requestID
-	if d.Refusal != nil {
-		return
-	}
-	for _, r := range d.Routes {
-		if r.Entry == rd.prior.entry {
-			d.Routes = []decide.Route{r}
-			return
-		}
-	}
-	d.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeInputRoute,
-		Reason: fmt.Sprintf("registry entry %s, which asked for input, is no longer admitted for this call", rd.prior.entry)}
-}
-
 // statelessElicit reports whether a stateless caller (s == nil) declared
 // elicitation in its per-request capabilities.
 func statelessElicit(req mcp.Request, s *session) bool {
@@ -234,7 +212,7 @@ func (rd *round) approve(c caller, r decide.Route) (bool, error) {
 func (v *view) askApproval(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.Route, need *errNeedApproval) (*mcp.CallToolResult, error) {
 	rd := roundOf(ctx)
 	if rd == nil {
-		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
+		return v.f.pipe.Fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: need}, readiness.CodeApprovalDenied), nil
 	}
 	out := v.inputRequired(rd, rec, &pending{requestID: rec.RequestId, entry: r.Entry, approval: true},
@@ -242,7 +220,7 @@ func (v *view) askApproval(ctx context.Context, rec *mcpreadyv1.Receipt, r decid
 	if n := len(rec.Attempts); n > 0 && !out.IsError {
 		rec.Outcome = rec.Attempts[n-1].GetOutcome()
 		rec.Actions = append(rec.Actions, readiness.NewAction(readiness.ActionInputRequired, r.Entry))
-		v.emit(rec)
+		v.f.pipe.Emit(rec)
 	}
 	return out, nil
 }
@@ -365,7 +343,7 @@ func (v *view) askInput(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.R
 		if n.held != nil {
 			n.held.abort()
 		}
-		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
+		return v.f.pipe.Fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, Err: errors.New(reason)}, code)
 	}
 	switch {
@@ -395,7 +373,7 @@ func (v *view) askInput(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.R
 	out := v.inputRequired(rd, rec, &pending{requestID: rec.RequestId, entry: r.Entry, approved: approved, state: n.res.RequestState,
 		held: n.held}, n.res.InputRequests)
 	if !out.IsError {
-		v.emit(rec)
+		v.f.pipe.Emit(rec)
 	} else if n.held != nil {
 		n.held.abort()
 	}
@@ -407,7 +385,7 @@ func (v *view) inputRequired(rd *round, rec *mcpreadyv1.Receipt, p *pending, req
 	p.key = rd.callKey()
 	state, err := v.f.rounds().put(p, v.f.opts.Now())
 	if err != nil {
-		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
+		return v.f.pipe.Fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err}, readiness.CodeInputUnavailable)
 	}
 	b, err := json.Marshal(struct {
@@ -420,7 +398,7 @@ func (v *view) inputRequired(rd *round, rec *mcpreadyv1.Receipt, p *pending, req
 		err = json.Unmarshal(b, &res) // the only way to set the result type
 	}
 	if err != nil {
-		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR,
+		return v.f.pipe.Fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, Err: err}, readiness.CodeInputUnavailable)
 	}
 	return &res

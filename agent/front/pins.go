@@ -2,7 +2,6 @@ package front
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"sync"
 	"time"
@@ -188,18 +187,6 @@ func (p *pins) toolsChanged(t upstream.Target) {
 		p.f.opts.Logger.Warn("re-listing tools after list_changed", "server", t.Server, "endpoint", t.Endpoint, "err", err)
 	}
 	p.f.notifyToolsChanged(t.Server)
-}
-
-// schemaOf returns the raw JSON of a schema value.
-func schemaOf(v any) json.RawMessage {
-	if v == nil {
-		return nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	return b
 }
 
 // sortedKeys returns m's keys sorted.
