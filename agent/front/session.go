@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/upstream"
+	"github.com/mcpready/mcpready/agent/validate"
 )
 
 // session is the state of one stateful front session: its dedicated
@@ -294,9 +295,9 @@ func (v *view) relayErr(ctx context.Context, s *session, fn func(context.Context
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%v: %v", errUpstreamUnavailable, err)}
 	}
 	if err := up.Do(ctx, fn); err != nil {
-		var f *upstream.Failure
-		if errors.As(err, &f) && f.Obs.JSONRPCError {
-			return &jsonrpc.Error{Code: int64(f.Obs.JSONRPCCode), Message: f.Detail}
+		var f *validate.Outcome
+		if errors.As(err, &f) && f.JSONRPCError {
+			return &jsonrpc.Error{Code: int64(f.JSONRPCCode), Message: f.Detail}
 		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}

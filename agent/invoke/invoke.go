@@ -22,11 +22,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
 )
@@ -44,21 +46,10 @@ type Attempt func(ctx context.Context, r decide.Route, n int) Outcome
 // neither attempts r nor routes around it.
 type Approve func(ctx context.Context, r *decide.Route) (out Outcome, ok bool)
 
-// Outcome is what one attempt (or the whole call) came to.
-type Outcome struct {
-	Class mcpreadyv1.OutcomeClass
-	Layer mcpreadyv1.ReadinessLayer
-	// Sent: the request may have reached the upstream.
-	Sent bool
-	// RetryAfter from a 429/503 response (zero when absent).
-	RetryAfter  time.Duration
-	HTTPStatus  int
-	JSONRPCCode int
-	IsError     bool
-	Err         error
-	// Result is opaque to invoke (the front's upstream result).
-	Result any
-}
+// Outcome is what one attempt (or the whole call) came to: the agent's
+// one failure/outcome type, defined by package validate. Result is opaque
+// to invoke.
+type Outcome = validate.Outcome
 
 // Result is the outcome of Run.
 type Result struct {
@@ -422,7 +413,7 @@ func Condition(o Outcome) decide.RetryConditions {
 		return decide.RetryTransport
 	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR:
 		switch o.JSONRPCCode {
-		case 0, -32700, -32600, -32601, -32602:
+		case 0, jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
 			return 0
 		}
 		return decide.RetryJSONRPCError
@@ -465,7 +456,7 @@ func FallbackSafe(o Outcome, r *decide.Route) bool {
 		return o.HTTPStatus == 503
 	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR:
 		switch o.JSONRPCCode {
-		case -32700, -32600, -32601, -32602:
+		case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
 			return true
 		}
 	}

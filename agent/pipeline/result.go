@@ -13,15 +13,18 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
-// failureOutcome converts an upstream failure to an invoke outcome.
+// failureOutcome is the outcome of an upstream error: the classified
+// *validate.Outcome itself (its Err keeping the whole failure, so the
+// reason names who observed it), else a transport failure.
 func failureOutcome(err error) invoke.Outcome {
-	var uf *upstream.Failure
-	if !errors.As(err, &uf) {
+	var o *validate.Outcome
+	if !errors.As(err, &o) {
 		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: err}
 	}
-	return invoke.Outcome{Class: uf.Outcome, Layer: uf.Layer, Sent: uf.Obs.Sent, RetryAfter: uf.RetryAfter,
-		HTTPStatus: uf.Obs.HTTPStatus, JSONRPCCode: uf.Obs.JSONRPCCode, Err: uf}
+	out := *o
+	out.Err = err
+	return out
 }
 
 // checked is a validated upstream result and its JSON (for the digest).
@@ -56,7 +59,9 @@ func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invo
 		ch = defaultChecker
 	}
 	if err := ch.Check(r.OutputSchemaDigest, vr); err != nil {
-		return invoke.Outcome{Class: validate.ClassOf(err), Layer: validate.LayerOf(err), Sent: true, Err: err}
+		out := failureOutcome(err)
+		out.Sent = true
+		return out
 	}
 	if res.IsError {
 		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR,

@@ -30,11 +30,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/pin"
-	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -326,7 +326,7 @@ func (s *Session) Close() error {
 }
 
 // Do runs fn against the upstream session and classifies its error as a
-// *Failure. A transport-level failure marks the session broken.
+// *validate.Outcome. A transport-level failure marks the session broken.
 func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.ClientSession) error) error {
 	ictx, cancel := isolate(ctx)
 	defer cancel()
@@ -340,13 +340,13 @@ func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.C
 		ctxErr = ctx.Err() // deadline vs cancellation as the caller saw it
 	}
 	f := classify(err, x, ctxErr)
-	if !f.Obs.JSONRPCError || f.Obs.JSONRPCCode == validate.JSONRPCParseError {
+	if !f.JSONRPCError || f.JSONRPCCode == jsonrpc.CodeParseError {
 		s.broken.Store(true)
 	}
 	return f
 }
 
-// CallTool calls one tool. The error, if any, is a *Failure; a result with
+// CallTool calls one tool. The error, if any, is a *validate.Outcome; a result with
 // isError is returned as a result, not an error.
 func (s *Session) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	res, err := s.Call(ctx, params)

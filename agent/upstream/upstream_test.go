@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -45,16 +46,16 @@ func TestCallAndClassify(t *testing.T) {
 	tests := []struct {
 		fault   mcptest.Fault
 		outcome mcpreadyv1.OutcomeClass
-		check   func(*Failure) bool
+		check   func(*validate.Outcome) bool
 	}{
-		{mcptest.FaultUnauthorized, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, func(f *Failure) bool { return f.ResourceMetadata != "" }},
+		{mcptest.FaultUnauthorized, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, func(f *validate.Outcome) bool { return f.ResourceMetadata != "" }},
 		{mcptest.FaultPaymentRequired, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_BILLING, nil},
-		{mcptest.FaultRateLimited, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED, func(f *Failure) bool { return f.RetryAfter == time.Second }},
-		{mcptest.FaultServerError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *Failure) bool { return f.Obs.HTTPStatus == 500 }},
-		{mcptest.FaultRPCError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, func(f *Failure) bool { return f.Obs.JSONRPCCode == mcptest.RPCErrorCode }},
+		{mcptest.FaultRateLimited, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED, func(f *validate.Outcome) bool { return f.RetryAfter == time.Second }},
+		{mcptest.FaultServerError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *validate.Outcome) bool { return f.HTTPStatus == 500 }},
+		{mcptest.FaultRPCError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, func(f *validate.Outcome) bool { return f.JSONRPCCode == mcptest.RPCErrorCode }},
 		{mcptest.FaultGarbage, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, nil},
-		{mcptest.FaultReset, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *Failure) bool { return f.Obs.Sent }},
-		{mcptest.FaultHang, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, func(f *Failure) bool { return f.Obs.Sent }},
+		{mcptest.FaultReset, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *validate.Outcome) bool { return f.Sent }},
+		{mcptest.FaultHang, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, func(f *validate.Outcome) bool { return f.Sent }},
 	}
 	for _, tt := range tests {
 		up.SetFault(tt.fault, "tools/call")
@@ -65,11 +66,11 @@ func TestCallAndClassify(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		_, err = s.CallTool(cctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
 		cancel()
-		var f *Failure
+		var f *validate.Outcome
 		if !errors.As(err, &f) {
-			t.Fatalf("fault %d: error %v is not a *Failure", tt.fault, err)
+			t.Fatalf("fault %d: error %v is not a *validate.Outcome", tt.fault, err)
 		}
-		if f.Outcome != tt.outcome || (tt.check != nil && !tt.check(f)) {
+		if f.Class != tt.outcome || (tt.check != nil && !tt.check(f)) {
 			t.Errorf("fault %d: got %+v, want outcome %v", tt.fault, f, tt.outcome)
 		}
 		up.SetFault(mcptest.FaultNone, "")
