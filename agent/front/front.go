@@ -13,13 +13,18 @@
 //
 // Both eras are served: requests carrying MCP-Protocol-Version 2026-07-28 or
 // later go to a stateless handler (server/discover), others to a session
-// handler (2025-11-25 initialize). Lists show only what the principal may
-// call; every call is decided, executed, validated and recorded in one
-// receipt (one per round when a call waits for input), and failures reach
-// the AI agent as structured, recoverable tool errors naming the failed layer.
+// handler (2025-11-25 initialize). Lists show exactly what the principal may
+// call (the pipeline's admission). The front only speaks MCP: it
+// authenticates, names and pins a tools/call, then hands it to package
+// pipeline, which decides, approves per route, executes on the route's own
+// endpoint, validates and records it in one receipt (one per round when a
+// call waits for input); the front turns input and approval requests into
+// input rounds. Failures reach the AI agent as structured, recoverable
+// tool errors naming the failed layer.
 //
-// The package never logs tokens, arguments or results, and never verifies
-// signatures: the State it is given is already verified.
+// The package must not decide, execute or validate a call itself, never
+// logs tokens, arguments or results, and never verifies signatures: the
+// State it is given is already verified.
 package front
 
 import (

@@ -4,7 +4,9 @@
 // limited with Retry-After, server error, reset, hang/ambiguous, JSON-RPC
 // error inside HTTP 200, malformed answer).
 //
-// It keeps one warm shared session per upstream for calls that need no
+// An upstream is a Target: a server and the endpoint a verified entry pins
+// for it, so a call is sent to the admitted route's endpoint and nowhere
+// else. It keeps one warm shared session per target for calls that need no
 // session state, and opens dedicated sessions that relay server-to-client
 // requests and notifications for front sessions that need them. It makes no
 // policy decisions and never logs credentials or arguments.
