@@ -148,10 +148,8 @@ func ActionStrings(as []*mcpreadyv1.Action) []string {
 }
 
 func actionName(k ActionKind) string {
-	for _, t := range actionTerms {
-		if t.Value == int32(k) {
-			return t.Name
-		}
+	if t := find(actionTerms, int32(k)); t.Name != "" {
+		return t.Name
 	}
 	return strings.ToLower(strings.TrimPrefix(k.String(), "ACTION_KIND_"))
 }
@@ -273,23 +271,19 @@ func Terms() []Term {
 }
 
 // StepName is the short name of a step ("" for StepNone or an unknown value).
-func StepName(s Step) string {
-	for _, t := range stepTerms {
-		if t.Value == int32(s) {
-			return t.Name
-		}
-	}
-	return ""
-}
+func StepName(s Step) string { return find(stepTerms, int32(s)).Name }
 
 // StepDescription is the one-line description of a step ("" when unknown).
-func StepDescription(s Step) string {
-	for _, t := range stepTerms {
-		if t.Value == int32(s) {
-			return t.Description
+func StepDescription(s Step) string { return find(stepTerms, int32(s)).Description }
+
+// find is the term of terms with value v (zero when none).
+func find(terms []Term, v int32) Term {
+	for _, t := range terms {
+		if t.Value == v {
+			return t
 		}
 	}
-	return ""
+	return Term{}
 }
 
 // OutcomeName is an outcome's Terms name: its enum name without the
