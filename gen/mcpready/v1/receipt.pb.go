@@ -29,15 +29,24 @@ const (
 type DecisionStep int32
 
 const (
+	// No step rejected the candidate.
 	DecisionStep_DECISION_STEP_UNSPECIFIED DecisionStep = 0
+	// 1 eligibility: inventory, endpoint, lifecycle, expiry, drift, workflow, protocol version.
 	DecisionStep_DECISION_STEP_ELIGIBILITY DecisionStep = 1
-	DecisionStep_DECISION_STEP_TRUST       DecisionStep = 2
-	DecisionStep_DECISION_STEP_RESIDENCY   DecisionStep = 3
-	DecisionStep_DECISION_STEP_SEMANTIC    DecisionStep = 4
+	// 2 trust and authority: owner, issuers, auth scheme, scopes, principal, tenant.
+	DecisionStep_DECISION_STEP_TRUST DecisionStep = 2
+	// 3 security and residency: regions and data classes.
+	DecisionStep_DECISION_STEP_RESIDENCY DecisionStep = 3
+	// 4 semantic suitability: an approved member of the equivalence class.
+	DecisionStep_DECISION_STEP_SEMANTIC DecisionStep = 4
+	// 5 side-effect safety: approval obtainable, idempotency key when required.
 	DecisionStep_DECISION_STEP_SIDE_EFFECT DecisionStep = 5
-	DecisionStep_DECISION_STEP_HEALTH      DecisionStep = 6
-	DecisionStep_DECISION_STEP_BUDGET      DecisionStep = 7
-	DecisionStep_DECISION_STEP_LATENCY     DecisionStep = 8
+	// 6 current health: circuit breaker, fresh evidence (else UNKNOWN by policy).
+	DecisionStep_DECISION_STEP_HEALTH DecisionStep = 6
+	// 7 deadline and cost.
+	DecisionStep_DECISION_STEP_BUDGET DecisionStep = 7
+	// 8 latency ranking, with hysteresis (rejects nothing).
+	DecisionStep_DECISION_STEP_LATENCY DecisionStep = 8
 	// Capability resolution, which precedes the filters: it refuses a call
 	// and never appears on a Candidate (a candidate exists once resolved).
 	DecisionStep_DECISION_STEP_RESOLVE DecisionStep = 9
@@ -102,6 +111,7 @@ func (DecisionStep) EnumDescriptor() ([]byte, []int) {
 type ActionKind int32
 
 const (
+	// Not an action (never recorded).
 	ActionKind_ACTION_KIND_UNSPECIFIED ActionKind = 0
 	// Another attempt on the same route after a retryable failure.
 	ActionKind_ACTION_KIND_RETRY ActionKind = 1
@@ -574,7 +584,8 @@ func (x *Receipt) GetActions() []*Action {
 // Action is one executor action and the route it concerns.
 type Action struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Kind  ActionKind             `protobuf:"varint,1,opt,name=kind,proto3,enum=mcpready.v1.ActionKind" json:"kind,omitempty"`
+	// What was done.
+	Kind ActionKind `protobuf:"varint,1,opt,name=kind,proto3,enum=mcpready.v1.ActionKind" json:"kind,omitempty"`
 	// The registry entry the action concerns ("" when it concerns the call).
 	Entry string `protobuf:"bytes,2,opt,name=entry,proto3" json:"entry,omitempty"`
 	// A kind-specific detail (the excluded condition), else "".
