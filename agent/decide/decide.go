@@ -157,35 +157,56 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 // (a caller can supply one) and the caller's own deadline (the policy
 // deadline applies). Sorted: classes, then tools.
 func (s *Snapshot) Visible(req Request, h Health) []Visible {
+	x := s.listing(&req)
+	var out []Visible
+	for _, list := range [][]string{s.classNames, s.exactNames} {
+		for _, name := range list {
+			if v, ok := s.visible(s.groups[name], &x, h); ok {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// VisibleNamed is the Visible of the class or exact tool called name alone
+// (false when it is not visible or does not exist).
+func (s *Snapshot) VisibleNamed(req Request, h Health, name string) (Visible, bool) {
+	g := s.groups[name]
+	if g == nil {
+		return Visible{}, false
+	}
+	x := s.listing(&req)
+	return s.visible(g, &x, h)
+}
+
+// listing is the per-request context of a listing (see Visible).
+func (s *Snapshot) listing(req *Request) call {
 	if req.Now.IsZero() {
 		req.Now = time.Now()
 	}
 	req.IdempotencyKey, req.Deadline = true, 0
-	var rbuf [16]int
-	x := call{req: &req, gr: s.grantFor(req.Principal, req.Tenant, rbuf[:]), now: req.Now.UnixNano(), deadline: s.deadline}
-	var out []Visible
-	for _, list := range [][]string{s.classNames, s.exactNames} {
-		for _, name := range list {
-			g := s.groups[name]
-			var entries []string
-			for i := range g.cands {
-				var a admitted
-				if step, _ := s.admit(&g.cands[i], &x, h, &a); step == readiness.StepNone {
-					entries = append(entries, g.cands[i].e.name)
-				}
-			}
-			if len(entries) == 0 {
-				continue
-			}
-			v := Visible{Name: g.name, Class: g.class, Description: g.description, Entries: entries}
-			if !g.class {
-				e := g.cands[0].e
-				v.Server, v.Tool = e.server, e.tool
-			}
-			out = append(out, v)
+	return call{req: req, gr: s.grantFor(req.Principal, req.Tenant, nil), now: req.Now.UnixNano(), deadline: s.deadline}
+}
+
+// visible lists the candidates of g that admit admits for x.
+func (s *Snapshot) visible(g *group, x *call, h Health) (Visible, bool) {
+	var entries []string
+	for i := range g.cands {
+		var a admitted
+		if step, _ := s.admit(&g.cands[i], x, h, &a); step == readiness.StepNone {
+			entries = append(entries, g.cands[i].e.name)
 		}
 	}
-	return out
+	if len(entries) == 0 {
+		return Visible{}, false
+	}
+	v := Visible{Name: g.name, Class: g.class, Description: g.description, Entries: entries}
+	if !g.class {
+		e := g.cands[0].e
+		v.Server, v.Tool = e.server, e.tool
+	}
+	return v, true
 }
 
 // Entry returns the verified RegistryEntry by name (nil if absent).

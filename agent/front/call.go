@@ -194,25 +194,21 @@ func (v *view) resolveName(st *State, c caller, name string) (string, []upstream
 	if v.server != "" {
 		return v.server + "/" + name, v.f.targets(st, v.server), nil
 	}
-	for _, x := range v.visible(st, c) {
-		switch {
-		case x.Class && x.Name == name:
-			if schemasDiffer(st, x.Entries) {
-				return x.Name, nil, errMixedSchemas
-			}
-			var targets []upstream.Target
-			for _, e := range x.Entries {
-				id := st.Entries[e].GetIdentity()
-				if t := v.f.target(id.GetServerName(), id.GetEndpoint()); !slices.Contains(targets, t) {
-					targets = append(targets, t)
-				}
-			}
-			return x.Name, targets, nil
-		case !x.Class && aggName(x.Server, x.Tool) == name:
-			return x.Server + "/" + x.Tool, v.f.targets(st, x.Server), nil
+	if x, ok := v.f.pipe.VisibleNamed(v.f.pstate(st), c.pipeline(), name); ok && x.Class {
+		if schemasDiffer(st, x.Entries) {
+			return x.Name, nil, errMixedSchemas
 		}
+		var targets []upstream.Target
+		for _, e := range x.Entries {
+			id := st.Entries[e].GetIdentity()
+			if t := v.f.target(id.GetServerName(), id.GetEndpoint()); !slices.Contains(targets, t) {
+				targets = append(targets, t)
+			}
+		}
+		return x.Name, targets, nil
 	}
-	// Not visible: the decision says why (a class name resolves as is).
+	// An exact tool by its aggregate name; anything else resolves as is
+	// (the decision says why it is refused).
 	for server, tools := range st.byTool {
 		for tool := range tools {
 			if aggName(server, tool) == name {

@@ -312,3 +312,11 @@ func (p *Pipeline) Visible(st State, c Caller) []decide.Visible {
 	}
 	return st.Decide.Visible(p.request(&st, c, "", p.opts.Now()), st.Health())
 }
+
+// VisibleNamed is Visible for the one class or exact tool called name.
+func (p *Pipeline) VisibleNamed(st State, c Caller, name string) (decide.Visible, bool) {
+	if st.Decide == nil {
+		return decide.Visible{}, false
+	}
+	return st.Decide.VisibleNamed(p.request(&st, c, "", p.opts.Now()), st.Health(), name)
+}
