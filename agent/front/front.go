@@ -82,13 +82,15 @@ type Options struct {
 	// Config maps bearer tokens to principals and names upstreams. Nil is the
 	// empty configuration (every request refused).
 	Config *config.Config
-	// Region of this host (decision residency input).
+	// Region of this host (decision residency input); "" is no region, which
+	// a same-region-only policy never matches.
 	Region string
-	// NodeID identifies this agent in drift reports.
+	// NodeID identifies this agent in drift reports ("" sends them unnamed).
 	NodeID string
 	// Receipts receives one receipt per decision. It must not block for long. Nil drops them.
 	Receipts func(*mcpreadyv1.Receipt)
-	// Builder stamps receipts.
+	// Builder stamps receipts; its zero value names no emitter and applies
+	// the default redaction (every argument digested only).
 	Builder receipt.Builder
 	// ReportDrift reports observed drift to the control plane. May be nil.
 	ReportDrift func(ctx context.Context, req *mcpreadyv1.ReportDriftRequest) error
