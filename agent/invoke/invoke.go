@@ -8,6 +8,10 @@
 // call cannot have had an effect (or the route is retryable), and outcome
 // reports to the circuit breakers.
 //
+// Human approval is asked per route (Options.Approve), before that route's
+// first attempt, so a fallback route that requires approval never runs
+// unasked.
+//
 // It never talks to a server itself: the caller supplies an Attempt that
 // performs one upstream call, and it never retries, hedges or falls back
 // from a call that may have changed state: a timeout after send on such a
