@@ -25,7 +25,7 @@ type session struct {
 
 	mu       sync.Mutex
 	ss       *mcp.ServerSession
-	up       *upstream.Session
+	ups      map[upstream.Target]*upstream.Session // dedicated sessions, one per endpoint of the view's server
 	inflight []*inflight
 	fast     fastState
 }
@@ -185,19 +185,21 @@ func (s *session) frontCtx(token any) context.Context {
 	return context.Background()
 }
 
-// upstream returns the upstream session a front session uses: its dedicated
-// session (reopened if it broke) or, without one, the shared session.
+// upstream returns the upstream session a front session uses for target
+// t: its dedicated session for t (reopened if it broke) on the view of t's
+// server, else the shared session of t.
 func (v *view) upstream(ctx context.Context, s *session, t upstream.Target) (*upstream.Session, error) {
-	if s == nil || v.server == "" || t != (upstream.Target{Server: v.server}) {
+	if s == nil || v.server == "" || t.Server != v.server {
 		return v.f.pool.Shared(ctx, t)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.up != nil && !s.up.Broken() {
-		return s.up, nil
+	old := s.ups[t]
+	if old != nil && !old.Broken() {
+		return old, nil
 	}
-	if s.up != nil {
-		_ = s.up.Close()
+	if old != nil {
+		_ = old.Close()
 	}
 	var caps *mcp.ClientCapabilities
 	if s.ss != nil && s.ss.InitializeParams() != nil {
@@ -207,7 +209,10 @@ func (v *view) upstream(ctx context.Context, s *session, t upstream.Target) (*up
 	if err != nil {
 		return nil, err
 	}
-	s.up = up
+	if s.ups == nil {
+		s.ups = map[upstream.Target]*upstream.Session{}
+	}
+	s.ups[t] = up
 	if s.ss != nil {
 		go func(ss *mcp.ServerSession, up *upstream.Session) { _ = ss.Wait(); _ = up.Close() }(s.ss, up)
 	}
