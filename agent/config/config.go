@@ -125,7 +125,7 @@ func Load(path string) (*Config, error) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return Parse(b)
 }
@@ -136,12 +136,12 @@ func Parse(data []byte) (*Config, error) {
 	if len(bytes.TrimSpace(data)) > 0 {
 		j, err := yaml.YAMLToJSONStrict(data)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		dec := json.NewDecoder(bytes.NewReader(j))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&f); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 	}
 	return New(f)
@@ -157,7 +157,7 @@ func New(f File) (*Config, error) {
 		}
 		sum, err := p.tokenDigest()
 		if err != nil {
-			return nil, fmt.Errorf("%w: principal %s: %v", ErrInvalid, p.Name, err)
+			return nil, fmt.Errorf("%w: principal %s: %w", ErrInvalid, p.Name, err)
 		}
 		if seen[sum] {
 			return nil, fmt.Errorf("%w: principal %s: token shared with another principal", ErrInvalid, p.Name)

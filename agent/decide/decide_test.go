@@ -15,6 +15,7 @@ import (
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/pin"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -90,6 +91,11 @@ func fixture() Inputs {
 	}
 }
 
+// listReq is a tools/list request of a caller.
+func listReq(principal, tenant, region, workflow string) Request {
+	return Request{Principal: principal, Tenant: tenant, Region: region, Workflow: workflow, Now: t0}
+}
+
 func baseReq() Request {
 	return Request{Tool: "docs_lookup", Principal: "dev", Tenant: "acme", Region: "eu", Workflow: "wf", Now: t0}
 }
@@ -124,12 +130,9 @@ type health map[string]circuit.State
 
 func (h health) State(key string, _ time.Time) circuit.State { return h[key] }
 
-type driftHealth struct {
-	health
-	drifted string
-}
+type drifted string
 
-func (d driftHealth) Drifted(e string) bool { return e == d.drifted }
+func (d drifted) Drifted(e string) bool { return e == string(d) }
 
 func TestResolution(t *testing.T) {
 	s := snap(t, fixture())
@@ -141,7 +144,7 @@ func TestResolution(t *testing.T) {
 		t.Fatalf("class %q, %d candidates", d.Class, len(d.Candidates))
 	}
 	// The look-alike by name is considered and rejected as not equivalent.
-	if c := candidate(d, "evil"); c.GetRejectionCode() != CodeNotEquivalent || c.GetRejectedAtStep() != StepSemantic {
+	if c := candidate(d, "evil"); readiness.Code(c.GetRejectionCode()) != readiness.CodeNotEquivalent || c.GetRejectedAtStep() != readiness.StepSemantic {
 		t.Fatalf("evil: %v", c)
 	}
 	if got := routeNames(d); len(got) != 2 || got[0] != "docs-b" || got[1] != "docs-a" {
@@ -159,119 +162,132 @@ func TestResolution(t *testing.T) {
 	}
 	req.Tool = "com.other/docs/docs.lookup" // only permitted via the class
 	d = s.Decide(req, nil)
-	if !errors.Is(d.Refusal, ErrRefused) || candidate(d, "docs-b").GetRejectionCode() != CodePrincipalDenied {
+	if !errors.Is(d.Refusal, ErrRefused) || readiness.Code(candidate(d, "docs-b").GetRejectionCode()) != readiness.CodePrincipalDenied {
 		t.Fatalf("exact via class permission: %v", d.Refusal)
 	}
 	req.Tool = "docs.lookup" // a bare tool name is never resolved by name
 	d = s.Decide(req, nil)
 	var re *RefusalError
-	if !errors.As(d.Refusal, &re) || re.Code != CodeUnknownTool || re.Step != StepResolve {
+	if !errors.As(d.Refusal, &re) || re.Code != readiness.CodeUnknownTool || re.Step != readiness.StepResolve {
 		t.Fatalf("bare name: %v", d.Refusal)
 	}
 }
 
-func TestRejections(t *testing.T) {
-	cases := []struct {
-		name   string
-		mutate func(in *Inputs, req *Request)
-		entry  string
-		step   int
-		code   string
-	}{
-		{"inventory", func(in *Inputs, _ *Request) { in.Policy.Inventory = []string{"docs-b", "evil"} }, "docs-a", 1, CodeNotInInventory},
-		{"endpoint", func(in *Inputs, _ *Request) { in.Policy.ApprovedEndpoints = []string{"https://b.example/*"} }, "docs-a", 1, CodeEndpointNotApproved},
+// rejectionCase makes entry fail at step with code.
+type rejectionCase struct {
+	name   string
+	mutate func(in *Inputs, req *Request)
+	entry  string
+	step   int
+	code   readiness.Code
+	h      Health // nil: every breaker closed
+}
+
+// rejectionCases has at least one case for every code the filters record.
+func rejectionCases() []rejectionCase {
+	return []rejectionCase{
+		{"inventory", func(in *Inputs, _ *Request) { in.Policy.Inventory = []string{"docs-b", "evil"} }, "docs-a", 1, readiness.CodeNotInInventory, nil},
+		{"endpoint", func(in *Inputs, _ *Request) { in.Policy.ApprovedEndpoints = []string{"https://b.example/*"} }, "docs-a", 1, readiness.CodeEndpointNotApproved, nil},
 		{"lifecycle", func(in *Inputs, _ *Request) {
 			in.Entries["docs-a"].State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED
-		}, "docs-a", 1, CodeLifecycle},
+		}, "docs-a", 1, readiness.CodeLifecycle, nil},
 		{"candidate", func(in *Inputs, _ *Request) {
 			in.Entries["docs-a"].State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE
-		}, "docs-a", 1, CodeLifecycle},
+		}, "docs-a", 1, readiness.CodeLifecycle, nil},
 		{"entry expired", func(in *Inputs, _ *Request) {
 			in.Entries["docs-a"].Provenance = &mcpreadyv1.Provenance{ExpiresAt: timestamppb.New(t0.Add(-time.Second))}
-		}, "docs-a", 1, CodeEntryExpired},
-		{"workflow", func(in *Inputs, _ *Request) { in.Entries["docs-a"].WorkflowAllowlist = []string{"other"} }, "docs-a", 1, CodeWorkflow},
-		{"entry protocol", func(in *Inputs, _ *Request) { in.Entries["docs-a"].Identity.ProtocolVersion = "2024-11-05" }, "docs-a", 1, CodeProtocolVersion},
-		{"client protocol", func(_ *Inputs, req *Request) { req.ProtocolVersion = "2024-11-05" }, "docs-a", 1, CodeProtocolVersion},
+		}, "docs-a", 1, readiness.CodeEntryExpired, nil},
+		{"workflow", func(in *Inputs, _ *Request) { in.Entries["docs-a"].WorkflowAllowlist = []string{"other"} }, "docs-a", 1, readiness.CodeWorkflow, nil},
+		{"entry protocol", func(in *Inputs, _ *Request) { in.Entries["docs-a"].Identity.ProtocolVersion = "2024-11-05" }, "docs-a", 1, readiness.CodeProtocolVersion, nil},
+		{"client protocol", func(_ *Inputs, req *Request) { req.ProtocolVersion = "2024-11-05" }, "docs-a", 1, readiness.CodeProtocolVersion, nil},
 		{"owner", func(in *Inputs, _ *Request) {
 			in.Policy.ApprovedOwners = []string{"team-b"}
 			in.Declarations["com.other/docs"] = &mcpreadyv1.Declaration{ServerName: "com.other/docs", Owner: "team-b"}
-		}, "docs-a", 2, CodeOwnerNotApproved},
+		}, "docs-a", 2, readiness.CodeOwnerNotApproved, nil},
 		{"issuer", func(in *Inputs, _ *Request) {
 			in.Policy.Auth.PermittedIssuers = []string{"https://login.example"}
 			in.Declarations["com.example/docs"] = &mcpreadyv1.Declaration{ServerName: "com.example/docs",
 				Auth: &mcpreadyv1.DeclaredAuth{AuthorizationServers: []string{"https://evil-idp.example"}}}
-		}, "docs-a", 2, CodeIssuerNotPermitted},
-		{"auth scheme", func(in *Inputs, _ *Request) { in.Policy.Auth.RequiredSchemes = []string{"oauth2"} }, "docs-a", 2, CodeAuthScheme},
-		{"scope", func(in *Inputs, _ *Request) { in.Entries["docs-a"].Authority.Scopes = []string{"docs:admin"} }, "docs-a", 2, CodeScopeNotPermitted},
-		{"principal unknown", func(_ *Inputs, req *Request) { req.Principal = "stranger" }, "docs-a", 2, CodePrincipalDenied},
-		{"principal deny", func(_ *Inputs, req *Request) { req.Principal = "intern" }, "docs-b", 2, CodePrincipalDenied},
-		{"principal tenant", func(_ *Inputs, req *Request) { req.Tenant = "globex" }, "docs-a", 2, CodeTenant},
-		{"entry tenant", func(in *Inputs, _ *Request) { in.Entries["docs-a"].TenantClasses = []string{"initech"} }, "docs-a", 2, CodeTenant},
+		}, "docs-a", 2, readiness.CodeIssuerNotPermitted, nil},
+		{"auth scheme", func(in *Inputs, _ *Request) { in.Policy.Auth.RequiredSchemes = []string{"oauth2"} }, "docs-a", 2, readiness.CodeAuthScheme, nil},
+		{"scope", func(in *Inputs, _ *Request) { in.Entries["docs-a"].Authority.Scopes = []string{"docs:admin"} }, "docs-a", 2, readiness.CodeScopeNotPermitted, nil},
+		{"principal unknown", func(_ *Inputs, req *Request) { req.Principal = "stranger" }, "docs-a", 2, readiness.CodePrincipalDenied, nil},
+		{"principal deny", func(_ *Inputs, req *Request) { req.Principal = "intern" }, "docs-b", 2, readiness.CodePrincipalDenied, nil},
+		{"principal tenant", func(_ *Inputs, req *Request) { req.Tenant = "globex" }, "docs-a", 2, readiness.CodeTenant, nil},
+		{"entry tenant", func(in *Inputs, _ *Request) { in.Entries["docs-a"].TenantClasses = []string{"initech"} }, "docs-a", 2, readiness.CodeTenant, nil},
 		{"allowed regions", func(in *Inputs, _ *Request) {
 			in.Policy.Residency = &mcpreadyv1.ResidencyRules{AllowedRegions: []string{"us"}}
-		}, "docs-a", 3, CodeResidency},
+		}, "docs-a", 3, readiness.CodeResidency, nil},
 		{"denied region", func(in *Inputs, _ *Request) {
 			in.Policy.Residency = &mcpreadyv1.ResidencyRules{DeniedRegions: []string{"eu"}}
-		}, "docs-a", 3, CodeResidency},
+		}, "docs-a", 3, readiness.CodeResidency, nil},
 		{"same region", func(in *Inputs, req *Request) {
 			in.Policy.Residency = &mcpreadyv1.ResidencyRules{SameRegionOnly: true}
 			req.Region = "us"
-		}, "docs-a", 3, CodeResidency},
+		}, "docs-a", 3, readiness.CodeResidency, nil},
 		{"data class", func(in *Inputs, _ *Request) {
 			in.Policy.Residency = &mcpreadyv1.ResidencyRules{AllowedDataClasses: []mcpreadyv1.DataAccessClass{mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_TENANT_PRIVATE}}
-		}, "docs-a", 3, CodeDataClass},
-		{"not equivalent", func(*Inputs, *Request) {}, "evil", 4, CodeNotEquivalent},
+		}, "docs-a", 3, readiness.CodeDataClass, nil},
+		{"not equivalent", func(*Inputs, *Request) {}, "evil", 4, readiness.CodeNotEquivalent, nil},
 		{"approval unavailable", func(in *Inputs, _ *Request) {
 			in.Policy.Approvals = []*mcpreadyv1.ApprovalRule{{Match: "com.example/docs/*", Required: true}}
-		}, "docs-a", 5, CodeApprovalUnavailable},
-		{"entry approval", func(in *Inputs, _ *Request) { in.Entries["docs-a"].ApprovalRequired = true }, "docs-a", 5, CodeApprovalUnavailable},
+		}, "docs-a", 5, readiness.CodeApprovalUnavailable, nil},
+		{"entry approval", func(in *Inputs, _ *Request) { in.Entries["docs-a"].ApprovalRequired = true }, "docs-a", 5, readiness.CodeApprovalUnavailable, nil},
 		{"idempotency key", func(in *Inputs, _ *Request) {
 			in.Policy.Retry.RequireIdempotencyKeyForWrites = true
 			in.Policy.SideEffects = nil // docs.lookup becomes UNKNOWN: treated as state-changing
-		}, "docs-a", 5, CodeIdempotencyRequired},
+		}, "docs-a", 5, readiness.CodeIdempotencyRequired, nil},
 		{"evidence unknown", func(in *Inputs, _ *Request) {
 			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
 			delete(in.Evidence, "ev-a")
-		}, "docs-a", 6, CodeEvidenceUnknown},
+		}, "docs-a", 6, readiness.CodeEvidenceUnknown, nil},
 		{"evidence expired", func(in *Inputs, _ *Request) {
 			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
 			in.Evidence["ev-a"].ObservedAt = timestamppb.New(t0.Add(-time.Hour)) // max age 30m
-		}, "docs-a", 6, CodeEvidenceExpired},
+		}, "docs-a", 6, readiness.CodeEvidenceExpired, nil},
 		{"evidence other issuer", func(in *Inputs, _ *Request) {
 			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
 			in.Evidence["ev-a"].Provenance.Issuer = "self-reported"
-		}, "docs-a", 6, CodeEvidenceUnknown},
+		}, "docs-a", 6, readiness.CodeEvidenceUnknown, nil},
 		{"evidence version drift", func(in *Inputs, _ *Request) {
 			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
 			in.Entries["docs-a"].Identity.ServerVersion = "2.0.0"
-		}, "docs-a", 6, CodeEvidenceUnknown},
+		}, "docs-a", 6, readiness.CodeEvidenceUnknown, nil},
 		{"evidence other tenant", func(in *Inputs, _ *Request) {
 			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
 			in.Evidence["ev-a"].TenantClass = "globex"
-		}, "docs-a", 6, CodeEvidenceUnknown},
+		}, "docs-a", 6, readiness.CodeEvidenceUnknown, nil},
 		{"evidence small sample", func(in *Inputs, _ *Request) {
 			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
 			in.Policy.Evidence.MinSampleSize = 1000
-		}, "docs-a", 6, CodeEvidenceUnknown},
-		{"deadline budget", func(_ *Inputs, req *Request) { req.Deadline = 30 * time.Millisecond }, "docs-a", 7, CodeDeadlineBudget},
+		}, "docs-a", 6, readiness.CodeEvidenceUnknown, nil},
+		{"deadline budget", func(_ *Inputs, req *Request) { req.Deadline = 30 * time.Millisecond }, "docs-a", 7, readiness.CodeDeadlineBudget, nil},
 		{"cost", func(in *Inputs, _ *Request) {
 			in.Policy.Cost = &mcpreadyv1.CostRules{MaxCostPerCall: 0.01, Currency: "USD"}
 			in.Declarations["com.example/docs"] = &mcpreadyv1.Declaration{ServerName: "com.example/docs",
 				Pricing: &mcpreadyv1.DeclaredPricing{Amount: "0.05", Currency: "USD"}}
-		}, "docs-a", 7, CodeCost},
+		}, "docs-a", 7, readiness.CodeCost, nil},
+		{"drift", func(_ *Inputs, req *Request) { req.Drift = drifted("docs-a") }, "docs-a", 1, readiness.CodeDriftBlocked, nil},
+		{"policy deadline budget", func(in *Inputs, _ *Request) { in.Policy.Deadline = durationpb.New(30 * time.Millisecond) }, "docs-a", 7, readiness.CodeDeadlineBudget, nil},
+		{name: "circuit open", mutate: func(*Inputs, *Request) {}, entry: "docs-a", step: 6, code: readiness.CodeCircuitOpen,
+			h: health{circuit.Key("https://a.example/mcp", "docs.lookup"): circuit.Open}},
 	}
+}
+
+func TestRejections(t *testing.T) {
+	cases := rejectionCases()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			in := fixture()
 			req := baseReq()
 			tc.mutate(&in, &req)
-			d := snap(t, in).Decide(req, nil)
+			d := snap(t, in).Decide(req, tc.h)
 			c := candidate(d, tc.entry)
 			if c == nil {
 				t.Fatalf("no candidate %s", tc.entry)
 			}
-			if int(c.GetRejectedAtStep()) != tc.step || c.GetRejectionCode() != tc.code || c.GetRejectionReason() == "" {
-				t.Fatalf("got step %d code %q reason %q, want %d %q", c.GetRejectedAtStep(), c.GetRejectionCode(), c.GetRejectionReason(), tc.step, tc.code)
+			if int(c.GetRejectedAtStep()) != tc.step || readiness.Code(c.GetRejectionCode()) != tc.code || c.GetRejectionReason() == "" {
+				t.Fatalf("got step %d code %q reason %q, want %d %q", c.GetRejectedAtStep(), readiness.Code(c.GetRejectionCode()), c.GetRejectionReason(), tc.step, tc.code)
 			}
 			for _, r := range d.Routes {
 				if r.Entry == tc.entry {
@@ -293,7 +309,7 @@ func TestStepOrder(t *testing.T) {
 	}
 	// Everything refused: the refusal is the furthest-reaching rejection.
 	var re *RefusalError
-	if !errors.As(d.Refusal, &re) || re.Step != StepResidency {
+	if !errors.As(d.Refusal, &re) || re.Step != readiness.StepResidency {
 		t.Fatalf("refusal %v", d.Refusal)
 	}
 }
@@ -302,7 +318,7 @@ func TestHealth(t *testing.T) {
 	s := snap(t, fixture())
 	keyB := circuit.Key("https://b.example/mcp", "docs.lookup")
 	d := s.Decide(baseReq(), health{keyB: circuit.Open})
-	if c := candidate(d, "docs-b"); c.GetRejectionCode() != CodeCircuitOpen || c.GetRejectedAtStep() != 6 {
+	if c := candidate(d, "docs-b"); readiness.Code(c.GetRejectionCode()) != readiness.CodeCircuitOpen || c.GetRejectedAtStep() != 6 {
 		t.Fatalf("%v", c)
 	}
 	if got := routeNames(d); len(got) != 1 || got[0] != "docs-a" {
@@ -314,8 +330,10 @@ func TestHealth(t *testing.T) {
 		t.Fatalf("routes %v", got)
 	}
 	// Drift blocks at step 1.
-	d = s.Decide(baseReq(), driftHealth{health: health{}, drifted: "docs-a"})
-	if c := candidate(d, "docs-a"); c.GetRejectionCode() != CodeDriftBlocked {
+	req := baseReq()
+	req.Drift = drifted("docs-a")
+	d = s.Decide(req, health{})
+	if c := candidate(d, "docs-a"); readiness.Code(c.GetRejectionCode()) != readiness.CodeDriftBlocked {
 		t.Fatalf("%v", c)
 	}
 }
@@ -447,7 +465,7 @@ func TestVisible(t *testing.T) {
 		}
 		return out
 	}
-	got := names(s.Visible("dev", "acme", "eu", "wf", t0))
+	got := names(s.Visible(listReq("dev", "acme", "eu", "wf"), nil))
 	want := []string{"docs_lookup", "com.evil/x/docs.lookup", "com.example/docs/docs.lookup"}
 	if len(got) != len(want) {
 		t.Fatalf("got %v want %v", got, want)
@@ -457,14 +475,14 @@ func TestVisible(t *testing.T) {
 			t.Fatalf("got %v want %v", got, want)
 		}
 	}
-	if got := names(s.Visible("dev", "acme", "eu", "support", t0)); len(got) != 4 {
+	if got := names(s.Visible(listReq("dev", "acme", "eu", "support"), nil)); len(got) != 4 {
 		t.Fatalf("support workflow: %v", got)
 	}
-	vs := s.Visible("intern", "any", "eu", "wf", t0)
+	vs := s.Visible(listReq("intern", "any", "eu", "wf"), nil)
 	if len(vs) != 1 || !vs[0].Class || len(vs[0].Entries) != 1 || vs[0].Entries[0] != "docs-a" {
 		t.Fatalf("intern: %+v", vs)
 	}
-	if vs := s.Visible("stranger", "", "", "", t0); len(vs) != 0 {
+	if vs := s.Visible(listReq("stranger", "", "", ""), nil); len(vs) != 0 {
 		t.Fatalf("stranger sees %v", names(vs))
 	}
 }
@@ -537,7 +555,7 @@ func TestCircuitSetHealth(t *testing.T) {
 	}
 	cs.Report(keyB, false, t0) // the cached breaker sees the new state
 	d := s.Decide(baseReq(), cs)
-	if c := candidate(d, "docs-b"); c.GetRejectionCode() != CodeCircuitOpen {
+	if c := candidate(d, "docs-b"); readiness.Code(c.GetRejectionCode()) != readiness.CodeCircuitOpen {
 		t.Fatalf("%v", c)
 	}
 	req := baseReq()
@@ -549,7 +567,7 @@ func TestCircuitSetHealth(t *testing.T) {
 	if got := routeNames(s.Decide(baseReq(), fresh)); len(got) != 2 {
 		t.Fatalf("other set: %v", got)
 	}
-	if c := candidate(s.Decide(baseReq(), cs), "docs-b"); c.GetRejectionCode() != CodeCircuitOpen {
+	if c := candidate(s.Decide(baseReq(), cs), "docs-b"); readiness.Code(c.GetRejectionCode()) != readiness.CodeCircuitOpen {
 		t.Fatalf("back to first set: %v", c)
 	}
 }
@@ -571,23 +589,21 @@ func TestWithSelected(t *testing.T) {
 	}
 }
 
-// The front's health value: breakers and the drift blocklist together.
-type guards struct {
-	*circuit.Set
-	*pin.Blocklist
-}
-
+// The front's guards: breakers (Health) and the drift blocklist (passed
+// explicitly as Request.Drift) together.
 func TestGuardsCombination(t *testing.T) {
-	g := guards{circuit.NewSet(circuit.Config{ConsecutiveFailures: 1}), &pin.Blocklist{}}
+	set, block := circuit.NewSet(circuit.Config{ConsecutiveFailures: 1}), &pin.Blocklist{}
 	s := snap(t, fixture())
-	g.Block("docs-b", []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT})
-	g.Report(circuit.Key("https://a.example/mcp", "docs.lookup"), false, t0)
-	d := s.Decide(baseReq(), g)
-	if candidate(d, "docs-b").GetRejectionCode() != CodeDriftBlocked || candidate(d, "docs-a").GetRejectionCode() != CodeCircuitOpen {
+	block.Block("docs-b", []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT})
+	set.Report(circuit.Key("https://a.example/mcp", "docs.lookup"), false, t0)
+	req := baseReq()
+	req.Drift = block
+	d := s.Decide(req, set)
+	if readiness.Code(candidate(d, "docs-b").GetRejectionCode()) != readiness.CodeDriftBlocked || readiness.Code(candidate(d, "docs-a").GetRejectionCode()) != readiness.CodeCircuitOpen {
 		t.Fatalf("%v", d.Candidates)
 	}
 	var re *RefusalError
-	if !errors.As(d.Refusal, &re) || re.Code != CodeCircuitOpen {
+	if !errors.As(d.Refusal, &re) || re.Code != readiness.CodeCircuitOpen {
 		t.Fatalf("%v", d.Refusal)
 	}
 }
@@ -622,13 +638,13 @@ func TestSharedCandidateLists(t *testing.T) {
 		b := s.Decide(intern, nil)
 		a2 := s.Decide(baseReq(), nil)
 		a3 := s.Decide(baseReq(), nil)
-		if candidate(a, "docs-b").GetRejectionCode() != "" || candidate(a2, "docs-b").GetRejectionCode() != "" {
+		if readiness.Code(candidate(a, "docs-b").GetRejectionCode()) != "" || readiness.Code(candidate(a2, "docs-b").GetRejectionCode()) != "" {
 			t.Fatal("dev decision polluted")
 		}
-		if candidate(b, "docs-b").GetRejectionCode() != CodePrincipalDenied {
+		if readiness.Code(candidate(b, "docs-b").GetRejectionCode()) != readiness.CodePrincipalDenied {
 			t.Fatalf("intern: %v", candidate(b, "docs-b"))
 		}
-		if &a2.Candidates[0] != &a3.Candidates[0] || candidate(a3, "docs-b").GetRejectionCode() != "" {
+		if &a2.Candidates[0] != &a3.Candidates[0] || readiness.Code(candidate(a3, "docs-b").GetRejectionCode()) != "" {
 			t.Fatal("identical outcomes should share one list")
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // evidenceItem is one accepted Evidence with its id, before it is matched to
@@ -72,15 +73,15 @@ func indexEvidence(p *mcpreadyv1.Policy, all map[string]*mcpreadyv1.Evidence) ma
 			stated, ok := independenceLevel(ev.GetObserver().GetIndependence())
 			switch {
 			case !requiredKnown:
-				it.unfit = rejection{CodeEvidenceNotIndependent, fmt.Sprintf("evidence %s: the policy's required independence %q is not a known level", id, rules.GetRequiredIndependence())}
+				it.unfit = rejection{readiness.CodeEvidenceNotIndependent, fmt.Sprintf("evidence %s: the policy's required independence %q is not a known level", id, rules.GetRequiredIndependence())}
 			case !ok || stated < required:
-				it.unfit = rejection{CodeEvidenceNotIndependent, fmt.Sprintf("evidence %s: observer independence %q does not meet the required %q", id, ev.GetObserver().GetIndependence(), rules.GetRequiredIndependence())}
+				it.unfit = rejection{readiness.CodeEvidenceNotIndependent, fmt.Sprintf("evidence %s: observer independence %q does not meet the required %q", id, ev.GetObserver().GetIndependence(), rules.GetRequiredIndependence())}
 			}
 			it.needIndependentIssuer = required > levelProvider
 		}
 		if floor := rules.GetMinConfidence(); floor > 0 && it.unfit.code == "" {
 			if c, why := confidence(ev); c < floor {
-				it.unfit = rejection{CodeEvidenceLowConfidence, fmt.Sprintf("evidence %s: confidence %.3f (%s) is below the policy minimum %g", id, c, why, floor)}
+				it.unfit = rejection{readiness.CodeEvidenceLowConfidence, fmt.Sprintf("evidence %s: confidence %.3f (%s) is below the policy minimum %g", id, c, why, floor)}
 			}
 		}
 		if l := ev.GetLatency(); l != nil && (l.GetP50Ms() > 0 || l.GetP99Ms() > 0) {
@@ -142,7 +143,7 @@ func (l evidenceList) applicable(re *mcpreadyv1.RegistryEntry, decl *mcpreadyv1.
 		}
 		ref := it.evidenceRef
 		if iss := it.ev.GetProvenance().GetIssuer(); it.needIndependentIssuer && ref.unfit.code == "" && iss != "" && contains(provider, iss) {
-			ref.unfit = rejection{CodeEvidenceNotIndependent, fmt.Sprintf("evidence %s is issued by the provider (%q), not by an independent observer", it.id, iss)}
+			ref.unfit = rejection{readiness.CodeEvidenceNotIndependent, fmt.Sprintf("evidence %s is issued by the provider (%q), not by an independent observer", it.id, iss)}
 		}
 		out = append(out, ref)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/circuit"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // observed sets the observer independence of fixture evidence ev-a.
@@ -23,7 +24,7 @@ func TestEvidenceRules(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(in *Inputs)
-		code   string // "" = admitted on evidence wantEv
+		code   readiness.Code // "" = admitted on evidence wantEv
 		wantEv string
 	}{
 		{"no requirement", func(in *Inputs) {}, "", "ev-a"},
@@ -34,18 +35,18 @@ func TestEvidenceRules(t *testing.T) {
 		{"consumer below third-party", func(in *Inputs) {
 			in.Policy.Evidence.RequiredIndependence = "third-party"
 			observed(in, "consumer-passive")
-		}, CodeEvidenceNotIndependent, ""},
+		}, readiness.CodeEvidenceNotIndependent, ""},
 		{"consumer meets independent", func(in *Inputs) {
 			in.Policy.Evidence.RequiredIndependence = "independent"
 			observed(in, "consumer-passive")
 		}, "", "ev-a"},
 		{"no statement meets nothing", func(in *Inputs) {
 			in.Policy.Evidence.RequiredIndependence = "independent"
-		}, CodeEvidenceNotIndependent, ""},
+		}, readiness.CodeEvidenceNotIndependent, ""},
 		{"unknown statement", func(in *Inputs) {
 			in.Policy.Evidence.RequiredIndependence = "self"
 			observed(in, "trust-me")
-		}, CodeEvidenceNotIndependent, ""},
+		}, readiness.CodeEvidenceNotIndependent, ""},
 		{"same organisation meets self", func(in *Inputs) {
 			in.Policy.Evidence.RequiredIndependence = "self"
 			observed(in, "same-organisation")
@@ -53,43 +54,43 @@ func TestEvidenceRules(t *testing.T) {
 		{"same organisation below independent", func(in *Inputs) {
 			in.Policy.Evidence.RequiredIndependence = "independent"
 			observed(in, "same-organisation")
-		}, CodeEvidenceNotIndependent, ""},
+		}, readiness.CodeEvidenceNotIndependent, ""},
 		{"unknown requirement admits nothing", func(in *Inputs) {
 			in.Policy.Evidence.RequiredIndependence = "galactic"
 			observed(in, "third-party")
-		}, CodeEvidenceNotIndependent, ""},
+		}, readiness.CodeEvidenceNotIndependent, ""},
 		{"issuer is the declared owner", func(in *Inputs) {
 			in.Policy.Evidence.RequiredIndependence = "independent"
 			observed(in, "third-party")
 			in.Declarations["com.example/docs"] = &mcpreadyv1.Declaration{ServerName: "com.example/docs", Owner: "prober"}
-		}, CodeEvidenceNotIndependent, ""},
+		}, readiness.CodeEvidenceNotIndependent, ""},
 		{"issuer is the declaration issuer", func(in *Inputs) {
 			in.Policy.Evidence.RequiredIndependence = "third-party"
 			observed(in, "third-party")
 			in.Declarations["com.example/docs"] = &mcpreadyv1.Declaration{ServerName: "com.example/docs",
 				Provenance: &mcpreadyv1.Provenance{Issuer: "prober"}}
-		}, CodeEvidenceNotIndependent, ""},
+		}, readiness.CodeEvidenceNotIndependent, ""},
 		{"issuer is the entry owner", func(in *Inputs) {
 			in.Policy.Evidence.RequiredIndependence = "independent"
 			observed(in, "third-party")
 			in.Entries["docs-a"].Provenance = &mcpreadyv1.Provenance{Owner: "prober"}
-		}, CodeEvidenceNotIndependent, ""},
+		}, readiness.CodeEvidenceNotIndependent, ""},
 		{"provider issuer allowed at self", func(in *Inputs) {
 			in.Policy.Evidence.RequiredIndependence = "self"
 			observed(in, "self")
 			in.Declarations["com.example/docs"] = &mcpreadyv1.Declaration{ServerName: "com.example/docs", Owner: "prober"}
 		}, "", "ev-a"},
 		{"confidence met", func(in *Inputs) { in.Policy.Evidence.MinConfidence = 0.9 }, "", "ev-a"}, // 99/100: 0.946
-		{"confidence too low", func(in *Inputs) { in.Policy.Evidence.MinConfidence = 0.95 }, CodeEvidenceLowConfidence, ""},
+		{"confidence too low", func(in *Inputs) { in.Policy.Evidence.MinConfidence = 0.95 }, readiness.CodeEvidenceLowConfidence, ""},
 		{"small sample, perfect rate", func(in *Inputs) {
 			in.Policy.Evidence.MinConfidence = 0.5
 			in.Evidence["ev-a"].Rates = []*mcpreadyv1.LayerRate{{Layer: invocation, Successes: 3, Denominator: 3}} // 0.438
-		}, CodeEvidenceLowConfidence, ""},
+		}, readiness.CodeEvidenceLowConfidence, ""},
 		{"weakest layer counts", func(in *Inputs) {
 			in.Policy.Evidence.MinConfidence = 0.9
 			in.Evidence["ev-a"].Rates = append(in.Evidence["ev-a"].Rates,
 				&mcpreadyv1.LayerRate{Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY, Successes: 80, Denominator: 100})
-		}, CodeEvidenceLowConfidence, ""},
+		}, readiness.CodeEvidenceLowConfidence, ""},
 		{"layer without denominator skipped", func(in *Inputs) {
 			in.Policy.Evidence.MinConfidence = 0.9
 			in.Evidence["ev-a"].Rates = append(in.Evidence["ev-a"].Rates,
@@ -98,11 +99,11 @@ func TestEvidenceRules(t *testing.T) {
 		{"no rates", func(in *Inputs) {
 			in.Policy.Evidence.MinConfidence = 0.1
 			in.Evidence["ev-a"].Rates = nil
-		}, CodeEvidenceLowConfidence, ""},
+		}, readiness.CodeEvidenceLowConfidence, ""},
 		{"inconsistent counts", func(in *Inputs) {
 			in.Policy.Evidence.MinConfidence = 0.1
 			in.Evidence["ev-a"].Rates[0].Successes = 101
-		}, CodeEvidenceLowConfidence, ""},
+		}, readiness.CodeEvidenceLowConfidence, ""},
 		{"older fit evidence counts", func(in *Inputs) {
 			in.Policy.Evidence.MinConfidence = 0.9
 			old := evidence("com.example/docs", "docs.lookup", "https://a.example/mcp", 20, 80, t0.Add(-10*time.Minute))
@@ -114,7 +115,7 @@ func TestEvidenceRules(t *testing.T) {
 			in.Policy.Evidence.MinConfidence = 0.99
 			old := evidence("com.example/docs", "docs.lookup", "https://a.example/mcp", 20, 80, t0.Add(-2*time.Hour))
 			in.Evidence["ev-a-old"] = old
-		}, CodeEvidenceLowConfidence, ""},
+		}, readiness.CodeEvidenceLowConfidence, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,11 +135,11 @@ func TestEvidenceRules(t *testing.T) {
 						t.Fatalf("%v: routes %+v, candidate %v", action, d.Routes, c)
 					}
 				case deny:
-					if c.GetRejectedAtStep() != StepHealth || c.GetRejectionCode() != tc.code || !strings.Contains(c.GetRejectionReason(), "evidence ev-a") {
+					if c.GetRejectedAtStep() != readiness.StepHealth || readiness.Code(c.GetRejectionCode()) != tc.code || !strings.Contains(c.GetRejectionReason(), "evidence ev-a") {
 						t.Fatalf("DENY: candidate %v, want %s", c, tc.code)
 					}
 				default: // ALLOW: admitted as unknown
-					if len(d.Routes) != 1 || !d.Routes[0].Unknown || d.Routes[0].EvidenceID != "" || c.GetRejectionCode() != "" {
+					if len(d.Routes) != 1 || !d.Routes[0].Unknown || d.Routes[0].EvidenceID != "" || readiness.Code(c.GetRejectionCode()) != "" {
 						t.Fatalf("ALLOW: routes %+v candidate %v", d.Routes, c)
 					}
 				}
@@ -188,15 +189,15 @@ func TestDeclaredLifecycle(t *testing.T) {
 		h          Health
 		routes     []string
 		deprecated []bool
-		code       string // rejection of docs-b
+		code       readiness.Code // rejection of docs-b
 	}{
 		// docs-b is the faster one in the fixture.
 		{"none", func(in *Inputs) {}, nil, []string{"docs-b", "docs-a"}, []bool{false, false}, ""},
 		{"end of life passed", func(in *Inputs) { decl(in, "com.other/docs", -time.Hour, -time.Second) }, nil,
-			[]string{"docs-a"}, []bool{false}, CodeEndOfLife},
+			[]string{"docs-a"}, []bool{false}, readiness.CodeEndOfLife},
 		{"end of life now", func(in *Inputs) {
 			in.Declarations["com.other/docs"] = &mcpreadyv1.Declaration{ServerName: "com.other/docs", EndOfLifeAt: timestamppb.New(t0)}
-		}, nil, []string{"docs-a"}, []bool{false}, CodeEndOfLife},
+		}, nil, []string{"docs-a"}, []bool{false}, readiness.CodeEndOfLife},
 		{"end of life ahead", func(in *Inputs) { decl(in, "com.other/docs", 0, time.Hour) }, nil,
 			[]string{"docs-b", "docs-a"}, []bool{false, false}, ""},
 		{"deprecated ranks below", func(in *Inputs) { decl(in, "com.other/docs", -time.Second, time.Hour) }, nil,
@@ -230,7 +231,7 @@ func TestDeclaredLifecycle(t *testing.T) {
 				}
 			}
 			c := candidate(d, "docs-b")
-			if c.GetRejectionCode() != tc.code || (tc.code != "" && (c.GetRejectedAtStep() != StepEligibility || !strings.Contains(c.GetRejectionReason(), "end of life"))) {
+			if readiness.Code(c.GetRejectionCode()) != tc.code || (tc.code != "" && (c.GetRejectedAtStep() != readiness.StepEligibility || !strings.Contains(c.GetRejectionReason(), "end of life"))) {
 				t.Fatalf("docs-b: %v, want %q", c, tc.code)
 			}
 			if tc.code != "" {
@@ -238,7 +239,7 @@ func TestDeclaredLifecycle(t *testing.T) {
 				if again := candidate(s.Decide(baseReq(), tc.h), "docs-b"); again != c {
 					t.Error("end-of-life record is rebuilt per decision")
 				}
-				for _, v := range s.Visible("dev", "acme", "eu", "wf", t0) {
+				for _, v := range s.Visible(listReq("dev", "acme", "eu", "wf"), tc.h) {
 					if v.Name == "docs_lookup" && strings.Join(v.Entries, ",") != "docs-a" {
 						t.Errorf("listed entries %v", v.Entries)
 					}

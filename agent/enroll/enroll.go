@@ -43,8 +43,8 @@ func (s *Server) Close() { s.pool.Close() }
 
 // List connects to up (URL or command, with its credentials) and lists its tools.
 func List(ctx context.Context, up config.Upstream) (*Server, error) {
-	pool := upstream.NewPool(upstream.Options{Resolve: func(name string) (config.Upstream, bool) { return up, name == up.Name }})
-	sess, err := pool.Shared(ctx, up.Name)
+	pool := upstream.NewPool(upstream.Options{Resolve: func(t upstream.Target) (config.Upstream, bool) { return up, t.Server == up.Name }})
+	sess, err := pool.Shared(ctx, upstream.Target{Server: up.Name})
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -55,7 +55,7 @@ func List(ctx context.Context, up config.Upstream) (*Server, error) {
 		return nil, err
 	}
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
-	return &Server{Name: up.Name, Version: sess.ServerVersion(), Endpoint: pool.Endpoint(up.Name),
+	return &Server{Name: up.Name, Version: sess.ServerVersion(), Endpoint: sess.Endpoint(),
 		ProtocolVersion: sess.ProtocolVersion(), Tools: tools, session: sess, pool: pool}, nil
 }
 

@@ -2,24 +2,19 @@ package front
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/decide"
-	"github.com/mcpready/mcpready/agent/invoke"
-	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/agent/upstream"
-	"github.com/mcpready/mcpready/agent/validate"
-	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // caller is who is calling and within which workflow.
@@ -77,11 +72,15 @@ func aggName(server, tool string) string {
 	return clean(server) + "__" + clean(tool)
 }
 
+// visible is what c may call, by the same admission as its calls.
 func (v *view) visible(st *State, c caller) []decide.Visible {
-	if st.Decide == nil {
-		return nil
-	}
-	return st.Decide.Visible(c.id.PrincipalClass, c.id.TenantClass, v.f.opts.Region, c.workflow, v.f.opts.Now())
+	return v.f.pipe.Visible(v.f.pstate(st), c.pipeline())
+}
+
+// pipeline is c as the pipeline sees it.
+func (c caller) pipeline() pipeline.Caller {
+	return pipeline.Caller{Name: c.id.Name, Principal: c.id.PrincipalClass, Tenant: c.id.TenantClass, Workflow: c.workflow,
+		Protocol: c.protocol, Elicit: c.elicit}
 }
 
 // listTools shows only what the caller may call, and checks pins.
@@ -103,9 +102,9 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 				allowed[x.Tool] = true
 			}
 		}
-		up, err := v.upstream(ctx, s, v.server)
+		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errUpstreamUnavailable, err)
+			return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
 		}
 		var res *mcp.ListToolsResult
 		if err := up.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
@@ -115,7 +114,7 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 		}); err != nil {
 			return nil, err
 		}
-		v.f.pins.observe(st, v.server, up, res.Tools)
+		v.f.pins.observe(st, up, res.Tools)
 		for _, t := range res.Tools {
 			if allowed[t.Name] && v.usable(st, v.server, t.Name) {
 				out.Tools = append(out.Tools, t)
@@ -132,8 +131,7 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 			}
 			t := &mcp.Tool{Name: x.Name, Description: x.Description, InputSchema: map[string]any{"type": "object"}}
 			for _, e := range x.Entries {
-				id := st.Entries[e].GetIdentity()
-				if lt := v.listed(ctx, st, id.GetServerName(), id.GetToolName()); lt != nil {
+				if lt := v.listed(ctx, st, e); lt != nil {
 					t.InputSchema = lt.InputSchema
 					if t.Description == "" {
 						t.Description = lt.Description
@@ -144,7 +142,7 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 			out.Tools = append(out.Tools, t)
 			continue
 		}
-		if lt := v.listed(ctx, st, x.Server, x.Tool); lt != nil && v.usable(st, x.Server, x.Tool) {
+		if lt := v.listed(ctx, st, x.Entries[0]); lt != nil && v.usable(st, x.Server, x.Tool) {
 			t := *lt
 			t.Name = aggName(x.Server, x.Tool)
 			out.Tools = append(out.Tools, &t)
@@ -153,13 +151,14 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 	return out, nil
 }
 
-// listed returns the live definition of server's tool ("" server = none).
-func (v *view) listed(ctx context.Context, st *State, server, tool string) *mcp.Tool {
-	m, err := v.f.pins.tools(ctx, st, server)
+// listed returns the live definition of entry's tool at entry's endpoint.
+func (v *view) listed(ctx context.Context, st *State, entry string) *mcp.Tool {
+	id := st.Entries[entry].GetIdentity()
+	m, err := v.f.pins.tools(ctx, st, v.f.target(id.GetServerName(), id.GetEndpoint()))
 	if err != nil {
 		return nil
 	}
-	return m[tool]
+	return m[id.GetToolName()]
 }
 
 // usable reports whether some entry of server/tool is neither drifted nor tainted.
@@ -190,197 +189,113 @@ func schemasDiffer(st *State, entries []string) bool {
 var errMixedSchemas = errors.New("the members of this capability do not share one input schema")
 
 // resolveName maps the tool name the AI agent called to a decide request
-// name and the servers whose pins must be checked first.
-func (v *view) resolveName(st *State, c caller, name string) (string, []string, error) {
+// name and the upstreams whose pins must be checked first.
+func (v *view) resolveName(st *State, c caller, name string) (string, []upstream.Target, error) {
 	if v.server != "" {
-		return v.server + "/" + name, []string{v.server}, nil
+		return v.server + "/" + name, v.f.targets(st, v.server), nil
 	}
-	for _, x := range v.visible(st, c) {
-		switch {
-		case x.Class && x.Name == name:
-			if schemasDiffer(st, x.Entries) {
-				return x.Name, nil, errMixedSchemas
+	if x, ok := v.f.pipe.VisibleNamed(v.f.pstate(st), c.pipeline(), name); ok && x.Class {
+		if schemasDiffer(st, x.Entries) {
+			return x.Name, nil, errMixedSchemas
+		}
+		var targets []upstream.Target
+		for _, e := range x.Entries {
+			id := st.Entries[e].GetIdentity()
+			if t := v.f.target(id.GetServerName(), id.GetEndpoint()); !slices.Contains(targets, t) {
+				targets = append(targets, t)
 			}
-			var servers []string
-			for _, e := range x.Entries {
-				servers = append(servers, st.Entries[e].GetIdentity().GetServerName())
+		}
+		return x.Name, targets, nil
+	}
+	// An exact tool by its aggregate name; anything else resolves as is
+	// (the decision says why it is refused).
+	for server, tools := range st.byTool {
+		for tool := range tools {
+			if aggName(server, tool) == name {
+				return server + "/" + tool, v.f.targets(st, server), nil
 			}
-			return x.Name, servers, nil
-		case !x.Class && aggName(x.Server, x.Tool) == name:
-			return x.Server + "/" + x.Tool, []string{x.Server}, nil
 		}
 	}
 	return name, nil, nil
 }
 
-// callTool is the whole pipeline of one call: decide, approve, invoke,
-// validate, receipt.
+// callTool authenticates and names the call, checks the pins of the
+// upstreams that may serve it, and hands it to the pipeline; an input or
+// approval request the pipeline returns becomes an input round.
 func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	f := v.f
-	now := f.opts.Now()
 	st := f.state.Load()
-	rec := f.opts.Builder.Start(now)
-	rec.RequestId = receipt.NewID()
-	rec.Requested = req.Params.Name
-	rec.Region = f.opts.Region
-	f.opts.Builder.Arguments(rec, req.Params.Arguments)
+	pr := pipeline.Request{Requested: req.Params.Name, Arguments: req.Params.Arguments}
 	c, err := v.caller(req, s)
-	if err != nil {
-		return v.refuse(rec, decide.StepTrust, "unauthenticated", err.Error()), nil
-	}
-	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.workflow, c.id.PrincipalClass, c.id.TenantClass
-	if !c.id.AllowsWorkflow(c.workflow) {
-		return v.refuse(rec, decide.StepEligibility, decide.CodeWorkflow,
-			fmt.Sprintf("principal %s may not act in workflow %q", c.id.Name, c.workflow)), nil
-	}
-	if st.Decide == nil {
-		return v.refuse(rec, decide.StepEligibility, "no_policy", "no verified policy is installed on this host"), nil
-	}
-	requested, servers, err := v.resolveName(st, c, req.Params.Name)
-	if err != nil {
-		rec.Requested = requested
-		return v.refuse(rec, decide.StepEligibility, "class_schema_mismatch", err.Error()), nil
-	}
-	for _, srv := range servers {
-		_, _ = f.pins.tools(ctx, st, srv) // pins are checked before anything is called
+	switch {
+	case err != nil:
+		pr.Refusal = &decide.RefusalError{Step: readiness.StepTrust, Code: readiness.CodeUnauthenticated, Reason: err.Error()}
+	case !c.id.AllowsWorkflow(c.workflow):
+		pr.Caller = c.pipeline()
+		pr.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeWorkflow,
+			Reason: fmt.Sprintf("principal %s may not act in workflow %q", c.id.Name, c.workflow)}
+	case st.Decide != nil:
+		pr.Caller = c.pipeline()
+		requested, targets, err := v.resolveName(st, c, req.Params.Name)
+		pr.Tool = requested
+		if err != nil {
+			pr.Requested = requested
+			pr.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeClassSchemaMismatch, Reason: err.Error()}
+			break
+		}
+		for _, t := range targets {
+			_, _ = f.pins.tools(ctx, st, t) // pins are checked before anything is called
+		}
+	default:
+		pr.Caller = c.pipeline()
 	}
 	meta := metaOf(req.Params)
-	_, hasKey := meta[MetaIdempotency].(string)
-	d := st.Decide.Decide(decide.Request{
-		Tool: requested, Principal: c.id.PrincipalClass, Tenant: c.id.TenantClass, Region: f.opts.Region,
-		Workflow: c.workflow, ProtocolVersion: c.protocol, IdempotencyKey: hasKey,
-		ApprovalAvailable: c.elicit, Now: now,
-	}, health{st.Circuits, f.pins})
-	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
-	rec.Deadline = durationpb.New(d.Deadline)
-	v.resumeRound(ctx, rec, &d)
-	if hasKey {
-		rec.IdempotencyKeyRef = receipt.ArgumentsDigest(json.RawMessage(fmt.Sprintf("%q", meta[MetaIdempotency])))
+	pr.IdempotencyKey, pr.HasKey = meta[MetaIdempotency].(string)
+	pr.Meta = forUpstream(&mcp.CallToolParams{Meta: meta}).Meta
+	if rd := roundOf(ctx); rd != nil && rd.prior != nil {
+		pr.RequestID, pr.Pin = rd.prior.requestID, rd.prior.entry
 	}
-	var re *decide.RefusalError
-	if errors.As(d.Refusal, &re) {
-		return v.refuse(rec, re.Step, re.Code, re.Reason), nil
+	res := f.pipe.Call(ctx, f.pstate(st), pr, transport{v: v, s: s, req: req, c: c})
+	switch {
+	case res.Ask != nil:
+		return v.askApproval(ctx, res.Receipt, *res.Route, res.Ask.(*errNeedApproval))
+	case res.Input != nil:
+		return v.askInput(ctx, res.Receipt, *res.Route, res.Input.(*needsInput)), nil
 	}
-	first := d.Routes[0]
-	rec.ProviderSideEffect, rec.ConsumerSideEffect = first.ProviderSideEffect, first.ConsumerSideEffect
-	rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_NOT_REQUIRED
-	if first.ApprovalRequired {
-		ok, err := v.approve(ctx, s, req, c, first)
-		if ask := v.askApproval(ctx, rec, first, err); ask != nil {
-			return ask, nil
-		}
-		if !ok {
-			rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_DENIED
-			reason := "a human declined the call"
-			if err != nil {
-				rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_UNAVAILABLE
-				reason = "approval could not be obtained: " + err.Error()
-			}
-			return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
-				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: errors.New(reason)}, "approval_denied"), nil
-		}
-		rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_APPROVED
-	}
-	var protoMu sync.Mutex
-	protocol := map[string]string{}
-	attempt := func(ctx context.Context, r decide.Route, n int) invoke.Outcome {
-		server := r.Identity.GetServerName()
-		up, err := v.upstream(ctx, s, server)
-		if err != nil {
-			return failureOutcome(err)
-		}
-		protoMu.Lock()
-		protocol[r.Entry] = up.ProtocolVersion()
-		protoMu.Unlock()
-		params := &mcp.CallToolParams{Meta: forUpstream(&mcp.CallToolParams{Meta: meta}).Meta, Name: r.Identity.GetToolName(), Arguments: req.Params.Arguments}
-		if params.Arguments == nil || len(req.Params.Arguments) == 0 {
-			params.Arguments = map[string]any{}
-		}
-		res, ni, err := v.callUpstream(ctx, up, params)
-		if err != nil {
-			return failureOutcome(err)
-		}
-		if ni != nil {
-			return ni.outcome()
-		}
-		return checkResult(st.Checker, r, res)
-	}
-	run := invoke.Run(ctx, d, attempt, invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: f.opts.Now})
-	rec.Attempts, rec.Actions = run.Attempts, run.Actions
-	rec.AttemptCount = int32(len(run.Attempts))
-	if r := run.Route; r != nil {
-		id := r.Identity
-		rec.Selected = &mcpreadyv1.Selection{Entry: r.Entry, Endpoint: id.GetEndpoint(), ServerName: id.GetServerName(),
-			ServerVersion: id.GetServerVersion(), ToolName: id.GetToolName(), InputSchemaDigest: id.GetInputSchemaDigest(),
-			OutputSchemaDigest: id.GetOutputSchemaDigest(), ProtocolVersion: protocol[r.Entry]}
-		rec.PerAttemptTimeout = durationpb.New(r.PerAttempt)
-		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
-		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
-	}
-	out := run.Final
-	if ni, ok := out.Result.(*needsInput); ok {
-		return v.askInput(ctx, rec, *run.Route, ni), nil
-	}
-	if cr, ok := out.Result.(*checked); ok && (out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR) {
-		rec.Outcome, rec.IsError = out.Class, cr.res.IsError
-		rec.SchemaValidation = "passed"
-		if cr.res.IsError {
-			rec.FailedLayer = out.Layer
-		}
-		f.opts.Builder.Result(rec, cr.raw)
-		v.emit(rec)
-		return cr.res, nil
-	}
-	return v.fail(rec, out, ""), nil
+	return res.Answer, nil
 }
 
-// failureOutcome converts an upstream failure to an invoke outcome.
-func failureOutcome(err error) invoke.Outcome {
-	var uf *upstream.Failure
-	if !errors.As(err, &uf) {
-		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: err}
-	}
-	return invoke.Outcome{Class: uf.Outcome, Layer: uf.Layer, Sent: uf.Obs.Sent, RetryAfter: uf.RetryAfter,
-		HTTPStatus: uf.Obs.HTTPStatus, JSONRPCCode: uf.Obs.JSONRPCCode, Err: uf}
+// transport is the MCP side of one call, as the pipeline uses it.
+type transport struct {
+	v   *view
+	s   *session
+	req *mcp.CallToolRequest
+	c   caller
 }
 
-// checked is a validated upstream result and its JSON (for the digest).
-type checked struct {
-	res *mcp.CallToolResult
-	raw []byte
+// Dial returns the session of the front session (or the shared one) for
+// exactly t's endpoint.
+func (t transport) Dial(ctx context.Context, tg upstream.Target) (*upstream.Session, error) {
+	return t.v.upstream(ctx, t.s, t.v.f.target(tg.Server, tg.Endpoint))
 }
 
-// checkResult validates one upstream result: size, pinned output schema,
-// tripwire; isError is a tool failure inside a protocol success. Size and
-// the receipt's result digest are of the JSON the upstream sent, when the
-// agent has it (else of the result encoded again).
-func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invoke.Outcome {
-	res, b := ans.CallToolResult, []byte(ans.JSON)
-	if b == nil {
-		var err error
-		if b, err = json.Marshal(res); err != nil {
-			return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT,
-				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY, Sent: true, Err: err}
-		}
+// Call runs one upstream call, with the input rounds of package front.
+func (t transport) Call(ctx context.Context, up *upstream.Session, params *mcp.CallToolParams) (upstream.Result, any, error) {
+	res, ni, err := t.v.callUpstream(ctx, up, params)
+	if ni != nil {
+		return res, ni, err
 	}
-	vr := validate.Result{Size: len(b), IsError: res.IsError}
-	if res.StructuredContent != nil {
-		vr.Structured = schemaOf(res.StructuredContent)
+	return res, nil, err
+}
+
+// Approve asks the human over the client (an input round for a stateless one).
+func (t transport) Approve(ctx context.Context, r decide.Route) (bool, any, error) {
+	ok, err := t.v.approve(ctx, t.s, t.req, t.c, r)
+	var need *errNeedApproval
+	if errors.As(err, &need) {
+		return false, need, nil
 	}
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			vr.Text = append(vr.Text, t.Text)
-		}
-	}
-	if err := ch.Check(r.OutputSchemaDigest, vr); err != nil {
-		return invoke.Outcome{Class: validate.ClassOf(err), Layer: validate.LayerOf(err), Sent: true, Err: err}
-	}
-	if res.IsError {
-		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, IsError: true, Result: &checked{res, b}}
-	}
-	return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: &checked{res, b}}
+	return ok, nil, err
 }
 
 // approve asks a human through MCP elicitation: over the session of a
@@ -401,111 +316,9 @@ func (v *view) approve(ctx context.Context, s *session, req *mcp.CallToolRequest
 	return approvedBy(res), nil
 }
 
-// refuse answers a call refused before any upstream was tried.
-func (v *view) refuse(rec *mcpreadyv1.Receipt, step int, code, reason string) *mcp.CallToolResult {
-	rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED
-	rec.FailedLayer = mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY
-	if code == decide.CodeDriftBlocked {
-		rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_DRIFT_BLOCKED
-	}
-	if code == decide.CodeCircuitOpen {
-		rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_CIRCUIT_OPEN
-	}
-	rec.ErrorMessage = receipt.SafeError(reason)
-	v.emit(rec)
-	return errorResult(ToolError{Layer: layerName(rec.FailedLayer), Outcome: outcomeName(rec.Outcome), Step: step, Code: code,
-		Reason: reason, Retryable: false, Receipt: rec.ReceiptId})
-}
+// ToolError is the JSON body of a structured, recoverable tool error (see
+// pipeline.ToolError).
+type ToolError = pipeline.ToolError
 
-// fail answers a call that was attempted (or approval that failed).
-func (v *view) fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code string) *mcp.CallToolResult {
-	rec.Outcome, rec.FailedLayer = out.Class, out.Layer
-	rec.JsonrpcCode = int32(out.JSONRPCCode)
-	rec.IsError = out.IsError
-	if out.HTTPStatus != 0 {
-		rec.TransportStatus = fmt.Sprintf("http %d", out.HTTPStatus)
-	} else if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS || out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT {
-		rec.TransportStatus = "timeout"
-	}
-	if out.Layer == mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY {
-		rec.SchemaValidation = "failed"
-	}
-	reason := "failed"
-	if out.Err != nil {
-		reason = out.Err.Error()
-	}
-	rec.ErrorMessage = receipt.SafeError(reason)
-	v.emit(rec)
-	te := ToolError{Layer: layerName(out.Layer), Outcome: outcomeName(out.Class), Code: code, Reason: rec.ErrorMessage,
-		Retryable:  invoke.Transient(out) && out.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS,
-		HTTPStatus: out.HTTPStatus, JSONRPCCode: out.JSONRPCCode, Receipt: rec.ReceiptId}
-	if out.RetryAfter > 0 {
-		te.RetryAfterSeconds = int(out.RetryAfter.Round(time.Second) / time.Second)
-	}
-	if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS {
-		te.Hint = "the call may have taken effect; check before repeating it"
-	}
-	if len(rec.Actions) > 0 {
-		te.Actions = rec.Actions
-	}
-	return errorResult(te)
-}
-
-func (v *view) emit(rec *mcpreadyv1.Receipt) {
-	v.f.opts.Builder.Finish(rec, v.f.opts.Now())
-	v.f.observe(rec)
-	if v.f.opts.Receipts != nil {
-		v.f.opts.Receipts(rec)
-	}
-}
-
-func layerName(l mcpreadyv1.ReadinessLayer) string {
-	return strings.TrimPrefix(l.String(), "READINESS_LAYER_")
-}
-
-func outcomeName(o mcpreadyv1.OutcomeClass) string {
-	return strings.TrimPrefix(o.String(), "OUTCOME_CLASS_")
-}
-
-// ToolError is the JSON body of a structured, recoverable tool error: the
-// text of a CallToolResult with isError, so the AI agent can read which
-// layer failed and why.
-type ToolError struct {
-	Layer             string   `json:"layer"`
-	Outcome           string   `json:"outcome"`
-	Step              int      `json:"step,omitempty"`
-	Code              string   `json:"code,omitempty"`
-	Reason            string   `json:"reason"`
-	Retryable         bool     `json:"retryable"`
-	RetryAfterSeconds int      `json:"retryAfterSeconds,omitempty"`
-	HTTPStatus        int      `json:"httpStatus,omitempty"`
-	JSONRPCCode       int      `json:"jsonrpcCode,omitempty"`
-	Hint              string   `json:"hint,omitempty"`
-	Actions           []string `json:"actions,omitempty"`
-	Receipt           string   `json:"receipt"`
-}
-
-func errorResult(te ToolError) *mcp.CallToolResult {
-	b, _ := json.Marshal(struct {
-		Error ToolError `json:"mcpreadyError"`
-	}{te})
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}
-}
-
-// ParseToolError extracts the ToolError of a result errorResult produced.
-func ParseToolError(res *mcp.CallToolResult) (ToolError, bool) {
-	if res == nil || !res.IsError || len(res.Content) != 1 {
-		return ToolError{}, false
-	}
-	t, ok := res.Content[0].(*mcp.TextContent)
-	if !ok {
-		return ToolError{}, false
-	}
-	var body struct {
-		Error *ToolError `json:"mcpreadyError"`
-	}
-	if json.Unmarshal([]byte(t.Text), &body) != nil || body.Error == nil {
-		return ToolError{}, false
-	}
-	return *body.Error, true
-}
+// ParseToolError extracts the ToolError of a structured tool error result.
+func ParseToolError(res *mcp.CallToolResult) (ToolError, bool) { return pipeline.ParseToolError(res) }

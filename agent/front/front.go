@@ -13,19 +13,25 @@
 //
 // Both eras are served: requests carrying MCP-Protocol-Version 2026-07-28 or
 // later go to a stateless handler (server/discover), others to a session
-// handler (2025-11-25 initialize). Lists show only what the principal may
-// call; every call is decided, executed, validated and recorded in one
-// receipt (one per round when a call waits for input), and failures reach
-// the AI agent as structured, recoverable tool errors naming the failed layer.
+// handler (2025-11-25 initialize). Lists show exactly what the principal may
+// call (the pipeline's admission). The front only speaks MCP: it
+// authenticates, names and pins a tools/call, then hands it to package
+// pipeline, which decides, approves per route, executes on the route's own
+// endpoint, validates and records it in one receipt (one per round when a
+// call waits for input); the front turns input and approval requests into
+// input rounds. Failures reach the AI agent as structured, recoverable
+// tool errors naming the failed layer.
 //
-// The package never logs tokens, arguments or results, and never verifies
-// signatures: the State it is given is already verified.
+// The package must not decide, execute or validate a call itself, never
+// logs tokens, arguments or results, and never verifies signatures: the
+// State it is given is already verified.
 package front
 
 import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +45,7 @@ import (
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/invoke"
 	"github.com/mcpready/mcpready/agent/pin"
+	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
@@ -66,7 +73,8 @@ type State struct {
 	Circuits *circuit.Set
 	Budget   *invoke.Budget
 
-	byTool map[string]map[string][]string // server -> tool -> entry names
+	byTool    map[string]map[string][]string // server -> tool -> entry names
+	endpoints map[string][]string            // server -> its entries' endpoints, sorted, distinct
 }
 
 // Options configures a Front. Zero values are documented per field.
@@ -74,13 +82,15 @@ type Options struct {
 	// Config maps bearer tokens to principals and names upstreams. Nil is the
 	// empty configuration (every request refused).
 	Config *config.Config
-	// Region of this host (decision residency input).
+	// Region of this host (decision residency input); "" is no region, which
+	// a same-region-only policy never matches.
 	Region string
-	// NodeID identifies this agent in drift reports.
+	// NodeID identifies this agent in drift reports ("" sends them unnamed).
 	NodeID string
 	// Receipts receives one receipt per decision. It must not block for long. Nil drops them.
 	Receipts func(*mcpreadyv1.Receipt)
-	// Builder stamps receipts.
+	// Builder stamps receipts; its zero value names no emitter and applies
+	// the default redaction (every argument digested only).
 	Builder receipt.Builder
 	// ReportDrift reports observed drift to the control plane. May be nil.
 	ReportDrift func(ctx context.Context, req *mcpreadyv1.ReportDriftRequest) error
@@ -102,6 +112,7 @@ type Front struct {
 	pins    *pins
 	metrics *metrics
 	pending *roundStore // calls waiting for a stateless client's input
+	pipe    *pipeline.Pipeline
 
 	mu    sync.Mutex
 	views map[string]*view // "" is the aggregate view
@@ -121,6 +132,12 @@ func New(opts Options) *Front {
 	}
 	f := &Front{opts: opts, views: map[string]*view{}, metrics: newMetrics(opts.Registerer), pending: newRoundStore()}
 	f.pins = newPins(f)
+	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Emit: func(rec *mcpreadyv1.Receipt) {
+		f.observe(rec)
+		if opts.Receipts != nil {
+			opts.Receipts(rec)
+		}
+	}})
 	f.pool = upstream.NewPool(upstream.Options{
 		Resolve:        f.resolve,
 		Logger:         opts.Logger,
@@ -147,12 +164,19 @@ func (f *Front) SetState(st *State) {
 	f.pins.reset(st)
 }
 
+// pstate is st as the pipeline decides under it, with this host's drift
+// blocks.
+func (f *Front) pstate(st *State) pipeline.State {
+	return pipeline.State{Decide: st.Decide, Checker: st.Checker, Circuits: st.Circuits, Budget: st.Budget, Drift: f.pins}
+}
+
 func indexState(st *State) *State {
 	s := *st
 	if s.Checker == nil {
 		s.Checker = validate.NewChecker(validate.Rules{})
 	}
 	s.byTool = map[string]map[string][]string{}
+	s.endpoints = map[string][]string{}
 	for name, e := range s.Entries {
 		id := e.GetIdentity()
 		if id.GetServerName() == "" || id.GetToolName() == "" {
@@ -164,23 +188,65 @@ func indexState(st *State) *State {
 			s.byTool[id.GetServerName()] = m
 		}
 		m[id.GetToolName()] = append(m[id.GetToolName()], name)
+		if eps := s.endpoints[id.GetServerName()]; id.GetEndpoint() != "" && !slices.Contains(eps, id.GetEndpoint()) {
+			s.endpoints[id.GetServerName()] = append(eps, id.GetEndpoint())
+		}
+	}
+	for _, eps := range s.endpoints {
+		slices.Sort(eps)
 	}
 	return &s
 }
 
-// resolve says how to reach server: the agent config first, else an
-// http(s) endpoint named by a verified registry entry of that server.
-func (f *Front) resolve(server string) (config.Upstream, bool) {
-	if u, ok := f.opts.Config.Upstream(server); ok {
+// target is the upstream to dial for endpoint of server: the server's own
+// (configured) upstream when endpoint is "" or that upstream's endpoint,
+// else exactly endpoint. A route's call is sent to its entry's endpoint
+// and nowhere else.
+func (f *Front) target(server, endpoint string) upstream.Target {
+	if endpoint == "" || endpoint == f.pool.Endpoint(upstream.Target{Server: server}) {
+		return upstream.Target{Server: server}
+	}
+	return upstream.Target{Server: server, Endpoint: endpoint}
+}
+
+// targets are the upstreams of every verified entry of server.
+func (f *Front) targets(st *State, server string) []upstream.Target {
+	eps := st.endpoints[server]
+	if len(eps) == 0 {
+		return []upstream.Target{{Server: server}}
+	}
+	out := make([]upstream.Target, 0, len(eps))
+	for _, ep := range eps {
+		if t := f.target(server, ep); !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// resolve says how to reach t. With an endpoint (a route's): the agent
+// config's upstream of that server when it reaches exactly that endpoint
+// (its credentials go with it), else the endpoint itself when it is
+// http(s), without credentials. Without one: the agent config first, else
+// the first http(s) endpoint of a verified entry of the server.
+func (f *Front) resolve(t upstream.Target) (config.Upstream, bool) {
+	u, configured := f.opts.Config.Upstream(t.Server)
+	httpURL := func(ep string) bool { return strings.HasPrefix(ep, "http://") || strings.HasPrefix(ep, "https://") }
+	if t.Endpoint != "" {
+		switch {
+		case configured && (u.URL == t.Endpoint || len(u.Command) > 0 && "stdio:"+u.Command[0] == t.Endpoint):
+			return u, true
+		case httpURL(t.Endpoint):
+			return config.Upstream{Name: t.Server, URL: t.Endpoint}, true
+		}
+		return config.Upstream{}, false
+	}
+	if configured {
 		return u, true
 	}
-	st := f.state.Load()
-	for _, names := range st.byTool[server] {
-		for _, n := range names {
-			ep := st.Entries[n].GetIdentity().GetEndpoint()
-			if strings.HasPrefix(ep, "http://") || strings.HasPrefix(ep, "https://") {
-				return config.Upstream{Name: server, URL: ep}, true
-			}
+	for _, ep := range f.state.Load().endpoints[t.Server] {
+		if httpURL(ep) {
+			return config.Upstream{Name: t.Server, URL: ep}, true
 		}
 	}
 	return config.Upstream{}, false
@@ -210,7 +276,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if server != "" && !f.pool.Known(server) {
+	if server != "" && !f.pool.Known(upstream.Target{Server: server}) {
 		http.Error(w, "unknown upstream server "+server, http.StatusNotFound)
 		return
 	}

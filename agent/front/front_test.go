@@ -23,6 +23,7 @@ import (
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 const devToken = "tok-dev"
@@ -168,13 +169,13 @@ func call(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallT
 	return res
 }
 
-func wantToolError(t *testing.T, res *mcp.CallToolResult, outcome, code string) ToolError {
+func wantToolError(t *testing.T, res *mcp.CallToolResult, outcome string, code readiness.Code) ToolError {
 	t.Helper()
 	te, ok := ParseToolError(res)
 	if !ok {
 		t.Fatalf("want a structured tool error, got %+v", res)
 	}
-	if te.Outcome != outcome || (code != "" && te.Code != code) || te.Receipt == "" {
+	if te.Outcome != outcome || (code != "" && te.Code != string(code)) || te.Receipt == "" {
 		t.Fatalf("got %+v, want outcome %s code %s", te, outcome, code)
 	}
 	return te
@@ -196,7 +197,7 @@ func TestTransparentProxy(t *testing.T) {
 			if res.IsError || res.StructuredContent == nil {
 				t.Fatalf("echo: %+v", res)
 			}
-			wantToolError(t, call(t, cs, "write", map[string]any{"text": "x"}), "REFUSED", decide.CodePrincipalDenied)
+			wantToolError(t, call(t, cs, "write", map[string]any{"text": "x"}), "REFUSED", readiness.CodePrincipalDenied)
 			rr, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "test://doc"})
 			if err != nil || rr.Contents[0].Text != "hello doc" {
 				t.Fatalf("read resource: %v %+v", err, rr)
@@ -254,7 +255,7 @@ func testAggregate(t *testing.T, h *harness, version string) {
 	if res := call(t, cs, "test__echo", map[string]any{"text": "x"}); res.IsError {
 		t.Fatalf("namespaced call: %+v", res)
 	}
-	wantToolError(t, call(t, cs, "nope", map[string]any{}), "REFUSED", decide.CodeUnknownTool)
+	wantToolError(t, call(t, cs, "nope", map[string]any{}), "REFUSED", readiness.CodeUnknownTool)
 }
 
 func TestElicitationRelayAndApproval(t *testing.T) {
@@ -274,7 +275,7 @@ func TestElicitationRelayAndApproval(t *testing.T) {
 		t.Fatalf("approved call failed: %+v", res)
 	}
 	plain := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
-	wantToolError(t, call(t, plain, "guarded", map[string]any{}), "REFUSED", decide.CodeApprovalUnavailable)
+	wantToolError(t, call(t, plain, "guarded", map[string]any{}), "REFUSED", readiness.CodeApprovalUnavailable)
 }
 
 func TestPinDriftBlocksAndReports(t *testing.T) {
@@ -291,7 +292,7 @@ func TestPinDriftBlocksAndReports(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	wantToolError(t, call(t, cs, "echo", map[string]any{"text": "after"}), "DRIFT_BLOCKED", decide.CodeDriftBlocked)
+	wantToolError(t, call(t, cs, "echo", map[string]any{"text": "after"}), "DRIFT_BLOCKED", readiness.CodeDriftBlocked)
 	if strings.Contains(strings.Join(toolNames(t, cs), ","), "echo") {
 		t.Fatal("drifted tool still listed")
 	}

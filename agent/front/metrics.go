@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // metrics are the front's Prometheus metrics.
@@ -30,7 +31,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 // observe records one finished receipt.
 func (f *Front) observe(rec *mcpreadyv1.Receipt) {
-	f.metrics.calls.WithLabelValues(outcomeName(rec.GetOutcome())).Inc()
+	f.metrics.calls.WithLabelValues(readiness.OutcomeName(rec.GetOutcome())).Inc()
 	if l := rec.GetLatency(); l != nil {
 		f.metrics.latency.Observe(l.AsDuration().Seconds())
 	}

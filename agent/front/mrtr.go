@@ -54,6 +54,7 @@ import (
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/upstream"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 const (
@@ -74,10 +75,6 @@ const (
 	// maxSessionRounds bounds the input rounds the agent runs for one
 	// session-era call.
 	maxSessionRounds = 10
-	// Codes of the structured errors of this file.
-	codeInputUnavailable = "input_unavailable"
-	codeInputFailed      = "input_failed"
-	codeInputRoute       = "input_route_unavailable"
 )
 
 // ErrRequestState is the error (as JSON-RPC invalid params) for a retry whose
@@ -153,28 +150,6 @@ func (v *view) beginRound(ctx context.Context, s *session, req *mcp.CallToolRequ
 	return context.WithValue(ctx, roundKey{}, rd), nil
 }
 
-// resumeRound pins a resumed call to the entry that asked for input and
-// links its receipt to the call's first round. The decision was made again
-// for this round; if it no longer admits that entry, the call is refused.
-func (v *view) resumeRound(ctx context.Context, rec *mcpreadyv1.Receipt, d *decide.Decision) {
-	rd := roundOf(ctx)
-	if rd == nil || rd.prior == nil {
-		return
-	}
-	rec.RequestId = rd.prior.requestID
-	if d.Refusal != nil {
-		return
-	}
-	for _, r := range d.Routes {
-		if r.Entry == rd.prior.entry {
-			d.Routes = []decide.Route{r}
-			return
-		}
-	}
-	d.Refusal = &decide.RefusalError{Step: decide.StepEligibility, Code: codeInputRoute,
-		Reason: fmt.Sprintf("registry entry %s, which asked for input, is no longer admitted for this call", rd.prior.entry)}
-}
-
 // statelessElicit reports whether a stateless caller (s == nil) declared
 // elicitation in its per-request capabilities.
 func statelessElicit(req mcp.Request, s *session) bool {
@@ -230,16 +205,24 @@ func (rd *round) approve(c caller, r decide.Route) (bool, error) {
 	return false, &errNeedApproval{params: approvalRequest(c, r)}
 }
 
-// askApproval returns the approval input request of a stateless call when
-// approve asked for one (err is *errNeedApproval), else nil.
-func (v *view) askApproval(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.Route, err error) *mcp.CallToolResult {
-	var need *errNeedApproval
+// askApproval returns the approval input request of a stateless call for
+// route r (the retry is pinned to r). A round that already reached an
+// upstream (an earlier route failed) emits its receipt, with the action
+// input_required on r.
+func (v *view) askApproval(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.Route, need *errNeedApproval) (*mcp.CallToolResult, error) {
 	rd := roundOf(ctx)
-	if !errors.As(err, &need) || rd == nil {
-		return nil
+	if rd == nil {
+		return v.f.pipe.Fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: need}, readiness.CodeApprovalDenied), nil
 	}
-	return v.inputRequired(rd, rec, &pending{requestID: rec.RequestId, entry: r.Entry, approval: true},
+	out := v.inputRequired(rd, rec, &pending{requestID: rec.RequestId, entry: r.Entry, approval: true},
 		mcp.InputRequestMap{approvalInputKey: need.params})
+	if n := len(rec.Attempts); n > 0 && !out.IsError {
+		rec.Outcome = rec.Attempts[n-1].GetOutcome()
+		rec.Actions = append(rec.Actions, readiness.NewAction(readiness.ActionInputRequired, r.Entry))
+		v.f.pipe.Emit(rec)
+	}
+	return out, nil
 }
 
 // needsInput is an upstream answer that asks for input (invoke.Outcome.Result).
@@ -356,41 +339,41 @@ func unsupported(caps *mcp.ClientCapabilities, reqs mcp.InputRequestMap) string 
 // caller gets a structured error.
 func (v *view) askInput(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.Route, n *needsInput) *mcp.CallToolResult {
 	rd := roundOf(ctx)
-	fail := func(code, reason string) *mcp.CallToolResult {
+	fail := func(code readiness.Code, reason string) *mcp.CallToolResult {
 		if n.held != nil {
 			n.held.abort()
 		}
-		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
+		return v.f.pipe.Fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, Err: errors.New(reason)}, code)
 	}
 	switch {
 	case n.err != nil:
-		return fail(codeInputFailed, "the client did not provide the input the upstream asked for: "+n.err.Error())
+		return fail(readiness.CodeInputFailed, "the client did not provide the input the upstream asked for: "+n.err.Error())
 	case len(n.res.InputRequests) == 0:
-		return fail(codeInputUnavailable, "the upstream is busy (input required without input requests); retry later")
+		return fail(readiness.CodeInputUnavailable, "the upstream is busy (input required without input requests); retry later")
 	}
 	var caps *mcp.ClientCapabilities // nil for a fast-path call: its client declared no elicitation or sampling
 	if rd != nil {
 		caps = rd.caps
 	}
 	if kind := unsupported(caps, n.res.InputRequests); kind != "" {
-		return fail(codeInputUnavailable, fmt.Sprintf("the upstream asked for %s, which the client did not declare", kind))
+		return fail(readiness.CodeInputUnavailable, fmt.Sprintf("the upstream asked for %s, which the client did not declare", kind))
 	}
 	if rd == nil || !rd.stateless {
-		return fail(codeInputUnavailable, fmt.Sprintf("the upstream still asked for input after %d rounds", maxSessionRounds))
+		return fail(readiness.CodeInputUnavailable, fmt.Sprintf("the upstream still asked for input after %d rounds", maxSessionRounds))
 	}
 	rd.mu.Lock()
 	approved := rd.approved
 	rd.mu.Unlock()
 	rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
-	rec.Actions = append(rec.Actions, "input_required")
+	rec.Actions = append(rec.Actions, readiness.NewAction(readiness.ActionInputRequired, r.Entry))
 	if raw, err := json.Marshal(n.res); err == nil {
 		v.f.opts.Builder.Result(rec, raw)
 	}
 	out := v.inputRequired(rd, rec, &pending{requestID: rec.RequestId, entry: r.Entry, approved: approved, state: n.res.RequestState,
 		held: n.held}, n.res.InputRequests)
 	if !out.IsError {
-		v.emit(rec)
+		v.f.pipe.Emit(rec)
 	} else if n.held != nil {
 		n.held.abort()
 	}
@@ -402,8 +385,8 @@ func (v *view) inputRequired(rd *round, rec *mcpreadyv1.Receipt, p *pending, req
 	p.key = rd.callKey()
 	state, err := v.f.rounds().put(p, v.f.opts.Now())
 	if err != nil {
-		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err}, codeInputUnavailable)
+		return v.f.pipe.Fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err}, readiness.CodeInputUnavailable)
 	}
 	b, err := json.Marshal(struct {
 		ResultType    string              `json:"resultType"`
@@ -415,8 +398,8 @@ func (v *view) inputRequired(rd *round, rec *mcpreadyv1.Receipt, p *pending, req
 		err = json.Unmarshal(b, &res) // the only way to set the result type
 	}
 	if err != nil {
-		return v.fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, Err: err}, codeInputUnavailable)
+		return v.f.pipe.Fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, Err: err}, readiness.CodeInputUnavailable)
 	}
 	return &res
 }

@@ -52,19 +52,19 @@ func relayable(caps *mcp.ClientCapabilities) bool {
 	return caps != nil && (caps.Elicitation != nil || caps.Sampling != nil || caps.RootsV2 != nil)
 }
 
-// startHeld starts params on a leased session of server advertising caps.
+// startHeld starts params on a leased session of target t advertising caps.
 // The call outlives the round that started it (at most roundTTL). With
 // maxHeldCalls calls held already, it returns nil (no held call).
-func (v *view) startHeld(ctx context.Context, server string, caps *mcp.ClientCapabilities, params *mcp.CallToolParams) (*heldCall, error) {
+func (v *view) startHeld(ctx context.Context, t upstream.Target, caps *mcp.ClientCapabilities, params *mcp.CallToolParams) (*heldCall, error) {
 	slots := v.f.rounds().held
 	select {
 	case slots <- struct{}{}:
 	default:
-		v.f.opts.Logger.Warn("too many calls held open for input; running without relaying the upstream's requests", "server", server)
+		v.f.opts.Logger.Warn("too many calls held open for input; running without relaying the upstream's requests", "server", t.Server)
 		return nil, nil
 	}
 	h := &heldCall{asks: make(chan *heldAsk), done: make(chan heldResult, 1), quit: make(chan struct{})}
-	lease, err := v.f.pool.Lease(ctx, server, caps, func(ctx context.Context, _ string, p mcp.Params) (mcp.Result, error) {
+	lease, err := v.f.pool.Lease(ctx, t, caps, func(ctx context.Context, _ string, p mcp.Params) (mcp.Result, error) {
 		a := &heldAsk{params: p, reply: make(chan heldReply, 1)}
 		select {
 		case h.asks <- a:
@@ -174,5 +174,5 @@ func (v *view) heldFor(ctx context.Context, rd *round, up *upstream.Session, par
 	if rd == nil || !rd.stateless || !relayable(rd.caps) || up.ProtocolVersion() >= statelessProtocol {
 		return nil, nil
 	}
-	return v.startHeld(ctx, up.Server, rd.caps, params)
+	return v.startHeld(ctx, up.Target, rd.caps, params)
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
-	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // statelessUpstream starts a 2026-07-28 (stateless) go-sdk upstream whose
@@ -162,7 +162,7 @@ func TestInputRelay(t *testing.T) {
 			rounds = append(rounds, r)
 		}
 	}
-	if len(rounds) != 2 || strings.Join(rounds[0].GetActions(), ",") != "input_required" ||
+	if len(rounds) != 2 || strings.Join(readiness.ActionStrings(rounds[0].GetActions()), ",") != "input_required" ||
 		rounds[1].GetOutcome() != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || rounds[0].GetResultDigest() == "" {
 		t.Fatalf("want an input_required round and a final round under one request id, got %v", rounds)
 	}
@@ -174,11 +174,11 @@ func TestInputWithoutCapability(t *testing.T) {
 	h := newMRTRHarness(t)
 	for _, version := range []string{"2026-07-28", "2025-11-25"} {
 		cs := h.connect(t, "/mcp/servers/st", devToken, nil, version)
-		te := wantToolError(t, call(t, cs, "confirm", map[string]any{"text": "x"}), "REFUSED", codeInputUnavailable)
+		te := wantToolError(t, call(t, cs, "confirm", map[string]any{"text": "x"}), "REFUSED", readiness.CodeInputUnavailable)
 		if !strings.Contains(te.Reason, "elicitation") {
 			t.Fatalf("%s: reason %q", version, te.Reason)
 		}
-		wantToolError(t, call(t, cs, "capital", map[string]any{}), "REFUSED", codeInputUnavailable)
+		wantToolError(t, call(t, cs, "capital", map[string]any{}), "REFUSED", readiness.CodeInputUnavailable)
 	}
 }
 
@@ -260,7 +260,7 @@ func TestStatelessApproval(t *testing.T) {
 		t.Fatalf("declined call recorded approval %v", last.GetApproval())
 	}
 	plain := h.connect(t, "/mcp/servers/st", devToken, nil, "2026-07-28")
-	wantToolError(t, call(t, plain, "guarded", map[string]any{}), "REFUSED", decide.CodeApprovalUnavailable)
+	wantToolError(t, call(t, plain, "guarded", map[string]any{}), "REFUSED", readiness.CodeApprovalUnavailable)
 	// The aggregate view asks the same way.
 	var asked []string
 	agg := h.connect(t, "/mcp", devToken, answering(true, &asked), "2026-07-28")
@@ -330,7 +330,7 @@ func TestRoundsUnderPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantToolError(t, res, "REFUSED", decide.CodePrincipalDenied)
+	wantToolError(t, res, "REFUSED", readiness.CodePrincipalDenied)
 }
 
 // TestHeldCallRounds: a session-era upstream's server-to-client request

@@ -2,14 +2,12 @@ package front
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/pin"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
@@ -24,14 +22,14 @@ type pins struct {
 	block *pin.Blocklist
 
 	mu       sync.Mutex
-	listed   map[string]map[string]*mcp.Tool // server -> tool name -> definition (current state only)
-	against  map[string]string               // blocked entry -> definition digest it was pinned to
-	tainted  map[string]string               // entry -> tripwire rule hit by its description
-	reported map[string]bool                 // entry+observed digest already reported
+	listed   map[upstream.Target]map[string]*mcp.Tool // target -> tool name -> definition (current state only)
+	against  map[string]string                        // blocked entry -> definition digest it was pinned to
+	tainted  map[string]string                        // entry -> tripwire rule hit by its description
+	reported map[string]bool                          // entry+observed digest already reported
 }
 
 func newPins(f *Front) *pins {
-	return &pins{f: f, block: &pin.Blocklist{}, listed: map[string]map[string]*mcp.Tool{},
+	return &pins{f: f, block: &pin.Blocklist{}, listed: map[upstream.Target]map[string]*mcp.Tool{},
 		against: map[string]string{}, tainted: map[string]string{}, reported: map[string]bool{}}
 }
 
@@ -40,7 +38,7 @@ func newPins(f *Front) *pins {
 func (p *pins) reset(st *State) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.listed = map[string]map[string]*mcp.Tool{}
+	p.listed = map[upstream.Target]map[string]*mcp.Tool{}
 	for entry, digest := range p.against {
 		if e := st.Entries[entry]; e == nil || e.GetIdentity().GetDefinitionDigest() != digest {
 			p.block.Unblock(entry)
@@ -61,28 +59,20 @@ func (p *pins) Drifted(entry string) bool {
 	return bad
 }
 
-// health is the decide.Health (and DriftGuard) of one call.
-type health struct {
-	c *circuit.Set
-	p *pins
-}
-
-func (h health) State(key string, now time.Time) circuit.State {
-	if h.c == nil {
-		return circuit.Closed
-	}
-	return h.c.State(key, now)
-}
-
-func (h health) Drifted(entry string) bool { return h.p.Drifted(entry) }
-
-// observe checks a fresh listing of server's tools, as served by session up.
-func (p *pins) observe(st *State, server string, up *upstream.Session, tools []*mcp.Tool) {
+// observe checks a fresh listing of tools, as served by session up,
+// against the entries pinned at up's endpoint (entries of the same server
+// at another endpoint are checked against that endpoint's own listing).
+func (p *pins) observe(st *State, up *upstream.Session, tools []*mcp.Tool) {
 	byName := make(map[string]*mcp.Tool, len(tools))
-	endpoint := p.f.pool.Endpoint(server)
+	server, endpoint := up.Server, up.Endpoint()
 	for _, t := range tools {
 		byName[t.Name] = t
-		entries := st.byTool[server][t.Name]
+		var entries []string
+		for _, name := range st.byTool[server][t.Name] {
+			if p.f.target(server, st.Entries[name].GetIdentity().GetEndpoint()) == up.Target {
+				entries = append(entries, name)
+			}
+		}
 		if len(entries) == 0 {
 			continue
 		}
@@ -128,7 +118,7 @@ func (p *pins) observe(st *State, server string, up *upstream.Session, tools []*
 	}
 	p.mu.Lock()
 	if p.f.state.Load() == st {
-		p.listed[server] = byName
+		p.listed[up.Target] = byName
 	}
 	p.mu.Unlock()
 }
@@ -151,16 +141,16 @@ func (p *pins) report(entry string, labels []mcpreadyv1.DriftLabel, observed *mc
 	}
 }
 
-// tools returns server's listed tools, listing them (and checking pins) on
+// tools returns the tools listed at t, listing them (and checking pins) on
 // the shared session when this state has not seen them yet.
-func (p *pins) tools(ctx context.Context, st *State, server string) (map[string]*mcp.Tool, error) {
+func (p *pins) tools(ctx context.Context, st *State, t upstream.Target) (map[string]*mcp.Tool, error) {
 	p.mu.Lock()
-	m, ok := p.listed[server]
+	m, ok := p.listed[t]
 	p.mu.Unlock()
 	if ok {
 		return m, nil
 	}
-	up, err := p.f.pool.Shared(ctx, server)
+	up, err := p.f.pool.Shared(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -168,10 +158,10 @@ func (p *pins) tools(ctx context.Context, st *State, server string) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	p.observe(st, server, up, list)
+	p.observe(st, up, list)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if m, ok := p.listed[server]; ok {
+	if m, ok := p.listed[t]; ok {
 		return m, nil
 	}
 	return toolMap(list), nil
@@ -185,30 +175,18 @@ func toolMap(list []*mcp.Tool) map[string]*mcp.Tool {
 	return m
 }
 
-// toolsChanged re-lists server's tools at once (a rug pull is caught before
+// toolsChanged re-lists t's tools at once (a rug pull is caught before
 // the next call) and tells front sessions to re-list.
-func (p *pins) toolsChanged(server string) {
+func (p *pins) toolsChanged(t upstream.Target) {
 	p.mu.Lock()
-	delete(p.listed, server)
+	delete(p.listed, t)
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := p.tools(ctx, p.f.state.Load(), server); err != nil {
-		p.f.opts.Logger.Warn("re-listing tools after list_changed", "server", server, "err", err)
+	if _, err := p.tools(ctx, p.f.state.Load(), t); err != nil {
+		p.f.opts.Logger.Warn("re-listing tools after list_changed", "server", t.Server, "endpoint", t.Endpoint, "err", err)
 	}
-	p.f.notifyToolsChanged(server)
-}
-
-// schemaOf returns the raw JSON of a schema value.
-func schemaOf(v any) json.RawMessage {
-	if v == nil {
-		return nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	return b
+	p.f.notifyToolsChanged(t.Server)
 }
 
 // sortedKeys returns m's keys sorted.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -34,11 +35,11 @@ func precheck(w http.ResponseWriter, r *http.Request) (*envelope, bool) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	r.Body.Close()
 	if err != nil {
-		writeRPCError(w, http.StatusBadRequest, nil, -32700, "reading request: "+err.Error())
+		writeRPCError(w, http.StatusBadRequest, nil, int(jsonrpc.CodeParseError), "reading request: "+err.Error())
 		return nil, false
 	}
 	if len(body) > MaxRequestBytes {
-		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request larger than %d bytes", MaxRequestBytes))
+		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, int(jsonrpc.CodeInvalidRequest), fmt.Sprintf("request larger than %d bytes", MaxRequestBytes))
 		return nil, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -48,16 +49,16 @@ func precheck(w http.ResponseWriter, r *http.Request) (*envelope, bool) {
 	}
 	env := new(envelope)
 	if err := json.Unmarshal(body, env); err != nil {
-		writeRPCError(w, http.StatusBadRequest, nil, -32700, "parse error: "+err.Error())
+		writeRPCError(w, http.StatusBadRequest, nil, int(jsonrpc.CodeParseError), "parse error: "+err.Error())
 		return nil, false
 	}
 	if env.JSONRPC != "2.0" {
-		writeRPCError(w, http.StatusBadRequest, env.ID, -32600, `invalid request: "jsonrpc" must be "2.0"`)
+		writeRPCError(w, http.StatusBadRequest, env.ID, int(jsonrpc.CodeInvalidRequest), `invalid request: "jsonrpc" must be "2.0"`)
 		return nil, false
 	}
 	isCall := len(env.ID) > 0 && string(env.ID) != "null"
 	if env.Method != nil && isCall && !knownMethods[*env.Method] {
-		writeRPCError(w, http.StatusOK, env.ID, -32601, fmt.Sprintf("method %q not found", *env.Method))
+		writeRPCError(w, http.StatusOK, env.ID, int(jsonrpc.CodeMethodNotFound), fmt.Sprintf("method %q not found", *env.Method))
 		return nil, false
 	}
 	return env, true

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/upstream"
+	"github.com/mcpready/mcpready/agent/validate"
 )
 
 // session is the state of one stateful front session: its dedicated
@@ -24,7 +25,7 @@ type session struct {
 
 	mu       sync.Mutex
 	ss       *mcp.ServerSession
-	up       *upstream.Session
+	ups      map[upstream.Target]*upstream.Session // dedicated sessions, one per endpoint of the view's server
 	inflight []*inflight
 	fast     fastState
 }
@@ -184,29 +185,34 @@ func (s *session) frontCtx(token any) context.Context {
 	return context.Background()
 }
 
-// upstream returns the upstream session a front session uses: its dedicated
-// session (reopened if it broke) or, without one, the shared session.
-func (v *view) upstream(ctx context.Context, s *session, server string) (*upstream.Session, error) {
-	if s == nil || v.server == "" || server != v.server {
-		return v.f.pool.Shared(ctx, server)
+// upstream returns the upstream session a front session uses for target
+// t: its dedicated session for t (reopened if it broke) on the view of t's
+// server, else the shared session of t.
+func (v *view) upstream(ctx context.Context, s *session, t upstream.Target) (*upstream.Session, error) {
+	if s == nil || v.server == "" || t.Server != v.server {
+		return v.f.pool.Shared(ctx, t)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.up != nil && !s.up.Broken() {
-		return s.up, nil
+	old := s.ups[t]
+	if old != nil && !old.Broken() {
+		return old, nil
 	}
-	if s.up != nil {
-		_ = s.up.Close()
+	if old != nil {
+		_ = old.Close()
 	}
 	var caps *mcp.ClientCapabilities
 	if s.ss != nil && s.ss.InitializeParams() != nil {
 		caps = s.ss.InitializeParams().Capabilities
 	}
-	up, err := v.f.pool.Open(ctx, server, s.relay(caps))
+	up, err := v.f.pool.Open(ctx, t, s.relay(caps))
 	if err != nil {
 		return nil, err
 	}
-	s.up = up
+	if s.ups == nil {
+		s.ups = map[upstream.Target]*upstream.Session{}
+	}
+	s.ups[t] = up
 	if s.ss != nil {
 		go func(ss *mcp.ServerSession, up *upstream.Session) { _ = ss.Wait(); _ = up.Close() }(s.ss, up)
 	}
@@ -289,14 +295,14 @@ func (s *session) notifyToolsChanged() {
 
 // relayErr runs fn on the view's upstream session.
 func (v *view) relayErr(ctx context.Context, s *session, fn func(context.Context, *mcp.ClientSession) error) error {
-	up, err := v.upstream(ctx, s, v.server)
+	up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
 	if err != nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%v: %v", errUpstreamUnavailable, err)}
 	}
 	if err := up.Do(ctx, fn); err != nil {
-		var f *upstream.Failure
-		if errors.As(err, &f) && f.Obs.JSONRPCError {
-			return &jsonrpc.Error{Code: int64(f.Obs.JSONRPCCode), Message: f.Detail}
+		var f *validate.Outcome
+		if errors.As(err, &f) && f.JSONRPCError {
+			return &jsonrpc.Error{Code: int64(f.JSONRPCCode), Message: f.Detail}
 		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
@@ -362,7 +368,7 @@ func (v *view) initialize(ctx context.Context, s *session, method string, req mc
 	var info *mcp.Implementation
 	var instructions string
 	if v.server != "" {
-		up, err := v.upstream(ctx, s, v.server)
+		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%v: %v", errUpstreamUnavailable, err)}
 		}

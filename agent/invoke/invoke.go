@@ -8,6 +8,10 @@
 // call cannot have had an effect (or the route is retryable), and outcome
 // reports to the circuit breakers.
 //
+// Human approval is asked per route (Options.Approve), before that route's
+// first attempt, so a fallback route that requires approval never runs
+// unasked.
+//
 // It never talks to a server itself: the caller supplies an Attempt that
 // performs one upstream call, and it never retries, hedges or falls back
 // from a call that may have changed state: a timeout after send on such a
@@ -22,38 +26,34 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // Attempt performs one upstream call of route r; n is the attempt number
 // within the whole call (1-based). It must return promptly once ctx is done,
 // set Outcome.Sent as soon as any request byte may have reached the upstream,
-// and classify the outcome (validate.Classify and validate.Checker). When
-// r.ApprovalRequired it asks the human first (MCP elicitation) and returns
-// APPROVAL_DENIED with Sent=false when refused or unavailable; Run never
-// routes around a denial.
+// and classify the outcome (validate.Classify and validate.Checker).
 type Attempt func(ctx context.Context, r decide.Route, n int) Outcome
 
-// Outcome is what one attempt (or the whole call) came to.
-type Outcome struct {
-	Class mcpreadyv1.OutcomeClass
-	Layer mcpreadyv1.ReadinessLayer
-	// Sent: the request may have reached the upstream.
-	Sent bool
-	// RetryAfter from a 429/503 response (zero when absent).
-	RetryAfter  time.Duration
-	HTTPStatus  int
-	JSONRPCCode int
-	IsError     bool
-	Err         error
-	// Result is opaque to invoke (the front's upstream result).
-	Result any
-}
+// Approve asks a human to approve route r (r.ApprovalRequired) before its
+// first attempt. It returns ok to go ahead; otherwise out is the call's
+// final outcome (APPROVAL_DENIED when refused or unavailable, or any
+// outcome whose Result tells the caller to ask and resume later), and Run
+// neither attempts r nor routes around it.
+type Approve func(ctx context.Context, r *decide.Route) (out Outcome, ok bool)
+
+// Outcome is what one attempt (or the whole call) came to: the agent's
+// one failure/outcome type, defined by package validate. Result is opaque
+// to invoke.
+type Outcome = validate.Outcome
 
 // Result is the outcome of Run.
 type Result struct {
@@ -63,12 +63,13 @@ type Result struct {
 	Route *decide.Route
 	// Attempts, in start order, for the receipt.
 	Attempts []*mcpreadyv1.Attempt
-	// Actions, for the receipt: "retry:<entry>", "hedge:<entry>",
-	// "fallback:<entry>", "circuit-open:<entry>", "retry-budget-exhausted",
-	// "retry-after-exceeds-deadline", "ambiguous-no-retry",
-	// "retry-condition-not-allowed:<condition>" (a configured condition set
-	// excludes the failure, e.g. "http-502").
-	Actions []string
+	// Actions, for the receipt, each naming the entry it concerns (see
+	// readiness: retry, hedge, fallback, circuit-open, retry-budget-exhausted,
+	// retry-after-exceeds-deadline, ambiguous-no-retry and
+	// retry-condition-not-allowed, whose Detail names the excluded
+	// condition, e.g. "http-502"). None when the first route answered on its
+	// first attempt.
+	Actions []*mcpreadyv1.Action
 }
 
 // Options are the agent-wide execution settings. Zero values are usable.
@@ -84,7 +85,15 @@ type Options struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Jitter returns a uniform value in [0, n); nil means math/rand/v2.
 	Jitter func(n int64) int64
+	// Approve is asked before the first attempt of every route that
+	// requires approval, the first route and fallbacks alike. Nil approves
+	// nothing: such a route ends the call APPROVAL_DENIED.
+	Approve Approve
 }
+
+// ErrNoApprover is the Final.Err of a route that requires approval when
+// Options.Approve is nil.
+var ErrNoApprover = errors.New("invoke: approval required and no approver")
 
 // ErrNoRoute is the Final.Err when every route was skipped (circuit open).
 var ErrNoRoute = errors.New("invoke: every route's circuit is open")
@@ -99,7 +108,9 @@ type runner struct {
 }
 
 // Run executes d. It returns a REFUSED outcome for a refused decision.
-func Run(ctx context.Context, d decide.Decision, do Attempt, opts Options) Result {
+// The end-to-end deadline starts after the first route's approval (the
+// human's time is not the upstream's), and covers every later one.
+func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Result {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -119,8 +130,7 @@ func Run(ctx context.Context, d decide.Decision, do Attempt, opts Options) Resul
 	if deadline <= 0 {
 		deadline = 30 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, deadline)
-	defer cancel()
+	var ctx context.Context // the deadline's, from the first attempt on
 	if opts.Budget != nil {
 		opts.Budget.Deposit()
 	}
@@ -129,11 +139,31 @@ func Run(ctx context.Context, d decide.Decision, do Attempt, opts Options) Resul
 	for i := range d.Routes {
 		r := &d.Routes[i]
 		if i > 0 {
-			rn.action("fallback:" + r.Entry)
+			rn.action(readiness.ActionFallback, r.Entry, "")
+		}
+		if opts.Circuits != nil && opts.Circuits.State(r.CircuitKey, opts.Now()) == circuit.Open {
+			rn.action(readiness.ActionCircuitOpen, r.Entry, "")
+			continue
+		}
+		if r.ApprovalRequired {
+			actx := parent
+			if ctx != nil {
+				actx = ctx
+			}
+			out, ok := rn.approve(actx, r)
+			if !ok {
+				final, rn.res.Route = out, r
+				break
+			}
 		}
 		if opts.Circuits != nil && !opts.Circuits.Allow(r.CircuitKey, opts.Now()) {
-			rn.action("circuit-open:" + r.Entry)
+			rn.action(readiness.ActionCircuitOpen, r.Entry, "")
 			continue
+		}
+		if ctx == nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(parent, deadline)
+			defer cancel()
 		}
 		final = rn.route(ctx, r)
 		rn.res.Route = r
@@ -145,7 +175,18 @@ func Run(ctx context.Context, d decide.Decision, do Attempt, opts Options) Resul
 	return rn.res
 }
 
-func (rn *runner) action(a string) { rn.res.Actions = append(rn.res.Actions, a) }
+// approve asks Options.Approve about r.
+func (rn *runner) approve(ctx context.Context, r *decide.Route) (Outcome, bool) {
+	if rn.opts.Approve == nil {
+		return Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: ErrNoApprover}, false
+	}
+	return rn.opts.Approve(ctx, r)
+}
+
+func (rn *runner) action(kind readiness.ActionKind, entry, detail string) {
+	rn.res.Actions = append(rn.res.Actions, &mcpreadyv1.Action{Kind: kind, Entry: entry, Detail: detail})
+}
 
 // route runs the attempts of one route: one, or up to MaxAttempts when the
 // route is retryable and each failure is a condition the route allows.
@@ -161,7 +202,7 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 		}
 		if !r.Retryable {
 			if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS {
-				rn.action("ambiguous-no-retry")
+				rn.action(readiness.ActionAmbiguousNoRetry, r.Entry, "")
 			}
 			return out
 		}
@@ -170,20 +211,20 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 		}
 		if c := Condition(out); !r.RetryOn.Has(c) {
 			if c != 0 && r.RetryOn != 0 {
-				rn.action("retry-condition-not-allowed:" + c.String())
+				rn.action(readiness.ActionRetryConditionNotAllowed, r.Entry, c.String())
 			}
 			return out
 		}
 		wait := rn.backoff(n, out.RetryAfter)
 		if dl, ok := ctx.Deadline(); ok && rn.opts.Now().Add(wait).After(dl) {
-			rn.action("retry-after-exceeds-deadline")
+			rn.action(readiness.ActionRetryAfterExceedsDeadline, r.Entry, "")
 			return out
 		}
 		if rn.opts.Budget != nil && !rn.opts.Budget.Withdraw() {
-			rn.action("retry-budget-exhausted")
+			rn.action(readiness.ActionRetryBudgetExhausted, r.Entry, "")
 			return out
 		}
-		rn.action("retry:" + r.Entry)
+		rn.action(readiness.ActionRetry, r.Entry, "")
 		if rn.opts.Sleep(ctx, wait) != nil {
 			return out
 		}
@@ -262,7 +303,7 @@ func (rn *runner) hedged(ctx context.Context, r *decide.Route, per time.Duration
 		select {
 		case <-timer.C:
 			if rn.opts.Budget == nil || rn.opts.Budget.Withdraw() {
-				rn.action("hedge:" + r.Entry)
+				rn.action(readiness.ActionHedge, r.Entry, "")
 				launch(true)
 				inflight++
 			}
@@ -376,7 +417,7 @@ func Condition(o Outcome) decide.RetryConditions {
 		return decide.RetryTransport
 	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR:
 		switch o.JSONRPCCode {
-		case 0, -32700, -32600, -32601, -32602:
+		case 0, jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
 			return 0
 		}
 		return decide.RetryJSONRPCError
@@ -419,7 +460,7 @@ func FallbackSafe(o Outcome, r *decide.Route) bool {
 		return o.HTTPStatus == 503
 	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR:
 		switch o.JSONRPCCode {
-		case -32700, -32600, -32601, -32602:
+		case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
 			return true
 		}
 	}

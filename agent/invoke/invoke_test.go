@@ -14,6 +14,7 @@ import (
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/decide"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 const (
@@ -86,7 +87,7 @@ func TestRetryReadOnly(t *testing.T) {
 	sc := &script{plan: map[string][]Outcome{"a": {fail(transport, true), fail(transport, true), {Class: success}}}}
 	var sl sleeps
 	res := Run(context.Background(), decision(route("a", true)), sc.do, opts(&sl))
-	if res.Final.Class != success || len(res.Attempts) != 3 || !slices.Equal(res.Actions, []string{"retry:a", "retry:a"}) {
+	if res.Final.Class != success || len(res.Attempts) != 3 || !slices.Equal(readiness.ActionStrings(res.Actions), []string{"retry:a", "retry:a"}) {
 		t.Fatalf("%+v", res)
 	}
 	// Exponential backoff with equal jitter (jitter at its max here).
@@ -108,8 +109,8 @@ func TestNeverRetryStateChanging(t *testing.T) {
 		sc := &script{plan: map[string][]Outcome{"w": {o}, "w2": {{Class: success}}}}
 		res := Run(context.Background(), decision(route("w", false), route("w2", false)), sc.do, opts(&sleeps{}))
 		wantFallback := o.Class == limited // 429 was refused before execution
-		if len(sc.calls) == 0 || sc.calls[0] != "w" || slices.Contains(res.Actions, "retry:w") {
-			t.Fatalf("%v: calls %v actions %v", o.Class, sc.calls, res.Actions)
+		if len(sc.calls) == 0 || sc.calls[0] != "w" || slices.Contains(readiness.ActionStrings(res.Actions), "retry:w") {
+			t.Fatalf("%v: calls %v actions %v", o.Class, sc.calls, readiness.ActionStrings(res.Actions))
 		}
 		if got := slices.Contains(sc.calls, "w2"); got != wantFallback {
 			t.Fatalf("%v (http %d): fallback %v, want %v", o.Class, o.HTTPStatus, got, wantFallback)
@@ -123,8 +124,8 @@ func TestAmbiguousTimeout(t *testing.T) {
 	w.PerAttempt = 30 * time.Millisecond
 	res := Run(context.Background(), decision(w, route("w2", false)), sc.do, opts(&sleeps{}))
 	if res.Final.Class != ambiguous || res.Final.Layer != mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION ||
-		!slices.Equal(sc.calls, []string{"w"}) || !slices.Equal(res.Actions, []string{"ambiguous-no-retry"}) {
-		t.Fatalf("final %v calls %v actions %v", res.Final.Class, sc.calls, res.Actions)
+		!slices.Equal(sc.calls, []string{"w"}) || !slices.Equal(readiness.ActionStrings(res.Actions), []string{"ambiguous-no-retry"}) {
+		t.Fatalf("final %v calls %v actions %v", res.Final.Class, sc.calls, readiness.ActionStrings(res.Actions))
 	}
 	if res.Attempts[0].GetOutcome() != ambiguous || !errors.Is(res.Final.Err, context.DeadlineExceeded) {
 		t.Fatalf("attempt %v err %v", res.Attempts[0], res.Final.Err)
@@ -141,7 +142,7 @@ func TestAmbiguousTimeout(t *testing.T) {
 	k.Retryable, k.MaxAttempts, k.PerAttempt = true, 2, 30*time.Millisecond
 	res = Run(context.Background(), decision(k), sc.do, opts(&sleeps{}))
 	if res.Final.Class != success || len(res.Attempts) != 2 {
-		t.Fatalf("keyed: %v %v", res.Final.Class, res.Actions)
+		t.Fatalf("keyed: %v %v", res.Final.Class, readiness.ActionStrings(res.Actions))
 	}
 }
 
@@ -158,8 +159,8 @@ func TestRetryAfter(t *testing.T) {
 	sc = &script{plan: map[string][]Outcome{"a": {ra, {Class: success}}}}
 	sl = sleeps{}
 	res = Run(context.Background(), decision(route("a", true)), sc.do, opts(&sl))
-	if res.Final.Class != limited || len(sl.d) != 0 || !slices.Contains(res.Actions, "retry-after-exceeds-deadline") {
-		t.Fatalf("final %v sleeps %v actions %v", res.Final.Class, sl.d, res.Actions)
+	if res.Final.Class != limited || len(sl.d) != 0 || !slices.Contains(readiness.ActionStrings(res.Actions), "retry-after-exceeds-deadline") {
+		t.Fatalf("final %v sleeps %v actions %v", res.Final.Class, sl.d, readiness.ActionStrings(res.Actions))
 	}
 	// Default jitter spreads retries.
 	rn := &runner{opts: Options{Jitter: func(n int64) int64 { return n / 2 }}, d: &decide.Decision{Backoff: decide.Backoff{Base: 100 * time.Millisecond, Max: time.Second}}}
@@ -175,8 +176,8 @@ func TestRetryBudget(t *testing.T) {
 	b := NewBudget(0.1, 1)
 	sc := &script{plan: map[string][]Outcome{"a": {fail(transport, true)}}}
 	res := Run(context.Background(), decision(route("a", true)), sc.do, Options{Budget: b, Sleep: (&sleeps{}).sleep})
-	if len(res.Attempts) != 2 || !slices.Equal(res.Actions, []string{"retry:a", "retry-budget-exhausted"}) {
-		t.Fatalf("attempts %d actions %v", len(res.Attempts), res.Actions)
+	if len(res.Attempts) != 2 || !slices.Equal(readiness.ActionStrings(res.Actions), []string{"retry:a", "retry-budget-exhausted"}) {
+		t.Fatalf("attempts %d actions %v", len(res.Attempts), readiness.ActionStrings(res.Actions))
 	}
 	// Calls refill the bucket at the ratio: 10 calls buy one retry.
 	for i := 0; i < 10; i++ {
@@ -203,8 +204,8 @@ func TestHedging(t *testing.T) {
 	a.HedgeAfter = 20 * time.Millisecond
 	cs := circuit.NewSet(circuit.Config{ConsecutiveFailures: 1})
 	res := Run(context.Background(), decision(a), do, Options{Circuits: cs})
-	if res.Final.Class != success || len(res.Attempts) != 2 || !res.Attempts[1].GetHedged() || !slices.Equal(res.Actions, []string{"hedge:a"}) {
-		t.Fatalf("final %v attempts %v actions %v", res.Final.Class, res.Attempts, res.Actions)
+	if res.Final.Class != success || len(res.Attempts) != 2 || !res.Attempts[1].GetHedged() || !slices.Equal(readiness.ActionStrings(res.Actions), []string{"hedge:a"}) {
+		t.Fatalf("final %v attempts %v actions %v", res.Final.Class, res.Attempts, readiness.ActionStrings(res.Actions))
 	}
 	// The cancelled loser is not reported as a failure.
 	if cs.State(a.CircuitKey, time.Now()) != circuit.Closed {
@@ -215,8 +216,8 @@ func TestHedging(t *testing.T) {
 	w := route("w", false)
 	w.HedgeAfter, w.PerAttempt = 20*time.Millisecond, 60*time.Millisecond
 	res = Run(context.Background(), decision(w), do, Options{})
-	if len(res.Attempts) != 1 || res.Final.Class != ambiguous || slices.Contains(res.Actions, "hedge:w") {
-		t.Fatalf("state-changing hedged: %v %v", res.Attempts, res.Actions)
+	if len(res.Attempts) != 1 || res.Final.Class != ambiguous || slices.Contains(readiness.ActionStrings(res.Actions), "hedge:w") {
+		t.Fatalf("state-changing hedged: %v %v", res.Attempts, readiness.ActionStrings(res.Actions))
 	}
 	// No budget, no hedge.
 	n.Store(0)
@@ -225,7 +226,7 @@ func TestHedging(t *testing.T) {
 	a.PerAttempt, a.MaxAttempts = 60*time.Millisecond, 1
 	res = Run(context.Background(), decision(a), do, Options{Budget: b})
 	if len(res.Attempts) != 1 {
-		t.Fatalf("hedged without budget: %v", res.Actions)
+		t.Fatalf("hedged without budget: %v", readiness.ActionStrings(res.Actions))
 	}
 }
 
@@ -240,8 +241,8 @@ func TestCircuit(t *testing.T) {
 	}
 	sc.calls = nil
 	res := Run(context.Background(), d, sc.do, Options{Circuits: cs})
-	if !slices.Equal(sc.calls, []string{"b"}) || !slices.Equal(res.Actions, []string{"circuit-open:a", "fallback:b"}) || res.Final.Class != success {
-		t.Fatalf("calls %v actions %v", sc.calls, res.Actions)
+	if !slices.Equal(sc.calls, []string{"b"}) || !slices.Equal(readiness.ActionStrings(res.Actions), []string{"circuit-open:a", "fallback:b"}) || res.Final.Class != success {
+		t.Fatalf("calls %v actions %v", sc.calls, readiness.ActionStrings(res.Actions))
 	}
 	// Every route open: CIRCUIT_OPEN, nothing attempted.
 	res = Run(context.Background(), decision(route("a", false)), sc.do, Options{Circuits: cs})
@@ -251,7 +252,7 @@ func TestCircuit(t *testing.T) {
 }
 
 func TestRefusedAndApproval(t *testing.T) {
-	res := Run(context.Background(), decide.Decision{Refusal: &decide.RefusalError{Step: 2, Code: decide.CodePrincipalDenied}}, nil, Options{})
+	res := Run(context.Background(), decide.Decision{Refusal: &decide.RefusalError{Step: 2, Code: readiness.CodePrincipalDenied}}, nil, Options{})
 	if res.Final.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED || !errors.Is(res.Final.Err, decide.ErrRefused) {
 		t.Fatalf("%+v", res.Final)
 	}
@@ -402,9 +403,43 @@ func TestRetryConditions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := &script{plan: map[string][]Outcome{tc.r.Entry: {tc.first, {Class: success}}}}
 			res := Run(context.Background(), decision(tc.r), sc.do, opts(&sleeps{}))
-			if len(sc.calls) != tc.calls || !slices.Equal(res.Actions, tc.actions) {
-				t.Fatalf("calls %v actions %v, want %d calls, actions %v", sc.calls, res.Actions, tc.calls, tc.actions)
+			if len(sc.calls) != tc.calls || !slices.Equal(readiness.ActionStrings(res.Actions), tc.actions) {
+				t.Fatalf("calls %v actions %v, want %d calls, actions %v", sc.calls, readiness.ActionStrings(res.Actions), tc.calls, tc.actions)
 			}
 		})
+	}
+}
+
+// Approval is asked per route, before that route's first attempt: a
+// fallback route that requires approval is never attempted unasked, and a
+// refusal ends the call there.
+func TestApprovalPerRoute(t *testing.T) {
+	for _, grant := range []bool{false, true} {
+		sc := &script{plan: map[string][]Outcome{"a": {{Class: transport}}, "b": {{Class: success}}}}
+		a, b := route("a", true), route("b", true)
+		a.MaxAttempts, b.ApprovalRequired = 1, true
+		var asked []string
+		approve := func(_ context.Context, r *decide.Route) (Outcome, bool) {
+			asked = append(asked, r.Entry)
+			return Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED}, grant
+		}
+		res := Run(context.Background(), decision(a, b), sc.do, Options{Approve: approve})
+		if !slices.Equal(asked, []string{"b"}) {
+			t.Fatalf("grant %v: asked %v, want [b]", grant, asked)
+		}
+		wantCalls, wantClass := []string{"a"}, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED
+		if grant {
+			wantCalls, wantClass = []string{"a", "b"}, success
+		}
+		if !slices.Equal(sc.calls, wantCalls) || res.Final.Class != wantClass || res.Route.Entry != "b" {
+			t.Fatalf("grant %v: calls %v final %v route %v", grant, sc.calls, res.Final.Class, res.Route.Entry)
+		}
+	}
+	// Without an approver, a route that requires approval is not attempted.
+	sc := &script{plan: map[string][]Outcome{"b": {{Class: success}}}}
+	b := route("b", true)
+	b.ApprovalRequired = true
+	if res := Run(context.Background(), decision(b), sc.do, Options{}); len(sc.calls) != 0 || !errors.Is(res.Final.Err, ErrNoApprover) {
+		t.Fatalf("no approver: calls %v final %+v", sc.calls, res.Final)
 	}
 }

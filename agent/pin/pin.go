@@ -67,7 +67,7 @@ func Compute(t Tool) (Digests, error) {
 		}
 		c, err := artifact.Canonicalize(f.raw)
 		if err != nil {
-			return Digests{}, fmt.Errorf("%w: %s: %v", ErrMalformed, f.key, err)
+			return Digests{}, fmt.Errorf("%w: %s: %w", ErrMalformed, f.key, err)
 		}
 		def[f.key] = c
 		if f.digest != nil {
@@ -76,7 +76,7 @@ func Compute(t Tool) (Digests, error) {
 	}
 	b, err := json.Marshal(def)
 	if err != nil {
-		return Digests{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return Digests{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if d.Definition, err = artifact.CanonicalDigest(b); err != nil {
 		return Digests{}, err

@@ -93,10 +93,10 @@ func BenchmarkPassThroughFloor(b *testing.B) {
 // alternating so both see the same machine state.
 func BenchmarkCallToolTransport(b *testing.B) {
 	up := mcptest.New(b, mcptest.Options{})
-	resolve := func(string) (config.Upstream, bool) { return config.Upstream{Name: "test", URL: up.URL}, true }
+	resolve := func(Target) (config.Upstream, bool) { return config.Upstream{Name: "test", URL: up.URL}, true }
 	session := func(p *Pool) *Session {
 		b.Cleanup(p.Close)
-		s, err := p.Shared(context.Background(), "test")
+		s, err := p.Shared(context.Background(), Target{Server: "test"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,50 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/validate"
-
-	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
-
-// Failure is one classified upstream failure. It is an error that unwraps
-// to a *validate.Error (and so to one of validate's sentinels).
-type Failure struct {
-	// Obs is what the transport saw, as validate classifies it.
-	Obs validate.Observation
-	// Outcome and Layer are validate's classification of Obs.
-	Outcome mcpreadyv1.OutcomeClass
-	Layer   mcpreadyv1.ReadinessLayer
-	// RetryAfter is the upstream's Retry-After, 0 when absent.
-	RetryAfter time.Duration
-	// ResourceMetadata is the RFC 9728 resource_metadata URL of a 401 challenge.
-	ResourceMetadata string
-	// Detail says what happened, without credentials or arguments.
-	Detail string
-	cause  error
-}
-
-func (f *Failure) Error() string {
-	if f.Detail == "" {
-		return "upstream: " + f.cause.Error()
-	}
-	return "upstream: " + f.cause.Error() + " (" + f.Detail + ")"
-}
-
-// Unwrap returns validate's classification.
-func (f *Failure) Unwrap() error { return f.cause }
-
-// TransportStatus is the short transport status recorded in receipts, e.g.
-// "http 429", "timeout", "error".
-func (f *Failure) TransportStatus() string {
-	switch {
-	case f.Obs.HTTPStatus != 0:
-		return "http " + strconv.Itoa(f.Obs.HTTPStatus)
-	case f.Obs.TimedOut:
-		return "timeout"
-	case f.Obs.Err != nil:
-		return "error"
-	}
-	return ""
-}
 
 // exchange records what the HTTP layer saw for one call. It travels in the
 // call's context so classification never depends on error strings.
@@ -127,66 +84,70 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // codeRejectedByTransport is the go-sdk's code for a request its transport
-// could not deliver; it is a transport failure, not a server's JSON-RPC error.
+// could not deliver (the SDK does not export it); it is a transport
+// failure, not a server's JSON-RPC error.
 const codeRejectedByTransport = -32005
 
 var resourceMetadataRE = regexp.MustCompile(`resource_metadata="([^"]+)"`)
 
-// classify turns the error of a call into a Failure. ctxErr is the call
-// context's error after the call returned.
-func classify(err error, x *exchange, ctxErr error) *Failure {
-	var f *Failure
+// classify turns the error of a call into its *validate.Outcome (From
+// "upstream"). ctxErr is the call context's error after the call returned.
+func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
+	var f *validate.Outcome
 	if errors.As(err, &f) {
 		return f
 	}
 	sent, status, h, ctype := x.snapshot()
-	f = &Failure{Obs: validate.Observation{Sent: sent, HTTPStatus: status}}
+	obs := validate.Observation{Sent: sent, HTTPStatus: status}
+	var detail, resourceMetadata string
+	var retryAfter time.Duration
 	var rpcErr *jsonrpc.Error
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		if m := resourceMetadataRE.FindStringSubmatch(h.Get("WWW-Authenticate")); m != nil {
-			f.ResourceMetadata = m[1]
-			f.Obs.ResourceMetadata = true
-			f.Detail = "protected resource metadata at " + m[1]
+			resourceMetadata = m[1]
+			obs.ResourceMetadata = true
+			detail = "protected resource metadata at " + m[1]
 		}
 	case status == http.StatusTooManyRequests || status >= 500:
-		f.RetryAfter = parseRetryAfter(h.Get("Retry-After"), time.Now())
-		if f.RetryAfter > 0 {
-			f.Detail = fmt.Sprintf("retry after %s", f.RetryAfter)
+		retryAfter = parseRetryAfter(h.Get("Retry-After"), time.Now())
+		if retryAfter > 0 {
+			detail = fmt.Sprintf("retry after %s", retryAfter)
 		}
 	case status >= 400:
 	case errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport:
-		f.Obs.JSONRPCError, f.Obs.JSONRPCCode = true, int(rpcErr.Code)
-		f.Detail = truncate(rpcErr.Message, 200)
+		obs.JSONRPCError, obs.JSONRPCCode = true, int(rpcErr.Code)
+		detail = truncate(rpcErr.Message, 200)
 	case ctxErr != nil && errors.Is(ctxErr, context.DeadlineExceeded):
-		f.Obs.TimedOut = true
+		obs.TimedOut = true
 	case ctxErr != nil:
-		f.Obs.Err = ctxErr
-		f.Detail = "cancelled"
+		obs.Err = ctxErr
+		detail = "cancelled"
 	case errors.Is(err, errStreamLost):
-		f.Obs.Err = err
-		f.Detail = "connection lost after the request was sent"
+		obs.Err = err
+		detail = "connection lost after the request was sent"
 	case status >= 200 && status < 300:
 		// The server answered, but not with anything readable as MCP.
-		f.Obs.JSONRPCError, f.Obs.JSONRPCCode = true, validate.JSONRPCParseError
-		f.Detail = fmt.Sprintf("malformed response (content-type %q)", ctype)
+		obs.JSONRPCError, obs.JSONRPCCode = true, jsonrpc.CodeParseError
+		detail = fmt.Sprintf("malformed response (content-type %q)", ctype)
 	default:
-		f.Obs.Err = err
+		obs.Err = err
 		switch {
 		case errors.Is(err, mcp.ErrConnectionClosed):
-			f.Detail = "connection closed"
+			detail = "connection closed"
 		case sent:
-			f.Detail = "connection lost after the request was sent"
+			detail = "connection lost after the request was sent"
 		default:
-			f.Detail = "connection failed"
+			detail = "connection failed"
 		}
 	}
-	f.cause = validate.Classify(f.Obs)
-	if f.cause == nil { // an error the observation does not explain
-		f.Obs.Err = err
-		f.cause = validate.Classify(f.Obs)
+	cause := validate.Classify(obs)
+	if cause == nil { // an error the observation does not explain
+		obs.Err = err
+		cause = validate.Classify(obs)
 	}
-	f.Outcome, f.Layer = validate.ClassOf(f.cause), validate.LayerOf(f.cause)
+	errors.As(cause, &f)
+	f.From, f.Detail, f.RetryAfter, f.ResourceMetadata = "upstream", detail, retryAfter, resourceMetadata
 	return f
 }
 

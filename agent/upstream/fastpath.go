@@ -155,9 +155,9 @@ func (s *Session) readResponse(ctx context.Context, resp *http.Response, id stri
 			data, err := sse.ReadEvent(r, maxEventSize)
 			if err != nil {
 				if errors.Is(err, sse.ErrTooLarge) {
-					return nil, fmt.Errorf("%w: %v", errMalformed, err)
+					return nil, fmt.Errorf("%w: %w", errMalformed, err)
 				}
-				return nil, fmt.Errorf("%w: %v", errStreamLost, err)
+				return nil, fmt.Errorf("%w: %w", errStreamLost, err)
 			}
 			if len(data) == 0 {
 				continue
@@ -176,7 +176,7 @@ func (s *Session) readResponse(ctx context.Context, resp *http.Response, id stri
 func (s *Session) handle(ctx context.Context, data []byte, id string) (*wireMessage, error) {
 	var m wireMessage
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%w: %v", errMalformed, err)
+		return nil, fmt.Errorf("%w: %w", errMalformed, err)
 	}
 	switch {
 	case m.Method == "" && len(m.ID) > 0:
@@ -300,14 +300,14 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 		ResultType        string          `json:"resultType"`
 	}
 	if err := json.Unmarshal(raw, &wire); err != nil {
-		return nil, fmt.Errorf("%w: tools/call result: %v", errMalformed, err)
+		return nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
 	}
 	res := &mcp.CallToolResult{Meta: wire.Meta, IsError: wire.IsError, Content: make([]mcp.Content, 0, len(wire.Content))}
 	for _, c := range wire.Content {
 		if c.Type != "text" || c.Text == nil || wire.ResultType != "" {
 			res = &mcp.CallToolResult{}
 			if err := res.UnmarshalJSON(raw); err != nil {
-				return nil, fmt.Errorf("%w: tools/call result: %v", errMalformed, err)
+				return nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
 			}
 			return res, nil
 		}
@@ -315,7 +315,7 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 	}
 	if len(wire.StructuredContent) > 0 && string(wire.StructuredContent) != "null" {
 		if err := json.Unmarshal(wire.StructuredContent, &res.StructuredContent); err != nil {
-			return nil, fmt.Errorf("%w: structuredContent: %v", errMalformed, err)
+			return nil, fmt.Errorf("%w: structuredContent: %w", errMalformed, err)
 		}
 	}
 	return res, nil

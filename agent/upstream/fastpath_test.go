@@ -34,7 +34,7 @@ func TestFastPathRelays(t *testing.T) {
 			hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 				&mcp.StreamableHTTPOptions{JSONResponse: jsonResponse}))
 			t.Cleanup(hs.Close)
-			p := NewPool(Options{Resolve: func(string) (config.Upstream, bool) { return config.Upstream{Name: "u", URL: hs.URL}, true }})
+			p := NewPool(Options{Resolve: func(Target) (config.Upstream, bool) { return config.Upstream{Name: "u", URL: hs.URL}, true }})
 			t.Cleanup(p.Close)
 			var mu sync.Mutex
 			var notes []string
@@ -55,7 +55,7 @@ func TestFastPathRelays(t *testing.T) {
 				},
 			}
 			ctx := context.Background()
-			s, err := p.Open(ctx, "u", relay)
+			s, err := p.Open(ctx, Target{Server: "u"}, relay)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,9 +86,9 @@ func TestFastPathRelays(t *testing.T) {
 // A result far larger than the SSE reader's buffer crosses the fast path whole.
 func TestFastPathLargeResult(t *testing.T) {
 	up := mcptest.New(t, mcptest.Options{})
-	p := NewPool(Options{Resolve: func(string) (config.Upstream, bool) { return config.Upstream{Name: "test", URL: up.URL}, true }})
+	p := NewPool(Options{Resolve: func(Target) (config.Upstream, bool) { return config.Upstream{Name: "test", URL: up.URL}, true }})
 	defer p.Close()
-	s, err := p.Shared(context.Background(), "test")
+	s, err := p.Shared(context.Background(), Target{Server: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,19 +32,19 @@ type Lease struct {
 // leaseIdle is a Pool's set of idle leases. Its zero value is empty.
 type leaseIdle struct {
 	mu   sync.Mutex
-	idle map[string][]*Lease // server|capabilities -> idle leases
+	idle map[string][]*Lease // server|endpoint|capabilities -> idle leases
 }
 
-// Lease returns a session of server advertising caps (normally the
+// Lease returns a session of target t advertising caps (normally the
 // elicitation, sampling and roots capabilities of the client the requests
 // are for), reusing an idle one when possible. Server-to-client requests go
 // to fn until Release; notifications are dropped. The caller must Release it.
-func (p *Pool) Lease(ctx context.Context, server string, caps *mcp.ClientCapabilities, fn RequestFunc) (*Lease, error) {
+func (p *Pool) Lease(ctx context.Context, t Target, caps *mcp.ClientCapabilities, fn RequestFunc) (*Lease, error) {
 	if caps == nil {
 		caps = &mcp.ClientCapabilities{}
 	}
 	c := &mcp.ClientCapabilities{Elicitation: caps.Elicitation, Sampling: caps.Sampling, RootsV2: caps.RootsV2}
-	key := server + "|" + capsKey(c)
+	key := t.Server + "|" + t.Endpoint + "|" + capsKey(c)
 	li := &p.leases
 	li.mu.Lock()
 	for list := li.idle[key]; len(list) > 0; list = li.idle[key] {
@@ -60,7 +60,7 @@ func (p *Pool) Lease(ctx context.Context, server string, caps *mcp.ClientCapabil
 	li.mu.Unlock()
 	handler := &atomic.Pointer[RequestFunc]{}
 	handler.Store(&fn)
-	s, err := p.connect(ctx, server, &Relay{Capabilities: c,
+	s, err := p.connect(ctx, t, &Relay{Capabilities: c,
 		Request: func(ctx context.Context, method string, params mcp.Params) (mcp.Result, error) {
 			h := handler.Load()
 			if h == nil {

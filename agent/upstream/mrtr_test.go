@@ -35,14 +35,14 @@ func TestInputRequiredReturnedToCaller(t *testing.T) {
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(hs.Close)
-	p := NewPool(Options{Resolve: func(string) (config.Upstream, bool) { return config.Upstream{Name: "t", URL: hs.URL}, true }})
+	p := NewPool(Options{Resolve: func(Target) (config.Upstream, bool) { return config.Upstream{Name: "t", URL: hs.URL}, true }})
 	t.Cleanup(p.Close)
 	ctx := context.Background()
-	shared, err := p.Shared(ctx, "t")
+	shared, err := p.Shared(ctx, Target{Server: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dedicated, err := p.Open(ctx, "t", &Relay{Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}})
+	dedicated, err := p.Open(ctx, Target{Server: "t"}, &Relay{Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestLease(t *testing.T) {
 	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
 	var first *Session
 	for _, action := range []string{"accept", "decline"} {
-		l, err := p.Lease(ctx, "t", caps, func(_ context.Context, method string, params mcp.Params) (mcp.Result, error) {
+		l, err := p.Lease(ctx, Target{Server: "t"}, caps, func(_ context.Context, method string, params mcp.Params) (mcp.Result, error) {
 			if method != "elicitation/create" || params.(*mcp.ElicitParams).Message != "word?" {
 				t.Errorf("relayed %s %+v", method, params)
 			}

@@ -4,7 +4,9 @@
 // limited with Retry-After, server error, reset, hang/ambiguous, JSON-RPC
 // error inside HTTP 200, malformed answer).
 //
-// It keeps one warm shared session per upstream for calls that need no
+// An upstream is a Target: a server and the endpoint a verified entry pins
+// for it, so a call is sent to the admitted route's endpoint and nowhere
+// else. It keeps one warm shared session per target for calls that need no
 // session state, and opens dedicated sessions that relay server-to-client
 // requests and notifications for front sessions that need them. It makes no
 // policy decisions and never logs credentials or arguments.
@@ -30,21 +32,30 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/pin"
-	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
-// ErrUnknownUpstream is returned for a server name with no known endpoint.
+// ErrUnknownUpstream is returned for a target with no known endpoint.
 var ErrUnknownUpstream = errors.New("unknown upstream")
+
+// Target is one upstream the pool connects to: a server, and the endpoint
+// a verified registry entry pins for it. An empty Endpoint means the
+// server's own endpoint as the agent configuration (or Options.Resolve)
+// names it; a call admitted for a route always names the route's endpoint,
+// so it is never sent to another endpoint of the same server.
+type Target struct {
+	Server, Endpoint string
+}
 
 // Options configures a Pool. Zero values are documented per field.
 type Options struct {
-	// Resolve returns how to reach the named server. Required.
-	Resolve func(name string) (config.Upstream, bool)
+	// Resolve returns how to reach a target. Required.
+	Resolve func(t Target) (config.Upstream, bool)
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Transport is the base HTTP transport; nil uses a pooled keep-alive transport.
@@ -53,7 +64,7 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// OnToolsChanged is called (asynchronously) when an upstream announces
 	// that its tool list changed. May be nil.
-	OnToolsChanged func(server string)
+	OnToolsChanged func(t Target)
 	// ClientInfo names the agent to upstreams; nil uses "mcpready-agent".
 	ClientInfo *mcp.Implementation
 }
@@ -62,7 +73,7 @@ type Options struct {
 type Pool struct {
 	opts   Options
 	mu     sync.Mutex
-	shared map[string]*sharedSlot
+	shared map[Target]*sharedSlot
 	closed bool
 	leases leaseIdle
 }
@@ -86,7 +97,7 @@ func NewPool(opts Options) *Pool {
 	if opts.ClientInfo == nil {
 		opts.ClientInfo = &mcp.Implementation{Name: "mcpready-agent", Version: "1"}
 	}
-	return &Pool{opts: opts, shared: map[string]*sharedSlot{}}
+	return &Pool{opts: opts, shared: map[Target]*sharedSlot{}}
 }
 
 // Relay receives what a dedicated upstream session sends towards its client.
@@ -105,24 +116,28 @@ type Relay struct {
 type Session struct {
 	// Server is the upstream's configured name.
 	Server string
-	cs     *mcp.ClientSession
-	http   *httpSession // nil unless Streamable HTTP: enables the tools/call fast path
-	broken atomic.Bool
-	pool   *Pool
+	// Target is what the session was connected for.
+	Target Target
+	// endpoint is the URL or "stdio:<program>" the session reached.
+	endpoint string
+	cs       *mcp.ClientSession
+	http     *httpSession // nil unless Streamable HTTP: enables the tools/call fast path
+	broken   atomic.Bool
+	pool     *Pool
 }
 
-// Shared returns the warm shared session of server, connecting (again) when
+// Shared returns the warm shared session of t, connecting (again) when
 // there is none or the previous one broke.
-func (p *Pool) Shared(ctx context.Context, server string) (*Session, error) {
+func (p *Pool) Shared(ctx context.Context, t Target) (*Session, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, errors.New("upstream pool closed")
 	}
-	slot := p.shared[server]
+	slot := p.shared[t]
 	if slot == nil {
 		slot = &sharedSlot{}
-		p.shared[server] = slot
+		p.shared[t] = slot
 	}
 	p.mu.Unlock()
 	slot.mu.Lock()
@@ -133,7 +148,7 @@ func (p *Pool) Shared(ctx context.Context, server string) (*Session, error) {
 	if slot.sess != nil {
 		_ = slot.sess.cs.Close()
 	}
-	s, err := p.connect(ctx, server, nil)
+	s, err := p.connect(ctx, t, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -142,16 +157,16 @@ func (p *Pool) Shared(ctx context.Context, server string) (*Session, error) {
 }
 
 // Open connects a dedicated session for one front session. The caller closes it.
-func (p *Pool) Open(ctx context.Context, server string, relay *Relay) (*Session, error) {
+func (p *Pool) Open(ctx context.Context, t Target, relay *Relay) (*Session, error) {
 	if relay == nil {
 		relay = &Relay{}
 	}
-	return p.connect(ctx, server, relay)
+	return p.connect(ctx, t, relay)
 }
 
-// Known reports whether server has an endpoint.
-func (p *Pool) Known(server string) bool {
-	_, ok := p.opts.Resolve(server)
+// Known reports whether t has an endpoint.
+func (p *Pool) Known(t Target) bool {
+	_, ok := p.opts.Resolve(t)
 	return ok
 }
 
@@ -160,16 +175,18 @@ func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
 	slots := p.shared
-	p.shared = map[string]*sharedSlot{}
+	p.shared = map[Target]*sharedSlot{}
 	p.mu.Unlock()
 	p.closeLeases()
-	names := make([]string, 0, len(slots))
-	for n := range slots {
-		names = append(names, n)
+	targets := make([]Target, 0, len(slots))
+	for t := range slots {
+		targets = append(targets, t)
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		slot := slots[n]
+	sort.Slice(targets, func(i, j int) bool {
+		return targets[i].Server < targets[j].Server || targets[i].Server == targets[j].Server && targets[i].Endpoint < targets[j].Endpoint
+	})
+	for _, t := range targets {
+		slot := slots[t]
 		slot.mu.Lock()
 		if slot.sess != nil {
 			_ = slot.sess.cs.Close()
@@ -178,12 +195,13 @@ func (p *Pool) Close() {
 	}
 }
 
-func (p *Pool) connect(ctx context.Context, server string, relay *Relay) (*Session, error) {
-	up, ok := p.opts.Resolve(server)
+func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, error) {
+	server := t.Server
+	up, ok := p.opts.Resolve(t)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownUpstream, server)
 	}
-	s := &Session{Server: server, pool: p}
+	s := &Session{Server: server, Target: t, endpoint: endpointOf(up), pool: p}
 	var transport mcp.Transport
 	switch {
 	case up.URL != "":
@@ -196,7 +214,7 @@ func (p *Pool) connect(ctx context.Context, server string, relay *Relay) (*Sessi
 		}
 		s.http = &httpSession{endpoint: up.URL, client: hc, relay: relay, onTools: func() {
 			if p.opts.OnToolsChanged != nil {
-				go p.opts.OnToolsChanged(server)
+				go p.opts.OnToolsChanged(t)
 			}
 		}}
 	case len(up.Command) > 0:
@@ -219,7 +237,7 @@ func (p *Pool) connect(ctx context.Context, server string, relay *Relay) (*Sessi
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			if p.opts.OnToolsChanged != nil {
-				go p.opts.OnToolsChanged(server)
+				go p.opts.OnToolsChanged(t)
 			}
 		},
 	}
@@ -310,7 +328,7 @@ func (s *Session) Close() error {
 }
 
 // Do runs fn against the upstream session and classifies its error as a
-// *Failure. A transport-level failure marks the session broken.
+// *validate.Outcome. A transport-level failure marks the session broken.
 func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.ClientSession) error) error {
 	ictx, cancel := isolate(ctx)
 	defer cancel()
@@ -324,13 +342,13 @@ func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.C
 		ctxErr = ctx.Err() // deadline vs cancellation as the caller saw it
 	}
 	f := classify(err, x, ctxErr)
-	if !f.Obs.JSONRPCError || f.Obs.JSONRPCCode == validate.JSONRPCParseError {
+	if !f.JSONRPCError || f.JSONRPCCode == jsonrpc.CodeParseError {
 		s.broken.Store(true)
 	}
 	return f
 }
 
-// CallTool calls one tool. The error, if any, is a *Failure; a result with
+// CallTool calls one tool. The error, if any, is a *validate.Outcome; a result with
 // isError is returned as a result, not an error.
 func (s *Session) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	res, err := s.Call(ctx, params)
@@ -407,13 +425,22 @@ func PinTool(t *mcp.Tool) (pin.Tool, error) {
 	return pin.Tool{Name: t.Name, Description: t.Description, InputSchema: in, OutputSchema: out, Annotations: ann}, nil
 }
 
-// Endpoint is the endpoint the pool uses for server: its URL, or
+// Endpoint is the endpoint the pool uses for t: its URL, or
 // "stdio:<program>" for a command ("" when unknown).
-func (p *Pool) Endpoint(server string) string {
-	up, ok := p.opts.Resolve(server)
-	switch {
-	case !ok:
+func (p *Pool) Endpoint(t Target) string {
+	up, ok := p.opts.Resolve(t)
+	if !ok {
 		return ""
+	}
+	return endpointOf(up)
+}
+
+// Endpoint is the endpoint the session reached (see Pool.Endpoint).
+func (s *Session) Endpoint() string { return s.endpoint }
+
+// endpointOf names how up is reached: its URL, or "stdio:<program>".
+func endpointOf(up config.Upstream) string {
+	switch {
 	case up.URL != "":
 		return up.URL
 	case len(up.Command) > 0:

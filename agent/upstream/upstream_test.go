@@ -12,13 +12,14 @@ import (
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
 func newPool(t *testing.T, up *mcptest.Upstream) *Pool {
 	t.Helper()
-	p := NewPool(Options{Resolve: func(name string) (config.Upstream, bool) {
-		if name != "t" {
+	p := NewPool(Options{Resolve: func(tg Target) (config.Upstream, bool) {
+		if tg.Server != "t" {
 			return config.Upstream{}, false
 		}
 		return config.Upstream{Name: "t", URL: up.URL}, true
@@ -31,7 +32,7 @@ func TestCallAndClassify(t *testing.T) {
 	up := mcptest.New(t, mcptest.Options{})
 	p := newPool(t, up)
 	ctx := context.Background()
-	s, err := p.Shared(ctx, "t")
+	s, err := p.Shared(ctx, Target{Server: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,37 +46,37 @@ func TestCallAndClassify(t *testing.T) {
 	tests := []struct {
 		fault   mcptest.Fault
 		outcome mcpreadyv1.OutcomeClass
-		check   func(*Failure) bool
+		check   func(*validate.Outcome) bool
 	}{
-		{mcptest.FaultUnauthorized, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, func(f *Failure) bool { return f.ResourceMetadata != "" }},
+		{mcptest.FaultUnauthorized, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, func(f *validate.Outcome) bool { return f.ResourceMetadata != "" }},
 		{mcptest.FaultPaymentRequired, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_BILLING, nil},
-		{mcptest.FaultRateLimited, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED, func(f *Failure) bool { return f.RetryAfter == time.Second }},
-		{mcptest.FaultServerError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *Failure) bool { return f.Obs.HTTPStatus == 500 }},
-		{mcptest.FaultRPCError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, func(f *Failure) bool { return f.Obs.JSONRPCCode == mcptest.RPCErrorCode }},
+		{mcptest.FaultRateLimited, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED, func(f *validate.Outcome) bool { return f.RetryAfter == time.Second }},
+		{mcptest.FaultServerError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *validate.Outcome) bool { return f.HTTPStatus == 500 }},
+		{mcptest.FaultRPCError, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, func(f *validate.Outcome) bool { return f.JSONRPCCode == mcptest.RPCErrorCode }},
 		{mcptest.FaultGarbage, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, nil},
-		{mcptest.FaultReset, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *Failure) bool { return f.Obs.Sent }},
-		{mcptest.FaultHang, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, func(f *Failure) bool { return f.Obs.Sent }},
+		{mcptest.FaultReset, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, func(f *validate.Outcome) bool { return f.Sent }},
+		{mcptest.FaultHang, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, func(f *validate.Outcome) bool { return f.Sent }},
 	}
 	for _, tt := range tests {
 		up.SetFault(tt.fault, "tools/call")
-		s, err := p.Shared(ctx, "t")
+		s, err := p.Shared(ctx, Target{Server: "t"})
 		if err != nil {
 			t.Fatalf("fault %d: reconnect: %v", tt.fault, err)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		_, err = s.CallTool(cctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
 		cancel()
-		var f *Failure
+		var f *validate.Outcome
 		if !errors.As(err, &f) {
-			t.Fatalf("fault %d: error %v is not a *Failure", tt.fault, err)
+			t.Fatalf("fault %d: error %v is not a *validate.Outcome", tt.fault, err)
 		}
-		if f.Outcome != tt.outcome || (tt.check != nil && !tt.check(f)) {
+		if f.Class != tt.outcome || (tt.check != nil && !tt.check(f)) {
 			t.Errorf("fault %d: got %+v, want outcome %v", tt.fault, f, tt.outcome)
 		}
 		up.SetFault(mcptest.FaultNone, "")
 	}
 	// The pool recovers once the upstream behaves again.
-	s, err = p.Shared(ctx, "t")
+	s, err = p.Shared(ctx, Target{Server: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestCallAndClassify(t *testing.T) {
 func TestUnknownUpstream(t *testing.T) {
 	up := mcptest.New(t, mcptest.Options{})
 	p := newPool(t, up)
-	if _, err := p.Shared(context.Background(), "nope"); !errors.Is(err, ErrUnknownUpstream) {
+	if _, err := p.Shared(context.Background(), Target{Server: "nope"}); !errors.Is(err, ErrUnknownUpstream) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -101,16 +102,16 @@ func TestStdioUpstream(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	p := NewPool(Options{Resolve: func(name string) (config.Upstream, bool) {
-		return config.Upstream{Name: name, Command: []string{bin}, Env: map[string]string{"X_TEST": "1"}}, name == "ev"
+	p := NewPool(Options{Resolve: func(tg Target) (config.Upstream, bool) {
+		return config.Upstream{Name: tg.Server, Command: []string{bin}, Env: map[string]string{"X_TEST": "1"}}, tg.Server == "ev"
 	}})
 	defer p.Close()
-	s, err := p.Shared(context.Background(), "ev")
+	s, err := p.Shared(context.Background(), Target{Server: "ev"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Endpoint("ev") != "stdio:"+bin || s.ProtocolVersion() == "" {
-		t.Fatalf("endpoint %q protocol %q", p.Endpoint("ev"), s.ProtocolVersion())
+	if p.Endpoint(Target{Server: "ev"}) != "stdio:"+bin || s.ProtocolVersion() == "" {
+		t.Fatalf("endpoint %q protocol %q", p.Endpoint(Target{Server: "ev"}), s.ProtocolVersion())
 	}
 	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "test_simple_text", Arguments: map[string]any{}})
 	if err != nil || res.IsError {

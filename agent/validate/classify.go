@@ -6,13 +6,16 @@
 // over tool descriptions (at list time) and text results.
 //
 // It is pure: it never calls a server, never retries, and never logs result
-// contents. Every failure is an *Error wrapping one of the sentinel errors
-// below, carrying its OutcomeClass and ReadinessLayer.
+// contents. Every failure is an *Outcome wrapping one of the sentinel
+// errors below, carrying its OutcomeClass and ReadinessLayer.
 package validate
 
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
@@ -34,29 +37,62 @@ var (
 	ErrInjection      = errors.New("injection tripwire")                                    // RESULT_VALIDITY (results) / REGISTRY (descriptions)
 )
 
-// Error is one classified failure.
-type Error struct {
-	Class  mcpreadyv1.OutcomeClass
-	Layer  mcpreadyv1.ReadinessLayer
-	Err    error  // one of the sentinels
-	Detail string // safe to show the AI agent: never result contents or tokens
+// Outcome is what one upstream attempt, or a whole call, came to: the one
+// failure/outcome type of the agent. The transport classifies into it
+// (Classify, package upstream), result validation fails into it (Checker),
+// the executor runs on it (package invoke calls it Outcome too) and the
+// receipt and the AI agent's structured error are written from it. A
+// failed Outcome is an error (*Outcome): errors.Is sees its sentinel.
+type Outcome struct {
+	Class mcpreadyv1.OutcomeClass
+	Layer mcpreadyv1.ReadinessLayer
+	// Sent: the request may have reached the upstream.
+	Sent bool
+	// RetryAfter from a 429/503 response (zero when absent).
+	RetryAfter time.Duration
+	// HTTPStatus of the response (0 for stdio or when none arrived);
+	// JSONRPCError says the reply was a JSON-RPC error with JSONRPCCode.
+	HTTPStatus   int
+	JSONRPCError bool
+	JSONRPCCode  int
+	// IsError: the tool result had isError: true.
+	IsError bool
+	// Err says why it failed: for a classified failure one of the sentinels
+	// below with the classification's detail, wrapped (nil for a success).
+	Err error
+	// From names who observed the failure ("upstream"), Detail what it saw;
+	// both safe to show the AI agent (never results, arguments or tokens).
+	From, Detail string
+	// ResourceMetadata is the RFC 9728 resource_metadata URL of a 401 challenge.
+	ResourceMetadata string
+	// Result is opaque here: the caller's validated result.
+	Result any
 }
 
-func (e *Error) Error() string {
-	if e.Detail == "" {
-		return e.Err.Error()
+// Error is "[From: ]Err[ (Detail)]".
+func (o *Outcome) Error() string {
+	msg := "failed"
+	if o.Err != nil {
+		msg = o.Err.Error()
 	}
-	return e.Err.Error() + ": " + e.Detail
+	if o.From != "" {
+		msg = o.From + ": " + msg
+	}
+	if o.Detail != "" {
+		msg += " (" + o.Detail + ")"
+	}
+	return msg
 }
 
-func (e *Error) Unwrap() error { return e.Err }
+// Unwrap returns Err.
+func (o *Outcome) Unwrap() error { return o.Err }
 
 // LayerOf returns the readiness layer of a classified error (UNSPECIFIED
 // for anything else).
 func LayerOf(err error) mcpreadyv1.ReadinessLayer {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Layer
+	var o *Outcome
+	if errors.As(err, &o) {
+		return o.Layer
 	}
 	return mcpreadyv1.ReadinessLayer_READINESS_LAYER_UNSPECIFIED
 }
@@ -67,21 +103,12 @@ func ClassOf(err error) mcpreadyv1.OutcomeClass {
 	if err == nil {
 		return mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
 	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Class
+	var o *Outcome
+	if errors.As(err, &o) {
+		return o.Class
 	}
 	return mcpreadyv1.OutcomeClass_OUTCOME_CLASS_UNSPECIFIED
 }
-
-// JSON-RPC error codes with a meaning here.
-const (
-	JSONRPCParseError     = -32700
-	JSONRPCInvalidRequest = -32600
-	JSONRPCMethodNotFound = -32601
-	JSONRPCInvalidParams  = -32602
-	JSONRPCInternalError  = -32603
-)
 
 // Observation is what the transport saw for one upstream call.
 type Observation struct {
@@ -104,10 +131,19 @@ type Observation struct {
 	IsError bool
 }
 
-// Classify maps an observation to its outcome class and readiness layer. It
-// returns nil for a success (a result that still needs Check). Order:
-// timeouts, transport errors, HTTP status, JSON-RPC error, isError.
+// Classify maps an observation to its Outcome (an *Outcome error), or nil
+// for a success (a result that still needs Check). Order: timeouts,
+// transport errors, HTTP status, JSON-RPC error, isError.
 func Classify(o Observation) error {
+	out := classify(o)
+	if out == nil {
+		return nil
+	}
+	out.Sent, out.HTTPStatus, out.JSONRPCError, out.JSONRPCCode, out.IsError = o.Sent, o.HTTPStatus, o.JSONRPCError, o.JSONRPCCode, o.IsError
+	return out
+}
+
+func classify(o Observation) *Outcome {
 	switch {
 	case o.TimedOut && o.Sent:
 		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, ErrAmbiguous, "")
@@ -139,7 +175,7 @@ func Classify(o Observation) error {
 		if o.HTTPStatus == 200 {
 			d += " inside HTTP 200"
 		}
-		if o.JSONRPCCode == JSONRPCInvalidParams {
+		if o.JSONRPCCode == jsonrpc.CodeInvalidParams {
 			return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, ErrInvalidParams, d)
 		}
 		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, mcpreadyv1.ReadinessLayer_READINESS_LAYER_PROTOCOL, ErrProtocol, d)
@@ -160,6 +196,10 @@ func transportDetail(o Observation) string {
 	return "before the request was sent"
 }
 
-func fail(c mcpreadyv1.OutcomeClass, l mcpreadyv1.ReadinessLayer, err error, detail string) *Error {
-	return &Error{Class: c, Layer: l, Err: err, Detail: detail}
+// fail is a classified failure: sentinel err, with detail when not "".
+func fail(c mcpreadyv1.OutcomeClass, l mcpreadyv1.ReadinessLayer, err error, detail string) *Outcome {
+	if detail != "" {
+		err = fmt.Errorf("%w: %s", err, detail)
+	}
+	return &Outcome{Class: c, Layer: l, Err: err}
 }

@@ -212,7 +212,6 @@ func scanValue(v any) (Hit, bool) {
 	return Hit{}, false
 }
 
-func invalid(err error, detail string) *Error {
-	return &Error{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT,
-		Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY, Err: err, Detail: detail}
+func invalid(err error, detail string) *Outcome {
+	return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT, mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY, err, detail)
 }

@@ -368,12 +368,11 @@ func imageBeacon(s string) bool {
 }
 
 // CheckDescription runs the tripwire over a tool description at list time.
-// A hit is an *Error wrapping ErrInjection at the REGISTRY layer: the tool
-// must not be offered.
+// A hit is an *Outcome wrapping ErrInjection at the REGISTRY layer: the
+// tool must not be offered.
 func CheckDescription(description string) error {
 	if h, hit := Scan(description); hit {
-		return &Error{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY, Err: ErrInjection, Detail: "tool description: " + h.Rule}
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY, ErrInjection, "tool description: "+h.Rule)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/mcpready/mcpready/artifact"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -42,8 +44,8 @@ func TestClassify(t *testing.T) {
 		{"503", Observation{Sent: true, HTTPStatus: 503}, &want{mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, reach, ErrTransport}},
 		{"404", Observation{Sent: true, HTTPStatus: 404}, &want{mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, proto, ErrProtocol}},
 		{"302", Observation{Sent: true, HTTPStatus: 302}, &want{mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, proto, ErrProtocol}},
-		{"jsonrpc in 200", Observation{Sent: true, HTTPStatus: 200, JSONRPCError: true, JSONRPCCode: -32603}, &want{mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, proto, ErrProtocol}},
-		{"invalid params", Observation{Sent: true, JSONRPCError: true, JSONRPCCode: JSONRPCInvalidParams}, &want{mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, invoc, ErrInvalidParams}},
+		{"jsonrpc in 200", Observation{Sent: true, HTTPStatus: 200, JSONRPCError: true, JSONRPCCode: jsonrpc.CodeInternalError}, &want{mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, proto, ErrProtocol}},
+		{"invalid params", Observation{Sent: true, JSONRPCError: true, JSONRPCCode: jsonrpc.CodeInvalidParams}, &want{mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR, invoc, ErrInvalidParams}},
 		{"garbage body in 200", Observation{Sent: true, HTTPStatus: 200, Err: errors.New("invalid character")}, &want{mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, reach, ErrTransport}},
 		{"isError", Observation{Sent: true, HTTPStatus: 200, IsError: true}, &want{mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR, invoc, ErrToolError}},
 	}

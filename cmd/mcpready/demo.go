@@ -16,6 +16,7 @@ import (
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/demo"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // defaultAgentURL is the aggregate MCP endpoint of the local agent that
@@ -93,7 +94,7 @@ func runDemoCalls(ctx context.Context, out, errOut io.Writer, o *demoCallsOption
 				rejected = append(rejected, c.GetServerName()+": "+c.GetRejectionCode())
 			}
 		}
-		actions := summarizeActions(r.GetActions())
+		actions := summarizeActions(readiness.ActionStrings(r.GetActions()))
 		if fallback == "" && strings.Contains(actions, "fallback") {
 			fallback = r.GetReceiptId()
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // explainOptions are the flags of explain.
@@ -99,7 +100,7 @@ func explain(w io.Writer, sr *mcpreadyv1.StoredReceipt) {
 		case c.GetSelected():
 			p("  - %s: selected.", id)
 		case c.GetRejectedAtStep() > 0 || c.GetRejectionCode() != "":
-			step := decisionSteps[c.GetRejectedAtStep()]
+			step := decisionSteps[int32(c.GetRejectedAtStep())]
 			p("  - %s: rejected at step %d (%s): %s%s.", id, c.GetRejectedAtStep(), or(step, "unknown step"), or(c.GetRejectionCode(), "rejected"),
 				prefixed(": ", c.GetRejectionReason()))
 		case tried[c.GetEntry()] > 0:
@@ -133,7 +134,7 @@ func explain(w io.Writer, sr *mcpreadyv1.StoredReceipt) {
 			prefixed(", transport ", a.GetTransportStatus()), jsonrpcNote(a.GetJsonrpcCode()))
 	}
 	if acts := r.GetActions(); len(acts) > 0 {
-		p("  Actions: %s.", strings.Join(acts, ", "))
+		p("  Actions: %s.", strings.Join(readiness.ActionStrings(acts), ", "))
 	}
 	p("")
 	p("Outcome: %s%s after %s%s%s.", outcomeWord(r.GetOutcome()), failedAt(r), r.GetLatency().AsDuration(),

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/enroll"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -143,7 +144,7 @@ func TestStackDemoCalls(t *testing.T) {
 	var fallback bool
 	for _, r := range rs {
 		for _, a := range r.GetActions() {
-			fallback = fallback || strings.HasPrefix(a, "fallback:")
+			fallback = fallback || a.GetKind() == readiness.ActionFallback
 		}
 	}
 	if !fallback {

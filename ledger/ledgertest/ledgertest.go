@@ -48,7 +48,7 @@ func Realistic(i int, at time.Time) *mcpreadyv1.Receipt {
 	r.Deadline, r.PerAttemptTimeout = durationpb.New(5*time.Second), durationpb.New(2*time.Second)
 	lat := time.Duration(20+i%50) * time.Millisecond
 	r.Attempts = []*mcpreadyv1.Attempt{{Number: 1, Entry: "docs-a/lookup@1.4.2", StartedAt: timestamppb.New(at), Latency: durationpb.New(lat), Outcome: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, TransportStatus: "200"}}
-	r.Outcome, r.TransportStatus, r.SchemaValidation, r.Actions = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, "200", "valid", []string{"none"}
+	r.Outcome, r.TransportStatus, r.SchemaValidation = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, "200", "valid" // no actions: none were needed
 	r.ResultDigest = jsonDigest(fmt.Sprintf(`{"content":[{"type":"text","text":"r%d"}]}`, i))
 	end := timestamppb.New(at.Add(lat))
 	r.EndedAt, r.EmittedAt, r.Latency, r.AttemptCount = end, end, durationpb.New(lat), int32(len(r.Attempts))

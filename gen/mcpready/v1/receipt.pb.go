@@ -23,6 +23,172 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// DecisionStep is the step of the agent's decision (DESIGN.md section 5)
+// that rejected a candidate or refused a call. The values 1-8 are the hard
+// filters in order; UNSPECIFIED on a Candidate means no step rejected it.
+type DecisionStep int32
+
+const (
+	// No step rejected the candidate.
+	DecisionStep_DECISION_STEP_UNSPECIFIED DecisionStep = 0
+	// 1 eligibility: inventory, endpoint, lifecycle, expiry, drift, workflow, protocol version.
+	DecisionStep_DECISION_STEP_ELIGIBILITY DecisionStep = 1
+	// 2 trust and authority: owner, issuers, auth scheme, scopes, principal, tenant.
+	DecisionStep_DECISION_STEP_TRUST DecisionStep = 2
+	// 3 security and residency: regions and data classes.
+	DecisionStep_DECISION_STEP_RESIDENCY DecisionStep = 3
+	// 4 semantic suitability: an approved member of the equivalence class.
+	DecisionStep_DECISION_STEP_SEMANTIC DecisionStep = 4
+	// 5 side-effect safety: approval obtainable, idempotency key when required.
+	DecisionStep_DECISION_STEP_SIDE_EFFECT DecisionStep = 5
+	// 6 current health: circuit breaker, fresh evidence (else UNKNOWN by policy).
+	DecisionStep_DECISION_STEP_HEALTH DecisionStep = 6
+	// 7 deadline and cost.
+	DecisionStep_DECISION_STEP_BUDGET DecisionStep = 7
+	// 8 latency ranking, with hysteresis (rejects nothing).
+	DecisionStep_DECISION_STEP_LATENCY DecisionStep = 8
+	// Capability resolution, which precedes the filters: it refuses a call
+	// and never appears on a Candidate (a candidate exists once resolved).
+	DecisionStep_DECISION_STEP_RESOLVE DecisionStep = 9
+)
+
+// Enum value maps for DecisionStep.
+var (
+	DecisionStep_name = map[int32]string{
+		0: "DECISION_STEP_UNSPECIFIED",
+		1: "DECISION_STEP_ELIGIBILITY",
+		2: "DECISION_STEP_TRUST",
+		3: "DECISION_STEP_RESIDENCY",
+		4: "DECISION_STEP_SEMANTIC",
+		5: "DECISION_STEP_SIDE_EFFECT",
+		6: "DECISION_STEP_HEALTH",
+		7: "DECISION_STEP_BUDGET",
+		8: "DECISION_STEP_LATENCY",
+		9: "DECISION_STEP_RESOLVE",
+	}
+	DecisionStep_value = map[string]int32{
+		"DECISION_STEP_UNSPECIFIED": 0,
+		"DECISION_STEP_ELIGIBILITY": 1,
+		"DECISION_STEP_TRUST":       2,
+		"DECISION_STEP_RESIDENCY":   3,
+		"DECISION_STEP_SEMANTIC":    4,
+		"DECISION_STEP_SIDE_EFFECT": 5,
+		"DECISION_STEP_HEALTH":      6,
+		"DECISION_STEP_BUDGET":      7,
+		"DECISION_STEP_LATENCY":     8,
+		"DECISION_STEP_RESOLVE":     9,
+	}
+)
+
+func (x DecisionStep) Enum() *DecisionStep {
+	p := new(DecisionStep)
+	*p = x
+	return p
+}
+
+func (x DecisionStep) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DecisionStep) Descriptor() protoreflect.EnumDescriptor {
+	return file_mcpready_v1_receipt_proto_enumTypes[0].Descriptor()
+}
+
+func (DecisionStep) Type() protoreflect.EnumType {
+	return &file_mcpready_v1_receipt_proto_enumTypes[0]
+}
+
+func (x DecisionStep) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DecisionStep.Descriptor instead.
+func (DecisionStep) EnumDescriptor() ([]byte, []int) {
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{0}
+}
+
+// ActionKind is one thing the executor did while running a decision.
+type ActionKind int32
+
+const (
+	// Not an action (never recorded).
+	ActionKind_ACTION_KIND_UNSPECIFIED ActionKind = 0
+	// Another attempt on the same route after a retryable failure.
+	ActionKind_ACTION_KIND_RETRY ActionKind = 1
+	// A second, concurrent attempt on a read-only route.
+	ActionKind_ACTION_KIND_HEDGE ActionKind = 2
+	// The next admitted route of the class was tried.
+	ActionKind_ACTION_KIND_FALLBACK ActionKind = 3
+	// A route was skipped because its circuit breaker is open.
+	ActionKind_ACTION_KIND_CIRCUIT_OPEN ActionKind = 4
+	// A retry or hedge was not made: the agent-wide retry budget is spent.
+	ActionKind_ACTION_KIND_RETRY_BUDGET_EXHAUSTED ActionKind = 5
+	// A retry was not made: its wait would pass the call's deadline.
+	ActionKind_ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE ActionKind = 6
+	// A state-changing call ended ambiguous and was not retried.
+	ActionKind_ACTION_KIND_AMBIGUOUS_NO_RETRY ActionKind = 7
+	// A retry was not made: the route's retry conditions exclude the failure
+	// (detail names the condition, e.g. "http-502").
+	ActionKind_ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED ActionKind = 8
+	// The round ended in an input request to the client (SEP-2322).
+	ActionKind_ACTION_KIND_INPUT_REQUIRED ActionKind = 9
+)
+
+// Enum value maps for ActionKind.
+var (
+	ActionKind_name = map[int32]string{
+		0: "ACTION_KIND_UNSPECIFIED",
+		1: "ACTION_KIND_RETRY",
+		2: "ACTION_KIND_HEDGE",
+		3: "ACTION_KIND_FALLBACK",
+		4: "ACTION_KIND_CIRCUIT_OPEN",
+		5: "ACTION_KIND_RETRY_BUDGET_EXHAUSTED",
+		6: "ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE",
+		7: "ACTION_KIND_AMBIGUOUS_NO_RETRY",
+		8: "ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED",
+		9: "ACTION_KIND_INPUT_REQUIRED",
+	}
+	ActionKind_value = map[string]int32{
+		"ACTION_KIND_UNSPECIFIED":                  0,
+		"ACTION_KIND_RETRY":                        1,
+		"ACTION_KIND_HEDGE":                        2,
+		"ACTION_KIND_FALLBACK":                     3,
+		"ACTION_KIND_CIRCUIT_OPEN":                 4,
+		"ACTION_KIND_RETRY_BUDGET_EXHAUSTED":       5,
+		"ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE": 6,
+		"ACTION_KIND_AMBIGUOUS_NO_RETRY":           7,
+		"ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED":  8,
+		"ACTION_KIND_INPUT_REQUIRED":               9,
+	}
+)
+
+func (x ActionKind) Enum() *ActionKind {
+	p := new(ActionKind)
+	*p = x
+	return p
+}
+
+func (x ActionKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ActionKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_mcpready_v1_receipt_proto_enumTypes[1].Descriptor()
+}
+
+func (ActionKind) Type() protoreflect.EnumType {
+	return &file_mcpready_v1_receipt_proto_enumTypes[1]
+}
+
+func (x ActionKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ActionKind.Descriptor instead.
+func (ActionKind) EnumDescriptor() ([]byte, []int) {
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
+}
+
 // Receipt records one decision and the invocation that followed. It holds
 // digests, never raw arguments, outputs or credentials.
 type Receipt struct {
@@ -71,15 +237,17 @@ type Receipt struct {
 	SchemaValidation         string         `protobuf:"bytes,35,opt,name=schema_validation,json=schemaValidation,proto3" json:"schema_validation,omitempty"`
 	SemanticValidation       string         `protobuf:"bytes,36,opt,name=semantic_validation,json=semanticValidation,proto3" json:"semantic_validation,omitempty"`
 	SemanticValidatorVersion string         `protobuf:"bytes,37,opt,name=semantic_validator_version,json=semanticValidatorVersion,proto3" json:"semantic_validator_version,omitempty"`
-	// e.g. "fallback:com.example/docs-b", "circuit-open", "none".
-	Actions              []string `protobuf:"bytes,38,rep,name=actions,proto3" json:"actions,omitempty"`
-	Cost                 string   `protobuf:"bytes,39,opt,name=cost,proto3" json:"cost,omitempty"`
-	WorkflowOutcome      string   `protobuf:"bytes,40,opt,name=workflow_outcome,json=workflowOutcome,proto3" json:"workflow_outcome,omitempty"`
-	WorkflowContribution bool     `protobuf:"varint,41,opt,name=workflow_contribution,json=workflowContribution,proto3" json:"workflow_contribution,omitempty"`
-	ResultDigest         string   `protobuf:"bytes,42,opt,name=result_digest,json=resultDigest,proto3" json:"result_digest,omitempty"`
-	ErrorMessage         string   `protobuf:"bytes,43,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	Cost                     string         `protobuf:"bytes,39,opt,name=cost,proto3" json:"cost,omitempty"`
+	WorkflowOutcome          string         `protobuf:"bytes,40,opt,name=workflow_outcome,json=workflowOutcome,proto3" json:"workflow_outcome,omitempty"`
+	WorkflowContribution     bool           `protobuf:"varint,41,opt,name=workflow_contribution,json=workflowContribution,proto3" json:"workflow_contribution,omitempty"`
+	ResultDigest             string         `protobuf:"bytes,42,opt,name=result_digest,json=resultDigest,proto3" json:"result_digest,omitempty"`
+	ErrorMessage             string         `protobuf:"bytes,43,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// What the executor did besides running the selected route's single
+	// attempt (retries, hedges, fallbacks, skipped routes), in order. Empty
+	// means none: the first admitted route answered on its first attempt.
+	Actions       []*Action `protobuf:"bytes,44,rep,name=actions,proto3" json:"actions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Receipt) Reset() {
@@ -371,13 +539,6 @@ func (x *Receipt) GetSemanticValidatorVersion() string {
 	return ""
 }
 
-func (x *Receipt) GetActions() []string {
-	if x != nil {
-		return x.Actions
-	}
-	return nil
-}
-
 func (x *Receipt) GetCost() string {
 	if x != nil {
 		return x.Cost
@@ -413,6 +574,77 @@ func (x *Receipt) GetErrorMessage() string {
 	return ""
 }
 
+func (x *Receipt) GetActions() []*Action {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+// Action is one executor action and the route it concerns.
+type Action struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What was done.
+	Kind ActionKind `protobuf:"varint,1,opt,name=kind,proto3,enum=mcpready.v1.ActionKind" json:"kind,omitempty"`
+	// The registry entry the action concerns ("" when it concerns the call).
+	Entry string `protobuf:"bytes,2,opt,name=entry,proto3" json:"entry,omitempty"`
+	// A kind-specific detail (the excluded condition), else "".
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Action) Reset() {
+	*x = Action{}
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Action) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Action) ProtoMessage() {}
+
+func (x *Action) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Action.ProtoReflect.Descriptor instead.
+func (*Action) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Action) GetKind() ActionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ActionKind_ACTION_KIND_UNSPECIFIED
+}
+
+func (x *Action) GetEntry() string {
+	if x != nil {
+		return x.Entry
+	}
+	return ""
+}
+
+func (x *Action) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 // Candidate is one candidate the agent considered.
 type Candidate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -423,16 +655,16 @@ type Candidate struct {
 	Endpoint   string `protobuf:"bytes,4,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	Selected   bool   `protobuf:"varint,5,opt,name=selected,proto3" json:"selected,omitempty"`
 	// Which filter rejected it (1-8 per the decision order) and why.
-	RejectedAtStep  int32  `protobuf:"varint,6,opt,name=rejected_at_step,json=rejectedAtStep,proto3" json:"rejected_at_step,omitempty"`
-	RejectionCode   string `protobuf:"bytes,7,opt,name=rejection_code,json=rejectionCode,proto3" json:"rejection_code,omitempty"`
-	RejectionReason string `protobuf:"bytes,8,opt,name=rejection_reason,json=rejectionReason,proto3" json:"rejection_reason,omitempty"`
+	RejectedAtStep  DecisionStep `protobuf:"varint,6,opt,name=rejected_at_step,json=rejectedAtStep,proto3,enum=mcpready.v1.DecisionStep" json:"rejected_at_step,omitempty"`
+	RejectionCode   string       `protobuf:"bytes,7,opt,name=rejection_code,json=rejectionCode,proto3" json:"rejection_code,omitempty"`
+	RejectionReason string       `protobuf:"bytes,8,opt,name=rejection_reason,json=rejectionReason,proto3" json:"rejection_reason,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[1]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +676,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[1]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +689,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Candidate) GetEntry() string {
@@ -495,11 +727,11 @@ func (x *Candidate) GetSelected() bool {
 	return false
 }
 
-func (x *Candidate) GetRejectedAtStep() int32 {
+func (x *Candidate) GetRejectedAtStep() DecisionStep {
 	if x != nil {
 		return x.RejectedAtStep
 	}
-	return 0
+	return DecisionStep_DECISION_STEP_UNSPECIFIED
 }
 
 func (x *Candidate) GetRejectionCode() string {
@@ -533,7 +765,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[2]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +777,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[2]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +790,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{2}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Selection) GetEntry() string {
@@ -635,7 +867,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[3]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +879,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[3]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +892,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{3}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Attempt) GetNumber() int32 {
@@ -752,7 +984,7 @@ type ReceiptBatch struct {
 
 func (x *ReceiptBatch) Reset() {
 	*x = ReceiptBatch{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +996,7 @@ func (x *ReceiptBatch) String() string {
 func (*ReceiptBatch) ProtoMessage() {}
 
 func (x *ReceiptBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +1009,7 @@ func (x *ReceiptBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptBatch.ProtoReflect.Descriptor instead.
 func (*ReceiptBatch) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{4}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReceiptBatch) GetAgentId() string {
@@ -833,7 +1065,7 @@ var File_mcpready_v1_receipt_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\n" +
-	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\x8f\x10\n" +
+	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xaa\x10\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12\x1d\n" +
@@ -880,24 +1112,28 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\bis_error\x18\" \x01(\bR\aisError\x12+\n" +
 	"\x11schema_validation\x18# \x01(\tR\x10schemaValidation\x12/\n" +
 	"\x13semantic_validation\x18$ \x01(\tR\x12semanticValidation\x12<\n" +
-	"\x1asemantic_validator_version\x18% \x01(\tR\x18semanticValidatorVersion\x12\x18\n" +
-	"\aactions\x18& \x03(\tR\aactions\x12\x12\n" +
+	"\x1asemantic_validator_version\x18% \x01(\tR\x18semanticValidatorVersion\x12\x12\n" +
 	"\x04cost\x18' \x01(\tR\x04cost\x12)\n" +
 	"\x10workflow_outcome\x18( \x01(\tR\x0fworkflowOutcome\x123\n" +
 	"\x15workflow_contribution\x18) \x01(\bR\x14workflowContribution\x12#\n" +
 	"\rresult_digest\x18* \x01(\tR\fresultDigest\x12#\n" +
-	"\rerror_message\x18+ \x01(\tR\ferrorMessage\x1a@\n" +
+	"\rerror_message\x18+ \x01(\tR\ferrorMessage\x12-\n" +
+	"\aactions\x18, \x03(\v2\x13.mcpready.v1.ActionR\aactions\x1a@\n" +
 	"\x12KeptArgumentsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b&\x10'\"c\n" +
+	"\x06Action\x12+\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x17.mcpready.v1.ActionKindR\x04kind\x12\x14\n" +
+	"\x05entry\x18\x02 \x01(\tR\x05entry\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xae\x02\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05entry\x18\x01 \x01(\tR\x05entry\x12\x1f\n" +
 	"\vserver_name\x18\x02 \x01(\tR\n" +
 	"serverName\x12\x1b\n" +
 	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12\x1a\n" +
 	"\bendpoint\x18\x04 \x01(\tR\bendpoint\x12\x1a\n" +
-	"\bselected\x18\x05 \x01(\bR\bselected\x12(\n" +
-	"\x10rejected_at_step\x18\x06 \x01(\x05R\x0erejectedAtStep\x12%\n" +
+	"\bselected\x18\x05 \x01(\bR\bselected\x12C\n" +
+	"\x10rejected_at_step\x18\x06 \x01(\x0e2\x19.mcpready.v1.DecisionStepR\x0erejectedAtStep\x12%\n" +
 	"\x0erejection_code\x18\a \x01(\tR\rrejectionCode\x12)\n" +
 	"\x10rejection_reason\x18\b \x01(\tR\x0frejectionReason\"\xaf\x02\n" +
 	"\tSelection\x12\x14\n" +
@@ -929,7 +1165,30 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\breceipts\x18\x05 \x03(\v2\x14.mcpready.v1.ReceiptR\breceipts\x12'\n" +
 	"\x0freceipt_digests\x18\x06 \x03(\tR\x0ereceiptDigests\x129\n" +
 	"\n" +
-	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAtB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt*\xa7\x02\n" +
+	"\fDecisionStep\x12\x1d\n" +
+	"\x19DECISION_STEP_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19DECISION_STEP_ELIGIBILITY\x10\x01\x12\x17\n" +
+	"\x13DECISION_STEP_TRUST\x10\x02\x12\x1b\n" +
+	"\x17DECISION_STEP_RESIDENCY\x10\x03\x12\x1a\n" +
+	"\x16DECISION_STEP_SEMANTIC\x10\x04\x12\x1d\n" +
+	"\x19DECISION_STEP_SIDE_EFFECT\x10\x05\x12\x18\n" +
+	"\x14DECISION_STEP_HEALTH\x10\x06\x12\x18\n" +
+	"\x14DECISION_STEP_BUDGET\x10\a\x12\x19\n" +
+	"\x15DECISION_STEP_LATENCY\x10\b\x12\x19\n" +
+	"\x15DECISION_STEP_RESOLVE\x10\t*\xd6\x02\n" +
+	"\n" +
+	"ActionKind\x12\x1b\n" +
+	"\x17ACTION_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11ACTION_KIND_RETRY\x10\x01\x12\x15\n" +
+	"\x11ACTION_KIND_HEDGE\x10\x02\x12\x18\n" +
+	"\x14ACTION_KIND_FALLBACK\x10\x03\x12\x1c\n" +
+	"\x18ACTION_KIND_CIRCUIT_OPEN\x10\x04\x12&\n" +
+	"\"ACTION_KIND_RETRY_BUDGET_EXHAUSTED\x10\x05\x12,\n" +
+	"(ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE\x10\x06\x12\"\n" +
+	"\x1eACTION_KIND_AMBIGUOUS_NO_RETRY\x10\a\x12+\n" +
+	"'ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED\x10\b\x12\x1e\n" +
+	"\x1aACTION_KIND_INPUT_REQUIRED\x10\tB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
 
 var (
 	file_mcpready_v1_receipt_proto_rawDescOnce sync.Once
@@ -943,47 +1202,54 @@ func file_mcpready_v1_receipt_proto_rawDescGZIP() []byte {
 	return file_mcpready_v1_receipt_proto_rawDescData
 }
 
-var file_mcpready_v1_receipt_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_mcpready_v1_receipt_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_mcpready_v1_receipt_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_mcpready_v1_receipt_proto_goTypes = []any{
-	(*Receipt)(nil),               // 0: mcpready.v1.Receipt
-	(*Candidate)(nil),             // 1: mcpready.v1.Candidate
-	(*Selection)(nil),             // 2: mcpready.v1.Selection
-	(*Attempt)(nil),               // 3: mcpready.v1.Attempt
-	(*ReceiptBatch)(nil),          // 4: mcpready.v1.ReceiptBatch
-	nil,                           // 5: mcpready.v1.Receipt.KeptArgumentsEntry
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
-	(SideEffectClass)(0),          // 7: mcpready.v1.SideEffectClass
-	(ApprovalState)(0),            // 8: mcpready.v1.ApprovalState
-	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
-	(OutcomeClass)(0),             // 10: mcpready.v1.OutcomeClass
-	(ReadinessLayer)(0),           // 11: mcpready.v1.ReadinessLayer
+	(DecisionStep)(0),             // 0: mcpready.v1.DecisionStep
+	(ActionKind)(0),               // 1: mcpready.v1.ActionKind
+	(*Receipt)(nil),               // 2: mcpready.v1.Receipt
+	(*Action)(nil),                // 3: mcpready.v1.Action
+	(*Candidate)(nil),             // 4: mcpready.v1.Candidate
+	(*Selection)(nil),             // 5: mcpready.v1.Selection
+	(*Attempt)(nil),               // 6: mcpready.v1.Attempt
+	(*ReceiptBatch)(nil),          // 7: mcpready.v1.ReceiptBatch
+	nil,                           // 8: mcpready.v1.Receipt.KeptArgumentsEntry
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(SideEffectClass)(0),          // 10: mcpready.v1.SideEffectClass
+	(ApprovalState)(0),            // 11: mcpready.v1.ApprovalState
+	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
+	(OutcomeClass)(0),             // 13: mcpready.v1.OutcomeClass
+	(ReadinessLayer)(0),           // 14: mcpready.v1.ReadinessLayer
 }
 var file_mcpready_v1_receipt_proto_depIdxs = []int32{
-	6,  // 0: mcpready.v1.Receipt.emitted_at:type_name -> google.protobuf.Timestamp
-	5,  // 1: mcpready.v1.Receipt.kept_arguments:type_name -> mcpready.v1.Receipt.KeptArgumentsEntry
-	1,  // 2: mcpready.v1.Receipt.candidates:type_name -> mcpready.v1.Candidate
-	2,  // 3: mcpready.v1.Receipt.selected:type_name -> mcpready.v1.Selection
-	7,  // 4: mcpready.v1.Receipt.provider_side_effect:type_name -> mcpready.v1.SideEffectClass
-	7,  // 5: mcpready.v1.Receipt.consumer_side_effect:type_name -> mcpready.v1.SideEffectClass
-	8,  // 6: mcpready.v1.Receipt.approval:type_name -> mcpready.v1.ApprovalState
-	9,  // 7: mcpready.v1.Receipt.deadline:type_name -> google.protobuf.Duration
-	9,  // 8: mcpready.v1.Receipt.per_attempt_timeout:type_name -> google.protobuf.Duration
-	3,  // 9: mcpready.v1.Receipt.attempts:type_name -> mcpready.v1.Attempt
-	6,  // 10: mcpready.v1.Receipt.started_at:type_name -> google.protobuf.Timestamp
-	6,  // 11: mcpready.v1.Receipt.ended_at:type_name -> google.protobuf.Timestamp
-	9,  // 12: mcpready.v1.Receipt.latency:type_name -> google.protobuf.Duration
-	10, // 13: mcpready.v1.Receipt.outcome:type_name -> mcpready.v1.OutcomeClass
-	11, // 14: mcpready.v1.Receipt.failed_layer:type_name -> mcpready.v1.ReadinessLayer
-	6,  // 15: mcpready.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 16: mcpready.v1.Attempt.latency:type_name -> google.protobuf.Duration
-	10, // 17: mcpready.v1.Attempt.outcome:type_name -> mcpready.v1.OutcomeClass
-	0,  // 18: mcpready.v1.ReceiptBatch.receipts:type_name -> mcpready.v1.Receipt
-	6,  // 19: mcpready.v1.ReceiptBatch.created_at:type_name -> google.protobuf.Timestamp
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	9,  // 0: mcpready.v1.Receipt.emitted_at:type_name -> google.protobuf.Timestamp
+	8,  // 1: mcpready.v1.Receipt.kept_arguments:type_name -> mcpready.v1.Receipt.KeptArgumentsEntry
+	4,  // 2: mcpready.v1.Receipt.candidates:type_name -> mcpready.v1.Candidate
+	5,  // 3: mcpready.v1.Receipt.selected:type_name -> mcpready.v1.Selection
+	10, // 4: mcpready.v1.Receipt.provider_side_effect:type_name -> mcpready.v1.SideEffectClass
+	10, // 5: mcpready.v1.Receipt.consumer_side_effect:type_name -> mcpready.v1.SideEffectClass
+	11, // 6: mcpready.v1.Receipt.approval:type_name -> mcpready.v1.ApprovalState
+	12, // 7: mcpready.v1.Receipt.deadline:type_name -> google.protobuf.Duration
+	12, // 8: mcpready.v1.Receipt.per_attempt_timeout:type_name -> google.protobuf.Duration
+	6,  // 9: mcpready.v1.Receipt.attempts:type_name -> mcpready.v1.Attempt
+	9,  // 10: mcpready.v1.Receipt.started_at:type_name -> google.protobuf.Timestamp
+	9,  // 11: mcpready.v1.Receipt.ended_at:type_name -> google.protobuf.Timestamp
+	12, // 12: mcpready.v1.Receipt.latency:type_name -> google.protobuf.Duration
+	13, // 13: mcpready.v1.Receipt.outcome:type_name -> mcpready.v1.OutcomeClass
+	14, // 14: mcpready.v1.Receipt.failed_layer:type_name -> mcpready.v1.ReadinessLayer
+	3,  // 15: mcpready.v1.Receipt.actions:type_name -> mcpready.v1.Action
+	1,  // 16: mcpready.v1.Action.kind:type_name -> mcpready.v1.ActionKind
+	0,  // 17: mcpready.v1.Candidate.rejected_at_step:type_name -> mcpready.v1.DecisionStep
+	9,  // 18: mcpready.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	12, // 19: mcpready.v1.Attempt.latency:type_name -> google.protobuf.Duration
+	13, // 20: mcpready.v1.Attempt.outcome:type_name -> mcpready.v1.OutcomeClass
+	2,  // 21: mcpready.v1.ReceiptBatch.receipts:type_name -> mcpready.v1.Receipt
+	9,  // 22: mcpready.v1.ReceiptBatch.created_at:type_name -> google.protobuf.Timestamp
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_receipt_proto_init() }
@@ -997,13 +1263,14 @@ func file_mcpready_v1_receipt_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_receipt_proto_rawDesc), len(file_mcpready_v1_receipt_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   6,
+			NumEnums:      2,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_mcpready_v1_receipt_proto_goTypes,
 		DependencyIndexes: file_mcpready_v1_receipt_proto_depIdxs,
+		EnumInfos:         file_mcpready_v1_receipt_proto_enumTypes,
 		MessageInfos:      file_mcpready_v1_receipt_proto_msgTypes,
 	}.Build()
 	File_mcpready_v1_receipt_proto = out.File

@@ -1,0 +1,427 @@
+package decide
+
+// Compiling verified artifacts into the request-independent decision
+// table of a Snapshot (NewSnapshot).
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpready/mcpready/agent/circuit"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+const (
+	defaultDeadline          = 30 * time.Second
+	defaultMaxAttempts       = 3
+	defaultHysteresis        = 0.2
+	defaultMaxRoutes         = 4
+	defaultBaseBackoff       = 100 * time.Millisecond
+	defaultMaxBackoff        = 2 * time.Second
+	maxSteps                 = readiness.StepLatency + 1
+	noPreference       int32 = -1
+)
+
+type evidenceRef struct {
+	id                   string
+	principal, tenant    string
+	observed, expires    int64 // unix nanos; expires is the earlier of expires_at and observed+max_age
+	p50, p99             time.Duration
+	hasLatency, tooSmall bool
+	// unfit: why the evidence never counts (required independence or
+	// minimum confidence not met); zero when it may.
+	unfit rejection
+}
+
+type entry struct {
+	idx                                 int
+	name, key, server, tool, circuitKey string
+	spec                                *mcpreadyv1.RegistryEntry
+	static                              [maxSteps]rejection
+	workflows, tenants                  []string
+	region                              string
+	providerSE, consumerSE              mcpreadyv1.SideEffectClass
+	conflict, readOnly, keyed, approval bool
+	stateChanging                       bool
+	evidence                            []evidenceRef // freshest first
+	perAttemptRetry, perAttemptOne      time.Duration // 0: derive from deadline
+	retryOn                             RetryConditions
+	// expires: unix nanos of the entry's provenance expiry, endOfLife of
+	// the declared end of life, deprecated of the declared deprecation; 0 =
+	// none. expiresRej and endOfLifeRej are their rejections, with shared
+	// records.
+	expires, endOfLife, deprecated int64
+	expiresRej, endOfLifeRej       rejection
+	expiresPB, endOfLifePB         *mcpreadyv1.Candidate
+	admitted                       *mcpreadyv1.Candidate // shared, immutable
+	staticPB                       [maxSteps]*mcpreadyv1.Candidate
+	fixedPB                        [len(fixedRejections)]*mcpreadyv1.Candidate
+}
+
+type cand struct {
+	e      *entry
+	member bool // member of the approved class (false: look-alike by name)
+	// verdict per principal rule: +1 allow, -1 deny, 0 no match.
+	verdict []int8
+}
+
+type group struct {
+	name, description string
+	class             bool
+	fallback          bool
+	fallbackApproval  bool
+	cands             []cand
+	preferred         atomic.Int32 // entry idx of the last best route, or -1
+	// last is the candidate list of the previous decision; a decision with
+	// the same outcome for every candidate shares it instead of allocating.
+	last       atomic.Pointer[[]*mcpreadyv1.Candidate]
+	lastRoutes atomic.Pointer[routeSet]
+}
+
+type rule struct {
+	tenants []string
+}
+
+// Snapshot is the precomputed, immutable decision table of one verified
+// configuration.
+type Snapshot struct {
+	warnings      []string
+	policyVersion string
+	policy        *mcpreadyv1.Policy
+	entries       []*entry
+	groups        map[string]*group // classes and exact tools by name
+	classNames    []string          // sorted
+	exactNames    []string          // sorted
+	rules         []rule
+	principals    map[string][]int // principal class -> rule indexes (incl. "*")
+	wildcardRules []int
+	protocols     []string
+	sameRegion    bool
+	denyUnknown   bool
+	deadline      time.Duration
+	maxAttempts   int
+	hedgeAfter    time.Duration
+	backoff       Backoff
+	requireKey    bool
+	margin        float64
+	maxRoutes     int
+	breakers      atomic.Pointer[breakerCache]
+}
+
+// NewSnapshot precomputes everything request-independent. It fails only on
+// a missing policy or an entry without identity.
+func NewSnapshot(in Inputs) (*Snapshot, error) {
+	p := in.Policy
+	if p == nil {
+		return nil, errors.New("decide: no policy")
+	}
+	s := &Snapshot{
+		policyVersion: in.PolicyVersion,
+		policy:        p,
+		groups:        map[string]*group{},
+		principals:    map[string][]int{},
+		protocols:     p.GetProtocolVersions(),
+		sameRegion:    p.GetResidency().GetSameRegionOnly(),
+		denyUnknown:   p.GetEvidence().GetOnUnknown() == mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY,
+		deadline:      p.GetDeadline().AsDuration(),
+		maxAttempts:   int(p.GetRetry().GetMaxAttempts()),
+		hedgeAfter:    p.GetRetry().GetHedgeAfter().AsDuration(),
+		backoff:       Backoff{Base: p.GetRetry().GetBaseBackoff().AsDuration(), Max: p.GetRetry().GetMaxBackoff().AsDuration()},
+		requireKey:    p.GetRetry().GetRequireIdempotencyKeyForWrites(),
+		margin:        in.HysteresisMargin,
+		maxRoutes:     in.MaxRoutes,
+	}
+	if s.maxRoutes <= 0 {
+		s.maxRoutes = defaultMaxRoutes
+	}
+	if s.policyVersion == "" {
+		s.policyVersion = p.GetProvenance().GetVersion()
+	}
+	if s.deadline <= 0 {
+		s.deadline = defaultDeadline
+	}
+	if s.maxAttempts <= 0 {
+		s.maxAttempts = defaultMaxAttempts
+	}
+	if s.backoff.Base <= 0 {
+		s.backoff.Base = defaultBaseBackoff
+	}
+	if s.backoff.Max < s.backoff.Base {
+		s.backoff.Max = max(defaultMaxBackoff, s.backoff.Base)
+	}
+	if s.margin <= 0 || s.margin >= 1 {
+		s.margin = defaultHysteresis
+	}
+
+	names := make([]string, 0, len(in.Entries))
+	for n := range in.Entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	evidenceBy := indexEvidence(p, in.Evidence)
+	for _, n := range names {
+		re := in.Entries[n]
+		id := re.GetIdentity()
+		if id.GetServerName() == "" || id.GetToolName() == "" {
+			return nil, fmt.Errorf("decide: registry entry %q has no server or tool name", n)
+		}
+		e := s.newEntry(len(s.entries), n, re, in.Declarations[id.GetServerName()])
+		e.evidence = evidenceBy[id.GetServerName()+"/"+id.GetToolName()].applicable(re, in.Declarations[id.GetServerName()])
+		s.entries = append(s.entries, e)
+	}
+
+	// Principal rules: "*" applies to every principal class.
+	for i, pr := range p.GetPrincipals() {
+		s.rules = append(s.rules, rule{tenants: pr.GetTenantClasses()})
+		if pr.GetPrincipalClass() == "*" {
+			s.wildcardRules = append(s.wildcardRules, i)
+			continue
+		}
+		s.principals[pr.GetPrincipalClass()] = append(s.principals[pr.GetPrincipalClass()], i)
+	}
+	for k, v := range s.principals {
+		s.principals[k] = append(v, s.wildcardRules...)
+	}
+
+	// Equivalence classes: members by pattern, look-alikes by tool name.
+	for _, ec := range p.GetEquivalenceClasses() {
+		if ec.GetName() == "" {
+			continue
+		}
+		g := &group{name: ec.GetName(), description: ec.GetDescription(), class: true,
+			fallback: ec.GetFallbackAllowed(), fallbackApproval: ec.GetFallbackRequiresApproval()}
+		lookalike := map[string]bool{}
+		for _, m := range ec.GetMembers() {
+			if i := strings.LastIndexByte(m, '/'); i >= 0 && !strings.ContainsRune(m[i+1:], '*') {
+				lookalike[m[i+1:]] = true
+			}
+		}
+		for _, e := range s.entries {
+			member := matchAny(ec.GetMembers(), e.key)
+			if member || lookalike[e.tool] {
+				g.cands = append(g.cands, s.newCand(e, member, g.name, true))
+			}
+		}
+		g.preferred.Store(noPreference)
+		s.groups[g.name] = g
+		s.classNames = append(s.classNames, g.name)
+	}
+	// Exact tools: every "<server>/<tool>" key; entries with the same key
+	// (other endpoints or versions) are each other's fallbacks.
+	for _, e := range s.entries {
+		g := s.groups[e.key]
+		if g == nil {
+			g = &group{name: e.key, fallback: true}
+			g.preferred.Store(noPreference)
+			s.groups[e.key] = g
+			s.exactNames = append(s.exactNames, e.key)
+		}
+		if !g.class {
+			g.cands = append(g.cands, s.newCand(e, true, "", false))
+		}
+	}
+	sort.Strings(s.classNames)
+	sort.Strings(s.exactNames)
+
+	if prev := in.Previous; prev != nil {
+		byName := map[string]int{}
+		for _, e := range s.entries {
+			byName[e.name] = e.idx
+		}
+		for name, g := range s.groups {
+			if pg := prev.groups[name]; pg != nil {
+				if pi := pg.preferred.Load(); pi >= 0 {
+					if i, ok := byName[prev.entries[pi].name]; ok {
+						g.preferred.Store(int32(i))
+					}
+				}
+			}
+		}
+	}
+	s.warnings = unknownNames(in)
+	return s, nil
+}
+
+// newCand precomputes each principal rule's verdict for e in a group. Class
+// groups match rules on the class name or the member key; exact groups only
+// on the key (a class permission does not grant the exact tool).
+func (s *Snapshot) newCand(e *entry, member bool, className string, class bool) cand {
+	c := cand{e: e, member: member, verdict: make([]int8, len(s.policy.GetPrincipals()))}
+	for i, pr := range s.policy.GetPrincipals() {
+		hit := func(patterns []string) bool {
+			return matchAny(patterns, e.key) || (class && matchAny(patterns, className))
+		}
+		switch {
+		case hit(pr.GetDeny()):
+			c.verdict[i] = -1
+		case hit(pr.GetAllow()):
+			c.verdict[i] = 1
+		}
+	}
+	return c
+}
+
+func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, decl *mcpreadyv1.Declaration) *entry {
+	p := s.policy
+	id := re.GetIdentity()
+	e := &entry{
+		idx: idx, name: name, spec: re,
+		server: id.GetServerName(), tool: id.GetToolName(),
+		key:        id.GetServerName() + "/" + id.GetToolName(),
+		circuitKey: circuit.Key(id.GetEndpoint(), id.GetToolName()),
+		workflows:  re.GetWorkflowAllowlist(),
+		tenants:    re.GetTenantClasses(),
+		region:     re.GetRegion(),
+	}
+	set := func(step readiness.Step, code readiness.Code, format string, a ...any) {
+		if e.static[step].code == "" {
+			e.static[step] = rejection{code, fmt.Sprintf(format, a...)}
+		}
+	}
+
+	// 1 eligibility.
+	if !matchAny(p.GetInventory(), name) && !matchAny(p.GetInventory(), e.key) {
+		set(readiness.StepEligibility, readiness.CodeNotInInventory, "entry %s is not in the approved inventory", name)
+	}
+	if eps := p.GetApprovedEndpoints(); len(eps) > 0 && !matchAny(eps, id.GetEndpoint()) {
+		set(readiness.StepEligibility, readiness.CodeEndpointNotApproved, "endpoint %q is not approved", id.GetEndpoint())
+	}
+	if st := re.GetState(); st != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED {
+		set(readiness.StepEligibility, readiness.CodeLifecycle, "lifecycle state is %s, not QUALIFIED", strings.TrimPrefix(st.String(), "LIFECYCLE_STATE_"))
+	}
+	if len(s.protocols) > 0 && !contains(s.protocols, id.GetProtocolVersion()) {
+		set(readiness.StepEligibility, readiness.CodeProtocolVersion, "entry protocol version %q is not permitted by policy", id.GetProtocolVersion())
+	}
+	// Time-dependent static facts are checked per request (see expiry).
+
+	// 2 trust and authority.
+	if owners := p.GetApprovedOwners(); len(owners) > 0 {
+		owner := decl.GetOwner()
+		if owner == "" {
+			owner = re.GetProvenance().GetOwner()
+		}
+		if !contains(owners, owner) {
+			set(readiness.StepTrust, readiness.CodeOwnerNotApproved, "owner %q is not approved", owner)
+		}
+	}
+	auth := p.GetAuth()
+	if issuers := auth.GetPermittedIssuers(); len(issuers) > 0 {
+		for _, as := range decl.GetAuth().GetAuthorizationServers() {
+			if !contains(issuers, as) {
+				set(readiness.StepTrust, readiness.CodeIssuerNotPermitted, "authorization server %q is not a permitted issuer", as)
+			}
+		}
+	}
+	if schemes := auth.GetRequiredSchemes(); len(schemes) > 0 {
+		ok := contains(schemes, re.GetAuthority().GetCredentialMode())
+		for _, m := range decl.GetAuth().GetMethods() {
+			ok = ok || contains(schemes, m)
+		}
+		if !ok {
+			set(readiness.StepTrust, readiness.CodeAuthScheme, "no required auth scheme (%s) is declared", strings.Join(schemes, ", "))
+		}
+	}
+	if permitted := auth.GetPermittedScopes(); len(permitted) > 0 {
+		for _, sc := range re.GetAuthority().GetScopes() {
+			if !contains(permitted, sc) {
+				set(readiness.StepTrust, readiness.CodeScopeNotPermitted, "scope %q exceeds the permitted scopes", sc)
+			}
+		}
+	}
+
+	// 3 security and residency (the caller's region is checked per request).
+	res := p.GetResidency()
+	if allowed := res.GetAllowedRegions(); len(allowed) > 0 && !contains(allowed, e.region) {
+		set(readiness.StepResidency, readiness.CodeResidency, "region %q is not an allowed region", e.region)
+	}
+	if contains(res.GetDeniedRegions(), e.region) {
+		set(readiness.StepResidency, readiness.CodeResidency, "region %q is denied", e.region)
+	}
+	if dcs := res.GetAllowedDataClasses(); len(dcs) > 0 && !slices.Contains(dcs, re.GetDataAccess()) {
+		set(readiness.StepResidency, readiness.CodeDataClass, "data access class %s is not allowed", strings.TrimPrefix(re.GetDataAccess().String(), "DATA_ACCESS_CLASS_"))
+	}
+
+	// 5 side-effect safety (static part).
+	e.providerSE = re.GetSideEffect()
+	for _, t := range decl.GetTools() {
+		if t.GetName() == e.tool && t.GetSideEffect() != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
+			e.providerSE = t.GetSideEffect()
+		}
+	}
+	if e.providerSE == mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
+		e.providerSE = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNKNOWN
+	}
+	e.consumerSE = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNKNOWN
+	for _, r := range p.GetSideEffects() {
+		if match(r.GetMatch(), e.key) {
+			if r.GetAssigned() != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
+				e.consumerSE = r.GetAssigned()
+			}
+			break
+		}
+	}
+	readOnly := mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY
+	e.conflict = e.consumerSE == readOnly && e.providerSE != readOnly &&
+		e.providerSE != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNKNOWN
+	e.readOnly = e.consumerSE == readOnly && !e.conflict
+	e.stateChanging = !e.readOnly
+	switch re.GetIdempotency() {
+	case mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_KEYED, mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_NATURALLY_IDEMPOTENT:
+		e.keyed = true
+	}
+	e.approval = re.GetApprovalRequired()
+	for _, a := range p.GetApprovals() {
+		if a.GetRequired() && match(a.GetMatch(), e.key) {
+			e.approval = true
+		}
+	}
+
+	// 7 cost (declared price vs the policy's ceiling).
+	if ceiling := p.GetCost().GetMaxCostPerCall(); ceiling > 0 {
+		pr := decl.GetPricing()
+		if amt, err := strconv.ParseFloat(pr.GetAmount(), 64); err == nil {
+			cur := p.GetCost().GetCurrency()
+			switch {
+			case cur != "" && pr.GetCurrency() != "" && cur != pr.GetCurrency():
+				set(readiness.StepBudget, readiness.CodeCost, "declared price is in %s, policy ceiling in %s", pr.GetCurrency(), cur)
+			case amt > ceiling:
+				set(readiness.StepBudget, readiness.CodeCost, "declared price %g exceeds the ceiling %g per call", amt, ceiling)
+			}
+		}
+	}
+
+	if pa := p.GetRetry().GetPerAttemptTimeout().AsDuration(); pa > 0 {
+		e.perAttemptRetry, e.perAttemptOne = pa, pa
+	}
+	e.retryOn = retryConditions(p.GetRetry(), decl)
+	if exp := re.GetProvenance().GetExpiresAt(); exp != nil {
+		e.expires = exp.AsTime().UnixNano()
+		e.expiresRej = rejection{readiness.CodeEntryExpired, "registry entry expired at " + exp.AsTime().UTC().Format(time.RFC3339)}
+		e.expiresPB = e.candidate(readiness.StepEligibility, e.expiresRej)
+	}
+	if eol := decl.GetEndOfLifeAt(); eol != nil {
+		e.endOfLife = eol.AsTime().UnixNano()
+		e.endOfLifeRej = rejection{readiness.CodeEndOfLife, "the provider declared the server's end of life at " + eol.AsTime().UTC().Format(time.RFC3339)}
+		e.endOfLifePB = e.candidate(readiness.StepEligibility, e.endOfLifeRej)
+	}
+	if dep := decl.GetDeprecatedAt(); dep != nil {
+		e.deprecated = dep.AsTime().UnixNano()
+	}
+	e.admitted = e.candidate(0, rejection{})
+	for step := range e.static {
+		if e.static[step].code != "" {
+			e.staticPB[step] = e.candidate(readiness.Step(step), e.static[step])
+		}
+	}
+	for i, f := range fixedRejections {
+		e.fixedPB[i] = e.candidate(f.step, f.rej)
+	}
+	return e
+}

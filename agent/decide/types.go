@@ -1,0 +1,210 @@
+package decide
+
+// The decision's inputs and outputs: what a caller builds (Inputs,
+// Request) and reads (Decision, Route, Visible, RefusalError).
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpready/mcpready/agent/circuit"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// ErrRefused matches every *RefusalError (errors.Is).
+var ErrRefused = errors.New("refused by policy")
+
+// RefusalError says why no route was admitted: the rejection of the
+// candidate that got furthest through the filters, or the resolution failure.
+type RefusalError struct {
+	Step   readiness.Step
+	Code   readiness.Code
+	Reason string
+}
+
+func (e *RefusalError) Error() string {
+	return fmt.Sprintf("refused at step %d (%s): %s", e.Step, e.Code, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrRefused) true.
+func (e *RefusalError) Is(target error) bool { return target == ErrRefused }
+
+// Inputs are verified artifacts: the caller has already checked every
+// signature against its TrustPolicy. Maps are keyed by metadata.name.
+type Inputs struct {
+	PolicyName, PolicyVersion string
+	Policy                    *mcpreadyv1.Policy
+	Entries                   map[string]*mcpreadyv1.RegistryEntry
+	// Declarations keyed by server name (Declaration.server_name, which is
+	// also its metadata.name).
+	Declarations map[string]*mcpreadyv1.Declaration
+	Evidence     map[string]*mcpreadyv1.Evidence
+	// HysteresisMargin: a challenger replaces the current preferred route
+	// only when its latency score is better by more than this fraction.
+	// Zero means 0.2.
+	HysteresisMargin float64
+	// MaxRoutes bounds the fallback chain: at most this many admitted
+	// candidates become Routes (the rest stay admitted candidates), so a
+	// failing class cannot fan one call out across every member. Zero
+	// means 4.
+	MaxRoutes int
+	// Previous, when set, carries the preferred route of each class over to
+	// the new snapshot so a configuration update does not reshuffle traffic.
+	Previous *Snapshot
+}
+
+// Request is one tool call to decide.
+type Request struct {
+	// Tool is a capability (equivalence class name) or an exact tool
+	// "<server>/<tool>".
+	Tool                                string
+	Principal, Tenant, Region, Workflow string
+	// ProtocolVersion the calling client negotiated; checked against
+	// Policy.protocol_versions when both are set.
+	ProtocolVersion string
+	// IdempotencyKey: the caller supplied an idempotency key.
+	IdempotencyKey bool
+	// ApprovalAvailable: a human can be asked (the client supports MCP
+	// elicitation). Tools that require approval are refused without it.
+	ApprovalAvailable bool
+	// Deadline is the caller's own remaining budget; zero means none, so the
+	// policy deadline applies. The narrower of the two wins.
+	Deadline time.Duration
+	// Now is the decision time (evidence and entry expiry). Zero means
+	// time.Now(), so a forgotten clock never makes stale evidence fresh.
+	Now time.Time
+	// Drift reports the entries whose live tool definition no longer
+	// matches the pinned one on this host; they are rejected at step 1
+	// (drift_blocked). Nil blocks none.
+	Drift DriftGuard
+}
+
+// Health reports the breaker state of a circuit key (Route.CircuitKey).
+// *circuit.Set implements it. A nil Health means everything is Closed.
+type Health interface {
+	State(key string, now time.Time) circuit.State
+}
+
+// DriftGuard reports entries blocked because of drift (Request.Drift).
+// *pin.Blocklist implements it.
+type DriftGuard interface {
+	Drifted(entry string) bool
+}
+
+// BreakerSource may be implemented by the Health passed to Decide (as
+// *circuit.Set does): the snapshot then caches each entry's *circuit.Breaker
+// and reads breaker state without a map lookup per candidate.
+type BreakerSource interface {
+	Breaker(key string) *circuit.Breaker
+}
+
+// Backoff is the retry backoff of the policy.
+type Backoff struct {
+	Base, Max time.Duration
+}
+
+// Route is one admitted way to serve the call.
+type Route struct {
+	Entry    string // RegistryEntry name
+	Spec     *mcpreadyv1.RegistryEntry
+	Identity *mcpreadyv1.ToolIdentity
+	// CircuitKey is circuit.Key(endpoint, tool).
+	CircuitKey string
+	// Class is the equivalence class name, "" for an exact-tool request.
+	Class string
+	// ProviderSideEffect: from the provider's Declaration, else the entry.
+	// ConsumerSideEffect: assigned by Policy.side_effects, else UNKNOWN.
+	ProviderSideEffect, ConsumerSideEffect mcpreadyv1.SideEffectClass
+	// SideEffectConflict: the consumer says READ_ONLY but the provider
+	// declares more; the route is then treated as state-changing.
+	SideEffectConflict bool
+	// Retryable: consumer READ_ONLY (without conflict), or an idempotency key
+	// is present and the entry is KEYED or NATURALLY_IDEMPOTENT.
+	Retryable bool
+	// ReadOnly: consumer READ_ONLY without conflict (hedging allowed).
+	ReadOnly         bool
+	ApprovalRequired bool
+	// MaxAttempts on this route: Policy.retry.max_attempts (default 3) when
+	// Retryable and RetryOn allows some retry, else 1.
+	MaxAttempts int
+	// RetryOn: the failure conditions a Retryable route is retried on
+	// (policy conditions narrowed by the provider's declared ones; zero is
+	// the default set).
+	RetryOn RetryConditions
+	// PerAttempt timeout: Policy.retry.per_attempt_timeout, else the
+	// decision deadline / MaxAttempts.
+	PerAttempt time.Duration
+	// HedgeAfter: Policy.retry.hedge_after for ReadOnly routes, else 0.
+	HedgeAfter time.Duration
+	// OutputSchemaDigest is the pinned output schema digest ("" if none).
+	OutputSchemaDigest string
+	// EvidenceID is the Evidence used ("" when Unknown).
+	EvidenceID string
+	// Unknown: no fresh evidence; admitted by on_unknown ALLOW, ranked below
+	// routes with fresh evidence.
+	Unknown bool
+	// HalfOpen: the breaker is re-admitting gradually; ranked below closed.
+	HalfOpen bool
+	// Deprecated: the provider's Declaration deprecated the server
+	// (deprecated_at passed); ranked below the other routes of its evidence
+	// and health tier.
+	Deprecated bool
+	// P50, P99 latency from evidence (0 when unknown).
+	P50, P99 time.Duration
+}
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	// Requested is Request.Tool; Class the resolved equivalence class ("" for
+	// an exact tool).
+	Requested, Class string
+	// Candidates: every candidate considered, with rejected_at_step, code and
+	// reason for the rejected ones. The slice and the records are shared
+	// with other decisions and must not be modified: use WithSelected for
+	// the receipt.
+	Candidates []*mcpreadyv1.Candidate
+	// Routes: admitted, best first; the fallback order. Only the first when
+	// the class does not allow fallback; at most Inputs.MaxRoutes. Shared
+	// with other decisions: read-only.
+	Routes        []Route
+	PolicyVersion string
+	// EvidenceIDs used by the routes (shared, read-only).
+	EvidenceIDs []string
+	// Deadline is the one end-to-end deadline of the call.
+	Deadline time.Duration
+	Backoff  Backoff
+	// Refusal is non-nil (a *RefusalError) when no route is admitted.
+	Refusal error
+}
+
+// WithSelected returns the candidates for a receipt, with the one for entry
+// copied and marked selected (the shared candidates stay untouched).
+func (d *Decision) WithSelected(entry string) []*mcpreadyv1.Candidate {
+	out := make([]*mcpreadyv1.Candidate, len(d.Candidates))
+	copy(out, d.Candidates)
+	for i, c := range out {
+		if c.GetEntry() == entry {
+			sel := proto.CloneOf(c)
+			sel.Selected = true
+			out[i] = sel
+		}
+	}
+	return out
+}
+
+// Visible is one tool a principal may see in tools/list.
+type Visible struct {
+	// Name: the class name for a capability, "<server>/<tool>" for an exact
+	// tool.
+	Name        string
+	Class       bool
+	Description string // the class description ("" for exact tools)
+	// Server and Tool of an exact tool ("" for a class).
+	Server, Tool string
+	// Entries that admit admits for the listing request.
+	Entries []string
+}

@@ -1,0 +1,121 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/invoke"
+	"github.com/mcpready/mcpready/agent/receipt"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// Refuse finishes rec for a request refused before any upstream was tried,
+// emits it, and returns the structured tool error for the AI agent.
+func (p *Pipeline) Refuse(rec *mcpreadyv1.Receipt, step readiness.Step, code readiness.Code, reason string) *mcp.CallToolResult {
+	rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED
+	rec.FailedLayer = mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY
+	if code == readiness.CodeDriftBlocked {
+		rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_DRIFT_BLOCKED
+	}
+	if code == readiness.CodeCircuitOpen {
+		rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_CIRCUIT_OPEN
+	}
+	rec.ErrorMessage = receipt.SafeError(reason)
+	p.Emit(rec)
+	return errorResult(ToolError{Layer: layerName(rec.FailedLayer), Outcome: readiness.OutcomeName(rec.Outcome), Step: readiness.Number(step), Code: string(code),
+		Reason: reason, Retryable: false, Receipt: rec.ReceiptId})
+}
+
+// Fail finishes rec for a request that was attempted (or whose approval or
+// input failed) with outcome out, emits it, and returns the structured
+// tool error for the AI agent.
+func (p *Pipeline) Fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code readiness.Code) *mcp.CallToolResult {
+	rec.Outcome, rec.FailedLayer = out.Class, out.Layer
+	rec.JsonrpcCode = int32(out.JSONRPCCode)
+	rec.IsError = out.IsError
+	if out.HTTPStatus != 0 {
+		rec.TransportStatus = fmt.Sprintf("http %d", out.HTTPStatus)
+	} else if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS || out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT {
+		rec.TransportStatus = "timeout"
+	}
+	if out.Layer == mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY {
+		rec.SchemaValidation = "failed"
+	}
+	reason := "failed"
+	if out.Err != nil {
+		reason = out.Err.Error()
+	}
+	rec.ErrorMessage = receipt.SafeError(reason)
+	p.Emit(rec)
+	te := ToolError{Layer: layerName(out.Layer), Outcome: readiness.OutcomeName(out.Class), Code: string(code), Reason: rec.ErrorMessage,
+		Retryable:  invoke.Transient(out) && out.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS,
+		HTTPStatus: out.HTTPStatus, JSONRPCCode: out.JSONRPCCode, Receipt: rec.ReceiptId}
+	if out.RetryAfter > 0 {
+		te.RetryAfterSeconds = int(out.RetryAfter.Round(time.Second) / time.Second)
+	}
+	if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS {
+		te.Hint = "the call may have taken effect; check before repeating it"
+	}
+	te.Actions = readiness.ActionStrings(rec.Actions)
+	return errorResult(te)
+}
+
+// Emit finishes rec and hands it to Options.Emit.
+func (p *Pipeline) Emit(rec *mcpreadyv1.Receipt) {
+	p.opts.Builder.Finish(rec, p.opts.Now())
+	if p.opts.Emit != nil {
+		p.opts.Emit(rec)
+	}
+}
+
+func layerName(l mcpreadyv1.ReadinessLayer) string {
+	return strings.TrimPrefix(l.String(), "READINESS_LAYER_")
+}
+
+// ToolError is the JSON body of a structured, recoverable tool error: the
+// text of a CallToolResult with isError, so the AI agent can read which
+// layer failed and why.
+type ToolError struct {
+	Layer             string   `json:"layer"`
+	Outcome           string   `json:"outcome"`
+	Step              int      `json:"step,omitempty"`
+	Code              string   `json:"code,omitempty"`
+	Reason            string   `json:"reason"`
+	Retryable         bool     `json:"retryable"`
+	RetryAfterSeconds int      `json:"retryAfterSeconds,omitempty"`
+	HTTPStatus        int      `json:"httpStatus,omitempty"`
+	JSONRPCCode       int      `json:"jsonrpcCode,omitempty"`
+	Hint              string   `json:"hint,omitempty"`
+	Actions           []string `json:"actions,omitempty"`
+	Receipt           string   `json:"receipt"`
+}
+
+func errorResult(te ToolError) *mcp.CallToolResult {
+	b, _ := json.Marshal(struct {
+		Error ToolError `json:"mcpreadyError"`
+	}{te})
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}
+}
+
+// ParseToolError extracts the ToolError of a result errorResult produced.
+func ParseToolError(res *mcp.CallToolResult) (ToolError, bool) {
+	if res == nil || !res.IsError || len(res.Content) != 1 {
+		return ToolError{}, false
+	}
+	t, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		return ToolError{}, false
+	}
+	var body struct {
+		Error *ToolError `json:"mcpreadyError"`
+	}
+	if json.Unmarshal([]byte(t.Text), &body) != nil || body.Error == nil {
+		return ToolError{}, false
+	}
+	return *body.Error, true
+}

@@ -1,0 +1,217 @@
+package pipeline
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/circuit"
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	"github.com/mcpready/mcpready/agent/upstream"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// fake is a Transport over a real upstream pool: it dials exactly the
+// target it is given and records the dials and approval questions.
+type fake struct {
+	pool    *upstream.Pool
+	mu      sync.Mutex
+	dialled []string // endpoints
+	asked   []string // entries
+	approve bool
+}
+
+func newFake(t *testing.T) *fake {
+	f := &fake{}
+	f.pool = upstream.NewPool(upstream.Options{Resolve: func(tg upstream.Target) (config.Upstream, bool) {
+		return config.Upstream{Name: tg.Server, URL: tg.Endpoint}, tg.Endpoint != ""
+	}})
+	t.Cleanup(f.pool.Close)
+	return f
+}
+
+func (f *fake) Dial(ctx context.Context, t upstream.Target) (*upstream.Session, error) {
+	f.mu.Lock()
+	f.dialled = append(f.dialled, t.Endpoint)
+	f.mu.Unlock()
+	return f.pool.Shared(ctx, t)
+}
+
+func (f *fake) Call(ctx context.Context, up *upstream.Session, params *mcp.CallToolParams) (upstream.Result, any, error) {
+	res, err := up.Call(ctx, params)
+	return res, nil, err
+}
+
+func (f *fake) Approve(_ context.Context, r decide.Route) (bool, any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, r.Entry)
+	return f.approve, nil, nil
+}
+
+func entry(server, endpoint string) *mcpreadyv1.RegistryEntry {
+	return &mcpreadyv1.RegistryEntry{
+		Identity: &mcpreadyv1.ToolIdentity{ServerName: server, ServerVersion: "1.0.0", ToolName: "echo", Endpoint: endpoint, ProtocolVersion: "2025-11-25"},
+		State:    mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED,
+	}
+}
+
+func policy() *mcpreadyv1.Policy {
+	return &mcpreadyv1.Policy{
+		Inventory:          []string{"*"},
+		Evidence:           &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
+		SideEffects:        []*mcpreadyv1.SideEffectRule{{Match: "*/echo", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY}},
+		Principals:         []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"*"}}},
+		EquivalenceClasses: []*mcpreadyv1.EquivalenceClass{{Name: "echo_any", Members: []string{"*/echo"}, FallbackAllowed: true}},
+	}
+}
+
+type sink struct {
+	mu   sync.Mutex
+	recs []*mcpreadyv1.Receipt
+}
+
+func (s *sink) emit(r *mcpreadyv1.Receipt) { s.mu.Lock(); s.recs = append(s.recs, r); s.mu.Unlock() }
+
+func setup(t *testing.T, p *mcpreadyv1.Policy, entries map[string]*mcpreadyv1.RegistryEntry) (*Pipeline, State, *sink) {
+	t.Helper()
+	snap, err := decide.NewSnapshot(decide.Inputs{PolicyVersion: "1", Policy: p, Entries: entries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &sink{}
+	return New(Options{Region: "eu", Emit: out.emit}), State{Decide: snap, Circuits: circuit.NewSet(circuit.Config{})}, out
+}
+
+func request(tool string) Request {
+	return Request{Requested: tool, Tool: tool, Caller: Caller{Name: "c", Principal: "dev"}, Arguments: []byte(`{"text":"hi"}`)}
+}
+
+// Two entries name the same server with different endpoints and only B is
+// admitted: the pipeline dials B's endpoint, and the receipt names it.
+func TestCallDialsRouteEndpoint(t *testing.T) {
+	upA, upB := mcptest.New(t, mcptest.Options{}), mcptest.New(t, mcptest.Options{})
+	p := policy()
+	p.Inventory = []string{"b"}
+	pl, st, out := setup(t, p, map[string]*mcpreadyv1.RegistryEntry{"a": entry("test", upA.URL), "b": entry("test", upB.URL)})
+	tr := newFake(t)
+	res := pl.Call(context.Background(), st, request("test/echo"), tr)
+	if res.Answer == nil || res.Answer.IsError {
+		t.Fatalf("answer %+v", res.Answer)
+	}
+	if !slices.Equal(tr.dialled, []string{upB.URL}) || upA.Hits() != 0 {
+		t.Fatalf("dialled %v (A hit %d times), want only B %s", tr.dialled, upA.Hits(), upB.URL)
+	}
+	if len(out.recs) != 1 || out.recs[0].GetSelected().GetEndpoint() != upB.URL || out.recs[0].GetSelected().GetEntry() != "b" {
+		t.Fatalf("receipts %v", out.recs)
+	}
+}
+
+// A fallback route that requires approval is asked about before its first
+// attempt; a refusal ends the call there, an approval runs it.
+func TestApprovalPerRoute(t *testing.T) {
+	for _, grant := range []bool{false, true} {
+		upA, upB := mcptest.New(t, mcptest.Options{}), mcptest.New(t, mcptest.Options{})
+		upA.SetFault(mcptest.FaultServerError, "tools/call")
+		b := entry("other", upB.URL)
+		b.ApprovalRequired = true
+		pl, st, out := setup(t, policy(), map[string]*mcpreadyv1.RegistryEntry{"a": entry("test", upA.URL), "b": b})
+		tr := newFake(t)
+		tr.approve = grant
+		req := request("echo_any")
+		req.Caller.Elicit = true
+		res := pl.Call(context.Background(), st, req, tr)
+		if !slices.Equal(tr.asked, []string{"b"}) {
+			t.Fatalf("grant %v: asked %v, want [b]", grant, tr.asked)
+		}
+		rec := out.recs[len(out.recs)-1]
+		if !grant {
+			te, ok := ParseToolError(res.Answer)
+			if !ok || te.Outcome != "APPROVAL_DENIED" || te.Code != string(readiness.CodeApprovalDenied) || slices.Contains(tr.dialled, upB.URL) {
+				t.Fatalf("declined: %+v dialled %v", te, tr.dialled)
+			}
+			if rec.GetApproval() != mcpreadyv1.ApprovalState_APPROVAL_STATE_DENIED {
+				t.Fatalf("approval state %v", rec.GetApproval())
+			}
+			continue
+		}
+		if res.Answer.IsError || rec.GetSelected().GetEntry() != "b" || rec.GetApproval() != mcpreadyv1.ApprovalState_APPROVAL_STATE_APPROVED {
+			t.Fatalf("approved: %+v selected %v approval %v", res.Answer, rec.GetSelected(), rec.GetApproval())
+		}
+		if acts := readiness.ActionStrings(rec.GetActions()); !slices.Contains(acts, "fallback:b") {
+			t.Fatalf("actions %v", acts)
+		}
+	}
+}
+
+// Refusals before and by the decision are receipted and answered with a
+// structured tool error; nothing is dialled.
+func TestRefusals(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	entries := map[string]*mcpreadyv1.RegistryEntry{"a": entry("test", up.URL)}
+	cases := []struct {
+		name string
+		st   func(State) State
+		req  func(*Request)
+		code readiness.Code
+		step int
+	}{
+		{"no policy", func(State) State { return State{} }, func(*Request) {}, readiness.CodeNoPolicy, 1},
+		{"front refusal", func(s State) State { return s }, func(r *Request) {
+			r.Refusal = &decide.RefusalError{Step: readiness.StepTrust, Code: readiness.CodeUnauthenticated, Reason: "no token"}
+		}, readiness.CodeUnauthenticated, 2},
+		{"unknown tool", func(s State) State { return s }, func(r *Request) { r.Tool = "nope" }, readiness.CodeUnknownTool, 0},
+		{"principal", func(s State) State { return s }, func(r *Request) { r.Caller.Principal = "stranger" }, readiness.CodePrincipalDenied, 2},
+		{"pinned entry gone", func(s State) State { return s }, func(r *Request) { r.Pin, r.RequestID = "zz", "req-1" }, readiness.CodeInputRoute, 1},
+		{"drift", func(s State) State { s.Drift = blocked("a"); return s }, func(*Request) {}, readiness.CodeDriftBlocked, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pl, st, out := setup(t, policy(), entries)
+			tr := newFake(t)
+			req := request("test/echo")
+			tc.req(&req)
+			res := pl.Call(context.Background(), tc.st(st), req, tr)
+			te, ok := ParseToolError(res.Answer)
+			if !ok || te.Code != string(tc.code) || te.Step != tc.step || len(tr.dialled) != 0 {
+				t.Fatalf("got %+v (dialled %v), want code %s step %d", te, tr.dialled, tc.code, tc.step)
+			}
+			if len(out.recs) != 1 || out.recs[0].GetReceiptId() != te.Receipt || (req.RequestID != "" && out.recs[0].GetRequestId() != req.RequestID) {
+				t.Fatalf("receipts %v", out.recs)
+			}
+			if tc.code == readiness.CodeDriftBlocked && te.Outcome != "DRIFT_BLOCKED" {
+				t.Fatalf("outcome %s", te.Outcome)
+			}
+		})
+	}
+}
+
+type blocked string
+
+func (b blocked) Drifted(e string) bool { return e == string(b) }
+
+// Listing and calling go through the same request: a tool is listed exactly
+// when a call of it is admitted, here across the client's protocol version.
+func TestVisibleMatchesCall(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	p := policy()
+	p.ProtocolVersions = []string{"2025-11-25"}
+	pl, st, _ := setup(t, p, map[string]*mcpreadyv1.RegistryEntry{"a": entry("test", up.URL)})
+	for _, proto := range []string{"2025-11-25", "2024-11-05"} {
+		c := Caller{Principal: "dev", Protocol: proto}
+		listed := len(pl.Visible(st, c)) > 0
+		req := request("test/echo")
+		req.Caller = c
+		res := pl.Call(context.Background(), st, req, newFake(t))
+		if called := !res.Answer.IsError; listed != called {
+			t.Fatalf("protocol %s: listed %v, called %v (%s)", proto, listed, called, strings.TrimSpace(res.Answer.Content[0].(*mcp.TextContent).Text))
+		}
+	}
+}
