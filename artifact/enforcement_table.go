@@ -316,7 +316,7 @@ func receiptFields() map[string]Rule {
 		"attempts.number", "attempts.entry", "attempts.startedAt", "attempts.latency", "attempts.outcome",
 		"attempts.transportStatus", "attempts.jsonrpcCode", "attempts.isError", "attempts.hedged",
 		"idempotencyKeyRef", "startedAt", "endedAt", "latency", "outcome", "failedLayer", "transportStatus", "jsonrpcCode",
-		"isError", "schemaValidation", "semanticValidation", "semanticValidatorVersion", "actions", "cost",
+		"isError", "schemaValidation", "semanticValidation", "semanticValidatorVersion", "actions.kind", "actions.entry", "actions.detail", "cost",
 		"workflowContribution", "resultDigest", "errorMessage",
 	} {
 		out[p] = rec("")

@@ -1,5 +1,5 @@
-// Package ledger is the receipt format: how execution receipts (DESIGN.md
-// §6) are encoded and digested, how receipts travel in signed, hash-chained
+// Package ledger is the receipt format: how execution receipts (see
+// docs/architecture.md) are encoded and digested, how receipts travel in signed, hash-chained
 // batches, and how those batches are checked. It is shared by the host
 // agent (which seals batches), the control plane (which ingests, stores and
 // exports them) and offline verifiers (package ledger/export).

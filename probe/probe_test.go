@@ -286,4 +286,18 @@ func TestExampleArguments(t *testing.T) {
 	if string(b) != `{"mode":"fast","n":3,"q":"aaaaaa","tags":["aaaa","aaaa"]}` {
 		t.Fatalf("got %s", b)
 	}
+	for schema, want := range map[string]string{
+		`{"type":"object"}`: `{}`,
+		`{"type":"object","required":["ok","c","d"],"properties":{"ok":{"type":"boolean"},"c":{"const":7},"d":{"type":"string","default":"x"}}}`: `{"c":7,"d":"x","ok":false}`,
+		`{"type":"object","required":["n"],"properties":{"n":{"type":"number","exclusiveMinimum":2}}}`:                                           `{"n":3}`,
+		`{"type":"string"}`: `{}`,
+	} {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(schema), &m); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := json.Marshal(probe.ExampleArguments(m)); string(b) != want {
+			t.Errorf("%s: got %s, want %s", schema, b, want)
+		}
+	}
 }

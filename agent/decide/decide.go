@@ -2,7 +2,7 @@
 // artifacts (Policy, RegistryEntries, Declarations, Evidence) and one tool
 // call request, it resolves the requested capability to a consumer-approved
 // equivalence class, runs every candidate through the hard filters in the
-// order of DESIGN.md §5, records the step and a stable code for every
+// order in docs/architecture.md, records the step and a stable code for every
 // rejection, and ranks the admitted routes (latency last, with hysteresis).
 //
 // Files by concern: types.go (inputs and outputs), compile.go (policy and

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/probe"
 )
 
 // Suite names the qualification this package runs.
@@ -170,7 +171,7 @@ func (s *Server) Qualify(ctx context.Context, entries []*artifact.Object, now ti
 			fx = append(fx, Fixture{Tool: t.Name, Name: "empty-arguments-rejected", Negative: true, Passed: rejected})
 		}
 		if sideEffect(t) == mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY {
-			args := Example(schemaMap(t.InputSchema))
+			args := probe.ExampleArguments(schemaMap(t.InputSchema))
 			res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: t.Name, Arguments: args})
 			f := Fixture{Tool: t.Name, Name: "safe-call", Passed: err == nil && res != nil && !res.IsError}
 			if err != nil {
@@ -208,76 +209,4 @@ func (s *Server) Qualify(ctx context.Context, entries []*artifact.Object, now ti
 		return nil, errors.New("enroll: the server lists no tools")
 	}
 	return all, nil
-}
-
-// Example returns a value valid against a simple JSON Schema: required
-// properties of objects, enum/const first values, minimums, minimum lengths.
-func Example(schema map[string]any) map[string]any {
-	v, _ := example(schema, 0).(map[string]any)
-	if v == nil {
-		v = map[string]any{}
-	}
-	return v
-}
-
-func example(s map[string]any, depth int) any {
-	if s == nil || depth > 8 {
-		return nil
-	}
-	if c, ok := s["const"]; ok {
-		return c
-	}
-	if e, ok := s["enum"].([]any); ok && len(e) > 0 {
-		return e[0]
-	}
-	if d, ok := s["default"]; ok {
-		return d
-	}
-	typ, _ := s["type"].(string)
-	if ts, ok := s["type"].([]any); ok && len(ts) > 0 {
-		typ, _ = ts[0].(string)
-	}
-	num := func(key string) (float64, bool) { f, ok := s[key].(float64); return f, ok }
-	switch typ {
-	case "object", "":
-		out := map[string]any{}
-		props, _ := s["properties"].(map[string]any)
-		req, _ := s["required"].([]any)
-		for _, r := range req {
-			name, _ := r.(string)
-			ps, _ := props[name].(map[string]any)
-			out[name] = example(ps, depth+1)
-		}
-		return out
-	case "string":
-		n := 4
-		if m, ok := num("minLength"); ok && int(m) > n {
-			n = int(m)
-		}
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = 'a'
-		}
-		return string(b)
-	case "integer", "number":
-		if m, ok := num("minimum"); ok {
-			return m
-		}
-		if m, ok := num("exclusiveMinimum"); ok {
-			return m + 1
-		}
-		return 1
-	case "boolean":
-		return false
-	case "array":
-		out := []any{}
-		if m, ok := num("minItems"); ok {
-			items, _ := s["items"].(map[string]any)
-			for range int(m) {
-				out = append(out, example(items, depth+1))
-			}
-		}
-		return out
-	}
-	return nil
 }

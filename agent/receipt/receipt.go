@@ -1,5 +1,6 @@
-// Package receipt builds execution receipts (DESIGN.md §6) on the host
-// agent: one receipt per decision and invocation, stamped with its
+// Package receipt builds execution receipts on the host agent (step 4 of
+// "A tool call, step by step" in docs/architecture.md): one receipt per
+// decision and invocation, stamped with its
 // provenance, its arguments and result digested and redacted, its error
 // text made safe.
 //

@@ -55,10 +55,14 @@ func (o *explainOptions) run(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-// decisionSteps names the hard filters of the decision order (DESIGN.md §5).
-var decisionSteps = map[int32]string{
-	1: "eligibility", 2: "trust and authority", 3: "security and residency", 4: "semantic suitability",
-	5: "side-effect safety", 6: "current health", 7: "deadline and cost", 8: "latency ranking",
+// stepLabel is the short name of a decision step: its description up to
+// the colon (the vocabulary is defined once, in package readiness).
+func stepLabel(st readiness.Step) string {
+	d := readiness.StepDescription(st)
+	if i := strings.IndexByte(d, ':'); i > 0 {
+		return d[:i]
+	}
+	return d
 }
 
 func or(s, dflt string) string {
@@ -100,8 +104,8 @@ func explain(w io.Writer, sr *mcpreadyv1.StoredReceipt) {
 		case c.GetSelected():
 			p("  - %s: selected.", id)
 		case c.GetRejectedAtStep() > 0 || c.GetRejectionCode() != "":
-			step := decisionSteps[int32(c.GetRejectedAtStep())]
-			p("  - %s: rejected at step %d (%s): %s%s.", id, c.GetRejectedAtStep(), or(step, "unknown step"), or(c.GetRejectionCode(), "rejected"),
+			step := stepLabel(c.GetRejectedAtStep())
+			p("  - %s: rejected at step %d (%s): %s%s.", id, readiness.Number(c.GetRejectedAtStep()), or(step, "unknown step"), or(c.GetRejectionCode(), "rejected"),
 				prefixed(": ", c.GetRejectionReason()))
 		case tried[c.GetEntry()] > 0:
 			p("  - %s: eligible, tried %d time(s) without success.", id, tried[c.GetEntry()])

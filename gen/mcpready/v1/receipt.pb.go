@@ -23,7 +23,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// DecisionStep is the step of the agent's decision (DESIGN.md section 5)
+// DecisionStep is the step of the agent's decision (the decision order in docs/architecture.md)
 // that rejected a candidate or refused a call. The values 1-8 are the hard
 // filters in order; UNSPECIFIED on a Candidate means no step rejected it.
 type DecisionStep int32

@@ -1,0 +1,76 @@
+package docs
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/mcpready/mcpready/readiness"
+)
+
+const (
+	beginVocabulary = "<!-- BEGIN GENERATED: vocabulary (go test ./docs -update) -->"
+	endVocabulary   = "<!-- END GENERATED: vocabulary -->"
+)
+
+// generateVocabulary renders readiness.Terms: the decision steps, rejection
+// codes, executor actions and outcomes receipts and tool errors record.
+func generateVocabulary() string {
+	var b strings.Builder
+	b.WriteString(beginVocabulary + "\n")
+	for _, k := range []struct {
+		kind  readiness.Kind
+		title string
+	}{
+		{readiness.KindStep, "Decision steps (`candidates.rejectedAtStep`)"},
+		{readiness.KindCode, "Rejection codes (`candidates.rejectionCode`, and the code of a refused call's tool error)"},
+		{readiness.KindAction, "Executor actions (`actions.kind`)"},
+		{readiness.KindOutcome, "Outcomes (`outcome`, `attempts.outcome`)"},
+	} {
+		fmt.Fprintf(&b, "\n#### %s\n\n", k.title)
+		if k.kind == readiness.KindCode {
+			b.WriteString("| code | recorded at step | meaning |\n|---|---|---|\n")
+		} else {
+			b.WriteString("| name | value | meaning |\n|---|---|---|\n")
+		}
+		for _, t := range readiness.Terms() {
+			if t.Kind != k.kind {
+				continue
+			}
+			if k.kind == readiness.KindCode {
+				step := "-"
+				if t.Step != readiness.StepNone {
+					step = readiness.StepName(t.Step)
+				}
+				fmt.Fprintf(&b, "| `%s` | %s | %s |\n", t.Name, step, t.Description)
+			} else {
+				fmt.Fprintf(&b, "| `%s` | %d | %s |\n", t.Name, t.Value, t.Description)
+			}
+		}
+	}
+	b.WriteString("\n" + endVocabulary)
+	return b.String()
+}
+
+func TestReferenceVocabularyUpToDate(t *testing.T) {
+	const path = "reference.md"
+	cur, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := replaceSection(string(cur), beginVocabulary, endVocabulary, generateVocabulary())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want == string(cur) {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s: the vocabulary tables are stale; regenerate with: go test ./docs -run TestReferenceVocabularyUpToDate -update", path)
+}
