@@ -10,13 +10,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
-	"github.com/mcpready/mcpready/controlplane/admin"
 	"github.com/mcpready/mcpready/controlplane/aggregate"
 	"github.com/mcpready/mcpready/controlplane/chainhead"
 	"github.com/mcpready/mcpready/controlplane/ingest"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
+	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
-	"github.com/mcpready/mcpready/sign"
 )
 
 // ReceiptOptions configures a Server's receipt pipeline: the Receipts
@@ -48,7 +47,7 @@ type receiptPipeline struct {
 // openReceipts opens the receipt store and builds ingest and aggregation.
 // Passive Evidence is applied through adm, so it is verified and stored
 // like any other artifact. Chain heads are shared through cli.
-func (s *Server) openReceipts(adm *admin.Service, cli *clientv3.Client) (*receiptPipeline, error) {
+func (s *Server) openReceipts(w *writer.Writer, cli *clientv3.Client) (*receiptPipeline, error) {
 	o := s.o.Receipts
 	dir := o.Dir
 	if dir == "" {
@@ -65,11 +64,8 @@ func (s *Server) openReceipts(adm *admin.Service, cli *clientv3.Client) (*receip
 	var observer ingest.Observer
 	if s.o.ObserverKey != nil {
 		ao := aggregate.Options{
-			Signer: s.o.ObserverKey,
-			Sink: aggregate.SinkFunc(func(ctx context.Context, b []byte) error {
-				_, _, err := adm.ApplyBundle(ctx, b)
-				return err
-			}),
+			Signer:   s.o.ObserverKey,
+			Sink:     w, // Evidence only, through the one write path
 			Registry: s.reg,
 			Logger:   s.o.Logger,
 		}
@@ -83,7 +79,7 @@ func (s *Server) openReceipts(adm *admin.Service, cli *clientv3.Client) (*receip
 		observer = p.agg
 	}
 	heads := chainhead.New(cli, chainhead.Options{OnError: func(error) { s.etcdErr.Inc() }})
-	p.svc, err = ingest.New(ingest.Options{Store: rs, Trust: func() *sign.Trust { return adm.Current() }, Heads: heads, Observer: observer, Registry: s.reg, Logger: s.o.Logger})
+	p.svc, err = ingest.New(ingest.Options{Store: rs, Trust: w.Current, Heads: heads, Observer: observer, Registry: s.reg, Logger: s.o.Logger})
 	if err != nil {
 		rs.Close()
 		return nil, fmt.Errorf("%w: receipts: %w", ErrConfig, err)

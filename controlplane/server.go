@@ -282,7 +282,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	var receipts *receiptPipeline
 	if s.o.Receipts != nil {
-		if receipts, err = s.openReceipts(adm, cli); err != nil {
+		if receipts, err = s.openReceipts(w, cli); err != nil {
 			return err
 		}
 		defer receipts.store.Close()

@@ -265,12 +265,20 @@ func replaceSection(doc, begin, end, section string) (string, error) {
 }
 
 func TestReferenceArtifactsUpToDate(t *testing.T) {
+	checkSection(t, beginArtifacts, endArtifacts, generateArtifacts(t), "the artifact field tables")
+}
+
+// checkSection fails when the generated section of reference.md between
+// begin and end is not section (what names it in the message), and with
+// -update rewrites it.
+func checkSection(t *testing.T, begin, end, section, what string) {
+	t.Helper()
 	const path = "reference.md"
 	cur, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := replaceSection(string(cur), beginArtifacts, endArtifacts, generateArtifacts(t))
+	want, err := replaceSection(string(cur), begin, end, section)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,5 +291,5 @@ func TestReferenceArtifactsUpToDate(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("%s: the artifact field tables are stale; regenerate with: go test ./docs -run TestReferenceArtifactsUpToDate -update", path)
+	t.Errorf("%s: %s are stale; regenerate with: go test ./docs -update", path, what)
 }

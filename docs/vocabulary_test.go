@@ -2,7 +2,6 @@ package docs
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -54,23 +53,5 @@ func generateVocabulary() string {
 }
 
 func TestReferenceVocabularyUpToDate(t *testing.T) {
-	const path = "reference.md"
-	cur, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := replaceSection(string(cur), beginVocabulary, endVocabulary, generateVocabulary())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want == string(cur) {
-		return
-	}
-	if *update {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("%s: the vocabulary tables are stale; regenerate with: go test ./docs -run TestReferenceVocabularyUpToDate -update", path)
+	checkSection(t, beginVocabulary, endVocabulary, generateVocabulary(), "the vocabulary tables")
 }

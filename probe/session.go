@@ -129,7 +129,7 @@ func (p *run) invoke(ctx context.Context, cs *mcp.ClientSession, tools []*mcp.To
 	p.r.ProbedTool = t.Name
 	ctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
 	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.Name, Arguments: ExampleArguments(schemaMap(t.InputSchema))})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.Name, Arguments: ExampleArguments(SchemaObject(t.InputSchema))})
 	if err != nil {
 		var je *jsonrpc.Error
 		if errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams {
@@ -211,7 +211,10 @@ func (p *run) warm(ctx context.Context, cs *mcp.ClientSession) {
 	p.r.Warm = ds[len(ds)/2]
 }
 
-func schemaMap(v any) map[string]any {
+// SchemaObject returns a JSON Schema given as any Go value (a map, a
+// *jsonschema.Schema, raw JSON) as a generic map; nil when it is not an
+// object.
+func SchemaObject(v any) map[string]any {
 	if m, ok := v.(map[string]any); ok {
 		return m
 	}

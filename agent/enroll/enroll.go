@@ -116,19 +116,9 @@ func idempotency(t *mcp.Tool) mcpreadyv1.IdempotencyClass {
 	return mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_UNSPECIFIED
 }
 
-func schemaMap(v any) map[string]any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return m
-}
-
 func required(t *mcp.Tool) []string {
 	var out []string
-	if req, ok := schemaMap(t.InputSchema)["required"].([]any); ok {
+	if req, ok := probe.SchemaObject(t.InputSchema)["required"].([]any); ok {
 		for _, r := range req {
 			if s, ok := r.(string); ok {
 				out = append(out, s)
@@ -171,7 +161,7 @@ func (s *Server) Qualify(ctx context.Context, entries []*artifact.Object, now ti
 			fx = append(fx, Fixture{Tool: t.Name, Name: "empty-arguments-rejected", Negative: true, Passed: rejected})
 		}
 		if sideEffect(t) == mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY {
-			args := probe.ExampleArguments(schemaMap(t.InputSchema))
+			args := probe.ExampleArguments(probe.SchemaObject(t.InputSchema))
 			res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: t.Name, Arguments: args})
 			f := Fixture{Tool: t.Name, Name: "safe-call", Passed: err == nil && res != nil && !res.IsError}
 			if err != nil {

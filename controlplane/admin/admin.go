@@ -58,15 +58,6 @@ func New(o Options) *Service {
 	return &Service{w: o.Writer, st: o.Writer.Store(), lc: o.Lifecycle}
 }
 
-// ApplyBundle is the Writer's Apply (the receipt pipeline applies passive
-// Evidence through it).
-func (s *Service) ApplyBundle(ctx context.Context, bundle []byte) (store.Record, bool, error) {
-	return s.w.Apply(ctx, bundle)
-}
-
-// Current is the Writer's active Trust.
-func (s *Service) Current() *sign.Trust { return s.w.Current() }
-
 // Apply implements AdminService.Apply.
 func (s *Service) Apply(ctx context.Context, req *mcpreadyv1.ApplyRequest) (*mcpreadyv1.ApplyResponse, error) {
 	rec, unchanged, err := s.w.Apply(ctx, req.GetBundle())
