@@ -79,9 +79,9 @@ type Options struct {
 	// DataDir holds the last known good configuration (lkg.json), the receipt
 	// spool (spool/) and a generated agent key (agent.key). Required.
 	DataDir string
-	// Config is the agent configuration file (principals, upstreams); "" is
-	// the empty configuration (every request refused).
-	Config string
+	// Config is the parsed agent configuration (principals, upstreams; see
+	// config.Load); nil is the empty configuration (every request refused).
+	Config *config.Config
 	// AgentKey signs receipt batches; nil loads or creates DataDir/agent.key
 	// (unencrypted, mode 0600).
 	AgentKey crypto.Signer
@@ -133,9 +133,11 @@ func New(opts Options) (*Agent, error) {
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	cfg, err := config.Load(opts.Config)
-	if err != nil {
-		return nil, err
+	cfg, err := opts.Config, error(nil)
+	if cfg == nil {
+		if cfg, err = config.Parse(nil); err != nil {
+			return nil, err
+		}
 	}
 	if opts.AgentKey == nil {
 		if opts.AgentKey, err = loadOrCreateKey(filepath.Join(opts.DataDir, "agent.key")); err != nil {

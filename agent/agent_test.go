@@ -42,13 +42,17 @@ func publish(t *testing.T, env *cptest.Env, up *mcptest.Upstream) {
 	}))
 }
 
-func writeConfig(t testing.TB, dir string) string {
+func writeConfig(t testing.TB, dir string) *config.Config {
 	t.Helper()
 	p := filepath.Join(dir, "agent.yaml")
 	if err := os.WriteFile(p, []byte("defaultPrincipal:\n  name: local\n  principalClass: default\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 func start(t *testing.T, opts Options) (*Agent, func()) {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpready/mcpready/agent"
+	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/subscribe"
 	"github.com/mcpready/mcpready/sign"
 )
@@ -100,8 +101,12 @@ func (o *agentOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		return fmt.Errorf("agent: --config: %w", err)
+	}
 	opts := agent.Options{ControlPlane: f.controlPlane, ControlPlaneCreds: creds, Root: rootKey, NodeID: f.nodeID, Labels: labels, Listen: f.listen,
-		AllowNonLoopback: f.allowNonLoopback, DataDir: f.data, Config: f.config, Logger: logger(cmd.ErrOrStderr())}
+		AllowNonLoopback: f.allowNonLoopback, DataDir: f.data, Config: cfg, Logger: logger(cmd.ErrOrStderr())}
 	if f.sotw {
 		opts.SyncMode = subscribe.ModeStateOfTheWorld
 	}

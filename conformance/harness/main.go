@@ -57,13 +57,13 @@ func run(upstreamURL, name, listen, data string) error {
 	if err != nil {
 		return err
 	}
-	cfgPath := filepath.Join(data, "agent.yaml")
-	if err := os.WriteFile(cfgPath, []byte("defaultPrincipal:\n  name: conformance\n  principalClass: default\n"), 0o600); err != nil {
+	cfg, err := config.Parse([]byte("defaultPrincipal:\n  name: conformance\n  principalClass: default\n"))
+	if err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a, err := agent.New(agent.Options{Root: root.Public(), NodeID: "conformance", Listen: listen, DataDir: filepath.Join(data, "agent"),
-		Config: cfgPath, Logger: logger})
+		Config: cfg, Logger: logger})
 	if err != nil {
 		return err
 	}

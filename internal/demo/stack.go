@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/mcpready/mcpready/agent"
+	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/controlplane"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/atomicfile"
@@ -218,8 +219,13 @@ func (st *Stack) startAgent(o StackOptions, keys Keys) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := atomicfile.WriteFile(cfg, []byte(AgentConfig), 0o600); err != nil {
+	// The configuration is written beside the agent's data for the user to
+	// read; the agent takes it parsed.
+	if err := atomicfile.WriteFile(filepath.Join(dir, "config.yaml"), []byte(AgentConfig), 0o600); err != nil {
+		return err
+	}
+	cfg, err := config.Parse([]byte(AgentConfig))
+	if err != nil {
 		return err
 	}
 	a, err := agent.New(agent.Options{
