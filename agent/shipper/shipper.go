@@ -37,7 +37,7 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Registry receives metrics; nil registers none.
 	Registry prometheus.Registerer
-	// Logger; default slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
@@ -66,7 +66,7 @@ func Run(ctx context.Context, conn grpc.ClientConnInterface, sp *spool.Spool, op
 		opts.MaxBackoff = 30 * time.Second
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	log := opts.Logger.With("component", "shipper")
 	sent := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "mcpready", Subsystem: "receipts", Name: "sent_total",

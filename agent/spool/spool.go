@@ -91,7 +91,7 @@ type Options struct {
 	BatchInterval time.Duration
 	// Registry receives the spool's metrics; nil registers none.
 	Registry prometheus.Registerer
-	// Logger; default slog.Default(). Receipts are never logged.
+	// Logger; nil discards. Receipts are never logged.
 	Logger *slog.Logger
 	// Now; default time.Now.
 	Now func() time.Time
@@ -160,7 +160,7 @@ func Open(dir string, opts Options) (*Spool, error) {
 		opts.BatchInterval = time.Second
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

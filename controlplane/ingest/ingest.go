@@ -96,7 +96,7 @@ type Options struct {
 	Observer Observer
 	// Registry receives metrics; nil registers none.
 	Registry prometheus.Registerer
-	// Logger; default slog.Default(). Receipts are never logged.
+	// Logger; nil discards. Receipts are never logged.
 	Logger *slog.Logger
 	// Now; default time.Now.
 	Now func() time.Time
@@ -161,7 +161,7 @@ func New(opts Options) (*Service, error) {
 		opts.Heads = chainhead.NewMemory(chainhead.Options{})
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -45,7 +45,7 @@ type Options struct {
 	// Retention deletes whole segments whose newest batch was received
 	// longer ago than this (see ApplyRetention); zero keeps everything.
 	Retention time.Duration
-	// Logger; default slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now; default time.Now.
 	Now func() time.Time
@@ -72,7 +72,7 @@ type Store struct {
 // Open opens (creating) the store in dir and rebuilds the index.
 func Open(dir string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

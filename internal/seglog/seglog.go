@@ -43,7 +43,7 @@ type Options struct {
 	// or nil for none. It is called from inside Append and Open, so it
 	// sees the owner's state as of just before the record being appended.
 	Checkpoint func() []byte
-	// Logger; default slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
@@ -93,7 +93,7 @@ func Open(dir string, opts Options, replay func(p Pos, payload []byte) error) (*
 		opts.SegmentBytes = 64 << 20
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("seglog: %w", err)
