@@ -301,3 +301,44 @@ func TestExampleArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestCursorLoop: a hand-written server whose every tools/list page points
+// to the same next cursor; the listing stops, partial, instead of looping.
+func TestCursorLoop(t *testing.T) {
+	var lists atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&req) != nil {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		if req.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		var result any
+		switch req.Method {
+		case "initialize":
+			result = map[string]any{"protocolVersion": probe.VersionSession, "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "loop", "version": "1"}}
+		case "tools/list":
+			lists.Add(1)
+			result = map[string]any{"tools": []any{map[string]any{"name": "t", "inputSchema": map[string]any{"type": "object"}}}, "nextCursor": "again"}
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32601, "message": "no"}})
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+	}))
+	defer ts.Close()
+	r := run(t, ts.URL, probe.Options{})
+	want(t, r, "protocol ready", "listing not-ready partial-cursor-loop", "invocation not-reached")
+	if n := lists.Load(); n != 2 || !r.Partial {
+		t.Errorf("%d tools/list requests (want 2: the repeat is seen on the second), partial=%v", n, r.Partial)
+	}
+}
