@@ -248,3 +248,17 @@ func TestCanonicalDigest(t *testing.T) {
 		t.Errorf("malformed JSON: %v", err)
 	}
 }
+
+func FuzzCleanName(f *testing.F) {
+	for _, s := range []string{"", "/", "http://127.0.0.1:8080/mcp", "a..b//c", "ü/ß", "com.example/docs"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 200 {
+			return
+		}
+		if err := ValidateName("p/" + CleanName(s)); err != nil {
+			t.Fatalf("%q → %q: %v", s, CleanName(s), err)
+		}
+	})
+}

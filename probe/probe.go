@@ -88,6 +88,10 @@ type Report struct {
 	Server    string    `json:"server,omitempty"`
 	StartedAt time.Time `json:"startedAt"`
 	Layers    []Result  `json:"layers"`
+	// ServerVersion and ProtocolVersion are what the server answered in the
+	// era used for the layers above protocol.
+	ServerVersion   string `json:"serverVersion,omitempty"`
+	ProtocolVersion string `json:"protocolVersion,omitempty"`
 	// Eras records the two protocol eras separately.
 	Eras []Era `json:"eras,omitempty"`
 	// Tools and Pages count what the listing read; Partial is set when the
@@ -106,6 +110,10 @@ type Report struct {
 	// answer); Warm the median of the later calls on the open session.
 	Cold time.Duration `json:"coldNs,omitempty"`
 	Warm time.Duration `json:"warmNs,omitempty"`
+	// Token says whether a bearer token was presented (never the token).
+	Token bool `json:"token,omitempty"`
+	// Took is the whole run.
+	Took time.Duration `json:"tookNs"`
 	// BlindSpots say what this probe cannot speak for.
 	BlindSpots []string `json:"blindSpots,omitempty"`
 }
@@ -188,7 +196,7 @@ func Run(ctx context.Context, endpoint string, o Options) (*Report, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: %q is not an http(s) URL", ErrURL, endpoint)
 	}
-	r := &Report{URL: endpoint, Server: o.Server, StartedAt: time.Now().UTC()}
+	r := &Report{URL: endpoint, Server: o.Server, StartedAt: time.Now().UTC(), Token: o.Token != ""}
 	if o.Token == "" {
 		r.BlindSpots = append(r.BlindSpots, "keyless probe: says nothing about authorised use")
 	}
@@ -199,6 +207,7 @@ func Run(ctx context.Context, endpoint string, o Options) (*Report, error) {
 	p := &run{o: o, u: u, r: r}
 	p.funnel(ctx)
 	p.order()
+	r.Took = time.Since(r.StartedAt)
 	return r, nil
 }
 
@@ -260,8 +269,8 @@ func (p *run) funnel(ctx context.Context) {
 		return
 	}
 	defer sess.Close()
-	tools := p.listing(ctx, sess)
-	if tools == nil {
+	tools, ok := p.listing(ctx, sess)
+	if !ok {
 		p.notReached(LayerInvocation)
 		return
 	}

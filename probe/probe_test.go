@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/probe"
 )
 
@@ -340,5 +341,67 @@ func TestCursorLoop(t *testing.T) {
 	want(t, r, "protocol ready", "listing not-ready partial-cursor-loop", "invocation not-reached")
 	if n := lists.Load(); n != 2 || !r.Partial {
 		t.Errorf("%d tools/list requests (want 2: the repeat is seen on the second), partial=%v", n, r.Partial)
+	}
+}
+
+func TestEvidence(t *testing.T) {
+	ts := serverWith(t, &mcp.StreamableHTTPOptions{Stateless: true}, nil)
+	r := run(t, ts.URL, probe.Options{Server: "com.example/docs", ReadOnly: []string{"lookup"}})
+	if _, err := probe.Evidence(r, probe.EvidenceOptions{}); !errors.Is(err, probe.ErrNoObserver) {
+		t.Fatalf("no observer: %v", err)
+	}
+	obj, err := probe.Evidence(r, probe.EvidenceOptions{Observer: "org/prober", Region: "eu-west-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obj.Validate(); err != nil || obj.Metadata.Name != "probe/com.example/docs" {
+		t.Fatalf("%q: %v", obj.Metadata.Name, err)
+	}
+	ev := obj.Spec.(*mcpreadyv1.Evidence)
+	if ev.GetMethod() != mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_SYNTHETIC || ev.GetAuthClass() != "keyless" || ev.GetPath() != "server/discover (2026-07-28)" ||
+		ev.GetSubject().GetServerVersion() != "2.4.1" || ev.GetSubject().GetToolName() != "lookup" || ev.GetObserver().GetId() != "org/prober" ||
+		!ev.GetExpiresAt().AsTime().After(ev.GetObservedAt().AsTime()) {
+		t.Fatalf("evidence %v", ev)
+	}
+	rates := map[mcpreadyv1.ReadinessLayer]string{}
+	for _, lr := range ev.GetRates() {
+		rates[lr.GetLayer()] = fmt.Sprintf("%d/%d-%d", lr.GetSuccesses(), lr.GetDenominator(), lr.GetExcluded())
+	}
+	want := map[mcpreadyv1.ReadinessLayer]string{
+		mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY: "0/0-1", mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY: "1/1-0",
+		mcpreadyv1.ReadinessLayer_READINESS_LAYER_PROTOCOL: "1/1-0", mcpreadyv1.ReadinessLayer_READINESS_LAYER_ACCESS: "1/1-0",
+		mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION: "1/1-0", mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY: "1/1-0",
+	}
+	if fmt.Sprint(rates) != fmt.Sprint(want) {
+		t.Errorf("rates %v, want %v", rates, want)
+	}
+
+	// Access not ready: that layer fails with its code, the layers above are
+	// excluded, never counted as successes.
+	deny := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusPaymentRequired) }))
+	defer deny.Close()
+	obj, err = probe.Evidence(run(t, deny.URL, probe.Options{}), probe.EvidenceOptions{Observer: "org/prober"})
+	if err != nil || obj.Validate() != nil {
+		t.Fatalf("%v %v", err, obj.Validate())
+	}
+	ev = obj.Spec.(*mcpreadyv1.Evidence)
+	got := map[mcpreadyv1.ReadinessLayer]string{}
+	for _, lr := range ev.GetRates() {
+		got[lr.GetLayer()] = fmt.Sprintf("%d/%d-%d", lr.GetSuccesses(), lr.GetDenominator(), lr.GetExcluded())
+	}
+	if got[mcpreadyv1.ReadinessLayer_READINESS_LAYER_ACCESS] != "0/1-0" || got[mcpreadyv1.ReadinessLayer_READINESS_LAYER_PROTOCOL] != "0/0-1" ||
+		got[mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION] != "0/0-1" || len(ev.GetErrors()) != 1 || ev.GetErrors()[0].GetCode() != "access:billing" {
+		t.Errorf("rates %v errors %v", got, ev.GetErrors())
+	}
+}
+
+func TestEmptyListingIsReady(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "empty", Version: "1"}, nil)
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer ts.Close()
+	r := run(t, ts.URL, probe.Options{ReadOnly: []string{"x"}})
+	want(t, r, "listing ready empty", "invocation skipped no-read-only-tool", "result skipped")
+	if !r.Ready() || r.Warm <= 0 {
+		t.Errorf("ready=%v warm=%v", r.Ready(), r.Warm)
 	}
 }

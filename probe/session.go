@@ -59,6 +59,10 @@ func (p *run) protocol(ctx context.Context) *mcp.ClientSession {
 		p.add(LayerProtocol, NotReady, "no-era", "neither server/discover (2026-07-28) nor initialize (2025-11-25) worked")
 		return nil
 	}
+	if si := best.InitializeResult().ServerInfo; si != nil {
+		p.r.ServerVersion = si.Version
+	}
+	p.r.ProtocolVersion = best.InitializeResult().ProtocolVersion
 	p.add(LayerProtocol, Ready, "", "negotiated "+best.InitializeResult().ProtocolVersion)
 	return best
 }
@@ -66,7 +70,7 @@ func (p *run) protocol(ctx context.Context) *mcp.ClientSession {
 // listing reads every page of tools/list, up to MaxPages. A page limit, a
 // repeated cursor or a failing page leaves the listing partial, which is
 // not ready: tools past it are unknown.
-func (p *run) listing(ctx context.Context, cs *mcp.ClientSession) []*mcp.Tool {
+func (p *run) listing(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, bool) {
 	ctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
 	defer cancel()
 	var tools []*mcp.Tool
@@ -80,7 +84,7 @@ func (p *run) listing(ctx context.Context, cs *mcp.ClientSession) []*mcp.Tool {
 		if err != nil {
 			if p.r.Pages == 0 {
 				p.add(LayerListing, NotReady, netReason(err, "list-failed"), "tools/list failed")
-				return nil
+				return nil, false
 			}
 			return p.partial(tools, "page-failed", fmt.Sprintf("page %d failed", p.r.Pages+1))
 		}
@@ -98,17 +102,17 @@ func (p *run) listing(ctx context.Context, cs *mcp.ClientSession) []*mcp.Tool {
 	}
 	if len(tools) == 0 {
 		p.add(LayerListing, Ready, "empty", "the server lists no tools")
-		return tools
+		return tools, true
 	}
 	p.add(LayerListing, Ready, "", fmt.Sprintf("%d tools on %d pages", len(tools), p.r.Pages))
-	return tools
+	return tools, true
 }
 
-func (p *run) partial(tools []*mcp.Tool, reason, detail string) []*mcp.Tool {
+func (p *run) partial(tools []*mcp.Tool, reason, detail string) ([]*mcp.Tool, bool) {
 	p.r.Partial = true
 	p.r.Tools = len(tools)
 	p.add(LayerListing, NotReady, "partial-"+reason, detail)
-	return nil
+	return nil, false
 }
 
 // invoke calls one tool the consumer classifies read-only, with arguments

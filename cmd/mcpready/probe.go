@@ -11,7 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/atomicfile"
 	"github.com/mcpready/mcpready/probe"
+	"github.com/mcpready/mcpready/sign"
 )
 
 // probeOptions are the flags of probe.
@@ -20,6 +23,12 @@ type probeOptions struct {
 	readOnly, issuers                []string
 	timeout                          time.Duration
 	maxPages                         int
+	// Evidence: --sign KEY turns the run into signed SYNTHETIC Evidence,
+	// written with --bundle and applied with --apply.
+	signKey, observer, region, bundle string
+	ttl                               time.Duration
+	apply                             bool
+	serverOptions
 }
 
 func newProbeCmd() *cobra.Command {
@@ -51,6 +60,13 @@ one is not (the report is printed either way), 2 for usage errors.`,
 	fl.StringVar(&o.tokenFile, "token-file", "", "file holding a bearer token to present (else $MCPREADY_PROBE_TOKEN; else keyless)")
 	fl.DurationVar(&o.timeout, "timeout", 10*time.Second, "budget of each network step")
 	fl.IntVar(&o.maxPages, "max-pages", 100, "most tools/list pages to read")
+	fl.StringVar(&o.signKey, "sign", "", "sign the run as SYNTHETIC Evidence with this key (cosign format; password as for keygen)")
+	fl.StringVar(&o.observer, "observer", "", "observer id recorded in the Evidence (required with --sign; the TrustPolicy must grant the key Evidence)")
+	fl.StringVar(&o.region, "region", "", "region the probe runs from (recorded in the Evidence)")
+	fl.DurationVar(&o.ttl, "ttl", 24*time.Hour, "how long the Evidence stays fresh")
+	fl.StringVar(&o.bundle, "bundle", "", "write the signed Evidence bundle to this file")
+	fl.BoolVar(&o.apply, "apply", false, "apply the signed Evidence to the control plane (--server, --tls-*)")
+	o.serverOptions.addFlags(cmd)
 	fl.StringVar(&o.ca, "ca", "", "CA certificates (PEM) the endpoint's certificate must chain to (default: the system roots)")
 	addOutputFlag(cmd, &o.output)
 	return cmd
@@ -65,6 +81,12 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 	}
 	if o.timeout <= 0 || o.maxPages <= 0 {
 		return usagef("probe: --timeout and --max-pages must be positive")
+	}
+	if o.signKey == "" && (o.bundle != "" || o.apply || o.observer != "") {
+		return usagef("probe: --bundle, --apply and --observer need --sign")
+	}
+	if o.signKey != "" && (o.observer == "" || (o.bundle == "" && !o.apply)) {
+		return usagef("probe: --sign needs --observer, and --bundle or --apply")
 	}
 	token := os.Getenv("MCPREADY_PROBE_TOKEN")
 	if o.tokenFile != "" {
@@ -92,6 +114,11 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 	if err := printOutput(cmd.OutOrStdout(), o.output, r, func(tw *tabwriter.Writer) { probeTable(tw, r) }); err != nil {
 		return err
 	}
+	if o.signKey != "" {
+		if err := o.evidence(cmd, r); err != nil {
+			return err
+		}
+	}
 	if !r.Ready() {
 		return withCode(exitError, fmt.Errorf("probe: %s is not ready", o.url))
 	}
@@ -118,4 +145,41 @@ func probeTable(tw *tabwriter.Writer, r *probe.Report) {
 	for _, b := range r.BlindSpots {
 		fmt.Fprintf(tw, "blind spot:\t%s\n", b)
 	}
+}
+
+// evidence signs the run as SYNTHETIC Evidence, writes and applies it.
+func (o *probeOptions) evidence(cmd *cobra.Command, r *probe.Report) error {
+	key, err := loadSigningKey(cmd, o.signKey)
+	if err != nil {
+		return usagef("probe: --sign: %w", err)
+	}
+	obj, err := probe.Evidence(r, probe.EvidenceOptions{Observer: o.observer, Software: "mcpready/probe " + buildVersion().Version,
+		Region: o.region, TTL: o.ttl})
+	if err != nil {
+		return usagef("%w", err)
+	}
+	bundle, _, err := sign.Sign(obj, key)
+	if err != nil {
+		return err
+	}
+	if o.bundle != "" {
+		if err := atomicfile.WriteFile(o.bundle, bundle, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "evidence %s written to %s\n", obj.Metadata.Name, o.bundle)
+	}
+	if !o.apply {
+		return nil
+	}
+	conn, err := o.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	resp, err := mcpreadyv1.NewAdminServiceClient(conn).Apply(cmd.Context(), &mcpreadyv1.ApplyRequest{Bundle: bundle})
+	if err != nil {
+		return fmt.Errorf("probe: applying %s: %w", obj.Metadata.Name, rpcError(err))
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "evidence %s applied (revision %d)\n", obj.Metadata.Name, resp.GetRevision())
+	return nil
 }

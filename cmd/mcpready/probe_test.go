@@ -12,7 +12,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/probe"
+	"github.com/mcpready/mcpready/sign"
 )
 
 // TestProbeCommand probes a real go-sdk server: the read-only tool named is
@@ -56,5 +61,52 @@ func TestProbeCommand(t *testing.T) {
 	code, out, _ = runKeyCLI(t, "probe", "--url", ts.URL)
 	if code != exitOK || !strings.Contains(out, "no-read-only-tool") || !strings.Contains(out, "era 2026-07-28:") || called != 1 {
 		t.Fatalf("exit %d called %d:\n%s", code, called, out)
+	}
+}
+
+// TestProbeEvidence signs a probe run as SYNTHETIC Evidence, writes it,
+// verifies it offline, and applies it to a control plane that grants the
+// org key Evidence.
+func TestProbeEvidence(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "com.example/docs", Version: "3"}, nil)
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer ts.Close()
+	p := testpki.New(t)
+	addr := startTestControlPlane(t, p, controlplane.Options{})
+	dir := t.TempDir()
+	tp := writeFile(t, dir, "trust.json", p.TrustPolicy)
+	if code, _, errOut := runKeyCLI(t, "apply", "-f", tp, "--server", addr); code != exitOK {
+		t.Fatalf("apply trust: %s", errOut)
+	}
+	t.Setenv("MCPREADY_PASSWORD", "pw")
+	pem, err := sign.MarshalPrivateKey(p.Org, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := writeFile(t, dir, "org.key", pem)
+	bundle := filepath.Join(dir, "ev.bundle.json")
+	code, out0, errOut := runKeyCLI(t, "probe", "--url", ts.URL, "--name", "com.example/docs", "--sign", key, "--observer", "org/prober",
+		"--bundle", bundle, "--apply", "--server", addr)
+	if code != exitOK || !strings.Contains(errOut, "evidence probe/com.example/docs applied (revision 1)") {
+		t.Fatalf("probe --sign: %d %s\n%s", code, errOut, out0)
+	}
+	v, err := sign.VerifyWithKey(mustRead(t, bundle), p.Org.Public())
+	if err != nil || v.Object.Kind != artifact.KindEvidence {
+		t.Fatalf("bundle: %v", err)
+	}
+	if m := v.Object.Spec.(*mcpreadyv1.Evidence).GetMethod(); m != mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_SYNTHETIC {
+		t.Fatalf("method %v", m)
+	}
+	if code, out, _ := runKeyCLI(t, "get", "Evidence", "probe/com.example/docs", "--server", addr); code != exitOK || !strings.Contains(out, "probe/com.example/docs") {
+		t.Fatalf("get: %d %s", code, out)
+	}
+	for _, bad := range [][]string{
+		{"probe", "--url", ts.URL, "--apply"},
+		{"probe", "--url", ts.URL, "--sign", key},
+		{"probe", "--url", ts.URL, "--sign", key, "--observer", "o"},
+	} {
+		if code, _, _ := runKeyCLI(t, bad...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", bad, code, exitUsage)
+		}
 	}
 }
