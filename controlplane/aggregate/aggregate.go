@@ -395,27 +395,11 @@ func (a *Aggregator) Late() int64 {
 // "<prefix>/<server>/<tool>/<12 hex of the full subject digest>". Each
 // window's evidence for a subject supersedes the previous one.
 func EvidenceName(prefix string, server, tool string, subjectDigest string) string {
-	clean := func(s string) string {
-		s = strings.Map(func(r rune) rune {
-			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._@:+-/", r) {
-				return r
-			}
-			return '-'
-		}, s)
-		for strings.Contains(s, "//") || strings.Contains(s, "..") {
-			s = strings.ReplaceAll(strings.ReplaceAll(s, "//", "/"), "..", ".")
-		}
-		s = strings.Trim(s, "/")
-		if s == "" {
-			s = "-"
-		}
-		return s
-	}
 	h := strings.TrimPrefix(subjectDigest, "sha256:")
 	if len(h) > 12 {
 		h = h[:12]
 	}
-	name := clean(prefix) + "/" + clean(server) + "/" + clean(tool)
+	name := artifact.CleanName(prefix) + "/" + artifact.CleanName(server) + "/" + artifact.CleanName(tool)
 	if len(name) > 253-13 {
 		name = name[:253-13]
 	}
