@@ -128,6 +128,11 @@ func TestExitCodes(t *testing.T) {
 			{[]string{"probe", "--url", "http://127.0.0.1:1/mcp", "--token-file", missing}, exitUsage},
 			{[]string{"probe", "--url", "http://127.0.0.1:1/mcp", "--timeout", "2s"}, exitError},
 		},
+		"mcpready probe analyze": {
+			{[]string{"probe", "analyze"}, exitUsage},
+			{[]string{"probe", "analyze", missing}, exitError},
+			{[]string{"probe", "analyze", garbage}, exitVerify}, // not the frozen file's digest
+		},
 		"mcpready registry": {{[]string{"registry", "nope"}, exitUsage}},
 		"mcpready registry status": {
 			{append([]string{"registry", "status", "a", "b"}, down...), exitUsage},

@@ -69,6 +69,7 @@ one is not (the report is printed either way), 2 for usage errors.`,
 	o.serverOptions.addFlags(cmd)
 	fl.StringVar(&o.ca, "ca", "", "CA certificates (PEM) the endpoint's certificate must chain to (default: the system roots)")
 	addOutputFlag(cmd, &o.output)
+	cmd.AddCommand(newProbeAnalyzeCmd())
 	return cmd
 }
 

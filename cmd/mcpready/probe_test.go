@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -109,4 +111,54 @@ func TestProbeEvidence(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d", bad, code, exitUsage)
 		}
 	}
+}
+
+func TestProbeAnalyze(t *testing.T) {
+	dir := t.TempDir()
+	csvData := analyzeHeader + "\n" +
+		"a,A,https://a.example/mcp,,3,true,true,100,250,ping,2026-09-14T09:23:21Z,0\n" +
+		"b,B,https://b.example/mcp,https://b.example,12,true,false,200,,,2026-09-14T09:23:31Z,3\n"
+	file := writeFile(t, dir, "p.csv", []byte(csvData))
+	sum := sha256.Sum256([]byte(csvData))
+	hexSum := hex.EncodeToString(sum[:])
+	svg := filepath.Join(dir, "p.svg")
+	code, out, errOut := runKeyCLI(t, "probe", "analyze", file, "--sha256", hexSum, "--svg", svg, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("analyze: %d %s", code, errOut)
+	}
+	var r struct {
+		Records int
+		Listed  struct{ N, Denominator int }
+		Called  struct{ N int }
+		Label   string
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Records != 2 || r.Listed.N != 2 || r.Called.N != 1 || !strings.Contains(r.Label, "not availability") {
+		t.Fatalf("%v %+v", err, r)
+	}
+	if b := mustRead(t, svg); !strings.HasPrefix(string(b), "<svg") {
+		t.Fatalf("svg %q", b[:min(len(b), 40)])
+	}
+	code, out, _ = runKeyCLI(t, "probe", "analyze", file, "--sha256", hexSum)
+	if code != exitOK || !strings.Contains(out, "1 of 2 records (50.000%)") {
+		t.Fatalf("table: %d\n%s", code, out)
+	}
+	bad := writeFile(t, dir, "bad.csv", []byte("server,x\n"))
+	for _, c := range []exitCase{
+		{[]string{"probe", "analyze"}, exitUsage},
+		{[]string{"probe", "analyze", file, "-o", "xml"}, exitUsage},
+		{[]string{"probe", "analyze", file}, exitVerify}, // not the frozen file's digest
+		{[]string{"probe", "analyze", filepath.Join(dir, "missing.csv")}, exitError},
+		{[]string{"probe", "analyze", bad, "--sha256", hexOf(t, bad)}, exitError},
+	} {
+		if code, _, errOut := runKeyCLI(t, c.args...); code != c.code {
+			t.Errorf("%v: exit %d, want %d (%s)", c.args, code, c.code, errOut)
+		}
+	}
+}
+
+const analyzeHeader = "server,title,url,website,tools,list_ok,call_ok,list_ms,call_ms,probed_tool,probed_at,streak"
+
+func hexOf(t *testing.T, file string) string {
+	s := sha256.Sum256(mustRead(t, file))
+	return hex.EncodeToString(s[:])
 }
