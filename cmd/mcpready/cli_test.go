@@ -134,6 +134,11 @@ func TestExitCodes(t *testing.T) {
 			{[]string{"probe", "analyze", garbage}, exitVerify}, // not the frozen file's digest
 		},
 		"mcpready registry": {{[]string{"registry", "nope"}, exitUsage}},
+		"mcpready registry import": {
+			{[]string{"registry", "import"}, exitUsage},
+			{[]string{"registry", "import", "--from", "ftp://x"}, exitError},
+			{[]string{"registry", "import", "--from", "http://127.0.0.1:1"}, exitError},
+		},
 		"mcpready registry status": {
 			{append([]string{"registry", "status", "a", "b"}, down...), exitUsage},
 			{append([]string{"registry", "status", "-o", "xml"}, down...), exitUsage},

@@ -13,7 +13,7 @@ import (
 )
 
 func newRegistryCmd() *cobra.Command {
-	return newGroupCmd("registry", "Inspect the tool registry lifecycle", newRegistryStatusCmd())
+	return newGroupCmd("registry", "Inspect the tool registry lifecycle; import candidates from the MCP Registry", newRegistryStatusCmd(), newRegistryImportCmd())
 }
 
 // registryStatusOptions are the flags of registry status.

@@ -1,0 +1,62 @@
+package mcpregistry
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// Labels a draft carries, apart from any operational claim.
+const (
+	LabelRegistryStatus  = "mcpready.dev/registry-status"
+	LabelRegistryVersion = "mcpready.dev/registry-record-version"
+	LabelPublisherMeta   = "mcpready.dev/publisher-metadata"
+)
+
+// Drafts turns records into unsigned CANDIDATE RegistryEntry drafts, one
+// per Streamable HTTP remote: the server's identity and endpoint, the
+// discovery source (the registry's record URL), the record's version and
+// status as labels, and whether the publisher supplied metadata. Tools are
+// unknown until the server is enrolled, so the identity names none, and
+// the state is CANDIDATE: an import never qualifies anything. Records
+// without such a remote (packages only) give no draft.
+func Drafts(base string, records []Record) []*artifact.Object {
+	var out []*artifact.Object
+	for _, r := range records {
+		n := 0
+		for _, rm := range r.Server.Remotes {
+			if rm.Type != "streamable-http" || rm.URL == "" {
+				continue
+			}
+			n++
+			name := "imported/" + artifact.CleanName(r.Server.Name) + "@" + artifact.CleanName(r.Server.Version)
+			if n > 1 {
+				name += "/remote-" + strconv.Itoa(n)
+			}
+			source := strings.TrimSuffix(base, "/") + "/v0/servers/" + url.PathEscape(r.Server.Name) + "/versions/" + url.PathEscape(r.Server.Version)
+			e := &mcpreadyv1.RegistryEntry{
+				Provenance:      &mcpreadyv1.Provenance{Issuer: "mcp-registry-import", SourceUri: source},
+				Identity:        &mcpreadyv1.ToolIdentity{ServerName: r.Server.Name, ServerVersion: r.Server.Version, Endpoint: rm.URL},
+				State:           mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE,
+				DiscoverySource: "mcp-registry:" + source,
+			}
+			if r.HasOfficial && !r.Official.PublishedAt.IsZero() {
+				e.Provenance.IssuedAt = timestamppb.New(r.Official.PublishedAt)
+			}
+			obj := artifact.New(artifact.KindRegistryEntry, name, e)
+			status := r.Official.Status
+			if !r.HasOfficial {
+				status = "unknown"
+			}
+			obj.Metadata.Labels = map[string]string{LabelRegistryStatus: artifact.CleanName(status),
+				LabelRegistryVersion: artifact.CleanName(r.Server.Version), LabelPublisherMeta: map[bool]string{true: "present", false: "absent"}[len(r.Publisher) > 0]}
+			out = append(out, obj)
+		}
+	}
+	return out
+}

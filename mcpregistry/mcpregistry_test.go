@@ -1,0 +1,131 @@
+package mcpregistry_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/mcpregistry"
+)
+
+// Recorded pages shaped as the registry's published API documents them:
+// {"servers": [{"server": server.json, "_meta": {...official: ...}}],
+// "metadata": {"nextCursor": ..., "count": ...}}.
+var pages = map[string]string{
+	"": `{"servers":[
+ {"server":{"name":"io.github.acme/docs","version":"2.4.1","description":"Docs","remotes":[{"type":"streamable-http","url":"https://docs.acme.example/mcp"}],
+   "_meta":{"io.modelcontextprotocol.registry/publisher-provided":{"tool":"ci"}}},
+  "_meta":{"io.modelcontextprotocol.registry/official":{"status":"active","publishedAt":"2026-09-01T10:00:00Z","updatedAt":"2026-09-01T10:00:00Z","isLatest":true}}},
+ {"server":{"name":"io.github.acme/docs","version":"2.4.0","remotes":[{"type":"streamable-http","url":"https://docs.acme.example/mcp"}]},
+  "_meta":{"io.modelcontextprotocol.registry/official":{"status":"active","publishedAt":"2026-08-01T10:00:00Z","isLatest":false}}}
+ ],"metadata":{"nextCursor":"io.github.acme/docs:2.4.0","count":2}}`,
+	"io.github.acme/docs:2.4.0": `{"servers":[
+ {"server":{"name":"io.github.old/gone","version":"1.0.0","remotes":[{"type":"streamable-http","url":"https://gone.example/mcp"}]},
+  "_meta":{"io.modelcontextprotocol.registry/official":{"status":"deleted","isLatest":true}}},
+ {"server":{"name":"io.github.pkg/only","version":"0.3.0","packages":[{"registryType":"npm","identifier":"@pkg/only","version":"0.3.0"}]},
+  "_meta":{"io.modelcontextprotocol.registry/official":{"status":"active","isLatest":true}}},
+ {"name":"io.github.flat/legacy","version":"1.2.0","remotes":[{"type":"sse","url":"https://flat.example/sse"},{"type":"streamable-http","url":"https://flat.example/mcp"}]}
+ ],"metadata":{"count":3}}`,
+}
+
+func registry(t *testing.T, answer func(w http.ResponseWriter, r *http.Request)) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(answer))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func recorded(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v0/servers" || r.URL.Query().Get("limit") == "" {
+		http.NotFound(w, r)
+		return
+	}
+	p, ok := pages[r.URL.Query().Get("cursor")]
+	if !ok {
+		http.Error(w, `{"error":"bad cursor"}`, http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(p))
+}
+
+func TestImport(t *testing.T) {
+	ts := registry(t, recorded)
+	l, err := mcpregistry.List(context.Background(), ts.URL, mcpregistry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range l.Records {
+		names = append(names, r.Server.Name+"@"+r.Server.Version)
+	}
+	if strings.Join(names, " ") != "io.github.acme/docs@2.4.1 io.github.pkg/only@0.3.0 io.github.flat/legacy@1.2.0" || l.Pages != 2 || l.Partial != "" {
+		t.Fatalf("records %v pages %d partial %q", names, l.Pages, l.Partial)
+	}
+	all, err := mcpregistry.List(context.Background(), ts.URL, mcpregistry.Options{AllVersions: true})
+	if err != nil || len(all.Records) != 4 {
+		t.Fatalf("all versions: %v %d", err, len(all.Records))
+	}
+
+	drafts := mcpregistry.Drafts(ts.URL, l.Records)
+	if len(drafts) != 2 {
+		t.Fatalf("%d drafts (want one per streamable-http remote: the package-only server gives none)", len(drafts))
+	}
+	d := drafts[0]
+	e := d.Spec.(*mcpreadyv1.RegistryEntry)
+	if err := d.Validate(); err != nil || d.Metadata.Name != "imported/io.github.acme/docs@2.4.1" {
+		t.Fatalf("%q: %v", d.Metadata.Name, err)
+	}
+	if e.GetState() != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE || e.GetIdentity().GetEndpoint() != "https://docs.acme.example/mcp" ||
+		e.GetIdentity().GetToolName() != "" || e.GetQualification() != nil ||
+		e.GetDiscoverySource() != "mcp-registry:"+ts.URL+"/v0/servers/io.github.acme%2Fdocs/versions/2.4.1" {
+		t.Fatalf("entry %v", e)
+	}
+	if d.Metadata.Labels[mcpregistry.LabelRegistryStatus] != "active" || d.Metadata.Labels[mcpregistry.LabelPublisherMeta] != "present" ||
+		d.Metadata.Labels[mcpregistry.LabelRegistryVersion] != "2.4.1" {
+		t.Fatalf("labels %v", d.Metadata.Labels)
+	}
+	if l := drafts[1].Metadata.Labels; l[mcpregistry.LabelRegistryStatus] != "unknown" || l[mcpregistry.LabelPublisherMeta] != "absent" {
+		t.Fatalf("flat record labels %v", l)
+	}
+}
+
+func TestBadRegistries(t *testing.T) {
+	loop := registry(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"servers":[],"metadata":{"nextCursor":"same"}}`))
+	})
+	l, err := mcpregistry.List(context.Background(), loop.URL, mcpregistry.Options{})
+	if err != nil || l.Partial != "cursor-loop" || l.Pages != 2 {
+		t.Fatalf("loop: %v %+v", err, l)
+	}
+	n := 0
+	endless := registry(t, func(w http.ResponseWriter, r *http.Request) {
+		n++
+		w.Write([]byte(`{"servers":[],"metadata":{"nextCursor":"c` + strings.Repeat("x", n) + `"}}`))
+	})
+	if l, err := mcpregistry.List(context.Background(), endless.URL, mcpregistry.Options{MaxPages: 5}); err != nil || l.Partial != "page-limit" || l.Pages != 5 {
+		t.Fatalf("endless: %v %+v", err, l)
+	}
+	for name, body := range map[string]string{
+		"garbage":   "<html>",
+		"no name":   `{"servers":[{"server":{"version":"1"}}]}`,
+		"bad meta":  `{"servers":[{"server":{"name":"a","version":"1"},"_meta":{"io.modelcontextprotocol.registry/official":{"publishedAt":7}}}]}`,
+		"not array": `{"servers":{}}`,
+	} {
+		ts := registry(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(body)) })
+		if _, err := mcpregistry.List(context.Background(), ts.URL, mcpregistry.Options{}); !errors.Is(err, mcpregistry.ErrResponse) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	down := registry(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	if _, err := mcpregistry.List(context.Background(), down.URL, mcpregistry.Options{}); !errors.Is(err, mcpregistry.ErrResponse) {
+		t.Errorf("503: %v", err)
+	}
+	if _, err := mcpregistry.List(context.Background(), "ftp://x", mcpregistry.Options{}); !errors.Is(err, mcpregistry.ErrURL) {
+		t.Errorf("ftp: %v", err)
+	}
+}
