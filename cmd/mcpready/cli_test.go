@@ -133,6 +133,10 @@ func TestExitCodes(t *testing.T) {
 			{[]string{"probe", "analyze", missing}, exitError},
 			{[]string{"probe", "analyze", garbage}, exitVerify}, // not the frozen file's digest
 		},
+		"mcpready prober": {
+			{[]string{"prober"}, exitUsage},
+			{[]string{"prober", "--sign", missing, "--observer", "o"}, exitUsage},
+		},
 		"mcpready registry": {{[]string{"registry", "nope"}, exitUsage}},
 		"mcpready registry import": {
 			{[]string{"registry", "import"}, exitUsage},

@@ -78,7 +78,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newAgentCmd(), newApplyCmd(), newConnectCmd(), newControlPlaneCmd(), newDeleteCmd(), newDemoCmd(),
 		newEnrollCmd(), newExplainCmd(), newGetCmd(), newHistoryCmd(), newKeygenCmd(), newReceiptsCmd(),
-		newProbeCmd(), newRegistryCmd(), newSignCmd(), newUpCmd(), newVerifyCmd(), newVersionCmd(),
+		newProbeCmd(), newProberCmd(), newRegistryCmd(), newSignCmd(), newUpCmd(), newVerifyCmd(), newVersionCmd(),
 	)
 	markUsageErrors(root)
 	return root

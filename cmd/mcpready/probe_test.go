@@ -162,3 +162,49 @@ func hexOf(t *testing.T, file string) string {
 	s := sha256.Sum256(mustRead(t, file))
 	return hex.EncodeToString(s[:])
 }
+
+// TestProberOnce runs one prober round against a control plane holding a
+// RegistryEntry whose endpoint is a real go-sdk server: the READ_ONLY tool
+// is called, the Evidence is applied and readable.
+func TestProberOnce(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "1"}, nil)
+	type in struct {
+		Q string `json:"q"`
+	}
+	calls := 0
+	mcp.AddTool(s, &mcp.Tool{Name: "t"}, func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) {
+		calls++
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer ts.Close()
+	p := testpki.New(t)
+	addr := startTestControlPlane(t, p, controlplane.Options{})
+	dir := t.TempDir()
+	if code, _, errOut := runKeyCLI(t, "apply", "-f", writeFile(t, dir, "trust.json", p.TrustPolicy), "--server", addr); code != exitOK {
+		t.Fatalf("apply trust: %s", errOut)
+	}
+	entry := artifact.New(artifact.KindRegistryEntry, "s/t", &mcpreadyv1.RegistryEntry{
+		Identity:   &mcpreadyv1.ToolIdentity{ServerName: "s", ServerVersion: "1", ToolName: "t", Endpoint: ts.URL},
+		SideEffect: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY, State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED})
+	b, _, err := sign.Sign(entry, p.Org)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runKeyCLI(t, "apply", "-f", writeFile(t, dir, "entry.json", b), "--server", addr); code != exitOK {
+		t.Fatalf("apply entry: %s", errOut)
+	}
+	t.Setenv("MCPREADY_PASSWORD", "pw")
+	pem, _ := sign.MarshalPrivateKey(p.Org, []byte("pw"))
+	key := writeFile(t, dir, "org.key", pem)
+	code, _, errOut := runKeyCLI(t, "prober", "--once", "--sign", key, "--observer", "org/prober", "--server", addr)
+	if code != exitOK || !strings.Contains(errOut, "probed 1 endpoint(s)") || calls != 1 {
+		t.Fatalf("prober: %d calls=%d %s", code, calls, errOut)
+	}
+	if code, out, _ := runKeyCLI(t, "get", "Evidence", "probe/s", "--server", addr); code != exitOK || !strings.Contains(out, "probe/s") {
+		t.Fatalf("get: %d %s", code, out)
+	}
+	if code, _, _ := runKeyCLI(t, "prober", "--once", "--server", addr); code != exitUsage {
+		t.Errorf("without --sign: exit %d", code)
+	}
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/probe"
+	"github.com/mcpready/mcpready/prober"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// proberOptions are the flags of prober.
+type proberOptions struct {
+	serverOptions
+	signKey, observer, region, metrics string
+	concurrency                        int
+	once                               bool
+}
+
+func newProberCmd() *cobra.Command {
+	o := &proberOptions{}
+	cmd := &cobra.Command{
+		Use:   "prober --sign KEY --observer ID [--once] [--server ADDR]",
+		Short: "Probe every registry entry's endpoint on a schedule and apply signed SYNTHETIC Evidence",
+		Long: `Each round reads the RegistryEntries from the control plane, probes each
+distinct endpoint once through the whole funnel (see mcpready probe) with at
+most --concurrency funnels in flight, calling only tools whose entry is
+classified READ_ONLY, and applies one signed SYNTHETIC Evidence per server
+(probe/<server>). Rounds repeat every half of the shortest maximum evidence
+age the Policies set (at least 1m; 1h when none is set), plus up to 10%
+jitter. --once runs one round and exits (1 if any Evidence was refused).
+The TrustPolicy must grant the key Evidence. Metrics
+(mcpready_prober_*) are served on --metrics-listen when given.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.signKey, "sign", "", "signing key for the Evidence (cosign format; password as for keygen)")
+	fl.StringVar(&o.observer, "observer", "", "observer id recorded in the Evidence")
+	fl.StringVar(&o.region, "region", "", "region the prober runs from")
+	fl.IntVar(&o.concurrency, "concurrency", 16, "funnels in flight")
+	fl.BoolVar(&o.once, "once", false, "run one round and exit")
+	fl.StringVar(&o.metrics, "metrics-listen", "", `serve /metrics on this loopback address ("" disables)`)
+	o.serverOptions.addFlags(cmd)
+	return cmd
+}
+
+func (o *proberOptions) run(cmd *cobra.Command) error {
+	if o.signKey == "" || o.observer == "" || o.concurrency <= 0 {
+		return usagef("prober: --sign and --observer are required, --concurrency must be positive")
+	}
+	key, err := loadSigningKey(cmd, o.signKey)
+	if err != nil {
+		return usagef("prober: --sign: %w", err)
+	}
+	conn, err := o.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	admin := mcpreadyv1.NewAdminServiceClient(conn)
+	reg := prometheus.NewRegistry()
+	p, err := prober.New(prober.Options{
+		Targets: func(ctx context.Context) ([]probe.Target, error) { return registryTargets(ctx, admin) },
+		MaxAge:  func(ctx context.Context) (map[string]*durationpb.Duration, error) { return policyMaxAge(ctx, admin) },
+		Apply: func(ctx context.Context, b []byte) error {
+			if _, err := admin.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: b}); err != nil {
+				return rpcError(err)
+			}
+			return nil
+		},
+		Signer: key, Observer: probe.EvidenceOptions{Observer: o.observer, Software: "mcpready/prober " + buildVersion().Version, Region: o.region},
+		Concurrency: o.concurrency, Logger: logger(cmd.ErrOrStderr()), Registerer: reg,
+	})
+	if err != nil {
+		return usagef("%w", err)
+	}
+	if o.metrics != "" {
+		lis, err := listenLoopback(o.metrics)
+		if err != nil {
+			return usagef("prober: --metrics-listen: %w", err)
+		}
+		srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(lis)
+		defer srv.Close()
+	}
+	if o.once {
+		reports, err := p.Round(cmd.Context())
+		fmt.Fprintf(cmd.ErrOrStderr(), "probed %d endpoint(s)\n", len(reports))
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := p.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func listenLoopback(addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("%q is not a loopback address", addr)
+	}
+	return net.Listen("tcp", addr)
+}
+
+// registryTargets groups the stored RegistryEntries by endpoint: one target
+// per http(s) endpoint, with the tools their entries classify READ_ONLY.
+func registryTargets(ctx context.Context, admin mcpreadyv1.AdminServiceClient) ([]probe.Target, error) {
+	resp, err := admin.Get(ctx, &mcpreadyv1.GetRequest{Kind: string(artifact.KindRegistryEntry)})
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	by := map[string]*probe.Target{}
+	for _, a := range resp.GetArtifacts() {
+		obj, err := sign.Peek(a.GetBundle())
+		if err != nil {
+			continue
+		}
+		e, ok := obj.Spec.(*mcpreadyv1.RegistryEntry)
+		id := e.GetIdentity()
+		if !ok || !(strings.HasPrefix(id.GetEndpoint(), "http://") || strings.HasPrefix(id.GetEndpoint(), "https://")) {
+			continue
+		}
+		t := by[id.GetEndpoint()]
+		if t == nil {
+			t = &probe.Target{URL: id.GetEndpoint(), Options: probe.Options{Server: id.GetServerName()}}
+			by[id.GetEndpoint()] = t
+		}
+		if e.GetSideEffect() == mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY && id.GetToolName() != "" {
+			t.Options.ReadOnly = append(t.Options.ReadOnly, id.GetToolName())
+		}
+	}
+	out := make([]probe.Target, 0, len(by))
+	for _, t := range by {
+		sort.Strings(t.Options.ReadOnly)
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].URL < out[j].URL })
+	return out, nil
+}
+
+// policyMaxAge merges every Policy's maximum evidence age per layer,
+// keeping the shortest.
+func policyMaxAge(ctx context.Context, admin mcpreadyv1.AdminServiceClient) (map[string]*durationpb.Duration, error) {
+	resp, err := admin.Get(ctx, &mcpreadyv1.GetRequest{Kind: string(artifact.KindPolicy)})
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	out := map[string]*durationpb.Duration{}
+	for _, a := range resp.GetArtifacts() {
+		obj, err := sign.Peek(a.GetBundle())
+		if err != nil {
+			continue
+		}
+		for l, d := range obj.Spec.(*mcpreadyv1.Policy).GetEvidence().GetMaxAge() {
+			if cur, ok := out[l]; !ok || d.AsDuration() < cur.AsDuration() {
+				out[l] = d
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,180 @@
+// Package prober runs the probe funnel on a schedule: every round it asks
+// for the endpoints to probe (the registry's entries), probes them with
+// bounded concurrency, turns each report into signed SYNTHETIC Evidence and
+// applies it. Rounds repeat at an interval derived from the Policy's
+// maximum evidence age per layer (half the shortest, so evidence is renewed
+// before it expires), with jitter so that a fleet of probers does not
+// arrive together.
+//
+// It must not decide what is safe to call (the targets carry the read-only
+// tools their entries classify) and must not store anything itself: what
+// it produces goes through the caller's Apply, which on the control plane
+// is the one verified write path.
+package prober
+
+import (
+	"context"
+	"crypto"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/mcpready/mcpready/probe"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// Options configure a Prober. Targets, Apply, Signer and Observer are
+// required.
+type Options struct {
+	// Targets lists what to probe this round.
+	Targets func(ctx context.Context) ([]probe.Target, error)
+	// MaxAge returns the Policy's maximum evidence age per layer; nil or an
+	// empty map means DefaultInterval.
+	MaxAge func(ctx context.Context) (map[string]*durationpb.Duration, error)
+	// Apply stores one signed Evidence bundle.
+	Apply func(ctx context.Context, bundle []byte) error
+	// Signer signs the Evidence; Observer names it (see probe.EvidenceOptions).
+	Signer   crypto.Signer
+	Observer probe.EvidenceOptions
+	// Concurrency bounds funnels in flight. Zero: 16.
+	Concurrency int
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Registerer receives the prober's metrics; nil records nothing.
+	Registerer prometheus.Registerer
+}
+
+// Interval bounds.
+const (
+	DefaultInterval = time.Hour
+	MinInterval     = time.Minute
+)
+
+// Prober runs rounds.
+type Prober struct {
+	o        Options
+	log      *slog.Logger
+	probes   prometheus.Counter
+	failed   *prometheus.CounterVec
+	applied  *prometheus.CounterVec
+	lastDone prometheus.Gauge
+}
+
+// New checks o and registers the metrics.
+func New(o Options) (*Prober, error) {
+	if o.Targets == nil || o.Apply == nil || o.Signer == nil || o.Observer.Observer == "" {
+		return nil, fmt.Errorf("prober: Targets, Apply, Signer and Observer.Observer are required")
+	}
+	p := &Prober{o: o, log: o.Logger,
+		probes: prometheus.NewCounter(prometheus.CounterOpts{Name: "mcpready_prober_probes_total", Help: "Endpoints probed."}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcpready_prober_layer_not_ready_total",
+			Help: "Probes whose funnel stopped at a layer, by layer."}, []string{"layer"}),
+		applied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcpready_prober_evidence_total",
+			Help: "Evidence artifacts produced, by result (applied, refused)."}, []string{"result"}),
+		lastDone: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mcpready_prober_last_round_timestamp_seconds",
+			Help: "When the last round ended (evidence age is now minus this)."}),
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	if o.Registerer != nil {
+		for _, c := range []prometheus.Collector{p.probes, p.failed, p.applied, p.lastDone} {
+			if err := o.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("prober: metrics: %w", err)
+			}
+		}
+	}
+	return p, nil
+}
+
+// Round probes every target once and applies the Evidence; it returns the
+// reports, in target order, and the first error applying one.
+func (p *Prober) Round(ctx context.Context) ([]*probe.Report, error) {
+	targets, err := p.o.Targets(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prober: targets: %w", err)
+	}
+	reports, errs := probe.RunAll(ctx, targets, p.o.Concurrency)
+	var first error
+	for i, r := range reports {
+		if errs[i] != nil {
+			p.log.Warn("endpoint not probed", "url", targets[i].URL, "error", errs[i])
+			continue
+		}
+		p.probes.Inc()
+		for _, l := range r.Layers {
+			if l.Status == probe.NotReady {
+				p.failed.WithLabelValues(string(l.Layer)).Inc()
+			}
+		}
+		if err := p.publish(ctx, r); err != nil {
+			p.applied.WithLabelValues("refused").Inc()
+			p.log.Warn("evidence refused", "url", r.URL, "error", err)
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		p.applied.WithLabelValues("applied").Inc()
+	}
+	p.lastDone.SetToCurrentTime()
+	return reports, first
+}
+
+func (p *Prober) publish(ctx context.Context, r *probe.Report) error {
+	obj, err := probe.Evidence(r, p.o.Observer)
+	if err != nil {
+		return err
+	}
+	b, _, err := sign.Sign(obj, p.o.Signer)
+	if err != nil {
+		return err
+	}
+	return p.o.Apply(ctx, b)
+}
+
+// Interval is half the shortest maximum evidence age the Policy sets (at
+// least MinInterval), or DefaultInterval when it sets none.
+func Interval(maxAge map[string]*durationpb.Duration) time.Duration {
+	var ages []time.Duration
+	for _, d := range maxAge {
+		if d.AsDuration() > 0 {
+			ages = append(ages, d.AsDuration())
+		}
+	}
+	if len(ages) == 0 {
+		return DefaultInterval
+	}
+	sort.Slice(ages, func(i, j int) bool { return ages[i] < ages[j] })
+	return max(ages[0]/2, MinInterval)
+}
+
+// Run runs rounds until ctx ends: each round, then a wait of the interval
+// plus up to 10% jitter.
+func (p *Prober) Run(ctx context.Context) error {
+	for {
+		if _, err := p.Round(ctx); err != nil {
+			p.log.Warn("round finished with refusals", "error", err)
+		}
+		every := DefaultInterval
+		if p.o.MaxAge != nil {
+			if m, err := p.o.MaxAge(ctx); err == nil {
+				every = Interval(m)
+			}
+		}
+		wait := every + time.Duration(rand.Int64N(int64(every/10)+1))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// FailedCounter is mcpready_prober_layer_not_ready_total, by layer.
+func (p *Prober) FailedCounter() *prometheus.CounterVec { return p.failed }
