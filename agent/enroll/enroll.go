@@ -11,7 +11,6 @@ package enroll
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -140,8 +139,8 @@ type Fixture struct {
 
 // Qualify runs the basic qualification of every tool and marks the entries
 // whose fixtures all passed QUALIFIED, with a qualification block whose
-// evidence reference is the digest of the fixture transcript. It returns
-// the transcript.
+// evidence reference names the qualification Evidence (EvidenceName), which
+// Evidence builds from the returned transcript.
 func (s *Server) Qualify(ctx context.Context, entries []*artifact.Object, now time.Time) ([]Fixture, error) {
 	var all []Fixture
 	unknown := fmt.Sprintf("mcpready-no-such-tool-%d", now.UnixNano())
@@ -184,12 +183,7 @@ func (s *Server) Qualify(ctx context.Context, entries []*artifact.Object, now ti
 			continue
 		}
 		e := entries[i].Spec.(*mcpreadyv1.RegistryEntry)
-		transcript, _ := json.Marshal(fx)
-		digest, err := artifact.CanonicalDigest(transcript)
-		if err != nil {
-			return nil, err
-		}
-		e.Qualification = &mcpreadyv1.Qualification{Suite: Suite, EvidenceRef: "enroll-transcript:" + digest,
+		e.Qualification = &mcpreadyv1.Qualification{Suite: Suite, EvidenceRef: EvidenceName(entries[i].Metadata.Name),
 			QualifiedAt: timestamppb.New(now), FixturesPassed: int32(passed), FixturesTotal: int32(len(fx)), NegativeFixturePassed: negOK}
 		if passed == len(fx) {
 			e.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED

@@ -170,6 +170,23 @@ func TestEnrollQualifyNoApply(t *testing.T) {
 		e.GetQualification().GetFixturesTotal() < 3 || !strings.HasPrefix(e.GetIdentity().GetDefinitionDigest(), "sha256:") {
 		t.Fatalf("entry: %v", e)
 	}
+	// The qualification is written as Evidence the entry names, with an expiry.
+	if e.GetQualification().GetEvidenceRef() != "qualification/acme/echo" {
+		t.Fatalf("evidence_ref %q", e.GetQualification().GetEvidenceRef())
+	}
+	b, err = os.ReadFile(filepath.Join(out, "qualification_acme_echo.bundle.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err = sign.VerifyWithKey(b, key.Public()); err != nil || v.Object.Metadata.Name != "qualification/acme/echo" {
+		t.Fatalf("evidence bundle: %v", err)
+	}
+	ev := v.Object.Spec.(*mcpreadyv1.Evidence)
+	if ev.GetMethod() != mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_SYNTHETIC || ev.GetSample().GetAttempted() != int64(e.GetQualification().GetFixturesTotal()) ||
+		ev.GetRates()[0].GetSuccesses() != ev.GetRates()[0].GetDenominator() || !ev.GetExpiresAt().AsTime().After(ev.GetObservedAt().AsTime().Add(29*24*time.Hour)) ||
+		ev.GetSubject().GetToolName() != "echo" || !strings.HasPrefix(ev.GetProvenance().GetRetrievalDigest(), "sha256:") {
+		t.Fatalf("evidence %v", ev)
+	}
 	if code, _, _ := runKeyCLI(t, "enroll", "--url", url, "--no-apply"); code != exitUsage {
 		t.Fatalf("missing --name: exit %d", code)
 	}

@@ -23,6 +23,7 @@ import (
 type enrollOptions struct {
 	serverOptions
 	url, name, key, bundles, tokenFile, issuer, output string
+	qualificationTTL                                   time.Duration
 	qualify, noApply                                   bool
 	timeout                                            time.Duration
 }
@@ -57,7 +58,8 @@ password from $MCPREADY_PASSWORD).`,
 	fl.StringVar(&o.tokenFile, "token-file", "", "bearer token for the server")
 	fl.StringVar(&o.issuer, "issuer", "org", "issuer recorded in the entries' provenance")
 	fl.StringVar(&o.bundles, "bundles", "", "also write the signed bundles to this directory")
-	fl.BoolVar(&o.qualify, "qualify", false, "run the basic qualification and record QUALIFIED entries")
+	fl.BoolVar(&o.qualify, "qualify", false, "run the basic qualification, record QUALIFIED entries and their qualification Evidence")
+	fl.DurationVar(&o.qualificationTTL, "qualification-ttl", enroll.DefaultQualificationTTL, "how long the qualification Evidence stays fresh (then the entry turns STALE)")
 	fl.BoolVar(&o.noApply, "no-apply", false, "do not apply the entries (with --bundles: only write them)")
 	fl.DurationVar(&o.timeout, "timeout", time.Minute, "overall time limit")
 	addOutputFlag(cmd, &o.output)
@@ -95,8 +97,13 @@ func (o *enrollOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	var evidence []*artifact.Object
 	if f.qualify {
-		if _, err := srv.Qualify(ctx, entries, now); err != nil {
+		transcript, err := srv.Qualify(ctx, entries, now)
+		if err != nil {
+			return err
+		}
+		if evidence, err = enroll.Evidence(entries, transcript, f.issuer, now, f.qualificationTTL); err != nil {
 			return err
 		}
 	}
@@ -119,12 +126,13 @@ func (o *enrollOptions) run(cmd *cobra.Command) error {
 		defer conn.Close()
 		admin = mcpreadyv1.NewAdminServiceClient(conn)
 	}
-	for _, o := range entries {
+	// Qualification Evidence first, so an entry never names evidence the
+	// control plane does not hold yet.
+	for _, o := range append(evidence, entries...) {
 		bundle, _, err := sign.Sign(o, key)
 		if err != nil {
 			return err
 		}
-		e := o.Spec.(*mcpreadyv1.RegistryEntry)
 		file := "-"
 		if f.bundles != "" {
 			file = filepath.Join(f.bundles, strings.ReplaceAll(o.Metadata.Name, "/", "_")+".bundle.json")
@@ -132,8 +140,10 @@ func (o *enrollOptions) run(cmd *cobra.Command) error {
 				return err
 			}
 		}
-		r := row{Name: o.Metadata.Name, State: strings.TrimPrefix(e.GetState().String(), "LIFECYCLE_STATE_"),
-			Definition: e.GetIdentity().GetDefinitionDigest(), File: file}
+		r := row{Name: o.Metadata.Name, State: "EVIDENCE", Definition: "-", File: file}
+		if e, ok := o.Spec.(*mcpreadyv1.RegistryEntry); ok {
+			r.State, r.Definition = strings.TrimPrefix(e.GetState().String(), "LIFECYCLE_STATE_"), e.GetIdentity().GetDefinitionDigest()
+		}
 		if admin != nil {
 			resp, err := admin.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: bundle})
 			if err != nil {

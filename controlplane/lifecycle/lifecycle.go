@@ -33,8 +33,11 @@
 //     inherits qualification. Repeated reports are idempotent. Any client
 //     that reaches the Admin API may report drift, so expose it only over
 //     mTLS to enrolled agents.
-//   - Sweep marks QUALIFIED entries STALE (drift EVIDENCE_STALE) when the
-//     evidence matching them has all expired. An entry without any matching
+//   - Sweep marks QUALIFIED entries STALE (drift EVIDENCE_STALE) when their
+//     qualification evidence (the Evidence their qualification's
+//     evidence_ref names) has expired. Other evidence about the same
+//     subject, passive traffic evidence included, never keeps a
+//     qualification fresh. An entry whose evidence_ref names no stored
 //     evidence is left alone: missing evidence is for agents' policy to
 //     treat as UNKNOWN.
 //
@@ -202,7 +205,7 @@ func (m *Manager) Status(ctx context.Context, name string) ([]*mcpreadyv1.Regist
 			return nil, err
 		}
 		st := &mcpreadyv1.RegistryStatus{Name: r.Name, Identity: e.spec.GetIdentity(), State: e.state, Events: e.events}
-		if last, _, _ := matchEvidence(e, evidence, m.o.Now()); !last.IsZero() {
+		if last, _, _ := matchEvidence(e, evidence, m.o.Now(), false); !last.IsZero() {
 			st.LastEvidenceAt = timestamppb.New(last)
 		}
 		for _, ev := range e.events {
@@ -242,10 +245,12 @@ func (m *Manager) evidence(ctx context.Context) ([]evidenceItem, error) {
 }
 
 // matchEvidence reports whether any evidence is about e (named by its
-// qualification's evidence_ref, or whose subject names its server, tool
-// and version), the latest observation time among it, and
-// whether any of it is unexpired.
-func matchEvidence(e *entry, evidence []evidenceItem, now time.Time) (last time.Time, matched, fresh bool) {
+// qualification's evidence_ref, or, unless qualificationOnly, whose subject
+// names its server, tool and version), the latest observation time among
+// it, and whether any of it is unexpired. Freshness of a qualification is
+// decided with qualificationOnly: passive traffic evidence informs health
+// ranking and never renews a qualification.
+func matchEvidence(e *entry, evidence []evidenceItem, now time.Time, qualificationOnly bool) (last time.Time, matched, fresh bool) {
 	id := e.spec.GetIdentity()
 	for _, ev := range evidence {
 		sub := ev.spec.GetSubject()
@@ -253,7 +258,7 @@ func matchEvidence(e *entry, evidence []evidenceItem, now time.Time) (last time.
 		bySubject := sub.GetServerName() == id.GetServerName() && sub.GetToolName() == id.GetToolName() && sub.GetServerName() != "" &&
 			sub.GetServerVersion() == id.GetServerVersion() // an empty version is unknown, never "any"
 
-		if !byRef && !bySubject {
+		if !byRef && (qualificationOnly || !bySubject) {
 			continue
 		}
 		matched = true
@@ -304,7 +309,7 @@ func (m *Manager) Sweep(ctx context.Context) ([]string, error) {
 		if e.state != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED {
 			continue
 		}
-		last, matched, fresh := matchEvidence(e, evidence, m.o.Now())
+		last, matched, fresh := matchEvidence(e, evidence, m.o.Now(), true)
 		if !matched || fresh {
 			continue // no evidence at all (agents' policy decides), or some still fresh
 		}

@@ -165,6 +165,34 @@ func TestEvidenceExpiryMakesStale(t *testing.T) {
 	}
 }
 
+// TestPassiveEvidenceNeverRenewsQualification: fresh passive evidence about
+// the same server, tool and version does not keep an entry QUALIFIED once
+// its qualification evidence has expired (before, any matching evidence
+// did).
+func TestPassiveEvidenceNeverRenewsQualification(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.applyEntry(t, "docs.lookup@2.4.1", entry("2.4.1", "lab/docs.lookup/1"))
+	qual := &mcpreadyv1.Evidence{Subject: &mcpreadyv1.Subject{ServerName: "com.example/docs", ToolName: "docs.lookup", ServerVersion: "2.4.1"},
+		Method: mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_SYNTHETIC, ObservedAt: timestamppb.New(e.clk.now()), ExpiresAt: timestamppb.New(e.clk.now().Add(time.Hour))}
+	if _, _, err := e.w.Apply(ctx, testpki.Sign(t, artifact.New(artifact.KindEvidence, "lab/docs.lookup/1", qual), e.p.Observer)); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.add(2 * time.Hour)
+	passive := &mcpreadyv1.Evidence{Subject: &mcpreadyv1.Subject{ServerName: "com.example/docs", ToolName: "docs.lookup", ServerVersion: "2.4.1"},
+		Method: mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_PASSIVE, ObservedAt: timestamppb.New(e.clk.now()), ExpiresAt: timestamppb.New(e.clk.now().Add(time.Hour))}
+	if _, _, err := e.w.Apply(ctx, testpki.Sign(t, artifact.New(artifact.KindEvidence, "passive/docs.lookup", passive), e.p.Observer)); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := e.lc.Sweep(ctx)
+	if err != nil || len(ch) != 1 || ch[0] != "docs.lookup@2.4.1" {
+		t.Fatalf("sweep with fresh passive evidence only: %v %v", ch, err)
+	}
+	if s := e.status(t, "docs.lookup@2.4.1"); s.State != stale || !s.LastEvidenceAt.AsTime().Equal(e.clk.now()) {
+		t.Fatalf("status %v (the passive observation still shows as the last evidence)", s)
+	}
+}
+
 func TestDriftSuspendsAndCreatesCandidate(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
