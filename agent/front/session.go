@@ -107,7 +107,11 @@ func (v *view) middleware(s *session) mcp.Middleware {
 			case "resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get", "completion/complete":
 				ctx, done := s.track(ctx, progressToken(req.GetParams()))
 				defer done()
-				return v.relay(ctx, s, method, req.GetParams())
+				return v.method(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) {
+					return v.relay(ctx, s, method, req.GetParams())
+				})
+			case "resources/subscribe", "resources/unsubscribe":
+				return v.method(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) { return next(ctx, method, req) })
 			}
 			return next(ctx, method, req)
 		}
@@ -309,10 +313,15 @@ func (v *view) relayErr(ctx context.Context, s *session, fn func(context.Context
 	return nil
 }
 
-// relay forwards one non-tool method to the upstream unchanged.
+// relay forwards one non-tool method to the upstream unchanged; its error
+// is the upstream's own, for the pipeline to classify.
 func (v *view) relay(ctx context.Context, s *session, method string, params mcp.Params) (mcp.Result, error) {
 	var res mcp.Result
-	err := v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error {
+	up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
+	}
+	err = up.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
 		var err error
 		switch method {
 		case "resources/list":
