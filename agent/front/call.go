@@ -106,21 +106,18 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
 		}
-		var res *mcp.ListToolsResult
-		if err := up.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
-			var err error
-			res, err = cs.ListTools(ctx, forUpstream(req.Params))
-			return err
-		}); err != nil {
+		// Every page, pinned, answered as one page: a later page could
+		// otherwise carry a changed definition the pins never see.
+		list, err := v.f.listAll(ctx, up)
+		if err != nil {
 			return nil, err
 		}
-		v.f.pins.observe(st, up, res.Tools)
-		for _, t := range res.Tools {
+		v.f.pins.observe(st, up, list)
+		for _, t := range list {
 			if allowed[t.Name] && v.usable(st, v.server, t.Name) {
 				out.Tools = append(out.Tools, t)
 			}
 		}
-		out.NextCursor = res.NextCursor
 		return out, nil
 	}
 	for _, x := range vis {

@@ -102,6 +102,15 @@ type Options struct {
 	Now func() time.Time
 	// Registerer receives the front's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// MaxUpstreamSessions caps the dedicated upstream sessions (for stdio,
+	// child processes) the transparent views hold open at once, over all
+	// principals: an initialize past it is refused. Zero means
+	// DefaultMaxUpstreamSessions; negative means no cap.
+	MaxUpstreamSessions int
+	// MaxUpstreamSessionsPerPrincipal is the same cap per principal (the
+	// tokenless default principal included). Zero means
+	// DefaultMaxUpstreamSessionsPerPrincipal; negative means no cap.
+	MaxUpstreamSessionsPerPrincipal int
 }
 
 // Front serves the MCP endpoints. Create with New.

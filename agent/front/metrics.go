@@ -11,6 +11,13 @@ import (
 type metrics struct {
 	calls   *prometheus.CounterVec
 	latency prometheus.Histogram
+	// partialLists counts tools/list listings cut at maxListPages, by server.
+	partialLists *prometheus.CounterVec
+	// sessionsRefused counts initializes refused at a dedicated upstream
+	// session cap, by scope ("principal" or "total").
+	sessionsRefused *prometheus.CounterVec
+	// sessionsOpen is the number of dedicated upstream sessions held.
+	sessionsOpen prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -22,9 +29,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mcpready_agent_tool_call_seconds", Help: "End-to-end latency of tool calls through this agent.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14),
 		}),
+		partialLists: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpready_agent_tools_list_partial_total", Help: "Tool listings cut at the page bound (later tools neither listed nor pinned), by server.",
+		}, []string{"server"}),
+		sessionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpready_agent_upstream_sessions_refused_total", Help: "Transparent-view sessions refused at a dedicated upstream session cap, by scope (principal, total).",
+		}, []string{"scope"}),
+		sessionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpready_agent_upstream_sessions_open", Help: "Dedicated upstream sessions (stdio: child processes) held for transparent-view sessions.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.latency)
+		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen)
 	}
 	return m
 }
