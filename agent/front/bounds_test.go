@@ -2,6 +2,7 @@ package front
 
 import (
 	"context"
+	"fmt"
 
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
@@ -115,11 +117,14 @@ func TestResourceContentsValidated(t *testing.T) {
 // pagedHarness serves an upstream listing one tool per page, enrolled
 // before the tool on page 2 changes (without a list_changed the agent could
 // hear: no agent session exists yet).
-func pagedHarness(t *testing.T, fopts Options) (*harness, *mcptest.Upstream) {
+func pagedHarness(t *testing.T, fopts Options, tools ...string) (*harness, *mcptest.Upstream) {
 	t.Helper()
 	h := &harness{entries: map[string]*mcpreadyv1.RegistryEntry{}}
 	up := mcptest.New(t, mcptest.Options{Name: "pg", NoDefaultTools: true, ServerOptions: &mcp.ServerOptions{PageSize: 1}})
-	for _, name := range []string{"alpha", "beta"} {
+	if len(tools) == 0 {
+		tools = []string{"alpha", "beta"}
+	}
+	for _, name := range tools {
 		mcp.AddTool(up.Server, &mcp.Tool{Name: name, Description: "Tool " + name + ".", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
@@ -167,5 +172,22 @@ func TestPaginatedToolsPinned(t *testing.T) {
 	agg := h.connect(t, "/mcp", devToken, nil, "2025-11-25")
 	if names := strings.Join(toolNames(t, agg), ","); names != "pg__alpha" {
 		t.Fatalf("aggregate view: %s", names)
+	}
+}
+
+// Past maxListPages the listing stops with what it read, and the partial
+// coverage is counted.
+func TestPaginationBound(t *testing.T) {
+	var names []string
+	for i := range maxListPages + 1 {
+		names = append(names, fmt.Sprintf("t%03d", i))
+	}
+	h, _ := pagedHarness(t, Options{}, names...)
+	cs := h.connect(t, "/mcp/servers/pg", devToken, nil, "2025-11-25")
+	if n := len(toolNames(t, cs)); n != maxListPages {
+		t.Fatalf("listed %d tools, want the %d of the first %d pages", n, maxListPages, maxListPages)
+	}
+	if n := testutil.ToFloat64(h.front.metrics.partialLists.WithLabelValues("pg")); n != 1 {
+		t.Fatalf("partial listings counted: %v", n)
 	}
 }

@@ -180,4 +180,3 @@ func methodTexts(res mcp.Result) []string {
 	}
 	return out
 }
-
