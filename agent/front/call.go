@@ -58,6 +58,20 @@ func (v *view) caller(req mcp.Request, s *session) (caller, error) {
 	return c, nil
 }
 
+// callerOf is caller, with the refusal of a caller that is
+// unauthenticated or may not act in its workflow (nil when it may ask).
+func (v *view) callerOf(req mcp.Request, s *session) (caller, *decide.RefusalError) {
+	c, err := v.caller(req, s)
+	switch {
+	case err != nil:
+		return c, &decide.RefusalError{Step: readiness.StepTrust, Code: readiness.CodeUnauthenticated, Reason: err.Error()}
+	case !c.id.AllowsWorkflow(c.workflow):
+		return c, &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeWorkflow,
+			Reason: fmt.Sprintf("principal %s may not act in workflow %q", c.id.Name, c.workflow)}
+	}
+	return c, nil
+}
+
 // aggName is the aggregate view's name of an exact tool: <server>__<tool>,
 // with characters MCP tool names do not allow replaced by '_'.
 func aggName(server, tool string) string {
@@ -223,16 +237,12 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	f := v.f
 	st := f.state.Load()
 	pr := pipeline.Request{Requested: req.Params.Name, Arguments: req.Params.Arguments}
-	c, err := v.caller(req, s)
+	c, refusal := v.callerOf(req, s)
+	pr.Caller = c.pipeline() // zero for an unauthenticated caller
 	switch {
-	case err != nil:
-		pr.Refusal = &decide.RefusalError{Step: readiness.StepTrust, Code: readiness.CodeUnauthenticated, Reason: err.Error()}
-	case !c.id.AllowsWorkflow(c.workflow):
-		pr.Caller = c.pipeline()
-		pr.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeWorkflow,
-			Reason: fmt.Sprintf("principal %s may not act in workflow %q", c.id.Name, c.workflow)}
+	case refusal != nil:
+		pr.Refusal = refusal
 	case st.Decide != nil:
-		pr.Caller = c.pipeline()
 		requested, targets, err := v.resolveName(st, c, req.Params.Name)
 		pr.Tool = requested
 		if err != nil {

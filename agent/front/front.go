@@ -168,17 +168,7 @@ func New(opts Options) *Front {
 // Close closes upstream sessions, the dedicated ones of live front
 // sessions included.
 func (f *Front) Close() {
-	f.mu.Lock()
-	var sessions []*session
-	for _, v := range f.views {
-		v.mu.Lock()
-		for s := range v.sessions {
-			sessions = append(sessions, s)
-		}
-		v.mu.Unlock()
-	}
-	f.mu.Unlock()
-	for _, s := range sessions {
+	for _, s := range f.liveSessions() {
 		s.mu.Lock()
 		for t, up := range s.ups {
 			_ = up.Close()

@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/pipeline"
-	"github.com/mcpready/mcpready/readiness"
 )
 
 // codeRefused is the JSON-RPC error code of a non-tool request the policy
@@ -25,17 +22,8 @@ const codeRefused = -32003
 func (v *view) method(ctx context.Context, s *session, method string, req mcp.Request, do func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
 	m := pipeline.Method{Method: method, Server: v.server, Name: methodName(req.GetParams())}
 	m.Params, _ = json.Marshal(req.GetParams())
-	c, err := v.caller(req, s)
-	switch {
-	case err != nil:
-		m.Refusal = &decide.RefusalError{Step: readiness.StepTrust, Code: readiness.CodeUnauthenticated, Reason: err.Error()}
-	case !c.id.AllowsWorkflow(c.workflow):
-		m.Caller = c.pipeline()
-		m.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeWorkflow,
-			Reason: fmt.Sprintf("principal %s may not act in workflow %q", c.id.Name, c.workflow)}
-	default:
-		m.Caller = c.pipeline()
-	}
+	c, refusal := v.callerOf(req, s)
+	m.Caller, m.Refusal = c.pipeline(), refusal
 	res, err := v.f.pipe.Method(ctx, v.f.pstate(v.f.state.Load()), m, do)
 	var me *pipeline.MethodError
 	if errors.As(err, &me) {

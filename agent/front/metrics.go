@@ -1,6 +1,8 @@
 package front
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -56,19 +58,26 @@ func (f *Front) observe(rec *mcpreadyv1.Receipt) {
 // notifyToolsChanged tells every front session that may show server's tools
 // to re-list them.
 func (f *Front) notifyToolsChanged(server string) {
-	f.mu.Lock()
-	var sessions []*session
-	for _, name := range []string{server, ""} {
-		if v := f.views[name]; v != nil {
-			v.mu.Lock()
-			for s := range v.sessions {
-				sessions = append(sessions, s)
-			}
-			v.mu.Unlock()
-		}
-	}
-	f.mu.Unlock()
-	for _, s := range sessions {
+	for _, s := range f.liveSessions(server, "") {
 		s.notifyToolsChanged()
 	}
+}
+
+// liveSessions are the live stateful front sessions of the named views
+// ("" is the aggregate view), of every view when none is named.
+func (f *Front) liveSessions(views ...string) []*session {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var sessions []*session
+	for name, v := range f.views {
+		if len(views) > 0 && !slices.Contains(views, name) {
+			continue
+		}
+		v.mu.Lock()
+		for s := range v.sessions {
+			sessions = append(sessions, s)
+		}
+		v.mu.Unlock()
+	}
+	return sessions
 }
