@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/invoke"
+	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
@@ -75,7 +76,7 @@ func (p *Pipeline) Admits(st State, c Caller, server string) bool {
 func (p *Pipeline) Method(ctx context.Context, st State, m Method, do func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
 	now := p.opts.Now()
 	rec := p.opts.Builder.Start(now)
-	rec.RequestId = rec.ReceiptId
+	rec.RequestId = receipt.NewID()
 	rec.Requested = m.Method
 	if m.Name != "" {
 		rec.Requested += " " + m.Name
