@@ -93,6 +93,9 @@ const (
 	CodeInputRoute          Code = "input_route_unavailable"
 	CodeInputUnavailable    Code = "input_unavailable"
 	CodeInputFailed         Code = "input_failed"
+	// CodeMethodNotPermitted refuses a resources, prompts, completion or
+	// subscription request of a principal admitted to no tool of the server.
+	CodeMethodNotPermitted Code = "method_not_permitted"
 )
 
 // ActionKind is what the executor did (Receipt.actions).
@@ -229,6 +232,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeApprovalDenied), 0, StepNone, "a human declined the call, or approval could not be obtained"},
 	{KindCode, string(CodeInputUnavailable), 0, StepNone, "the upstream asked for input the client cannot provide"},
 	{KindCode, string(CodeInputFailed), 0, StepNone, "the client did not provide the input the upstream asked for"},
+	{KindCode, string(CodeMethodNotPermitted), 0, StepTrust, "resources, prompts and completion of a server are for principals admitted to at least one of its tools"},
 }
 
 var actionTerms = []Term{

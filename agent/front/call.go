@@ -58,6 +58,20 @@ func (v *view) caller(req mcp.Request, s *session) (caller, error) {
 	return c, nil
 }
 
+// callerOf is caller, with the refusal of a caller that is
+// unauthenticated or may not act in its workflow (nil when it may ask).
+func (v *view) callerOf(req mcp.Request, s *session) (caller, *decide.RefusalError) {
+	c, err := v.caller(req, s)
+	switch {
+	case err != nil:
+		return c, &decide.RefusalError{Step: readiness.StepTrust, Code: readiness.CodeUnauthenticated, Reason: err.Error()}
+	case !c.id.AllowsWorkflow(c.workflow):
+		return c, &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeWorkflow,
+			Reason: fmt.Sprintf("principal %s may not act in workflow %q", c.id.Name, c.workflow)}
+	}
+	return c, nil
+}
+
 // aggName is the aggregate view's name of an exact tool: <server>__<tool>,
 // with characters MCP tool names do not allow replaced by '_'.
 func aggName(server, tool string) string {
@@ -106,21 +120,18 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
 		}
-		var res *mcp.ListToolsResult
-		if err := up.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
-			var err error
-			res, err = cs.ListTools(ctx, forUpstream(req.Params))
-			return err
-		}); err != nil {
+		// Every page, pinned, answered as one page: a later page could
+		// otherwise carry a changed definition the pins never see.
+		list, err := v.f.listAll(ctx, up)
+		if err != nil {
 			return nil, err
 		}
-		v.f.pins.observe(st, up, res.Tools)
-		for _, t := range res.Tools {
+		v.f.pins.observe(st, up, list)
+		for _, t := range list {
 			if allowed[t.Name] && v.usable(st, v.server, t.Name) {
 				out.Tools = append(out.Tools, t)
 			}
 		}
-		out.NextCursor = res.NextCursor
 		return out, nil
 	}
 	for _, x := range vis {
@@ -226,16 +237,12 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	f := v.f
 	st := f.state.Load()
 	pr := pipeline.Request{Requested: req.Params.Name, Arguments: req.Params.Arguments}
-	c, err := v.caller(req, s)
+	c, refusal := v.callerOf(req, s)
+	pr.Caller = c.pipeline() // zero for an unauthenticated caller
 	switch {
-	case err != nil:
-		pr.Refusal = &decide.RefusalError{Step: readiness.StepTrust, Code: readiness.CodeUnauthenticated, Reason: err.Error()}
-	case !c.id.AllowsWorkflow(c.workflow):
-		pr.Caller = c.pipeline()
-		pr.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeWorkflow,
-			Reason: fmt.Sprintf("principal %s may not act in workflow %q", c.id.Name, c.workflow)}
+	case refusal != nil:
+		pr.Refusal = refusal
 	case st.Decide != nil:
-		pr.Caller = c.pipeline()
 		requested, targets, err := v.resolveName(st, c, req.Params.Name)
 		pr.Tool = requested
 		if err != nil {

@@ -3,7 +3,11 @@
 //
 //   - /mcp/servers/<name> is a transparent view of one upstream under its
 //     original tool names: tools go through the decision core; resources,
-//     prompts, completion, logging, progress and cancellation are relayed;
+//     prompts, completion and subscriptions go through the pipeline too
+//     (admitted per principal, validated, receipted: methods.go); logging,
+//     progress and cancellation are relayed; each session holds a
+//     dedicated upstream session, capped per principal and overall
+//     (sessions.go);
 //     server-to-client requests (sampling, elicitation, roots) are relayed back
 //     to a session client over a dedicated upstream session, and to a
 //     stateless (2026-07-28) client as input requests of an input-required
@@ -102,6 +106,15 @@ type Options struct {
 	Now func() time.Time
 	// Registerer receives the front's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// MaxUpstreamSessions caps the dedicated upstream sessions (for stdio,
+	// child processes) the transparent views hold open at once, over all
+	// principals: an initialize past it is refused. Zero means
+	// DefaultMaxUpstreamSessions; negative means no cap.
+	MaxUpstreamSessions int
+	// MaxUpstreamSessionsPerPrincipal is the same cap per principal (the
+	// tokenless default principal included). Zero means
+	// DefaultMaxUpstreamSessionsPerPrincipal; negative means no cap.
+	MaxUpstreamSessionsPerPrincipal int
 }
 
 // Front serves the MCP endpoints. Create with New.
@@ -113,6 +126,7 @@ type Front struct {
 	metrics *metrics
 	pending *roundStore // calls waiting for a stateless client's input
 	pipe    *pipeline.Pipeline
+	caps    *sessionCaps // dedicated upstream sessions held, per principal and overall
 
 	mu    sync.Mutex
 	views map[string]*view // "" is the aggregate view
@@ -132,6 +146,7 @@ func New(opts Options) *Front {
 	}
 	f := &Front{opts: opts, views: map[string]*view{}, metrics: newMetrics(opts.Registerer), pending: newRoundStore()}
 	f.pins = newPins(f)
+	f.caps = newSessionCaps(opts.MaxUpstreamSessions, opts.MaxUpstreamSessionsPerPrincipal, f.metrics)
 	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Emit: func(rec *mcpreadyv1.Receipt) {
 		f.observe(rec)
 		if opts.Receipts != nil {
@@ -150,8 +165,19 @@ func New(opts Options) *Front {
 	return f
 }
 
-// Close closes upstream sessions.
-func (f *Front) Close() { f.pool.Close() }
+// Close closes upstream sessions, the dedicated ones of live front
+// sessions included.
+func (f *Front) Close() {
+	for _, s := range f.liveSessions() {
+		s.mu.Lock()
+		for t, up := range s.ups {
+			_ = up.Close()
+			s.slots[t]()
+		}
+		s.mu.Unlock()
+	}
+	f.pool.Close()
+}
 
 // Blocklist is the set of entries blocked on this host because of drift.
 func (f *Front) Blocklist() *pin.Blocklist { return f.pins.block }

@@ -26,7 +26,10 @@ import (
 	"github.com/mcpready/mcpready/readiness"
 )
 
-const devToken = "tok-dev"
+const (
+	devToken   = "tok-dev"
+	guestToken = "tok-guest" // a principal the test policy admits to no tool
+)
 
 type harness struct {
 	up      *mcptest.Upstream
@@ -90,8 +93,9 @@ func newHarness(t *testing.T) *harness {
 	h.entries = map[string]*mcpreadyv1.RegistryEntry{}
 	h.enrollQualified(t, up)
 	cfg, err := config.New(config.File{
-		Principals: []config.Principal{{Identity: config.Identity{Name: "dev-client", PrincipalClass: "dev"}, TokenSHA256: config.TokenDigest(devToken)}},
-		Upstreams:  []config.Upstream{up},
+		Principals: []config.Principal{{Identity: config.Identity{Name: "dev-client", PrincipalClass: "dev"}, TokenSHA256: config.TokenDigest(devToken)},
+			{Identity: config.Identity{Name: "guest-client", PrincipalClass: "guest"}, TokenSHA256: config.TokenDigest(guestToken)}},
+		Upstreams: []config.Upstream{up},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package front
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -11,6 +13,13 @@ import (
 type metrics struct {
 	calls   *prometheus.CounterVec
 	latency prometheus.Histogram
+	// partialLists counts tools/list listings cut at maxListPages, by server.
+	partialLists *prometheus.CounterVec
+	// sessionsRefused counts initializes refused at a dedicated upstream
+	// session cap, by scope ("principal" or "total").
+	sessionsRefused *prometheus.CounterVec
+	// sessionsOpen is the number of dedicated upstream sessions held.
+	sessionsOpen prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -22,9 +31,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mcpready_agent_tool_call_seconds", Help: "End-to-end latency of tool calls through this agent.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14),
 		}),
+		partialLists: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpready_agent_tools_list_partial_total", Help: "Tool listings cut at the page bound (later tools neither listed nor pinned), by server.",
+		}, []string{"server"}),
+		sessionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpready_agent_upstream_sessions_refused_total", Help: "Transparent-view sessions refused at a dedicated upstream session cap, by scope (principal, total).",
+		}, []string{"scope"}),
+		sessionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpready_agent_upstream_sessions_open", Help: "Dedicated upstream sessions (stdio: child processes) held for transparent-view sessions.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.latency)
+		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen)
 	}
 	return m
 }
@@ -40,19 +58,26 @@ func (f *Front) observe(rec *mcpreadyv1.Receipt) {
 // notifyToolsChanged tells every front session that may show server's tools
 // to re-list them.
 func (f *Front) notifyToolsChanged(server string) {
-	f.mu.Lock()
-	var sessions []*session
-	for _, name := range []string{server, ""} {
-		if v := f.views[name]; v != nil {
-			v.mu.Lock()
-			for s := range v.sessions {
-				sessions = append(sessions, s)
-			}
-			v.mu.Unlock()
-		}
-	}
-	f.mu.Unlock()
-	for _, s := range sessions {
+	for _, s := range f.liveSessions(server, "") {
 		s.notifyToolsChanged()
 	}
+}
+
+// liveSessions are the live stateful front sessions of the named views
+// ("" is the aggregate view), of every view when none is named.
+func (f *Front) liveSessions(views ...string) []*session {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var sessions []*session
+	for name, v := range f.views {
+		if len(views) > 0 && !slices.Contains(views, name) {
+			continue
+		}
+		v.mu.Lock()
+		for s := range v.sessions {
+			sessions = append(sessions, s)
+		}
+		v.mu.Unlock()
+	}
+	return sessions
 }

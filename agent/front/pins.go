@@ -154,7 +154,7 @@ func (p *pins) tools(ctx context.Context, st *State, t upstream.Target) (map[str
 	if err != nil {
 		return nil, err
 	}
-	list, err := up.ListTools(ctx)
+	list, err := p.f.listAll(ctx, up)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +165,36 @@ func (p *pins) tools(ctx context.Context, st *State, t upstream.Target) (map[str
 		return m, nil
 	}
 	return toolMap(list), nil
+}
+
+// maxListPages bounds how many pages of one tools/list the agent follows.
+const maxListPages = 100
+
+// listAll lists every tool of up, following each page's cursor up to
+// maxListPages pages. Past the bound it keeps what it read, logs and
+// counts the partial coverage: tools on later pages are neither shown nor
+// pinned.
+func (f *Front) listAll(ctx context.Context, up *upstream.Session) ([]*mcp.Tool, error) {
+	var tools []*mcp.Tool
+	err := up.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
+		tools = tools[:0]
+		cursor := ""
+		for range maxListPages {
+			res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			tools = append(tools, res.Tools...)
+			if cursor = res.NextCursor; cursor == "" {
+				return nil
+			}
+		}
+		f.metrics.partialLists.WithLabelValues(up.Server).Inc()
+		f.opts.Logger.Warn("tools/list has more pages than the agent follows; later tools are not listed or pinned",
+			"server", up.Server, "endpoint", up.Endpoint(), "pages", maxListPages, "tools", len(tools))
+		return nil
+	})
+	return tools, err
 }
 
 func toolMap(list []*mcp.Tool) map[string]*mcp.Tool {

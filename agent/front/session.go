@@ -23,11 +23,13 @@ type session struct {
 	v   *view
 	srv *mcp.Server
 
-	mu       sync.Mutex
-	ss       *mcp.ServerSession
-	ups      map[upstream.Target]*upstream.Session // dedicated sessions, one per endpoint of the view's server
-	inflight []*inflight
-	fast     fastState
+	mu        sync.Mutex
+	ss        *mcp.ServerSession
+	ups       map[upstream.Target]*upstream.Session // dedicated sessions, one per endpoint of the view's server
+	slots     map[upstream.Target]func()            // releases each dedicated session's cap slot
+	principal string                                // who opened the session (its cap slots)
+	inflight  []*inflight
+	fast      fastState
 }
 
 type inflight struct {
@@ -107,7 +109,11 @@ func (v *view) middleware(s *session) mcp.Middleware {
 			case "resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get", "completion/complete":
 				ctx, done := s.track(ctx, progressToken(req.GetParams()))
 				defer done()
-				return v.relay(ctx, s, method, req.GetParams())
+				return v.method(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) {
+					return v.relay(ctx, s, method, req.GetParams())
+				})
+			case "resources/subscribe", "resources/unsubscribe":
+				return v.method(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) { return next(ctx, method, req) })
 			}
 			return next(ctx, method, req)
 		}
@@ -200,6 +206,11 @@ func (v *view) upstream(ctx context.Context, s *session, t upstream.Target) (*up
 	}
 	if old != nil {
 		_ = old.Close()
+		s.slots[t]()
+	}
+	release, err := v.f.caps.acquire(s.principal)
+	if err != nil {
+		return nil, err
 	}
 	var caps *mcp.ClientCapabilities
 	if s.ss != nil && s.ss.InitializeParams() != nil {
@@ -207,14 +218,15 @@ func (v *view) upstream(ctx context.Context, s *session, t upstream.Target) (*up
 	}
 	up, err := v.f.pool.Open(ctx, t, s.relay(caps))
 	if err != nil {
+		release()
 		return nil, err
 	}
 	if s.ups == nil {
-		s.ups = map[upstream.Target]*upstream.Session{}
+		s.ups, s.slots = map[upstream.Target]*upstream.Session{}, map[upstream.Target]func(){}
 	}
-	s.ups[t] = up
+	s.ups[t], s.slots[t] = up, release
 	if s.ss != nil {
-		go func(ss *mcp.ServerSession, up *upstream.Session) { _ = ss.Wait(); _ = up.Close() }(s.ss, up)
+		go func(ss *mcp.ServerSession, up *upstream.Session) { _ = ss.Wait(); _ = up.Close(); release() }(s.ss, up)
 	}
 	return up, nil
 }
@@ -309,10 +321,15 @@ func (v *view) relayErr(ctx context.Context, s *session, fn func(context.Context
 	return nil
 }
 
-// relay forwards one non-tool method to the upstream unchanged.
+// relay forwards one non-tool method to the upstream unchanged; its error
+// is the upstream's own, for the pipeline to classify.
 func (v *view) relay(ctx context.Context, s *session, method string, params mcp.Params) (mcp.Result, error) {
 	var res mcp.Result
-	err := v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error {
+	up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
+	}
+	err = up.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
 		var err error
 		switch method {
 		case "resources/list":
@@ -341,6 +358,11 @@ func (v *view) initialize(ctx context.Context, s *session, method string, req mc
 		return nil, err
 	}
 	if s != nil {
+		if id, err := v.f.authenticate(headerOf(req)); err == nil {
+			s.mu.Lock()
+			s.principal = id.Name
+			s.mu.Unlock()
+		}
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
 			if ir, ok := res.(*mcp.InitializeResult); ok {
 				s.mu.Lock()
@@ -369,6 +391,9 @@ func (v *view) initialize(ctx context.Context, s *session, method string, req mc
 	var instructions string
 	if v.server != "" {
 		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
+		if errors.Is(err, errTooManySessions) {
+			return nil, &jsonrpc.Error{Code: codeRefused, Message: err.Error()}
+		}
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%v: %v", errUpstreamUnavailable, err)}
 		}

@@ -4,6 +4,9 @@
 // first attempt, execution (package invoke) on a session dialled for the
 // admitted route's own endpoint, result validation (package validate) and
 // the one receipt of the request, emitted before the answer is returned.
+// The transparent view's resources, prompts, completion and subscriptions
+// take the same path in Method (method.go): admitted per principal by the
+// tool admission, validated and receipted.
 //
 // It is driven without HTTP: the MCP front (package front) authenticates,
 // names and pins, then hands a Request and a Transport to Call. The

@@ -1,0 +1,59 @@
+package front
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/pipeline"
+)
+
+// codeRefused is the JSON-RPC error code of a non-tool request the policy
+// refuses (a server error code; the message names the readiness code and
+// the receipt).
+const codeRefused = -32003
+
+// method hands one non-tool request of the transparent view (resources,
+// prompts, completion, subscriptions) to the pipeline, which admits it
+// for the caller, runs do on the upstream, validates and receipts it.
+func (v *view) method(ctx context.Context, s *session, method string, req mcp.Request, do func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
+	m := pipeline.Method{Method: method, Server: v.server, Name: methodName(req.GetParams())}
+	m.Params, _ = json.Marshal(req.GetParams())
+	c, refusal := v.callerOf(req, s)
+	m.Caller, m.Refusal = c.pipeline(), refusal
+	res, err := v.f.pipe.Method(ctx, v.f.pstate(v.f.state.Load()), m, do)
+	var me *pipeline.MethodError
+	if errors.As(err, &me) {
+		code := int64(jsonrpc.CodeInternalError)
+		switch {
+		case me.Code != "":
+			code = codeRefused
+		case me.JSONRPCCode != 0:
+			code = int64(me.JSONRPCCode)
+		}
+		return nil, &jsonrpc.Error{Code: code, Message: me.Error()}
+	}
+	return res, err
+}
+
+// methodName is what a non-tool request names, for its receipt.
+func methodName(p mcp.Params) string {
+	switch p := p.(type) {
+	case *mcp.ReadResourceParams:
+		return p.URI
+	case *mcp.GetPromptParams:
+		return p.Name
+	case *mcp.SubscribeParams:
+		return p.URI
+	case *mcp.UnsubscribeParams:
+		return p.URI
+	case *mcp.CompleteParams:
+		if p.Ref != nil {
+			return p.Ref.Name + p.Ref.URI
+		}
+	}
+	return ""
+}
