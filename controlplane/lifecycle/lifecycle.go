@@ -362,6 +362,20 @@ func (m *Manager) publishSpec(ctx context.Context, e *entry, name string, spec *
 		m.o.Logger.Warn("lifecycle: no observer key; state change recorded but not distributed", "entry", name, "state", spec.GetState())
 		return nil
 	}
+	// The observer's copy takes the next version above anything stored
+	// under name, so the write path's rollback check accepts it and the
+	// organisation's earlier bundles cannot reverse it.
+	held := spec.GetProvenance().GetVersion()
+	if r, err := m.st.Get(ctx, artifact.KindRegistryEntry, name); err == nil {
+		held = artifact.MaxVersion(held, r.HighWater)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if spec.Provenance == nil {
+		spec.Provenance = &mcpreadyv1.Provenance{}
+	}
+	spec.Provenance.Version = artifact.NextVersion(held)
+	spec.Provenance.IssuedAt = timestamppb.New(m.o.Now())
 	obj := artifact.New(artifact.KindRegistryEntry, name, spec)
 	obj.Metadata.Labels = e.obj.Metadata.Labels
 	b, _, err := sign.Sign(obj, m.o.Signer)

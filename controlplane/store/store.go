@@ -62,6 +62,13 @@ type Record struct {
 	StoredAt time.Time         `json:"storedAt"`
 	Deleted  bool              `json:"deleted,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
+	// Version is the artifact's signed provenance.version as the writer
+	// read it from the verified bundle ("" for a deletion).
+	Version string `json:"version,omitempty"`
+	// HighWater is the highest Version any revision of this artifact has
+	// had, carried across deletions: Put refuses a revision whose Version
+	// is not above it (artifact.CheckNewer). Set by Put.
+	HighWater string `json:"highWater,omitempty"`
 	// Bundle is the exact bytes applied (for a deletion: the tombstone).
 	Bundle []byte `json:"-"`
 	// ModRevision is the etcd revision at which this record became latest.
@@ -138,8 +145,11 @@ func (s *Store) latestPrefix(k artifact.Kind) string {
 }
 
 // Put stores rec.Bundle as the next revision of (rec.Kind, rec.Name) with
-// rec's Signer, Deleted and Labels. If the latest revision has the same
-// digest and deletion state, nothing is written and unchanged is true.
+// rec's Signer, Deleted, Labels and Version. If the latest revision has the
+// same digest and deletion state, nothing is written and unchanged is true.
+// Otherwise a revision that is not a deletion must carry a Version above the
+// artifact's high-water mark, checked in the same transaction that writes
+// it (an *artifact.VersionError matching artifact.ErrRollback when not).
 func (s *Store) Put(ctx context.Context, rec Record) (stored Record, unchanged bool, err error) {
 	if _, err := artifact.ParseKind(string(rec.Kind)); err != nil {
 		return Record{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -164,6 +174,13 @@ func (s *Store) Put(ctx context.Context, rec Record) (stored Record, unchanged b
 			return latest, true, nil
 		}
 		next := rec
+		next.HighWater = latest.HighWater
+		if !rec.Deleted {
+			if err := artifact.CheckNewer(rec.Kind, rec.Name, rec.Version, rec.Digest, latest.HighWater, "", mod != 0); err != nil {
+				return Record{}, false, err
+			}
+			next.HighWater = artifact.MaxVersion(latest.HighWater, rec.Version)
+		}
 		next.Revision = latest.Revision + 1
 		next.StoredAt = s.o.Now().UTC()
 		meta, err := json.Marshal(next)

@@ -194,6 +194,9 @@ func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (
 	if err != nil {
 		return store.Record{}, false, err
 	}
+	if err := artifact.CheckExpiry(v.Object, w.o.Now()); err != nil {
+		return store.Record{}, false, err
+	}
 	if only != "" && v.Object.Kind != only {
 		return store.Record{}, false, fmt.Errorf("%w: want a %s, got a %s", ErrWrongKind, only, v.Object.Kind)
 	}
@@ -203,7 +206,7 @@ func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (
 	case artifact.KindTombstone:
 		return store.Record{}, false, fmt.Errorf("%w: a Tombstone is sent with Delete", ErrWrongKind)
 	}
-	rec, unchanged, err = w.o.Store.Put(ctx, store.Record{Kind: v.Object.Kind, Name: v.Object.Metadata.Name, Bundle: bundle, Signer: v.KeyID, Labels: v.Object.Metadata.Labels})
+	rec, unchanged, err = w.o.Store.Put(ctx, store.Record{Kind: v.Object.Kind, Name: v.Object.Metadata.Name, Bundle: bundle, Signer: v.KeyID, Labels: v.Object.Metadata.Labels, Version: v.Object.Version()})
 	if err != nil {
 		return store.Record{}, false, err
 	}
@@ -224,6 +227,9 @@ func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (
 func (w *Writer) Delete(ctx context.Context, tombstone []byte) (store.Record, error) {
 	v, err := w.verify(ctx, tombstone)
 	if err != nil {
+		return store.Record{}, err
+	}
+	if err := artifact.CheckExpiry(v.Object, w.o.Now()); err != nil {
 		return store.Record{}, err
 	}
 	ts, ok := v.Object.Spec.(*mcpreadyv1.Tombstone)

@@ -26,7 +26,7 @@ import (
 // PKI is one test signing hierarchy.
 type PKI struct {
 	Root, Org, Provider, Observer, Expired, Revoked crypto.Signer
-	// TrustPolicy is the signed TrustPolicy bundle (named "test/trust").
+	// TrustPolicy is the signed TrustPolicy bundle (named "test/trust", version 1).
 	TrustPolicy []byte
 }
 
@@ -42,7 +42,7 @@ func New(t testing.TB) *PKI {
 		*k = s
 	}
 	now := time.Now()
-	tp := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", IssuedAt: timestamppb.New(now)}}
+	tp := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: "1", IssuedAt: timestamppb.New(now)}}
 	tp.Keys = []*mcpreadyv1.KeyGrant{
 		Grant(t, "org", p.Org, []string{"Declaration", "RegistryEntry", "Policy", "Evidence", "Tombstone", "ReceiptBatch"}, nil),
 		Grant(t, "provider", p.Provider, []string{"Declaration", "Tombstone"}, []string{"com.example/*"}),
