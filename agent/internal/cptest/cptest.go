@@ -9,13 +9,16 @@ import (
 	"context"
 	"crypto"
 	"net"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/admin"
@@ -141,18 +144,48 @@ func (e *Env) Sign(obj *artifact.Object) []byte {
 	return b
 }
 
-// Put signs obj with the root key and stores it.
+// versions is the signed version Put gives an unversioned artifact: it only
+// ever increases within a test binary, so every Put is newer than the last
+// (agents refuse a resource that is not newer than what they hold).
+var versions atomic.Int64
+
+func init() { versions.Store(time.Now().UnixNano()) }
+
+// Put signs obj with the root key and stores it. An obj without a signed
+// provenance.version is given the next one first (obj is modified).
 func (e *Env) Put(obj *artifact.Object) []byte {
 	e.t.Helper()
+	if obj.Version() == "" {
+		setVersion(obj, strconv.FormatInt(versions.Add(1), 10))
+	}
 	b := e.Sign(obj)
 	e.PutBundle(obj.Kind, obj.Metadata.Name, b)
 	return b
 }
 
-// PutBundle stores a bundle as is (it may be tampered: the store does not verify).
+// setVersion sets the provenance.version of obj's spec, creating the
+// provenance when the kind has one and it is unset.
+func setVersion(obj *artifact.Object, v string) {
+	m := obj.Spec.ProtoReflect()
+	fd := m.Descriptor().Fields().ByName("provenance")
+	if fd == nil {
+		return
+	}
+	p := obj.Provenance()
+	if p == nil {
+		p = &mcpreadyv1.Provenance{}
+		m.Set(fd, protoreflect.ValueOfMessage(p.ProtoReflect()))
+	}
+	p.Version = v
+}
+
+// PutBundle stores a bundle as is (it may be tampered or replayed: the
+// store does not verify, and its rollback check is satisfied with a fresh
+// store version, so what reaches the agent is the agent's to refuse).
 func (e *Env) PutBundle(k artifact.Kind, name string, bundle []byte) {
 	e.t.Helper()
-	if _, _, err := e.Store.Put(context.Background(), store.Record{Kind: k, Name: name, Bundle: bundle}); err != nil {
+	rec := store.Record{Kind: k, Name: name, Bundle: bundle, Version: strconv.FormatInt(versions.Add(1), 10)}
+	if _, _, err := e.Store.Put(context.Background(), rec); err != nil {
 		e.t.Fatal(err)
 	}
 }
