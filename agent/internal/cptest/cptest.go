@@ -149,17 +149,17 @@ func (e *Env) Sign(obj *artifact.Object) []byte {
 // (agents refuse a resource that is not newer than what they hold).
 var versions atomic.Int64
 
-func init() { versions.Store(time.Now().UnixNano()) }
-
 // Put signs obj with the root key and stores it. An obj without a signed
-// provenance.version is given the next one first (obj is modified).
+// provenance.version is given the next one first (obj is modified). Like
+// the control plane's write path, the store refuses a version that is not
+// newer than the stored one.
 func (e *Env) Put(obj *artifact.Object) []byte {
 	e.t.Helper()
 	if obj.Version() == "" {
 		setVersion(obj, strconv.FormatInt(versions.Add(1), 10))
 	}
 	b := e.Sign(obj)
-	e.PutBundle(obj.Kind, obj.Metadata.Name, b)
+	e.put(store.Record{Kind: obj.Kind, Name: obj.Metadata.Name, Bundle: b, Version: obj.Version()})
 	return b
 }
 
@@ -179,12 +179,21 @@ func setVersion(obj *artifact.Object, v string) {
 	p.Version = v
 }
 
-// PutBundle stores a bundle as is (it may be tampered or replayed: the
-// store does not verify, and its rollback check is satisfied with a fresh
-// store version, so what reaches the agent is the agent's to refuse).
+// PutBundle stores a bundle as is, as a compromised control plane could:
+// it may be tampered or replayed (the store does not verify, and its
+// rollback check is passed with a made-up version), so what reaches the
+// agent is the agent's to refuse.
 func (e *Env) PutBundle(k artifact.Kind, name string, bundle []byte) {
 	e.t.Helper()
-	rec := store.Record{Kind: k, Name: name, Bundle: bundle, Version: strconv.FormatInt(versions.Add(1), 10)}
+	held := ""
+	if r, err := e.Store.Get(context.Background(), k, name); err == nil {
+		held = r.HighWater
+	}
+	e.put(store.Record{Kind: k, Name: name, Bundle: bundle, Version: artifact.NextVersion(held)})
+}
+
+func (e *Env) put(rec store.Record) {
+	e.t.Helper()
 	if _, _, err := e.Store.Put(context.Background(), rec); err != nil {
 		e.t.Fatal(err)
 	}
