@@ -296,3 +296,27 @@ func TestRevocationUndoEndToEnd(t *testing.T) {
 		t.Fatal("the revoked key signs on the agent")
 	}
 }
+
+// TestExpiredLeftOutOthersApply: one expired resource in a response is
+// refused with reason expired and the others are installed.
+func TestExpiredLeftOutOthersApply(t *testing.T) {
+	env := cptest.Start(t)
+	c, err := New(Options{Root: env.RootPub, Node: &mcpreadyv1.Node{Id: "n"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := offer(c, artifact.KindTrustPolicy, "default", env.Sign(sample(artifact.KindTrustPolicy, "default", "1", "", time.Time{}))); err != nil {
+		t.Fatal(err)
+	}
+	k := artifact.KindEvidence
+	err = c.Apply(k, []*mcpreadyv1.Resource{
+		{Name: "e/old", Bundle: env.Sign(sample(k, "e/old", "1", "", time.Now().Add(-time.Hour)))},
+		{Name: "e/new", Bundle: env.Sign(sample(k, "e/new", "1", "", time.Now().Add(time.Hour)))},
+	}, nil, false)
+	if !errors.Is(err, artifact.ErrExpired) {
+		t.Fatalf("err = %v, want expired", err)
+	}
+	if s := c.Snapshot(); s.Get(k, "e/old") != nil || s.Get(k, "e/new") == nil {
+		t.Fatalf("installed: old %v, new %v", s.Get(k, "e/old") != nil, s.Get(k, "e/new") != nil)
+	}
+}

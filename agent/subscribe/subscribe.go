@@ -220,7 +220,12 @@ func versionLess(a, b string) bool {
 
 // Apply applies one response for kind k: upserts and removals (incremental),
 // or the whole set when full is true. Nothing is applied unless every
-// offered resource verifies; the returned error is the NACK reason.
+// offered resource verifies and is newer than its high-water mark; the
+// returned error is the NACK reason. An expired resource is the exception:
+// it is left out (a held version of it is kept, except in a full set) and
+// named in the returned error while the others apply, since the control
+// plane keeps expired artifacts and a whole set must not be refused for
+// one that aged out.
 func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed []string, full bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -252,7 +257,7 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		return c.install(trust, res)
 	}
 	verified := make([]*Resource, 0, len(upserts))
-	var firstErr error
+	var firstErr, expired error
 	for _, r := range upserts {
 		v, err := verify(snap.Trust, k, r, now)
 		if err != nil {
@@ -266,7 +271,9 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 			continue
 		}
 		if err := c.fresh(v, now); err != nil {
-			if firstErr == nil {
+			if errors.Is(err, artifact.ErrExpired) {
+				expired = errors.Join(expired, err) // left out; the rest still applies
+			} else if firstErr == nil {
 				firstErr = err
 			}
 			continue
@@ -291,7 +298,10 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		res[k][v.Name] = v
 		delete(c.parked[k], v.Name)
 	}
-	return c.install(snap.Trust, res)
+	if err := c.install(snap.Trust, res); err != nil {
+		return err
+	}
+	return expired
 }
 
 // reverify re-checks every held and parked resource under a new trust:
