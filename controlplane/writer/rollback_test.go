@@ -173,3 +173,24 @@ func TestReplayEveryKind(t *testing.T) {
 		})
 	}
 }
+
+// TestLegacyRecordsAreCompared: revisions stored before the store kept
+// high-water marks still bound what follows, from their signed versions.
+func TestLegacyRecordsAreCompared(t *testing.T) {
+	w, st, p := newWriter(t)
+	ctx := context.Background()
+	k := artifact.KindPolicy
+	// written as an older control plane did: no Version, so no mark
+	if _, _, err := st.Put(ctx, store.Record{Kind: k, Name: "org/" + string(k), Bundle: kindSample(t, p, k, "2", "", time.Time{})}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := st.Get(ctx, k, "org/"+string(k)); r.HighWater != "" {
+		t.Fatalf("legacy record has a mark %q", r.HighWater)
+	}
+	if _, _, err := w.Apply(ctx, kindSample(t, p, k, "1", "x", time.Time{})); !errors.Is(err, artifact.ErrRollback) {
+		t.Fatalf("older than a legacy revision: %v", err)
+	}
+	if _, _, err := w.Apply(ctx, kindSample(t, p, k, "3", "", time.Time{})); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -206,7 +206,12 @@ func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (
 	case artifact.KindTombstone:
 		return store.Record{}, false, fmt.Errorf("%w: a Tombstone is sent with Delete", ErrWrongKind)
 	}
-	rec, unchanged, err = w.o.Store.Put(ctx, store.Record{Kind: v.Object.Kind, Name: v.Object.Metadata.Name, Bundle: bundle, Signer: v.KeyID, Labels: v.Object.Metadata.Labels, Version: v.Object.Version()})
+	floor, err := w.legacyHighWater(ctx, v.Object.Kind, v.Object.Metadata.Name)
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	rec, unchanged, err = w.o.Store.Put(ctx, store.Record{Kind: v.Object.Kind, Name: v.Object.Metadata.Name, Bundle: bundle, Signer: v.KeyID, Labels: v.Object.Metadata.Labels,
+		Version: v.Object.Version(), HighWater: floor})
 	if err != nil {
 		return store.Record{}, false, err
 	}
@@ -219,6 +224,31 @@ func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (
 		w.o.Logger.Info("artifact stored", "kind", rec.Kind, "name", rec.Name, "revision", rec.Revision, "signer", rec.Signer)
 	}
 	return rec, unchanged, nil
+}
+
+// legacyHighWater is, for an artifact whose latest revision was stored
+// before the store kept high-water marks, the highest signed version in
+// its history (read from the stored bundles, which were verified when
+// written); "" otherwise. The store uses it only in that case.
+func (w *Writer) legacyHighWater(ctx context.Context, k artifact.Kind, name string) (string, error) {
+	latest, err := w.o.Store.Get(ctx, k, name)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && latest.HighWater != "") {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	hist, err := w.o.Store.History(ctx, k, name)
+	if err != nil {
+		return "", err
+	}
+	high := ""
+	for _, r := range hist {
+		if o, err := sign.Peek(r.Bundle); err == nil && !r.Deleted {
+			high = artifact.MaxVersion(high, o.Version())
+		}
+	}
+	return high, nil
 }
 
 // Delete verifies a signed Tombstone and stores it as the next revision of
