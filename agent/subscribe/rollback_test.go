@@ -14,7 +14,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/agent/internal/cptest"
@@ -31,20 +30,7 @@ func sample(k artifact.Kind, name, version, salt string, expires time.Time) *art
 	if !expires.IsZero() {
 		pv.ExpiresAt = timestamppb.New(expires)
 	}
-	var spec proto.Message
-	switch k {
-	case artifact.KindTrustPolicy:
-		spec = &mcpreadyv1.TrustPolicy{Provenance: pv}
-	case artifact.KindDeclaration:
-		spec = &mcpreadyv1.Declaration{Provenance: pv}
-	case artifact.KindRegistryEntry:
-		spec = &mcpreadyv1.RegistryEntry{Provenance: pv}
-	case artifact.KindPolicy:
-		spec = &mcpreadyv1.Policy{Provenance: pv}
-	case artifact.KindEvidence:
-		spec = &mcpreadyv1.Evidence{Provenance: pv}
-	}
-	return artifact.New(k, name, spec)
+	return testpki.Versioned(k, name, nil, pv)
 }
 
 func offer(c *Client, k artifact.Kind, name string, b []byte) error {

@@ -83,27 +83,16 @@ func kindSample(t *testing.T, p *testpki.PKI, k artifact.Kind, version, salt str
 	if !expires.IsZero() {
 		pv.ExpiresAt = timestamppb.New(expires)
 	}
-	var spec proto.Message
+	var spec proto.Message // empty of kind k, but a TrustPolicy keeps its grants
 	name, signer := "org/"+string(k), p.Org
-	switch k {
-	case artifact.KindTrustPolicy:
+	if k == artifact.KindTrustPolicy {
 		v, err := sign.Peek(p.TrustPolicy)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tp := proto.Clone(v.Spec).(*mcpreadyv1.TrustPolicy)
-		tp.Provenance = pv
-		spec, name, signer = tp, "test/trust", p.Root
-	case artifact.KindDeclaration:
-		spec = &mcpreadyv1.Declaration{Provenance: pv}
-	case artifact.KindRegistryEntry:
-		spec = &mcpreadyv1.RegistryEntry{Provenance: pv}
-	case artifact.KindPolicy:
-		spec = &mcpreadyv1.Policy{Provenance: pv}
-	case artifact.KindEvidence:
-		spec = &mcpreadyv1.Evidence{Provenance: pv}
+		spec, name, signer = proto.Clone(v.Spec), "test/trust", p.Root
 	}
-	return testpki.Sign(t, artifact.New(k, name, spec), signer)
+	return testpki.Sign(t, testpki.Versioned(k, name, spec, pv), signer)
 }
 
 var versionedKinds = []artifact.Kind{artifact.KindTrustPolicy, artifact.KindDeclaration, artifact.KindRegistryEntry, artifact.KindPolicy, artifact.KindEvidence}

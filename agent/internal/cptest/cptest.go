@@ -18,7 +18,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/admin"
@@ -28,6 +27,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/store"
 	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -166,17 +166,11 @@ func (e *Env) Put(obj *artifact.Object) []byte {
 // setVersion sets the provenance.version of obj's spec, creating the
 // provenance when the kind has one and it is unset.
 func setVersion(obj *artifact.Object, v string) {
-	m := obj.Spec.ProtoReflect()
-	fd := m.Descriptor().Fields().ByName("provenance")
-	if fd == nil {
+	if p := obj.Provenance(); p != nil {
+		p.Version = v
 		return
 	}
-	p := obj.Provenance()
-	if p == nil {
-		p = &mcpreadyv1.Provenance{}
-		m.Set(fd, protoreflect.ValueOfMessage(p.ProtoReflect()))
-	}
-	p.Version = v
+	testpki.SetProvenance(obj.Spec, &mcpreadyv1.Provenance{Version: v})
 }
 
 // PutBundle stores a bundle as is, as a compromised control plane could:
