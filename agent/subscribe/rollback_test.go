@@ -306,3 +306,22 @@ func TestExpiredLeftOutOthersApply(t *testing.T) {
 		t.Fatalf("installed: old %v, new %v", s.Get(k, "e/old") != nil, s.Get(k, "e/new") != nil)
 	}
 }
+
+// TestUnreadableMarksFailLoad: an agent whose high-water marks file is
+// corrupt does not start from its last known good configuration.
+func TestUnreadableMarksFailLoad(t *testing.T) {
+	env := cptest.Start(t)
+	lkg := filepath.Join(t.TempDir(), "lkg.json")
+	opts := Options{Root: env.RootPub, Node: &mcpreadyv1.Node{Id: "n"}, LKGPath: lkg}
+	c, _ := New(opts)
+	if err := offer(c, artifact.KindTrustPolicy, "default", env.Sign(sample(artifact.KindTrustPolicy, "default", "1", "", time.Time{}))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lkg+".versions", []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c2, _ := New(opts)
+	if _, err := c2.Load(); err == nil || !c2.Snapshot().Empty() {
+		t.Fatalf("corrupt marks: %v, empty %v", err, c2.Snapshot().Empty())
+	}
+}
