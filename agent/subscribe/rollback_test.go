@@ -283,8 +283,9 @@ func TestRevocationUndoEndToEnd(t *testing.T) {
 	}
 }
 
-// TestExpiredLeftOutOthersApply: one expired resource in a response is
-// refused with reason expired and the others are installed.
+// TestExpiredLeftOutOthersApply: an expired resource, or one with a
+// version that is not a version (passive evidence stored before versions
+// were checked), is refused with its reason and the others are installed.
 func TestExpiredLeftOutOthersApply(t *testing.T) {
 	env := cptest.Start(t)
 	c, err := New(Options{Root: env.RootPub, Node: &mcpreadyv1.Node{Id: "n"}})
@@ -298,8 +299,9 @@ func TestExpiredLeftOutOthersApply(t *testing.T) {
 	err = c.Apply(k, []*mcpreadyv1.Resource{
 		{Name: "e/old", Bundle: env.Sign(sample(k, "e/old", "1", "", time.Now().Add(-time.Hour)))},
 		{Name: "e/new", Bundle: env.Sign(sample(k, "e/new", "1", "", time.Now().Add(time.Hour)))},
+		{Name: "e/legacy", Bundle: env.Sign(sample(k, "e/legacy", "window-1796132700", "", time.Time{}))},
 	}, nil, false)
-	if !errors.Is(err, artifact.ErrExpired) {
+	if !errors.Is(err, artifact.ErrExpired) || !errors.Is(err, artifact.ErrBadVersion) || c.Snapshot().Get(k, "e/legacy") != nil {
 		t.Fatalf("err = %v, want expired", err)
 	}
 	if s := c.Snapshot(); s.Get(k, "e/old") != nil || s.Get(k, "e/new") == nil {

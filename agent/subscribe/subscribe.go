@@ -221,11 +221,12 @@ func versionLess(a, b string) bool {
 // Apply applies one response for kind k: upserts and removals (incremental),
 // or the whole set when full is true. Nothing is applied unless every
 // offered resource verifies and is newer than its high-water mark; the
-// returned error is the NACK reason. An expired resource is the exception:
-// it is left out (a held version of it is kept, except in a full set) and
-// named in the returned error while the others apply, since the control
-// plane keeps expired artifacts and a whole set must not be refused for
-// one that aged out.
+// returned error is the NACK reason. An expired resource, or one whose
+// signed version is not a version (e.g. stored before versions were
+// checked), is the exception: it is left out (a held version of it is
+// kept, except in a full set) and named in the returned error while the
+// others apply, since the control plane keeps such artifacts and a whole
+// set must not be refused for one that aged out.
 func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed []string, full bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -271,7 +272,7 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 			continue
 		}
 		if err := c.fresh(v, now); err != nil {
-			if errors.Is(err, artifact.ErrExpired) {
+			if errors.Is(err, artifact.ErrExpired) || errors.Is(err, artifact.ErrBadVersion) {
 				expired = errors.Join(expired, err) // left out; the rest still applies
 			} else if firstErr == nil {
 				firstErr = err

@@ -15,7 +15,10 @@
 // other artifact (a *writer.Writer). Agents verify that copy like anything
 // else, see SUSPENDED or STALE, and stop routing. History is never
 // rewritten: the organisation's revision stays in the store beneath the
-// copy.
+// copy. The copy's signed provenance.version is the next one above the
+// highest stored for that name, so the write path accepts it and the
+// organisation's earlier bundles, replayed, cannot reverse it; to
+// re-qualify, the organisation applies a revision above the copy's.
 //
 // Rules:
 //   - An organisation revision of an entry records an event to the state in
