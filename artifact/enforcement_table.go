@@ -18,6 +18,9 @@ const (
 	inLifecycle = "controlplane/lifecycle"
 	inAdmin     = "controlplane/admin"
 	inChain     = "receipt chain check (control-plane ingest, receipts verify)"
+	// inFreshness: artifact.CheckNewer and artifact.CheckExpiry, run by
+	// the control plane's write path and by the agent at install.
+	inFreshness = "controlplane/writer, agent/subscribe"
 )
 
 func yes(where, note string) Rule { return Rule{Status: Enforced, Where: where, Note: note} }
@@ -49,9 +52,9 @@ func provenance(overrides map[string]Rule) map[string]Rule {
 	return under("provenance", merge(map[string]Rule{
 		"issuer":             rec("recorded; not compared with the signing key"),
 		"verificationMethod": rec(""),
-		"version":            no("rollback protection compares the control plane's store revision; this signed version is not compared"),
+		"version":            yes(inFreshness, "must be strictly greater than the highest version stored or installed for the same kind and name (rollback protection); dot-separated integers, unset is 0"),
 		"issuedAt":           rec(""),
-		"expiresAt":          no("not checked for this kind"),
+		"expiresAt":          yes(inFreshness, "an expired artifact is neither stored nor installed"),
 		"sourceUri":          rec(""),
 		"retrievalDigest":    no("the bytes at sourceUri are never fetched or compared"),
 		"owner":              rec(""),
@@ -61,7 +64,7 @@ func provenance(overrides map[string]Rule) map[string]Rule {
 
 var enforcement = map[Kind]map[string]Rule{
 	KindTrustPolicy: merge(provenance(map[string]Rule{
-		"expiresAt": yes(inSign, "an expired trust policy verifies nothing"),
+		"expiresAt": yes(inSign, "an expired trust policy verifies nothing; not stored or installed"),
 	}), under("keys", map[string]Rule{
 		"keyId":            yes(inSign, "must match the public key"),
 		"publicKey":        yes(inSign, ""),
@@ -119,7 +122,7 @@ var enforcement = map[Kind]map[string]Rule{
 	}),
 
 	KindRegistryEntry: merge(provenance(map[string]Rule{
-		"expiresAt": yes(inDecide, "an expired entry is rejected at step 1"),
+		"expiresAt": yes(inDecide, "not stored or installed once expired (controlplane/writer, agent/subscribe); an installed entry that expires is rejected at step 1"),
 		"owner":     yes(inDecide, "Policy.approvedOwners when the declaration has none; provider identity for evidence independence"),
 	}), under("identity", map[string]Rule{
 		"serverName":         yes(inDecide, ""),
@@ -161,7 +164,7 @@ var enforcement = map[Kind]map[string]Rule{
 	}),
 
 	KindPolicy: merge(provenance(map[string]Rule{
-		"version": rec("recorded in every receipt as the policy version; rollback protection compares the store revision"),
+		"version": yes(inFreshness, "rollback protection, as for every kind; also recorded in every receipt as the policy version"),
 	}), map[string]Rule{
 		"policyOwner":                                 rec(""),
 		"inventory":                                   yes(inDecide, ""),
@@ -223,7 +226,7 @@ var enforcement = map[Kind]map[string]Rule{
 
 	KindEvidence: merge(provenance(map[string]Rule{
 		"issuer":    yes(inDecide, "Policy.evidence.acceptedIssuers; independence from the provider"),
-		"expiresAt": yes(inLifecycle, "expired qualification evidence makes the entry STALE"),
+		"expiresAt": yes(inLifecycle, "not stored or installed once expired (controlplane/writer, agent/subscribe); expired qualification evidence makes the entry STALE"),
 	}), under("subject", map[string]Rule{
 		"subjectId":             rec(""),
 		"serverName":            yes(inDecide, "matched to the entry"),
@@ -294,7 +297,10 @@ var enforcement = map[Kind]map[string]Rule{
 		"createdAt":       rec(""),
 	}, under("receipts", receiptFields())),
 
-	KindTombstone: merge(provenance(nil), map[string]Rule{
+	KindTombstone: merge(provenance(map[string]Rule{
+		"version":   no("a tombstone's own version is not compared; the target's highest version outlives the deletion, so a deleted version cannot be applied again"),
+		"expiresAt": yes("controlplane/writer", "an expired tombstone deletes nothing"),
+	}), map[string]Rule{
 		"targetKind": yes(inAdmin, "the key must be granted the target kind"),
 		"targetName": yes(inAdmin, "the key's scopes must cover the target name"),
 		"reason":     rec("kept in history"),

@@ -55,7 +55,23 @@ func (c *Client) saveLKG() error {
 // every bundle again (against the root and the stored TrustPolicy). A
 // missing file is not an error; resources that no longer verify are dropped
 // and reported in the returned count.
+//
+// The high-water marks are read first: a marks file that cannot be read
+// fails Load (the agent does not start from a configuration it cannot
+// check for rollback), and a stored resource older than its mark is
+// dropped.
 func (c *Client) Load() (dropped int, err error) {
+	ms, err := readMarks(c.marksPath())
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	for k, m := range ms {
+		for n, v := range m {
+			c.marks.raise(k, n, v)
+		}
+	}
+	c.mu.Unlock()
 	if c.opts.LKGPath == "" {
 		return 0, nil
 	}

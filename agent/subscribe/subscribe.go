@@ -7,6 +7,13 @@
 // verified configuration on disk (re-verified when loaded) and reconnects
 // with jittered backoff, presenting the versions it holds.
 //
+// Rollback and freeze protection: a resource whose signed
+// provenance.version is not newer than the highest installed for its kind
+// and name, or whose provenance.expiresAt has passed, is NACKed with the
+// reason (artifact.ReasonRollback, artifact.ReasonExpired) and the
+// previous version is kept. The high-water marks are persisted beside the
+// last known good configuration and only ever raised (see highwater.go).
+//
 // At install it logs, once per installed version, every artifact that sets
 // fields mcpready does not enforce (artifact.Unenforced); Snapshot.Warnings
 // lists them. Such an artifact is still installed: a warning, not a NACK.
@@ -67,6 +74,9 @@ type Options struct {
 	Node *mcpreadyv1.Node
 	// LKGPath is where the last known good configuration is kept; "" keeps none.
 	LKGPath string
+	// HighWaterPath is where the high-water marks of signed versions are
+	// kept; "" means LKGPath + ".versions" (none when LKGPath is "" too).
+	HighWaterPath string
 	// Kinds to subscribe besides TrustPolicy; nil means DefaultKinds.
 	Kinds []artifact.Kind
 	// Mode selects incremental (default) or state-of-the-world.
@@ -89,6 +99,7 @@ type Client struct {
 	changed chan struct{}
 	parked  map[artifact.Kind]map[string]*mcpreadyv1.Resource // received, not (yet) verifiable
 	sotw    map[artifact.Kind]string                          // accepted version_info per type
+	marks   marks                                             // highest signed version installed per artifact
 }
 
 // New returns a client holding an empty snapshot. Call Load to start from the
@@ -116,7 +127,7 @@ func New(opts Options) (*Client, error) {
 		opts.MaxBackoff = 30 * time.Second
 	}
 	c := &Client{opts: opts, changed: make(chan struct{}), parked: map[artifact.Kind]map[string]*mcpreadyv1.Resource{},
-		sotw: map[artifact.Kind]string{}}
+		sotw: map[artifact.Kind]string{}, marks: marks{}}
 	c.cur.Store(&Snapshot{resources: map[artifact.Kind]map[string]*Resource{}})
 	return c, nil
 }
@@ -139,8 +150,14 @@ func (c *Client) kinds() []artifact.Kind {
 	return append([]artifact.Kind{artifact.KindTrustPolicy}, c.opts.Kinds...)
 }
 
-// install publishes a new snapshot. c.mu must be held.
-func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Resource) {
+// install raises the high-water marks to res, then publishes it as the
+// new snapshot; nothing is published when the marks cannot be persisted.
+// c.mu must be held.
+func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Resource) error {
+	if err := c.raiseMarks(res); err != nil {
+		c.opts.Logger.Error("sync: not installing", "err", err)
+		return err
+	}
 	old := c.cur.Load()
 	next := &Snapshot{Generation: old.Generation + 1, Trust: trust, resources: res}
 	c.cur.Store(next)
@@ -152,6 +169,7 @@ func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Re
 	if err := c.saveLKG(); err != nil {
 		c.opts.Logger.Error("sync: writing last known good configuration", "err", err)
 	}
+	return nil
 }
 
 // verify checks one bundle of kind k named name under trust.
@@ -202,7 +220,13 @@ func versionLess(a, b string) bool {
 
 // Apply applies one response for kind k: upserts and removals (incremental),
 // or the whole set when full is true. Nothing is applied unless every
-// offered resource verifies; the returned error is the NACK reason.
+// offered resource verifies and is newer than its high-water mark; the
+// returned error is the NACK reason. An expired resource, or one whose
+// signed version is not a version (e.g. stored before versions were
+// checked), is the exception: it is left out (a held version of it is
+// kept, except in a full set) and named in the returned error while the
+// others apply, since the control plane keeps such artifacts and a whole
+// set must not be refused for one that aged out.
 func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed []string, full bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -226,13 +250,15 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		if err != nil {
 			return err
 		}
+		if err := c.fresh(tr, now); err != nil {
+			return err
+		}
 		res[k] = map[string]*Resource{tr.Name: tr}
 		c.reverify(trust, res, now)
-		c.install(trust, res)
-		return nil
+		return c.install(trust, res)
 	}
 	verified := make([]*Resource, 0, len(upserts))
-	var firstErr error
+	var firstErr, expired error
 	for _, r := range upserts {
 		v, err := verify(snap.Trust, k, r, now)
 		if err != nil {
@@ -243,6 +269,14 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 				c.parked[k] = map[string]*mcpreadyv1.Resource{}
 			}
 			c.parked[k][r.GetName()] = r
+			continue
+		}
+		if err := c.fresh(v, now); err != nil {
+			if errors.Is(err, artifact.ErrExpired) || errors.Is(err, artifact.ErrBadVersion) {
+				expired = errors.Join(expired, err) // left out; the rest still applies
+			} else if firstErr == nil {
+				firstErr = err
+			}
 			continue
 		}
 		verified = append(verified, v)
@@ -265,8 +299,10 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		res[k][v.Name] = v
 		delete(c.parked[k], v.Name)
 	}
-	c.install(snap.Trust, res)
-	return nil
+	if err := c.install(snap.Trust, res); err != nil {
+		return err
+	}
+	return expired
 }
 
 // reverify re-checks every held and parked resource under a new trust:
@@ -288,6 +324,11 @@ func (c *Client) reverify(trust *sign.Trust, res map[artifact.Kind]map[string]*R
 		for n, r := range m {
 			v, err := verify(trust, k, r, now)
 			if err != nil {
+				continue
+			}
+			if err := c.fresh(v, now); err != nil {
+				c.opts.Logger.Warn("sync: dropping parked resource", "kind", k, "name", n, "err", err)
+				delete(m, n)
 				continue
 			}
 			if res[k] == nil {
@@ -327,7 +368,11 @@ func (c *Client) Run(ctx context.Context) error {
 }
 
 func nack(err error) *mcpreadyv1.ErrorDetail {
-	return &mcpreadyv1.ErrorDetail{Code: int32(codes.InvalidArgument), Message: err.Error()}
+	code := codes.InvalidArgument
+	if errors.Is(err, artifact.ErrRollback) || errors.Is(err, artifact.ErrExpired) {
+		code = codes.FailedPrecondition // the message names the reason
+	}
+	return &mcpreadyv1.ErrorDetail{Code: int32(code), Message: err.Error()}
 }
 
 func (c *Client) runStream(ctx context.Context) (received bool, err error) {

@@ -159,6 +159,11 @@ func toProto(r store.Record) *mcpreadyv1.StoredArtifact {
 func toStatus(err error) error {
 	var ve *sign.VerifyError
 	switch {
+	case errors.Is(err, artifact.ErrRollback), errors.Is(err, artifact.ErrExpired):
+		// the reason ("rollback", "expired") leads the message
+		return status.Errorf(codes.FailedPrecondition, "rejected: %v", err)
+	case errors.Is(err, artifact.ErrBadVersion):
+		return status.Errorf(codes.InvalidArgument, "rejected: %v", err)
 	case errors.Is(err, writer.ErrNoTrustPolicy), errors.Is(err, writer.ErrTrustExpired):
 		return status.Errorf(codes.FailedPrecondition, "rejected: %v", err)
 	case errors.As(err, &ve):

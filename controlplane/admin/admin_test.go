@@ -224,3 +224,36 @@ func TestExpiredTrustPolicyAcceptsOnlyANewOne(t *testing.T) {
 		t.Fatalf("after renewal: %v", r)
 	}
 }
+
+// TestRollbackRefusalsMapToStatus: an older or equal version and an
+// expired bundle are FailedPrecondition naming the reason; a value that is
+// not a version is InvalidArgument. Nothing is stored.
+func TestRollbackRefusalsMapToStatus(t *testing.T) {
+	cli, _ := etcdtest.Etcd(t)
+	st := store.New(cli, store.Options{})
+	p := testpki.New(t)
+	svc := admin.New(admin.Options{Writer: newWriter(t, st, p, nil)})
+	ctx := context.Background()
+	apply(t, svc, p.TrustPolicy)
+	apply(t, svc, testpki.Sign(t, testpki.Policy("org/p", "2", nil), p.Org))
+	expired := testpki.Policy("org/p", "9", nil)
+	expired.Spec.(*mcpreadyv1.Policy).Provenance.ExpiresAt = timestamppb.New(time.Now().Add(-time.Minute))
+	for label, c := range map[string]struct {
+		b      []byte
+		code   codes.Code
+		reason string
+	}{
+		"older":   {testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org), codes.FailedPrecondition, "rollback"},
+		"equal":   {testpki.Sign(t, testpki.Policy("org/p", "2", map[string]string{"x": "y"}), p.Org), codes.FailedPrecondition, "rollback"},
+		"expired": {testpki.Sign(t, expired, p.Org), codes.FailedPrecondition, "expired"},
+		"invalid": {testpki.Sign(t, testpki.Policy("org/p", "v3", nil), p.Org), codes.InvalidArgument, "version"},
+	} {
+		_, err := svc.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: c.b})
+		if status.Code(err) != c.code || !strings.Contains(status.Convert(err).Message(), "rejected: "+c.reason) {
+			t.Errorf("%s: %v, want %v %s", label, err, c.code, c.reason)
+		}
+	}
+	if h, _ := st.History(ctx, artifact.KindPolicy, "org/p"); len(h) != 1 {
+		t.Fatalf("refusals stored %d revisions", len(h)-1)
+	}
+}

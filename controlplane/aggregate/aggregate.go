@@ -418,13 +418,21 @@ func percentile(sorted []float64, p float64) float64 {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
+// evidenceVersion is the signed version of a window's evidence: the
+// window start, then the time of folding, so a later fold of the same
+// window supersedes an earlier one and an earlier window never follows a
+// later one (the write path refuses it as a rollback).
+func evidenceVersion(start, now time.Time) string {
+	return fmt.Sprintf("%d.%d", start.Unix(), now.UnixNano())
+}
+
 // evidence builds the Evidence object of one window.
 func (a *Aggregator) evidence(k windowKey, w *acc, now time.Time) *artifact.Object {
 	start := time.Unix(0, k.start).UTC()
 	end := start.Add(a.opts.Window)
 	sd := k.subject.digest()
 	ev := &mcpreadyv1.Evidence{
-		Provenance: &mcpreadyv1.Provenance{Issuer: a.opts.ObserverID, VerificationMethod: "sigstore-bundle-key", Version: fmt.Sprintf("window-%d", start.Unix()),
+		Provenance: &mcpreadyv1.Provenance{Issuer: a.opts.ObserverID, VerificationMethod: "sigstore-bundle-key", Version: evidenceVersion(start, now),
 			IssuedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(end.Add(a.opts.TTL))},
 		Subject: &mcpreadyv1.Subject{SubjectId: sd, ServerName: k.server, Endpoint: k.endpoint, ServerVersion: k.version, ToolName: k.tool,
 			InputSchemaDigest: k.inSchema, OutputSchemaDigest: k.outSchema, PrincipalClass: k.principal, TenantClass: k.tenant, Region: k.region},

@@ -148,3 +148,20 @@ func TestEvidenceName(t *testing.T) {
 		}
 	}
 }
+
+// TestEvidenceVersionsRise: a later fold of a window, and any fold of a
+// later window, carries a higher signed version (the write path refuses
+// one that does not rise).
+func TestEvidenceVersionsRise(t *testing.T) {
+	w1 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	w2 := w1.Add(5 * time.Minute)
+	fold := w2.Add(time.Minute)
+	for _, c := range [][2]string{
+		{evidenceVersion(w1, fold), evidenceVersion(w1, fold.Add(time.Nanosecond))},
+		{evidenceVersion(w1, fold.Add(time.Hour)), evidenceVersion(w2, fold)},
+	} {
+		if n, err := artifact.CompareVersions(c[1], c[0]); err != nil || n != 1 {
+			t.Errorf("%q does not follow %q: %d %v", c[1], c[0], n, err)
+		}
+	}
+}

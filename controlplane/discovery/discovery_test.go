@@ -3,6 +3,7 @@ package discovery_test
 import (
 	"context"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -21,9 +22,10 @@ import (
 var policyURL = artifact.KindPolicy.TypeURL()
 
 type env struct {
-	st    *store.Store
-	cli   mcpreadyv1.DiscoveryServiceClient
-	start func()
+	st       *store.Store
+	cli      mcpreadyv1.DiscoveryServiceClient
+	start    func()
+	versions int
 }
 
 func setup(t *testing.T) *env {
@@ -52,7 +54,8 @@ func setup(t *testing.T) *env {
 
 func (e *env) put(t *testing.T, name, body string, labels map[string]string) store.Record {
 	t.Helper()
-	r, _, err := e.st.Put(context.Background(), store.Record{Kind: artifact.KindPolicy, Name: name, Bundle: []byte(body), Labels: labels})
+	e.versions++ // every write is newer than the last (the store's rollback check)
+	r, _, err := e.st.Put(context.Background(), store.Record{Kind: artifact.KindPolicy, Name: name, Bundle: []byte(body), Labels: labels, Version: strconv.Itoa(e.versions)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,10 @@
 // other artifact (a *writer.Writer). Agents verify that copy like anything
 // else, see SUSPENDED or STALE, and stop routing. History is never
 // rewritten: the organisation's revision stays in the store beneath the
-// copy.
+// copy. The copy's signed provenance.version is the next one above the
+// highest stored for that name, so the write path accepts it and the
+// organisation's earlier bundles, replayed, cannot reverse it; to
+// re-qualify, the organisation applies a revision above the copy's.
 //
 // Rules:
 //   - An organisation revision of an entry records an event to the state in
@@ -367,6 +370,20 @@ func (m *Manager) publishSpec(ctx context.Context, e *entry, name string, spec *
 		m.o.Logger.Warn("lifecycle: no observer key; state change recorded but not distributed", "entry", name, "state", spec.GetState())
 		return nil
 	}
+	// The observer's copy takes the next version above anything stored
+	// under name, so the write path's rollback check accepts it and the
+	// organisation's earlier bundles cannot reverse it.
+	held := spec.GetProvenance().GetVersion()
+	if r, err := m.st.Get(ctx, artifact.KindRegistryEntry, name); err == nil {
+		held = artifact.MaxVersion(held, r.HighWater)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if spec.Provenance == nil {
+		spec.Provenance = &mcpreadyv1.Provenance{}
+	}
+	spec.Provenance.Version = artifact.NextVersion(held)
+	spec.Provenance.IssuedAt = timestamppb.New(m.o.Now())
 	obj := artifact.New(artifact.KindRegistryEntry, name, spec)
 	obj.Metadata.Labels = e.obj.Metadata.Labels
 	b, _, err := sign.Sign(obj, m.o.Signer)

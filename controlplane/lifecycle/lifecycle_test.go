@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -79,6 +80,12 @@ func entry(version, evidenceRef string) *mcpreadyv1.RegistryEntry {
 		State:         qualified,
 		Qualification: &mcpreadyv1.Qualification{Suite: "docs-lab", EvidenceRef: evidenceRef, FixturesPassed: 5, FixturesTotal: 5, NegativeFixturePassed: true},
 	}
+}
+
+// versioned sets spec's signed provenance version.
+func versioned(spec *mcpreadyv1.RegistryEntry, v string) *mcpreadyv1.RegistryEntry {
+	spec.Provenance = &mcpreadyv1.Provenance{Issuer: "test", Version: v}
+	return spec
 }
 
 // applyEntry applies an organisation-signed entry that changes its state
@@ -238,8 +245,9 @@ func TestDriftSuspendsAndCreatesCandidate(t *testing.T) {
 	if h2, _ := e.st.History(ctx, artifact.KindRegistryEntry, "docs.lookup@2.4.1"); len(h2) != 2 {
 		t.Fatalf("repeat wrote revisions: %d", len(h2))
 	}
-	// the organisation re-qualifies by applying its entry again
-	e.applyEntry(t, "docs.lookup@2.4.1", entry("2.4.1", "lab/2"))
+	// the organisation re-qualifies by applying its entry again, at a
+	// version above the observer's suspension
+	e.applyEntry(t, "docs.lookup@2.4.1", versioned(entry("2.4.1", "lab/2"), "5"))
 	if s := e.status(t, "docs.lookup@2.4.1"); s.State != qualified {
 		t.Fatalf("requalified: %v", s.State)
 	}
@@ -382,8 +390,47 @@ func TestEntriesFromBeforeTheWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.applyEntry(t, resp.CandidateName, entry("2", ""))
+	e.applyEntry(t, resp.CandidateName, versioned(entry("2", ""), "5"))
 	if s := e.status(t, resp.CandidateName); s.State != qualified {
 		t.Fatalf("qualified candidate: %v", s)
+	}
+}
+
+// TestReapplyingOriginalBundleDoesNotReverseSuspension is the attack:
+// after a drift suspension, the organisation's original bundle (revision
+// 1, from the history) applied again must be refused as a rollback, and
+// the entry stays SUSPENDED.
+func TestReapplyingOriginalBundleDoesNotReverseSuspension(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	orig := e.applyEntry(t, "docs.lookup@2.4.1", versioned(entry("2.4.1", "lab/1"), "1"))
+	observed := entry("2.5.0", "").Identity
+	_, err := e.lc.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, EntryName: "docs.lookup@2.4.1", Observed: observed,
+		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := e.latestSpec(t, "docs.lookup@2.4.1")
+	if spec.State != suspended || spec.GetProvenance().GetVersion() != "2" {
+		t.Fatalf("suspension: state %v version %q", spec.State, spec.GetProvenance().GetVersion())
+	}
+	hist, err := e.st.History(ctx, artifact.KindRegistryEntry, "docs.lookup@2.4.1")
+	if err != nil || len(hist) != 2 {
+		t.Fatalf("history: %d %v", len(hist), err)
+	}
+	for label, b := range map[string][]byte{"revision 1 from history": hist[0].Bundle, "returned bytes": orig,
+		"re-signed at the same version": testpki.Sign(t, artifact.New(artifact.KindRegistryEntry, "docs.lookup@2.4.1", versioned(entry("2.4.1", "lab/1"), "1")), e.p.Org)} {
+		if _, _, err := e.w.Apply(ctx, b); !errors.Is(err, artifact.ErrRollback) {
+			t.Fatalf("%s: err = %v, want rollback", label, err)
+		}
+	}
+	if _, err := e.lc.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.status(t, "docs.lookup@2.4.1"); s.State != suspended {
+		t.Fatalf("suspension reversed: %v", s.State)
+	}
+	if h, _ := e.st.History(ctx, artifact.KindRegistryEntry, "docs.lookup@2.4.1"); len(h) != 2 {
+		t.Fatalf("refused replays stored %d revisions", len(h)-2)
 	}
 }

@@ -10,8 +10,15 @@
 // A revision is written in one transaction that only succeeds if the
 // revision key does not exist yet and the latest pointer is unchanged since
 // it was read, so history is append-only and never partially written.
+// The same transaction enforces rollback protection: each artifact's
+// latest metadata carries the highest signed version it has had
+// (Record.HighWater, kept across deletions), and a revision whose Version
+// (as the writer read it from the verified bundle) is not above it is
+// refused with artifact.CheckNewer's error, so two writers racing cannot
+// both pass the check.
 //
-// The store must not verify signatures or interpret bundles: the one
+// The store must not verify signatures or interpret bundles (it compares
+// the Version its caller states, never one it reads itself): the one
 // caller of Put for artifacts is package writer, which verifies first. It
 // never deletes or rewrites a revision. Readers learn of new revisions
 // through Watch (kinds changed) and WatchRecords (the records themselves).
@@ -62,6 +69,15 @@ type Record struct {
 	StoredAt time.Time         `json:"storedAt"`
 	Deleted  bool              `json:"deleted,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
+	// Version is the artifact's signed provenance.version as the writer
+	// read it from the verified bundle ("" for a deletion).
+	Version string `json:"version,omitempty"`
+	// HighWater is the highest Version any revision of this artifact has
+	// had, carried across deletions: Put refuses a revision whose Version
+	// is not above it (artifact.CheckNewer). Set by Put. On a Record given
+	// to Put it is the floor to use when the latest stored revision has no
+	// mark (it was stored before marks existed); it is ignored otherwise.
+	HighWater string `json:"highWater,omitempty"`
 	// Bundle is the exact bytes applied (for a deletion: the tombstone).
 	Bundle []byte `json:"-"`
 	// ModRevision is the etcd revision at which this record became latest.
@@ -138,8 +154,11 @@ func (s *Store) latestPrefix(k artifact.Kind) string {
 }
 
 // Put stores rec.Bundle as the next revision of (rec.Kind, rec.Name) with
-// rec's Signer, Deleted and Labels. If the latest revision has the same
-// digest and deletion state, nothing is written and unchanged is true.
+// rec's Signer, Deleted, Labels and Version. If the latest revision has the
+// same digest and deletion state, nothing is written and unchanged is true.
+// Otherwise a revision that is not a deletion must carry a Version above the
+// artifact's high-water mark, checked in the same transaction that writes
+// it (an *artifact.VersionError matching artifact.ErrRollback when not).
 func (s *Store) Put(ctx context.Context, rec Record) (stored Record, unchanged bool, err error) {
 	if _, err := artifact.ParseKind(string(rec.Kind)); err != nil {
 		return Record{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -163,7 +182,18 @@ func (s *Store) Put(ctx context.Context, rec Record) (stored Record, unchanged b
 			latest.Bundle = rec.Bundle
 			return latest, true, nil
 		}
+		held := latest.HighWater
+		if held == "" && mod != 0 {
+			held = rec.HighWater
+		}
 		next := rec
+		next.HighWater = held
+		if !rec.Deleted {
+			if err := artifact.CheckNewer(rec.Kind, rec.Name, rec.Version, rec.Digest, held, "", mod != 0); err != nil {
+				return Record{}, false, err
+			}
+			next.HighWater = artifact.MaxVersion(held, rec.Version)
+		}
 		next.Revision = latest.Revision + 1
 		next.StoredAt = s.o.Now().UTC()
 		meta, err := json.Marshal(next)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestPutGetHistoryImmutable(t *testing.T) {
 	if err != nil || !unchanged || r.Revision != 1 {
 		t.Fatalf("re-put: %+v %v %v", r, unchanged, err)
 	}
-	r2, _, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "org/p", Bundle: []byte(`{"v":2}`), Labels: map[string]string{"a": "b"}})
+	r2, _, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "org/p", Bundle: []byte(`{"v":2}`), Version: "2", Labels: map[string]string{"a": "b"}})
 	if err != nil || r2.Revision != 2 {
 		t.Fatalf("second put: %+v %v", r2, err)
 	}
@@ -86,6 +87,9 @@ func TestPutRejects(t *testing.T) {
 	}
 }
 
+// TestConcurrentPutsAppendOnly: concurrent writers each get a revision
+// or a rollback refusal, never a lost update, and the stored versions only
+// ever increase (the version check runs in the writing transaction).
 func TestConcurrentPutsAppendOnly(t *testing.T) {
 	cli, _ := etcdtest.Etcd(t)
 	s := store.New(cli, store.Options{})
@@ -93,22 +97,31 @@ func TestConcurrentPutsAppendOnly(t *testing.T) {
 	errs := make(chan error, 8)
 	for i := range 8 {
 		go func() {
-			_, _, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte{byte('a' + i)}})
+			_, _, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte{byte('a' + i)}, Version: strconv.Itoa(i + 1)})
 			errs <- err
 		}()
 	}
+	stored := 0
 	for range 8 {
-		if err := <-errs; err != nil {
+		switch err := <-errs; {
+		case err == nil:
+			stored++
+		case !errors.Is(err, artifact.ErrRollback):
 			t.Fatal(err)
 		}
 	}
 	h, err := s.History(ctx, artifact.KindPolicy, "p")
-	if err != nil || len(h) != 8 {
-		t.Fatalf("history %d %v", len(h), err)
+	if err != nil || len(h) != stored || stored == 0 {
+		t.Fatalf("history %d, %d stored, %v", len(h), stored, err)
 	}
 	for i, r := range h {
 		if r.Revision != int64(i+1) {
 			t.Fatalf("revision %d at %d", r.Revision, i)
+		}
+		if i > 0 {
+			if c, _ := artifact.CompareVersions(r.Version, h[i-1].Version); c <= 0 {
+				t.Fatalf("version %q after %q", r.Version, h[i-1].Version)
+			}
 		}
 	}
 }
@@ -186,7 +199,7 @@ func TestWatchCompactedRelists(t *testing.T) {
 	defer cancel()
 	old, _ := s.CurrentRevision(ctx)
 	for i := range 3 {
-		if _, _, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte{byte(i)}}); err != nil {
+		if _, _, err := s.Put(ctx, store.Record{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte{byte(i)}, Version: strconv.Itoa(i + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -234,7 +247,7 @@ func TestWatchRecords(t *testing.T) {
 	for _, r := range []store.Record{
 		{Kind: artifact.KindEvidence, Name: "other", Bundle: []byte("e")},
 		{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte("1")},
-		{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte("2")},
+		{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte("2"), Version: "2"},
 		{Kind: artifact.KindPolicy, Name: "p", Bundle: []byte("t"), Deleted: true},
 	} {
 		if _, _, err := s.Put(ctx, r); err != nil {

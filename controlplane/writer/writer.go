@@ -194,6 +194,9 @@ func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (
 	if err != nil {
 		return store.Record{}, false, err
 	}
+	if err := artifact.CheckExpiry(v.Object, w.o.Now()); err != nil {
+		return store.Record{}, false, err
+	}
 	if only != "" && v.Object.Kind != only {
 		return store.Record{}, false, fmt.Errorf("%w: want a %s, got a %s", ErrWrongKind, only, v.Object.Kind)
 	}
@@ -203,7 +206,12 @@ func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (
 	case artifact.KindTombstone:
 		return store.Record{}, false, fmt.Errorf("%w: a Tombstone is sent with Delete", ErrWrongKind)
 	}
-	rec, unchanged, err = w.o.Store.Put(ctx, store.Record{Kind: v.Object.Kind, Name: v.Object.Metadata.Name, Bundle: bundle, Signer: v.KeyID, Labels: v.Object.Metadata.Labels})
+	floor, err := w.legacyHighWater(ctx, v.Object.Kind, v.Object.Metadata.Name)
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	rec, unchanged, err = w.o.Store.Put(ctx, store.Record{Kind: v.Object.Kind, Name: v.Object.Metadata.Name, Bundle: bundle, Signer: v.KeyID, Labels: v.Object.Metadata.Labels,
+		Version: v.Object.Version(), HighWater: floor})
 	if err != nil {
 		return store.Record{}, false, err
 	}
@@ -218,12 +226,40 @@ func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (
 	return rec, unchanged, nil
 }
 
+// legacyHighWater is, for an artifact whose latest revision was stored
+// before the store kept high-water marks, the highest signed version in
+// its history (read from the stored bundles, which were verified when
+// written); "" otherwise. The store uses it only in that case.
+func (w *Writer) legacyHighWater(ctx context.Context, k artifact.Kind, name string) (string, error) {
+	latest, err := w.o.Store.Get(ctx, k, name)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && latest.HighWater != "") {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	hist, err := w.o.Store.History(ctx, k, name)
+	if err != nil {
+		return "", err
+	}
+	high := ""
+	for _, r := range hist {
+		if o, err := sign.Peek(r.Bundle); err == nil && !r.Deleted {
+			high = artifact.MaxVersion(high, o.Version())
+		}
+	}
+	return high, nil
+}
+
 // Delete verifies a signed Tombstone and stores it as the next revision of
 // its target. The tombstone's metadata.name must be its target name, and
 // its signer must be the root key or granted the target kind.
 func (w *Writer) Delete(ctx context.Context, tombstone []byte) (store.Record, error) {
 	v, err := w.verify(ctx, tombstone)
 	if err != nil {
+		return store.Record{}, err
+	}
+	if err := artifact.CheckExpiry(v.Object, w.o.Now()); err != nil {
 		return store.Record{}, err
 	}
 	ts, ok := v.Object.Spec.(*mcpreadyv1.Tombstone)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/artifact"
@@ -26,7 +27,7 @@ import (
 // PKI is one test signing hierarchy.
 type PKI struct {
 	Root, Org, Provider, Observer, Expired, Revoked crypto.Signer
-	// TrustPolicy is the signed TrustPolicy bundle (named "test/trust").
+	// TrustPolicy is the signed TrustPolicy bundle (named "test/trust", version 1).
 	TrustPolicy []byte
 }
 
@@ -42,7 +43,7 @@ func New(t testing.TB) *PKI {
 		*k = s
 	}
 	now := time.Now()
-	tp := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", IssuedAt: timestamppb.New(now)}}
+	tp := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: "1", IssuedAt: timestamppb.New(now)}}
 	tp.Keys = []*mcpreadyv1.KeyGrant{
 		Grant(t, "org", p.Org, []string{"Declaration", "RegistryEntry", "Policy", "Evidence", "Tombstone", "ReceiptBatch"}, nil),
 		Grant(t, "provider", p.Provider, []string{"Declaration", "Tombstone"}, []string{"com.example/*"}),
@@ -91,4 +92,26 @@ func Object(k artifact.Kind, name string, spec proto.Message, labels map[string]
 // Policy returns a minimal Policy object whose provenance version is version.
 func Policy(name, version string, labels map[string]string) *artifact.Object {
 	return Object(artifact.KindPolicy, name, &mcpreadyv1.Policy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: version}}, labels)
+}
+
+// Versioned returns an otherwise empty artifact of kind k named name whose
+// provenance is pv (spec, when not nil, is used instead of an empty one).
+func Versioned(k artifact.Kind, name string, spec proto.Message, pv *mcpreadyv1.Provenance) *artifact.Object {
+	if spec == nil {
+		spec = k.NewSpec()
+	}
+	SetProvenance(spec, pv)
+	return artifact.New(k, name, spec)
+}
+
+// SetProvenance sets the provenance field of a spec that has one and
+// reports whether it did.
+func SetProvenance(spec proto.Message, pv *mcpreadyv1.Provenance) bool {
+	m := spec.ProtoReflect()
+	fd := m.Descriptor().Fields().ByName("provenance")
+	if fd == nil {
+		return false
+	}
+	m.Set(fd, protoreflect.ValueOfMessage(pv.ProtoReflect()))
+	return true
 }

@@ -9,7 +9,9 @@ import (
 	"context"
 	"crypto"
 	"net"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/store"
 	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -141,18 +144,51 @@ func (e *Env) Sign(obj *artifact.Object) []byte {
 	return b
 }
 
-// Put signs obj with the root key and stores it.
+// versions is the signed version Put gives an unversioned artifact: it only
+// ever increases within a test binary, so every Put is newer than the last
+// (agents refuse a resource that is not newer than what they hold).
+var versions atomic.Int64
+
+// Put signs obj with the root key and stores it. An obj without a signed
+// provenance.version is given the next one first (obj is modified). Like
+// the control plane's write path, the store refuses a version that is not
+// newer than the stored one.
 func (e *Env) Put(obj *artifact.Object) []byte {
 	e.t.Helper()
+	if obj.Version() == "" {
+		setVersion(obj, strconv.FormatInt(versions.Add(1), 10))
+	}
 	b := e.Sign(obj)
-	e.PutBundle(obj.Kind, obj.Metadata.Name, b)
+	e.put(store.Record{Kind: obj.Kind, Name: obj.Metadata.Name, Bundle: b, Version: obj.Version()})
 	return b
 }
 
-// PutBundle stores a bundle as is (it may be tampered: the store does not verify).
+// setVersion sets the provenance.version of obj's spec, creating the
+// provenance when the kind has one and it is unset.
+func setVersion(obj *artifact.Object, v string) {
+	if p := obj.Provenance(); p != nil {
+		p.Version = v
+		return
+	}
+	testpki.SetProvenance(obj.Spec, &mcpreadyv1.Provenance{Version: v})
+}
+
+// PutBundle stores a bundle as is, as a compromised control plane could:
+// it may be tampered or replayed (the store does not verify, and its
+// rollback check is passed with a made-up version), so what reaches the
+// agent is the agent's to refuse.
 func (e *Env) PutBundle(k artifact.Kind, name string, bundle []byte) {
 	e.t.Helper()
-	if _, _, err := e.Store.Put(context.Background(), store.Record{Kind: k, Name: name, Bundle: bundle}); err != nil {
+	held := ""
+	if r, err := e.Store.Get(context.Background(), k, name); err == nil {
+		held = r.HighWater
+	}
+	e.put(store.Record{Kind: k, Name: name, Bundle: bundle, Version: artifact.NextVersion(held)})
+}
+
+func (e *Env) put(rec store.Record) {
+	e.t.Helper()
+	if _, _, err := e.Store.Put(context.Background(), rec); err != nil {
 		e.t.Fatal(err)
 	}
 }
