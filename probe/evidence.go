@@ -2,6 +2,7 @@ package probe
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,7 +73,7 @@ func Evidence(r *Report, o EvidenceOptions) (*artifact.Object, error) {
 	server := r.Server
 	ev := &mcpreadyv1.Evidence{
 		Provenance: &mcpreadyv1.Provenance{Issuer: o.Observer, VerificationMethod: "sigstore-bundle-key",
-			Version: fmt.Sprintf("probe-%d", r.StartedAt.Unix()), IssuedAt: timestamppb.New(end), ExpiresAt: timestamppb.New(end.Add(o.TTL))},
+			Version: strconv.FormatInt(r.StartedAt.UnixMilli(), 10), IssuedAt: timestamppb.New(end), ExpiresAt: timestamppb.New(end.Add(o.TTL))},
 		Subject: &mcpreadyv1.Subject{ServerName: server, Endpoint: r.URL, ServerVersion: r.ServerVersion, ToolName: r.ProbedTool,
 			Region: o.Region},
 		Observer:         &mcpreadyv1.Observer{Id: o.Observer, Software: o.Software, Independence: "consumer-synthetic"},

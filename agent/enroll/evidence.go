@@ -3,6 +3,7 @@ package enroll
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -51,7 +52,7 @@ func Evidence(entries []*artifact.Object, transcript []Fixture, issuer string, n
 		}
 		passed, negatives := 0, 0
 		ev := &mcpreadyv1.Evidence{
-			Provenance: &mcpreadyv1.Provenance{Issuer: issuer, VerificationMethod: "sigstore-bundle-key", Version: fmt.Sprintf("qualification-%d", now.Unix()),
+			Provenance: &mcpreadyv1.Provenance{Issuer: issuer, VerificationMethod: "sigstore-bundle-key", Version: strconv.FormatInt(now.UnixMilli(), 10),
 				IssuedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(ttl)), RetrievalDigest: digest},
 			Subject: &mcpreadyv1.Subject{ServerName: id.GetServerName(), ServerVersion: id.GetServerVersion(), ToolName: id.GetToolName(),
 				Endpoint: id.GetEndpoint(), InputSchemaDigest: id.GetInputSchemaDigest(), OutputSchemaDigest: id.GetOutputSchemaDigest()},

@@ -169,9 +169,7 @@ func deltaCode(ctx context.Context, cc *grpc.ClientConn, node, later string) cod
 		reqs = append(reqs, &mcpreadyv1.DeltaResourcesRequest{Node: &mcpreadyv1.Node{Id: later}})
 	}
 	for _, r := range reqs {
-		if err := st.Send(r); err != nil {
-			break
-		}
+		_ = st.Send(r) // a refused stream may be closed already (io.EOF); Recv has its status
 		if _, err := st.Recv(); err != nil {
 			return status.Code(err)
 		}
