@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +27,8 @@ type exchange struct {
 	status int
 	header http.Header
 	ctype  string
+	// crossOrigin: the answer redirected to another origin (refused).
+	crossOrigin bool
 }
 
 type exchangeKey struct{}
@@ -34,13 +38,45 @@ func withExchange(ctx context.Context) (context.Context, *exchange) {
 	return context.WithValue(ctx, exchangeKey{}, x), x
 }
 
-func (x *exchange) snapshot() (sent bool, status int, h http.Header, ctype string) {
+func (x *exchange) snapshot() (sent bool, status int, h http.Header, ctype string, crossOrigin bool) {
 	if x == nil {
-		return false, 0, nil, ""
+		return false, 0, nil, "", false
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.sent, x.status, x.header, x.ctype
+	return x.sent, x.status, x.header, x.ctype, x.crossOrigin
+}
+
+// errRedirect is an upstream answer that redirects elsewhere. Redirects are
+// never followed: the request, its body and its credentials stay with the
+// endpoint the admitted route pins.
+var errRedirect = errors.New("upstream redirect not followed")
+
+// refuseRedirect is the http.Client CheckRedirect of upstream sessions. The
+// roundTripper already turns a redirect into an error; this keeps a
+// redirect from being followed whatever the base transport does.
+func refuseRedirect(*http.Request, []*http.Request) error { return errRedirect }
+
+// crossOrigin reports whether a redirect answer to req points at another
+// origin (scheme, host or port differ, or the Location does not parse).
+func crossOrigin(req *http.Request, resp *http.Response) bool {
+	loc, err := resp.Location()
+	if err != nil {
+		return true
+	}
+	return loc.Scheme != req.URL.Scheme || hostPortOf(loc.Scheme, loc.Host) != hostPortOf(req.URL.Scheme, req.URL.Host)
+}
+
+// hostPortOf is host with the scheme's default port made explicit.
+func hostPortOf(scheme, host string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return strings.ToLower(host)
+	}
+	port := "80"
+	if scheme == "https" {
+		port = "443"
+	}
+	return strings.ToLower(net.JoinHostPort(strings.Trim(host, "[]"), port))
 }
 
 // roundTripper adds credentials and headers and records the exchange. The
@@ -75,12 +111,22 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	}
 	resp, err := rt.base.RoundTrip(req)
-	if x != nil && resp != nil && req.Method == http.MethodPost {
+	if err != nil || resp == nil {
+		return resp, err
+	}
+	redirect := resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("Location") != ""
+	if x != nil && req.Method == http.MethodPost {
 		x.mu.Lock()
 		x.status, x.header, x.ctype = resp.StatusCode, resp.Header.Clone(), resp.Header.Get("Content-Type")
+		x.crossOrigin = redirect && crossOrigin(req, resp)
 		x.mu.Unlock()
 	}
-	return resp, err
+	if redirect {
+		// Not followed, not even to the same origin: nothing is sent twice.
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w (HTTP %d)", errRedirect, resp.StatusCode)
+	}
+	return resp, nil
 }
 
 // codeRejectedByTransport is the go-sdk's code for a request its transport
@@ -97,12 +143,14 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 	if errors.As(err, &f) {
 		return f
 	}
-	sent, status, h, ctype := x.snapshot()
-	obs := validate.Observation{Sent: sent, HTTPStatus: status}
+	sent, status, h, ctype, cross := x.snapshot()
+	obs := validate.Observation{Sent: sent, HTTPStatus: status, CrossOriginRedirect: cross}
 	var detail, resourceMetadata string
 	var retryAfter time.Duration
 	var rpcErr *jsonrpc.Error
 	switch {
+	case cross:
+		detail = fmt.Sprintf("HTTP %d redirect to another origin, not followed", status)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		if m := resourceMetadataRE.FindStringSubmatch(h.Get("WWW-Authenticate")); m != nil {
 			resourceMetadata = m[1]

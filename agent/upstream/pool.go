@@ -206,7 +206,7 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 	switch {
 	case up.URL != "":
 		rt := &roundTripper{base: p.opts.Transport, token: up.Token, headers: up.Headers}
-		hc := &http.Client{Transport: rt}
+		hc := &http.Client{Transport: rt, CheckRedirect: refuseRedirect}
 		transport = &mcp.StreamableClientTransport{
 			Endpoint:   up.URL,
 			HTTPClient: hc,
