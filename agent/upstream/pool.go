@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -218,11 +217,12 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 			}
 		}}
 	case len(up.Command) > 0:
-		cmd := exec.Command(up.Command[0], up.Command[1:]...)
-		cmd.Env = os.Environ()
-		for k, v := range up.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
+		env, err := up.ChildEnv()
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: %w", ErrUnknownUpstream, server, err)
 		}
+		cmd := exec.Command(up.Command[0], up.Command[1:]...)
+		cmd.Env = env // only what the configuration names: never the agent's whole environment
 		cmd.Stderr = nil
 		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	default:
