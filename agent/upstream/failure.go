@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -145,7 +146,7 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 	}
 	sent, status, h, ctype, cross := x.snapshot()
 	obs := validate.Observation{Sent: sent, HTTPStatus: status, CrossOriginRedirect: cross}
-	var detail, resourceMetadata string
+	var detail, resourceMetadata, upstreamMessage string
 	var retryAfter time.Duration
 	var rpcErr *jsonrpc.Error
 	switch {
@@ -155,7 +156,7 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 		if m := resourceMetadataRE.FindStringSubmatch(h.Get("WWW-Authenticate")); m != nil {
 			resourceMetadata = m[1]
 			obs.ResourceMetadata = true
-			detail = "protected resource metadata at " + m[1]
+			detail = "protected resource metadata at " + truncate(m[1], 200)
 		}
 	case status == http.StatusTooManyRequests || status >= 500:
 		retryAfter = parseRetryAfter(h.Get("Retry-After"), time.Now())
@@ -165,7 +166,9 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 	case status >= 400:
 	case errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport:
 		obs.JSONRPCError, obs.JSONRPCCode = true, int(rpcErr.Code)
-		detail = truncate(rpcErr.Message, 200)
+		// The message is the upstream's text and may echo the arguments:
+		// the code classifies it, the text goes only to UpstreamMessage.
+		detail, upstreamMessage = "upstream message withheld", truncate(rpcErr.Message, 200)
 	case ctxErr != nil && errors.Is(ctxErr, context.DeadlineExceeded):
 		obs.TimedOut = true
 	case ctxErr != nil:
@@ -177,7 +180,8 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 	case status >= 200 && status < 300:
 		// The server answered, but not with anything readable as MCP.
 		obs.JSONRPCError, obs.JSONRPCCode = true, jsonrpc.CodeParseError
-		detail = fmt.Sprintf("malformed response (content-type %q)", ctype)
+		mt, _, _ := mime.ParseMediaType(ctype)
+		detail = fmt.Sprintf("malformed response (content-type %q)", truncate(mt, 64))
 	default:
 		obs.Err = err
 		switch {
@@ -195,7 +199,7 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 		cause = validate.Classify(obs)
 	}
 	errors.As(cause, &f)
-	f.From, f.Detail, f.RetryAfter, f.ResourceMetadata = "upstream", detail, retryAfter, resourceMetadata
+	f.From, f.Detail, f.RetryAfter, f.ResourceMetadata, f.UpstreamMessage = "upstream", detail, retryAfter, resourceMetadata, upstreamMessage
 	return f
 }
 

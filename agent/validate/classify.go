@@ -62,8 +62,14 @@ type Outcome struct {
 	// below with the classification's detail, wrapped (nil for a success).
 	Err error
 	// From names who observed the failure ("upstream"), Detail what it saw;
-	// both safe to show the AI agent (never results, arguments or tokens).
+	// both safe to show the AI agent and to record (never results,
+	// arguments, tokens or the upstream's own error text).
 	From, Detail string
+	// UpstreamMessage is the upstream's own JSON-RPC error message, bounded,
+	// kept only so that a relay can hand it back to the client whose
+	// request it answers. It may echo that request's arguments: Error()
+	// omits it, and it must never be recorded in a receipt or logged.
+	UpstreamMessage string
 	// ResourceMetadata is the RFC 9728 resource_metadata URL of a 401 challenge.
 	ResourceMetadata string
 	// Result is opaque here: the caller's validated result.
