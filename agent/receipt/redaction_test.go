@@ -3,7 +3,11 @@ package receipt_test
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,6 +43,57 @@ func TestUpstreamErrorTextNeverInReceipt(t *testing.T) {
 	const secret = "sk-live-ARGUMENT-SECRET-4242"
 	up := mcptest.New(t, mcptest.Options{})
 	mcptest.AddFailTool(up.Server)
+	call, recs := callThrough(t, up)
+	up.SetFault(mcptest.FaultEchoError, "tools/call")
+	call("echo", secret)
+	up.SetFault(mcptest.FaultNone, "")
+	call("fail", secret)
+	if len(*recs) != 2 {
+		t.Fatalf("%d receipts", len(*recs))
+	}
+	for _, r := range *recs {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(secret)) || bytes.Contains(b, []byte("ARGUMENT-SECRET")) {
+			t.Errorf("receipt (outcome %v) carries the upstream's echo of the argument secret; error_message %q", r.GetOutcome(), r.GetErrorMessage())
+		}
+		if r.GetOutcome() == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR && r.GetErrorMessage() == "" {
+			t.Error("the JSON-RPC error left no classified error message")
+		}
+	}
+}
+
+// A redirect to another origin reaches the AI agent as a structured tool
+// error at the reachability layer and is receipted as a network-identity
+// failure naming the pinned endpoint; the other origin sees nothing.
+func TestRedirectReceipted(t *testing.T) {
+	var seen atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { seen.Add(1) }))
+	defer other.Close()
+	up := mcptest.New(t, mcptest.Options{})
+	up.RedirectTo(other.URL + "/mcp")
+	call, recs := callThrough(t, up)
+	up.SetFault(mcptest.FaultRedirect, "tools/call")
+	te := call("echo", "hi")
+	if te.Layer != "REACHABILITY" || !strings.Contains(te.Reason, "network identity") {
+		t.Fatalf("tool error %+v", te)
+	}
+	if len(*recs) != 1 || seen.Load() != 0 {
+		t.Fatalf("%d receipts, other origin saw %d requests", len(*recs), seen.Load())
+	}
+	r := (*recs)[0]
+	if r.GetFailedLayer() != mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY || !strings.Contains(r.GetErrorMessage(), "network identity") ||
+		r.GetSelected().GetEndpoint() != up.URL {
+		t.Fatalf("receipt layer %v error %q endpoint %q", r.GetFailedLayer(), r.GetErrorMessage(), r.GetSelected().GetEndpoint())
+	}
+}
+
+// callThrough returns a function calling a tool of up through a real
+// pipeline (every tool read-only and admitted), and the receipts it emits.
+func callThrough(t *testing.T, up *mcptest.Upstream) (func(tool, text string) pipeline.ToolError, *[]*mcpreadyv1.Receipt) {
+	t.Helper()
 	pool := upstream.NewPool(upstream.Options{Resolve: func(tg upstream.Target) (config.Upstream, bool) {
 		return config.Upstream{Name: tg.Server, URL: tg.Endpoint}, tg.Endpoint != ""
 	}})
@@ -60,34 +115,18 @@ func TestUpstreamErrorTextNeverInReceipt(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var recs []*mcpreadyv1.Receipt
-	pl := pipeline.New(pipeline.Options{Region: "eu", Emit: func(r *mcpreadyv1.Receipt) { mu.Lock(); recs = append(recs, r); mu.Unlock() }})
+	recs := &[]*mcpreadyv1.Receipt{}
+	pl := pipeline.New(pipeline.Options{Region: "eu", Emit: func(r *mcpreadyv1.Receipt) { mu.Lock(); *recs = append(*recs, r); mu.Unlock() }})
 	st := pipeline.State{Decide: snap, Circuits: circuit.NewSet(circuit.Config{})}
-	call := func(tool string) {
+	call := func(tool, text string) pipeline.ToolError {
 		t.Helper()
 		res := pl.Call(context.Background(), st, pipeline.Request{Requested: "test/" + tool, Tool: "test/" + tool,
-			Caller: pipeline.Caller{Name: "c", Principal: "dev"}, Arguments: []byte(`{"text":"` + secret + `"}`)}, transport{pool})
+			Caller: pipeline.Caller{Name: "c", Principal: "dev"}, Arguments: []byte(`{"text":"` + text + `"}`)}, transport{pool})
 		if res.Answer == nil || !res.Answer.IsError {
 			t.Fatalf("%s: want an error answer, got %+v", tool, res.Answer)
 		}
+		te, _ := pipeline.ParseToolError(res.Answer)
+		return te
 	}
-	up.SetFault(mcptest.FaultEchoError, "tools/call")
-	call("echo")
-	up.SetFault(mcptest.FaultNone, "")
-	call("fail")
-	if len(recs) != 2 {
-		t.Fatalf("%d receipts", len(recs))
-	}
-	for _, r := range recs {
-		b, err := proto.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bytes.Contains(b, []byte(secret)) || bytes.Contains(b, []byte("ARGUMENT-SECRET")) {
-			t.Errorf("receipt (outcome %v) carries the upstream's echo of the argument secret; error_message %q", r.GetOutcome(), r.GetErrorMessage())
-		}
-		if r.GetOutcome() == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_PROTOCOL_ERROR && r.GetErrorMessage() == "" {
-			t.Error("the JSON-RPC error left no classified error message")
-		}
-	}
+	return call, recs
 }
