@@ -10,6 +10,18 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
+// Drift labels, short.
+const (
+	ver  = mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT
+	in   = mcpreadyv1.DriftLabel_DRIFT_LABEL_INPUT_SCHEMA_DRIFT
+	out  = mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT
+	net  = mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT
+	def  = mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT
+	side = mcpreadyv1.DriftLabel_DRIFT_LABEL_SIDE_EFFECT_DRIFT
+	perm = mcpreadyv1.DriftLabel_DRIFT_LABEL_PERMISSION_DRIFT
+	data = mcpreadyv1.DriftLabel_DRIFT_LABEL_DATA_ACCESS_DRIFT
+)
+
 func tool() Tool {
 	return Tool{
 		Name:         "docs.lookup",
@@ -97,14 +109,7 @@ func TestCompare(t *testing.T) {
 		}
 		return id
 	}
-	const (
-		ver  = mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT
-		in   = mcpreadyv1.DriftLabel_DRIFT_LABEL_INPUT_SCHEMA_DRIFT
-		out  = mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT
-		net  = mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT
-		def  = mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT
-		v, e = "2.4.1", "https://docs.example/mcp"
-	)
+	const v, e = "2.4.1", "https://docs.example/mcp"
 	cases := []struct {
 		name string
 		obs  *mcpreadyv1.ToolIdentity
@@ -172,13 +177,6 @@ func FuzzCompute(f *testing.F) {
 // Each dimension the entry records drifts with its own label, besides the
 // digests; a dimension the entry does not record is never compared.
 func TestCompareTypedDrift(t *testing.T) {
-	const (
-		side = mcpreadyv1.DriftLabel_DRIFT_LABEL_SIDE_EFFECT_DRIFT
-		perm = mcpreadyv1.DriftLabel_DRIFT_LABEL_PERMISSION_DRIFT
-		data = mcpreadyv1.DriftLabel_DRIFT_LABEL_DATA_ACCESS_DRIFT
-		net  = mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT
-		def  = mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT
-	)
 	const endpoint = "https://docs.example/mcp"
 	live := func(ann string) Live {
 		x := tool()
