@@ -127,3 +127,19 @@ func hostMatches(s, d string) bool {
 	s, d = strings.ToLower(s), strings.ToLower(d)
 	return d == s || (strings.HasPrefix(s, "*.") && strings.HasSuffix(d, s[1:]))
 }
+
+// Declared returns l with the permissions and data access the provider's
+// signed Declaration of the tool's server now states: its required scopes
+// (when it lists any) and its data classification (when it names a
+// DataAccessClass: "public", "tenant-private" or "sensitive"). A nil
+// Declaration, or one silent on either, leaves that dimension unknown.
+func (l Live) Declared(d *mcpreadyv1.Declaration) Live {
+	if s := d.GetAuth().GetRequiredScopes(); len(s) > 0 {
+		l.Permissions = slices.Clone(s)
+	}
+	c := strings.ToUpper(strings.NewReplacer("-", "_", " ", "_").Replace(d.GetDataHandling().GetClassification()))
+	if v, ok := mcpreadyv1.DataAccessClass_value["DATA_ACCESS_CLASS_"+c]; ok && c != "" && c != "UNSPECIFIED" {
+		l.DataAccess = mcpreadyv1.DataAccessClass(v)
+	}
+	return l
+}

@@ -245,3 +245,24 @@ func withLive(l Live, mut func(*Live)) Live {
 	mut(&l)
 	return l
 }
+
+// A Declaration supplies the permission and data-access dimensions.
+func TestDeclared(t *testing.T) {
+	e := &mcpreadyv1.RegistryEntry{Authority: &mcpreadyv1.Authority{Scopes: []string{"docs:read"}},
+		DataAccess: mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_PUBLIC}
+	d := &mcpreadyv1.Declaration{Auth: &mcpreadyv1.DeclaredAuth{RequiredScopes: []string{"docs:read", "docs:admin"}},
+		DataHandling: &mcpreadyv1.DataHandling{Classification: "tenant-private"}}
+	l := Live{}.Declared(d)
+	if !slices.Equal(l.Permissions, []string{"docs:read", "docs:admin"}) || l.DataAccess != mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_TENANT_PRIVATE {
+		t.Fatalf("%+v", l)
+	}
+	if got := Compare(e, l); !slices.Contains(got, perm) || !slices.Contains(got, data) {
+		t.Fatalf("got %v", got)
+	}
+	if l := (Live{}).Declared(nil); l.Permissions != nil || l.DataAccess != 0 {
+		t.Fatalf("nil declaration: %+v", l)
+	}
+	if l := (Live{}).Declared(&mcpreadyv1.Declaration{DataHandling: &mcpreadyv1.DataHandling{Classification: "confidential"}}); l.DataAccess != 0 {
+		t.Fatalf("unknown classification: %+v", l)
+	}
+}
