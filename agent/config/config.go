@@ -4,7 +4,9 @@
 //
 // It never logs or stores tokens: client tokens are kept only as SHA-256
 // digests, and upstream credentials are read from files or environment
-// variables when a request is made. It does not decide anything about policy.
+// variables when a request is made. A stdio upstream's environment is only
+// what its entry names (Upstream.ChildEnv), never the agent's own. It does
+// not decide anything about policy.
 package config
 
 import (

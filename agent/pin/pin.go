@@ -1,7 +1,9 @@
 // Package pin computes the digests that pin an MCP tool definition (the
 // defence against a "rug pull": a server changing a tool after it was
-// approved) and compares a live definition with the pinned identity of its
-// RegistryEntry, naming every difference as typed drift.
+// approved) and compares a live tool with its RegistryEntry, naming every
+// difference as typed drift: version, schemas, definition, and each
+// dimension the entry records (side-effect class and idempotency against
+// the annotations' hints, permissions, data access, network destinations).
 //
 // Digests are RFC 8785 (JCS) canonical JSON, then SHA-256, "sha256:<hex>"
 // (artifact.CanonicalDigest), so key order and whitespace never matter. It

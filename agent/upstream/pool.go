@@ -6,10 +6,16 @@
 //
 // An upstream is a Target: a server and the endpoint a verified entry pins
 // for it, so a call is sent to the admitted route's endpoint and nowhere
-// else. It keeps one warm shared session per target for calls that need no
+// else: redirects are never followed, and one to another origin fails as a
+// network-identity failure (validate.ErrNetworkIdentity) before the request,
+// its body or its credentials are sent again. A stdio server gets only the
+// environment its configuration names (config.Upstream.ChildEnv). It keeps
+// one warm shared session per target for calls that need no
 // session state, and opens dedicated sessions that relay server-to-client
 // requests and notifications for front sessions that need them. It makes no
-// policy decisions and never logs credentials or arguments.
+// policy decisions and never logs credentials, arguments or the upstream's
+// error text (a JSON-RPC error is classified by its code; its message is
+// kept only in Outcome.UpstreamMessage, for the client that asked).
 //
 // It never fulfils a multi round-trip input request (SEP-2322) itself: a
 // tools/call result that needs input (CallToolResult.NeedsInput) is returned
