@@ -4,7 +4,9 @@
 //
 // It never logs or stores tokens: client tokens are kept only as SHA-256
 // digests, and upstream credentials are read from files or environment
-// variables when a request is made. It does not decide anything about policy.
+// variables when a request is made. A stdio upstream's environment is only
+// what its entry names (Upstream.ChildEnv), never the agent's own. It does
+// not decide anything about policy.
 package config
 
 import (
@@ -16,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -73,8 +76,19 @@ type Upstream struct {
 	URL string `json:"url,omitempty"`
 	// Command starts a stdio server: program and arguments.
 	Command []string `json:"command,omitempty"`
-	// Env is added to Command's environment.
+	// Env sets variables of Command's environment to the given values.
 	Env map[string]string `json:"env,omitempty"`
+	// EnvFrom sets variables of Command's environment from the agent's own:
+	// child variable name -> agent variable name (the same variable when
+	// both are equal). A variable the agent does not have is an error when
+	// the command starts.
+	//
+	// A command gets only what Env and EnvFrom name, plus PATH and HOME
+	// taken from the agent when set (Env or EnvFrom may override them, and
+	// an Env value of "" keeps a variable out). It never inherits the rest
+	// of the agent's environment: the signing key's password or another
+	// upstream's token stay with the agent.
+	EnvFrom map[string]string `json:"envFrom,omitempty"`
 	// TokenFile or TokenEnv supply a bearer token sent to URL.
 	TokenFile string `json:"tokenFile,omitempty"`
 	TokenEnv  string `json:"tokenEnv,omitempty"`
@@ -100,6 +114,45 @@ func (u Upstream) Token() (string, error) {
 	}
 	return "", nil
 }
+
+// ErrEnv wraps a variable ChildEnv cannot supply.
+var ErrEnv = errors.New("stdio environment")
+
+// inheritedEnv are the agent's variables every command gets (see EnvFrom).
+var inheritedEnv = []string{"PATH", "HOME"}
+
+// ChildEnv is the whole environment of Command ("NAME=value" entries,
+// sorted): PATH and HOME from the agent when set, then EnvFrom, then Env;
+// a name set to "" is left out. It never returns a value in an error.
+func (u Upstream) ChildEnv() ([]string, error) {
+	m := map[string]string{}
+	for _, k := range inheritedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			m[k] = v
+		}
+	}
+	for k, from := range u.EnvFrom {
+		v, ok := os.LookupEnv(from)
+		if !ok {
+			return nil, fmt.Errorf("%w: upstream %s: environment variable %s is not set", ErrEnv, u.Name, from)
+		}
+		m[k] = v
+	}
+	for k, v := range u.Env {
+		m[k] = v
+	}
+	env := make([]string, 0, len(m))
+	for k, v := range m {
+		if v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	slices.Sort(env)
+	return env, nil
+}
+
+// validEnvName: non-empty, no '=' and no NUL.
+func validEnvName(k string) bool { return k != "" && !strings.ContainsAny(k, "=\x00") }
 
 // File is the agent configuration file.
 type File struct {
@@ -179,6 +232,19 @@ func New(f File) (*Config, error) {
 		names[u.Name] = true
 		if (u.URL == "") == (len(u.Command) == 0) {
 			return nil, fmt.Errorf("%w: upstream %s: set exactly one of url and command", ErrInvalid, u.Name)
+		}
+		if (len(u.Env) > 0 || len(u.EnvFrom) > 0) && len(u.Command) == 0 {
+			return nil, fmt.Errorf("%w: upstream %s: env and envFrom apply to a command only", ErrInvalid, u.Name)
+		}
+		for k, from := range u.EnvFrom {
+			if !validEnvName(k) || !validEnvName(from) {
+				return nil, fmt.Errorf("%w: upstream %s: envFrom %q: %q: invalid variable name", ErrInvalid, u.Name, k, from)
+			}
+		}
+		for k := range u.Env {
+			if !validEnvName(k) {
+				return nil, fmt.Errorf("%w: upstream %s: env %q: invalid variable name", ErrInvalid, u.Name, k)
+			}
 		}
 		if u.TokenFile != "" && u.TokenEnv != "" {
 			return nil, fmt.Errorf("%w: upstream %s: set at most one of tokenFile and tokenEnv", ErrInvalid, u.Name)

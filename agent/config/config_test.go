@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -76,6 +77,9 @@ func TestParseRejects(t *testing.T) {
 		"upstreams: [{name: a, url: u}, {name: a, url: v}]",               // duplicate
 		"unknownField: 1",                                                 // strict
 		"defaultPrincipal: {name: x}",                                     // no class
+		"upstreams: [{name: a, url: u, env: {A: b}}]",                     // env for a URL
+		"upstreams: [{name: a, command: [x], env: {A=B: c}}]",             // bad name
+		"upstreams: [{name: a, command: [x], envFrom: {A: ''}}]",          // bad source
 	}
 	for _, b := range bad {
 		if _, err := Parse([]byte(b)); !errors.Is(err, ErrInvalid) {
@@ -97,4 +101,35 @@ func FuzzParse(f *testing.F) {
 			_, _ = c.Authenticate("x")
 		}
 	})
+}
+
+func TestChildEnv(t *testing.T) {
+	t.Setenv("MCPREADY_TEST_SECRET", "s")
+	t.Setenv("MCPREADY_TEST_FROM", "f")
+	c, err := Parse([]byte(`
+upstreams:
+  - name: fs
+    command: [/bin/true]
+    env: {A: "1", HOME: ""}
+    envFrom: {B: MCPREADY_TEST_FROM}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := c.Upstream("fs")
+	env, err := u.ChildEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"A=1", "B=f"}
+	if p, ok := os.LookupEnv("PATH"); ok {
+		want = append(want, "PATH="+p)
+	}
+	if strings.Join(env, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got %q want %q", env, want)
+	}
+	u.EnvFrom = map[string]string{"B": "MCPREADY_TEST_UNSET"}
+	if _, err := u.ChildEnv(); !errors.Is(err, ErrEnv) {
+		t.Fatalf("unset source: %v", err)
+	}
 }

@@ -89,7 +89,7 @@ func (p *pins) observe(st *State, up *upstream.Session, tools []*mcp.Tool) {
 				labels = []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT}
 				observed = &mcpreadyv1.ToolIdentity{ServerName: server, ToolName: t.Name}
 			} else {
-				labels = pin.Compare(e.GetIdentity(), observed)
+				labels = pin.Compare(e, pin.Live{Identity: observed, Tool: pt})
 			}
 			p.mu.Lock()
 			if poisoned {

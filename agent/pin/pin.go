@@ -1,7 +1,9 @@
 // Package pin computes the digests that pin an MCP tool definition (the
 // defence against a "rug pull": a server changing a tool after it was
-// approved) and compares a live definition with the pinned identity of its
-// RegistryEntry, naming every difference as typed drift.
+// approved) and compares a live tool with its RegistryEntry, naming every
+// difference as typed drift: version, schemas, definition, and each
+// dimension the entry records (side-effect class and idempotency against
+// the annotations' hints, permissions, data access, network destinations).
 //
 // Digests are RFC 8785 (JCS) canonical JSON, then SHA-256, "sha256:<hex>"
 // (artifact.CanonicalDigest), so key order and whitespace never matter. It
@@ -108,30 +110,69 @@ func Observed(serverName, serverVersion, endpoint, protocolVersion string, t Too
 	}, nil
 }
 
-// Compare returns the typed drift between the pinned identity and the
-// observed one, sorted, or nil when they match:
+// Live is one tool as its upstream serves it now: its observed identity
+// (Observed), its definition (whose annotations carry the side-effect
+// hints) and, when the caller knows them (from the upstream's signed
+// Declaration or its authorization challenge), the permissions it now
+// requires and the data access it now declares.
+type Live struct {
+	Identity *mcpreadyv1.ToolIdentity
+	Tool     Tool
+	// Permissions are the scopes or permissions the tool now requires; nil
+	// when not known (compared only then with what the entry records).
+	Permissions []string
+	// DataAccess is the data access the tool now declares; UNSPECIFIED
+	// when not known.
+	DataAccess mcpreadyv1.DataAccessClass
+	// Destinations are the network destinations (hosts) the tool now
+	// declares it reaches; nil when not known.
+	Destinations []string
+}
+
+// Compare returns the typed drift between what the entry pins and the live
+// tool, sorted, or nil when they match. Only what the entry records is
+// compared:
 //   - VERSION_DRIFT: server or tool version changed;
 //   - INPUT_SCHEMA_DRIFT / OUTPUT_SCHEMA_DRIFT: a schema digest changed;
 //   - DEFINITION_DRIFT: the whole-definition digest changed (description,
 //     annotations, or the schemas themselves);
-//   - NETWORK_DRIFT: the endpoint changed.
+//   - SIDE_EFFECT_DRIFT: the definition changed and the side-effect class
+//     or idempotency its annotations now hint (SideEffectOf,
+//     IdempotencyOf) contradicts the entry's side_effect or idempotency (an
+//     unchanged definition never drifts here: the organisation may have
+//     classified an unannotated tool itself);
+//   - PERMISSION_DRIFT: the permissions the tool now requires differ from
+//     the entry's authority (scopes and permission set);
+//   - DATA_ACCESS_DRIFT: the declared data access differs from the entry's;
+//   - NETWORK_DRIFT: the endpoint changed, or a destination the tool now
+//     declares is outside the entry's network_scope.
 //
-// A pinned field that is empty is unknown, so an observed value there is
-// drift too, except tool_version, which MCP does not carry on the wire.
-func Compare(pinned, observed *mcpreadyv1.ToolIdentity) []mcpreadyv1.DriftLabel {
+// A pinned identity field that is empty is unknown, so an observed value
+// there is drift too, except tool_version, which MCP does not carry on the
+// wire.
+func Compare(pinned *mcpreadyv1.RegistryEntry, live Live) []mcpreadyv1.DriftLabel {
 	var out []mcpreadyv1.DriftLabel
 	add := func(changed bool, l mcpreadyv1.DriftLabel) {
-		if changed {
+		if changed && !slices.Contains(out, l) {
 			out = append(out, l)
 		}
 	}
-	add(pinned.GetServerVersion() != observed.GetServerVersion() ||
-		(observed.GetToolVersion() != "" && pinned.GetToolVersion() != observed.GetToolVersion()),
+	id, obs := pinned.GetIdentity(), live.Identity
+	add(id.GetServerVersion() != obs.GetServerVersion() ||
+		(obs.GetToolVersion() != "" && id.GetToolVersion() != obs.GetToolVersion()),
 		mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT)
-	add(pinned.GetInputSchemaDigest() != observed.GetInputSchemaDigest(), mcpreadyv1.DriftLabel_DRIFT_LABEL_INPUT_SCHEMA_DRIFT)
-	add(pinned.GetOutputSchemaDigest() != observed.GetOutputSchemaDigest(), mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT)
-	add(pinned.GetEndpoint() != observed.GetEndpoint(), mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT)
-	add(pinned.GetDefinitionDigest() != observed.GetDefinitionDigest(), mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT)
+	add(id.GetInputSchemaDigest() != obs.GetInputSchemaDigest(), mcpreadyv1.DriftLabel_DRIFT_LABEL_INPUT_SCHEMA_DRIFT)
+	add(id.GetOutputSchemaDigest() != obs.GetOutputSchemaDigest(), mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT)
+	add(id.GetEndpoint() != obs.GetEndpoint() || !inScope(pinned.GetNetworkScope(), live.Destinations), mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT)
+	defChanged := id.GetDefinitionDigest() != obs.GetDefinitionDigest()
+	add(defChanged, mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT)
+	add(defChanged && (sideEffectDrift(pinned.GetSideEffect(), SideEffectOf(live.Tool.Annotations)) ||
+		idempotencyDrift(pinned.GetIdempotency(), IdempotencyOf(live.Tool.Annotations))),
+		mcpreadyv1.DriftLabel_DRIFT_LABEL_SIDE_EFFECT_DRIFT)
+	add(permissionDrift(pinned.GetAuthority(), live.Permissions), mcpreadyv1.DriftLabel_DRIFT_LABEL_PERMISSION_DRIFT)
+	add(pinned.GetDataAccess() != mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_UNSPECIFIED &&
+		live.DataAccess != mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_UNSPECIFIED && pinned.GetDataAccess() != live.DataAccess,
+		mcpreadyv1.DriftLabel_DRIFT_LABEL_DATA_ACCESS_DRIFT)
 	slices.Sort(out)
 	return out
 }

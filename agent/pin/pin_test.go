@@ -10,6 +10,18 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
+// Drift labels, short.
+const (
+	ver  = mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT
+	in   = mcpreadyv1.DriftLabel_DRIFT_LABEL_INPUT_SCHEMA_DRIFT
+	out  = mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT
+	net  = mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT
+	def  = mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT
+	side = mcpreadyv1.DriftLabel_DRIFT_LABEL_SIDE_EFFECT_DRIFT
+	perm = mcpreadyv1.DriftLabel_DRIFT_LABEL_PERMISSION_DRIFT
+	data = mcpreadyv1.DriftLabel_DRIFT_LABEL_DATA_ACCESS_DRIFT
+)
+
 func tool() Tool {
 	return Tool{
 		Name:         "docs.lookup",
@@ -97,14 +109,7 @@ func TestCompare(t *testing.T) {
 		}
 		return id
 	}
-	const (
-		ver  = mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT
-		in   = mcpreadyv1.DriftLabel_DRIFT_LABEL_INPUT_SCHEMA_DRIFT
-		out  = mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT
-		net  = mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT
-		def  = mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT
-		v, e = "2.4.1", "https://docs.example/mcp"
-	)
+	const v, e = "2.4.1", "https://docs.example/mcp"
 	cases := []struct {
 		name string
 		obs  *mcpreadyv1.ToolIdentity
@@ -122,15 +127,16 @@ func TestCompare(t *testing.T) {
 			t.OutputSchema = json.RawMessage(`{}`)
 		}, "3", "x"), []mcpreadyv1.DriftLabel{ver, in, out, net, def}},
 	}
+	entry := &mcpreadyv1.RegistryEntry{Identity: pinned}
 	for _, tc := range cases {
-		if got := Compare(pinned, tc.obs); !slices.Equal(got, tc.want) {
+		if got := Compare(entry, Live{Identity: tc.obs, Tool: tool()}); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: got %v want %v", tc.name, got, tc.want)
 		}
 	}
 	// Tool version drift counts only when the wire carries one.
 	tv := obs(nil, v, e)
 	tv.ToolVersion = "7"
-	if got := Compare(pinned, tv); !slices.Equal(got, []mcpreadyv1.DriftLabel{ver}) {
+	if got := Compare(entry, Live{Identity: tv}); !slices.Equal(got, []mcpreadyv1.DriftLabel{ver}) {
 		t.Errorf("tool version: %v", got)
 	}
 }
@@ -166,4 +172,97 @@ func FuzzCompute(f *testing.F) {
 			t.Fatalf("unstable: %v %+v %+v", err, d1, d2)
 		}
 	})
+}
+
+// Each dimension the entry records drifts with its own label, besides the
+// digests; a dimension the entry does not record is never compared.
+func TestCompareTypedDrift(t *testing.T) {
+	const endpoint = "https://docs.example/mcp"
+	live := func(ann string) Live {
+		x := tool()
+		x.Annotations = json.RawMessage(ann)
+		id, err := Observed("com.example/docs", "2.4.1", endpoint, "2025-11-25", x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Live{Identity: id, Tool: x}
+	}
+	entryFor := func(ann string, mut func(*mcpreadyv1.RegistryEntry)) *mcpreadyv1.RegistryEntry {
+		l := live(ann)
+		e := &mcpreadyv1.RegistryEntry{Identity: l.Identity, SideEffect: SideEffectOf(l.Tool.Annotations), Idempotency: IdempotencyOf(l.Tool.Annotations)}
+		if mut != nil {
+			mut(e)
+		}
+		return e
+	}
+	readOnly := `{"readOnlyHint":true}`
+	cases := []struct {
+		name  string
+		entry *mcpreadyv1.RegistryEntry
+		live  Live
+		want  []mcpreadyv1.DriftLabel
+	}{
+		{"same", entryFor(readOnly, nil), live(readOnly), nil},
+		{"read-only becomes destructive", entryFor(readOnly, nil), live(`{"destructiveHint":true}`), []mcpreadyv1.DriftLabel{side, def}},
+		{"read-only claim withdrawn", entryFor(readOnly, nil), live(`{"title":"x"}`), []mcpreadyv1.DriftLabel{side, def}},
+		{"state-changing becomes destructive", entryFor(`{"destructiveHint":false}`, nil), live(`{"destructiveHint":true}`), []mcpreadyv1.DriftLabel{side, def}},
+		{"idempotency withdrawn", entryFor(`{"destructiveHint":false,"idempotentHint":true}`, nil), live(`{"destructiveHint":false}`), []mcpreadyv1.DriftLabel{side, def}},
+		{"title only", entryFor(readOnly, nil), live(`{"readOnlyHint":true,"title":"x"}`), []mcpreadyv1.DriftLabel{def}},
+		{"classified by the organisation, unchanged", entryFor(`{}`, func(e *mcpreadyv1.RegistryEntry) {
+			e.SideEffect = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_WRITE_CAPABLE
+		}), live(`{}`), nil},
+		{"permissions widened", entryFor(readOnly, func(e *mcpreadyv1.RegistryEntry) {
+			e.Authority = &mcpreadyv1.Authority{Scopes: []string{"docs:read"}}
+		}), withLive(live(readOnly), func(l *Live) { l.Permissions = []string{"docs:read", "docs:write"} }), []mcpreadyv1.DriftLabel{perm}},
+		{"permissions same", entryFor(readOnly, func(e *mcpreadyv1.RegistryEntry) {
+			e.Authority = &mcpreadyv1.Authority{Scopes: []string{"docs:read"}, PermissionSet: []string{"p"}}
+		}), withLive(live(readOnly), func(l *Live) { l.Permissions = []string{"p", "docs:read"} }), nil},
+		{"permissions not recorded", entryFor(readOnly, nil), withLive(live(readOnly), func(l *Live) { l.Permissions = []string{"admin"} }), nil},
+		{"data access", entryFor(readOnly, func(e *mcpreadyv1.RegistryEntry) {
+			e.DataAccess = mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_PUBLIC
+		}), withLive(live(readOnly), func(l *Live) { l.DataAccess = mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_SENSITIVE }), []mcpreadyv1.DriftLabel{data}},
+		{"data access not declared now", entryFor(readOnly, func(e *mcpreadyv1.RegistryEntry) {
+			e.DataAccess = mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_PUBLIC
+		}), live(readOnly), nil},
+		{"destination outside the network scope", entryFor(readOnly, func(e *mcpreadyv1.RegistryEntry) {
+			e.NetworkScope = []string{"docs.example", "*.cdn.example"}
+		}), withLive(live(readOnly), func(l *Live) { l.Destinations = []string{"a.cdn.example", "https://exfil.example/x"} }), []mcpreadyv1.DriftLabel{net}},
+		{"destinations inside the network scope", entryFor(readOnly, func(e *mcpreadyv1.RegistryEntry) {
+			e.NetworkScope = []string{"docs.example", "*.cdn.example"}
+		}), withLive(live(readOnly), func(l *Live) { l.Destinations = []string{"a.cdn.example", "docs.example"} }), nil},
+		{"endpoint host changed", entryFor(readOnly, nil), withLive(live(readOnly), func(l *Live) {
+			l.Identity.Endpoint = "https://docs.example.evil/mcp"
+		}), []mcpreadyv1.DriftLabel{net}},
+	}
+	for _, tc := range cases {
+		if got := Compare(tc.entry, tc.live); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %v want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func withLive(l Live, mut func(*Live)) Live {
+	mut(&l)
+	return l
+}
+
+// A Declaration supplies the permission and data-access dimensions.
+func TestDeclared(t *testing.T) {
+	e := &mcpreadyv1.RegistryEntry{Authority: &mcpreadyv1.Authority{Scopes: []string{"docs:read"}},
+		DataAccess: mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_PUBLIC}
+	d := &mcpreadyv1.Declaration{Auth: &mcpreadyv1.DeclaredAuth{RequiredScopes: []string{"docs:read", "docs:admin"}},
+		DataHandling: &mcpreadyv1.DataHandling{Classification: "tenant-private"}}
+	l := Live{}.Declared(d)
+	if !slices.Equal(l.Permissions, []string{"docs:read", "docs:admin"}) || l.DataAccess != mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_TENANT_PRIVATE {
+		t.Fatalf("%+v", l)
+	}
+	if got := Compare(e, l); !slices.Contains(got, perm) || !slices.Contains(got, data) {
+		t.Fatalf("got %v", got)
+	}
+	if l := (Live{}).Declared(nil); l.Permissions != nil || l.DataAccess != 0 {
+		t.Fatalf("nil declaration: %+v", l)
+	}
+	if l := (Live{}).Declared(&mcpreadyv1.Declaration{DataHandling: &mcpreadyv1.DataHandling{Classification: "confidential"}}); l.DataAccess != 0 {
+		t.Fatalf("unknown classification: %+v", l)
+	}
 }

@@ -158,7 +158,10 @@ var secretPattern = regexp.MustCompile(`(?i)(bearer\s+|basic\s+|token[=:]\s*|api
 
 // SafeError returns msg fit for Receipt.error_message: credential-looking
 // values ("Bearer x", "token=x", ...) replaced by "[redacted]" and the
-// length bounded. Callers must still never pass raw tool output.
+// length bounded. It is a backstop, not the redaction: msg must already be
+// classified text (a *validate.Outcome's Error(), which names the class,
+// the code and the agent's own observation but never the upstream's error
+// message or result text). Callers must never pass raw tool output.
 func SafeError(msg string) string {
 	msg = secretPattern.ReplaceAllString(msg, "${1}[redacted]")
 	if len(msg) > maxErrorMessage {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"mime"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +28,8 @@ type exchange struct {
 	status int
 	header http.Header
 	ctype  string
+	// crossOrigin: the answer redirected to another origin (refused).
+	crossOrigin bool
 }
 
 type exchangeKey struct{}
@@ -34,13 +39,45 @@ func withExchange(ctx context.Context) (context.Context, *exchange) {
 	return context.WithValue(ctx, exchangeKey{}, x), x
 }
 
-func (x *exchange) snapshot() (sent bool, status int, h http.Header, ctype string) {
+func (x *exchange) snapshot() (sent bool, status int, h http.Header, ctype string, crossOrigin bool) {
 	if x == nil {
-		return false, 0, nil, ""
+		return false, 0, nil, "", false
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.sent, x.status, x.header, x.ctype
+	return x.sent, x.status, x.header, x.ctype, x.crossOrigin
+}
+
+// errRedirect is an upstream answer that redirects elsewhere. Redirects are
+// never followed: the request, its body and its credentials stay with the
+// endpoint the admitted route pins.
+var errRedirect = errors.New("upstream redirect not followed")
+
+// refuseRedirect is the http.Client CheckRedirect of upstream sessions. The
+// roundTripper already turns a redirect into an error; this keeps a
+// redirect from being followed whatever the base transport does.
+func refuseRedirect(*http.Request, []*http.Request) error { return errRedirect }
+
+// crossOrigin reports whether a redirect answer to req points at another
+// origin (scheme, host or port differ, or the Location does not parse).
+func crossOrigin(req *http.Request, resp *http.Response) bool {
+	loc, err := resp.Location()
+	if err != nil {
+		return true
+	}
+	return loc.Scheme != req.URL.Scheme || hostPortOf(loc.Scheme, loc.Host) != hostPortOf(req.URL.Scheme, req.URL.Host)
+}
+
+// hostPortOf is host with the scheme's default port made explicit.
+func hostPortOf(scheme, host string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return strings.ToLower(host)
+	}
+	port := "80"
+	if scheme == "https" {
+		port = "443"
+	}
+	return strings.ToLower(net.JoinHostPort(strings.Trim(host, "[]"), port))
 }
 
 // roundTripper adds credentials and headers and records the exchange. The
@@ -75,12 +112,22 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	}
 	resp, err := rt.base.RoundTrip(req)
-	if x != nil && resp != nil && req.Method == http.MethodPost {
+	if err != nil || resp == nil {
+		return resp, err
+	}
+	redirect := resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("Location") != ""
+	if x != nil && req.Method == http.MethodPost {
 		x.mu.Lock()
 		x.status, x.header, x.ctype = resp.StatusCode, resp.Header.Clone(), resp.Header.Get("Content-Type")
+		x.crossOrigin = redirect && crossOrigin(req, resp)
 		x.mu.Unlock()
 	}
-	return resp, err
+	if redirect {
+		// Not followed, not even to the same origin: nothing is sent twice.
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w (HTTP %d)", errRedirect, resp.StatusCode)
+	}
+	return resp, nil
 }
 
 // codeRejectedByTransport is the go-sdk's code for a request its transport
@@ -97,17 +144,19 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 	if errors.As(err, &f) {
 		return f
 	}
-	sent, status, h, ctype := x.snapshot()
-	obs := validate.Observation{Sent: sent, HTTPStatus: status}
-	var detail, resourceMetadata string
+	sent, status, h, ctype, cross := x.snapshot()
+	obs := validate.Observation{Sent: sent, HTTPStatus: status, CrossOriginRedirect: cross}
+	var detail, resourceMetadata, upstreamMessage string
 	var retryAfter time.Duration
 	var rpcErr *jsonrpc.Error
 	switch {
+	case cross:
+		detail = fmt.Sprintf("HTTP %d redirect to another origin, not followed", status)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		if m := resourceMetadataRE.FindStringSubmatch(h.Get("WWW-Authenticate")); m != nil {
 			resourceMetadata = m[1]
 			obs.ResourceMetadata = true
-			detail = "protected resource metadata at " + m[1]
+			detail = "protected resource metadata at " + truncate(m[1], 200)
 		}
 	case status == http.StatusTooManyRequests || status >= 500:
 		retryAfter = parseRetryAfter(h.Get("Retry-After"), time.Now())
@@ -117,7 +166,9 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 	case status >= 400:
 	case errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport:
 		obs.JSONRPCError, obs.JSONRPCCode = true, int(rpcErr.Code)
-		detail = truncate(rpcErr.Message, 200)
+		// The message is the upstream's text and may echo the arguments:
+		// the code classifies it, the text goes only to UpstreamMessage.
+		detail, upstreamMessage = "upstream message withheld", truncate(rpcErr.Message, 200)
 	case ctxErr != nil && errors.Is(ctxErr, context.DeadlineExceeded):
 		obs.TimedOut = true
 	case ctxErr != nil:
@@ -129,7 +180,8 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 	case status >= 200 && status < 300:
 		// The server answered, but not with anything readable as MCP.
 		obs.JSONRPCError, obs.JSONRPCCode = true, jsonrpc.CodeParseError
-		detail = fmt.Sprintf("malformed response (content-type %q)", ctype)
+		mt, _, _ := mime.ParseMediaType(ctype)
+		detail = fmt.Sprintf("malformed response (content-type %q)", truncate(mt, 64))
 	default:
 		obs.Err = err
 		switch {
@@ -147,7 +199,7 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 		cause = validate.Classify(obs)
 	}
 	errors.As(cause, &f)
-	f.From, f.Detail, f.RetryAfter, f.ResourceMetadata = "upstream", detail, retryAfter, resourceMetadata
+	f.From, f.Detail, f.RetryAfter, f.ResourceMetadata, f.UpstreamMessage = "upstream", detail, retryAfter, resourceMetadata, upstreamMessage
 	return f
 }
 

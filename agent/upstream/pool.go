@@ -6,10 +6,16 @@
 //
 // An upstream is a Target: a server and the endpoint a verified entry pins
 // for it, so a call is sent to the admitted route's endpoint and nowhere
-// else. It keeps one warm shared session per target for calls that need no
+// else: redirects are never followed, and one to another origin fails as a
+// network-identity failure (validate.ErrNetworkIdentity) before the request,
+// its body or its credentials are sent again. A stdio server gets only the
+// environment its configuration names (config.Upstream.ChildEnv). It keeps
+// one warm shared session per target for calls that need no
 // session state, and opens dedicated sessions that relay server-to-client
 // requests and notifications for front sessions that need them. It makes no
-// policy decisions and never logs credentials or arguments.
+// policy decisions and never logs credentials, arguments or the upstream's
+// error text (a JSON-RPC error is classified by its code; its message is
+// kept only in Outcome.UpstreamMessage, for the client that asked).
 //
 // It never fulfils a multi round-trip input request (SEP-2322) itself: a
 // tools/call result that needs input (CallToolResult.NeedsInput) is returned
@@ -24,7 +30,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -206,7 +211,7 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 	switch {
 	case up.URL != "":
 		rt := &roundTripper{base: p.opts.Transport, token: up.Token, headers: up.Headers}
-		hc := &http.Client{Transport: rt}
+		hc := &http.Client{Transport: rt, CheckRedirect: refuseRedirect}
 		transport = &mcp.StreamableClientTransport{
 			Endpoint:   up.URL,
 			HTTPClient: hc,
@@ -218,11 +223,12 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 			}
 		}}
 	case len(up.Command) > 0:
-		cmd := exec.Command(up.Command[0], up.Command[1:]...)
-		cmd.Env = os.Environ()
-		for k, v := range up.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
+		env, err := up.ChildEnv()
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: %w", ErrUnknownUpstream, server, err)
 		}
+		cmd := exec.Command(up.Command[0], up.Command[1:]...)
+		cmd.Env = env // only what the configuration names: never the agent's whole environment
 		cmd.Stderr = nil
 		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	default:

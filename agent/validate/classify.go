@@ -22,19 +22,20 @@ import (
 
 // Sentinel errors, one per failure kind; use errors.Is.
 var (
-	ErrTransport      = errors.New("transport failure")                                     // REACHABILITY
-	ErrTimeout        = errors.New("timed out before the request was sent")                 // REACHABILITY
-	ErrAmbiguous      = errors.New("timed out after the request was sent: outcome unknown") // INVOCATION
-	ErrAccess         = errors.New("access not ready")                                      // ACCESS (401/403)
-	ErrBilling        = errors.New("billing state: payment required")                       // ACCESS (402)
-	ErrRateLimited    = errors.New("rate limited")                                          // INVOCATION (429: quota)
-	ErrProtocol       = errors.New("protocol error")                                        // PROTOCOL (JSON-RPC error, bad HTTP)
-	ErrInvalidParams  = errors.New("invocation rejected: invalid params")                   // INVOCATION (-32602)
-	ErrToolError      = errors.New("tool execution failed (isError)")                       // INVOCATION
-	ErrTooLarge       = errors.New("result exceeds the size limit")                         // RESULT_VALIDITY
-	ErrOutputSchema   = errors.New("result does not match the pinned output schema")        // RESULT_VALIDITY
-	ErrNoOutputSchema = errors.New("no pinned output schema and policy requires one")       // RESULT_VALIDITY
-	ErrInjection      = errors.New("injection tripwire")                                    // RESULT_VALIDITY (results) / REGISTRY (descriptions)
+	ErrTransport       = errors.New("transport failure")                                     // REACHABILITY
+	ErrTimeout         = errors.New("timed out before the request was sent")                 // REACHABILITY
+	ErrAmbiguous       = errors.New("timed out after the request was sent: outcome unknown") // INVOCATION
+	ErrAccess          = errors.New("access not ready")                                      // ACCESS (401/403)
+	ErrBilling         = errors.New("billing state: payment required")                       // ACCESS (402)
+	ErrRateLimited     = errors.New("rate limited")                                          // INVOCATION (429: quota)
+	ErrProtocol        = errors.New("protocol error")                                        // PROTOCOL (JSON-RPC error, bad HTTP)
+	ErrInvalidParams   = errors.New("invocation rejected: invalid params")                   // INVOCATION (-32602)
+	ErrToolError       = errors.New("tool execution failed (isError)")                       // INVOCATION
+	ErrTooLarge        = errors.New("result exceeds the size limit")                         // RESULT_VALIDITY
+	ErrOutputSchema    = errors.New("result does not match the pinned output schema")        // RESULT_VALIDITY
+	ErrNoOutputSchema  = errors.New("no pinned output schema and policy requires one")       // RESULT_VALIDITY
+	ErrInjection       = errors.New("injection tripwire")                                    // RESULT_VALIDITY (results) / REGISTRY (descriptions)
+	ErrNetworkIdentity = errors.New("network identity: redirect to another origin refused")  // REACHABILITY (the endpoint is not the pinned origin)
 )
 
 // Outcome is what one upstream attempt, or a whole call, came to: the one
@@ -61,8 +62,14 @@ type Outcome struct {
 	// below with the classification's detail, wrapped (nil for a success).
 	Err error
 	// From names who observed the failure ("upstream"), Detail what it saw;
-	// both safe to show the AI agent (never results, arguments or tokens).
+	// both safe to show the AI agent and to record (never results,
+	// arguments, tokens or the upstream's own error text).
 	From, Detail string
+	// UpstreamMessage is the upstream's own JSON-RPC error message, bounded,
+	// kept only so that a relay can hand it back to the client whose
+	// request it answers. It may echo that request's arguments: Error()
+	// omits it, and it must never be recorded in a receipt or logged.
+	UpstreamMessage string
 	// ResourceMetadata is the RFC 9728 resource_metadata URL of a 401 challenge.
 	ResourceMetadata string
 	// Result is opaque here: the caller's validated result.
@@ -129,11 +136,16 @@ type Observation struct {
 	JSONRPCCode  int
 	// IsError: the tool result had isError: true.
 	IsError bool
+	// CrossOriginRedirect: the endpoint answered with a redirect to another
+	// origin, which was not followed (HTTPStatus is the redirect's).
+	CrossOriginRedirect bool
 }
 
 // Classify maps an observation to its Outcome (an *Outcome error), or nil
-// for a success (a result that still needs Check). Order: timeouts,
-// transport errors, HTTP status, JSON-RPC error, isError.
+// for a success (a result that still needs Check). Order: timeouts, a
+// redirect to another origin (a network-identity failure: the endpoint is
+// not answering as the pinned origin), transport errors, HTTP status,
+// JSON-RPC error, isError.
 func Classify(o Observation) error {
 	out := classify(o)
 	if out == nil {
@@ -149,6 +161,8 @@ func classify(o Observation) *Outcome {
 		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS, mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, ErrAmbiguous, "")
 	case o.TimedOut:
 		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, ErrTimeout, "")
+	case o.CrossOriginRedirect:
+		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, ErrNetworkIdentity, fmt.Sprintf("HTTP %d", o.HTTPStatus))
 	case o.Err != nil && o.HTTPStatus == 0 && !o.JSONRPCError:
 		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, ErrTransport, transportDetail(o))
 	}

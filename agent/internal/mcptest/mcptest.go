@@ -1,7 +1,8 @@
 // Package mcptest is the single reusable upstream test double of the host
 // agent's tests: a real go-sdk MCP server served over loopback Streamable HTTP
 // whose HTTP layer can be told to misbehave (garbage body, hang, connection
-// reset, HTTP 401/402/429/5xx, a JSON-RPC error inside HTTP 200), whose tools
+// reset, HTTP 401/402/429/5xx, a JSON-RPC error inside HTTP 200, a redirect
+// to another origin, an error that echoes the call's arguments), whose tools
 // can change mid-session, and whose descriptions can be poisoned.
 //
 // It must not re-implement the MCP protocol: every well-behaved answer comes
@@ -46,6 +47,13 @@ const (
 	FaultServerError
 	// FaultRPCError answers HTTP 200 carrying a JSON-RPC error object.
 	FaultRPCError
+	// FaultRedirect answers 307 Temporary Redirect to the URL given to
+	// RedirectTo (a redirect keeps the method and body, so a client that
+	// followed it would re-send the call and its credentials there).
+	FaultRedirect
+	// FaultEchoError answers HTTP 200 carrying a JSON-RPC error whose message
+	// repeats the request's params verbatim, as a careless server does.
+	FaultEchoError
 )
 
 // RPCErrorCode is the JSON-RPC error code FaultRPCError answers with.
@@ -64,6 +72,7 @@ type Upstream struct {
 	hits    atomic.Int64
 	mu      sync.Mutex
 	hang    chan struct{}
+	target  atomic.Value // string: where FaultRedirect sends the client
 }
 
 // Options configures New. The zero value serves a server named "test" version
@@ -118,6 +127,9 @@ func (u *Upstream) SetFault(f Fault, method string) {
 	u.fault.Store(int64(f))
 }
 
+// RedirectTo sets where FaultRedirect redirects to.
+func (u *Upstream) RedirectTo(url string) { u.target.Store(url) }
+
 // Hits counts the POSTs that matched the fault's method so far.
 func (u *Upstream) Hits() int64 { return u.hits.Load() }
 
@@ -146,6 +158,18 @@ func AddDefaultTools(s *mcp.Server) {
 		Description: "Stores the given text.",
 	}, func(_ context.Context, _ *mcp.CallToolRequest, in EchoInput) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "stored " + in.Text}}}, nil, nil
+	})
+}
+
+// AddFailTool adds "fail": a tool whose result is isError with a text that
+// repeats its input, as a careless server's error message does.
+func AddFailTool(s *mcp.Server) {
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "fail",
+		Description: "Fails, repeating the given text.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, func(_ context.Context, _ *mcp.CallToolRequest, in EchoInput) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "cannot process " + in.Text}}}, nil, nil
 	})
 }
 
@@ -183,6 +207,7 @@ func (u *Upstream) wrap(next http.Handler) http.Handler {
 		var msg struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
 		}
 		_ = json.Unmarshal(body, &msg)
 		if m, _ := u.method.Load().(string); m != "" && m != msg.Method {
@@ -228,6 +253,17 @@ func (u *Upstream) wrap(next http.Handler) http.Handler {
 				id = json.RawMessage("null")
 			}
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"upstream refused"}}`, id, RPCErrorCode)
+		case FaultRedirect:
+			to, _ := u.target.Load().(string)
+			http.Redirect(w, r, to, http.StatusTemporaryRedirect)
+		case FaultEchoError:
+			w.Header().Set("Content-Type", "application/json")
+			id := msg.ID
+			if len(id) == 0 {
+				id = json.RawMessage("null")
+			}
+			text, _ := json.Marshal("cannot process " + string(msg.Params))
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, id, RPCErrorCode, text)
 		default:
 			next.ServeHTTP(w, r)
 		}

@@ -1,0 +1,77 @@
+package upstream
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/config"
+)
+
+// stdioChildMarker makes the test binary act as a stdio MCP server whose
+// "env" tool answers with its whole environment.
+const stdioChildMarker = "MCPREADY_TEST_STDIO_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(stdioChildMarker) == "1" {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "env", Version: "1"}, nil)
+		mcp.AddTool(srv, &mcp.Tool{Name: "env"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(os.Environ(), "\n")}}}, nil, nil
+		})
+		_ = srv.Run(context.Background(), &mcp.StdioTransport{})
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// A stdio child sees only what its configuration names (and PATH/HOME),
+// never a secret of the agent's environment.
+func TestStdioChildEnvironment(t *testing.T) {
+	t.Setenv("MCPREADY_TEST_KEY_PASSWORD", "agent-key-password")
+	t.Setenv("MCPREADY_TEST_OTHER_TOKEN", "other-upstream-token")
+	t.Setenv("MCPREADY_TEST_PASSED", "named-for-the-child")
+	up := config.Upstream{Name: "env", Command: []string{os.Args[0], "-test.run=^$"},
+		Env:     map[string]string{stdioChildMarker: "1", "GREETING": "hello"},
+		EnvFrom: map[string]string{"CHILD_TOKEN": "MCPREADY_TEST_PASSED"}}
+	p := NewPool(Options{Resolve: func(Target) (config.Upstream, bool) { return up, true }})
+	defer p.Close()
+	s, err := p.Shared(context.Background(), Target{Server: "env"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "env", Arguments: map[string]any{}})
+	if err != nil || res.IsError || len(res.Content) != 1 {
+		t.Fatalf("env: %v %+v", err, res)
+	}
+	got := map[string]string{}
+	for _, kv := range strings.Split(res.Content[0].(*mcp.TextContent).Text, "\n") {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	for _, secret := range []string{"MCPREADY_TEST_KEY_PASSWORD", "MCPREADY_TEST_OTHER_TOKEN", "MCPREADY_TEST_PASSED"} {
+		if _, ok := got[secret]; ok {
+			t.Errorf("child inherited %s", secret)
+		}
+	}
+	if got["GREETING"] != "hello" || got["CHILD_TOKEN"] != "named-for-the-child" || got["PATH"] != os.Getenv("PATH") {
+		t.Errorf("child environment lacks what the configuration names: GREETING=%q CHILD_TOKEN=%q", got["GREETING"], got["CHILD_TOKEN"])
+	}
+	for k := range got {
+		switch k {
+		case "PATH", "HOME", "GREETING", "CHILD_TOKEN", stdioChildMarker:
+		default:
+			t.Errorf("child got unnamed variable %s", k)
+		}
+	}
+	// A variable EnvFrom names that the agent lacks fails the connection
+	// without starting the child.
+	up.EnvFrom = map[string]string{"X": "MCPREADY_TEST_UNSET_VARIABLE"}
+	p2 := NewPool(Options{Resolve: func(Target) (config.Upstream, bool) { return up, true }})
+	defer p2.Close()
+	if _, err := p2.Shared(context.Background(), Target{Server: "env"}); err == nil || !strings.Contains(err.Error(), "MCPREADY_TEST_UNSET_VARIABLE") {
+		t.Fatalf("unset envFrom variable: %v", err)
+	}
+}
