@@ -10,7 +10,7 @@ import (
 // Options.MaxUpstreamSessionsPerPrincipal.
 const (
 	DefaultMaxUpstreamSessions             = 256
-	DefaultMaxUpstreamSessionsPerPrincipal = 16
+	DefaultMaxUpstreamSessionsPerPrincipal = 64
 )
 
 // errTooManySessions refuses a dedicated upstream session past a cap.
