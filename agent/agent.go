@@ -57,13 +57,18 @@ const DefaultListen = "127.0.0.1:7480"
 // ErrNotLoopback is returned for a non-loopback Listen without AllowNonLoopback.
 var ErrNotLoopback = errors.New("agent: refusing to listen on a non-loopback address")
 
+// ErrPlaintextControlPlane is returned for a control plane that is not on
+// loopback and would be reached without TLS.
+var ErrPlaintextControlPlane = errors.New("agent: refusing plaintext to a non-loopback control plane")
+
 // Options configures an Agent. Zero values are documented per field.
 type Options struct {
 	// ControlPlane is the control plane's gRPC address; "" runs from the
 	// last known good configuration only.
 	ControlPlane string
 	// ControlPlaneCreds secures the connection to the control plane; nil
-	// means plaintext, which the control plane accepts only on loopback.
+	// means plaintext, which is refused (ErrPlaintextControlPlane) unless
+	// ControlPlane is a loopback address.
 	ControlPlaneCreds credentials.TransportCredentials
 	// Root is the pinned root public key. Required.
 	Root crypto.PublicKey
@@ -154,6 +159,9 @@ func New(opts Options) (*Agent, error) {
 		creds := opts.ControlPlaneCreds
 		if creds == nil {
 			creds = insecure.NewCredentials()
+		}
+		if creds.Info().SecurityProtocol == "insecure" && checkLoopback(opts.ControlPlane, false) != nil {
+			return nil, fmt.Errorf("%w: %q (configure TLS to it)", ErrPlaintextControlPlane, opts.ControlPlane)
 		}
 		a.conn, err = grpc.NewClient(opts.ControlPlane, grpc.WithTransportCredentials(creds))
 		if err != nil {

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
+	"google.golang.org/grpc/credentials/insecure"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -118,6 +120,23 @@ func TestRefusesNonLoopback(t *testing.T) {
 	_, err := New(Options{Root: env.RootPub, NodeID: "n", DataDir: t.TempDir(), Listen: "0.0.0.0:0"})
 	if !errors.Is(err, ErrNotLoopback) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestRefusesPlaintextControlPlane: the agent never talks to a control
+// plane off loopback without TLS (before, it dialled any address in
+// plaintext).
+func TestRefusesPlaintextControlPlane(t *testing.T) {
+	for _, cp := range []string{"10.0.0.7:7443", "controlplane.example:7443", "dns:///cp:7443"} {
+		_, err := New(Options{ControlPlane: cp, Root: ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)), NodeID: "n", DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+		if !errors.Is(err, ErrPlaintextControlPlane) {
+			t.Errorf("%s: %v", cp, err)
+		}
+		_, err = New(Options{ControlPlane: cp, ControlPlaneCreds: insecure.NewCredentials(), Root: ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)),
+			NodeID: "n", DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+		if !errors.Is(err, ErrPlaintextControlPlane) {
+			t.Errorf("%s with insecure credentials: %v", cp, err)
+		}
 	}
 }
 
