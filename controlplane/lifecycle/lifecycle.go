@@ -33,9 +33,9 @@
 //   - A drift report suspends that exact identity fleet-wide and creates a
 //     fresh CANDIDATE named "<old>+<12 hex of the observed identity's
 //     digest>" with supersedes set to the old entry; the candidate never
-//     inherits qualification. Repeated reports are idempotent. Any client
-//     that reaches the Admin API may report drift, so expose it only over
-//     mTLS to enrolled agents.
+//     inherits qualification. Repeated reports are idempotent. Only callers
+//     holding the agent role may report drift, for their own node id
+//     (controlplane/authz); reports are not signed yet.
 //   - Sweep marks QUALIFIED entries STALE (drift EVIDENCE_STALE) when their
 //     qualification evidence (the Evidence their qualification's
 //     evidence_ref names) has expired. Other evidence about the same
