@@ -44,6 +44,7 @@ import (
 	"github.com/mcpready/mcpready/agent/validate"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/loopback"
 	"github.com/mcpready/mcpready/nodelabel"
 	"github.com/mcpready/mcpready/sign"
 )
@@ -160,7 +161,7 @@ func New(opts Options) (*Agent, error) {
 		if creds == nil {
 			creds = insecure.NewCredentials()
 		}
-		if creds.Info().SecurityProtocol == "insecure" && checkLoopback(opts.ControlPlane, false) != nil {
+		if creds.Info().SecurityProtocol == "insecure" && !loopback.Is(opts.ControlPlane) {
 			return nil, fmt.Errorf("%w: %q (configure TLS to it)", ErrPlaintextControlPlane, opts.ControlPlane)
 		}
 		a.conn, err = grpc.NewClient(opts.ControlPlane, grpc.WithTransportCredentials(creds))
@@ -218,18 +219,10 @@ func (a *Agent) Front() *front.Front { return a.front }
 func (a *Agent) Sync() *subscribe.Client { return a.sync }
 
 func checkLoopback(addr string, allow bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("agent: listen address %q: %w", addr, err)
 	}
-	if allow {
-		return nil
-	}
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
+	if !allow && !loopback.Is(addr) {
 		return fmt.Errorf("%w: %q (allow it explicitly)", ErrNotLoopback, addr)
 	}
 	return nil

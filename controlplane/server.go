@@ -53,6 +53,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/store"
 	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/loopback"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -172,12 +173,12 @@ func New(o Options) (*Server, error) {
 		cfg := o.TLS.Clone()
 		cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
 		s.creds = credentials.NewTLS(cfg)
-	} else if !isLoopback(o.Listen) {
+	} else if !loopback.Is(o.Listen) {
 		return nil, fmt.Errorf("%w: refusing plaintext on non-loopback address %q; configure TLS", ErrConfig, o.Listen)
 	}
 	mtls := o.TLS != nil && o.TLS.ClientAuth == tls.RequireAndVerifyClientCert && o.TLS.ClientCAs != nil
 	switch {
-	case !mtls && !isLoopback(o.Listen):
+	case !mtls && !loopback.Is(o.Listen):
 		return nil, fmt.Errorf("%w: off loopback (%q) the control plane needs client certificates: give a client CA (mTLS)", ErrConfig, o.Listen)
 	case mtls && len(o.Roles) == 0:
 		return nil, fmt.Errorf("%w: mTLS without role rules authorises nobody: map certificate identities to admin, agent and reader", ErrConfig)
@@ -193,7 +194,7 @@ func New(o Options) (*Server, error) {
 	}
 	s.lis = lis
 	if o.MetricsListen != "off" {
-		if !isLoopback(o.MetricsListen) && o.TLS == nil {
+		if !loopback.Is(o.MetricsListen) && o.TLS == nil {
 			lis.Close()
 			return nil, fmt.Errorf("%w: refusing non-loopback metrics address %q without TLS on the API", ErrConfig, o.MetricsListen)
 		}
@@ -441,16 +442,4 @@ func (s *Server) waitEtcd(ctx context.Context, cli *clientv3.Client, endpoints [
 		}
 		delay = min(delay*2, 5*time.Second)
 	}
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -29,11 +29,13 @@ const (
 
 // Errors.
 var (
-	ErrURL       = errors.New("mcpregistry: bad registry URL")
-	ErrResponse  = errors.New("mcpregistry: bad registry response")
-	ErrTooLarge  = errors.New("mcpregistry: registry page too large")
-	maxPageBytes = int64(8 << 20)
+	ErrURL      = errors.New("mcpregistry: bad registry URL")
+	ErrResponse = errors.New("mcpregistry: bad registry response")
+	ErrTooLarge = errors.New("mcpregistry: registry page too large")
 )
+
+// maxPageBytes bounds one page of the listing.
+const maxPageBytes = 8 << 20
 
 // Remote is one way to reach a server remotely.
 type Remote struct {

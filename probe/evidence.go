@@ -67,7 +67,7 @@ func Evidence(r *Report, o EvidenceOptions) (*artifact.Object, error) {
 	}
 	end := r.StartedAt.Add(r.Took)
 	auth := "keyless"
-	if r.Token {
+	if r.BearerPresented {
 		auth = "bearer-token"
 	}
 	server := r.Server

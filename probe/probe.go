@@ -110,8 +110,9 @@ type Report struct {
 	// answer); Warm the median of the later calls on the open session.
 	Cold time.Duration `json:"coldNs,omitempty"`
 	Warm time.Duration `json:"warmNs,omitempty"`
-	// Token says whether a bearer token was presented (never the token).
-	Token bool `json:"token,omitempty"`
+	// BearerPresented says whether a bearer token was presented (the token
+	// itself is never in the report).
+	BearerPresented bool `json:"bearerPresented,omitempty"`
 	// Took is the whole run.
 	Took time.Duration `json:"tookNs"`
 	// BlindSpots say what this probe cannot speak for.
@@ -196,7 +197,7 @@ func Run(ctx context.Context, endpoint string, o Options) (*Report, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: %q is not an http(s) URL", ErrURL, endpoint)
 	}
-	r := &Report{URL: endpoint, Server: o.Server, StartedAt: time.Now().UTC(), Token: o.Token != ""}
+	r := &Report{URL: endpoint, Server: o.Server, StartedAt: time.Now().UTC(), BearerPresented: o.Token != ""}
 	if o.Token == "" {
 		r.BlindSpots = append(r.BlindSpots, "keyless probe: says nothing about authorised use")
 	}

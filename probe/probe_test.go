@@ -303,14 +303,16 @@ func TestExampleArguments(t *testing.T) {
 	}
 }
 
-// TestCursorLoop: a hand-written server whose every tools/list page points
-// to the same next cursor; the listing stops, partial, instead of looping.
-func TestCursorLoop(t *testing.T) {
-	var lists atomic.Int32
+// rawServer is a hand-written session-era MCP server over plain JSON
+// responses: answer gives each request's result, or a JSON-RPC error code
+// (non-zero) with its message.
+func rawServer(t *testing.T, answer func(method string, params json.RawMessage) (any, int)) *httptest.Server {
+	t.Helper()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
 		}
 		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&req) != nil {
 			w.WriteHeader(http.StatusMethodNotAllowed)
@@ -320,28 +322,76 @@ func TestCursorLoop(t *testing.T) {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		var result any
-		switch req.Method {
-		case "initialize":
-			result = map[string]any{"protocolVersion": probe.VersionSession, "capabilities": map[string]any{"tools": map[string]any{}},
-				"serverInfo": map[string]any{"name": "loop", "version": "1"}}
-		case "tools/list":
-			lists.Add(1)
-			result = map[string]any{"tools": []any{map[string]any{"name": "t", "inputSchema": map[string]any{"type": "object"}}}, "nextCursor": "again"}
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32601, "message": "no"}})
-			return
+		out := map[string]any{"jsonrpc": "2.0", "id": req.ID}
+		if req.Method == "initialize" {
+			out["result"] = map[string]any{"protocolVersion": probe.VersionSession, "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "raw", "version": "1"}}
+		} else if res, code := answer(req.Method, req.Params); code != 0 {
+			out["error"] = map[string]any{"code": code, "message": "no"}
+		} else {
+			out["result"] = res
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+		json.NewEncoder(w).Encode(out)
 	}))
-	defer ts.Close()
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+var rawTool = map[string]any{"name": "t", "inputSchema": map[string]any{"type": "object"}}
+
+// TestCursorLoop: every tools/list page points to the same next cursor; the
+// listing stops, partial, instead of looping.
+func TestCursorLoop(t *testing.T) {
+	var lists atomic.Int32
+	ts := rawServer(t, func(method string, _ json.RawMessage) (any, int) {
+		if method != "tools/list" {
+			return nil, -32601
+		}
+		lists.Add(1)
+		return map[string]any{"tools": []any{rawTool}, "nextCursor": "again"}, 0
+	})
 	r := run(t, ts.URL, probe.Options{})
 	want(t, r, "protocol ready", "listing not-ready partial-cursor-loop", "invocation not-reached")
 	if n := lists.Load(); n != 2 || !r.Partial {
 		t.Errorf("%d tools/list requests (want 2: the repeat is seen on the second), partial=%v", n, r.Partial)
 	}
+}
+
+// TestPageFailedAndArgumentsRejected: a failing second page leaves the
+// listing partial; a read-only tool that rejects schema-valid arguments
+// with -32602 is invocation-not-ready, and the layer above is not reached.
+func TestPageFailedAndArgumentsRejected(t *testing.T) {
+	failPage := rawServer(t, func(method string, params json.RawMessage) (any, int) {
+		if method == "tools/list" && strings.Contains(string(params), "page2") {
+			return nil, -32603
+		}
+		return map[string]any{"tools": []any{rawTool}, "nextCursor": "page2"}, 0
+	})
+	r := run(t, failPage.URL, probe.Options{})
+	want(t, r, "listing not-ready partial-page-failed", "invocation not-reached")
+	if !r.Partial || r.Pages != 1 || r.Tools != 1 {
+		t.Errorf("partial=%v pages=%d tools=%d", r.Partial, r.Pages, r.Tools)
+	}
+
+	rejecting := rawServer(t, func(method string, _ json.RawMessage) (any, int) {
+		switch method {
+		case "tools/list":
+			return map[string]any{"tools": []any{rawTool}}, 0
+		case "tools/call":
+			return nil, -32602
+		}
+		return nil, -32601
+	})
+	want(t, run(t, rejecting.URL, probe.Options{ReadOnly: []string{"t"}}),
+		"invocation not-ready arguments-rejected", "result not-reached")
+	failing := rawServer(t, func(method string, _ json.RawMessage) (any, int) {
+		if method == "tools/list" {
+			return map[string]any{"tools": []any{rawTool}}, 0
+		}
+		return nil, -32603
+	})
+	want(t, run(t, failing.URL, probe.Options{ReadOnly: []string{"t"}}), "invocation not-ready call-failed")
 }
 
 func TestEvidence(t *testing.T) {

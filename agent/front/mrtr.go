@@ -232,10 +232,6 @@ type needsInput struct {
 	held *heldCall // the upstream call waiting for the answer, if any
 }
 
-func (n *needsInput) outcome() invoke.Outcome {
-	return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: n}
-}
-
 // callUpstream calls the upstream for one attempt: a resumed stateless call
 // carries the client's answers and the upstream's state; for a session-era
 // client the agent answers input requests over the client's session and

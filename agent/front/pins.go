@@ -2,7 +2,6 @@ package front
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -217,14 +216,4 @@ func (p *pins) toolsChanged(t upstream.Target) {
 		p.f.opts.Logger.Warn("re-listing tools after list_changed", "server", t.Server, "endpoint", t.Endpoint, "err", err)
 	}
 	p.f.notifyToolsChanged(t.Server)
-}
-
-// sortedKeys returns m's keys sorted.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

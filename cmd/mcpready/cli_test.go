@@ -136,6 +136,7 @@ func TestExitCodes(t *testing.T) {
 		"mcpready prober": {
 			{[]string{"prober"}, exitUsage},
 			{[]string{"prober", "--sign", missing, "--observer", "o"}, exitUsage},
+			{append([]string{"prober", "--sign", signer + ".key", "--observer", "o", "--metrics-listen", "0.0.0.0:0"}, down...), exitUsage},
 		},
 		"mcpready registry": {{[]string{"registry", "nope"}, exitUsage}},
 		"mcpready registry import": {

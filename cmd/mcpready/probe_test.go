@@ -64,6 +64,10 @@ func TestProbeCommand(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "no-read-only-tool") || !strings.Contains(out, "era 2026-07-28:") || called != 1 {
 		t.Fatalf("exit %d called %d:\n%s", code, called, out)
 	}
+	t.Setenv("MCPREADY_PROBE_TOKEN", "from-env")
+	if code, _, _ = runKeyCLI(t, "probe", "--url", ts.URL); code != exitOK || auth != "Bearer from-env" {
+		t.Fatalf("token from the environment: exit %d, Authorization %q", code, auth)
+	}
 }
 
 // TestProbeEvidence signs a probe run as SYNTHETIC Evidence, writes it,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/loopback"
 	"github.com/mcpready/mcpready/probe"
 	"github.com/mcpready/mcpready/prober"
 	"github.com/mcpready/mcpready/sign"
@@ -114,12 +115,8 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 }
 
 func listenLoopback(addr string) (net.Listener, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("%q is not a loopback address", addr)
+	if !loopback.Is(addr) {
+		return nil, fmt.Errorf("%q is not a loopback host:port", addr)
 	}
 	return net.Listen("tcp", addr)
 }

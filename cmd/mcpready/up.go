@@ -16,6 +16,7 @@ import (
 	"github.com/mcpready/mcpready/agent"
 	"github.com/mcpready/mcpready/controlplane"
 	"github.com/mcpready/mcpready/internal/demo"
+	"github.com/mcpready/mcpready/internal/loopback"
 )
 
 // upOptions are the flags of up.
@@ -68,11 +69,10 @@ Then:  mcpready demo calls     (five calls that show each idea)
 var errNotLoopback = errors.New("up listens on loopback only")
 
 func checkLoopback(flag, addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return usagef("--%s %q: %w", flag, addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !loopback.Is(addr) {
 		return usagef("--%s %q: %w", flag, addr, errNotLoopback)
 	}
 	return nil

@@ -164,15 +164,6 @@ func New(o Options) (*Authorizer, error) {
 	return a, nil
 }
 
-type ctxKey struct{}
-
-// FromContext returns the caller's identity inside a handler the
-// Authorizer admitted.
-func FromContext(ctx context.Context) (Identity, bool) {
-	id, ok := ctx.Value(ctxKey{}).(Identity)
-	return id, ok
-}
-
 // Identify returns the caller's identity from the gRPC peer of ctx.
 func (a *Authorizer) Identify(ctx context.Context) (Identity, error) {
 	p, ok := peer.FromContext(ctx)
@@ -292,7 +283,7 @@ func (a *Authorizer) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, a.refuse(info.FullMethod, id, err)
 		}
-		return h(context.WithValue(ctx, ctxKey{}, id), req)
+		return h(ctx, req)
 	}
 }
 
@@ -308,8 +299,7 @@ func (a *Authorizer) StreamInterceptor() grpc.StreamServerInterceptor {
 		if err != nil {
 			return a.refuse(info.FullMethod, id, err)
 		}
-		return h(srv, &checkedStream{ServerStream: ss, a: a, id: id, r: r, method: info.FullMethod,
-			ctx: context.WithValue(ss.Context(), ctxKey{}, id), first: true})
+		return h(srv, &checkedStream{ServerStream: ss, a: a, id: id, r: r, method: info.FullMethod, first: true})
 	}
 }
 
@@ -319,11 +309,8 @@ type checkedStream struct {
 	id     Identity
 	r      rule
 	method string
-	ctx    context.Context
 	first  bool
 }
-
-func (s *checkedStream) Context() context.Context { return s.ctx }
 
 func (s *checkedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {

@@ -1,0 +1,22 @@
+// Package loopback answers one question for every listener and dialler of
+// the project: is a host:port address on loopback? It must not resolve
+// names (only "localhost" counts as a loopback name), so the answer never
+// depends on DNS.
+package loopback
+
+import "net"
+
+// Is reports whether addr ("host:port") names a loopback host: localhost,
+// or a loopback IPv4 or IPv6 address. An address that does not parse is not
+// loopback.
+func Is(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
