@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mcpready/mcpready/explain"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/ledger"
 	"github.com/mcpready/mcpready/ledger/export"
@@ -117,16 +118,7 @@ func receiptRow(tw *tabwriter.Writer, sr *mcpreadyv1.StoredReceipt) {
 		ended = t.AsTime().UTC().Format(time.RFC3339)
 	}
 	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ended, r.GetReceiptId(), sr.GetAgentId(), r.GetRequested(), sel,
-		outcomeWord(r.GetOutcome()), r.GetLatency().AsDuration().Round(time.Microsecond))
-}
-
-// outcomeWord is an enum value without its prefix, lower case.
-func outcomeWord(o mcpreadyv1.OutcomeClass) string {
-	return enumWord(o.String(), "OUTCOME_CLASS_")
-}
-
-func enumWord(s, prefix string) string {
-	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(s, prefix), "_", "-"))
+		explain.OutcomeWord(r.GetOutcome()), r.GetLatency().AsDuration().Round(time.Microsecond))
 }
 
 // getReceipt fetches one stored receipt by id.
@@ -191,7 +183,7 @@ func (o *receiptsGetOptions) run(cmd *cobra.Command, args []string) error {
 			row("Selected", fmt.Sprintf("%s@%s %s at %s (protocol %s)", s.GetServerName(), s.GetServerVersion(), s.GetToolName(), s.GetEndpoint(), s.GetProtocolVersion()))
 		}
 		row("Policy version", r.GetPolicyVersion())
-		row("Outcome", outcomeWord(r.GetOutcome()))
+		row("Outcome", explain.OutcomeWord(r.GetOutcome()))
 		row("Attempts", r.GetAttemptCount())
 		row("Latency", r.GetLatency().AsDuration())
 		row("Arguments digest", r.GetArgumentsDigest())

@@ -1,0 +1,60 @@
+package explain_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/mcpready/mcpready/explain"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// A candidate that was tried before a fallback is explained as tried, one
+// that was never reached as not tried.
+func TestExplainTriedCandidates(t *testing.T) {
+	r := &mcpreadyv1.Receipt{
+		ReceiptId: "r1", Requested: "docs_lookup",
+		Candidates: []*mcpreadyv1.Candidate{
+			{Entry: "a/lookup", ServerName: "a", ToolName: "lookup", Endpoint: "http://a"},
+			{Entry: "b/lookup", ServerName: "b", ToolName: "lookup", Endpoint: "http://b", Selected: true},
+			{Entry: "c/lookup", ServerName: "c", ToolName: "lookup", Endpoint: "http://c"},
+		},
+		Attempts: []*mcpreadyv1.Attempt{{Number: 1, Entry: "a/lookup"}, {Number: 2, Entry: "a/lookup"}, {Number: 3, Entry: "b/lookup"}},
+	}
+	var buf bytes.Buffer
+	explain.Write(&buf, &mcpreadyv1.StoredReceipt{Receipt: r})
+	for _, want := range []string{
+		"a/lookup at http://a [a/lookup]: eligible, tried 2 time(s) without success.",
+		"b/lookup at http://b [b/lookup]: selected.",
+		"c/lookup at http://c [c/lookup]: eligible, not tried.",
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("explain lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+// The text form keeps the shape `mcpready explain` always printed: six
+// paragraphs separated by blank lines, items indented by two spaces, and
+// the same lines Of gives the console.
+func TestWriteIsTheParagraphs(t *testing.T) {
+	sr := &mcpreadyv1.StoredReceipt{Receipt: &mcpreadyv1.Receipt{ReceiptId: "r2", Requested: "docs_lookup",
+		Candidates: []*mcpreadyv1.Candidate{{Entry: "a/x", ServerName: "a", ToolName: "x", RejectionCode: "stale_evidence", RejectedAtStep: 6}}}}
+	paras := explain.Of(sr)
+	if len(paras) != 6 {
+		t.Fatalf("%d paragraphs, want 6", len(paras))
+	}
+	var buf bytes.Buffer
+	if err := explain.Write(&buf, sr); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(buf.String(), "\n\n"); got != 5 {
+		t.Errorf("%d blank lines, want 5:\n%s", got, buf.String())
+	}
+	if !strings.Contains(buf.String(), "Decision under policy version (unknown):\n  - a/x at (no endpoint) [a/x]: rejected at step 6") {
+		t.Errorf("decision paragraph:\n%s", buf.String())
+	}
+	if l := paras[2][1]; !l.Indented || !strings.HasPrefix(l.Text, "- a/x") {
+		t.Errorf("candidate line %+v", l)
+	}
+}
