@@ -47,6 +47,7 @@ import (
 
 	"github.com/mcpready/mcpready/controlplane/admin"
 	"github.com/mcpready/mcpready/controlplane/authz"
+	"github.com/mcpready/mcpready/controlplane/console"
 	"github.com/mcpready/mcpready/controlplane/discovery"
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
 	"github.com/mcpready/mcpready/controlplane/lifecycle"
@@ -73,7 +74,8 @@ var (
 type Options struct {
 	// Listen is the gRPC address; "" means DefaultListen.
 	Listen string
-	// MetricsListen serves /metrics and /healthz; "" means
+	// MetricsListen serves /metrics, /healthz and the read-only web
+	// console under /console/ (package console); "" means
 	// DefaultMetricsListen, "off" disables it. A non-loopback address
 	// needs TLS on the gRPC listener.
 	MetricsListen string
@@ -217,6 +219,15 @@ func (s *Server) MetricsAddr() string {
 	return s.mlis.Addr().String()
 }
 
+// ConsoleURL is the web console's address on the HTTP listener, or ""
+// when that listener is disabled.
+func (s *Server) ConsoleURL() string {
+	if s.mlis == nil {
+		return ""
+	}
+	return "http://" + s.mlis.Addr().String() + console.Prefix
+}
+
 // Registry is the metrics registry (for services such as Receipts to
 // register on before Run).
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
@@ -330,7 +341,12 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	var hsrv *http.Server
 	if s.mlis != nil {
+		cons, err := s.console(st, lc, receipts, ds)
+		if err != nil {
+			return err
+		}
 		mux := http.NewServeMux()
+		mux.Handle(console.Prefix, cons)
 		mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 		// /healthz mirrors the gRPC health state for probes that cannot
 		// speak gRPC or present a client certificate.
@@ -378,6 +394,19 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Wait()
 	s.o.Logger.Info("control plane stopped")
 	return runErr
+}
+
+// console builds the read-only web console over the running services.
+func (s *Server) console(st *store.Store, lc *lifecycle.Manager, receipts *receiptPipeline, ds *discovery.Server) (*console.Console, error) {
+	o := console.Options{Registry: lc, Artifacts: st, Fleet: ds, Authorizer: s.authz, Logger: s.o.Logger}
+	if receipts != nil {
+		o.Receipts = receipts.store
+	}
+	c, err := console.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return c, nil
 }
 
 // sweepWhenElected runs the lifecycle (its store watch and its sweep) on

@@ -137,6 +137,16 @@ func TestEmbeddedEtcdHealthAndMetrics(t *testing.T) {
 			t.Errorf("metrics lack %s", m)
 		}
 	}
+	// The read-only console shares the listener; on the quickstart a
+	// loopback caller may read it.
+	if s.ConsoleURL() != "http://"+s.MetricsAddr()+"/console/" {
+		t.Errorf("console URL %q", s.ConsoleURL())
+	}
+	cr, err := http.Get(s.ConsoleURL() + "registry?format=json")
+	if err != nil || cr.StatusCode != 200 {
+		t.Fatalf("console: %v %v", cr, err)
+	}
+	cr.Body.Close()
 }
 
 // agent subscribes to Policy over a real stream and returns the bundles it

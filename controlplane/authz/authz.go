@@ -19,12 +19,14 @@ package authz
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,6 +108,12 @@ type Identity struct {
 	Roles []Role
 }
 
+// MayRead reports whether the identity holds a role that may read (reader
+// or admin), as the read methods of the table require.
+func (id Identity) MayRead() bool {
+	return slices.ContainsFunc(readers, id.Has)
+}
+
 // Has reports whether the identity holds role r.
 func (id Identity) Has(r Role) bool {
 	for _, x := range id.Roles {
@@ -170,10 +178,19 @@ func (a *Authorizer) Identify(ctx context.Context) (Identity, error) {
 	if !ok {
 		return Identity{}, ErrUnauthenticated
 	}
-	ti, isTLS := p.AuthInfo.(credentials.TLSInfo)
-	if isTLS && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
-		chains := ti.State.VerifiedChains
-		name := certName(chains[0][0])
+	var state *tls.ConnectionState
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+		state = &ti.State
+	}
+	return a.IdentifyConn(state, p.Addr)
+}
+
+// IdentifyConn is Identify for a connection outside gRPC (the console's
+// HTTP requests): its TLS state (nil for plaintext) and remote address,
+// under the same rules.
+func (a *Authorizer) IdentifyConn(state *tls.ConnectionState, addr net.Addr) (Identity, error) {
+	if state != nil && len(state.VerifiedChains) > 0 && len(state.VerifiedChains[0]) > 0 {
+		name := certName(state.VerifiedChains[0][0])
 		if name == "" {
 			return Identity{}, fmt.Errorf("%w: client certificate names no identity", ErrUnauthenticated)
 		}
@@ -185,10 +202,10 @@ func (a *Authorizer) Identify(ctx context.Context) (Identity, error) {
 		}
 		return id, nil
 	}
-	if a.o.LocalPlaintext && isLoopback(p.Addr) {
+	if a.o.LocalPlaintext && isLoopback(addr) {
 		return Identity{Name: "local", Local: true, Roles: []Role{RoleAdmin, RoleAgent, RoleReader}}, nil
 	}
-	return Identity{}, fmt.Errorf("%w: caller %s presented no verified client certificate", ErrUnauthenticated, p.Addr)
+	return Identity{}, fmt.Errorf("%w: caller %s presented no verified client certificate", ErrUnauthenticated, addr)
 }
 
 func certName(c *x509.Certificate) string {

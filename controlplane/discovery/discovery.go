@@ -22,12 +22,15 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -188,6 +191,65 @@ func (s *Server) nextNonce() string { return strconv.FormatUint(s.nonce.Add(1), 
 type conn struct {
 	wakeCh chan struct{}
 	node   string // set once by identify, read under Server.mu
+	since  time.Time
+	types  map[string]*TypeStatus // by type URL, under Server.mu
+}
+
+// Agent is one open agent stream: its node id, when it connected and what
+// it answered to each type pushed to it.
+type Agent struct {
+	NodeID string       `json:"nodeId"`
+	Since  time.Time    `json:"since"`
+	Types  []TypeStatus `json:"types"`
+}
+
+// TypeStatus is an agent's last answer for one resource type: the version
+// it last ACKed and, if it refused a later one, that version and the
+// reason its NACK gave.
+type TypeStatus struct {
+	TypeURL    string    `json:"typeUrl"`
+	Acked      string    `json:"acked,omitempty"`
+	Nacked     string    `json:"nacked,omitempty"`
+	NackReason string    `json:"nackReason,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+// Agents returns the open agent streams that named their node, sorted by
+// node id (a node with two streams appears twice). Safe for concurrent use.
+func (s *Server) Agents() []Agent {
+	s.mu.RLock()
+	out := make([]Agent, 0, len(s.conns))
+	for c := range s.conns {
+		if c.node == "" {
+			continue
+		}
+		a := Agent{NodeID: c.node, Since: c.since}
+		for _, ts := range c.types {
+			a.Types = append(a.Types, *ts)
+		}
+		slices.SortFunc(a.Types, func(x, y TypeStatus) int { return strings.Compare(x.TypeURL, y.TypeURL) })
+		out = append(out, a)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(x, y Agent) int { return cmp.Or(strings.Compare(x.NodeID, y.NodeID), x.Since.Compare(y.Since)) })
+	return out
+}
+
+// answered records c's ACK (reason "") or NACK of version for typeURL.
+func (s *Server) answered(c *conn, typeURL, version, reason string, nack bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := c.types[typeURL]
+	if ts == nil {
+		ts = &TypeStatus{TypeURL: typeURL}
+		c.types[typeURL] = ts
+	}
+	ts.At = time.Now()
+	if nack {
+		ts.Nacked, ts.NackReason = version, reason
+		return
+	}
+	ts.Acked, ts.Nacked, ts.NackReason = version, "", ""
 }
 
 func (c *conn) wake() {
@@ -198,7 +260,7 @@ func (c *conn) wake() {
 }
 
 func (s *Server) register() (*conn, func()) {
-	c := &conn{wakeCh: make(chan struct{}, 1)}
+	c := &conn{wakeCh: make(chan struct{}, 1), since: time.Now(), types: map[string]*TypeStatus{}}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()

@@ -24,6 +24,7 @@ var policyURL = artifact.KindPolicy.TypeURL()
 type env struct {
 	st       *store.Store
 	cli      mcpreadyv1.DiscoveryServiceClient
+	ds       *discovery.Server
 	start    func()
 	versions int
 }
@@ -49,7 +50,7 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(); gs.Stop(); start(); cancel(); <-done })
-	return &env{st: st, cli: mcpreadyv1.NewDiscoveryServiceClient(conn), start: start}
+	return &env{st: st, cli: mcpreadyv1.NewDiscoveryServiceClient(conn), ds: ds, start: start}
 }
 
 func (e *env) put(t *testing.T, name, body string, labels map[string]string) store.Record {
@@ -140,6 +141,14 @@ func TestSotWAckNackNoResendLoop(t *testing.T) {
 	s.Send(&mcpreadyv1.StreamResourcesRequest{TypeUrl: policyURL, VersionInfo: r1.VersionInfo, ResponseNonce: r2.Nonce, ErrorDetail: &mcpreadyv1.ErrorDetail{Code: 3, Message: "bad signature"}})
 	if m, got := recvTimeout(t, sc, 600*time.Millisecond); got {
 		t.Fatalf("resent after NACK: %v", m)
+	}
+	// Agents shows what the node ACKed and what it refused, with the reason.
+	ag := e.ds.Agents()
+	if len(ag) != 1 || ag[0].NodeID != "n1" || len(ag[0].Types) != 1 {
+		t.Fatalf("agents %+v", ag)
+	}
+	if ts := ag[0].Types[0]; ts.TypeURL != policyURL || ts.Acked != r1.VersionInfo || ts.Nacked != r2.VersionInfo || ts.NackReason != "bad signature" {
+		t.Fatalf("type status %+v, want acked %s nacked %s", ts, r1.VersionInfo, r2.VersionInfo)
 	}
 	// only a new version is sent
 	e.put(t, "p1", "three", nil)

@@ -93,6 +93,7 @@ func serve[Req request](s *Server, stream grpc.ServerStream, recv func() (Req, e
 			}
 			nack := req.GetErrorDetail() != nil
 			s.o.Metrics.acked(req.GetTypeUrl(), !nack)
+			s.answered(c, req.GetTypeUrl(), sub.version(), req.GetErrorDetail().GetMessage(), nack)
 			if nack {
 				s.o.Logger.Warn("discovery: NACK; keeping the agent's previous version", "node", nodeID, "type", req.GetTypeUrl(), "version", sub.version(), "error", req.GetErrorDetail().GetMessage())
 			}

@@ -316,22 +316,12 @@ func fill(r *Result, rows []row) {
 	r.SpanSeconds = int(r.Last.Sub(r.First) / time.Second)
 	r.Listing = latency(listMs)
 	r.Call = latency(callMs)
+	r.Bands = Bands(callMs)
 	over := 0
-	bounds := []float64{250, 500, 1000, 2000, 5000, 10000}
-	labels := []string{"under 250 ms", "250 to 499 ms", "500 to 999 ms", "1.0 to 1.9 s", "2.0 to 4.9 s", "5.0 to 9.9 s", "10 s or more"}
-	r.Bands = make([]Band, len(labels))
-	for i := range labels {
-		r.Bands[i].Label = labels[i]
-	}
 	for _, ms := range callMs {
 		if ms >= 1000 {
 			over++
 		}
-		b, _ := slices.BinarySearch(bounds, ms)
-		if b < len(bounds) && bounds[b] == ms {
-			b++ // a bound belongs to the band above it
-		}
-		r.Bands[b].Calls++
 	}
 	r.CallsOverOneSec = count(over, len(callMs), "successful calls")
 	atLeast3 := 0
@@ -346,6 +336,25 @@ func fill(r *Result, rows []row) {
 	}
 	slices.Sort(tools)
 	r.ToolsMedian = median(tools)
+}
+
+// Bands counts latencies (milliseconds) into the paper's seven bands, from
+// "under 250 ms" to "10 s or more"; a bound belongs to the band above it.
+func Bands(ms []float64) []Band {
+	bounds := []float64{250, 500, 1000, 2000, 5000, 10000}
+	labels := []string{"under 250 ms", "250 to 499 ms", "500 to 999 ms", "1.0 to 1.9 s", "2.0 to 4.9 s", "5.0 to 9.9 s", "10 s or more"}
+	bands := make([]Band, len(labels))
+	for i := range labels {
+		bands[i].Label = labels[i]
+	}
+	for _, m := range ms {
+		b, _ := slices.BinarySearch(bounds, m)
+		if b < len(bounds) && bounds[b] == m {
+			b++
+		}
+		bands[b].Calls++
+	}
+	return bands
 }
 
 func latency(ms []float64) Latency {
