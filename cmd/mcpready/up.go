@@ -103,6 +103,9 @@ func runUp(parent context.Context, out, errOut io.Writer, o demo.StackOptions) e
 
 	fmt.Fprintf(out, "agent MCP endpoint: %s\n", st.AgentURL)
 	fmt.Fprintf(out, "control plane: %s\n", st.ControlPlane)
+	if st.Console != "" {
+		fmt.Fprintf(out, "console: %s\n", st.Console)
+	}
 	fmt.Fprintf(out, "keys: %s\n", st.KeysDir)
 	fmt.Fprintf(out, "data: %s\n", st.DataDir)
 	fmt.Fprintf(out, "try: mcpready demo calls --agent %s --server %s\n", st.AgentURL, st.ControlPlane)

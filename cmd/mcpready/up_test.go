@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,7 @@ type upProcess struct {
 	cmd      *exec.Cmd
 	agentURL string
 	server   string
+	console  string
 	keys     string
 	data     string
 	stderr   *syncBuffer
@@ -121,6 +123,8 @@ func startUp(t *testing.T, bin, data string) *upProcess {
 				p.agentURL = v
 			case "control plane":
 				p.server = v
+			case "console":
+				p.console = v
 			case "keys":
 				p.keys = v
 			case "data":
@@ -247,6 +251,20 @@ func TestUpEndToEnd(t *testing.T) {
 			t.Fatalf("receipts tail never showed the docs_lookup receipt (err %v):\n%s", err, out)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+
+	// up prints the console's URL; a loopback caller reads the registry there.
+	if !strings.HasPrefix(p.console, "http://127.0.0.1:") || !strings.HasSuffix(p.console, "/console/") {
+		t.Fatalf("console %q is not a loopback /console/ URL", p.console)
+	}
+	cr, err := http.Get(p.console + "registry?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, _ := io.ReadAll(cr.Body)
+	cr.Body.Close()
+	if cr.StatusCode != 200 || !bytes.Contains(cb, []byte(`"state": "qualified"`)) {
+		t.Fatalf("console registry: %d %s", cr.StatusCode, cb)
 	}
 
 	t0 = time.Now()

@@ -55,6 +55,9 @@ type Stack struct {
 	AgentURL string
 	// ControlPlane is the control plane's gRPC address.
 	ControlPlane string
+	// Console is the URL of the control plane's read-only web console
+	// ("" when its HTTP listener is off).
+	Console string
 	// KeysDir and DataDir are absolute paths.
 	KeysDir, DataDir string
 	Servers          *Servers
@@ -203,7 +206,7 @@ func (st *Stack) startControlPlane(ctx context.Context, o StackOptions, keys Key
 	st.admin = mcpreadyv1.NewAdminServiceClient(conn)
 	select {
 	case <-cp.Ready():
-		st.ControlPlane = cp.Addr()
+		st.ControlPlane, st.Console = cp.Addr(), cp.ConsoleURL()
 		return nil
 	case err := <-st.done:
 		return err
