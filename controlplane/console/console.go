@@ -112,7 +112,8 @@ func New(o Options) (*Console, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{o: o, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
-	funcs := template.FuncMap{"when": when, "pct": pct, "list": func() []navItem { return nav }}
+	funcs := template.FuncMap{"when": when, "pct": pct, "list": func() []navItem { return nav },
+		"item": func(s string) string { return strings.TrimPrefix(s, "- ") }}
 	for _, p := range []string{"index", "registry", "evidence", "receipts", "receipt", "probes", "fleet", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
@@ -196,7 +197,11 @@ func (c *Console) page(name string, fn func(*http.Request) (string, any, error))
 			c.fail(w, r, code, msg)
 			return
 		}
-		c.render(w, r, http.StatusOK, name, view{Title: title, Nav: name, Data: data})
+		nav := name
+		if name == "receipt" {
+			nav = "receipts" // a receipt is found through the receipt search
+		}
+		c.render(w, r, http.StatusOK, name, view{Title: title, Nav: nav, Data: data})
 	}
 }
 
