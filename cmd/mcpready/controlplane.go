@@ -43,8 +43,9 @@ TrustPolicy itself against --root.
 Plaintext is refused off loopback: give --tls-cert and --tls-key (and
 --tls-ca to require client certificates). --observer-key is the control
 plane's own key for lifecycle changes (grant it Evidence and RegistryEntry in
-the TrustPolicy); its password is read as for keygen. /metrics and /healthz
-are served on --metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
+the TrustPolicy); its password is read as for keygen. /metrics, /healthz and
+the read-only web console (/console/, reader role) are served on
+--metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -52,7 +53,7 @@ are served on --metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
 	fl.StringVar(&o.data, "data", "", "data directory (embedded etcd, receipts)")
 	fl.StringVar(&o.root, "root", "", "root public key (PEM) that signs TrustPolicies")
 	fl.StringVar(&o.listen, "listen", controlplane.DefaultListen, "gRPC listen address")
-	fl.StringVar(&o.metrics, "metrics-listen", controlplane.DefaultMetricsListen, `/metrics and /healthz address ("off" disables)`)
+	fl.StringVar(&o.metrics, "metrics-listen", controlplane.DefaultMetricsListen, `/metrics, /healthz and /console/ address ("off" disables)`)
 	fl.StringVar(&o.etcd, "etcd-endpoints", "", "external etcd endpoints, comma-separated (empty: embedded etcd)")
 	fl.StringVar(&o.tlsCert, "tls-cert", "", "server certificate (PEM)")
 	fl.StringVar(&o.tlsKey, "tls-key", "", "server private key (PEM)")

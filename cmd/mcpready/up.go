@@ -59,7 +59,7 @@ Then:  mcpready demo calls     (five calls that show each idea)
 	}
 	fl.StringVar(&o.data, "data", def, "data directory: keys, artifacts, etcd, receipts, agent state (env MCPREADY_DATA)")
 	fl.StringVar(&o.cpListen, "controlplane-listen", controlplane.DefaultListen, "control plane gRPC address (loopback; port 0 picks a free one)")
-	fl.StringVar(&o.metricsListen, "metrics-listen", controlplane.DefaultMetricsListen, "control plane /metrics and /healthz address (loopback)")
+	fl.StringVar(&o.metricsListen, "metrics-listen", controlplane.DefaultMetricsListen, "control plane /metrics, /healthz and /console/ address (loopback)")
 	fl.StringVar(&o.agentListen, "agent-listen", agent.DefaultListen, "agent MCP address (loopback)")
 	return cmd
 }
