@@ -55,6 +55,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/loopback"
+	"github.com/mcpready/mcpready/internal/tlssniff"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -75,7 +76,9 @@ type Options struct {
 	// Listen is the gRPC address; "" means DefaultListen.
 	Listen string
 	// MetricsListen serves /metrics, /healthz and the read-only web
-	// console under /console/ (package console); "" means
+	// console under /console/ (package console), in plaintext and, when
+	// TLS is set, also in TLS on the same port (client certificates
+	// verified when given, never required: probes present none); "" means
 	// DefaultMetricsListen, "off" disables it. A non-loopback address
 	// needs TLS on the gRPC listener.
 	MetricsListen string
@@ -128,6 +131,7 @@ type Server struct {
 	o       Options
 	lis     net.Listener
 	mlis    net.Listener
+	mtls    bool // mlis also serves TLS
 	creds   credentials.TransportCredentials
 	authz   *authz.Authorizer
 	reg     *prometheus.Registry
@@ -204,6 +208,17 @@ func New(o Options) (*Server, error) {
 			lis.Close()
 			return nil, fmt.Errorf("%w: listen %s: %w", ErrConfig, o.MetricsListen, err)
 		}
+		if o.TLS != nil {
+			// TLS beside plaintext on the same port: probes and scrapes stay
+			// plaintext, the console is reached with a client certificate.
+			hcfg := o.TLS.Clone()
+			hcfg.MinVersion = max(hcfg.MinVersion, tls.VersionTLS12)
+			hcfg.NextProtos = []string{"http/1.1"}
+			if hcfg.ClientAuth == tls.RequireAndVerifyClientCert {
+				hcfg.ClientAuth = tls.VerifyClientCertIfGiven
+			}
+			s.mlis, s.mtls = tlssniff.New(s.mlis, hcfg, 0), true
+		}
 	}
 	return s, nil
 }
@@ -219,13 +234,19 @@ func (s *Server) MetricsAddr() string {
 	return s.mlis.Addr().String()
 }
 
-// ConsoleURL is the web console's address on the HTTP listener, or ""
-// when that listener is disabled.
+// ConsoleURL is the web console's address on the HTTP listener (https
+// when the Server has TLS: the listener then also speaks TLS, and the
+// console needs a client certificate under mTLS), or "" when that
+// listener is disabled.
 func (s *Server) ConsoleURL() string {
 	if s.mlis == nil {
 		return ""
 	}
-	return "http://" + s.mlis.Addr().String() + console.Prefix
+	scheme := "http://"
+	if s.mtls {
+		scheme = "https://"
+	}
+	return scheme + s.mlis.Addr().String() + console.Prefix
 }
 
 // Registry is the metrics registry (for services such as Receipts to

@@ -580,3 +580,62 @@ func TestOffLoopbackNeedsClientCertificates(t *testing.T) {
 		t.Fatalf("mTLS without roles: %v", err)
 	}
 }
+
+// TestConsoleOverMutualTLS: with mTLS the console is reached over TLS on
+// the HTTP listener with a client certificate holding the reader role; an
+// agent's certificate is refused, and so is plaintext. /healthz and
+// /metrics still answer plaintext on the same port (kubelet probes cannot
+// present certificates). Before, the listener spoke plaintext only, so no
+// console request could carry a certificate: the reader's request failed.
+func TestConsoleOverMutualTLS(t *testing.T) {
+	p := testpki.New(t)
+	f := testpki.TLS(t, t.TempDir())
+	pool := x509.NewCertPool()
+	ca, _ := os.ReadFile(f.CA)
+	pool.AppendCertsFromPEM(ca)
+	srvCert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(), MetricsListen: "127.0.0.1:0",
+		TLS: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}})
+	consoleURL := "https://" + s.MetricsAddr() + "/console/"
+	if s.ConsoleURL() != consoleURL {
+		t.Errorf("console URL %q, want %q", s.ConsoleURL(), consoleURL)
+	}
+	get := func(url, cn string) (int, error) {
+		cfg := &tls.Config{RootCAs: pool}
+		if cn != "" {
+			certFile, keyFile := f.Client(t, cn)
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
+		resp, err := c.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	for _, tc := range []struct {
+		url, cn string
+		want    int
+	}{
+		{consoleURL + "registry?format=json", "reader-carol", 200},
+		{consoleURL + "registry?format=json", "node-9", 403},
+		{consoleURL + "registry?format=json", "", 401},
+		{"http://" + s.MetricsAddr() + "/console/registry", "", 401},
+		{"http://" + s.MetricsAddr() + "/healthz", "", 200},
+		{"http://" + s.MetricsAddr() + "/metrics", "", 200},
+		{"https://" + s.MetricsAddr() + "/healthz", "", 200},
+	} {
+		code, err := get(tc.url, tc.cn)
+		if err != nil || code != tc.want {
+			t.Errorf("%s as %q: %d %v, want %d", tc.url, tc.cn, code, err, tc.want)
+		}
+	}
+}
