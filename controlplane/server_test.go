@@ -487,6 +487,20 @@ func TestLifecycleFollowsEveryReplicasWrites(t *testing.T) {
 	}
 }
 
+// mtls is the server side of f: its certificate, requiring client
+// certificates from its CA, and that CA as a pool for clients.
+func mtls(t *testing.T, f testpki.TLSFiles) (*tls.Config, *x509.CertPool) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	ca, _ := os.ReadFile(f.CA)
+	pool.AppendCertsFromPEM(ca)
+	srvCert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}, pool
+}
+
 // TestCallersNeedTheirRole is the attack on an mTLS control plane: a
 // certificate the CA signed but no rule names, a reader that applies, an
 // admin that subscribes as an agent, and an agent that names another node
@@ -495,15 +509,8 @@ func TestLifecycleFollowsEveryReplicasWrites(t *testing.T) {
 func TestCallersNeedTheirRole(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
-	pool := x509.NewCertPool()
-	ca, _ := os.ReadFile(f.CA)
-	pool.AppendCertsFromPEM(ca)
-	srvCert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(),
-		TLS: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}})
+	srvTLS, pool := mtls(t, f)
+	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(), TLS: srvTLS})
 	conn := func(cn string) *grpc.ClientConn {
 		certFile, keyFile := f.Client(t, cn)
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -590,15 +597,8 @@ func TestOffLoopbackNeedsClientCertificates(t *testing.T) {
 func TestConsoleOverMutualTLS(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
-	pool := x509.NewCertPool()
-	ca, _ := os.ReadFile(f.CA)
-	pool.AppendCertsFromPEM(ca)
-	srvCert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(), MetricsListen: "127.0.0.1:0",
-		TLS: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}})
+	srvTLS, pool := mtls(t, f)
+	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(), MetricsListen: "127.0.0.1:0", TLS: srvTLS})
 	consoleURL := "https://" + s.MetricsAddr() + "/console/"
 	if s.ConsoleURL() != consoleURL {
 		t.Errorf("console URL %q, want %q", s.ConsoleURL(), consoleURL)

@@ -156,6 +156,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusMethodNotAllowed, "the console is read-only")
 		return
 	}
+	if f := r.URL.Query()["format"]; len(f) > 1 || len(f) == 1 && f[0] != "json" && f[0] != "html" {
+		c.fail(w, r, http.StatusBadRequest, `format: want "json" or "html"`)
+		return
+	}
 	c.mux.ServeHTTP(w, r)
 }
 
@@ -205,8 +209,8 @@ func (c *Console) page(name string, fn func(*http.Request) (string, any, error))
 	}
 }
 
-// wantsJSON: ?format=json, or an Accept header that names application/json
-// before (or without) text/html.
+// wantsJSON: ?format=json, or (without ?format=html) an Accept header
+// that names application/json before (or without) text/html.
 func wantsJSON(r *http.Request) bool {
 	switch r.URL.Query().Get("format") {
 	case "json":
@@ -266,5 +270,3 @@ type navItem struct{ Name, Path, Label string }
 
 var nav = []navItem{{"registry", "registry", "Registry"}, {"evidence", "evidence", "Evidence"}, {"receipts", "receipts", "Receipts"},
 	{"probes", "probes", "Probes"}, {"fleet", "fleet", "Fleet"}}
-
-func itoa(n int) string { return fmt.Sprint(n) }

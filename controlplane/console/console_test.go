@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpready/mcpready/controlplane/authz"
 	"github.com/mcpready/mcpready/controlplane/console"
 	"github.com/mcpready/mcpready/internal/testpki"
 )
@@ -52,7 +53,7 @@ func TestPagesHTML(t *testing.T) {
 		want []string
 	}{
 		{"/console/", []string{"read-only", `href="/console/registry"`}},
-		{"/console/registry", []string{oldEntry, strings.ReplaceAll(e.candidate, "+", "&#43;"), "suspended", "version-drift", "output-schema-drift", "superseded by", "candidate for",
+		{"/console/registry", []string{"<caption>Exact identity of", oldEntry, strings.ReplaceAll(e.candidate, "+", "&#43;"), "suspended", "version-drift", "output-schema-drift", "superseded by", "candidate for",
 			"host-1", `<th scope="col">Reason</th>`, "sha256:out9", "https://docs.example/mcp", `aria-current="page"`}},
 		{"/console/evidence", []string{"lab/docs/fresh", "lab/docs/stale", "passive/docs", `status-stale">stale`, `status-unknown">unknown`, `status-fresh">fresh`,
 			"one vantage point", "lab-observer", "synthetic", "passive", "<td>1</td><td>1</td>", "100.0 %", "(age 10m0s)", `<th scope="col">Denominator</th>`}},
@@ -292,4 +293,34 @@ func FuzzParseSearch(f *testing.F) {
 			t.Fatalf("inverted range %v %v", q.Since, q.Until)
 		}
 	})
+}
+
+// A replica without a receipt store or Discovery says so instead of
+// showing empty pages as if nothing had happened.
+func TestWithoutReceiptsOrFleet(t *testing.T) {
+	e := newEnv(t, 0)
+	az, err := authz.New(authz.Options{LocalPlaintext: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := console.New(console.Options{Registry: e.lc, Artifacts: e.st, Authorizer: az})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"/console/receipts": "keeps no receipts",
+		"/console/probes":   "keeps no receipts",
+		"/console/fleet":    "the fleet is unknown",
+	} {
+		code, body, _ := get(t, h, path, "")
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("%s: %d, lacks %q", path, code, want)
+		}
+	}
+	if code, _, _ := get(t, h, "/console/receipts/r-1", ""); code != 404 {
+		t.Errorf("receipt without a store: %d", code)
+	}
+	if _, err := console.New(console.Options{Registry: e.lc}); !errors.Is(err, console.ErrConfig) {
+		t.Errorf("incomplete options: %v", err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -371,7 +372,7 @@ func (c *Console) probes(r *http.Request) (string, any, error) {
 		p.Funnel = append(p.Funnel, analyze.Bar{Label: explain.EnumWord(l.String(), "READINESS_LAYER_"), N: n})
 	}
 	p.Bands = analyze.Bands(ms)
-	probe := analyze.Chart{Title: "Probe funnel (" + itoa(p.Subjects) + " subjects)", Note: probeNote, Sections: []analyze.Section{
+	probe := analyze.Chart{Title: "Probe funnel (" + strconv.Itoa(p.Subjects) + " subjects)", Note: probeNote, Sections: []analyze.Section{
 		{Total: p.Subjects, Bars: p.Funnel}, bandSection("Median probe latency", len(ms), p.Bands)}}
 	if p.Probe, err = svg(probe); err != nil {
 		return "", nil, err
@@ -388,7 +389,7 @@ func (c *Console) probes(r *http.Request) (string, any, error) {
 			}
 		}
 		p.Calls, p.Call = len(calls), analyze.Bands(calls)
-		traffic := analyze.Chart{Title: "Successful calls by latency (" + itoa(p.Calls) + ")", Note: "the newest " + itoa(recentCalls) + " receipts on this replica",
+		traffic := analyze.Chart{Title: "Successful calls by latency (" + strconv.Itoa(p.Calls) + ")", Note: "the newest " + strconv.Itoa(recentCalls) + " receipts on this replica",
 			Sections: []analyze.Section{bandSection("", p.Calls, p.Call)}}
 		if p.Traffic, err = svg(traffic); err != nil {
 			return "", nil, err
@@ -412,7 +413,7 @@ func svg(ch analyze.Chart) (template.HTML, error) {
 	if err := ch.WriteSVG(&b); err != nil {
 		return "", err
 	}
-	return template.HTML(b.String()), nil //nolint:gosec // analyze escapes every text it writes
+	return template.HTML(b.String()), nil // analyze escapes every text it writes
 }
 
 func (c *Console) fleet(_ *http.Request) (string, any, error) {
