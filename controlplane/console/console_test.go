@@ -3,6 +3,7 @@ package console_test
 import (
 	"encoding/json"
 	"errors"
+	"html/template"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/mcpready/mcpready/controlplane/authz"
 	"github.com/mcpready/mcpready/controlplane/console"
+	"github.com/mcpready/mcpready/explain"
 	"github.com/mcpready/mcpready/internal/testpki"
 )
 
@@ -77,6 +79,19 @@ func TestPagesHTML(t *testing.T) {
 		contains(t, tc.path, body, append(common, tc.want...)...)
 		if m := scripted.FindString(strings.ToLower(body)); m != "" {
 			t.Errorf("%s has a script or an external reference (%q)", tc.path, m)
+		}
+	}
+	// The receipt page says what `mcpready explain` says, line for line.
+	sr, err := e.rs.Get("r-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, page, _ := get(t, h, "/console/receipts/r-7", "")
+	for _, para := range explain.Of(sr) {
+		for _, l := range para {
+			if want := template.HTMLEscapeString(strings.TrimPrefix(l.Text, "- ")); !strings.Contains(page, want) {
+				t.Errorf("receipt page lacks the explain line %q", want)
+			}
 		}
 	}
 	if code, body, _ := get(t, h, "/console/receipts?workflow=wf-3&limit=5", ""); code == 200 && strings.Contains(body, "r-292") {
