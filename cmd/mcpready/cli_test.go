@@ -139,6 +139,12 @@ func TestExitCodes(t *testing.T) {
 			{append([]string{"prober", "--sign", signer + ".key", "--observer", "o", "--metrics-listen", "0.0.0.0:0"}, down...), exitUsage},
 		},
 		"mcpready registry": {{[]string{"registry", "nope"}, exitUsage}},
+		"mcpready registry qualify": {
+			{append([]string{"registry", "qualify"}, down...), exitUsage},
+			{append([]string{"registry", "qualify", "acme/t", "--key", ""}, down...), exitUsage},
+			{append([]string{"registry", "qualify", "acme/t", "--key", signer + ".key", "-o", "xml"}, down...), exitUsage},
+			{append([]string{"registry", "qualify", "acme/t", "--key", signer + ".key"}, down...), exitError},
+		},
 		"mcpready registry import": {
 			{[]string{"registry", "import"}, exitUsage},
 			{[]string{"registry", "import", "--from", "ftp://x"}, exitError},
