@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,21 +24,21 @@ import (
 // versionedServer serves a go-sdk server whose implementation version (and
 // whether its read-only tool fails) the test changes between sessions.
 type versionedServer struct {
-	url     string
-	current atomic.Pointer[mcp.Server]
+	url, tool string
+	current   atomic.Pointer[mcp.Server]
 }
 
 func (v *versionedServer) set(version string, failing bool) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "acme", Version: version}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "echo", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+	mcp.AddTool(s, &mcp.Tool{Name: v.tool, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{IsError: failing, Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 		})
 	v.current.Store(s)
 }
 
-func newVersionedServer(t *testing.T, version string) *versionedServer {
-	v := &versionedServer{}
+func newVersionedServer(t *testing.T, tool, version string) *versionedServer {
+	v := &versionedServer{tool: tool}
 	v.set(version, false)
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return v.current.Load() }, nil))
 	t.Cleanup(hs.Close)
@@ -50,7 +51,8 @@ func newVersionedServer(t *testing.T, version string) *versionedServer {
 func reportDrift(t *testing.T, admin mcpreadyv1.AdminServiceClient, entry, url string) string {
 	t.Helper()
 	ctx := context.Background()
-	srv, err := enroll.List(ctx, config.Upstream{Name: "acme", URL: url})
+	server := entry[:strings.LastIndex(entry, "/")] // entries are SERVER/<tool>[+<drift>]
+	srv, err := enroll.List(ctx, config.Upstream{Name: server, URL: url})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +122,7 @@ func TestRequalifyPromotesDriftCandidate(t *testing.T) {
 	}
 	defer conn.Close()
 	admin := mcpreadyv1.NewAdminServiceClient(conn)
-	srv := newVersionedServer(t, "2.4.1")
+	srv := newVersionedServer(t, "echo", "2.4.1")
 	qualified := mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
 
 	if code, _, errOut := runKeyCLI(t, "enroll", "--url", srv.url, "--name", "acme", "--key", key, "--qualify", "--server", addr); code != exitOK {
@@ -203,5 +205,87 @@ func TestRequalifyPromotesDriftCandidate(t *testing.T) {
 	}
 	if code, _, _ := runKeyCLI(t, "registry", "qualify", "acme/echo", "--server", addr, "--key", ""); code != exitUsage {
 		t.Fatalf("without --key: exit %d", code)
+	}
+}
+
+// docSteps returns the mcpready command lines of the sh blocks of the
+// "Qualify and re-qualify" section of docs/operator.md.
+func docSteps(t *testing.T) [][][]string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/operator.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := string(b)
+	i := strings.Index(sec, "### Qualify and re-qualify")
+	if i < 0 {
+		t.Fatal("docs/operator.md has no Qualify and re-qualify section")
+	}
+	sec = sec[i:]
+	sec = sec[:strings.Index(sec, "\n## ")]
+	var blocks [][][]string
+	for _, part := range strings.Split(sec, "```sh\n")[1:] {
+		var cmds [][]string
+		for _, l := range strings.Split(part[:strings.Index(part, "```")], "\n") {
+			if args := docArgs(l); len(args) > 0 {
+				cmds = append(cmds, args)
+			}
+		}
+		blocks = append(blocks, cmds)
+	}
+	return blocks
+}
+
+// TestOperatorQualificationSteps runs the qualification steps of
+// docs/operator.md as written (the example URL and key path replaced),
+// with the server changing version between the two blocks as the guide
+// describes.
+func TestOperatorQualificationSteps(t *testing.T) {
+	blocks := docSteps(t)
+	if len(blocks) != 2 || len(blocks[0]) != 3 || len(blocks[1]) != 3 {
+		t.Fatalf("expected two blocks of three steps, got %v", blocks)
+	}
+	p := testpki.New(t)
+	addr := startTestControlPlane(t, p, controlplane.Options{})
+	dir := t.TempDir()
+	if code, _, errOut := runKeyCLI(t, "apply", "-f", writeFile(t, dir, "trust.json", p.TrustPolicy), "--server", addr); code != exitOK {
+		t.Fatalf("apply trust: %s", errOut)
+	}
+	t.Setenv("MCPREADY_PASSWORD", "pw")
+	pem, _ := sign.MarshalPrivateKey(p.Org, []byte("pw"))
+	key := writeFile(t, dir, "org.key", pem)
+	conn, err := (&serverOptions{server: addr}).dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	admin := mcpreadyv1.NewAdminServiceClient(conn)
+	srv := newVersionedServer(t, "lookup", "2.4.1")
+	run := func(args []string) string {
+		var a []string
+		for _, x := range args {
+			a = append(a, strings.NewReplacer("https://mcp.example.com/mcp", srv.url, "keys/org.key", key).Replace(x))
+		}
+		code, out, errOut := runKeyCLI(t, append(a, "--server", addr)...)
+		if code != exitOK {
+			t.Fatalf("mcpready %v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	for _, args := range blocks[0] {
+		run(args)
+	}
+	entry := "com.example/search/lookup"
+	waitState(t, admin, entry, mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED)
+	srv.set("2.5.0", false)
+	cand := reportDrift(t, admin, entry, srv.url)
+	waitState(t, admin, entry, mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED)
+	if out := run(blocks[1][0]); !strings.Contains(out, cand) || !strings.Contains(out, "SUSPENDED") {
+		t.Fatalf("step 4: %s", out)
+	}
+	run(blocks[1][1])
+	waitState(t, admin, cand, mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED)
+	if out := run(blocks[1][2]); !strings.Contains(out, cand) {
+		t.Fatalf("step 6: %s", out)
 	}
 }
