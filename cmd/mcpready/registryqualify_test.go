@@ -98,6 +98,28 @@ func storedEntry(t *testing.T, admin mcpreadyv1.AdminServiceClient, name string)
 	return obj.Spec.(*mcpreadyv1.RegistryEntry), got.Artifacts[0].Revision
 }
 
+// qualifyingControlPlane starts a control plane holding the test
+// TrustPolicy and returns its address, the organisation key file (password
+// "pw" in $MCPREADY_PASSWORD) and an Admin client.
+func qualifyingControlPlane(t *testing.T) (addr, key string, admin mcpreadyv1.AdminServiceClient) {
+	t.Helper()
+	p := testpki.New(t)
+	addr = startTestControlPlane(t, p, controlplane.Options{})
+	dir := t.TempDir()
+	if code, _, errOut := runKeyCLI(t, "apply", "-f", writeFile(t, dir, "trust.json", p.TrustPolicy), "--server", addr); code != exitOK {
+		t.Fatalf("apply trust: %s", errOut)
+	}
+	t.Setenv("MCPREADY_PASSWORD", "pw")
+	pem, _ := sign.MarshalPrivateKey(p.Org, []byte("pw"))
+	key = writeFile(t, dir, "org.key", pem)
+	conn, err := (&serverOptions{server: addr}).dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return addr, key, mcpreadyv1.NewAdminServiceClient(conn)
+}
+
 // TestRequalifyPromotesDriftCandidate: a server enrolled and qualified at
 // 2.4.1 changes to 2.5.0, an agent reports the drift, and re-qualifying
 // promotes the drift candidate to a QUALIFIED entry of its own with its own
@@ -107,21 +129,7 @@ func storedEntry(t *testing.T, admin mcpreadyv1.AdminServiceClient, name string)
 // candidate stayed a candidate. A failing fixture refuses the promotion
 // and writes nothing; a new identity no drift report names is refused.
 func TestRequalifyPromotesDriftCandidate(t *testing.T) {
-	p := testpki.New(t)
-	addr := startTestControlPlane(t, p, controlplane.Options{})
-	dir := t.TempDir()
-	if code, _, errOut := runKeyCLI(t, "apply", "-f", writeFile(t, dir, "trust.json", p.TrustPolicy), "--server", addr); code != exitOK {
-		t.Fatalf("apply trust: %s", errOut)
-	}
-	t.Setenv("MCPREADY_PASSWORD", "pw")
-	pem, _ := sign.MarshalPrivateKey(p.Org, []byte("pw"))
-	key := writeFile(t, dir, "org.key", pem)
-	conn, err := (&serverOptions{server: addr}).dial()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	admin := mcpreadyv1.NewAdminServiceClient(conn)
+	addr, key, admin := qualifyingControlPlane(t)
 	srv := newVersionedServer(t, "echo", "2.4.1")
 	qualified := mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
 
@@ -245,21 +253,7 @@ func TestOperatorQualificationSteps(t *testing.T) {
 	if len(blocks) != 2 || len(blocks[0]) != 3 || len(blocks[1]) != 3 {
 		t.Fatalf("expected two blocks of three steps, got %v", blocks)
 	}
-	p := testpki.New(t)
-	addr := startTestControlPlane(t, p, controlplane.Options{})
-	dir := t.TempDir()
-	if code, _, errOut := runKeyCLI(t, "apply", "-f", writeFile(t, dir, "trust.json", p.TrustPolicy), "--server", addr); code != exitOK {
-		t.Fatalf("apply trust: %s", errOut)
-	}
-	t.Setenv("MCPREADY_PASSWORD", "pw")
-	pem, _ := sign.MarshalPrivateKey(p.Org, []byte("pw"))
-	key := writeFile(t, dir, "org.key", pem)
-	conn, err := (&serverOptions{server: addr}).dial()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	admin := mcpreadyv1.NewAdminServiceClient(conn)
+	addr, key, admin := qualifyingControlPlane(t)
 	srv := newVersionedServer(t, "lookup", "2.4.1")
 	run := func(args []string) string {
 		var a []string
