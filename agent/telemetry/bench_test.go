@@ -12,6 +12,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/mcpready/mcpready/agent/telemetry"
+	"github.com/mcpready/mcpready/agent/validate"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/otelcoltest"
 )
 
@@ -79,6 +81,37 @@ func BenchmarkTracing(b *testing.B) {
 				if _, err := cs.CallTool(ctx, params); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkHooks is what the hooks themselves cost per tool call (one
+// SERVER span with its receipt events, one CLIENT span, _meta injection,
+// both histograms), off and on (100 % sampling, OTLP gRPC to a collector
+// in another process), without the MCP traffic around them.
+func BenchmarkHooks(b *testing.B) {
+	endpoint := collectorProcess(b)
+	rec := &mcpreadyv1.Receipt{ReceiptId: "r", PolicyVersion: "1", Selected: &mcpreadyv1.Selection{Entry: "test/echo"}, SchemaValidation: "passed"}
+	meta := map[string]any{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	for _, mode := range []string{"off", "on"} {
+		b.Run(mode, func(b *testing.B) {
+			var tel *telemetry.Telemetry
+			if mode == "on" {
+				var err error
+				if tel, err = telemetry.New(context.Background(), telemetry.Options{Endpoint: endpoint, Protocol: telemetry.ProtocolGRPC, Sampler: sdktrace.AlwaysSample()}); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+			}
+			b.ReportAllocs()
+			for range b.N {
+				ctx, sp := tel.Server(context.Background(), telemetry.Request{Method: "tools/call", Target: "echo", Protocol: "2025-11-25", Meta: meta,
+					Incoming: telemetry.Incoming{Session: "s", RequestID: "7"}})
+				ctx, cs := tel.Client(ctx, telemetry.Attempt{Method: "tools/call", Target: "echo", Endpoint: "http://127.0.0.1:8080/mcp", Number: 1})
+				_ = tel.Inject(ctx, meta)
+				cs.EndAttempt(validate.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS})
+				sp.End(rec, false, 0)
 			}
 		})
 	}
