@@ -103,19 +103,28 @@ func newStack(t testing.TB, tel *telemetry.Telemetry) *stack {
 	return st
 }
 
-type bearer struct{}
+// bearer authenticates as the test principal and, when traceparent is
+// set, sends it as a header on every request.
+type bearer struct{ traceparent string }
 
-func (bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+token)
+	if b.traceparent != "" {
+		r.Header.Set("traceparent", b.traceparent)
+	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 
 func (st *stack) connect(t testing.TB, version string) *mcp.ClientSession {
+	return st.connectWith(t, version, bearer{})
+}
+
+func (st *stack) connectWith(t testing.TB, version string, rt bearer) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "ai-agent", Version: "1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: st.url + "/mcp/servers/test",
-		HTTPClient: &http.Client{Transport: bearer{}}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,10 +193,16 @@ func TestSpansReachCollector(t *testing.T) {
 			if _, err := stateless.CallTool(ctx, &mcp.CallToolParams{Name: "trace", Arguments: map[string]any{"text": "x"}}); err != nil {
 				t.Fatal(err)
 			}
+			// Trace context in the HTTP headers only (no _meta).
+			const headerTrace = "0af7651916cd43dd8448eb211c80319c"
+			viaHeader := st.connectWith(t, "2025-11-25", bearer{traceparent: "00-" + headerTrace + "-b7ad6b7169203331-01"})
+			if _, err := viaHeader.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err != nil {
+				t.Fatal(err)
+			}
 			if err := tel.Shutdown(ctx); err != nil {
 				t.Fatal(err)
 			}
-			spans := col.WaitSpans(t, 8)
+			spans := col.WaitSpans(t, 10)
 
 			servers := byName(spans, "tools/call trace", "Server")
 			clients := byName(spans, "tools/call trace", "Client")
@@ -264,6 +279,9 @@ func TestSpansReachCollector(t *testing.T) {
 			}
 			if other.Attrs["jsonrpc.request.id"] == nil {
 				t.Errorf("stateless server span without jsonrpc.request.id: %v", other.Attrs)
+			}
+			if h := byName(spans, "tools/call echo", "Server"); len(h) != 1 || h[0].TraceID != headerTrace || h[0].Parent != "b7ad6b7169203331" {
+				t.Errorf("trace context from the traceparent header not continued: %+v", h)
 			}
 			rs, rc := byName(spans, "resources/read", "Server"), byName(spans, "resources/read", "Client")
 			if len(rs) != 1 || len(rc) != 1 || rs[0].Attrs["mcp.resource.uri"] != "test://doc" || rc[0].Parent != rs[0].SpanID {

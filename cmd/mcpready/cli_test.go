@@ -46,6 +46,7 @@ func TestExitCodes(t *testing.T) {
 			{[]string{"agent", "--root", missing, "--data", dir}, exitUsage},
 			{[]string{"agent", "--root", signer + ".pub", "--data", dir, "--tls-cert", "c.pem"}, exitUsage},
 			{[]string{"agent", "--root", signer + ".pub", "--data", filepath.Join(dir, "agent"), "--config", missing}, exitError},
+			{[]string{"agent", "--root", signer + ".pub", "--data", filepath.Join(dir, "agent"), "--otel-endpoint", "http://127.0.0.1:1", "--otel-protocol", "thrift"}, exitUsage},
 		},
 		"mcpready apply": {
 			{[]string{"apply"}, exitUsage},
