@@ -41,6 +41,7 @@ import (
 	"github.com/mcpready/mcpready/agent/shipper"
 	"github.com/mcpready/mcpready/agent/spool"
 	"github.com/mcpready/mcpready/agent/subscribe"
+	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/agent/validate"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -98,6 +99,8 @@ type Options struct {
 	Metrics *prometheus.Registry
 	// SyncMode selects the Discovery variant (incremental by default).
 	SyncMode subscribe.Mode
+	// Telemetry traces MCP requests and upstream attempts; nil is off.
+	Telemetry *telemetry.Telemetry
 }
 
 // Agent is a configured host agent. Run it once.
@@ -191,6 +194,7 @@ func New(opts Options) (*Agent, error) {
 		Builder:    receipt.Builder{EmitterID: opts.NodeID, EmitterVersion: Version},
 		Receipts:   a.enqueue,
 		Registerer: opts.Metrics,
+		Telemetry:  opts.Telemetry,
 	}
 	if a.conn != nil {
 		admin := mcpreadyv1.NewAdminServiceClient(a.conn)

@@ -3,7 +3,10 @@
 // pinned digests, and (optionally) runs a basic qualification: the listing,
 // a safe call of every read-only-annotated tool with arguments generated from
 // its input schema, and negative fixtures (an empty-argument call must be
-// rejected, an unknown tool must error).
+// rejected, an unknown tool must error). Re-qualification (Place, Refuse)
+// decides where a re-run's result goes: the next revision of an entry
+// with the same identity, or the drift candidate of a changed one,
+// never the old entry's name for a new identity.
 //
 // It produces artifact objects; signing and applying them is the caller's
 // job. It never calls a tool that is not annotated read-only.

@@ -262,6 +262,9 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	if rd := roundOf(ctx); rd != nil && rd.prior != nil {
 		pr.RequestID, pr.Pin = rd.prior.requestID, rd.prior.entry
 	}
+	if f.opts.Telemetry != nil {
+		pr.Incoming = incoming(ctx, req)
+	}
 	res := f.pipe.Call(ctx, f.pstate(st), pr, transport{v: v, s: s, req: req, c: c})
 	switch {
 	case res.Ask != nil:

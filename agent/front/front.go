@@ -51,6 +51,7 @@ import (
 	"github.com/mcpready/mcpready/agent/pin"
 	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -115,6 +116,9 @@ type Options struct {
 	// tokenless default principal included). Zero means
 	// DefaultMaxUpstreamSessionsPerPrincipal; negative means no cap.
 	MaxUpstreamSessionsPerPrincipal int
+	// Telemetry traces requests and upstream attempts (package
+	// telemetry); nil is off.
+	Telemetry *telemetry.Telemetry
 }
 
 // Front serves the MCP endpoints. Create with New.
@@ -147,7 +151,7 @@ func New(opts Options) *Front {
 	f := &Front{opts: opts, views: map[string]*view{}, metrics: newMetrics(opts.Registerer), pending: newRoundStore()}
 	f.pins = newPins(f)
 	f.caps = newSessionCaps(opts.MaxUpstreamSessions, opts.MaxUpstreamSessionsPerPrincipal, f.metrics)
-	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Emit: func(rec *mcpreadyv1.Receipt) {
+	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Telemetry: opts.Telemetry, Emit: func(rec *mcpreadyv1.Receipt) {
 		f.observe(rec)
 		if opts.Receipts != nil {
 			opts.Receipts(rec)
@@ -157,6 +161,7 @@ func New(opts Options) *Front {
 		Resolve:        f.resolve,
 		Logger:         opts.Logger,
 		Transport:      opts.Transport,
+		Telemetry:      opts.Telemetry,
 		OnToolsChanged: f.pins.toolsChanged,
 		ClientInfo:     &mcp.Implementation{Name: "mcpready-agent", Version: opts.Builder.EmitterVersion},
 	})
@@ -307,6 +312,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := f.view(server)
+	if env != nil && f.opts.Telemetry != nil {
+		r = r.WithContext(f.opts.Telemetry.WithRequestID(r.Context(), env.ID))
+	}
 	if pv := r.Header.Get(protocolHeader); pv >= statelessProtocol {
 		v.stateless.ServeHTTP(w, r)
 		return

@@ -24,6 +24,9 @@ func (v *view) method(ctx context.Context, s *session, method string, req mcp.Re
 	m.Params, _ = json.Marshal(req.GetParams())
 	c, refusal := v.callerOf(req, s)
 	m.Caller, m.Refusal = c.pipeline(), refusal
+	if v.f.opts.Telemetry != nil {
+		m.Incoming = incoming(ctx, req)
+	}
 	res, err := v.f.pipe.Method(ctx, v.f.pstate(v.f.state.Load()), m, do)
 	var me *pipeline.MethodError
 	if errors.As(err, &me) {

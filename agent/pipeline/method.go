@@ -10,6 +10,7 @@ import (
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/invoke"
 	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
@@ -30,6 +31,8 @@ type Method struct {
 	Params json.RawMessage
 	// Refusal, when set, refuses the request before admission (see Request).
 	Refusal *decide.RefusalError
+	// Incoming is what the front knows of the request for its trace.
+	Incoming telemetry.Incoming
 }
 
 // MethodError is how a refused or failed Method ends for the AI agent. It
@@ -70,12 +73,13 @@ func (p *Pipeline) Admits(st State, c Caller, server string) bool {
 	return false
 }
 
-// Method runs m under st: refuse it (receipted) unless Admits, else do
+// method runs m under st: refuse it (receipted) unless Admits, else do
 // it on the upstream, validate what came back (size and injection
 // tripwire, as for tool results) and receipt it. One receipt per request.
-func (p *Pipeline) Method(ctx context.Context, st State, m Method, do func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
+func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
 	now := p.opts.Now()
 	rec := p.opts.Builder.Start(now)
+	rec.TraceId = telemetry.TraceID(ctx)
 	rec.RequestId = receipt.NewID()
 	rec.Requested = m.Method
 	if m.Name != "" {

@@ -32,6 +32,7 @@ import (
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/invoke"
 	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -49,6 +50,8 @@ type Options struct {
 	// Emit receives every finished receipt, before the answer is returned.
 	// It must not block for long. Nil drops receipts.
 	Emit func(*mcpreadyv1.Receipt)
+	// Telemetry traces requests and attempts (telemetry.go); nil is off.
+	Telemetry *telemetry.Telemetry
 }
 
 // Pipeline runs requests. It is safe for concurrent use.
@@ -122,6 +125,9 @@ type Request struct {
 	// found the caller unauthenticated, outside its workflows, or the name
 	// ambiguous).
 	Refusal *decide.RefusalError
+	// Incoming is what the front knows of the request for its trace (HTTP
+	// headers, session, JSON-RPC id); zero when not known.
+	Incoming telemetry.Incoming
 }
 
 // Transport is what the pipeline needs from the MCP side of the agent.
@@ -161,11 +167,12 @@ type input struct{ v any }
 // ask marks an approval outcome that must go to the client.
 type ask struct{ v any }
 
-// Call runs req under st: refuse, or decide, approve each route before its
+// call runs req under st: refuse, or decide, approve each route before its
 // first attempt, invoke on the route's endpoint, validate, and receipt.
-func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport) Result {
+func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport) Result {
 	now := p.opts.Now()
 	rec := p.opts.Builder.Start(now)
+	rec.TraceId = telemetry.TraceID(ctx)
 	rec.RequestId = req.RequestID
 	if rec.RequestId == "" {
 		rec.RequestId = receipt.NewID()
@@ -200,7 +207,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 
 	var protoMu sync.Mutex
 	protocol := map[string]string{}
-	attempt := func(ctx context.Context, r decide.Route, n int) invoke.Outcome {
+	attempt := p.traced(func(ctx context.Context, r decide.Route, n int) invoke.Outcome {
 		up, err := tr.Dial(ctx, upstream.Target{Server: r.Identity.GetServerName(), Endpoint: r.Identity.GetEndpoint()})
 		if err != nil {
 			return failureOutcome(err)
@@ -208,7 +215,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 		protoMu.Lock()
 		protocol[r.Entry] = up.ProtocolVersion()
 		protoMu.Unlock()
-		params := &mcp.CallToolParams{Meta: req.Meta, Name: r.Identity.GetToolName(), Arguments: req.Arguments}
+		params := &mcp.CallToolParams{Meta: p.opts.Telemetry.Inject(ctx, req.Meta), Name: r.Identity.GetToolName(), Arguments: req.Arguments}
 		if len(req.Arguments) == 0 {
 			params.Arguments = map[string]any{}
 		}
@@ -220,7 +227,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 			return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: input{in}}
 		}
 		return checkResult(st.Checker, r, res)
-	}
+	})
 	approve := func(ctx context.Context, r *decide.Route) (invoke.Outcome, bool) {
 		return p.approve(ctx, rec, tr, r)
 	}

@@ -42,6 +42,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/pin"
+	"github.com/mcpready/mcpready/agent/telemetry"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -72,6 +73,8 @@ type Options struct {
 	OnToolsChanged func(t Target)
 	// ClientInfo names the agent to upstreams; nil uses "mcpready-agent".
 	ClientInfo *mcp.Implementation
+	// Telemetry propagates trace context in HTTP headers; nil is off.
+	Telemetry *telemetry.Telemetry
 }
 
 // Pool owns upstream sessions. It is safe for concurrent use.
@@ -96,6 +99,7 @@ func NewPool(opts Options) *Pool {
 	if opts.Transport == nil {
 		opts.Transport = newDirectTransport()
 	}
+	opts.Transport = opts.Telemetry.HTTPTransport(opts.Transport)
 	if opts.ConnectTimeout == 0 {
 		opts.ConnectTimeout = 10 * time.Second
 	}
@@ -466,6 +470,7 @@ func isolate(ctx context.Context) (context.Context, context.CancelFunc) {
 	} else {
 		out, cancel = context.WithCancel(context.Background())
 	}
+	out = telemetry.Carry(ctx, out) // the trace context, and only it, continues upstream
 	stop := context.AfterFunc(ctx, cancel)
 	return out, func() { stop(); cancel() }
 }

@@ -7,12 +7,14 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcpready/mcpready/agent"
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/subscribe"
+	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -21,6 +23,7 @@ type agentOptions struct {
 	controlPlane, root, nodeID, labels, listen, data, config, key string
 	tls                                                           tlsOptions
 	allowNonLoopback, sotw                                        bool
+	otel                                                          telemetry.Options
 }
 
 func newAgentCmd() *cobra.Command {
@@ -43,7 +46,12 @@ unreachable. AI agents on this host talk MCP to it:
 bearer token, a default principal for requests without a token, and
 upstream endpoints with their credentials (token files or environment
 variables). The agent key (--key, password from $MCPREADY_PASSWORD) signs
-receipt batches; without it a key is created in --data/agent.key.`,
+receipt batches; without it a key is created in --data/agent.key.
+
+OpenTelemetry traces and metrics (semantic conventions for MCP) are off
+unless an OTLP endpoint is named: --otel-endpoint, or the standard
+OTEL_EXPORTER_OTLP_ENDPOINT (and the other OTEL_* variables the OTLP
+exporters read; OTEL_SDK_DISABLED=true turns them off).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -58,6 +66,8 @@ receipt batches; without it a key is created in --data/agent.key.`,
 	fl.StringVar(&o.config, "config", "", "agent configuration file (principals, upstreams)")
 	fl.StringVar(&o.key, "key", "", "agent signing key for receipt batches")
 	o.tls.addFlags(cmd)
+	fl.StringVar(&o.otel.Endpoint, "otel-endpoint", "", "OTLP endpoint URL for traces and metrics (default $OTEL_EXPORTER_OTLP_ENDPOINT; empty: off)")
+	fl.StringVar(&o.otel.Protocol, "otel-protocol", "", "OTLP protocol: grpc or http/protobuf (default $OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)")
 	fl.BoolVar(&o.sotw, "sotw", false, "use the state-of-the-world Discovery variant instead of the incremental one")
 	return cmd
 }
@@ -115,12 +125,21 @@ func (o *agentOptions) run(cmd *cobra.Command) error {
 			return usagef("agent: --key: %w", err)
 		}
 	}
+	f.otel.ServiceVersion = agent.Version
+	if opts.Telemetry, err = telemetry.New(cmd.Context(), f.otel); err != nil {
+		return usagef("agent: %w", err)
+	}
 	a, err := agent.New(opts)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = opts.Telemetry.Shutdown(sctx) // flush what is buffered
+	}()
 	fmt.Fprintf(cmd.ErrOrStderr(), "mcpready agent listening on http://%s/mcp\n", a.Addr())
 	return a.Run(ctx)
 }

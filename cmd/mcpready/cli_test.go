@@ -46,6 +46,7 @@ func TestExitCodes(t *testing.T) {
 			{[]string{"agent", "--root", missing, "--data", dir}, exitUsage},
 			{[]string{"agent", "--root", signer + ".pub", "--data", dir, "--tls-cert", "c.pem"}, exitUsage},
 			{[]string{"agent", "--root", signer + ".pub", "--data", filepath.Join(dir, "agent"), "--config", missing}, exitError},
+			{[]string{"agent", "--root", signer + ".pub", "--data", filepath.Join(dir, "agent"), "--otel-endpoint", "http://127.0.0.1:1", "--otel-protocol", "thrift"}, exitUsage},
 		},
 		"mcpready apply": {
 			{[]string{"apply"}, exitUsage},
@@ -139,6 +140,12 @@ func TestExitCodes(t *testing.T) {
 			{append([]string{"prober", "--sign", signer + ".key", "--observer", "o", "--metrics-listen", "0.0.0.0:0"}, down...), exitUsage},
 		},
 		"mcpready registry": {{[]string{"registry", "nope"}, exitUsage}},
+		"mcpready registry qualify": {
+			{append([]string{"registry", "qualify"}, down...), exitUsage},
+			{append([]string{"registry", "qualify", "acme/t", "--key", ""}, down...), exitUsage},
+			{append([]string{"registry", "qualify", "acme/t", "--key", signer + ".key", "-o", "xml"}, down...), exitUsage},
+			{append([]string{"registry", "qualify", "acme/t", "--key", signer + ".key"}, down...), exitError},
+		},
 		"mcpready registry import": {
 			{[]string{"registry", "import"}, exitUsage},
 			{[]string{"registry", "import", "--from", "ftp://x"}, exitError},

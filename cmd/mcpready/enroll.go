@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,7 +49,13 @@ qualification block and the digest of the fixture transcript as evidence.
 Unless --no-apply, the entries are applied through the control plane's Admin
 API. The signed bundles are written to disk only with --bundles DIR (as
 <NAME>_<tool>.bundle.json). The signing key is --key (default $MCPREADY_KEY;
-password from $MCPREADY_PASSWORD).`,
+password from $MCPREADY_PASSWORD).
+
+An entry the control plane holds already is re-qualified as registry
+qualify does: the same identity gets the next revision of its name; a
+drifted one promotes its drift candidate; a failed fixture, or a new
+identity no drift candidate pins, is refused (exit 3, nothing written).
+Without --qualify an entry held already is refused (exit 2).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -97,26 +105,6 @@ func (o *enrollOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	var evidence []*artifact.Object
-	if f.qualify {
-		transcript, err := srv.Qualify(ctx, entries, now)
-		if err != nil {
-			return err
-		}
-		if evidence, err = enroll.Evidence(entries, transcript, f.issuer, now, f.qualificationTTL); err != nil {
-			return err
-		}
-	}
-	if f.bundles != "" {
-		if err := os.MkdirAll(f.bundles, 0o755); err != nil {
-			return err
-		}
-	}
-	type row struct {
-		Name, State, Definition, File string
-		Revision                      int64
-	}
-	var rows []row
 	var admin mcpreadyv1.AdminServiceClient
 	if !f.noApply {
 		conn, err := f.dial()
@@ -126,16 +114,73 @@ func (o *enrollOptions) run(cmd *cobra.Command) error {
 		defer conn.Close()
 		admin = mcpreadyv1.NewAdminServiceClient(conn)
 	}
-	// Qualification Evidence first, so an entry never names evidence the
-	// control plane does not hold yet.
-	for _, o := range append(evidence, entries...) {
+	// An entry stored already is re-qualified (enroll.Place): the next
+	// revision of its name, or its drift candidate promoted, or refused.
+	var prior []*artifact.Object
+	if admin != nil {
+		for _, e := range entries {
+			stored, err := enroll.Place(ctx, adminRegistry{admin}, e)
+			if err != nil {
+				return enrollError(err)
+			}
+			if stored && !f.qualify {
+				return usagef("enroll: %s: %w; re-qualify it with --qualify or `mcpready registry qualify %s`", e.Metadata.Name, enroll.ErrEnrolled, e.Metadata.Name)
+			}
+			if stored {
+				prior = append(prior, e)
+			}
+		}
+	}
+	var evidence []*artifact.Object
+	if f.qualify {
+		transcript, err := srv.Qualify(ctx, entries, now)
+		if err != nil {
+			return err
+		}
+		for _, e := range prior {
+			if err := enroll.Refuse(e, transcript); err != nil {
+				return enrollError(err)
+			}
+		}
+		if evidence, err = enroll.Evidence(entries, transcript, f.issuer, now, f.qualificationTTL); err != nil {
+			return err
+		}
+	}
+	return signAndApply(ctx, cmd, key, admin, f.bundles, f.output, append(evidence, entries...))
+}
+
+// enrollError maps a re-qualification refusal to exit 3 (like any write
+// the control plane refuses on verification).
+func enrollError(err error) error {
+	if errors.Is(err, enroll.ErrRequalifyFailed) || errors.Is(err, enroll.ErrIdentityChanged) {
+		return withCode(exitVerify, err)
+	}
+	return err
+}
+
+// signAndApply signs objs (qualification Evidence first, so an entry never
+// names evidence the control plane does not hold yet), writes each bundle
+// to dir when dir is set, applies them through admin when it is not nil,
+// and prints one row per object.
+func signAndApply(ctx context.Context, cmd *cobra.Command, key crypto.Signer, admin mcpreadyv1.AdminServiceClient, dir, output string, objs []*artifact.Object) error {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	type row struct {
+		Name, State, Definition, File string
+		Revision                      int64
+	}
+	var rows []row
+	for _, o := range objs {
 		bundle, _, err := sign.Sign(o, key)
 		if err != nil {
 			return err
 		}
 		file := "-"
-		if f.bundles != "" {
-			file = filepath.Join(f.bundles, strings.ReplaceAll(o.Metadata.Name, "/", "_")+".bundle.json")
+		if dir != "" {
+			file = filepath.Join(dir, strings.ReplaceAll(o.Metadata.Name, "/", "_")+".bundle.json")
 			if err := atomicfile.WriteFile(file, bundle, 0o644); err != nil {
 				return err
 			}
@@ -147,13 +192,13 @@ func (o *enrollOptions) run(cmd *cobra.Command) error {
 		if admin != nil {
 			resp, err := admin.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: bundle})
 			if err != nil {
-				return fmt.Errorf("enroll: applying %s: %w", o.Metadata.Name, rpcError(err))
+				return fmt.Errorf("applying %s: %w", o.Metadata.Name, rpcError(err))
 			}
 			r.Revision = resp.GetRevision()
 		}
 		rows = append(rows, r)
 	}
-	return printOutput(cmd.OutOrStdout(), f.output, rows, func(tw *tabwriter.Writer) {
+	return printOutput(cmd.OutOrStdout(), output, rows, func(tw *tabwriter.Writer) {
 		fmt.Fprintln(tw, "ENTRY\tSTATE\tDEFINITION\tREVISION\tFILE")
 		for _, r := range rows {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.Name, r.State, r.Definition, r.Revision, r.File)

@@ -13,7 +13,7 @@ import (
 )
 
 func newRegistryCmd() *cobra.Command {
-	return newGroupCmd("registry", "Inspect the tool registry lifecycle; import candidates from the MCP Registry", newRegistryStatusCmd(), newRegistryImportCmd())
+	return newGroupCmd("registry", "Inspect the tool registry lifecycle, re-qualify entries, import candidates from the MCP Registry", newRegistryStatusCmd(), newRegistryQualifyCmd(), newRegistryImportCmd())
 }
 
 // registryStatusOptions are the flags of registry status.
