@@ -162,6 +162,28 @@ type File struct {
 	DefaultPrincipal *Identity `json:"defaultPrincipal,omitempty"`
 	// Upstreams override or complete the endpoints named by registry entries.
 	Upstreams []Upstream `json:"upstreams,omitempty"`
+	// Receipts says what happens to calls when the receipt spool cannot
+	// accept receipts. Nil is the zero Receipts.
+	Receipts *Receipts `json:"receipts,omitempty"`
+}
+
+// Receipts configures how calls depend on their receipts. State-changing
+// calls always wait for their receipt to be durable and are refused when
+// the spool cannot accept receipts (full, or broken after a failed
+// fsync); this is not configurable.
+type Receipts struct {
+	// ReadOnlyWhenUnavailable is what read-only calls do when the spool
+	// cannot accept receipts: "continue" (the default, also for ""):
+	// they run and their receipts are dropped and counted; "refuse": they
+	// are refused like state-changing calls.
+	ReadOnlyWhenUnavailable string `json:"readOnlyWhenUnavailable,omitempty"`
+}
+
+// ContinueReadOnly reports whether read-only calls run while the spool
+// cannot accept receipts (Receipts.ReadOnlyWhenUnavailable).
+func (c *Config) ContinueReadOnly() bool {
+	r := c.file.Receipts
+	return r == nil || r.ReadOnlyWhenUnavailable != "refuse"
 }
 
 // Config is a loaded, validated File. It is immutable and safe for concurrent use.
@@ -220,6 +242,13 @@ func New(f File) (*Config, error) {
 	}
 	if d := f.DefaultPrincipal; d != nil && d.PrincipalClass == "" {
 		return nil, fmt.Errorf("%w: defaultPrincipal: principalClass is required", ErrInvalid)
+	}
+	if r := f.Receipts; r != nil {
+		switch r.ReadOnlyWhenUnavailable {
+		case "", "continue", "refuse":
+		default:
+			return nil, fmt.Errorf(`%w: receipts.readOnlyWhenUnavailable %q: want "continue" or "refuse"`, ErrInvalid, r.ReadOnlyWhenUnavailable)
+		}
 	}
 	names := map[string]bool{}
 	for i, u := range f.Upstreams {

@@ -80,6 +80,7 @@ func TestParseRejects(t *testing.T) {
 		"upstreams: [{name: a, url: u, env: {A: b}}]",                     // env for a URL
 		"upstreams: [{name: a, command: [x], env: {A=B: c}}]",             // bad name
 		"upstreams: [{name: a, command: [x], envFrom: {A: ''}}]",          // bad source
+		"receipts: {readOnlyWhenUnavailable: maybe}",                      // unknown mode
 	}
 	for _, b := range bad {
 		if _, err := Parse([]byte(b)); !errors.Is(err, ErrInvalid) {
@@ -92,9 +93,23 @@ func TestParseRejects(t *testing.T) {
 	}
 }
 
+func TestReceiptsReadOnlyWhenUnavailable(t *testing.T) {
+	for in, want := range map[string]bool{"": true, "receipts: {}": true, "receipts: {readOnlyWhenUnavailable: continue}": true,
+		"receipts: {readOnlyWhenUnavailable: refuse}": false} {
+		c, err := Parse([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.ContinueReadOnly(); got != want {
+			t.Errorf("%q: ContinueReadOnly %v, want %v", in, got, want)
+		}
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("principals: [{name: a, principalClass: x, tokenSHA256: sha256:00}]"))
 	f.Add([]byte("upstreams: [{name: a, url: http://x}]"))
+	f.Add([]byte("receipts: {readOnlyWhenUnavailable: refuse}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err == nil {

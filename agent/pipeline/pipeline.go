@@ -3,7 +3,9 @@
 // filters, package decide), human approval per route before that route's
 // first attempt, execution (package invoke) on a session dialled for the
 // admitted route's own endpoint, result validation (package validate) and
-// the one receipt of the request, emitted before the answer is returned.
+// the one receipt of the request, emitted before the answer is returned:
+// for a state-changing call, durable in the Ledger first (else the answer
+// is withheld), and no call starts whose receipt the Ledger cannot take.
 // The transparent view's resources, prompts, completion and subscriptions
 // take the same path in Method (method.go): admitted per principal by the
 // tool admission, validated and receipted.
@@ -46,9 +48,26 @@ type Options struct {
 	Region string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Emit receives every finished receipt, before the answer is returned.
-	// It must not block for long. Nil drops receipts.
+	// Emit observes every finished receipt, before Ledger records it and
+	// before the answer is returned. It must not block for long. Nil
+	// observes none.
 	Emit func(*mcpreadyv1.Receipt)
+	// Ledger records receipts: durably before the answer for a
+	// state-changing call, and it says whether a call may start (see
+	// Ledger). Nil records none and admits every call.
+	Ledger Ledger
+}
+
+// Ledger is where receipts are recorded (package spool's Writer).
+type Ledger interface {
+	// Accepting returns nil when a call (state-changing or read-only) may
+	// start, else why it must be refused: its receipt cannot be recorded.
+	// Whether a read-only call may run without its receipt is the
+	// Ledger's policy.
+	Accepting(stateChanging bool) error
+	// Record records rec; with durable it returns once rec is durable, or
+	// why it is not.
+	Record(rec *mcpreadyv1.Receipt, durable bool) error
 }
 
 // Pipeline runs requests. It is safe for concurrent use.
@@ -197,6 +216,10 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 	first := d.Routes[0]
 	rec.ProviderSideEffect, rec.ConsumerSideEffect = first.ProviderSideEffect, first.ConsumerSideEffect
 	rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_NOT_REQUIRED
+	if err := p.accepting(stateChanging(d.Routes)); err != nil {
+		return Result{Answer: p.Refuse(rec, readiness.StepNone, readiness.CodeReceiptsUnavailable,
+			"this host cannot record the call's receipt, so the call was not started: "+err.Error()), Receipt: rec}
+	}
 
 	var protoMu sync.Mutex
 	protocol := map[string]string{}
@@ -250,7 +273,9 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 				rec.FailedLayer = out.Layer
 			}
 			p.opts.Builder.Result(rec, v.raw)
-			p.Emit(rec)
+			if err := p.Emit(rec); err != nil {
+				return Result{Answer: withheld(rec), Receipt: rec, Route: run.Route}
+			}
 			return Result{Answer: v.res, Receipt: rec, Route: run.Route}
 		}
 	}
@@ -259,6 +284,24 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 		code = readiness.CodeApprovalDenied
 	}
 	return Result{Answer: p.Fail(rec, out, code), Receipt: rec, Route: run.Route}
+}
+
+// stateChanging: some route may change state (decide's Route.ReadOnly).
+func stateChanging(routes []decide.Route) bool {
+	for _, r := range routes {
+		if !r.ReadOnly {
+			return true
+		}
+	}
+	return false
+}
+
+// accepting is the Ledger's word on whether a call may start.
+func (p *Pipeline) accepting(stateChanging bool) error {
+	if p.opts.Ledger == nil {
+		return nil
+	}
+	return p.opts.Ledger.Accepting(stateChanging)
 }
 
 // approve asks the transport about route r and records the approval state.
