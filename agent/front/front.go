@@ -156,7 +156,7 @@ func New(opts Options) *Front {
 		if opts.Receipts != nil {
 			opts.Receipts(rec)
 		}
-	}, Ledger: opts.Ledger})
+	}, Ledger: opts.Ledger, ReportDrift: opts.ReportDrift, Logger: opts.Logger})
 	f.pool = upstream.NewPool(upstream.Options{
 		Resolve:        f.resolve,
 		Logger:         opts.Logger,

@@ -16,7 +16,9 @@
 // protocol eras, no input-required rounds: the Transport's Call and
 // Approve do that), must not verify signatures (its State is verified),
 // and must not send a request anywhere but the endpoint of the route it
-// runs.
+// runs, and only when that endpoint's host is inside the entry's
+// networkScope (a refused redirect to another origin is reported as
+// NETWORK_DRIFT).
 package pipeline
 
 import (
@@ -24,15 +26,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/invoke"
+	agentpin "github.com/mcpready/mcpready/agent/pin"
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
@@ -52,6 +58,12 @@ type Options struct {
 	// before the answer is returned. It must not block for long. Nil
 	// observes none.
 	Emit func(*mcpreadyv1.Receipt)
+	// ReportDrift reports to the control plane that a route's endpoint
+	// redirected to another origin (NETWORK_DRIFT), once per entry and
+	// target. Nil reports nothing.
+	ReportDrift func(context.Context, *mcpreadyv1.ReportDriftRequest) error
+	// Logger records failed drift reports; nil discards.
+	Logger *slog.Logger
 	// Ledger records receipts: durably before the answer for a
 	// state-changing call, and it says whether a call may start (see
 	// Ledger). Nil records none and admits every call.
@@ -72,13 +84,17 @@ type Ledger interface {
 
 // Pipeline runs requests. It is safe for concurrent use.
 type Pipeline struct {
-	opts Options
+	opts     Options
+	reported sync.Map // "<entry>|<target>" of redirects reported as drift
 }
 
 // New returns a Pipeline.
 func New(opts Options) *Pipeline {
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Pipeline{opts: opts}
 }
@@ -206,6 +222,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
 	rec.Deadline = durationpb.New(d.Deadline)
 	pin(&d, req.Pin)
+	bind(&d)
 	if req.HasKey {
 		rec.IdempotencyKeyRef = receipt.ArgumentsDigest(json.RawMessage(fmt.Sprintf("%q", req.IdempotencyKey)))
 	}
@@ -226,6 +243,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 	attempt := func(ctx context.Context, r decide.Route, n int) invoke.Outcome {
 		up, err := tr.Dial(ctx, upstream.Target{Server: r.Identity.GetServerName(), Endpoint: r.Identity.GetEndpoint()})
 		if err != nil {
+			p.redirected(r, err)
 			return failureOutcome(err)
 		}
 		protoMu.Lock()
@@ -238,6 +256,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 		res, in, err := tr.Call(ctx, up, params)
 		switch {
 		case err != nil:
+			p.redirected(r, err)
 			return failureOutcome(err)
 		case in != nil:
 			return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: input{in}}
@@ -341,6 +360,60 @@ func pin(d *decide.Decision, entry string) {
 	}
 	d.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeInputRoute,
 		Reason: fmt.Sprintf("registry entry %s, which asked for input, is no longer admitted for this call", entry)}
+}
+
+// bind keeps the routes of d whose endpoint is inside their entry's
+// networkScope (an empty scope admits any; stdio endpoints have no host):
+// no request is ever sent outside it. If none is left the request is
+// refused. (Policy.approvedEndpoints is the decision's own filter.)
+func bind(d *decide.Decision) {
+	if d.Refusal != nil {
+		return
+	}
+	kept := make([]decide.Route, 0, len(d.Routes))
+	var out []string
+	for _, r := range d.Routes {
+		ep := r.Identity.GetEndpoint()
+		web := strings.HasPrefix(ep, "http://") || strings.HasPrefix(ep, "https://")
+		if web && !agentpin.InScope(r.Spec.GetNetworkScope(), []string{ep}) {
+			out = append(out, fmt.Sprintf("entry %s's endpoint %s", r.Entry, ep))
+			continue
+		}
+		kept = append(kept, r)
+	}
+	if len(kept) == len(d.Routes) {
+		return
+	}
+	if len(kept) == 0 {
+		d.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeEndpointOutOfScope,
+			Reason: strings.Join(out, "; ") + " is outside the entry's networkScope"}
+		return
+	}
+	d.Routes = kept
+}
+
+// redirected reports NETWORK_DRIFT for route r when err is a refused
+// redirect to another origin: the endpoint no longer serves where it is
+// pinned. Each entry and target is reported once, in the background.
+func (p *Pipeline) redirected(r decide.Route, err error) {
+	var re *upstream.RedirectError
+	if p.opts.ReportDrift == nil || !errors.As(err, &re) {
+		return
+	}
+	if _, dup := p.reported.LoadOrStore(r.Entry+"|"+re.Target, true); dup {
+		return
+	}
+	observed := proto.Clone(r.Identity).(*mcpreadyv1.ToolIdentity)
+	observed.Endpoint = re.Target
+	req := &mcpreadyv1.ReportDriftRequest{EntryName: r.Entry, Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT},
+		Observed: observed, Detail: "observed by host agent at tools/call: the pinned endpoint redirected to another origin"}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := p.opts.ReportDrift(ctx, req); err != nil {
+			p.opts.Logger.Warn("reporting drift", "entry", r.Entry, "err", err)
+		}
+	}()
 }
 
 // request is the decision request of caller c for tool: built in one

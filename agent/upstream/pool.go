@@ -7,8 +7,10 @@
 // An upstream is a Target: a server and the endpoint a verified entry pins
 // for it, so a call is sent to the admitted route's endpoint and nowhere
 // else: redirects are never followed, and one to another origin fails as a
-// network-identity failure (validate.ErrNetworkIdentity) before the request,
-// its body or its credentials are sent again. A stdio server gets only the
+// network-identity failure (validate.ErrNetworkIdentity, caused by a
+// RedirectError naming the target) before the request, its body or its
+// credentials are sent again; a TLS certificate must verify for the pinned
+// endpoint's host. A stdio server gets only the
 // environment its configuration names (config.Upstream.ChildEnv). It keeps
 // one warm shared session per target for calls that need no
 // session state, and opens dedicated sessions that relay server-to-client
