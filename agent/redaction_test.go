@@ -23,21 +23,9 @@ import (
 	"github.com/mcpready/mcpready/controlplane/ingest"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/safebuf"
 	"github.com/mcpready/mcpready/sign"
 )
-
-// lockedBuffer is a log sink safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // The adversary is a careless upstream that repeats the call's argument,
 // a secret, everywhere it can: in a JSON-RPC error message, in an isError
@@ -83,7 +71,7 @@ func TestEchoedSecretStaysOutOfReceiptsStoresExportsAndLogs(t *testing.T) {
 	mcptest.AddLeakTool(up.Server)
 	mcptest.AddFailTool(up.Server)
 	publish(t, env, up)
-	logs := &lockedBuffer{}
+	logs := &safebuf.Buffer{}
 	dataDir := filepath.Join(dir, "data")
 	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-leak", Listen: "127.0.0.1:0", DataDir: dataDir,
 		Config: writeConfig(t, dir), AgentKey: agentKey, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})

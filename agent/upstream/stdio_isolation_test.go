@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,19 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/internal/safebuf"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // stdioCall starts the test binary as the stdio upstream up and calls tool.
 func stdioCall(t *testing.T, p *Pool, tool string, args map[string]any) string {
@@ -54,7 +41,7 @@ func stdioCall(t *testing.T, p *Pool, tool string, args map[string]any) string {
 func TestStdioStderrLoggedRedactedBounded(t *testing.T) {
 	const literal, passed = "literal-child-secret-1234", "passed-child-token-5678"
 	t.Setenv("MCPREADY_TEST_PASSED", passed)
-	logs := &syncBuffer{}
+	logs := &safebuf.Buffer{}
 	up := config.Upstream{Name: "env", Command: []string{os.Args[0], "-test.run=^$"},
 		Env: map[string]string{stdioChildMarker: "1", "CHILD_SECRET": literal}, EnvFrom: map[string]string{"CHILD_TOKEN": "MCPREADY_TEST_PASSED"}}
 	p := NewPool(Options{Resolve: func(Target) (config.Upstream, bool) { return up, true },
@@ -179,7 +166,7 @@ func FuzzStderrLog(f *testing.F) {
 	f.Add([]byte("a\nb\r\nfuzz-secret-value\n"), 3)
 	f.Add([]byte(strings.Repeat("z", 2000)+"fuzz-secret-value\n"), 7)
 	f.Fuzz(func(t *testing.T, data []byte, split int) {
-		logs := &syncBuffer{}
+		logs := &safebuf.Buffer{}
 		l := newStderrLog(slog.New(slog.NewJSONHandler(logs, nil)), config.Upstream{Name: "f", Env: map[string]string{"S": secret}}, []string{"S=" + secret})
 		if split <= 0 {
 			split = 1
