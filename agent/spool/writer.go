@@ -81,7 +81,11 @@ func (w *Writer) Accepting(stateChanging bool) error {
 // its own copy: r may be changed afterwards.
 func (w *Writer) Record(r *mcpreadyv1.Receipt, durable bool) error {
 	if durable {
-		return w.s.Append(r)
+		err := w.s.Append(r)
+		if err != nil {
+			w.opts.Logger.Error("receipt not durable", "err", err, "receipt", r.GetReceiptId())
+		}
+		return err
 	}
 	select {
 	case w.q <- r:

@@ -3,13 +3,16 @@ package spool
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcpready/mcpready/internal/safebuf"
 	"github.com/mcpready/mcpready/ledger"
 )
 
@@ -30,13 +33,17 @@ func TestFailedFsyncBreaksTheSpool(t *testing.T) {
 		}
 	})
 	defer s.Close()
-	w := NewWriter(s, WriterOptions{ContinueReadOnly: true})
+	logs := &safebuf.Buffer{}
+	w := NewWriter(s, WriterOptions{ContinueReadOnly: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err := w.Record(mk(1), true); err != nil {
 		t.Fatal(err)
 	}
 	fail.Store(true)
 	if err := w.Record(mk(2), true); !errors.Is(err, ErrBroken) {
 		t.Fatalf("durable record with a failing fsync: %v, want ErrBroken", err)
+	}
+	if !strings.Contains(logs.String(), "receipt not durable") {
+		t.Fatalf("the lost receipt was not logged: %q", logs.String())
 	}
 	fail.Store(false)
 	if err := w.Record(mk(3), true); !errors.Is(err, ErrBroken) {
