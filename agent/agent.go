@@ -110,8 +110,8 @@ type Agent struct {
 	sync  *subscribe.Client
 	front *front.Front
 	spool *spool.Spool
+	rw    *spool.Writer
 	conn  *grpc.ClientConn
-	recv  chan *mcpreadyv1.Receipt
 	lis   net.Listener
 	mu    sync.Mutex
 	prev  *front.State
@@ -157,7 +157,7 @@ func New(opts Options) (*Agent, error) {
 		opts.Logger.Info("agent: receipt batches are signed by the agent key; the TrustPolicy must grant it kind ReceiptBatch for scope "+opts.NodeID+"/*",
 			"key_id", kid)
 	}
-	a := &Agent{opts: opts, cfg: cfg, recv: make(chan *mcpreadyv1.Receipt, 4096)}
+	a := &Agent{opts: opts, cfg: cfg}
 	node := &mcpreadyv1.Node{Id: opts.NodeID, Labels: opts.Labels, AgentVersion: Version}
 	if opts.ControlPlane != "" {
 		creds := opts.ControlPlaneCreds
@@ -190,9 +190,10 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.rw = spool.NewWriter(a.spool, spool.WriterOptions{ContinueReadOnly: cfg.ContinueReadOnly(), Logger: opts.Logger})
 	fopts := front.Options{Config: cfg, Region: opts.Labels[string(nodelabel.Region)], NodeID: opts.NodeID, Logger: opts.Logger,
 		Builder:    receipt.Builder{EmitterID: opts.NodeID, EmitterVersion: Version},
-		Receipts:   a.enqueue,
+		Ledger:     a.rw,
 		Registerer: opts.Metrics,
 		Telemetry:  opts.Telemetry,
 	}
@@ -254,22 +255,6 @@ func loadOrCreateKey(path string) (crypto.Signer, error) {
 		_ = os.WriteFile(path[:len(path)-len(".key")]+".pub", pub, 0o644)
 	}
 	return k, nil
-}
-
-// enqueue hands a receipt to the spool writer; when the queue is full the
-// caller appends it itself (backpressure rather than loss).
-func (a *Agent) enqueue(r *mcpreadyv1.Receipt) {
-	select {
-	case a.recv <- r:
-	default:
-		a.append(r)
-	}
-}
-
-func (a *Agent) append(r *mcpreadyv1.Receipt) {
-	if err := a.spool.Append(r); err != nil {
-		a.opts.Logger.Error("agent: receipt not spooled", "err", err, "receipt", r.GetReceiptId())
-	}
 }
 
 // install builds the decision state of a verified snapshot and hands it to the front.
@@ -382,7 +367,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		cancel()
 		wg.Wait()
 		a.front.Close()
-		a.drain()
+		a.rw.Drain()
 		_ = a.spool.Flush()
 		_ = a.spool.Close()
 		if a.conn != nil {
@@ -390,7 +375,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}()
 	wg.Add(2)
-	go func() { defer wg.Done(); a.writeReceipts(ctx) }()
+	go func() { defer wg.Done(); a.rw.Run(ctx) }()
 	go func() { defer wg.Done(); a.follow(ctx) }()
 	if a.conn != nil {
 		wg.Add(2)
@@ -427,62 +412,6 @@ func (a *Agent) follow(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ch:
-		}
-	}
-}
-
-// Receipt group commit: the writer takes what is queued (waiting up to
-// receiptLinger for more, at most receiptGroup) and appends the group with
-// one spool.AppendBatch (one record, one fsync) before gathering the next.
-const (
-	receiptGroup  = 256
-	receiptLinger = 2 * time.Millisecond
-)
-
-func (a *Agent) writeReceipts(ctx context.Context) {
-	group := make([]*mcpreadyv1.Receipt, 0, receiptGroup)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case r := <-a.recv:
-			group = append(group[:0], r)
-		}
-		linger := time.NewTimer(receiptLinger)
-	gather:
-		for len(group) < receiptGroup {
-			select {
-			case r := <-a.recv:
-				group = append(group, r)
-			case <-linger.C:
-				break gather
-			}
-		}
-		linger.Stop()
-		n, err := a.spool.AppendBatch(group)
-		switch {
-		case err == nil:
-		case errors.Is(err, spool.ErrEncode):
-			// Nothing was written: append one by one so that only the
-			// receipt that cannot be encoded is lost.
-			for _, r := range group {
-				a.append(r)
-			}
-		default:
-			a.opts.Logger.Error("agent: receipts not spooled", "err", err, "receipts", len(group)-n)
-		}
-		clear(group) // the spool keeps its own copies
-	}
-}
-
-// drain spools every queued receipt.
-func (a *Agent) drain() {
-	for {
-		select {
-		case r := <-a.recv:
-			a.append(r)
-		default:
-			return
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -184,5 +185,39 @@ func waitConfigured(t *testing.T, a *Agent) {
 			t.Fatal("configuration never arrived")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The pinned endpoint starts redirecting tools/call to another origin: the
+// agent refuses it and the control plane hears NETWORK_DRIFT for the
+// entry (it suspends it), through the agent's real wiring.
+func TestRedirectReportedToControlPlane(t *testing.T) {
+	env := cptest.Start(t)
+	up := mcptest.New(t, mcptest.Options{})
+	publish(t, env, up)
+	other := mcptest.New(t, mcptest.Options{})
+	dir := t.TempDir()
+	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-3", Listen: "127.0.0.1:0",
+		DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir)})
+	defer stop()
+	waitConfigured(t, a)
+	up.RedirectTo(other.URL)
+	up.SetFault(mcptest.FaultRedirect, "tools/call")
+	if res := callEcho(t, a.Addr()); !res.IsError {
+		t.Fatal("redirected call answered")
+	}
+	admin := mcpreadyv1.NewAdminServiceClient(env.Dial())
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		st, err := admin.RegistryStatus(context.Background(), &mcpreadyv1.RegistryStatusRequest{Name: "test/echo"})
+		if err == nil && len(st.GetEntries()) > 0 {
+			ev := st.GetEntries()[0].GetEvents()
+			if n := len(ev); n > 0 && slices.Contains(ev[n-1].GetDrift(), mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("NETWORK_DRIFT never reached the control plane: %v %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -143,7 +143,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"authority.tenantBoundary":            no(""),
 		"sideEffect":                          yes(inDecide, "the provider side-effect class when the declaration has none"),
 		"dataAccess":                          yes(inDecide, "Policy.residency.allowedDataClasses"),
-		"networkScope":                        no("network destinations are not restricted"),
+		"networkScope":                        yes("agent/pipeline, agent/pin", "the endpoint's host must be in it before a request is sent (endpoint_out_of_scope); destinations the tool declares outside it are NETWORK_DRIFT"),
 		"idempotency":                         yes(inDecide, "keyed or naturally idempotent tools may be retried"),
 		"approvalRequired":                    yes(inDecide, "human approval before the call"),
 		"rollbackSupported":                   no(""),

@@ -96,6 +96,15 @@ const (
 	// CodeMethodNotPermitted refuses a resources, prompts, completion or
 	// subscription request of a principal admitted to no tool of the server.
 	CodeMethodNotPermitted Code = "method_not_permitted"
+	// CodeEndpointOutOfScope refuses a call whose admitted routes all pin
+	// an endpoint outside their entry's networkScope.
+	CodeEndpointOutOfScope Code = "endpoint_out_of_scope"
+	// CodeReceiptsUnavailable refuses a call before it starts because the
+	// host cannot record its receipt (spool full or broken).
+	CodeReceiptsUnavailable Code = "receipts_unavailable"
+	// CodeReceiptNotDurable withholds the answer of a state-changing call
+	// whose receipt could not be made durable (the call may have run).
+	CodeReceiptNotDurable Code = "receipt_not_durable"
 )
 
 // ActionKind is what the executor did (Receipt.actions).
@@ -233,6 +242,9 @@ var codeTerms = []Term{
 	{KindCode, string(CodeInputUnavailable), 0, StepNone, "the upstream asked for input the client cannot provide"},
 	{KindCode, string(CodeInputFailed), 0, StepNone, "the client did not provide the input the upstream asked for"},
 	{KindCode, string(CodeMethodNotPermitted), 0, StepTrust, "resources, prompts and completion of a server are for principals admitted to at least one of its tools"},
+	{KindCode, string(CodeEndpointOutOfScope), 0, StepEligibility, "the entry's endpoint host is outside the entry's networkScope: no request is sent to it"},
+	{KindCode, string(CodeReceiptsUnavailable), 0, StepNone, "the receipt spool cannot accept receipts (full or broken): state-changing calls, and read-only ones unless configured to continue, are refused before they start"},
+	{KindCode, string(CodeReceiptNotDurable), 0, StepNone, "the receipt of a state-changing call could not be made durable, so its answer is withheld; the call may have taken effect"},
 }
 
 var actionTerms = []Term{

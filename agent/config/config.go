@@ -5,8 +5,9 @@
 // It never logs or stores tokens: client tokens are kept only as SHA-256
 // digests, and upstream credentials are read from files or environment
 // variables when a request is made. A stdio upstream's environment is only
-// what its entry names (Upstream.ChildEnv), never the agent's own. It does
-// not decide anything about policy.
+// what its entry names (Upstream.ChildEnv), never the agent's own; it may
+// run as another user (RunAs, refused when the agent may not switch) and in
+// its own directory (Dir). It does not decide anything about policy.
 package config
 
 import (
@@ -18,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -89,12 +91,29 @@ type Upstream struct {
 	// of the agent's environment: the signing key's password or another
 	// upstream's token stay with the agent.
 	EnvFrom map[string]string `json:"envFrom,omitempty"`
+	// RunAs runs Command as another user and group. The agent must be
+	// permitted to switch (root, or CAP_SETUID and CAP_SETGID): otherwise
+	// the configuration is refused (ErrRunAs). Nil runs it as the agent.
+	RunAs *RunAs `json:"runAs,omitempty"`
+	// Dir is Command's working directory (an absolute path to an existing
+	// directory); "" is the agent's own.
+	Dir string `json:"dir,omitempty"`
 	// TokenFile or TokenEnv supply a bearer token sent to URL.
 	TokenFile string `json:"tokenFile,omitempty"`
 	TokenEnv  string `json:"tokenEnv,omitempty"`
 	// Headers are extra HTTP headers sent to URL (not secrets).
 	Headers map[string]string `json:"headers,omitempty"`
 }
+
+// RunAs is the numeric user and group a stdio command runs as. The child
+// gets no supplementary groups.
+type RunAs struct {
+	UID *uint32 `json:"uid"`
+	GID *uint32 `json:"gid"`
+}
+
+// ErrRunAs wraps a runAs the agent cannot honour.
+var ErrRunAs = errors.New("runAs not permitted")
 
 // Token reads the upstream's bearer token, "" when none is configured.
 func (u Upstream) Token() (string, error) {
@@ -162,6 +181,28 @@ type File struct {
 	DefaultPrincipal *Identity `json:"defaultPrincipal,omitempty"`
 	// Upstreams override or complete the endpoints named by registry entries.
 	Upstreams []Upstream `json:"upstreams,omitempty"`
+	// Receipts says what happens to calls when the receipt spool cannot
+	// accept receipts. Nil is the zero Receipts.
+	Receipts *Receipts `json:"receipts,omitempty"`
+}
+
+// Receipts configures how calls depend on their receipts. State-changing
+// calls always wait for their receipt to be durable and are refused when
+// the spool cannot accept receipts (full, or broken after a failed
+// fsync); this is not configurable.
+type Receipts struct {
+	// ReadOnlyWhenUnavailable is what read-only calls do when the spool
+	// cannot accept receipts: "continue" (the default, also for ""):
+	// they run and their receipts are dropped and counted; "refuse": they
+	// are refused like state-changing calls.
+	ReadOnlyWhenUnavailable string `json:"readOnlyWhenUnavailable,omitempty"`
+}
+
+// ContinueReadOnly reports whether read-only calls run while the spool
+// cannot accept receipts (Receipts.ReadOnlyWhenUnavailable).
+func (c *Config) ContinueReadOnly() bool {
+	r := c.file.Receipts
+	return r == nil || r.ReadOnlyWhenUnavailable != "refuse"
 }
 
 // Config is a loaded, validated File. It is immutable and safe for concurrent use.
@@ -221,6 +262,13 @@ func New(f File) (*Config, error) {
 	if d := f.DefaultPrincipal; d != nil && d.PrincipalClass == "" {
 		return nil, fmt.Errorf("%w: defaultPrincipal: principalClass is required", ErrInvalid)
 	}
+	if r := f.Receipts; r != nil {
+		switch r.ReadOnlyWhenUnavailable {
+		case "", "continue", "refuse":
+		default:
+			return nil, fmt.Errorf(`%w: receipts.readOnlyWhenUnavailable %q: want "continue" or "refuse"`, ErrInvalid, r.ReadOnlyWhenUnavailable)
+		}
+	}
 	names := map[string]bool{}
 	for i, u := range f.Upstreams {
 		if u.Name == "" || strings.ContainsAny(u.Name, "/ ") {
@@ -244,6 +292,17 @@ func New(f File) (*Config, error) {
 		for k := range u.Env {
 			if !validEnvName(k) {
 				return nil, fmt.Errorf("%w: upstream %s: env %q: invalid variable name", ErrInvalid, u.Name, k)
+			}
+		}
+		if (u.RunAs != nil || u.Dir != "") && len(u.Command) == 0 {
+			return nil, fmt.Errorf("%w: upstream %s: runAs and dir apply to a command only", ErrInvalid, u.Name)
+		}
+		if err := u.checkRunAs(); err != nil {
+			return nil, fmt.Errorf("%w: upstream %s: %w", ErrInvalid, u.Name, err)
+		}
+		if u.Dir != "" {
+			if fi, err := os.Stat(u.Dir); !filepath.IsAbs(u.Dir) || err != nil || !fi.IsDir() {
+				return nil, fmt.Errorf("%w: upstream %s: dir %q must be an absolute path to an existing directory", ErrInvalid, u.Name, u.Dir)
 			}
 		}
 		if u.TokenFile != "" && u.TokenEnv != "" {

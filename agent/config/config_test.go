@@ -69,17 +69,23 @@ upstreams:
 
 func TestParseRejects(t *testing.T) {
 	bad := []string{
-		"principals: [{name: a, principalClass: x}]",                      // no token
-		"principals: [{name: a, principalClass: x, tokenSHA256: md5:00}]", // bad digest
-		"upstreams: [{name: a}]",                                          // no url/command
-		"upstreams: [{name: a, url: u, command: [x]}]",                    // both
-		"upstreams: [{name: a/b, url: u}]",                                // bad name
-		"upstreams: [{name: a, url: u}, {name: a, url: v}]",               // duplicate
-		"unknownField: 1",                                                 // strict
-		"defaultPrincipal: {name: x}",                                     // no class
-		"upstreams: [{name: a, url: u, env: {A: b}}]",                     // env for a URL
-		"upstreams: [{name: a, command: [x], env: {A=B: c}}]",             // bad name
-		"upstreams: [{name: a, command: [x], envFrom: {A: ''}}]",          // bad source
+		"principals: [{name: a, principalClass: x}]",                       // no token
+		"principals: [{name: a, principalClass: x, tokenSHA256: md5:00}]",  // bad digest
+		"upstreams: [{name: a}]",                                           // no url/command
+		"upstreams: [{name: a, url: u, command: [x]}]",                     // both
+		"upstreams: [{name: a/b, url: u}]",                                 // bad name
+		"upstreams: [{name: a, url: u}, {name: a, url: v}]",                // duplicate
+		"unknownField: 1",                                                  // strict
+		"defaultPrincipal: {name: x}",                                      // no class
+		"upstreams: [{name: a, url: u, env: {A: b}}]",                      // env for a URL
+		"upstreams: [{name: a, command: [x], env: {A=B: c}}]",              // bad name
+		"upstreams: [{name: a, command: [x], envFrom: {A: ''}}]",           // bad source
+		"receipts: {readOnlyWhenUnavailable: maybe}",                       // unknown mode
+		"upstreams: [{name: a, url: u, runAs: {uid: 1, gid: 1}}]",          // runAs for a URL
+		"upstreams: [{name: a, url: u, dir: /tmp}]",                        // dir for a URL
+		"upstreams: [{name: a, command: [x], runAs: {uid: 1}}]",            // no gid
+		"upstreams: [{name: a, command: [x], dir: tmp}]",                   // relative dir
+		"upstreams: [{name: a, command: [x], dir: /nonexistent/mcpready}]", // missing dir
 	}
 	for _, b := range bad {
 		if _, err := Parse([]byte(b)); !errors.Is(err, ErrInvalid) {
@@ -92,9 +98,24 @@ func TestParseRejects(t *testing.T) {
 	}
 }
 
+func TestReceiptsReadOnlyWhenUnavailable(t *testing.T) {
+	for in, want := range map[string]bool{"": true, "receipts: {}": true, "receipts: {readOnlyWhenUnavailable: continue}": true,
+		"receipts: {readOnlyWhenUnavailable: refuse}": false} {
+		c, err := Parse([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.ContinueReadOnly(); got != want {
+			t.Errorf("%q: ContinueReadOnly %v, want %v", in, got, want)
+		}
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("principals: [{name: a, principalClass: x, tokenSHA256: sha256:00}]"))
 	f.Add([]byte("upstreams: [{name: a, url: http://x}]"))
+	f.Add([]byte("receipts: {readOnlyWhenUnavailable: refuse}"))
+	f.Add([]byte("upstreams: [{name: a, command: [x], runAs: {uid: 65534, gid: 65534}, dir: /}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err == nil {

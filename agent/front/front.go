@@ -94,6 +94,10 @@ type Options struct {
 	NodeID string
 	// Receipts receives one receipt per decision. It must not block for long. Nil drops them.
 	Receipts func(*mcpreadyv1.Receipt)
+	// Ledger records receipts (durably before the answer of a
+	// state-changing call) and refuses calls whose receipt it cannot
+	// record (pipeline.Ledger). Nil records none beyond Receipts.
+	Ledger pipeline.Ledger
 	// Builder stamps receipts; its zero value names no emitter and applies
 	// the default redaction (every argument digested only).
 	Builder receipt.Builder
@@ -156,7 +160,7 @@ func New(opts Options) *Front {
 		if opts.Receipts != nil {
 			opts.Receipts(rec)
 		}
-	}})
+	}, Ledger: opts.Ledger, ReportDrift: opts.ReportDrift, Logger: opts.Logger})
 	f.pool = upstream.NewPool(upstream.Options{
 		Resolve:        f.resolve,
 		Logger:         opts.Logger,

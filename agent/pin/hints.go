@@ -104,10 +104,10 @@ func setOf(xs []string) []string {
 	return slices.Compact(out)
 }
 
-// inScope reports whether every destination is one of the entry's network
+// InScope reports whether every destination is one of the entry's network
 // destinations (exactly, or a subdomain of a "*.example" pattern); an empty
 // scope or unknown (nil) destinations leave nothing to compare.
-func inScope(scope, destinations []string) bool {
+func InScope(scope, destinations []string) bool {
 	if len(scope) == 0 {
 		return true
 	}

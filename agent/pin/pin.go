@@ -163,7 +163,7 @@ func Compare(pinned *mcpreadyv1.RegistryEntry, live Live) []mcpreadyv1.DriftLabe
 		mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT)
 	add(id.GetInputSchemaDigest() != obs.GetInputSchemaDigest(), mcpreadyv1.DriftLabel_DRIFT_LABEL_INPUT_SCHEMA_DRIFT)
 	add(id.GetOutputSchemaDigest() != obs.GetOutputSchemaDigest(), mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT)
-	add(id.GetEndpoint() != obs.GetEndpoint() || !inScope(pinned.GetNetworkScope(), live.Destinations), mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT)
+	add(id.GetEndpoint() != obs.GetEndpoint() || !InScope(pinned.GetNetworkScope(), live.Destinations), mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT)
 	defChanged := id.GetDefinitionDigest() != obs.GetDefinitionDigest()
 	add(defChanged, mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT)
 	add(defChanged && (sideEffectDrift(pinned.GetSideEffect(), SideEffectOf(live.Tool.Annotations)) ||

@@ -26,7 +26,7 @@ func (p *Pipeline) Refuse(rec *mcpreadyv1.Receipt, step readiness.Step, code rea
 		rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_CIRCUIT_OPEN
 	}
 	rec.ErrorMessage = receipt.SafeError(reason)
-	p.Emit(rec)
+	_ = p.Emit(rec) // nothing was attempted: never durable, so no error
 	return errorResult(ToolError{Layer: layerName(rec.FailedLayer), Outcome: readiness.OutcomeName(rec.Outcome), Step: readiness.Number(step), Code: string(code),
 		Reason: reason, Retryable: false, Receipt: rec.ReceiptId})
 }
@@ -51,7 +51,9 @@ func (p *Pipeline) Fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code readin
 		reason = out.Err.Error()
 	}
 	rec.ErrorMessage = receipt.SafeError(reason)
-	p.Emit(rec)
+	// The answer is a failure either way; the Ledger logs a receipt that
+	// could not be made durable.
+	_ = p.Emit(rec)
 	te := ToolError{Layer: layerName(out.Layer), Outcome: readiness.OutcomeName(out.Class), Code: string(code), Reason: rec.ErrorMessage,
 		Retryable:  invoke.Transient(out) && out.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS,
 		HTTPStatus: out.HTTPStatus, JSONRPCCode: out.JSONRPCCode, Receipt: rec.ReceiptId}
@@ -65,12 +67,38 @@ func (p *Pipeline) Fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code readin
 	return errorResult(te)
 }
 
-// Emit finishes rec and hands it to Options.Emit.
-func (p *Pipeline) Emit(rec *mcpreadyv1.Receipt) {
+// Emit finishes rec, hands it to Options.Emit and records it in the
+// Ledger: durably, before Emit returns, when rec is of a call that reached
+// an upstream and may have changed state (Durable). The error says why
+// such a receipt is not durable; the caller must then not answer as if
+// the call had been receipted (withheld).
+func (p *Pipeline) Emit(rec *mcpreadyv1.Receipt) error {
 	p.opts.Builder.Finish(rec, p.opts.Now())
 	if p.opts.Emit != nil {
 		p.opts.Emit(rec)
 	}
+	if p.opts.Ledger == nil {
+		return nil
+	}
+	return p.opts.Ledger.Record(rec, Durable(rec))
+}
+
+// Durable reports whether rec must be durable before its answer: some
+// attempt reached an upstream and the call is not read-only. Read-only is
+// decide's rule (Route.ReadOnly) on the receipt's classes: the consumer
+// class READ_ONLY, and the provider's READ_ONLY or UNKNOWN.
+func Durable(rec *mcpreadyv1.Receipt) bool {
+	const ro, unknown = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY, mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNKNOWN
+	readOnly := rec.GetConsumerSideEffect() == ro && (rec.GetProviderSideEffect() == ro || rec.GetProviderSideEffect() == unknown)
+	return rec.GetAttemptCount() > 0 && !readOnly
+}
+
+// withheld is the answer of a state-changing call whose receipt could not
+// be made durable: the upstream's answer is withheld.
+func withheld(rec *mcpreadyv1.Receipt) *mcp.CallToolResult {
+	return errorResult(ToolError{Layer: layerName(mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION), Outcome: readiness.OutcomeName(rec.Outcome),
+		Code: string(readiness.CodeReceiptNotDurable), Reason: "the call's receipt could not be made durable on this host, so its answer is withheld",
+		Hint: "the call may have taken effect; check before repeating it", Receipt: rec.ReceiptId})
 }
 
 func layerName(l mcpreadyv1.ReadinessLayer) string {

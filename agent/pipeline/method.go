@@ -102,6 +102,14 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 		return nil, refuse(readiness.StepTrust, readiness.CodeMethodNotPermitted,
 			fmt.Sprintf("principal %s is admitted to no tool of server %s, so not to its %s", c.Name, m.Server, m.Method))
 	}
+	// These methods read: their receipts need not be durable before the
+	// answer, and the Ledger may let them run without one.
+	rec.ProviderSideEffect = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY
+	rec.ConsumerSideEffect = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY
+	if err := p.accepting(false); err != nil {
+		return nil, refuse(readiness.StepNone, readiness.CodeReceiptsUnavailable,
+			"this host cannot record the request's receipt, so it was not started: "+err.Error())
+	}
 	rec.Selected = &mcpreadyv1.Selection{ServerName: m.Server}
 	rec.AttemptCount = 1
 	res, err := do(ctx)
@@ -126,7 +134,7 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 	}
 	rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
 	p.opts.Builder.Result(rec, raw)
-	p.Emit(rec)
+	_ = p.Emit(rec) // read-only: queued, never durable first
 	return res, nil
 }
 

@@ -3,7 +3,9 @@
 // filters, package decide), human approval per route before that route's
 // first attempt, execution (package invoke) on a session dialled for the
 // admitted route's own endpoint, result validation (package validate) and
-// the one receipt of the request, emitted before the answer is returned.
+// the one receipt of the request, emitted before the answer is returned:
+// for a state-changing call, durable in the Ledger first (else the answer
+// is withheld), and no call starts whose receipt the Ledger cannot take.
 // The transparent view's resources, prompts, completion and subscriptions
 // take the same path in Method (method.go): admitted per principal by the
 // tool admission, validated and receipted.
@@ -14,7 +16,9 @@
 // protocol eras, no input-required rounds: the Transport's Call and
 // Approve do that), must not verify signatures (its State is verified),
 // and must not send a request anywhere but the endpoint of the route it
-// runs.
+// runs, and only when that endpoint's host is inside the entry's
+// networkScope (a refused redirect to another origin is reported as
+// NETWORK_DRIFT).
 package pipeline
 
 import (
@@ -22,15 +26,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/invoke"
+	agentpin "github.com/mcpready/mcpready/agent/pin"
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/agent/upstream"
@@ -47,22 +55,49 @@ type Options struct {
 	Region string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Emit receives every finished receipt, before the answer is returned.
-	// It must not block for long. Nil drops receipts.
+	// Emit observes every finished receipt, before Ledger records it and
+	// before the answer is returned. It must not block for long. Nil
+	// observes none.
 	Emit func(*mcpreadyv1.Receipt)
 	// Telemetry traces requests and attempts (telemetry.go); nil is off.
 	Telemetry *telemetry.Telemetry
+	// ReportDrift reports to the control plane that a route's endpoint
+	// redirected to another origin (NETWORK_DRIFT), once per entry and
+	// target. Nil reports nothing.
+	ReportDrift func(context.Context, *mcpreadyv1.ReportDriftRequest) error
+	// Logger records failed drift reports; nil discards.
+	Logger *slog.Logger
+	// Ledger records receipts: durably before the answer for a
+	// state-changing call, and it says whether a call may start (see
+	// Ledger). Nil records none and admits every call.
+	Ledger Ledger
+}
+
+// Ledger is where receipts are recorded (package spool's Writer).
+type Ledger interface {
+	// Accepting returns nil when a call (state-changing or read-only) may
+	// start, else why it must be refused: its receipt cannot be recorded.
+	// Whether a read-only call may run without its receipt is the
+	// Ledger's policy.
+	Accepting(stateChanging bool) error
+	// Record records rec; with durable it returns once rec is durable, or
+	// why it is not.
+	Record(rec *mcpreadyv1.Receipt, durable bool) error
 }
 
 // Pipeline runs requests. It is safe for concurrent use.
 type Pipeline struct {
-	opts Options
+	opts     Options
+	reported sync.Map // "<entry>|<target>" of redirects reported as drift
 }
 
 // New returns a Pipeline.
 func New(opts Options) *Pipeline {
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Pipeline{opts: opts}
 }
@@ -194,6 +229,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
 	rec.Deadline = durationpb.New(d.Deadline)
 	pin(&d, req.Pin)
+	bind(&d)
 	if req.HasKey {
 		rec.IdempotencyKeyRef = receipt.ArgumentsDigest(json.RawMessage(fmt.Sprintf("%q", req.IdempotencyKey)))
 	}
@@ -204,12 +240,17 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	first := d.Routes[0]
 	rec.ProviderSideEffect, rec.ConsumerSideEffect = first.ProviderSideEffect, first.ConsumerSideEffect
 	rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_NOT_REQUIRED
+	if err := p.accepting(stateChanging(d.Routes)); err != nil {
+		return Result{Answer: p.Refuse(rec, readiness.StepNone, readiness.CodeReceiptsUnavailable,
+			"this host cannot record the call's receipt, so the call was not started: "+err.Error()), Receipt: rec}
+	}
 
 	var protoMu sync.Mutex
 	protocol := map[string]string{}
 	attempt := p.traced(func(ctx context.Context, r decide.Route, n int) invoke.Outcome {
 		up, err := tr.Dial(ctx, upstream.Target{Server: r.Identity.GetServerName(), Endpoint: r.Identity.GetEndpoint()})
 		if err != nil {
+			p.redirected(r, err)
 			return failureOutcome(err)
 		}
 		protoMu.Lock()
@@ -222,6 +263,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		res, in, err := tr.Call(ctx, up, params)
 		switch {
 		case err != nil:
+			p.redirected(r, err)
 			return failureOutcome(err)
 		case in != nil:
 			return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: input{in}}
@@ -257,7 +299,9 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 				rec.FailedLayer = out.Layer
 			}
 			p.opts.Builder.Result(rec, v.raw)
-			p.Emit(rec)
+			if err := p.Emit(rec); err != nil {
+				return Result{Answer: withheld(rec), Receipt: rec, Route: run.Route}
+			}
 			return Result{Answer: v.res, Receipt: rec, Route: run.Route}
 		}
 	}
@@ -266,6 +310,24 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		code = readiness.CodeApprovalDenied
 	}
 	return Result{Answer: p.Fail(rec, out, code), Receipt: rec, Route: run.Route}
+}
+
+// stateChanging: some route may change state (decide's Route.ReadOnly).
+func stateChanging(routes []decide.Route) bool {
+	for _, r := range routes {
+		if !r.ReadOnly {
+			return true
+		}
+	}
+	return false
+}
+
+// accepting is the Ledger's word on whether a call may start.
+func (p *Pipeline) accepting(stateChanging bool) error {
+	if p.opts.Ledger == nil {
+		return nil
+	}
+	return p.opts.Ledger.Accepting(stateChanging)
 }
 
 // approve asks the transport about route r and records the approval state.
@@ -305,6 +367,60 @@ func pin(d *decide.Decision, entry string) {
 	}
 	d.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeInputRoute,
 		Reason: fmt.Sprintf("registry entry %s, which asked for input, is no longer admitted for this call", entry)}
+}
+
+// bind keeps the routes of d whose endpoint is inside their entry's
+// networkScope (an empty scope admits any; stdio endpoints have no host):
+// no request is ever sent outside it. If none is left the request is
+// refused. (Policy.approvedEndpoints is the decision's own filter.)
+func bind(d *decide.Decision) {
+	if d.Refusal != nil {
+		return
+	}
+	kept := make([]decide.Route, 0, len(d.Routes))
+	var out []string
+	for _, r := range d.Routes {
+		ep := r.Identity.GetEndpoint()
+		web := strings.HasPrefix(ep, "http://") || strings.HasPrefix(ep, "https://")
+		if web && !agentpin.InScope(r.Spec.GetNetworkScope(), []string{ep}) {
+			out = append(out, fmt.Sprintf("entry %s's endpoint %s", r.Entry, ep))
+			continue
+		}
+		kept = append(kept, r)
+	}
+	if len(kept) == len(d.Routes) {
+		return
+	}
+	if len(kept) == 0 {
+		d.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeEndpointOutOfScope,
+			Reason: strings.Join(out, "; ") + " is outside the entry's networkScope"}
+		return
+	}
+	d.Routes = kept
+}
+
+// redirected reports NETWORK_DRIFT for route r when err is a refused
+// redirect to another origin: the endpoint no longer serves where it is
+// pinned. Each entry and target is reported once, in the background.
+func (p *Pipeline) redirected(r decide.Route, err error) {
+	var re *upstream.RedirectError
+	if p.opts.ReportDrift == nil || !errors.As(err, &re) {
+		return
+	}
+	if _, dup := p.reported.LoadOrStore(r.Entry+"|"+re.Target, true); dup {
+		return
+	}
+	observed := proto.Clone(r.Identity).(*mcpreadyv1.ToolIdentity)
+	observed.Endpoint = re.Target
+	req := &mcpreadyv1.ReportDriftRequest{EntryName: r.Entry, Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT},
+		Observed: observed, Detail: "observed by host agent at tools/call: the pinned endpoint redirected to another origin"}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := p.opts.ReportDrift(ctx, req); err != nil {
+			p.opts.Logger.Warn("reporting drift", "entry", r.Entry, "err", err)
+		}
+	}()
 }
 
 // request is the decision request of caller c for tool: built in one

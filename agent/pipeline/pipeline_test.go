@@ -28,7 +28,7 @@ type fake struct {
 	approve bool
 }
 
-func newFake(t *testing.T) *fake {
+func newFake(t testing.TB) *fake {
 	f := &fake{}
 	f.pool = upstream.NewPool(upstream.Options{Resolve: func(tg upstream.Target) (config.Upstream, bool) {
 		return config.Upstream{Name: tg.Server, URL: tg.Endpoint}, tg.Endpoint != ""
@@ -80,7 +80,7 @@ type sink struct {
 
 func (s *sink) emit(r *mcpreadyv1.Receipt) { s.mu.Lock(); s.recs = append(s.recs, r); s.mu.Unlock() }
 
-func setup(t *testing.T, p *mcpreadyv1.Policy, entries map[string]*mcpreadyv1.RegistryEntry) (*Pipeline, State, *sink) {
+func setup(t testing.TB, p *mcpreadyv1.Policy, entries map[string]*mcpreadyv1.RegistryEntry) (*Pipeline, State, *sink) {
 	t.Helper()
 	snap, err := decide.NewSnapshot(decide.Inputs{PolicyVersion: "1", Policy: p, Entries: entries})
 	if err != nil {

@@ -25,9 +25,15 @@
 // or drop a receipt it accepted, or define the batch format (package
 // ledger does: Encode, Digest, BatchName, Batch).
 //
+// A failed fsync breaks the spool (ErrBroken): it refuses every later
+// receipt rather than retry the fsync and acknowledge data the kernel may
+// have dropped. Ready says whether receipts can be accepted now.
+//
 // Files: spool.go (open, state, stats), recover.go (the records and their
 // replay on open), append.go (appending and the overflow policy), seal.go
-// (sealing batches and acknowledgements).
+// (sealing batches and acknowledgements), writer.go (Writer: the agent's
+// receipt writer, durable before a state-changing answer or queued and
+// group-committed in the background, and whether a call may start).
 package spool
 
 import (
@@ -35,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -58,7 +65,17 @@ var (
 	ErrEncode = errors.New("receipt cannot be encoded")
 	// ErrCorrupt: a segment is damaged before its last record.
 	ErrCorrupt = errors.New("receipt spool corrupt")
+	// ErrBroken: an fsync of the spool failed. The spool refuses every
+	// later receipt instead of retrying (a retried fsync can succeed for
+	// data already lost); opening it again recovers what reached the disk.
+	ErrBroken = seglog.ErrBroken
 )
+
+// ReadyReserve is the free space (bytes, below Options.MaxBytes) under
+// which Ready reports ErrSpoolFull: room for a few receipts (one is
+// typically under 2 KiB), so that a call admitted because the spool was
+// ready can be receipted.
+const ReadyReserve = 16 << 10
 
 // DefaultBatchSize is the default Options.BatchSize. Larger batches
 // spread the per-batch costs (one signature, one manifest, one fsync and
@@ -95,6 +112,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now; default time.Now.
 	Now func() time.Time
+	// Fsync makes a spool file durable; nil is (*os.File).Sync. It is the
+	// seam where tests inject a failing disk (a failed fsync cannot be
+	// provoked for real).
+	Fsync func(*os.File) error
 }
 
 type segMeta struct {
@@ -168,7 +189,7 @@ func Open(dir string, opts Options) (*Spool, error) {
 	s := &Spool{opts: opts, log: opts.Logger.With("component", "spool"), acked: map[uint64]bool{}, segs: map[uint64]*segMeta{},
 		kick: make(chan struct{}, 1), sealed: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	var batches []ledger.Batch
-	wal, err := seglog.Open(dir, seglog.Options{Prefix: "spool", SegmentBytes: opts.SegmentBytes, Checkpoint: s.checkpoint, Logger: s.log},
+	wal, err := seglog.Open(dir, seglog.Options{Prefix: "spool", SegmentBytes: opts.SegmentBytes, Checkpoint: s.checkpoint, Logger: s.log, Fsync: opts.Fsync},
 		func(p seglog.Pos, payload []byte) error { return s.replay(s.meta(p.Segment), payload, &batches) })
 	if err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
@@ -208,6 +229,29 @@ func (s *Spool) compactLocked() {
 		}
 		delete(s.segs, seg.Num)
 	}
+}
+
+// Ready returns nil when the spool accepts receipts now, else why not:
+// ErrClosed, an error wrapping ErrBroken after a failed fsync, or
+// ErrSpoolFull when less than ReadyReserve bytes are free after deleting
+// acknowledged segments. A receipt larger than what is free can still be
+// refused by Append after Ready said yes.
+func (s *Spool) Ready() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.wal.Err(); err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	if s.opts.MaxBytes-s.wal.Size() < ReadyReserve {
+		s.compactLocked()
+		if s.opts.MaxBytes-s.wal.Size() < ReadyReserve {
+			return ErrSpoolFull
+		}
+	}
+	return nil
 }
 
 // Pending returns the sealed, unacknowledged batches with sequence > after,

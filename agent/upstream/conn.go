@@ -35,7 +35,7 @@ var errUnsupportedScheme = errors.New("unsupported URL scheme")
 // The zero value is not usable; use newDirectTransport.
 type directTransport struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
-	tlsConfig   *tls.Config // nil: system roots
+	tlsConfig   *tls.Config // nil: system roots; its ServerName and InsecureSkipVerify are ignored
 	idleTimeout time.Duration
 	maxIdle     int // per host
 
@@ -143,9 +143,9 @@ func (t *directTransport) conn(ctx context.Context, key string, req *http.Reques
 		if t.tlsConfig != nil {
 			cfg = t.tlsConfig.Clone()
 		}
-		if cfg.ServerName == "" {
-			cfg.ServerName = req.URL.Hostname()
-		}
+		// The certificate must be valid for the pinned endpoint's host,
+		// whatever the configuration says.
+		cfg.ServerName, cfg.InsecureSkipVerify = req.URL.Hostname(), false
 		tc := tls.Client(c, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = c.Close()

@@ -4,8 +4,24 @@ package upstream
 
 import (
 	"errors"
+	"os/exec"
 	"syscall"
+
+	"github.com/mcpready/mcpready/agent/config"
 )
+
+// runAs makes cmd run as r's user and group, with no supplementary groups
+// (config.New checked that the agent may switch).
+func runAs(cmd *exec.Cmd, r *config.RunAs) error {
+	if r == nil {
+		return nil
+	}
+	if r.UID == nil || r.GID == nil {
+		return errors.New("runAs needs both uid and gid")
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: *r.UID, Gid: *r.GID, Groups: []uint32{}}}
+	return nil
+}
 
 // quiet peeks at a socket without blocking: open with nothing to read.
 func quiet(rc syscall.RawConn) bool {

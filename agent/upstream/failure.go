@@ -2,12 +2,14 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -28,8 +30,10 @@ type exchange struct {
 	status int
 	header http.Header
 	ctype  string
-	// crossOrigin: the answer redirected to another origin (refused).
+	// crossOrigin: the answer redirected to another origin (refused), to
+	// target (redirectTarget's form of its Location).
 	crossOrigin bool
+	target      string
 }
 
 type exchangeKey struct{}
@@ -39,13 +43,45 @@ func withExchange(ctx context.Context) (context.Context, *exchange) {
 	return context.WithValue(ctx, exchangeKey{}, x), x
 }
 
-func (x *exchange) snapshot() (sent bool, status int, h http.Header, ctype string, crossOrigin bool) {
+func (x *exchange) snapshot() (sent bool, status int, h http.Header, ctype string, crossOrigin bool, target string) {
 	if x == nil {
-		return false, 0, nil, "", false
+		return false, 0, nil, "", false, ""
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.sent, x.status, x.header, x.ctype, x.crossOrigin
+	return x.sent, x.status, x.header, x.ctype, x.crossOrigin, x.target
+}
+
+// RedirectError is the cause of a refused redirect to another origin: it
+// wraps the network-identity failure (validate.ErrNetworkIdentity) and
+// names where the upstream sent the agent.
+type RedirectError struct {
+	// Target is the redirect's Location resolved against the request:
+	// scheme, host, port and path only (no user info, query or fragment,
+	// which may carry credentials); "" when the Location does not parse.
+	Target string
+	err    error
+}
+
+func (e *RedirectError) Error() string { return e.err.Error() }
+func (e *RedirectError) Unwrap() error { return e.err }
+
+// redirectTarget is the Location of resp as RedirectError.Target.
+func redirectTarget(resp *http.Response) string {
+	loc, err := resp.Location()
+	if err != nil || loc.Host == "" {
+		return ""
+	}
+	return (&url.URL{Scheme: loc.Scheme, Host: loc.Host, Path: loc.Path}).String()
+}
+
+// originOf is the scheme://host[:port] of a RedirectError.Target.
+func originOf(target string) string {
+	u, err := url.Parse(target)
+	if err != nil || u.Host == "" {
+		return "unknown"
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // errRedirect is an upstream answer that redirects elsewhere. Redirects are
@@ -120,6 +156,9 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		x.mu.Lock()
 		x.status, x.header, x.ctype = resp.StatusCode, resp.Header.Clone(), resp.Header.Get("Content-Type")
 		x.crossOrigin = redirect && crossOrigin(req, resp)
+		if x.crossOrigin {
+			x.target = redirectTarget(resp)
+		}
 		x.mu.Unlock()
 	}
 	if redirect {
@@ -144,14 +183,14 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 	if errors.As(err, &f) {
 		return f
 	}
-	sent, status, h, ctype, cross := x.snapshot()
+	sent, status, h, ctype, cross, target := x.snapshot()
 	obs := validate.Observation{Sent: sent, HTTPStatus: status, CrossOriginRedirect: cross}
 	var detail, resourceMetadata, upstreamMessage string
 	var retryAfter time.Duration
 	var rpcErr *jsonrpc.Error
 	switch {
 	case cross:
-		detail = fmt.Sprintf("HTTP %d redirect to another origin, not followed", status)
+		detail = fmt.Sprintf("HTTP %d redirect to another origin (%s), not followed", status, originOf(target))
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		if m := resourceMetadataRE.FindStringSubmatch(h.Get("WWW-Authenticate")); m != nil {
 			resourceMetadata = m[1]
@@ -184,7 +223,10 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 		detail = fmt.Sprintf("malformed response (content-type %q)", truncate(mt, 64))
 	default:
 		obs.Err = err
+		var tlsErr *tls.CertificateVerificationError
 		switch {
+		case errors.As(err, &tlsErr):
+			detail = "TLS identity: the certificate does not verify for the pinned endpoint's host"
 		case errors.Is(err, mcp.ErrConnectionClosed):
 			detail = "connection closed"
 		case sent:
@@ -200,6 +242,9 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 	}
 	errors.As(cause, &f)
 	f.From, f.Detail, f.RetryAfter, f.ResourceMetadata, f.UpstreamMessage = "upstream", detail, retryAfter, resourceMetadata, upstreamMessage
+	if cross {
+		f.Err = &RedirectError{Target: target, err: f.Err}
+	}
 	return f
 }
 

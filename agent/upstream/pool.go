@@ -7,15 +7,21 @@
 // An upstream is a Target: a server and the endpoint a verified entry pins
 // for it, so a call is sent to the admitted route's endpoint and nowhere
 // else: redirects are never followed, and one to another origin fails as a
-// network-identity failure (validate.ErrNetworkIdentity) before the request,
-// its body or its credentials are sent again. A stdio server gets only the
-// environment its configuration names (config.Upstream.ChildEnv). It keeps
-// one warm shared session per target for calls that need no
+// network-identity failure (validate.ErrNetworkIdentity, caused by a
+// RedirectError naming the target) before the request, its body or its
+// credentials are sent again; a TLS certificate must verify for the pinned
+// endpoint's host. A stdio server gets only the environment its
+// configuration names (config.Upstream.ChildEnv), runs as the configured
+// user and in the configured directory, and its stderr is logged line by
+// line, bounded, with the values of that environment redacted (stderr.go).
+// It keeps one warm shared session per target for calls that need no
 // session state, and opens dedicated sessions that relay server-to-client
 // requests and notifications for front sessions that need them. It makes no
 // policy decisions and never logs credentials, arguments or the upstream's
 // error text (a JSON-RPC error is classified by its code; its message is
-// kept only in Outcome.UpstreamMessage, for the client that asked).
+// kept only in Outcome.UpstreamMessage, for the client that asked); a stdio
+// child's stderr is the child's own text, logged with its configured
+// values redacted.
 //
 // It never fulfils a multi round-trip input request (SEP-2322) itself: a
 // tools/call result that needs input (CallToolResult.NeedsInput) is returned
@@ -233,7 +239,12 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 		}
 		cmd := exec.Command(up.Command[0], up.Command[1:]...)
 		cmd.Env = env // only what the configuration names: never the agent's whole environment
-		cmd.Stderr = nil
+		cmd.Dir = up.Dir
+		if err := runAs(cmd, up.RunAs); err != nil {
+			return nil, fmt.Errorf("%w %q: %w", ErrUnknownUpstream, server, err)
+		}
+		cmd.Stderr = newStderrLog(p.opts.Logger, up, env)
+		cmd.WaitDelay = 2 * time.Second // a grandchild holding stderr open does not hold up Close
 		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	default:
 		return nil, fmt.Errorf("%w %q: no url or command", ErrUnknownUpstream, server)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -37,7 +38,7 @@ func TestRedirectToAnotherOriginRefused(t *testing.T) {
 			}))
 			defer other.Close()
 			up := mcptest.New(t, mcptest.Options{})
-			up.RedirectTo(other.URL + "/mcp")
+			up.RedirectTo(other.URL + "/mcp?sig=" + secret) // a query may carry credentials: never recorded
 			p := NewPool(Options{Resolve: func(Target) (config.Upstream, bool) {
 				return config.Upstream{Name: "t", URL: up.URL, TokenEnv: "MCPREADY_TEST_UPSTREAM_TOKEN"}, true
 			}})
@@ -75,6 +76,10 @@ func TestRedirectToAnotherOriginRefused(t *testing.T) {
 			}
 			if f.Layer != mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY || f.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE {
 				t.Fatalf("classified %v at %v", f.Class, f.Layer)
+			}
+			var re *RedirectError
+			if !errors.As(err, &re) || re.Target != other.URL+"/mcp" || !strings.Contains(f.Detail, other.URL) || strings.Contains(err.Error(), secret) {
+				t.Fatalf("redirect target %+v, detail %q: want %s/mcp named", re, f.Detail, other.URL)
 			}
 		})
 	}

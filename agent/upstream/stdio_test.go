@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -15,13 +16,35 @@ import (
 // "env" tool answers with its whole environment.
 const stdioChildMarker = "MCPREADY_TEST_STDIO_CHILD"
 
+// configChildMarker makes the test binary parse a runAs configuration
+// and print the error (run as an unprivileged user by the runAs test).
+const configChildMarker = "MCPREADY_TEST_CONFIG_CHILD"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(stdioChildMarker) == "1" {
 		srv := mcp.NewServer(&mcp.Implementation{Name: "env", Version: "1"}, nil)
 		mcp.AddTool(srv, &mcp.Tool{Name: "env"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(os.Environ(), "\n")}}}, nil, nil
 		})
+		mcp.AddTool(srv, &mcp.Tool{Name: "whoami"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			wd, _ := os.Getwd()
+			groups, _ := os.Getgroups()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%d %d %s %v", os.Getuid(), os.Getgid(), wd, groups)}}}, nil, nil
+		})
+		mcp.AddTool(srv, &mcp.Tool{Name: "stderr"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+			Lines []string `json:"lines"`
+		}) (*mcp.CallToolResult, any, error) {
+			for _, l := range in.Lines {
+				fmt.Fprintln(os.Stderr, os.ExpandEnv(l))
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "written"}}}, nil, nil
+		})
 		_ = srv.Run(context.Background(), &mcp.StdioTransport{})
+		os.Exit(0)
+	}
+	if os.Getenv(configChildMarker) == "1" {
+		_, err := config.Parse([]byte("upstreams: [{name: a, command: [x], runAs: {uid: 0, gid: 0}}]"))
+		fmt.Println(err)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

@@ -3,6 +3,7 @@ package demo
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -232,6 +233,16 @@ func networkScope(server string) []string {
 	return []string{strings.TrimPrefix(server, "com.example/") + ".example"}
 }
 
+// endpointScope is an entry's networkScope: the server's own domain and
+// the host it is served from (the agent dials only endpoints inside it).
+func endpointScope(s Listed) []string {
+	scope := networkScope(s.Name)
+	if u, err := url.Parse(s.URL); err == nil && u.Hostname() != "" {
+		scope = append(scope, u.Hostname())
+	}
+	return scope
+}
+
 func declaration(s Listed, now time.Time) *artifact.Object {
 	issuer := s.Owner
 	d := &mcpreadyv1.Declaration{
@@ -303,7 +314,7 @@ func registryEntry(s Listed, t *mcp.Tool, now time.Time) (*artifact.Object, erro
 		Authority:         &mcpreadyv1.Authority{CredentialMode: "none", TenantBoundary: "shared"},
 		SideEffect:        c.sideEffect,
 		DataAccess:        c.dataAccess,
-		NetworkScope:      networkScope(s.Name),
+		NetworkScope:      endpointScope(s),
 		Idempotency:       c.idempotency,
 		ApprovalRequired:  c.approval,
 		RollbackSupported: t.Name == ToolUpdateListingStatus,

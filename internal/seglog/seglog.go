@@ -32,6 +32,12 @@ var ErrCorrupt = errors.New("log segment corrupt")
 // ErrClosed is an operation on a closed log.
 var ErrClosed = errors.New("log closed")
 
+// ErrBroken is every operation after a failed fsync or a write that could
+// not be undone: the log refuses appends and syncs for good (until it is
+// opened again), because a retried fsync can report success for data the
+// kernel already dropped.
+var ErrBroken = errors.New("log broken")
+
 // Options configures a log.
 type Options struct {
 	// Prefix names segment files; required.
@@ -45,6 +51,9 @@ type Options struct {
 	Checkpoint func() []byte
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Fsync makes a segment file durable; nil is (*os.File).Sync. It is
+	// the seam where tests inject a failing disk.
+	Fsync func(*os.File) error
 }
 
 // Pos locates one record.
@@ -69,13 +78,12 @@ type Log struct {
 	opts Options
 	log  *slog.Logger
 
-	syncMu  sync.Mutex // held while fsyncing or rotating
-	synced  int64
-	syncErr error
+	syncMu sync.Mutex // held while fsyncing or rotating
+	synced int64
 
 	mu      sync.Mutex
 	closed  bool
-	broken  error // a failed write could not be undone: appends are refused
+	broken  error // wraps ErrBroken: a failed fsync, or a write that could not be undone
 	cur     *os.File
 	segs    []Segment
 	written int64 // logical bytes written since Open (including recovered)
@@ -94,6 +102,9 @@ func Open(dir string, opts Options, replay func(p Pos, payload []byte) error) (*
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Fsync == nil {
+		opts.Fsync = (*os.File).Sync
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("seglog: %w", err)
@@ -139,7 +150,7 @@ func Open(dir string, opts Options, replay func(p Pos, payload []byte) error) (*
 	if err != nil {
 		return nil, fmt.Errorf("seglog: %w", err)
 	}
-	if err := f.Sync(); err != nil {
+	if err := opts.Fsync(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("seglog: %w", err)
 	}
@@ -205,7 +216,7 @@ func (l *Log) errIfClosedLocked() error {
 func (l *Log) writeLocked(rec []byte) error {
 	if _, err := l.cur.Write(rec); err != nil {
 		if terr := l.cur.Truncate(l.segs[len(l.segs)-1].Size); terr != nil {
-			l.broken = fmt.Errorf("seglog: segment left with a partial record (%v) after: %w", terr, err)
+			l.broken = fmt.Errorf("seglog: %w: segment left with a partial record (%v) after: %w", ErrBroken, terr, err)
 		}
 		return fmt.Errorf("seglog: write: %w", err)
 	}
@@ -215,27 +226,50 @@ func (l *Log) writeLocked(rec []byte) error {
 }
 
 // Sync returns once the record at p (and everything before it) is on disk.
-// Concurrent callers share one fsync.
+// Concurrent callers share one fsync. A failed fsync breaks the log
+// (ErrBroken): it and every later Append and Sync fail.
 func (l *Log) Sync(p Pos) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	if l.synced >= p.end {
-		return l.syncErr
-	}
 	l.mu.Lock()
-	if l.closed {
+	if err := l.errIfClosedLocked(); err != nil {
 		l.mu.Unlock()
-		return ErrClosed
+		return err
+	}
+	if l.synced >= p.end {
+		l.mu.Unlock()
+		return nil
 	}
 	f, w := l.cur, l.written
 	l.mu.Unlock()
-	if err := f.Sync(); err != nil {
-		l.syncErr = fmt.Errorf("seglog: fsync: %w", err)
-		return l.syncErr
+	if err := l.opts.Fsync(f); err != nil {
+		return l.breakOn(err)
 	}
 	l.synced = w
 	return nil
 }
+
+// Err is nil while the log accepts appends, else why not (ErrClosed, or
+// an error wrapping ErrBroken).
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.errIfClosedLocked()
+}
+
+// breakOn records that fsync failed with err and returns the error every
+// later operation gets. Caller holds syncMu, not mu.
+func (l *Log) breakOn(err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.broken == nil {
+		l.broken = fsyncFailed(err)
+		l.log.Error("log broken: fsync failed; no further records are accepted", "err", err)
+	}
+	return l.broken
+}
+
+func fsyncFailed(err error) error { return fmt.Errorf("seglog: %w: fsync failed: %w", ErrBroken, err) }
 
 // rotateLocked fsyncs and closes the current segment and starts the next
 // with the owner's checkpoint. Caller holds syncMu and mu (or is opening).
@@ -245,8 +279,9 @@ func (l *Log) rotateLocked() error {
 		num = l.segs[len(l.segs)-1].Num + 1
 	}
 	if l.cur != nil {
-		if err := l.cur.Sync(); err != nil {
-			return fmt.Errorf("seglog: fsync: %w", err)
+		if err := l.opts.Fsync(l.cur); err != nil {
+			l.broken = fsyncFailed(err)
+			return l.broken
 		}
 		l.cur.Close()
 		l.cur = nil
@@ -264,8 +299,9 @@ func (l *Log) rotateLocked() error {
 			}
 		}
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("seglog: fsync: %w", err)
+	if err := l.opts.Fsync(f); err != nil {
+		l.broken = fsyncFailed(err)
+		return l.broken
 	}
 	if err := syncDir(l.dir); err != nil {
 		return err
@@ -377,7 +413,7 @@ func (l *Log) Close() error {
 	for _, r := range l.readers {
 		r.Close()
 	}
-	err := l.cur.Sync()
+	err := l.opts.Fsync(l.cur)
 	if err == nil {
 		l.synced = l.written
 	}

@@ -3,7 +3,9 @@
 // whose HTTP layer can be told to misbehave (garbage body, hang, connection
 // reset, HTTP 401/402/429/5xx, a JSON-RPC error inside HTTP 200, a redirect
 // to another origin, an error that echoes the call's arguments), whose tools
-// can change mid-session, and whose descriptions can be poisoned.
+// can change mid-session, whose descriptions can be poisoned, and whose
+// "leak" tool echoes its argument in a log notification, a progress
+// notification and its result (AddLeakTool).
 //
 // It must not re-implement the MCP protocol: every well-behaved answer comes
 // from the go-sdk server it wraps.
@@ -170,6 +172,24 @@ func AddFailTool(s *mcp.Server) {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, func(_ context.Context, _ *mcp.CallToolRequest, in EchoInput) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "cannot process " + in.Text}}}, nil, nil
+	})
+}
+
+// AddLeakTool adds "leak": a careless tool that repeats its input
+// everywhere an upstream can: in a log notification (at level "error", so
+// any level the client set lets it through), in a progress notification
+// (when the call carries a progress token) and in its result's text.
+func AddLeakTool(s *mcp.Server) {
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "leak",
+		Description: "Processes the given text, noisily.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in EchoInput) (*mcp.CallToolResult, any, error) {
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "error", Logger: "leak", Data: "processing " + in.Text})
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2, Message: "halfway through " + in.Text})
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "processed " + in.Text}}}, nil, nil
 	})
 }
 

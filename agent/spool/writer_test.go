@@ -1,0 +1,139 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpready/mcpready/internal/safebuf"
+	"github.com/mcpready/mcpready/ledger"
+)
+
+// The adversary: a disk whose fsync fails once and then "recovers". A
+// receipt whose fsync failed must not be acknowledged, the spool must
+// refuse every later receipt (a retried fsync can succeed for data the
+// kernel already dropped), and state-changing calls must be refused from
+// then on. Before, the next Append retried the fsync, succeeded and
+// acknowledged a receipt written after the lost one.
+func TestFailedFsyncBreaksTheSpool(t *testing.T) {
+	var fail atomic.Bool
+	s := open(t, t.TempDir(), testKey(t), func(o *Options) {
+		o.Fsync = func(f *os.File) error {
+			if fail.Load() {
+				return syscall.EIO
+			}
+			return f.Sync()
+		}
+	})
+	defer s.Close()
+	logs := &safebuf.Buffer{}
+	w := NewWriter(s, WriterOptions{ContinueReadOnly: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err := w.Record(mk(1), true); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+	if err := w.Record(mk(2), true); !errors.Is(err, ErrBroken) {
+		t.Fatalf("durable record with a failing fsync: %v, want ErrBroken", err)
+	}
+	if !strings.Contains(logs.String(), "receipt not durable") {
+		t.Fatalf("the lost receipt was not logged: %q", logs.String())
+	}
+	fail.Store(false)
+	if err := w.Record(mk(3), true); !errors.Is(err, ErrBroken) {
+		t.Fatalf("durable record after a failed fsync: %v, want ErrBroken", err)
+	}
+	if err := s.Ready(); !errors.Is(err, ErrBroken) {
+		t.Fatalf("Ready after a failed fsync: %v", err)
+	}
+	if err := w.Accepting(true); !errors.Is(err, ErrRefusedWithoutReceipts) || !errors.Is(err, ErrBroken) {
+		t.Fatalf("Accepting a state-changing call on a broken spool: %v", err)
+	}
+	if err := w.Accepting(false); err != nil {
+		t.Fatalf("Accepting a read-only call with ContinueReadOnly: %v", err)
+	}
+	if err := s.Flush(); !errors.Is(err, ErrBroken) {
+		t.Fatalf("sealing after a failed fsync: %v, want ErrBroken", err)
+	}
+	if n := len(s.Pending(0)); n != 0 {
+		t.Fatalf("%d batches pending after a failed fsync", n)
+	}
+}
+
+// A full spool refuses state-changing calls before they start; read-only
+// ones follow ContinueReadOnly. Acknowledging batches frees room again.
+func TestFullSpoolRefusesStateChangingCalls(t *testing.T) {
+	s := open(t, t.TempDir(), testKey(t), func(o *Options) { o.MaxBytes = ReadyReserve + 4<<10; o.SegmentBytes = 2 << 10 })
+	defer s.Close()
+	strict := NewWriter(s, WriterOptions{})
+	lenient := NewWriter(s, WriterOptions{ContinueReadOnly: true})
+	if err := strict.Accepting(true); err != nil {
+		t.Fatalf("empty spool: %v", err)
+	}
+	for i := 0; s.Ready() == nil; i++ {
+		if err := strict.Record(mk(i), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := strict.Accepting(true); !errors.Is(err, ErrRefusedWithoutReceipts) || !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("full spool, state-changing: %v", err)
+	}
+	if err := strict.Accepting(false); !errors.Is(err, ErrRefusedWithoutReceipts) {
+		t.Fatalf("full spool, read-only, refuse: %v", err)
+	}
+	if err := lenient.Accepting(false); err != nil {
+		t.Fatalf("full spool, read-only, continue: %v", err)
+	}
+	if err := lenient.Accepting(true); !errors.Is(err, ErrRefusedWithoutReceipts) {
+		t.Fatalf("full spool, state-changing, ContinueReadOnly: %v", err)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range s.Pending(0) {
+		if err := s.Ack(b.Sequence); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := strict.Accepting(true); err != nil {
+		t.Fatalf("after acknowledgement: %v", err)
+	}
+}
+
+// Concurrent durable and queued receipts all reach the spool.
+func TestWriterDurableAndQueued(t *testing.T) {
+	key := testKey(t)
+	s := open(t, t.TempDir(), key, nil)
+	w := NewWriter(s, WriterOptions{Linger: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Record(mk(i), i%2 == 0); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	cancel()
+	<-done
+	w.Drain()
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, _ := drain(t, s, key, ledger.Head{}, false)
+	if len(got) != 100 {
+		t.Fatalf("%d receipts sealed, want 100", len(got))
+	}
+}
