@@ -12,6 +12,10 @@
 //     to a session client over a dedicated upstream session, and to a
 //     stateless (2026-07-28) client as input requests of an input-required
 //     result under a single-use requestState of the agent's own (mrtr.go).
+//     A stateless caller gets what a 2026-07-28 server owes it (era.go,
+//     paramheaders.go): its own capabilities declared upstream, the
+//     upstream's missing-capability refusal, progress, checked
+//     Mcp-Param-* headers.
 //   - /mcp is the aggregate view: each equivalence class of the Policy as one
 //     capability tool, and every other permitted tool as <server>__<tool>.
 //
@@ -308,6 +312,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	v := f.view(server)
 	if pv := r.Header.Get(protocolHeader); pv >= statelessProtocol {
+		if env != nil && !v.paramHeadersMatch(w, r, env) {
+			return
+		}
 		v.stateless.ServeHTTP(w, r)
 		return
 	}

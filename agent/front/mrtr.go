@@ -95,6 +95,10 @@ type round struct {
 	mu       sync.Mutex
 	approved bool // approval was granted in this call (now or in an earlier round)
 	heldUsed bool // the held call of prior was continued (or aborted)
+	// missing is what a stateless upstream said the caller must declare
+	// (SEP-2575 MissingRequiredClientCapabilityError), for callTool to
+	// pass on as that error.
+	missing *mcp.ClientCapabilities
 }
 
 // pendingKey binds a pending round to the call that may resume it.
@@ -257,7 +261,10 @@ func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *m
 			}
 		}
 	}
-	res, err := up.Call(ctx, params)
+	if rd != nil && up.ProtocolVersion() >= statelessProtocol {
+		params = withClientCaps(params, rd.caps)
+	}
+	res, err := rd.call(ctx, up, params)
 	for i := 0; err == nil && res.NeedsInput() && rd != nil && rd.ss != nil && i < maxSessionRounds; i++ {
 		if len(res.InputRequests) == 0 || unsupported(rd.caps, res.InputRequests) != "" {
 			break
@@ -268,7 +275,7 @@ func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *m
 		}
 		p := *params
 		p.InputResponses, p.RequestState = responses, res.RequestState
-		res, err = up.Call(ctx, &p)
+		res, err = rd.call(ctx, up, &p)
 	}
 	if err != nil {
 		return upstream.Result{}, nil, err

@@ -58,7 +58,11 @@ func precheck(w http.ResponseWriter, r *http.Request) (*envelope, bool) {
 	}
 	isCall := len(env.ID) > 0 && string(env.ID) != "null"
 	if env.Method != nil && isCall && !knownMethods[*env.Method] {
-		writeRPCError(w, http.StatusOK, env.ID, int(jsonrpc.CodeMethodNotFound), fmt.Sprintf("method %q not found", *env.Method))
+		status := http.StatusOK
+		if r.Header.Get(protocolHeader) >= statelessProtocol {
+			status = http.StatusNotFound // SEP-2575: an unknown method is HTTP 404
+		}
+		writeRPCError(w, status, env.ID, int(jsonrpc.CodeMethodNotFound), fmt.Sprintf("method %q not found", *env.Method))
 		return nil, false
 	}
 	return env, true
