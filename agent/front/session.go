@@ -100,12 +100,14 @@ func (v *view) middleware(s *session) mcp.Middleware {
 			}
 			switch method {
 			case "logging/setLevel":
-				res, err := next(ctx, method, req)
-				if err == nil {
-					p := req.GetParams().(*mcp.SetLoggingLevelParams)
-					err = v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error { return cs.SetLoggingLevel(ctx, forUpstream(p)) })
-				}
-				return res, err
+				return v.method(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) {
+					res, err := next(ctx, method, req)
+					if err == nil {
+						p := req.GetParams().(*mcp.SetLoggingLevelParams)
+						err = v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error { return cs.SetLoggingLevel(ctx, forUpstream(p)) })
+					}
+					return res, err
+				})
 			case "resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get", "completion/complete":
 				ctx, done := s.track(ctx, progressToken(req.GetParams()))
 				defer done()
@@ -352,7 +354,29 @@ func (v *view) relay(ctx context.Context, s *session, method string, params mcp.
 
 // initialize lets the go-sdk negotiate the front session, then presents the
 // upstream's capabilities (transparent view) or the aggregate's (tools only).
+// On a transparent view it is decided and receipted like the view's other
+// non-tool methods (pipeline.Method): a principal admitted to no tool of
+// the server is refused before any upstream session is opened for it.
 func (v *view) initialize(ctx context.Context, s *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	if v.server == "" {
+		return v.present(ctx, s, method, req, next)
+	}
+	var capped error // a session cap refusal: answered as such, not as an upstream failure
+	res, err := v.method(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) {
+		res, err := v.present(ctx, s, method, req, next)
+		if errors.Is(err, errTooManySessions) {
+			capped = err
+		}
+		return res, err
+	})
+	if capped != nil {
+		return nil, &jsonrpc.Error{Code: codeRefused, Message: capped.Error()}
+	}
+	return res, err
+}
+
+// present is initialize after the decision.
+func (v *view) present(ctx context.Context, s *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	res, err := next(ctx, method, req)
 	if err != nil {
 		return nil, err
@@ -391,11 +415,8 @@ func (v *view) initialize(ctx context.Context, s *session, method string, req mc
 	var instructions string
 	if v.server != "" {
 		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
-		if errors.Is(err, errTooManySessions) {
-			return nil, &jsonrpc.Error{Code: codeRefused, Message: err.Error()}
-		}
 		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%v: %v", errUpstreamUnavailable, err)}
+			return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
 		}
 		if ir := up.Initialize(); ir != nil {
 			if ir.Capabilities != nil {
