@@ -397,7 +397,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				Registry: a.opts.Metrics, Logger: a.opts.Logger})
 		}()
 	}
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := a.front.HTTPServer(a.Handler()) // header, idle and body timeouts against slow clients
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(a.lis) }()
 	a.opts.Logger.Info("agent: serving", "addr", a.Addr(), "node", a.opts.NodeID, "control_plane", a.opts.ControlPlane)

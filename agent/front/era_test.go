@@ -325,8 +325,8 @@ func TestAbandonedCallCancelledUpstream(t *testing.T) {
 	}
 }
 
-func (c *sessionCaps) openCount() int {
+func (c *limiter) openCount() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.open
+	return c.n
 }

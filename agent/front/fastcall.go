@@ -29,8 +29,11 @@ import (
 
 // sdkRefresh is how long after the go-sdk last saw a request of a session
 // the fast path may still answer for it: well inside the handler's
-// SessionTimeout, so that a session used only for tool calls never idles out.
-const sdkRefresh = 5 * time.Minute
+// SessionTimeout (a sixth of it, at most 5 minutes), so that a session used
+// only for tool calls never idles out.
+func (f *Front) sdkRefresh() time.Duration {
+	return min(5*time.Minute, f.opts.SessionIdleTimeout/6)
+}
 
 // fastState is what a session records for the fast path.
 type fastState struct {
@@ -129,7 +132,7 @@ func (v *view) fastSession(r *http.Request, now time.Time) (*session, *mcp.Serve
 	defer s.mu.Unlock()
 	ss := s.ss
 	if ss == nil || !s.fast.initialized || s.fast.logging || s.fast.protocol == "" ||
-		r.Header.Get(protocolHeader) != s.fast.protocol || now.Sub(s.fast.lastSDK) > sdkRefresh {
+		r.Header.Get(protocolHeader) != s.fast.protocol || now.Sub(s.fast.lastSDK) > v.f.sdkRefresh() {
 		return nil, nil
 	}
 	if ip := ss.InitializeParams(); ip == nil || ip.Capabilities != nil &&

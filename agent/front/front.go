@@ -119,7 +119,37 @@ type Options struct {
 	// tokenless default principal included). Zero means
 	// DefaultMaxUpstreamSessionsPerPrincipal; negative means no cap.
 	MaxUpstreamSessionsPerPrincipal int
+	// MaxHeldCalls and MaxHeldCallsPerPrincipal cap the upstream calls held
+	// open across input rounds for stateless clients (each holds a leased
+	// upstream session), overall and per principal: a call past them is
+	// refused. Zero means DefaultMaxHeldCalls and
+	// DefaultMaxHeldCallsPerPrincipal; negative means no cap.
+	MaxHeldCalls, MaxHeldCallsPerPrincipal int
+	// MaxPendingRounds and MaxPendingRoundsPerPrincipal cap the input rounds
+	// waiting for a stateless client's answer, overall and per principal: a
+	// round past them ends the call with a refusal. Zero means
+	// DefaultMaxPendingRounds and DefaultMaxPendingRoundsPerPrincipal;
+	// negative means no cap.
+	MaxPendingRounds, MaxPendingRoundsPerPrincipal int
+	// SessionIdleTimeout closes a stateful front session (and with it its
+	// dedicated upstream sessions) that received no request for this long.
+	// Zero means DefaultSessionIdleTimeout.
+	SessionIdleTimeout time.Duration
+	// ReadHeaderTimeout, IdleTimeout and BodyTimeout bound a client
+	// connection of the HTTP server HTTPServer returns: reading a request's
+	// headers, waiting between keep-alive requests, and reading a request
+	// body. Zero means DefaultReadHeaderTimeout, DefaultIdleTimeout and
+	// DefaultBodyTimeout.
+	ReadHeaderTimeout, IdleTimeout, BodyTimeout time.Duration
 }
+
+// Defaults of the Options timeouts.
+const (
+	DefaultSessionIdleTimeout = 30 * time.Minute
+	DefaultReadHeaderTimeout  = 10 * time.Second
+	DefaultIdleTimeout        = 2 * time.Minute
+	DefaultBodyTimeout        = 30 * time.Second
+)
 
 // Front serves the MCP endpoints. Create with New.
 type Front struct {
@@ -130,7 +160,7 @@ type Front struct {
 	metrics *metrics
 	pending *roundStore // calls waiting for a stateless client's input
 	pipe    *pipeline.Pipeline
-	caps    *sessionCaps // dedicated upstream sessions held, per principal and overall
+	caps    *limiter // dedicated upstream sessions held, per principal and overall
 
 	mu    sync.Mutex
 	views map[string]*view // "" is the aggregate view
@@ -148,9 +178,24 @@ func New(opts Options) *Front {
 	if opts.Config == nil {
 		opts.Config, _ = config.New(config.File{})
 	}
-	f := &Front{opts: opts, views: map[string]*view{}, metrics: newMetrics(opts.Registerer), pending: newRoundStore()}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&opts.SessionIdleTimeout, DefaultSessionIdleTimeout}, {&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout},
+		{&opts.IdleTimeout, DefaultIdleTimeout}, {&opts.BodyTimeout, DefaultBodyTimeout}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	m := newMetrics(opts.Registerer)
+	f := &Front{opts: opts, views: map[string]*view{}, metrics: m, pending: newRoundStore(
+		newLimiter("calls waiting for input", errTooManyRounds, opts.MaxPendingRounds, opts.MaxPendingRoundsPerPrincipal,
+			DefaultMaxPendingRounds, DefaultMaxPendingRoundsPerPrincipal, m.roundsRefused, nil),
+		newLimiter("calls held open for input", errTooManyHeld, opts.MaxHeldCalls, opts.MaxHeldCallsPerPrincipal,
+			DefaultMaxHeldCalls, DefaultMaxHeldCallsPerPrincipal, m.heldRefused, nil))}
 	f.pins = newPins(f)
-	f.caps = newSessionCaps(opts.MaxUpstreamSessions, opts.MaxUpstreamSessionsPerPrincipal, f.metrics)
+	f.caps = newLimiter("dedicated upstream sessions", errTooManySessions, opts.MaxUpstreamSessions, opts.MaxUpstreamSessionsPerPrincipal,
+		DefaultMaxUpstreamSessions, DefaultMaxUpstreamSessionsPerPrincipal, m.sessionsRefused, m.sessionsOpen)
 	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Emit: func(rec *mcpreadyv1.Receipt) {
 		f.observe(rec)
 		if opts.Receipts != nil {
@@ -169,9 +214,18 @@ func New(opts Options) *Front {
 	return f
 }
 
+// HTTPServer returns the HTTP server to serve h (normally the front) with:
+// Options.ReadHeaderTimeout and IdleTimeout bound slow and idle client
+// connections (no overall read or write timeout: response streams are
+// long-lived).
+func (f *Front) HTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: f.opts.ReadHeaderTimeout, IdleTimeout: f.opts.IdleTimeout, MaxHeaderBytes: 64 << 10}
+}
+
 // Close closes upstream sessions, the dedicated ones of live front
-// sessions included.
+// sessions included, and ends the calls waiting for input.
 func (f *Front) Close() {
+	f.pending.close()
 	for _, s := range f.liveSessions() {
 		s.mu.Lock()
 		for t, up := range s.ups {
@@ -297,12 +351,13 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if _, err := f.authenticate(r.Header); err != nil {
+	id, err := f.authenticate(r.Header)
+	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpready-agent"`)
 		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
 		return
 	}
-	env, ok := precheck(w, r)
+	env, ok := precheck(w, r, f.opts.BodyTimeout)
 	if !ok {
 		return
 	}
@@ -311,6 +366,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := f.view(server)
+	if !v.ownSession(w, r, id.Name) {
+		return
+	}
 	if pv := r.Header.Get(protocolHeader); pv >= statelessProtocol {
 		if env != nil && !v.paramHeadersMatch(w, r, env) {
 			return
@@ -322,6 +380,32 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.stateful.ServeHTTP(w, r)
+}
+
+// ownSession refuses (HTTP 403, counted) a request presenting a session
+// that another principal opened: a session, with its dedicated upstream
+// session and its client's elicitation channel, belongs to its opener.
+// It reports whether r may go on.
+func (v *view) ownSession(w http.ResponseWriter, r *http.Request, principal string) bool {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		return true
+	}
+	v.mu.Lock()
+	s := v.bySID[sid]
+	v.mu.Unlock()
+	if s == nil {
+		return true // unknown to the front: the go-sdk answers 404
+	}
+	s.mu.Lock()
+	owner := s.principal
+	s.mu.Unlock()
+	if owner == principal {
+		return true
+	}
+	v.f.metrics.sessionsForeign.Inc()
+	writeRPCError(w, http.StatusForbidden, nil, codeRefused, "this session belongs to another principal; initialize a session of your own")
+	return false
 }
 
 // authenticate maps the request's bearer token to its identity.
@@ -364,7 +448,7 @@ func (f *Front) view(server string) *view {
 			return f.probe // only consulted for its protocol versions
 		}
 		return v.newServer(&session{v: v})
-	}, &mcp.StreamableHTTPOptions{Logger: f.opts.Logger, SessionTimeout: 30 * time.Minute})
+	}, &mcp.StreamableHTTPOptions{Logger: f.opts.Logger, SessionTimeout: f.opts.SessionIdleTimeout})
 	f.views[server] = v
 	return v
 }

@@ -66,12 +66,6 @@ const (
 	stateKeyBytes = 32
 	// roundTTL bounds how long a pending round waits for its retry.
 	roundTTL = 10 * time.Minute
-	// maxPendingRounds bounds the pending rounds of one Front.
-	maxPendingRounds = 10000
-	// maxHeldCalls bounds the upstream calls held open for stateless
-	// clients (each holds a leased upstream session); beyond it, a call runs
-	// on the shared session and the upstream's own requests are refused.
-	maxHeldCalls = 256
 	// maxSessionRounds bounds the input rounds the agent runs for one
 	// session-era call.
 	maxSessionRounds = 10
@@ -116,6 +110,7 @@ type pending struct {
 	state     string    // the upstream's requestState
 	held      *heldCall // the upstream call waiting for the answer (session-era upstream)
 	expires   time.Time
+	release   func() // gives back the round's slot (idempotent)
 }
 
 type roundKey struct{}
@@ -409,21 +404,23 @@ func (v *view) inputRequired(rd *round, rec *mcpreadyv1.Receipt, p *pending, req
 
 // roundStore holds the pending rounds of one Front.
 type roundStore struct {
-	mu   sync.Mutex
-	m    map[string]*pending
-	held chan struct{} // one slot per held call
+	rounds *limiter // pending rounds, per principal and overall
+	held   *limiter // upstream calls held open across rounds
+
+	mu     sync.Mutex
+	m      map[string]*pending
+	closed bool
 }
 
-func newRoundStore() *roundStore {
-	return &roundStore{m: map[string]*pending{}, held: make(chan struct{}, maxHeldCalls)}
+func newRoundStore(rounds, held *limiter) *roundStore {
+	return &roundStore{m: map[string]*pending{}, rounds: rounds, held: held}
 }
 
 func (f *Front) rounds() *roundStore { return f.pending }
 
-// errTooManyRounds refuses a new pending round when the store is full.
-var errTooManyRounds = errors.New("too many calls are waiting for input; retry later")
-
-// put stores p under a new random key and returns the key (the requestState).
+// put stores p under a new random key and returns the key (the
+// requestState), or refuses past the caps on pending rounds (expired
+// rounds are dropped first).
 func (st *roundStore) put(p *pending, now time.Time) (string, error) {
 	b := make([]byte, stateKeyBytes)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
@@ -431,18 +428,42 @@ func (st *roundStore) put(p *pending, now time.Time) (string, error) {
 	p.expires = now.Add(roundTTL)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if len(st.m) >= maxPendingRounds {
+	if st.closed {
+		return "", fmt.Errorf("%w: the agent is shutting down", errTooManyRounds)
+	}
+	release, err := st.rounds.take(p.key.principal, false)
+	if err != nil {
 		for k, x := range st.m {
 			if now.After(x.expires) {
-				delete(st.m, k)
+				st.drop(k, x)
 			}
 		}
-		if len(st.m) >= maxPendingRounds {
-			return "", errTooManyRounds
+		if release, err = st.rounds.acquire(p.key.principal); err != nil {
+			return "", err
 		}
 	}
+	p.release = release
 	st.m[key] = p
 	return key, nil
+}
+
+// drop removes an expired or abandoned round (under st.mu), ending its held call.
+func (st *roundStore) drop(k string, p *pending) {
+	delete(st.m, k)
+	p.release()
+	if p.held != nil {
+		p.held.abort()
+	}
+}
+
+// close drops every pending round and ends their held calls; later rounds are refused.
+func (st *roundStore) close() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.closed = true
+	for k, p := range st.m {
+		st.drop(k, p)
+	}
 }
 
 // take removes and returns the pending round of state, checking that it
@@ -455,6 +476,9 @@ func (st *roundStore) take(state string, k pendingKey, now time.Time) (*pending,
 	p := st.m[state]
 	delete(st.m, state)
 	st.mu.Unlock()
+	if p != nil {
+		p.release()
+	}
 	if p != nil && p.held != nil && (now.After(p.expires) || p.key != k) {
 		p.held.abort()
 	}

@@ -389,7 +389,7 @@ func TestRoundStoreTake(t *testing.T) {
 		{"another call", t0.Add(time.Minute), pendingKey{server: "st", principal: "dev-client", tool: "confirm", args: "sha256:y"}, "another call"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			st := newRoundStore()
+			st := New(Options{}).pending
 			state, err := st.put(&pending{key: k, entry: "st/confirm"}, t0)
 			if err != nil {
 				t.Fatal(err)
