@@ -323,7 +323,7 @@ func buildState(s *subscribe.Snapshot, prev *front.State, prevPolicy *mcpreadyv1
 	if err != nil {
 		return nil, nil, err
 	}
-	st := &front.State{Decide: snap, Entries: in.Entries, Checker: validate.NewChecker(validate.RulesFromPolicy(pol.GetResults()))}
+	st := &front.State{Decide: snap, Entries: in.Entries, Declarations: in.Declarations, Checker: validate.NewChecker(validate.RulesFromPolicy(pol.GetResults()))}
 	switch {
 	case prev == nil || prev.Circuits == nil:
 		st.Circuits = circuit.NewSet(circuit.ConfigFromPolicy(pol.GetCircuit()))

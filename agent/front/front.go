@@ -81,8 +81,14 @@ type State struct {
 	Circuits *circuit.Set
 	Budget   *invoke.Budget
 
-	byTool    map[string]map[string][]string // server -> tool -> entry names
-	endpoints map[string][]string            // server -> its entries' endpoints, sorted, distinct
+	// Declarations are the verified provider Declarations (any key; each
+	// applies to its server_name, else to the server its key names): the
+	// pins compare the permissions, data access and endpoint they state.
+	Declarations map[string]*mcpreadyv1.Declaration
+
+	decls     map[string]*mcpreadyv1.Declaration // server -> its Declaration
+	byTool    map[string]map[string][]string     // server -> tool -> entry names
+	endpoints map[string][]string                // server -> its entries' endpoints, sorted, distinct
 }
 
 // Options configures a Front. Zero values are documented per field.
@@ -135,6 +141,10 @@ type Options struct {
 	// dedicated upstream sessions) that received no request for this long.
 	// Zero means DefaultSessionIdleTimeout.
 	SessionIdleTimeout time.Duration
+	// RelistInterval is how often the tools of every upstream are listed
+	// again and checked against their pins, for upstreams that change
+	// without notifying. Zero means DefaultRelistInterval; negative never.
+	RelistInterval time.Duration
 	// ReadHeaderTimeout, IdleTimeout and BodyTimeout bound a client
 	// connection of the HTTP server HTTPServer returns: reading a request's
 	// headers, waiting between keep-alive requests, and reading a request
@@ -146,6 +156,7 @@ type Options struct {
 // Defaults of the Options timeouts.
 const (
 	DefaultSessionIdleTimeout = 30 * time.Minute
+	DefaultRelistInterval     = 5 * time.Minute
 	DefaultReadHeaderTimeout  = 10 * time.Second
 	DefaultIdleTimeout        = 2 * time.Minute
 	DefaultBodyTimeout        = 30 * time.Second
@@ -160,7 +171,9 @@ type Front struct {
 	metrics *metrics
 	pending *roundStore // calls waiting for a stateless client's input
 	pipe    *pipeline.Pipeline
-	caps    *limiter // dedicated upstream sessions held, per principal and overall
+	caps    *limiter      // dedicated upstream sessions held, per principal and overall
+	stop    chan struct{} // closed by Close: ends the periodic re-listing
+	closing sync.Once
 
 	mu    sync.Mutex
 	views map[string]*view // "" is the aggregate view
@@ -181,7 +194,7 @@ func New(opts Options) *Front {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&opts.SessionIdleTimeout, DefaultSessionIdleTimeout}, {&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout},
+	}{{&opts.SessionIdleTimeout, DefaultSessionIdleTimeout}, {&opts.RelistInterval, DefaultRelistInterval}, {&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout},
 		{&opts.IdleTimeout, DefaultIdleTimeout}, {&opts.BodyTimeout, DefaultBodyTimeout}} {
 		if *d.v == 0 {
 			*d.v = d.def
@@ -211,6 +224,10 @@ func New(opts Options) *Front {
 	})
 	f.probe = mcp.NewServer(&mcp.Implementation{Name: "mcpready-agent"}, nil)
 	f.state.Store(indexState(&State{}))
+	f.stop = make(chan struct{})
+	if opts.RelistInterval > 0 {
+		go f.pins.relistEvery(opts.RelistInterval, f.stop)
+	}
 	return f
 }
 
@@ -225,6 +242,7 @@ func (f *Front) HTTPServer(h http.Handler) *http.Server {
 // Close closes upstream sessions, the dedicated ones of live front
 // sessions included, and ends the calls waiting for input.
 func (f *Front) Close() {
+	f.closing.Do(func() { close(f.stop) })
 	f.pending.close()
 	for _, s := range f.liveSessions() {
 		s.mu.Lock()
@@ -278,6 +296,13 @@ func indexState(st *State) *State {
 	}
 	for _, eps := range s.endpoints {
 		slices.Sort(eps)
+	}
+	s.decls = make(map[string]*mcpreadyv1.Declaration, len(s.Declarations))
+	for key, d := range s.Declarations {
+		if name := d.GetServerName(); name != "" {
+			key = name
+		}
+		s.decls[key] = d
 	}
 	return &s
 }
