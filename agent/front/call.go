@@ -260,7 +260,9 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	}
 	meta := metaOf(req.Params)
 	pr.IdempotencyKey, pr.HasKey = meta[MetaIdempotency].(string)
-	pr.Meta = forUpstream(&mcp.CallToolParams{Meta: meta}).Meta
+	if len(meta) > 0 {
+		pr.Meta = forUpstream(&mcp.CallToolParams{Meta: meta}).Meta
+	}
 	if rd := roundOf(ctx); rd != nil && rd.prior != nil {
 		pr.RequestID, pr.Pin = rd.prior.requestID, rd.prior.entry
 	}

@@ -24,20 +24,9 @@ func TestForeignSessionRefused(t *testing.T) {
 	for _, path := range []string{"/mcp/servers/test", "/mcp"} {
 		dev := h.connect(t, path, devToken, nil, "2025-11-25")
 		for _, method := range []string{http.MethodDelete, http.MethodPost, http.MethodGet} {
-			req, _ := http.NewRequest(method, h.url+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("Mcp-Session-Id", dev.ID())
-			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-			req.Header.Set("Authorization", "Bearer "+guestToken)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "another principal") {
-				t.Fatalf("%s %s with another principal's session: HTTP %d %s", path, method, resp.StatusCode, b)
+			status, b := sessionPost(t, method, h.url+path, dev.ID(), guestToken, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+			if status != http.StatusForbidden || !strings.Contains(string(b), "another principal") {
+				t.Fatalf("%s %s with another principal's session: HTTP %d %s", path, method, status, b)
 			}
 		}
 		if names := toolNames(t, dev); len(names) == 0 {
