@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/mcpready/mcpready/agent/config"
 )
@@ -303,7 +304,7 @@ func FuzzParamHeaders(f *testing.F) {
 	})
 }
 
-// An abandoned call is cancelled upstream, for callers and upstreams of
+// An abandoned or timed-out call is cancelled upstream, for callers and upstreams of
 // both eras (a session-era upstream gets notifications/cancelled; a
 // stateless one sees its request end).
 func TestAbandonedCallCancelledUpstream(t *testing.T) {
@@ -321,6 +322,22 @@ func TestAbandonedCallCancelledUpstream(t *testing.T) {
 		case <-cancelled:
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: the upstream call was never cancelled", version)
+		}
+	}
+	// A call past the policy's deadline is cancelled upstream too.
+	p := testPolicy()
+	p.Principals[0].Allow = append(p.Principals[0].Allow, "era/*")
+	p.Deadline = durationpb.New(300 * time.Millisecond)
+	h.install(t, p)
+	for _, server := range []string{"era", "test"} {
+		cs := h.connect(t, "/mcp/servers/"+server, devToken, nil, "2025-11-25")
+		if res := call(t, cs, "block", map[string]any{}); !res.IsError {
+			t.Fatalf("%s: a call past its deadline answered %+v", server, res)
+		}
+		select {
+		case <-cancelled:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the timed-out upstream call was never cancelled", server)
 		}
 	}
 }
