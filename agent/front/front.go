@@ -382,7 +382,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
 		return
 	}
-	env, ok := precheck(w, r, f.opts.BodyTimeout)
+	env, ok := precheck(w, r, f.opts.BodyTimeout, f.metrics.slowBodies.Inc)
 	if !ok {
 		return
 	}

@@ -81,6 +81,9 @@ func TestSlowClientsCutOff(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusRequestTimeout {
 		t.Fatalf("a client trickling its body: %v %v, want HTTP 408", err, resp)
 	}
+	if n := testutil.ToFloat64(f.metrics.slowBodies); n != 1 {
+		t.Fatalf("slow bodies counted %v, want 1", n)
+	}
 
 	c = dial()
 	_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")

@@ -27,6 +27,8 @@ type metrics struct {
 	// sessionsForeign counts requests refused for presenting a session
 	// another principal opened.
 	sessionsForeign prometheus.Counter
+	// slowBodies counts requests refused because their body did not arrive in time.
+	slowBodies prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -56,9 +58,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sessionsForeign: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpready_agent_foreign_session_refused_total", Help: "Requests refused because they presented a session another principal opened.",
 		}),
+		slowBodies: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpready_agent_slow_request_bodies_total", Help: "Requests answered HTTP 408 because their body did not arrive within the body timeout.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.heldRefused, m.roundsRefused, m.sessionsForeign)
+		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.slowBodies)
 	}
 	return m
 }

@@ -33,8 +33,8 @@ var knownMethods = map[string]bool{
 // of a POST carrying a single one (nil for other requests).
 //
 // The body must arrive within bodyTimeout (a client trickling it is cut
-// off); zero is no limit.
-func precheck(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration) (*envelope, bool) {
+// off, and slow is called); zero is no limit.
+func precheck(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration, slow func()) (*envelope, bool) {
 	if r.Method != http.MethodPost || r.Body == nil {
 		return nil, true
 	}
@@ -45,6 +45,7 @@ func precheck(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration)
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	r.Body.Close()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
+		slow()
 		writeRPCError(w, http.StatusRequestTimeout, nil, int(jsonrpc.CodeParseError), fmt.Sprintf("request body not received within %s", bodyTimeout))
 		return nil, false
 	}
