@@ -118,6 +118,9 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 				allowed[x.Tool] = true
 			}
 		}
+		if len(allowed) == 0 {
+			return out, nil // nothing to show: the upstream is not asked
+		}
 		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)

@@ -42,7 +42,7 @@ func waitLabels(t *testing.T, h *harness, entry string) []mcpreadyv1.DriftLabel 
 
 // The provider's signed Declaration is compared too: permissions, data
 // access and endpoint it now states that differ from what the entry was
-// qualified under block the entry with PERMISSION_DRIFT, DATA_ACCESS_DRIFT
+// qualified under (the endpoint: another than the entry pins) block the entry with PERMISSION_DRIFT, DATA_ACCESS_DRIFT
 // and NETWORK_DRIFT, and are reported. Failed before: the front passed the
 // pins only the listed definition, so nothing drifted.
 func TestDeclarationDrift(t *testing.T) {
@@ -50,7 +50,6 @@ func TestDeclarationDrift(t *testing.T) {
 	e := h.entries["test/echo"]
 	e.Authority = &mcpreadyv1.Authority{Scopes: []string{"docs.read"}}
 	e.DataAccess = mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_PUBLIC
-	e.NetworkScope = []string{"127.0.0.1"}
 	agreeing := &mcpreadyv1.Declaration{ServerName: "test", Endpoint: h.up.URL,
 		Auth: &mcpreadyv1.DeclaredAuth{RequiredScopes: []string{"docs.read"}}, DataHandling: &mcpreadyv1.DataHandling{Classification: "public"}}
 	h.installDecls(t, testPolicy(), map[string]*mcpreadyv1.Declaration{"test": agreeing})

@@ -91,7 +91,7 @@ func (p *pins) observe(st *State, up *upstream.Session, tools []*mcp.Tool) {
 				labels = []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT}
 				observed = &mcpreadyv1.ToolIdentity{ServerName: server, ToolName: t.Name}
 			} else {
-				labels = pin.Compare(e, live(st, server, endpoint, observed, pt))
+				labels = pin.Compare(e, live(st, server, observed, pt))
 			}
 			p.mu.Lock()
 			if poisoned {
@@ -126,16 +126,10 @@ func (p *pins) observe(st *State, up *upstream.Session, tools []*mcp.Tool) {
 }
 
 // live is a listed tool as pin.Compare sees it: its identity and
-// definition, the permissions and data access its server's Declaration
-// states, and the network destinations it is reached at (the endpoint the
-// agent reached, and the one the Declaration names).
-func live(st *State, server, endpoint string, observed *mcpreadyv1.ToolIdentity, t pin.Tool) pin.Live {
-	l := pin.Live{Identity: observed, Tool: t, Destinations: []string{endpoint}}
-	d := st.decls[server]
-	if ep := d.GetEndpoint(); ep != "" {
-		l.Destinations = append(l.Destinations, ep)
-	}
-	return l.Declared(d)
+// definition, and the permissions, data access and endpoint its server's
+// Declaration states.
+func live(st *State, server string, observed *mcpreadyv1.ToolIdentity, t pin.Tool) pin.Live {
+	return pin.Live{Identity: observed, Tool: t}.Declared(st.decls[server])
 }
 
 func (p *pins) report(entry string, labels []mcpreadyv1.DriftLabel, observed *mcpreadyv1.ToolIdentity) {

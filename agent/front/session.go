@@ -12,8 +12,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // session is the state of one stateful front session: its dedicated
@@ -355,28 +357,36 @@ func (v *view) relay(ctx context.Context, s *session, method string, params mcp.
 // initialize lets the go-sdk negotiate the front session, then presents the
 // upstream's capabilities (transparent view) or the aggregate's (tools only).
 // On a transparent view it is decided and receipted like the view's other
-// non-tool methods (pipeline.Method): a principal admitted to no tool of
-// the server is refused before any upstream session is opened for it.
+// non-tool methods (pipeline.Method): for a principal admitted to no tool
+// of the server the upstream is refused (method_not_permitted, receipted)
+// and the session is served by the agent alone (tools only, no upstream
+// session opened for it), so that each of its calls is refused with its
+// own reason.
 func (v *view) initialize(ctx context.Context, s *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	if v.server == "" {
-		return v.present(ctx, s, method, req, next)
+		return v.present(ctx, s, method, req, next, false)
 	}
 	var capped error // a session cap refusal: answered as such, not as an upstream failure
-	res, err := v.method(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) {
-		res, err := v.present(ctx, s, method, req, next)
+	res, err := v.decideMethod(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) {
+		res, err := v.present(ctx, s, method, req, next, true)
 		if errors.Is(err, errTooManySessions) {
 			capped = err
 		}
 		return res, err
 	})
-	if capped != nil {
+	var me *pipeline.MethodError
+	switch {
+	case capped != nil:
 		return nil, &jsonrpc.Error{Code: codeRefused, Message: capped.Error()}
+	case errors.As(err, &me) && me.Code == readiness.CodeMethodNotPermitted:
+		return v.present(ctx, s, method, req, next, false)
 	}
-	return res, err
+	return rpcError(res, err)
 }
 
-// present is initialize after the decision.
-func (v *view) present(ctx context.Context, s *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+// present is initialize after the decision: with the upstream's
+// capabilities when withUpstream, else tools only.
+func (v *view) present(ctx context.Context, s *session, method string, req mcp.Request, next mcp.MethodHandler, withUpstream bool) (mcp.Result, error) {
 	res, err := next(ctx, method, req)
 	if err != nil {
 		return nil, err
@@ -413,7 +423,7 @@ func (v *view) present(ctx context.Context, s *session, method string, req mcp.R
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
 	var info *mcp.Implementation
 	var instructions string
-	if v.server != "" {
+	if withUpstream {
 		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
