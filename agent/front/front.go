@@ -2,12 +2,14 @@
 // AI agents on this host talk to.
 //
 //   - /mcp/servers/<name> is a transparent view of one upstream under its
-//     original tool names: tools go through the decision core; resources,
-//     prompts, completion and subscriptions go through the pipeline too
-//     (admitted per principal, validated, receipted: methods.go); logging,
-//     progress and cancellation are relayed; each session holds a
-//     dedicated upstream session, capped per principal and overall
-//     (sessions.go);
+//     original tool names: tools go through the decision core; initialize,
+//     logging/setLevel, resources, prompts, completion and subscriptions go
+//     through the pipeline too (admitted per principal, validated,
+//     receipted: methods.go); log messages, progress and cancellation are
+//     relayed; each session of an admitted principal holds a dedicated
+//     upstream session, capped per principal and overall, closed when the
+//     session idles out (sessions.go); a session belongs to the principal
+//     that opened it;
 //     server-to-client requests (sampling, elicitation, roots) are relayed back
 //     to a session client over a dedicated upstream session, and to a
 //     stateless (2026-07-28) client as input requests of an input-required
