@@ -312,7 +312,7 @@ func buildState(s *subscribe.Snapshot, prev *front.State, prevPolicy *mcpreadyv1
 	if err != nil {
 		return nil, nil, err
 	}
-	st := &front.State{Decide: snap, Entries: in.Entries, Checker: validate.NewChecker(validate.RulesFromPolicy(pol.GetResults()))}
+	st := &front.State{Decide: snap, Entries: in.Entries, Declarations: in.Declarations, Checker: validate.NewChecker(validate.RulesFromPolicy(pol.GetResults()))}
 	switch {
 	case prev == nil || prev.Circuits == nil:
 		st.Circuits = circuit.NewSet(circuit.ConfigFromPolicy(pol.GetCircuit()))
@@ -386,7 +386,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				Registry: a.opts.Metrics, Logger: a.opts.Logger})
 		}()
 	}
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := a.front.HTTPServer(a.Handler()) // header, idle and body timeouts against slow clients
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(a.lis) }()
 	a.opts.Logger.Info("agent: serving", "addr", a.Addr(), "node", a.opts.NodeID, "control_plane", a.opts.ControlPlane)

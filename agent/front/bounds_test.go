@@ -3,7 +3,7 @@ package front
 import (
 	"context"
 	"fmt"
-
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -49,27 +49,35 @@ func (h *harness) receiptsFor(prefix string) []*mcpreadyv1.Receipt {
 
 // A principal admitted to no tool of a server cannot read its resources or
 // prompts through the transparent view with the agent's credentials: the
-// request is refused before it reaches the upstream, and receipted.
+// request is refused before it reaches the upstream, and receipted. (Its
+// initialize is refused too, see TestInitializeAndSetLevelDecided; a
+// stateless request needs none.)
 func TestNonToolMethodsUnderPolicy(t *testing.T) {
 	h := newHarness(t)
 	hits := countMethods(h.up.Server, "resources/read", "prompts/get", "resources/list", "prompts/list", "completion/complete")
+	guest := http.Header{"Authorization": {"Bearer " + guestToken}}
+	for _, m := range []struct {
+		method string
+		params map[string]any
+	}{{"resources/read", map[string]any{"uri": "test://doc"}}, {"prompts/get", map[string]any{"name": "greet"}}, {"resources/list", nil}} {
+		extra := guest.Clone()
+		if n, ok := m.params["name"].(string); ok {
+			extra.Set("Mcp-Name", n)
+		}
+		if u, ok := m.params["uri"].(string); ok {
+			extra.Set("Mcp-Name", u)
+		}
+		_, msg := post2026(t, h, "/mcp/servers/test", m.method, m.params, map[string]any{}, extra)
+		e, _ := msg["error"].(map[string]any)
+		if e == nil || !strings.Contains(fmt.Sprint(e["message"]), string(readiness.CodeMethodNotPermitted)) {
+			t.Fatalf("guest %s: %v, want %s", m.method, msg, readiness.CodeMethodNotPermitted)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("%d refused requests reached the upstream", n)
+	}
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
-			before := hits.Load()
-			guest := h.connect(t, "/mcp/servers/test", guestToken, nil, version)
-			_, err := guest.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "test://doc"})
-			if err == nil || !strings.Contains(err.Error(), string(readiness.CodeMethodNotPermitted)) {
-				t.Fatalf("guest resources/read: err %v, want %s", err, readiness.CodeMethodNotPermitted)
-			}
-			if _, err := guest.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "greet"}); err == nil {
-				t.Fatal("guest prompts/get was relayed")
-			}
-			if _, err := guest.ListResources(context.Background(), nil); err == nil {
-				t.Fatal("guest resources/list was relayed")
-			}
-			if n := hits.Load() - before; n != 0 {
-				t.Fatalf("%d refused requests reached the upstream", n)
-			}
 			dev := h.connect(t, "/mcp/servers/test", devToken, nil, version)
 			rr, err := dev.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "test://doc"})
 			if err != nil || rr.Contents[0].Text != "hello doc" {
@@ -89,11 +97,54 @@ func TestNonToolMethodsUnderPolicy(t *testing.T) {
 			allowed++
 		}
 	}
-	if refused != 2 || allowed != 2 {
-		t.Fatalf("resources/read receipts: %d refused, %d allowed; want 2 and 2", refused, allowed)
+	if refused != 1 || allowed != 2 {
+		t.Fatalf("resources/read receipts: %d refused, %d allowed; want 1 and 2", refused, allowed)
 	}
-	if n := len(h.receiptsFor("prompts/get greet")); n != 4 {
-		t.Fatalf("prompts/get receipts: %d, want 4", n)
+	if n := len(h.receiptsFor("prompts/get greet")); n != 3 {
+		t.Fatalf("prompts/get receipts: %d, want 3", n)
+	}
+}
+
+// initialize (server/discover) and logging/setLevel on a transparent view
+// are decided and receipted: for a principal admitted to no tool of the
+// server the upstream is refused (receipted) and no upstream session is
+// opened; its session is the agent's alone, listing nothing (failed
+// before: the guest's initialize opened an upstream session and wrote no
+// receipt).
+func TestInitializeAndSetLevelDecided(t *testing.T) {
+	h := newHarness(t)
+	inits := countMethods(h.up.Server, "initialize")
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		before, open := inits.Load(), h.front.caps.openCount()
+		guest := h.connect(t, "/mcp/servers/test", guestToken, nil, version)
+		if names := toolNames(t, guest); len(names) != 0 {
+			t.Fatalf("%s: the guest sees tools %v", version, names)
+		}
+		if n, o := inits.Load()-before, h.front.caps.openCount()-open; n != 0 || o != 0 {
+			t.Fatalf("%s: the guest's session opened %d upstream sessions (%d held)", version, n, o)
+		}
+		dev := h.connect(t, "/mcp/servers/test", devToken, nil, version)
+		if version == "2025-11-25" {
+			if err := dev.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := map[string]map[mcpreadyv1.OutcomeClass]string{
+		"initialize":       {mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED: "guest", mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS: "dev"},
+		"server/discover":  {mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED: "guest", mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS: "dev"},
+		"logging/setLevel": {mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS: "dev"},
+	}
+	for method, outcomes := range want {
+		for outcome, class := range outcomes {
+			found := false
+			for _, r := range h.receiptsFor(method) {
+				found = found || r.GetOutcome() == outcome && r.GetPrincipalClass() == class
+			}
+			if !found {
+				t.Errorf("no %s receipt for %s with outcome %s", method, class, outcome)
+			}
+		}
 	}
 }
 

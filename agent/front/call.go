@@ -104,7 +104,9 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 		return nil, err
 	}
 	st := v.f.state.Load()
-	out := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	// The list is the caller's own (admission per principal): only its
+	// client may cache it, and only until the next list_changed.
+	out := &mcp.ListToolsResult{Tools: []*mcp.Tool{}, Cacheable: mcp.Cacheable{CacheScope: "private"}}
 	if !c.id.AllowsWorkflow(c.workflow) {
 		return out, nil
 	}
@@ -115,6 +117,9 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 			if !x.Class && x.Server == v.server {
 				allowed[x.Tool] = true
 			}
+		}
+		if len(allowed) == 0 {
+			return out, nil // nothing to show: the upstream is not asked
 		}
 		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
 		if err != nil {
@@ -258,14 +263,26 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	}
 	meta := metaOf(req.Params)
 	pr.IdempotencyKey, pr.HasKey = meta[MetaIdempotency].(string)
-	pr.Meta = forUpstream(&mcp.CallToolParams{Meta: meta}).Meta
+	if len(meta) > 0 {
+		pr.Meta = forUpstream(&mcp.CallToolParams{Meta: meta}).Meta
+	}
 	if rd := roundOf(ctx); rd != nil && rd.prior != nil {
 		pr.RequestID, pr.Pin = rd.prior.requestID, rd.prior.entry
+	}
+	tr := transport{v: v, s: s, req: req, c: c}
+	if tok := req.Params.GetProgressToken(); s == nil && tok != nil && req.Session != nil {
+		tr.own = &callSessions{v: v, principal: c.id.Name, notify: func(p *mcp.ProgressNotificationParams) {
+			_ = req.Session.NotifyProgress(ctx, p)
+		}}
+		defer tr.own.close()
 	}
 	if f.opts.Telemetry != nil {
 		pr.Incoming = incoming(ctx, req)
 	}
-	res := f.pipe.Call(ctx, f.pstate(st), pr, transport{v: v, s: s, req: req, c: c})
+	res := f.pipe.Call(ctx, f.pstate(st), pr, tr)
+	if err := roundOf(ctx).missingCapability(res.Receipt.GetReceiptId()); err != nil && res.Answer != nil && res.Answer.IsError {
+		return nil, err
+	}
 	switch {
 	case res.Ask != nil:
 		return v.askApproval(ctx, res.Receipt, *res.Route, res.Ask.(*errNeedApproval))
@@ -281,11 +298,15 @@ type transport struct {
 	s   *session
 	req *mcp.CallToolRequest
 	c   caller
+	own *callSessions // sessions of this call alone (a stateless call asking for progress); nil: none
 }
 
-// Dial returns the session of the front session (or the shared one) for
-// exactly t's endpoint.
+// Dial returns the session of the front session (or the shared one, or
+// one of the call's own) for exactly t's endpoint.
 func (t transport) Dial(ctx context.Context, tg upstream.Target) (*upstream.Session, error) {
+	if t.own != nil {
+		return t.own.open(ctx, t.v.f.target(tg.Server, tg.Endpoint))
+	}
 	return t.v.upstream(ctx, t.s, t.v.f.target(tg.Server, tg.Endpoint))
 }
 

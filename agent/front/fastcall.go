@@ -18,7 +18,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -29,8 +28,11 @@ import (
 
 // sdkRefresh is how long after the go-sdk last saw a request of a session
 // the fast path may still answer for it: well inside the handler's
-// SessionTimeout, so that a session used only for tool calls never idles out.
-const sdkRefresh = 5 * time.Minute
+// SessionTimeout (a sixth of it, at most 5 minutes), so that a session used
+// only for tool calls never idles out.
+func (f *Front) sdkRefresh() time.Duration {
+	return min(5*time.Minute, f.opts.SessionIdleTimeout/6)
+}
 
 // fastState is what a session records for the fast path.
 type fastState struct {
@@ -94,20 +96,28 @@ func parseFastCall(env *envelope) (fastCall, bool) {
 	return c, true
 }
 
-// accepts reports whether an Accept header list names both JSON and SSE.
+// accepts reports whether an Accept header list names both JSON and SSE
+// (media types compared case-insensitively, parameters ignored), without
+// allocating.
 func accepts(values []string) bool {
 	var js, sse bool
 	for _, v := range values {
-		for _, part := range strings.Split(v, ",") {
-			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil {
-				continue
-			}
-			js = js || mt == "application/json"
-			sse = sse || mt == "text/event-stream"
+		for v != "" {
+			var part string
+			part, v, _ = strings.Cut(v, ",")
+			mt, _, _ := strings.Cut(part, ";")
+			mt = strings.TrimSpace(mt)
+			js = js || strings.EqualFold(mt, "application/json")
+			sse = sse || strings.EqualFold(mt, "text/event-stream")
 		}
 	}
 	return js && sse
+}
+
+// isJSON reports whether a Content-Type is application/json (any parameters).
+func isJSON(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
 }
 
 // fastSession returns the session r may be answered for by the fast path.
@@ -116,7 +126,7 @@ func (v *view) fastSession(r *http.Request, now time.Time) (*session, *mcp.Serve
 	if r.Method != http.MethodPost || sid == "" {
 		return nil, nil
 	}
-	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" || !accepts(r.Header.Values("Accept")) {
+	if !isJSON(r.Header.Get("Content-Type")) || !accepts(r.Header.Values("Accept")) {
 		return nil, nil
 	}
 	v.mu.Lock()
@@ -129,7 +139,7 @@ func (v *view) fastSession(r *http.Request, now time.Time) (*session, *mcp.Serve
 	defer s.mu.Unlock()
 	ss := s.ss
 	if ss == nil || !s.fast.initialized || s.fast.logging || s.fast.protocol == "" ||
-		r.Header.Get(protocolHeader) != s.fast.protocol || now.Sub(s.fast.lastSDK) > sdkRefresh {
+		r.Header.Get(protocolHeader) != s.fast.protocol || now.Sub(s.fast.lastSDK) > v.f.sdkRefresh() {
 		return nil, nil
 	}
 	if ip := ss.InitializeParams(); ip == nil || ip.Capabilities != nil &&
@@ -191,26 +201,35 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 	if err != nil {
 		msg.Result, msg.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
-	data, err := json.Marshal(msg)
-	if err != nil {
-		data, _ = json.Marshal(struct {
+	// One SSE "message" event, encoded in place after its prefix.
+	out := bytes.NewBuffer(make([]byte, 0, 512))
+	out.WriteString(ssePrefix)
+	if err := json.NewEncoder(out).Encode(msg); err != nil {
+		out.Reset()
+		out.WriteString(ssePrefix)
+		_ = json.NewEncoder(out).Encode(struct {
 			JSONRPC string          `json:"jsonrpc"`
 			ID      json.RawMessage `json:"id"`
 			Error   *jsonrpc.Error  `json:"error"`
 		}{"2.0", c.id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "encoding result: " + err.Error()}})
 	}
+	out.WriteByte('\n') // Encode ended the data line; a blank line ends the event
 	if r.Context().Err() != nil {
 		return true // the client is gone, as with the go-sdk
 	}
 	h := w.Header()
-	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Connection", "keep-alive")
+	h["Cache-Control"], h["Content-Type"], h["Connection"] = sseCacheControl, sseContentType, sseConnection
 	w.WriteHeader(http.StatusOK)
-	out := make([]byte, 0, len(data)+len("event: message\ndata: \n\n"))
-	out = append(out, "event: message\ndata: "...)
-	out = append(out, data...)
-	out = append(out, "\n\n"...)
-	_, _ = w.Write(out) // one write: net/http frames it with a Content-Length
+	_, _ = w.Write(out.Bytes()) // one write: net/http frames it with a Content-Length
 	return true
 }
+
+// The fast path's response framing, as the go-sdk handler writes it (the
+// header value slices are shared, never modified).
+const ssePrefix = "event: message\ndata: "
+
+var (
+	sseCacheControl = []string{"no-cache, no-transform"}
+	sseContentType  = []string{"text/event-stream"}
+	sseConnection   = []string{"keep-alive"}
+)

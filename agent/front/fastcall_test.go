@@ -45,7 +45,7 @@ func TestParseFastCall(t *testing.T) {
 // ServeHTTP does.
 func decodeFastCall(body []byte) (fastCall, bool) {
 	r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
-	env, ok := precheck(httptest.NewRecorder(), r)
+	env, ok := precheck(httptest.NewRecorder(), r, 0, nil)
 	if !ok || env == nil {
 		return fastCall{}, false
 	}
@@ -109,5 +109,31 @@ func TestFastCallAnswersLikeTheSDK(t *testing.T) {
 	}}, "2025-11-25")
 	if _, _, b, viaFast := post(el, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`); viaFast || !bytes.Contains([]byte(b), []byte(`"echo":"hi"`)) {
 		t.Fatalf("eliciting client: fast=%v %q", viaFast, b)
+	}
+}
+
+// BenchmarkFastCall is one tools/call on an established 2025-11-25 session
+// of the transparent view, answered by the front's fast path against a
+// loopback go-sdk upstream: allocations per call are the figure to watch
+// (latency on a shared machine is noise).
+func BenchmarkFastCall(b *testing.B) {
+	h := newHarness(b)
+	cs := h.connect(b, "/mcp/servers/test", devToken, nil, "2025-11-25")
+	for range 20 {
+		call(b, cs, "echo", map[string]any{"text": "warm"})
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"benchmark"}}}`
+	hdr := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+		"Mcp-Session-Id": {cs.ID()}, "Mcp-Protocol-Version": {"2025-11-25"}, "Authorization": {"Bearer " + devToken}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		r := httptest.NewRequest(http.MethodPost, "/mcp/servers/test", strings.NewReader(body))
+		r.Header = hdr
+		w := httptest.NewRecorder()
+		h.front.ServeHTTP(w, r)
+		if !strings.Contains(w.Body.String(), `"echo":"benchmark"`) && !strings.Contains(w.Body.String(), "benchmark") {
+			b.Fatalf("answer %s", w.Body.String())
+		}
 	}
 }

@@ -2,16 +2,22 @@
 // AI agents on this host talk to.
 //
 //   - /mcp/servers/<name> is a transparent view of one upstream under its
-//     original tool names: tools go through the decision core; resources,
-//     prompts, completion and subscriptions go through the pipeline too
-//     (admitted per principal, validated, receipted: methods.go); logging,
-//     progress and cancellation are relayed; each session holds a
-//     dedicated upstream session, capped per principal and overall
-//     (sessions.go);
+//     original tool names: tools go through the decision core; initialize,
+//     logging/setLevel, resources, prompts, completion and subscriptions go
+//     through the pipeline too (admitted per principal, validated,
+//     receipted: methods.go); log messages, progress and cancellation are
+//     relayed; each session of an admitted principal holds a dedicated
+//     upstream session, capped per principal and overall, closed when the
+//     session idles out (sessions.go); a session belongs to the principal
+//     that opened it;
 //     server-to-client requests (sampling, elicitation, roots) are relayed back
 //     to a session client over a dedicated upstream session, and to a
 //     stateless (2026-07-28) client as input requests of an input-required
 //     result under a single-use requestState of the agent's own (mrtr.go).
+//     A stateless caller gets what a 2026-07-28 server owes it (era.go,
+//     paramheaders.go): its own capabilities declared upstream, the
+//     upstream's missing-capability refusal, progress, checked
+//     Mcp-Param-* headers.
 //   - /mcp is the aggregate view: each equivalence class of the Policy as one
 //     capability tool, and every other permitted tool as <server>__<tool>.
 //
@@ -78,8 +84,14 @@ type State struct {
 	Circuits *circuit.Set
 	Budget   *invoke.Budget
 
-	byTool    map[string]map[string][]string // server -> tool -> entry names
-	endpoints map[string][]string            // server -> its entries' endpoints, sorted, distinct
+	// Declarations are the verified provider Declarations (any key; each
+	// applies to its server_name, else to the server its key names): the
+	// pins compare the permissions, data access and endpoint they state.
+	Declarations map[string]*mcpreadyv1.Declaration
+
+	decls     map[string]*mcpreadyv1.Declaration // server -> its Declaration
+	byTool    map[string]map[string][]string     // server -> tool -> entry names
+	endpoints map[string][]string                // server -> its entries' endpoints, sorted, distinct
 }
 
 // Options configures a Front. Zero values are documented per field.
@@ -123,7 +135,42 @@ type Options struct {
 	// Telemetry traces requests and upstream attempts (package
 	// telemetry); nil is off.
 	Telemetry *telemetry.Telemetry
+	// MaxHeldCalls and MaxHeldCallsPerPrincipal cap the upstream calls held
+	// open across input rounds for stateless clients (each holds a leased
+	// upstream session), overall and per principal: a call past them is
+	// refused. Zero means DefaultMaxHeldCalls and
+	// DefaultMaxHeldCallsPerPrincipal; negative means no cap.
+	MaxHeldCalls, MaxHeldCallsPerPrincipal int
+	// MaxPendingRounds and MaxPendingRoundsPerPrincipal cap the input rounds
+	// waiting for a stateless client's answer, overall and per principal: a
+	// round past them ends the call with a refusal. Zero means
+	// DefaultMaxPendingRounds and DefaultMaxPendingRoundsPerPrincipal;
+	// negative means no cap.
+	MaxPendingRounds, MaxPendingRoundsPerPrincipal int
+	// SessionIdleTimeout closes a stateful front session (and with it its
+	// dedicated upstream sessions) that received no request for this long.
+	// Zero means DefaultSessionIdleTimeout.
+	SessionIdleTimeout time.Duration
+	// RelistInterval is how often the tools of every upstream are listed
+	// again and checked against their pins, for upstreams that change
+	// without notifying. Zero means DefaultRelistInterval; negative never.
+	RelistInterval time.Duration
+	// ReadHeaderTimeout, IdleTimeout and BodyTimeout bound a client
+	// connection of the HTTP server HTTPServer returns: reading a request's
+	// headers, waiting between keep-alive requests, and reading a request
+	// body. Zero means DefaultReadHeaderTimeout, DefaultIdleTimeout and
+	// DefaultBodyTimeout.
+	ReadHeaderTimeout, IdleTimeout, BodyTimeout time.Duration
 }
+
+// Defaults of the Options timeouts.
+const (
+	DefaultSessionIdleTimeout = 30 * time.Minute
+	DefaultRelistInterval     = 5 * time.Minute
+	DefaultReadHeaderTimeout  = 10 * time.Second
+	DefaultIdleTimeout        = 2 * time.Minute
+	DefaultBodyTimeout        = 30 * time.Second
+)
 
 // Front serves the MCP endpoints. Create with New.
 type Front struct {
@@ -134,7 +181,9 @@ type Front struct {
 	metrics *metrics
 	pending *roundStore // calls waiting for a stateless client's input
 	pipe    *pipeline.Pipeline
-	caps    *sessionCaps // dedicated upstream sessions held, per principal and overall
+	caps    *limiter      // dedicated upstream sessions held, per principal and overall
+	stop    chan struct{} // closed by Close: ends the periodic re-listing
+	closing sync.Once
 
 	mu    sync.Mutex
 	views map[string]*view // "" is the aggregate view
@@ -152,9 +201,24 @@ func New(opts Options) *Front {
 	if opts.Config == nil {
 		opts.Config, _ = config.New(config.File{})
 	}
-	f := &Front{opts: opts, views: map[string]*view{}, metrics: newMetrics(opts.Registerer), pending: newRoundStore()}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&opts.SessionIdleTimeout, DefaultSessionIdleTimeout}, {&opts.RelistInterval, DefaultRelistInterval}, {&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout},
+		{&opts.IdleTimeout, DefaultIdleTimeout}, {&opts.BodyTimeout, DefaultBodyTimeout}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	m := newMetrics(opts.Registerer)
+	f := &Front{opts: opts, views: map[string]*view{}, metrics: m, pending: newRoundStore(
+		newLimiter("calls waiting for input", errTooManyRounds, opts.MaxPendingRounds, opts.MaxPendingRoundsPerPrincipal,
+			DefaultMaxPendingRounds, DefaultMaxPendingRoundsPerPrincipal, m.roundsRefused, nil),
+		newLimiter("calls held open for input", errTooManyHeld, opts.MaxHeldCalls, opts.MaxHeldCallsPerPrincipal,
+			DefaultMaxHeldCalls, DefaultMaxHeldCallsPerPrincipal, m.heldRefused, nil))}
 	f.pins = newPins(f)
-	f.caps = newSessionCaps(opts.MaxUpstreamSessions, opts.MaxUpstreamSessionsPerPrincipal, f.metrics)
+	f.caps = newLimiter("dedicated upstream sessions", errTooManySessions, opts.MaxUpstreamSessions, opts.MaxUpstreamSessionsPerPrincipal,
+		DefaultMaxUpstreamSessions, DefaultMaxUpstreamSessionsPerPrincipal, m.sessionsRefused, m.sessionsOpen)
 	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Telemetry: opts.Telemetry, Emit: func(rec *mcpreadyv1.Receipt) {
 		f.observe(rec)
 		if opts.Receipts != nil {
@@ -171,12 +235,26 @@ func New(opts Options) *Front {
 	})
 	f.probe = mcp.NewServer(&mcp.Implementation{Name: "mcpready-agent"}, nil)
 	f.state.Store(indexState(&State{}))
+	f.stop = make(chan struct{})
+	if opts.RelistInterval > 0 {
+		go f.pins.relistEvery(opts.RelistInterval, f.stop)
+	}
 	return f
 }
 
+// HTTPServer returns the HTTP server to serve h (normally the front) with:
+// Options.ReadHeaderTimeout and IdleTimeout bound slow and idle client
+// connections (no overall read or write timeout: response streams are
+// long-lived).
+func (f *Front) HTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: f.opts.ReadHeaderTimeout, IdleTimeout: f.opts.IdleTimeout, MaxHeaderBytes: 64 << 10}
+}
+
 // Close closes upstream sessions, the dedicated ones of live front
-// sessions included.
+// sessions included, and ends the calls waiting for input.
 func (f *Front) Close() {
+	f.closing.Do(func() { close(f.stop) })
+	f.pending.close()
 	for _, s := range f.liveSessions() {
 		s.mu.Lock()
 		for t, up := range s.ups {
@@ -229,6 +307,13 @@ func indexState(st *State) *State {
 	}
 	for _, eps := range s.endpoints {
 		slices.Sort(eps)
+	}
+	s.decls = make(map[string]*mcpreadyv1.Declaration, len(s.Declarations))
+	for key, d := range s.Declarations {
+		if name := d.GetServerName(); name != "" {
+			key = name
+		}
+		s.decls[key] = d
 	}
 	return &s
 }
@@ -302,12 +387,13 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if _, err := f.authenticate(r.Header); err != nil {
+	id, err := f.authenticate(r.Header)
+	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpready-agent"`)
 		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
 		return
 	}
-	env, ok := precheck(w, r)
+	env, ok := precheck(w, r, f.opts.BodyTimeout, f.metrics.slowBodies.Inc)
 	if !ok {
 		return
 	}
@@ -319,7 +405,13 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if env != nil && f.opts.Telemetry != nil {
 		r = r.WithContext(f.opts.Telemetry.WithRequestID(r.Context(), env.ID))
 	}
+	if !v.ownSession(w, r, id.Name) {
+		return
+	}
 	if pv := r.Header.Get(protocolHeader); pv >= statelessProtocol {
+		if env != nil && !v.paramHeadersMatch(w, r, env) {
+			return
+		}
 		v.stateless.ServeHTTP(w, r)
 		return
 	}
@@ -327,6 +419,32 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.stateful.ServeHTTP(w, r)
+}
+
+// ownSession refuses (HTTP 403, counted) a request presenting a session
+// that another principal opened: a session, with its dedicated upstream
+// session and its client's elicitation channel, belongs to its opener.
+// It reports whether r may go on.
+func (v *view) ownSession(w http.ResponseWriter, r *http.Request, principal string) bool {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		return true
+	}
+	v.mu.Lock()
+	s := v.bySID[sid]
+	v.mu.Unlock()
+	if s == nil {
+		return true // unknown to the front: the go-sdk answers 404
+	}
+	s.mu.Lock()
+	owner := s.principal
+	s.mu.Unlock()
+	if owner == principal {
+		return true
+	}
+	v.f.metrics.sessionsForeign.Inc()
+	writeRPCError(w, http.StatusForbidden, nil, codeRefused, "this session belongs to another principal; initialize a session of your own")
+	return false
 }
 
 // authenticate maps the request's bearer token to its identity.
@@ -369,7 +487,7 @@ func (f *Front) view(server string) *view {
 			return f.probe // only consulted for its protocol versions
 		}
 		return v.newServer(&session{v: v})
-	}, &mcp.StreamableHTTPOptions{Logger: f.opts.Logger, SessionTimeout: 30 * time.Minute})
+	}, &mcp.StreamableHTTPOptions{Logger: f.opts.Logger, SessionTimeout: f.opts.SessionIdleTimeout})
 	f.views[server] = v
 	return v
 }

@@ -59,7 +59,7 @@ func testPolicy() *mcpreadyv1.Policy {
 	}
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	h := &harness{}
 	h.up = mcptest.New(t, mcptest.Options{})
@@ -116,7 +116,7 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-func (h *harness) install(t *testing.T, p *mcpreadyv1.Policy) {
+func (h *harness) install(t testing.TB, p *mcpreadyv1.Policy) {
 	t.Helper()
 	snap, err := decide.NewSnapshot(decide.Inputs{PolicyName: "default", PolicyVersion: "1", Policy: p, Entries: h.entries})
 	if err != nil {
@@ -137,7 +137,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // connect opens a client session on path ("/mcp" or "/mcp/servers/test").
-func (h *harness) connect(t *testing.T, path, token string, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+func (h *harness) connect(t testing.TB, path, token string, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "ai-agent", Version: "1"}, opts)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: h.url + path,
@@ -162,7 +162,7 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 	return names
 }
 
-func call(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+func call(t testing.TB, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -406,7 +406,7 @@ func FuzzPrecheck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
-		env, ok := precheck(w, r)
+		env, ok := precheck(w, r, 0, nil)
 		if !ok {
 			if env != nil || w.Code == 0 || !json.Valid(w.Body.Bytes()) {
 				t.Fatalf("answer %d %q is not a JSON-RPC error", w.Code, w.Body.String())
@@ -421,7 +421,7 @@ func FuzzPrecheck(f *testing.F) {
 }
 
 // enrollQualified lists up's tools and adds their registry entries, QUALIFIED.
-func (h *harness) enrollQualified(t *testing.T, up config.Upstream) {
+func (h *harness) enrollQualified(t testing.TB, up config.Upstream) {
 	t.Helper()
 	srv, err := enroll.List(context.Background(), up)
 	if err != nil {
@@ -458,21 +458,7 @@ func TestProgressRelayedBeforeResult(t *testing.T) {
 	cs := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
 	for i := range 10 {
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow","arguments":{},"_meta":{"progressToken":"p%d"}}}`, 100+i, i)
-		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp/servers/test", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", cs.ID())
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		req.Header.Set("Authorization", "Bearer "+devToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, b := sessionPost(t, http.MethodPost, h.url+"/mcp/servers/test", cs.ID(), devToken, body)
 		var order []string
 		for _, line := range strings.Split(string(b), "\n") {
 			data, ok := strings.CutPrefix(line, "data: ")
@@ -500,4 +486,26 @@ func TestProgressRelayedBeforeResult(t *testing.T) {
 			t.Fatalf("call %d: stream carried %q, want progress 1 2 3 then the result", i, got)
 		}
 	}
+}
+
+// sessionPost sends one request with body on a 2025-11-25 session sid as
+// the holder of token, returning the HTTP status and the body.
+func sessionPost(t *testing.T, method, url, sid, token, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
 }

@@ -20,6 +20,11 @@ const codeRefused = -32003
 // prompts, completion, subscriptions) to the pipeline, which admits it
 // for the caller, runs do on the upstream, validates and receipts it.
 func (v *view) method(ctx context.Context, s *session, method string, req mcp.Request, do func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
+	return rpcError(v.decideMethod(ctx, s, method, req, do))
+}
+
+// decideMethod is method with the pipeline's own error (*pipeline.MethodError).
+func (v *view) decideMethod(ctx context.Context, s *session, method string, req mcp.Request, do func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
 	m := pipeline.Method{Method: method, Server: v.server, Name: methodName(req.GetParams())}
 	m.Params, _ = json.Marshal(req.GetParams())
 	c, refusal := v.callerOf(req, s)
@@ -27,7 +32,11 @@ func (v *view) method(ctx context.Context, s *session, method string, req mcp.Re
 	if v.f.opts.Telemetry != nil {
 		m.Incoming = incoming(ctx, req)
 	}
-	res, err := v.f.pipe.Method(ctx, v.f.pstate(v.f.state.Load()), m, do)
+	return v.f.pipe.Method(ctx, v.f.pstate(v.f.state.Load()), m, do)
+}
+
+// rpcError turns a *pipeline.MethodError into the JSON-RPC error the AI agent gets.
+func rpcError(res mcp.Result, err error) (mcp.Result, error) {
 	var me *pipeline.MethodError
 	if errors.As(err, &me) {
 		code := int64(jsonrpc.CodeInternalError)

@@ -20,6 +20,15 @@ type metrics struct {
 	sessionsRefused *prometheus.CounterVec
 	// sessionsOpen is the number of dedicated upstream sessions held.
 	sessionsOpen prometheus.Gauge
+	// heldRefused and roundsRefused count calls refused at the caps on
+	// upstream calls held open across input rounds and on pending input
+	// rounds, by scope ("principal" or "total").
+	heldRefused, roundsRefused *prometheus.CounterVec
+	// sessionsForeign counts requests refused for presenting a session
+	// another principal opened.
+	sessionsForeign prometheus.Counter
+	// slowBodies counts requests refused because their body did not arrive in time.
+	slowBodies prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,9 +49,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sessionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mcpready_agent_upstream_sessions_open", Help: "Dedicated upstream sessions (stdio: child processes) held for transparent-view sessions.",
 		}),
+		heldRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpready_agent_held_calls_refused_total", Help: "Stateless calls refused at the cap on upstream calls held open across input rounds, by scope (principal, total).",
+		}, []string{"scope"}),
+		roundsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpready_agent_pending_rounds_refused_total", Help: "Input rounds refused at the cap on rounds waiting for a stateless client's answer, by scope (principal, total).",
+		}, []string{"scope"}),
+		sessionsForeign: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpready_agent_foreign_session_refused_total", Help: "Requests refused because they presented a session another principal opened.",
+		}),
+		slowBodies: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpready_agent_slow_request_bodies_total", Help: "Requests answered HTTP 408 because their body did not arrive within the body timeout.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen)
+		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.slowBodies)
 	}
 	return m
 }

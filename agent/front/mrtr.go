@@ -66,12 +66,6 @@ const (
 	stateKeyBytes = 32
 	// roundTTL bounds how long a pending round waits for its retry.
 	roundTTL = 10 * time.Minute
-	// maxPendingRounds bounds the pending rounds of one Front.
-	maxPendingRounds = 10000
-	// maxHeldCalls bounds the upstream calls held open for stateless
-	// clients (each holds a leased upstream session); beyond it, a call runs
-	// on the shared session and the upstream's own requests are refused.
-	maxHeldCalls = 256
 	// maxSessionRounds bounds the input rounds the agent runs for one
 	// session-era call.
 	maxSessionRounds = 10
@@ -95,6 +89,10 @@ type round struct {
 	mu       sync.Mutex
 	approved bool // approval was granted in this call (now or in an earlier round)
 	heldUsed bool // the held call of prior was continued (or aborted)
+	// missing is what a stateless upstream said the caller must declare
+	// (SEP-2575 MissingRequiredClientCapabilityError), for callTool to
+	// pass on as that error.
+	missing *mcp.ClientCapabilities
 }
 
 // pendingKey binds a pending round to the call that may resume it.
@@ -112,6 +110,7 @@ type pending struct {
 	state     string    // the upstream's requestState
 	held      *heldCall // the upstream call waiting for the answer (session-era upstream)
 	expires   time.Time
+	release   func() // gives back the round's slot (idempotent)
 }
 
 type roundKey struct{}
@@ -257,7 +256,10 @@ func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *m
 			}
 		}
 	}
-	res, err := up.Call(ctx, params)
+	if rd != nil && up.ProtocolVersion() >= statelessProtocol {
+		params = withClientCaps(params, rd.caps)
+	}
+	res, err := rd.call(ctx, up, params)
 	for i := 0; err == nil && res.NeedsInput() && rd != nil && rd.ss != nil && i < maxSessionRounds; i++ {
 		if len(res.InputRequests) == 0 || unsupported(rd.caps, res.InputRequests) != "" {
 			break
@@ -268,7 +270,7 @@ func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *m
 		}
 		p := *params
 		p.InputResponses, p.RequestState = responses, res.RequestState
-		res, err = up.Call(ctx, &p)
+		res, err = rd.call(ctx, up, &p)
 	}
 	if err != nil {
 		return upstream.Result{}, nil, err
@@ -402,21 +404,23 @@ func (v *view) inputRequired(rd *round, rec *mcpreadyv1.Receipt, p *pending, req
 
 // roundStore holds the pending rounds of one Front.
 type roundStore struct {
-	mu   sync.Mutex
-	m    map[string]*pending
-	held chan struct{} // one slot per held call
+	rounds *limiter // pending rounds, per principal and overall
+	held   *limiter // upstream calls held open across rounds
+
+	mu     sync.Mutex
+	m      map[string]*pending
+	closed bool
 }
 
-func newRoundStore() *roundStore {
-	return &roundStore{m: map[string]*pending{}, held: make(chan struct{}, maxHeldCalls)}
+func newRoundStore(rounds, held *limiter) *roundStore {
+	return &roundStore{m: map[string]*pending{}, rounds: rounds, held: held}
 }
 
 func (f *Front) rounds() *roundStore { return f.pending }
 
-// errTooManyRounds refuses a new pending round when the store is full.
-var errTooManyRounds = errors.New("too many calls are waiting for input; retry later")
-
-// put stores p under a new random key and returns the key (the requestState).
+// put stores p under a new random key and returns the key (the
+// requestState), or refuses past the caps on pending rounds (expired
+// rounds are dropped first).
 func (st *roundStore) put(p *pending, now time.Time) (string, error) {
 	b := make([]byte, stateKeyBytes)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
@@ -424,18 +428,42 @@ func (st *roundStore) put(p *pending, now time.Time) (string, error) {
 	p.expires = now.Add(roundTTL)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if len(st.m) >= maxPendingRounds {
+	if st.closed {
+		return "", fmt.Errorf("%w: the agent is shutting down", errTooManyRounds)
+	}
+	release, err := st.rounds.take(p.key.principal, false)
+	if err != nil {
 		for k, x := range st.m {
 			if now.After(x.expires) {
-				delete(st.m, k)
+				st.drop(k, x)
 			}
 		}
-		if len(st.m) >= maxPendingRounds {
-			return "", errTooManyRounds
+		if release, err = st.rounds.acquire(p.key.principal); err != nil {
+			return "", err
 		}
 	}
+	p.release = release
 	st.m[key] = p
 	return key, nil
+}
+
+// drop removes an expired or abandoned round (under st.mu), ending its held call.
+func (st *roundStore) drop(k string, p *pending) {
+	delete(st.m, k)
+	p.release()
+	if p.held != nil {
+		p.held.abort()
+	}
+}
+
+// close drops every pending round and ends their held calls; later rounds are refused.
+func (st *roundStore) close() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.closed = true
+	for k, p := range st.m {
+		st.drop(k, p)
+	}
 }
 
 // take removes and returns the pending round of state, checking that it
@@ -448,6 +476,9 @@ func (st *roundStore) take(state string, k pendingKey, now time.Time) (*pending,
 	p := st.m[state]
 	delete(st.m, state)
 	st.mu.Unlock()
+	if p != nil {
+		p.release()
+	}
 	if p != nil && p.held != nil && (now.After(p.expires) || p.key != k) {
 		p.held.abort()
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/upstream"
+	"github.com/mcpready/mcpready/agent/validate"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
 // heldCall is one upstream call kept open across rounds.
@@ -52,16 +54,14 @@ func relayable(caps *mcp.ClientCapabilities) bool {
 	return caps != nil && (caps.Elicitation != nil || caps.Sampling != nil || caps.RootsV2 != nil)
 }
 
-// startHeld starts params on a leased session of target t advertising caps.
-// The call outlives the round that started it (at most roundTTL). With
-// maxHeldCalls calls held already, it returns nil (no held call).
-func (v *view) startHeld(ctx context.Context, t upstream.Target, caps *mcp.ClientCapabilities, params *mcp.CallToolParams) (*heldCall, error) {
-	slots := v.f.rounds().held
-	select {
-	case slots <- struct{}{}:
-	default:
-		v.f.opts.Logger.Warn("too many calls held open for input; running without relaying the upstream's requests", "server", t.Server)
-		return nil, nil
+// startHeld starts params on a leased session of target t advertising caps,
+// for principal. The call outlives the round that started it (at most
+// roundTTL). Past the caps on held calls it is refused (errTooManyHeld).
+func (v *view) startHeld(ctx context.Context, t upstream.Target, principal string, caps *mcp.ClientCapabilities, params *mcp.CallToolParams) (*heldCall, error) {
+	release, err := v.f.rounds().held.acquire(principal)
+	if err != nil { // a refusal, not a transport failure: nothing was sent
+		return nil, &validate.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err, From: "agent", Detail: err.Error()}
 	}
 	h := &heldCall{asks: make(chan *heldAsk), done: make(chan heldResult, 1), quit: make(chan struct{})}
 	lease, err := v.f.pool.Lease(ctx, t, caps, func(ctx context.Context, _ string, p mcp.Params) (mcp.Result, error) {
@@ -83,7 +83,7 @@ func (v *view) startHeld(ctx context.Context, t upstream.Target, caps *mcp.Clien
 		}
 	})
 	if err != nil {
-		<-slots
+		release()
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), roundTTL)
@@ -93,7 +93,7 @@ func (v *view) startHeld(ctx context.Context, t upstream.Target, caps *mcp.Clien
 		cancel()
 		close(h.quit)
 		lease.Release()
-		<-slots
+		release()
 		h.done <- heldResult{res, err}
 	}()
 	return h, nil
@@ -174,5 +174,5 @@ func (v *view) heldFor(ctx context.Context, rd *round, up *upstream.Session, par
 	if rd == nil || !rd.stateless || !relayable(rd.caps) || up.ProtocolVersion() >= statelessProtocol {
 		return nil, nil
 	}
-	return v.startHeld(ctx, up.Target, rd.caps, params)
+	return v.startHeld(ctx, up.Target, rd.callKey().principal, rd.caps, params)
 }

@@ -1,7 +1,10 @@
 package front
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -24,7 +27,7 @@ type pins struct {
 	listed   map[upstream.Target]map[string]*mcp.Tool // target -> tool name -> definition (current state only)
 	against  map[string]string                        // blocked entry -> definition digest it was pinned to
 	tainted  map[string]string                        // entry -> tripwire rule hit by its description
-	reported map[string]bool                          // entry+observed digest already reported
+	reported map[string]bool                          // entry+observed digest+labels already reported
 }
 
 func newPins(f *Front) *pins {
@@ -88,7 +91,7 @@ func (p *pins) observe(st *State, up *upstream.Session, tools []*mcp.Tool) {
 				labels = []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT}
 				observed = &mcpreadyv1.ToolIdentity{ServerName: server, ToolName: t.Name}
 			} else {
-				labels = pin.Compare(e, pin.Live{Identity: observed, Tool: pt})
+				labels = pin.Compare(e, live(st, server, observed, pt))
 			}
 			p.mu.Lock()
 			if poisoned {
@@ -97,7 +100,7 @@ func (p *pins) observe(st *State, up *upstream.Session, tools []*mcp.Tool) {
 			if len(labels) > 0 {
 				p.block.Block(name, labels)
 				p.against[name] = e.GetIdentity().GetDefinitionDigest()
-				key := name + "|" + observed.GetDefinitionDigest()
+				key := fmt.Sprint(name, "|", observed.GetDefinitionDigest(), "|", labels) // a new kind of drift is news too
 				first := !p.reported[key]
 				p.reported[key] = true
 				p.mu.Unlock()
@@ -120,6 +123,13 @@ func (p *pins) observe(st *State, up *upstream.Session, tools []*mcp.Tool) {
 		p.listed[up.Target] = byName
 	}
 	p.mu.Unlock()
+}
+
+// live is a listed tool as pin.Compare sees it: its identity and
+// definition, and the permissions, data access and endpoint its server's
+// Declaration states.
+func live(st *State, server string, observed *mcpreadyv1.ToolIdentity, t pin.Tool) pin.Live {
+	return pin.Live{Identity: observed, Tool: t}.Declared(st.decls[server])
 }
 
 func (p *pins) report(entry string, labels []mcpreadyv1.DriftLabel, observed *mcpreadyv1.ToolIdentity) {
@@ -216,4 +226,63 @@ func (p *pins) toolsChanged(t upstream.Target) {
 		p.f.opts.Logger.Warn("re-listing tools after list_changed", "server", t.Server, "endpoint", t.Endpoint, "err", err)
 	}
 	p.f.notifyToolsChanged(t.Server)
+}
+
+// relistEvery lists the tools of every upstream of the current state every
+// interval until stop is closed, checking pins (an upstream may change a
+// definition without notifying); front sessions are told to re-list when a
+// listing changed.
+func (p *pins) relistEvery(interval time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		st := p.f.state.Load()
+		for server := range st.byTool {
+			for _, tg := range p.f.targets(st, server) {
+				p.relist(st, tg)
+			}
+		}
+	}
+}
+
+// relist lists t again on its shared session and checks its pins.
+func (p *pins) relist(st *State, t upstream.Target) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	up, err := p.f.pool.Shared(ctx, t)
+	var list []*mcp.Tool
+	if err == nil {
+		list, err = p.f.listAll(ctx, up)
+	}
+	if err != nil {
+		p.f.opts.Logger.Warn("periodic tools/list", "server", t.Server, "endpoint", t.Endpoint, "err", err)
+		return
+	}
+	p.mu.Lock()
+	before, seen := p.listed[t]
+	p.mu.Unlock()
+	p.observe(st, up, list)
+	if seen && !sameTools(before, list) {
+		p.f.notifyToolsChanged(t.Server)
+	}
+}
+
+// sameTools reports whether list defines exactly the tools of m.
+func sameTools(m map[string]*mcp.Tool, list []*mcp.Tool) bool {
+	if len(m) != len(list) {
+		return false
+	}
+	for _, t := range list {
+		a, errA := json.Marshal(m[t.Name])
+		b, errB := json.Marshal(t)
+		if errA != nil || errB != nil || !bytes.Equal(a, b) {
+			return false
+		}
+	}
+	return true
 }

@@ -3,9 +3,12 @@ package front
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,12 +31,24 @@ var knownMethods = map[string]bool{
 // answer plain-text HTTP errors that make some clients drop the session).
 // It returns false when it has answered, and otherwise the decoded message
 // of a POST carrying a single one (nil for other requests).
-func precheck(w http.ResponseWriter, r *http.Request) (*envelope, bool) {
+//
+// The body must arrive within bodyTimeout (a client trickling it is cut
+// off, and slow is called); zero is no limit.
+func precheck(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration, slow func()) (*envelope, bool) {
 	if r.Method != http.MethodPost || r.Body == nil {
 		return nil, true
 	}
+	rc := http.NewResponseController(w)
+	if bodyTimeout > 0 && rc.SetReadDeadline(time.Now().Add(bodyTimeout)) == nil {
+		defer rc.SetReadDeadline(time.Time{}) //nolint:errcheck // cleared for the response stream
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	r.Body.Close()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		slow()
+		writeRPCError(w, http.StatusRequestTimeout, nil, int(jsonrpc.CodeParseError), fmt.Sprintf("request body not received within %s", bodyTimeout))
+		return nil, false
+	}
 	if err != nil {
 		writeRPCError(w, http.StatusBadRequest, nil, int(jsonrpc.CodeParseError), "reading request: "+err.Error())
 		return nil, false
@@ -58,7 +73,11 @@ func precheck(w http.ResponseWriter, r *http.Request) (*envelope, bool) {
 	}
 	isCall := len(env.ID) > 0 && string(env.ID) != "null"
 	if env.Method != nil && isCall && !knownMethods[*env.Method] {
-		writeRPCError(w, http.StatusOK, env.ID, int(jsonrpc.CodeMethodNotFound), fmt.Sprintf("method %q not found", *env.Method))
+		status := http.StatusOK
+		if r.Header.Get(protocolHeader) >= statelessProtocol {
+			status = http.StatusNotFound // SEP-2575: an unknown method is HTTP 404
+		}
+		writeRPCError(w, status, env.ID, int(jsonrpc.CodeMethodNotFound), fmt.Sprintf("method %q not found", *env.Method))
 		return nil, false
 	}
 	return env, true

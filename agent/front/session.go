@@ -12,8 +12,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // session is the state of one stateful front session: its dedicated
@@ -100,12 +102,14 @@ func (v *view) middleware(s *session) mcp.Middleware {
 			}
 			switch method {
 			case "logging/setLevel":
-				res, err := next(ctx, method, req)
-				if err == nil {
-					p := req.GetParams().(*mcp.SetLoggingLevelParams)
-					err = v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error { return cs.SetLoggingLevel(ctx, forUpstream(p)) })
-				}
-				return res, err
+				return v.method(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) {
+					res, err := next(ctx, method, req)
+					if err == nil {
+						p := req.GetParams().(*mcp.SetLoggingLevelParams)
+						err = v.relayErr(ctx, s, func(ctx context.Context, cs *mcp.ClientSession) error { return cs.SetLoggingLevel(ctx, forUpstream(p)) })
+					}
+					return res, err
+				})
 			case "resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get", "completion/complete":
 				ctx, done := s.track(ctx, progressToken(req.GetParams()))
 				defer done()
@@ -352,7 +356,37 @@ func (v *view) relay(ctx context.Context, s *session, method string, params mcp.
 
 // initialize lets the go-sdk negotiate the front session, then presents the
 // upstream's capabilities (transparent view) or the aggregate's (tools only).
+// On a transparent view it is decided and receipted like the view's other
+// non-tool methods (pipeline.Method): for a principal admitted to no tool
+// of the server the upstream is refused (method_not_permitted, receipted)
+// and the session is served by the agent alone (tools only, no upstream
+// session opened for it), so that each of its calls is refused with its
+// own reason.
 func (v *view) initialize(ctx context.Context, s *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	if v.server == "" {
+		return v.present(ctx, s, method, req, next, false)
+	}
+	var capped error // a session cap refusal: answered as such, not as an upstream failure
+	res, err := v.decideMethod(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) {
+		res, err := v.present(ctx, s, method, req, next, true)
+		if errors.Is(err, errTooManySessions) {
+			capped = err
+		}
+		return res, err
+	})
+	var me *pipeline.MethodError
+	switch {
+	case capped != nil:
+		return nil, &jsonrpc.Error{Code: codeRefused, Message: capped.Error()}
+	case errors.As(err, &me) && me.Code == readiness.CodeMethodNotPermitted:
+		return v.present(ctx, s, method, req, next, false)
+	}
+	return rpcError(res, err)
+}
+
+// present is initialize after the decision: with the upstream's
+// capabilities when withUpstream, else tools only.
+func (v *view) present(ctx context.Context, s *session, method string, req mcp.Request, next mcp.MethodHandler, withUpstream bool) (mcp.Result, error) {
 	res, err := next(ctx, method, req)
 	if err != nil {
 		return nil, err
@@ -389,13 +423,10 @@ func (v *view) initialize(ctx context.Context, s *session, method string, req mc
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
 	var info *mcp.Implementation
 	var instructions string
-	if v.server != "" {
+	if withUpstream {
 		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
-		if errors.Is(err, errTooManySessions) {
-			return nil, &jsonrpc.Error{Code: codeRefused, Message: err.Error()}
-		}
 		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%v: %v", errUpstreamUnavailable, err)}
+			return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
 		}
 		if ir := up.Initialize(); ir != nil {
 			if ir.Capabilities != nil {

@@ -4,65 +4,94 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Defaults of Options.MaxUpstreamSessions and
-// Options.MaxUpstreamSessionsPerPrincipal.
+// Defaults of the Options caps (zero values).
 const (
 	DefaultMaxUpstreamSessions             = 256
 	DefaultMaxUpstreamSessionsPerPrincipal = 64
+	DefaultMaxHeldCalls                    = 256
+	DefaultMaxHeldCallsPerPrincipal        = 16
+	DefaultMaxPendingRounds                = 10000
+	DefaultMaxPendingRoundsPerPrincipal    = 64
 )
 
-// errTooManySessions refuses a dedicated upstream session past a cap.
-var errTooManySessions = errors.New("too many upstream sessions")
+// Refusals at a cap.
+var (
+	// errTooManySessions refuses a dedicated upstream session past a cap.
+	errTooManySessions = errors.New("too many upstream sessions")
+	// errTooManyHeld refuses an upstream call held open across input rounds past a cap.
+	errTooManyHeld = errors.New("too many calls held open for input")
+	// errTooManyRounds refuses a new pending input round past a cap.
+	errTooManyRounds = errors.New("too many calls are waiting for input")
+)
 
-// sessionCaps counts the dedicated upstream sessions held for transparent
-// views, overall and per principal.
-type sessionCaps struct {
+// limiter counts what is held of one bounded resource, overall and per
+// principal, and refuses (counted, by scope) past a cap.
+type limiter struct {
+	noun                string // what is counted, for errors ("dedicated upstream sessions")
+	sentinel            error
 	total, perPrincipal int // <= 0: no cap
-	m                   *metrics
+	refused             *prometheus.CounterVec
+	open                prometheus.Gauge // nil: not exported
 
-	mu   sync.Mutex
-	open int
-	by   map[string]int
+	mu sync.Mutex
+	n  int
+	by map[string]int
 }
 
-func newSessionCaps(total, perPrincipal int, m *metrics) *sessionCaps {
+// newLimiter returns a limiter; a zero cap takes def (defTotal,
+// defPerPrincipal), a negative one is no cap.
+func newLimiter(noun string, sentinel error, total, perPrincipal, defTotal, defPerPrincipal int, refused *prometheus.CounterVec, open prometheus.Gauge) *limiter {
 	if total == 0 {
-		total = DefaultMaxUpstreamSessions
+		total = defTotal
 	}
 	if perPrincipal == 0 {
-		perPrincipal = DefaultMaxUpstreamSessionsPerPrincipal
+		perPrincipal = defPerPrincipal
 	}
-	return &sessionCaps{total: total, perPrincipal: perPrincipal, m: m, by: map[string]int{}}
+	return &limiter{noun: noun, sentinel: sentinel, total: total, perPrincipal: perPrincipal, refused: refused, open: open, by: map[string]int{}}
 }
 
 // acquire takes a slot for principal, or refuses (counted) past a cap.
 // The returned release is idempotent.
-func (c *sessionCaps) acquire(principal string) (func(), error) {
+func (c *limiter) acquire(principal string) (func(), error) { return c.take(principal, true) }
+
+// take is acquire; a refusal is counted only when count is set (a caller
+// that frees what it can and tries again counts its second refusal only).
+func (c *limiter) take(principal string, count bool) (func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case c.total > 0 && c.open >= c.total:
-		c.m.sessionsRefused.WithLabelValues("total").Inc()
-		return nil, fmt.Errorf("%w: this agent holds its limit of %d dedicated upstream sessions; close a session and retry", errTooManySessions, c.total)
+	case c.total > 0 && c.n >= c.total:
+		if count {
+			c.refused.WithLabelValues("total").Inc()
+		}
+		return nil, fmt.Errorf("%w: this agent holds its limit of %d %s; retry later", c.sentinel, c.total, c.noun)
 	case c.perPrincipal > 0 && c.by[principal] >= c.perPrincipal:
-		c.m.sessionsRefused.WithLabelValues("principal").Inc()
-		return nil, fmt.Errorf("%w: principal %s holds its limit of %d dedicated upstream sessions; close a session and retry", errTooManySessions, principal, c.perPrincipal)
+		if count {
+			c.refused.WithLabelValues("principal").Inc()
+		}
+		return nil, fmt.Errorf("%w: principal %s holds its limit of %d %s; finish one and retry", c.sentinel, principal, c.perPrincipal, c.noun)
 	}
-	c.open++
+	c.n++
 	c.by[principal]++
-	c.m.sessionsOpen.Inc()
+	if c.open != nil {
+		c.open.Inc()
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			c.open--
+			c.n--
 			if c.by[principal]--; c.by[principal] <= 0 {
 				delete(c.by, principal)
 			}
-			c.m.sessionsOpen.Dec()
+			if c.open != nil {
+				c.open.Dec()
+			}
 		})
 	}, nil
 }

@@ -128,12 +128,13 @@ func hostMatches(s, d string) bool {
 	return d == s || (strings.HasPrefix(s, "*.") && strings.HasSuffix(d, s[1:]))
 }
 
-// Declared returns l with the permissions and data access the provider's
-// signed Declaration of the tool's server now states: its required scopes
-// (when it lists any) and its data classification (when it names a
-// DataAccessClass: "public", "tenant-private" or "sensitive"). A nil
-// Declaration, or one silent on either, leaves that dimension unknown.
+// Declared returns l with what the provider's signed Declaration of the
+// tool's server now states: its required scopes (when it lists any), its
+// data classification (when it names a DataAccessClass: "public",
+// "tenant-private" or "sensitive") and its endpoint. A nil Declaration, or
+// one silent on any of these, leaves that dimension unknown.
 func (l Live) Declared(d *mcpreadyv1.Declaration) Live {
+	l.DeclaredEndpoint = d.GetEndpoint()
 	if s := d.GetAuth().GetRequiredScopes(); len(s) > 0 {
 		l.Permissions = slices.Clone(s)
 	}

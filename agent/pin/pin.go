@@ -127,6 +127,9 @@ type Live struct {
 	// Destinations are the network destinations (hosts) the tool now
 	// declares it reaches; nil when not known.
 	Destinations []string
+	// DeclaredEndpoint is the endpoint the provider's Declaration now
+	// states for the tool's server; "" when not known.
+	DeclaredEndpoint string
 }
 
 // Compare returns the typed drift between what the entry pins and the live
@@ -143,9 +146,13 @@ type Live struct {
 //     classified an unannotated tool itself);
 //   - PERMISSION_DRIFT: the permissions the tool now requires differ from
 //     the entry's authority (scopes and permission set);
-//   - DATA_ACCESS_DRIFT: the declared data access differs from the entry's;
-//   - NETWORK_DRIFT: the endpoint changed, or a destination the tool now
-//     declares is outside the entry's network_scope.
+//   - DATA_ACCESS_DRIFT: the declared data access is more sensitive than
+//     the entry's (PUBLIC < TENANT_PRIVATE < SENSITIVE; a Declaration
+//     classifies a whole server, so a tool qualified for more sensitive
+//     data than its server declares is no drift);
+//   - NETWORK_DRIFT: the endpoint changed, the provider now declares
+//     another endpoint than the one the entry pins, or a destination the
+//     tool now declares is outside the entry's network_scope.
 //
 // A pinned identity field that is empty is unknown, so an observed value
 // there is drift too, except tool_version, which MCP does not carry on the
@@ -163,7 +170,8 @@ func Compare(pinned *mcpreadyv1.RegistryEntry, live Live) []mcpreadyv1.DriftLabe
 		mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT)
 	add(id.GetInputSchemaDigest() != obs.GetInputSchemaDigest(), mcpreadyv1.DriftLabel_DRIFT_LABEL_INPUT_SCHEMA_DRIFT)
 	add(id.GetOutputSchemaDigest() != obs.GetOutputSchemaDigest(), mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT)
-	add(id.GetEndpoint() != obs.GetEndpoint() || !InScope(pinned.GetNetworkScope(), live.Destinations), mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT)
+	add(id.GetEndpoint() != obs.GetEndpoint() || live.DeclaredEndpoint != "" && live.DeclaredEndpoint != id.GetEndpoint() ||
+		!InScope(pinned.GetNetworkScope(), live.Destinations), mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT)
 	defChanged := id.GetDefinitionDigest() != obs.GetDefinitionDigest()
 	add(defChanged, mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT)
 	add(defChanged && (sideEffectDrift(pinned.GetSideEffect(), SideEffectOf(live.Tool.Annotations)) ||
@@ -171,8 +179,7 @@ func Compare(pinned *mcpreadyv1.RegistryEntry, live Live) []mcpreadyv1.DriftLabe
 		mcpreadyv1.DriftLabel_DRIFT_LABEL_SIDE_EFFECT_DRIFT)
 	add(permissionDrift(pinned.GetAuthority(), live.Permissions), mcpreadyv1.DriftLabel_DRIFT_LABEL_PERMISSION_DRIFT)
 	add(pinned.GetDataAccess() != mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_UNSPECIFIED &&
-		live.DataAccess != mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_UNSPECIFIED && pinned.GetDataAccess() != live.DataAccess,
-		mcpreadyv1.DriftLabel_DRIFT_LABEL_DATA_ACCESS_DRIFT)
+		live.DataAccess > pinned.GetDataAccess(), mcpreadyv1.DriftLabel_DRIFT_LABEL_DATA_ACCESS_DRIFT)
 	slices.Sort(out)
 	return out
 }

@@ -221,6 +221,9 @@ func TestCompareTypedDrift(t *testing.T) {
 		{"data access", entryFor(readOnly, func(e *mcpreadyv1.RegistryEntry) {
 			e.DataAccess = mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_PUBLIC
 		}), withLive(live(readOnly), func(l *Live) { l.DataAccess = mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_SENSITIVE }), []mcpreadyv1.DriftLabel{data}},
+		{"data access less sensitive than qualified", entryFor(readOnly, func(e *mcpreadyv1.RegistryEntry) {
+			e.DataAccess = mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_TENANT_PRIVATE
+		}), withLive(live(readOnly), func(l *Live) { l.DataAccess = mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_PUBLIC }), nil},
 		{"data access not declared now", entryFor(readOnly, func(e *mcpreadyv1.RegistryEntry) {
 			e.DataAccess = mcpreadyv1.DataAccessClass_DATA_ACCESS_CLASS_PUBLIC
 		}), live(readOnly), nil},
@@ -233,6 +236,9 @@ func TestCompareTypedDrift(t *testing.T) {
 		{"endpoint host changed", entryFor(readOnly, nil), withLive(live(readOnly), func(l *Live) {
 			l.Identity.Endpoint = "https://docs.example.evil/mcp"
 		}), []mcpreadyv1.DriftLabel{net}},
+		{"provider declares another endpoint", entryFor(readOnly, nil), live(readOnly).Declared(&mcpreadyv1.Declaration{Endpoint: "https://docs.example.evil/mcp"}),
+			[]mcpreadyv1.DriftLabel{net}},
+		{"provider declares the pinned endpoint", entryFor(readOnly, nil), live(readOnly).Declared(&mcpreadyv1.Declaration{Endpoint: endpoint}), nil},
 	}
 	for _, tc := range cases {
 		if got := Compare(tc.entry, tc.live); !slices.Equal(got, tc.want) {

@@ -85,6 +85,9 @@ func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (Res
 	}
 	resp, err := s.post(ctx, body)
 	if err != nil {
+		if ctx.Err() != nil { // abandoned before the upstream's first byte: it may be running the call
+			s.cancelUpstream(id)
+		}
 		return Result{}, err
 	}
 	defer finish(resp.Body)
