@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/aggregate"
 	"github.com/mcpready/mcpready/controlplane/chainhead"
 	"github.com/mcpready/mcpready/controlplane/ingest"
+	"github.com/mcpready/mcpready/controlplane/receiptdb"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -24,10 +26,20 @@ import (
 // Receipts live on this replica's disk, not in etcd; each agent's chain
 // head lives in etcd (package chainhead), so an agent may move between
 // replicas and its chain continues.
+//
+// With Store set to a PostgreSQL connection URL the receipts and the
+// chain heads live in that database instead (package receiptdb), shared
+// by every replica: each batch and its head advance commit in one
+// transaction, and every replica answers every query.
 type ReceiptOptions struct {
-	// Dir holds the receipt segments; "" means <DataDir>/receipts.
+	// Dir holds the receipt segments; "" means <DataDir>/receipts. Unused
+	// with a database Store.
 	Dir string
-	// Retention drops whole segments older than this; 0 keeps everything.
+	// Store is "" (segments in Dir) or a postgres:// connection URL; off
+	// loopback it must require TLS (sslmode=verify-full or require).
+	Store string
+	// Retention drops whole segments (database: whole days) older than
+	// this; 0 keeps everything.
 	Retention time.Duration
 	// EvidenceWindow is the aggregation window; 0 means the aggregate
 	// package's default.
@@ -39,29 +51,51 @@ const retentionEvery = time.Hour
 
 // receiptPipeline is the running receipt pipeline of one Server.
 type receiptPipeline struct {
-	store *receiptstore.Store
-	svc   *ingest.Service
-	agg   *aggregate.Aggregator // nil without an observer key
+	close  func() error
+	retain func(context.Context) (int, error) // nil without retention
+	svc    *ingest.Service
+	agg    *aggregate.Aggregator // nil without an observer key
 }
 
 // openReceipts opens the receipt store and builds ingest and aggregation.
 // Passive Evidence is applied through adm, so it is verified and stored
-// like any other artifact. Chain heads are shared through cli.
-func (s *Server) openReceipts(w *writer.Writer, cli *clientv3.Client) (*receiptPipeline, error) {
+// like any other artifact. Chain heads are shared through cli, or live in
+// the receipt database.
+func (s *Server) openReceipts(ctx context.Context, w *writer.Writer, cli *clientv3.Client) (*receiptPipeline, error) {
 	o := s.o.Receipts
-	dir := o.Dir
-	if dir == "" {
-		if s.o.DataDir == "" {
-			return nil, fmt.Errorf("%w: receipts need a directory (ReceiptOptions.Dir or DataDir)", ErrConfig)
+	p := &receiptPipeline{}
+	io := ingest.Options{Trust: w.Current, Registry: s.reg, Logger: s.o.Logger}
+	switch {
+	case o.Store == "":
+		dir := o.Dir
+		if dir == "" {
+			if s.o.DataDir == "" {
+				return nil, fmt.Errorf("%w: receipts need a directory (ReceiptOptions.Dir or DataDir)", ErrConfig)
+			}
+			dir = filepath.Join(s.o.DataDir, "receipts")
 		}
-		dir = filepath.Join(s.o.DataDir, "receipts")
+		rs, err := receiptstore.Open(dir, receiptstore.Options{Retention: o.Retention, Logger: s.o.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("receipt store: %w", err)
+		}
+		p.close = rs.Close
+		p.retain = func(context.Context) (int, error) { return rs.ApplyRetention() }
+		io.Store = rs
+		io.Heads = chainhead.New(cli, chainhead.Options{OnError: func(error) { s.etcdErr.Inc() }})
+	case receiptdb.IsDSN(o.Store):
+		db, err := receiptdb.Open(ctx, o.Store, receiptdb.Options{Retention: o.Retention, Logger: s.o.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("receipt database: %w", err)
+		}
+		p.close = db.Close
+		p.retain = db.Maintain
+		io.Database = db
+	default: // refused by check in New
+		return nil, fmt.Errorf("%w: receipt store %q", ErrConfig, redactDSN(o.Store))
 	}
-	rs, err := receiptstore.Open(dir, receiptstore.Options{Retention: o.Retention, Logger: s.o.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("receipt store: %w", err)
+	if o.Retention <= 0 && io.Database == nil {
+		p.retain = nil
 	}
-	p := &receiptPipeline{store: rs}
-	var observer ingest.Observer
 	if s.o.ObserverKey != nil {
 		ao := aggregate.Options{
 			Signer:   s.o.ObserverKey,
@@ -72,19 +106,45 @@ func (s *Server) openReceipts(w *writer.Writer, cli *clientv3.Client) (*receiptP
 		if w := o.EvidenceWindow; w > 0 {
 			ao.Window, ao.Grace, ao.FlushEvery = w, w/2, w/4
 		}
+		var err error
 		if p.agg, err = aggregate.New(ao); err != nil {
-			rs.Close()
+			p.close()
 			return nil, fmt.Errorf("%w: aggregator: %w", ErrConfig, err)
 		}
-		observer = p.agg
+		io.Observer = p.agg
 	}
-	heads := chainhead.New(cli, chainhead.Options{OnError: func(error) { s.etcdErr.Inc() }})
-	p.svc, err = ingest.New(ingest.Options{Store: rs, Trust: w.Current, Heads: heads, Observer: observer, Registry: s.reg, Logger: s.o.Logger})
-	if err != nil {
-		rs.Close()
+	var err error
+	if p.svc, err = ingest.New(io); err != nil {
+		p.close()
 		return nil, fmt.Errorf("%w: receipts: %w", ErrConfig, err)
 	}
 	return p, nil
+}
+
+// check refuses a Store that is neither empty nor an acceptable database
+// URL (one that parses and uses TLS off loopback), before anything starts.
+func (o *ReceiptOptions) check() error {
+	if o == nil || o.Store == "" {
+		return nil
+	}
+	if !receiptdb.IsDSN(o.Store) {
+		return fmt.Errorf("%w: receipt store %q: want empty (segments) or a postgres:// URL", ErrConfig, redactDSN(o.Store))
+	}
+	if _, err := receiptdb.ParseConfig(o.Store); err != nil {
+		return fmt.Errorf("%w: receipt store: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+// redactDSN keeps the scheme of a store string, never its credentials.
+func redactDSN(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		return s[:i+3] + "…"
+	}
+	if len(s) > 16 {
+		return s[:16] + "…"
+	}
+	return s
 }
 
 // register adds the Receipts service to gs.
@@ -101,15 +161,15 @@ func (p *receiptPipeline) run(ctx context.Context, s *Server, wg *sync.WaitGroup
 			}
 		})
 	}
-	if s.o.Receipts.Retention > 0 {
+	if p.retain != nil {
 		wg.Go(func() {
 			t := time.NewTicker(retentionEvery)
 			defer t.Stop()
 			for {
-				if n, err := p.store.ApplyRetention(); err != nil {
+				if n, err := p.retain(ctx); err != nil {
 					s.o.Logger.Error("receipt retention", "err", err)
 				} else if n > 0 {
-					s.o.Logger.Info("receipt retention dropped segments", "segments", n)
+					s.o.Logger.Info("receipt retention dropped old receipts", "segments_or_days", n)
 				}
 				select {
 				case <-ctx.Done():

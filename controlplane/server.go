@@ -159,6 +159,9 @@ func New(o Options) (*Server, error) {
 	if o.DataDir == "" && len(o.EtcdEndpoints) == 0 {
 		return nil, fmt.Errorf("%w: a data directory or etcd endpoints are required", ErrConfig)
 	}
+	if err := o.Receipts.check(); err != nil {
+		return nil, err
+	}
 	s := &Server{o: o, ready: make(chan struct{}), reg: o.Registry}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
@@ -283,10 +286,10 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	var receipts *receiptPipeline
 	if s.o.Receipts != nil {
-		if receipts, err = s.openReceipts(w, cli); err != nil {
+		if receipts, err = s.openReceipts(ctx, w, cli); err != nil {
 			return err
 		}
-		defer receipts.store.Close()
+		defer receipts.close()
 	}
 	ds := discovery.New(st, discovery.Options{Debounce: s.o.Debounce, Metrics: discovery.NewMetrics(s.reg), Logger: s.o.Logger})
 

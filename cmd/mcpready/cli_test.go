@@ -58,6 +58,8 @@ func TestExitCodes(t *testing.T) {
 		},
 		"mcpready controlplane": {
 			{[]string{"controlplane"}, exitUsage},
+			{[]string{"controlplane", "--root", signer + ".pub", "--data", filepath.Join(dir, "cp"), "--receipts-store", "postgres://u:pw@db.example/r?sslmode=disable"}, exitUsage},
+			{[]string{"controlplane", "--root", signer + ".pub", "--data", filepath.Join(dir, "cp"), "--receipts-store", "mysql://db.example/r"}, exitUsage},
 			{[]string{"controlplane", "--data", dir, "--root", missing}, exitUsage},
 		},
 		"mcpready delete": {

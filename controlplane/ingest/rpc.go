@@ -54,11 +54,11 @@ func toQuery(r *mcpreadyv1.QueryReceiptsRequest) receiptstore.Query {
 }
 
 // QueryReceipts finds receipts by id, workflow, subject, agent and time.
-func (s *Service) QueryReceipts(_ context.Context, r *mcpreadyv1.QueryReceiptsRequest) (*mcpreadyv1.QueryReceiptsResponse, error) {
+func (s *Service) QueryReceipts(ctx context.Context, r *mcpreadyv1.QueryReceiptsRequest) (*mcpreadyv1.QueryReceiptsResponse, error) {
 	if r.GetLimit() < 0 {
 		return nil, status.Error(codes.InvalidArgument, "limit must not be negative")
 	}
-	rs, err := s.opts.Store.Query(toQuery(r))
+	rs, err := s.q.Query(ctx, toQuery(r))
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -78,7 +78,7 @@ func (s *Service) TailReceipts(r *mcpreadyv1.TailReceiptsRequest, stream mcpread
 	if n == 0 {
 		n = 10
 	}
-	err := s.opts.Store.Tail(stream.Context(), n, r.GetFollow(), func(sr *mcpreadyv1.StoredReceipt) error {
+	err := s.q.Tail(stream.Context(), n, r.GetFollow(), func(sr *mcpreadyv1.StoredReceipt) error {
 		return stream.Send(&mcpreadyv1.TailReceiptsResponse{Receipt: sr})
 	})
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -93,7 +93,7 @@ func (s *Service) ExportBatches(r *mcpreadyv1.ExportBatchesRequest, stream mcpre
 	if r.GetSince() != nil {
 		since = r.GetSince().AsTime()
 	}
-	return s.opts.Store.Export(since, r.GetAgentId(), func(b *ledger.Batch) error {
+	return s.q.Export(stream.Context(), since, r.GetAgentId(), func(b *ledger.Batch) error {
 		return stream.Send(b.ExportResponse())
 	})
 }

@@ -84,8 +84,8 @@ func (q Query) match(e receiptEntry, be batchEntry) bool {
 }
 
 // Query returns matching receipts in store order, at most q.Limit (the
-// newest ones when limited).
-func (s *Store) Query(q Query) ([]*mcpreadyv1.StoredReceipt, error) {
+// newest ones when limited). ctx is not consulted: the store is local.
+func (s *Store) Query(_ context.Context, q Query) ([]*mcpreadyv1.StoredReceipt, error) {
 	type hit struct {
 		e  receiptEntry
 		be batchEntry
@@ -173,8 +173,8 @@ func (s *Store) Tail(ctx context.Context, n int, follow bool, fn func(*mcpreadyv
 }
 
 // Export calls fn for each stored batch received at or after since (all
-// when zero), optionally of one agent, in store order.
-func (s *Store) Export(since time.Time, agentID string, fn func(*ledger.Batch) error) error {
+// when zero), optionally of one agent, in store order, until ctx ends.
+func (s *Store) Export(ctx context.Context, since time.Time, agentID string, fn func(*ledger.Batch) error) error {
 	s.mu.RLock()
 	var sel []batchEntry
 	var idx []int32
@@ -192,6 +192,9 @@ func (s *Store) Export(since time.Time, agentID string, fn func(*ledger.Batch) e
 			return err
 		}
 		delete(l.cache, idx[i])
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := fn(b); err != nil {
 			return err
 		}

@@ -65,8 +65,12 @@ type Store struct {
 	byWorkflow map[string][]int32
 	bySubject  map[subjectKey][]int32
 	agents     map[string]*agentState
-	segNewest  map[uint64]int64 // segment -> newest received (unix nanos)
-	changed    chan struct{}    // closed and replaced on every append
+	segNewest  map[uint64]int64      // segment -> newest received (unix nanos)
+	changed    chan struct{}         // closed and replaced on every append
+	pending    map[string]batchEntry // batch id -> written, not yet fsync'd
+
+	// beforeSync, if set (tests), runs between a batch's write and fsync.
+	beforeSync func()
 }
 
 // Open opens (creating) the store in dir and rebuilds the index.
@@ -79,7 +83,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s := &Store{opts: opts, log: opts.Logger.With("component", "receiptstore"), byBatchID: map[string]int32{}, byID: map[string]int32{},
 		byWorkflow: map[string][]int32{}, bySubject: map[subjectKey][]int32{}, agents: map[string]*agentState{},
-		segNewest: map[uint64]int64{}, changed: make(chan struct{})}
+		segNewest: map[uint64]int64{}, changed: make(chan struct{}), pending: map[string]batchEntry{}}
 	wal, err := seglog.Open(dir, seglog.Options{Prefix: "receipts", SegmentBytes: opts.SegmentBytes, Checkpoint: s.checkpoint, Logger: s.log},
 		func(p seglog.Pos, payload []byte) error { return s.replay(p, payload) })
 	if err != nil {
@@ -110,15 +114,20 @@ type AppendResult struct {
 // b.Receipts; the store keeps neither.
 func (s *Store) Append(b *ledger.Batch, summaries []*mcpreadyv1.Receipt, digests []string) (AppendResult, error) {
 	s.mu.Lock()
-	if bi, ok := s.byBatchID[b.BatchID]; ok {
-		prev := s.batches[bi]
+	prev, ok := s.pending[b.BatchID]
+	if bi, stored := s.byBatchID[b.BatchID]; stored {
+		prev, ok = s.batches[bi], true
+	}
+	if ok {
 		s.mu.Unlock()
 		if prev.digest != b.Digest {
 			return AppendResult{}, fmt.Errorf("%w: %s", ErrConflict, b.BatchID)
 		}
 		// Acknowledge a resend only once the original is durable.
-		dup, err := s.Stored(b.BatchID, b.Digest)
-		return AppendResult{Duplicate: dup}, err
+		if err := s.wal.Sync(prev.pos); err != nil {
+			return AppendResult{}, fmt.Errorf("receiptstore: %w", err)
+		}
+		return AppendResult{Duplicate: true}, nil
 	}
 	rs, ds, err := decode(b, summaries, digests)
 	if err != nil {
@@ -130,15 +139,23 @@ func (s *Store) Append(b *ledger.Batch, summaries []*mcpreadyv1.Receipt, digests
 		s.mu.Unlock()
 		return AppendResult{}, fmt.Errorf("receiptstore: %w", err)
 	}
-	dups := s.index(pos, b, rs, ds)
+	// Written, not yet durable: known only to Append (for resends) and to
+	// checkpoints, never to queries or chain lookups.
+	s.pending[b.BatchID] = batchEntry{pos: pos, agent: b.AgentID, seq: b.Sequence, id: b.BatchID, digest: b.Digest}
 	s.mu.Unlock()
-	if err := s.wal.Sync(pos); err != nil {
+	if s.beforeSync != nil {
+		s.beforeSync()
+	}
+	err = s.wal.Sync(pos)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pending, b.BatchID)
+	if err != nil {
 		return AppendResult{}, fmt.Errorf("receiptstore: %w", err)
 	}
-	s.mu.Lock()
+	dups := s.index(pos, b, rs, ds)
 	close(s.changed)
 	s.changed = make(chan struct{})
-	s.mu.Unlock()
 	return AppendResult{DuplicateReceipts: dups}, nil
 }
 
@@ -182,22 +199,3 @@ func (s *Store) Stats() Stats {
 
 // Close closes the store.
 func (s *Store) Close() error { return s.wal.Close() }
-
-// Stored reports whether batchID is stored with this bundle digest; it
-// returns true only once that batch is durable.
-func (s *Store) Stored(batchID, digest string) (bool, error) {
-	s.mu.RLock()
-	bi, ok := s.byBatchID[batchID]
-	var be batchEntry
-	if ok {
-		be = s.batches[bi]
-	}
-	s.mu.RUnlock()
-	if !ok || be.digest != digest {
-		return false, nil
-	}
-	if err := s.wal.Sync(be.pos); err != nil {
-		return false, fmt.Errorf("receiptstore: %w", err)
-	}
-	return true, nil
-}
