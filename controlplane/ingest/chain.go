@@ -29,7 +29,7 @@ type HeadReader interface {
 // Queries answers receipt queries, tails and exports; both stores
 // implement it.
 type Queries interface {
-	Query(ctx context.Context, q receiptstore.Query) ([]*mcpreadyv1.StoredReceipt, error)
+	Query(ctx context.Context, q receiptstore.Query) ([]*mcpreadyv1.StoredReceipt, string, error)
 	Tail(ctx context.Context, n int, follow bool, fn func(*mcpreadyv1.StoredReceipt) error) error
 	Export(ctx context.Context, since time.Time, agentID string, fn func(*ledger.Batch) error) error
 }

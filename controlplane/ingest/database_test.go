@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/receiptdb"
@@ -54,7 +56,7 @@ func uploadTo(r *dbReplica, s sealed) (Result, error) {
 
 func countRequested(t *testing.T, r *dbReplica) map[string]int {
 	t.Helper()
-	rs, err := r.db.Query(context.Background(), receiptstore.Query{})
+	rs, _, err := r.db.Query(context.Background(), receiptstore.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,5 +210,59 @@ func TestDatabaseUnavailableRefusesWithReason(t *testing.T) {
 	}
 	if n := len(countRequested(t, a)); n != 3 {
 		t.Fatalf("%d receipts stored, want 3", n)
+	}
+}
+
+// TestQueryPagedInBothStores: QueryReceipts answers a page at a time
+// (at most MaxPage), every receipt once across pages, from the segment
+// store and from the database alike; a page beyond MaxPage and a bad
+// token are refused as invalid arguments.
+func TestQueryPagedInBothStores(t *testing.T) {
+	pg := pgtest.Start(t)
+	p := newPKI(t)
+	c := agentChain(t, p, 23)
+	seg := startCP(t, t.TempDir(), p, &syncBuf{})
+	db := startDBReplica(t, pg.DSN, p)
+	for name, svc := range map[string]*Service{"segments": seg.svc, "database": db.svc} {
+		t.Run(name, func(t *testing.T) {
+			for _, s := range c {
+				if _, err := svc.Ingest(&mcpreadyv1.Node{Id: "agent-1"}, &mcpreadyv1.UploadBatchesRequest{Bundle: s.bundle, Receipts: s.receipts}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			seen := map[string]int{}
+			req := &mcpreadyv1.QueryReceiptsRequest{Limit: 5}
+			pages := 0
+			for {
+				resp, err := svc.QueryReceipts(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages++
+				if len(resp.GetReceipts()) > 5 {
+					t.Fatalf("page of %d", len(resp.GetReceipts()))
+				}
+				for _, r := range resp.GetReceipts() {
+					seen[r.GetReceipt().GetRequested()]++
+				}
+				if resp.GetNextPageToken() == "" {
+					break
+				}
+				req.PageToken = resp.GetNextPageToken()
+			}
+			if len(seen) != 23 || pages < 5 {
+				t.Fatalf("%d receipts over %d pages", len(seen), pages)
+			}
+			for k, n := range seen {
+				if n != 1 {
+					t.Fatalf("%s on %d pages", k, n)
+				}
+			}
+			for _, bad := range []*mcpreadyv1.QueryReceiptsRequest{{Limit: MaxPage + 1}, {Limit: -1}, {PageToken: "x"}} {
+				if _, err := svc.QueryReceipts(context.Background(), bad); status.Code(err) != codes.InvalidArgument {
+					t.Fatalf("%v: %v", bad, err)
+				}
+			}
+		})
 	}
 }

@@ -170,7 +170,7 @@ func ship(t *testing.T, addr string, sp *spool.Spool) {
 // requireExactlyOnce checks the store holds receipts 0..n-1 once each.
 func requireExactlyOnce(t *testing.T, st *receiptstore.Store, n int) {
 	t.Helper()
-	rs, err := st.Query(context.Background(), receiptstore.Query{})
+	rs, _, err := st.Query(context.Background(), receiptstore.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,16 +95,16 @@ func TestCommitAdvancesHeadAndAnswersQueries(t *testing.T) {
 		"limited to newest 3": {receiptstore.Query{Limit: 3}, 3},
 		"unknown id":          {receiptstore.Query{ReceiptID: "nope"}, 0},
 	} {
-		got, err := d.Query(bg, tc.q)
+		got, _, err := d.Query(bg, tc.q)
 		if err != nil || len(got) != tc.want {
 			t.Errorf("%s: %d receipts, %v; want %d", name, len(got), err, tc.want)
 		}
 	}
-	got, _ := d.Query(bg, receiptstore.Query{ReceiptID: "agent-1-2-3"})
+	got, _, _ := d.Query(bg, receiptstore.Query{ReceiptID: "agent-1-2-3"})
 	if r := got[0]; r.AgentId != "agent-1" || r.BatchId != "agent-1-b2" || r.Receipt.GetReceiptId() != "agent-1-2-3" || r.Digest != ledger.Digest(batches[1].Receipts[3]) {
 		t.Fatalf("stored receipt %+v", r)
 	}
-	newest, _ := d.Query(bg, receiptstore.Query{Limit: 3})
+	newest, _, _ := d.Query(bg, receiptstore.Query{Limit: 3})
 	if newest[2].Receipt.GetReceiptId() != "agent-2-2-3" || newest[0].Receipt.GetReceiptId() != "agent-2-2-1" {
 		t.Fatalf("newest 3 not the last three in order: %s..%s", newest[0].Receipt.GetReceiptId(), newest[2].Receipt.GetReceiptId())
 	}
@@ -146,7 +146,7 @@ func TestCommitComparesHead(t *testing.T) {
 	if !errors.Is(err, chainhead.ErrConflict) || cur != st {
 		t.Fatalf("stale first commit: %+v, %v; want conflict at %+v", cur, err, st)
 	}
-	if n, _ := a.Query(bg, receiptstore.Query{}); len(n) != 1 {
+	if n, _, _ := a.Query(bg, receiptstore.Query{}); len(n) != 1 {
 		t.Fatalf("%d receipts after a refused commit, want 1", len(n))
 	}
 	// Not the next sequence: refused before the database is asked.
@@ -181,7 +181,7 @@ func TestCommitComparesHead(t *testing.T) {
 	if won != 1 {
 		t.Fatalf("%d racing commits won, want 1", won)
 	}
-	if n, _ := a.Query(bg, receiptstore.Query{}); len(n) != 3 {
+	if n, _, _ := a.Query(bg, receiptstore.Query{}); len(n) != 3 {
 		t.Fatalf("%d receipts, want 3", len(n))
 	}
 }
@@ -241,7 +241,7 @@ func TestRetentionDropsWholePartitions(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Maintain dropped %d partitions, %v; want 1", n, err)
 	}
-	left, _ := d.Query(bg, receiptstore.Query{})
+	left, _, _ := d.Query(bg, receiptstore.Query{})
 	if len(left) != 2 || left[0].BatchId != fresh.BatchID {
 		t.Fatalf("after retention %d receipts left", len(left))
 	}

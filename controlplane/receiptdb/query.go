@@ -84,52 +84,51 @@ func where(q receiptstore.Query) (string, []any) {
 }
 
 // Query returns matching receipts in store order, at most q.Limit (the
-// newest ones); Limit 0 means all, read a page at a time.
-func (d *DB) Query(ctx context.Context, q receiptstore.Query) ([]*mcpreadyv1.StoredReceipt, error) {
+// newest ones before q.Before), and, when the limit was reached, the
+// cursor of the page before them; Limit 0 means all, read a page at a
+// time.
+func (d *DB) Query(ctx context.Context, q receiptstore.Query) ([]*mcpreadyv1.StoredReceipt, string, error) {
 	w, args := where(q)
-	if q.Limit > 0 {
-		ctx, cancel := d.timeout(ctx)
-		defer cancel()
-		rows, err := d.pool.Query(ctx, receiptSelect+w+` ORDER BY tx DESC, idx DESC LIMIT `+strconv.Itoa(q.Limit), args...)
+	if q.Before != "" {
+		c, err := receiptstore.ParseCursor(q.Before)
 		if err != nil {
-			return nil, fail(err)
+			return nil, "", err
 		}
-		out, err := collect(rows)
+		args = append(args, strconv.FormatUint(c.A, 10), c.Idx)
+		w = and(w, fmt.Sprintf("(tx, idx) < ($%d::xid8, $%d)", len(args)-1, len(args)))
+	}
+	if q.Limit > 0 {
+		out, last, err := d.page(ctx, receiptSelect+w+` ORDER BY tx DESC, idx DESC LIMIT `+strconv.Itoa(q.Limit), args)
+		if err != nil {
+			return nil, "", err
+		}
 		slices.Reverse(out)
-		return out, err
+		next := ""
+		if len(out) == q.Limit {
+			next = receiptstore.Cursor{A: last.tx, Idx: last.idx}.String()
+		}
+		return out, next, nil
 	}
 	var out []*mcpreadyv1.StoredReceipt
 	_, err := d.scanFrom(ctx, w, args, position{}, nil, func(sr *mcpreadyv1.StoredReceipt) error {
 		out = append(out, sr)
 		return nil
 	})
-	return out, err
+	return out, "", err
 }
 
-func collect(rows pgx.Rows) ([]*mcpreadyv1.StoredReceipt, error) {
-	defer rows.Close()
-	var out []*mcpreadyv1.StoredReceipt
-	for rows.Next() {
-		sr, _, err := scanReceipt(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sr)
+// and adds cond to the filter w.
+func and(w, cond string) string {
+	if w == "" {
+		return " WHERE " + cond
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fail(err)
-	}
-	return out, nil
+	return w + " AND " + cond
 }
 
 // scanFrom calls fn for every receipt matching w after position from and
 // (if upTo is set) written by a transaction before *upTo, in order, a page
 // per statement, and returns the position of the last one.
 func (d *DB) scanFrom(ctx context.Context, w string, args []any, from position, upTo *uint64, fn func(*mcpreadyv1.StoredReceipt) error) (position, error) {
-	conj := " WHERE "
-	if w != "" {
-		conj = w + " AND "
-	}
 	for {
 		n := len(args)
 		a := append(slices.Clip(args), strconv.FormatUint(from.tx, 10), from.idx)
@@ -138,7 +137,7 @@ func (d *DB) scanFrom(ctx context.Context, w string, args []any, from position, 
 			a = append(a, strconv.FormatUint(*upTo, 10))
 			cond += fmt.Sprintf(" AND tx < $%d::xid8", n+3)
 		}
-		page, last, err := d.page(ctx, receiptSelect+conj+cond+` ORDER BY tx, idx LIMIT `+strconv.Itoa(pageRows), a)
+		page, last, err := d.page(ctx, receiptSelect+and(w, cond)+` ORDER BY tx, idx LIMIT `+strconv.Itoa(pageRows), a)
 		if err != nil {
 			return from, err
 		}
@@ -202,14 +201,7 @@ func (d *DB) Tail(ctx context.Context, n int, follow bool, fn func(*mcpreadyv1.S
 	if err != nil {
 		return err
 	}
-	tctx, cancel := d.timeout(ctx)
-	rows, err := d.pool.Query(tctx, receiptSelect+` WHERE tx < $1::xid8 ORDER BY tx DESC, idx DESC LIMIT `+strconv.Itoa(n), strconv.FormatUint(h, 10))
-	if err != nil {
-		cancel()
-		return fail(err)
-	}
-	last, err := collect(rows)
-	cancel()
+	last, _, err := d.page(ctx, receiptSelect+` WHERE tx < $1::xid8 ORDER BY tx DESC, idx DESC LIMIT `+strconv.Itoa(n), []any{strconv.FormatUint(h, 10)})
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,10 @@ package receiptstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -17,6 +20,54 @@ type Query struct {
 	// Since and Until bound the receipt's emitted_at (inclusive, exclusive).
 	Since, Until time.Time
 	Limit        int
+	// Before, if set, is the next-page cursor of an earlier Query: only
+	// receipts stored before that position match.
+	Before string
+}
+
+// ErrBadCursor: a page cursor that does not parse.
+var ErrBadCursor = errors.New("invalid page cursor")
+
+// Cursor is a position in store order: three numbers whose meaning is the
+// store's (here segment, offset and receipt index; package receiptdb uses
+// transaction id and receipt index). Its text form is "A.B.C".
+type Cursor struct {
+	A   uint64
+	B   int64
+	Idx int32
+}
+
+// String is the cursor's text form.
+func (c Cursor) String() string { return fmt.Sprintf("%d.%d.%d", c.A, c.B, c.Idx) }
+
+// ParseCursor parses a cursor's text form.
+func ParseCursor(s string) (Cursor, error) {
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 {
+		return Cursor{}, fmt.Errorf("%w: %q", ErrBadCursor, s)
+	}
+	a, err1 := strconv.ParseUint(parts[0], 10, 64)
+	b, err2 := strconv.ParseInt(parts[1], 10, 64)
+	i, err3 := strconv.ParseInt(parts[2], 10, 32)
+	if err1 != nil || err2 != nil || err3 != nil || b < 0 || i < 0 {
+		return Cursor{}, fmt.Errorf("%w: %q", ErrBadCursor, s)
+	}
+	return Cursor{A: a, B: b, Idx: int32(i)}, nil
+}
+
+// less orders cursors.
+func (c Cursor) less(d Cursor) bool {
+	if c.A != d.A {
+		return c.A < d.A
+	}
+	if c.B != d.B {
+		return c.B < d.B
+	}
+	return c.Idx < d.Idx
+}
+
+func cursorOf(e receiptEntry, be batchEntry) Cursor {
+	return Cursor{A: be.pos.Segment, B: be.pos.Offset, Idx: e.idx}
 }
 
 // loader reads batches for one query, caching each decoded batch.
@@ -84,8 +135,17 @@ func (q Query) match(e receiptEntry, be batchEntry) bool {
 }
 
 // Query returns matching receipts in store order, at most q.Limit (the
-// newest ones when limited). ctx is not consulted: the store is local.
-func (s *Store) Query(_ context.Context, q Query) ([]*mcpreadyv1.StoredReceipt, error) {
+// newest ones when limited), and, when the limit was reached, the cursor
+// for the page before them. ctx is not consulted: the store is local.
+func (s *Store) Query(_ context.Context, q Query) ([]*mcpreadyv1.StoredReceipt, string, error) {
+	var before *Cursor
+	if q.Before != "" {
+		c, err := ParseCursor(q.Before)
+		if err != nil {
+			return nil, "", err
+		}
+		before = &c
+	}
 	type hit struct {
 		e  receiptEntry
 		be batchEntry
@@ -117,6 +177,9 @@ func (s *Store) Query(_ context.Context, q Query) ([]*mcpreadyv1.StoredReceipt, 
 		}
 		e := s.receipts[ri]
 		be := s.batches[e.batch]
+		if before != nil && !cursorOf(e, be).less(*before) {
+			continue
+		}
 		if q.match(e, be) {
 			hits = append(hits, hit{e, be})
 		}
@@ -127,11 +190,16 @@ func (s *Store) Query(_ context.Context, q Query) ([]*mcpreadyv1.StoredReceipt, 
 	for i := len(hits) - 1; i >= 0; i-- {
 		r, err := l.receipt(hits[i].e, hits[i].be)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	next := ""
+	if q.Limit > 0 && len(hits) == q.Limit {
+		oldest := hits[len(hits)-1]
+		next = cursorOf(oldest.e, oldest.be).String()
+	}
+	return out, next, nil
 }
 
 // Tail calls fn with the last n receipts and then, with follow, with every

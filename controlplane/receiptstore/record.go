@@ -57,8 +57,8 @@ func (s *Store) checkpoint() []byte {
 	// A batch still waiting for its fsync may sit in the segment being
 	// closed: its head must survive that segment's retention too.
 	for _, p := range s.pending {
-		if p.seq > heads[p.agent].Sequence {
-			heads[p.agent] = ledger.Head{Sequence: p.seq, Digest: p.digest}
+		if e := p.entry; e.seq > heads[e.agent].Sequence {
+			heads[e.agent] = ledger.Head{Sequence: e.seq, Digest: e.digest}
 		}
 	}
 	e.Uvarint(uint64(len(heads)))

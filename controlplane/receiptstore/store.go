@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -65,9 +66,9 @@ type Store struct {
 	byWorkflow map[string][]int32
 	bySubject  map[subjectKey][]int32
 	agents     map[string]*agentState
-	segNewest  map[uint64]int64      // segment -> newest received (unix nanos)
-	changed    chan struct{}         // closed and replaced on every append
-	pending    map[string]batchEntry // batch id -> written, not yet fsync'd
+	segNewest  map[uint64]int64         // segment -> newest received (unix nanos)
+	changed    chan struct{}            // closed and replaced on every append
+	pending    map[string]*pendingBatch // batch id -> written, not yet fsync'd
 
 	// beforeSync, if set (tests), runs between a batch's write and fsync.
 	beforeSync func()
@@ -83,7 +84,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s := &Store{opts: opts, log: opts.Logger.With("component", "receiptstore"), byBatchID: map[string]int32{}, byID: map[string]int32{},
 		byWorkflow: map[string][]int32{}, bySubject: map[subjectKey][]int32{}, agents: map[string]*agentState{},
-		segNewest: map[uint64]int64{}, changed: make(chan struct{}), pending: map[string]batchEntry{}}
+		segNewest: map[uint64]int64{}, changed: make(chan struct{}), pending: map[string]*pendingBatch{}}
 	wal, err := seglog.Open(dir, seglog.Options{Prefix: "receipts", SegmentBytes: opts.SegmentBytes, Checkpoint: s.checkpoint, Logger: s.log},
 		func(p seglog.Pos, payload []byte) error { return s.replay(p, payload) })
 	if err != nil {
@@ -114,7 +115,11 @@ type AppendResult struct {
 // b.Receipts; the store keeps neither.
 func (s *Store) Append(b *ledger.Batch, summaries []*mcpreadyv1.Receipt, digests []string) (AppendResult, error) {
 	s.mu.Lock()
-	prev, ok := s.pending[b.BatchID]
+	var prev batchEntry
+	p, ok := s.pending[b.BatchID]
+	if ok {
+		prev = p.entry
+	}
 	if bi, stored := s.byBatchID[b.BatchID]; stored {
 		prev, ok = s.batches[bi], true
 	}
@@ -141,7 +146,8 @@ func (s *Store) Append(b *ledger.Batch, summaries []*mcpreadyv1.Receipt, digests
 	}
 	// Written, not yet durable: known only to Append (for resends) and to
 	// checkpoints, never to queries or chain lookups.
-	s.pending[b.BatchID] = batchEntry{pos: pos, agent: b.AgentID, seq: b.Sequence, id: b.BatchID, digest: b.Digest}
+	mine := &pendingBatch{entry: batchEntry{pos: pos, agent: b.AgentID, seq: b.Sequence, id: b.BatchID, digest: b.Digest}, b: b, rs: rs, ds: ds}
+	s.pending[b.BatchID] = mine
 	s.mu.Unlock()
 	if s.beforeSync != nil {
 		s.beforeSync()
@@ -149,14 +155,49 @@ func (s *Store) Append(b *ledger.Batch, summaries []*mcpreadyv1.Receipt, digests
 	err = s.wal.Sync(pos)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.pending, b.BatchID)
 	if err != nil {
+		if !mine.indexed {
+			delete(s.pending, b.BatchID)
+		}
 		return AppendResult{}, fmt.Errorf("receiptstore: %w", err)
 	}
-	dups := s.index(pos, b, rs, ds)
+	s.indexDurable(pos)
+	return AppendResult{DuplicateReceipts: mine.dups}, nil
+}
+
+// pendingBatch is a batch written but not yet known to be fsync'd.
+type pendingBatch struct {
+	entry   batchEntry
+	b       *ledger.Batch
+	rs      []*mcpreadyv1.Receipt
+	ds      []string
+	indexed bool
+	dups    int
+}
+
+// indexDurable indexes, in log order, every pending batch at or before
+// pos: a Sync covers everything written before it, so the index always
+// follows the log's order (page cursors rely on it). Caller holds mu.
+func (s *Store) indexDurable(pos seglog.Pos) {
+	var ready []*pendingBatch
+	for _, p := range s.pending {
+		if p.entry.pos.Segment < pos.Segment || (p.entry.pos.Segment == pos.Segment && p.entry.pos.Offset <= pos.Offset) {
+			ready = append(ready, p)
+		}
+	}
+	if len(ready) == 0 {
+		return // another Append indexed this batch already
+	}
+	sort.Slice(ready, func(i, j int) bool {
+		pi, pj := ready[i].entry.pos, ready[j].entry.pos
+		return pi.Segment < pj.Segment || (pi.Segment == pj.Segment && pi.Offset < pj.Offset)
+	})
+	for _, p := range ready {
+		p.dups, p.indexed = s.index(p.entry.pos, p.b, p.rs, p.ds), true
+		delete(s.pending, p.entry.id)
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
-	return AppendResult{DuplicateReceipts: dups}, nil
 }
 
 // Head returns agentID's chain head (zero for an unknown agent).

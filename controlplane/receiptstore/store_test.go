@@ -88,7 +88,7 @@ func TestQueryAndReopen(t *testing.T) {
 			{"by time", Query{Since: t0.Add(2*time.Minute + 2*time.Second), Until: t0.Add(3 * time.Minute), AgentID: "a1"}, "[a1-2-2 a1-2-3]"},
 			{"limit keeps newest", Query{Limit: 1}, "[a2-4-3]"},
 		} {
-			got, err := s.Query(context.Background(), tc.q)
+			got, _, err := s.Query(context.Background(), tc.q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -272,7 +272,7 @@ func TestIndexedOnlyOnceDurable(t *testing.T) {
 	checked := false
 	s.beforeSync = func() {
 		checked = true
-		if rs, _ := s.Query(context.Background(), Query{}); len(rs) != 0 {
+		if rs, _, _ := s.Query(context.Background(), Query{}); len(rs) != 0 {
 			t.Errorf("query sees %d receipts before fsync", len(rs))
 		}
 		if _, err := s.Get("agent-1-1-0"); !errors.Is(err, ErrNotFound) {
@@ -296,7 +296,80 @@ func TestIndexedOnlyOnceDurable(t *testing.T) {
 	if !checked {
 		t.Fatal("hook not run")
 	}
-	if rs, _ := s.Query(context.Background(), Query{}); len(rs) != 2 {
+	if rs, _, _ := s.Query(context.Background(), Query{}); len(rs) != 2 {
 		t.Fatalf("after fsync %d receipts, want 2", len(rs))
 	}
+}
+
+// TestIndexFollowsLogOrder: a batch written later but fsync'd first does
+// not overtake an earlier one in the index (page cursors follow log
+// order), and both are indexed once.
+func TestIndexFollowsLogOrder(t *testing.T) {
+	s := openT(t, t.TempDir(), nil)
+	defer s.Close()
+	first, second := mkBatch("agent-1", 1, 2), mkBatch("agent-2", 1, 2)
+	s.beforeSync = func() {
+		s.beforeSync = nil
+		if _, err := s.Append(second, nil, nil); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := s.Append(first, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	rs, _, err := s.Query(context.Background(), Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(rs); fmt.Sprint(got) != "[agent-1-1-0 agent-1-1-1 agent-2-1-0 agent-2-1-1]" {
+		t.Fatalf("index order %v", got)
+	}
+}
+
+func TestQueryPages(t *testing.T) {
+	s := openT(t, t.TempDir(), nil)
+	defer s.Close()
+	for seq := uint64(1); seq <= 5; seq++ {
+		if _, err := s.Append(mkBatch("agent-1", seq, 3), nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pages [][]string
+	q := Query{Limit: 4}
+	for {
+		rs, next, err := s.Query(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, ids(rs))
+		if next == "" {
+			break
+		}
+		q.Before = next
+	}
+	if fmt.Sprint(pages) != "[[agent-1-4-2 agent-1-5-0 agent-1-5-1 agent-1-5-2] [agent-1-3-1 agent-1-3-2 agent-1-4-0 agent-1-4-1] [agent-1-2-0 agent-1-2-1 agent-1-2-2 agent-1-3-0] [agent-1-1-0 agent-1-1-1 agent-1-1-2] []]" &&
+		fmt.Sprint(pages) != "[[agent-1-4-2 agent-1-5-0 agent-1-5-1 agent-1-5-2] [agent-1-3-1 agent-1-3-2 agent-1-4-0 agent-1-4-1] [agent-1-2-0 agent-1-2-1 agent-1-2-2 agent-1-3-0] [agent-1-1-0 agent-1-1-1 agent-1-1-2]]" {
+		t.Fatalf("pages %v", pages)
+	}
+	if _, _, err := s.Query(context.Background(), Query{Before: "1.2"}); !errors.Is(err, ErrBadCursor) {
+		t.Fatalf("bad cursor: %v", err)
+	}
+}
+
+func FuzzParseCursor(f *testing.F) {
+	for _, s := range []string{"0.0.0", "3.128.7", "1.2", "-1.0.0", "1.2.3.4", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseCursor(s)
+		if err != nil {
+			if !errors.Is(err, ErrBadCursor) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if back, err := ParseCursor(c.String()); err != nil || back != c {
+			t.Fatalf("%q -> %v -> %v %v", s, c, back, err)
+		}
+	})
 }
