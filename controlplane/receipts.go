@@ -14,6 +14,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/aggregate"
 	"github.com/mcpready/mcpready/controlplane/chainhead"
 	"github.com/mcpready/mcpready/controlplane/ingest"
+	"github.com/mcpready/mcpready/controlplane/leader"
 	"github.com/mcpready/mcpready/controlplane/receiptdb"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	"github.com/mcpready/mcpready/controlplane/writer"
@@ -51,6 +52,8 @@ const retentionEvery = time.Hour
 
 // receiptPipeline is the running receipt pipeline of one Server.
 type receiptPipeline struct {
+	cli    *clientv3.Client
+	db     *receiptdb.DB // nil with segments
 	close  func() error
 	retain func(context.Context) (int, error) // nil without retention
 	svc    *ingest.Service
@@ -63,7 +66,7 @@ type receiptPipeline struct {
 // the receipt database.
 func (s *Server) openReceipts(ctx context.Context, w *writer.Writer, cli *clientv3.Client) (*receiptPipeline, error) {
 	o := s.o.Receipts
-	p := &receiptPipeline{}
+	p := &receiptPipeline{cli: cli}
 	io := ingest.Options{Trust: w.Current, Registry: s.reg, Logger: s.o.Logger}
 	switch {
 	case o.Store == "":
@@ -87,8 +90,7 @@ func (s *Server) openReceipts(ctx context.Context, w *writer.Writer, cli *client
 		if err != nil {
 			return nil, fmt.Errorf("receipt database: %w", err)
 		}
-		p.close = db.Close
-		p.retain = db.Maintain
+		p.db, p.close, p.retain = db, db.Close, db.Maintain
 		io.Database = db
 	default: // refused by check in New
 		return nil, fmt.Errorf("%w: receipt store %q", ErrConfig, redactDSN(o.Store))
@@ -111,7 +113,9 @@ func (s *Server) openReceipts(ctx context.Context, w *writer.Writer, cli *client
 			p.close()
 			return nil, fmt.Errorf("%w: aggregator: %w", ErrConfig, err)
 		}
-		io.Observer = p.agg
+		if p.db == nil {
+			io.Observer = p.agg // each replica folds what it ingests
+		}
 	}
 	var err error
 	if p.svc, err = ingest.New(io); err != nil {
@@ -147,6 +151,35 @@ func redactDSN(s string) string {
 	return s
 }
 
+// aggregationElection elects the one replica that folds the shared
+// receipt database into passive Evidence.
+const aggregationElection = "/mcpready/v1/elections/receipt-aggregation"
+
+// aggregateShared is one term of the elected aggregator: it re-reads the
+// receipts every still-open window needs, then follows the database, so
+// windows hold every replica's receipts. A database failure ends the term
+// (after a pause); the election then runs again.
+func (p *receiptPipeline) aggregateShared(ctx context.Context, s *Server) {
+	resume, from := p.agg.TermStart(time.Now())
+	p.agg.Resume(resume)
+	var wg sync.WaitGroup
+	tctx, cancel := context.WithCancel(ctx)
+	wg.Go(func() { p.agg.RunTerm(tctx) })
+	err := p.db.Follow(tctx, from, func(sr *mcpreadyv1.StoredReceipt) error {
+		p.agg.Observe(sr.GetAgentId(), []*mcpreadyv1.Receipt{sr.GetReceipt()}, []string{sr.GetDigest()})
+		return nil
+	})
+	cancel()
+	wg.Wait()
+	if ctx.Err() == nil {
+		s.o.Logger.Error("shared evidence aggregation stopped; campaigning again", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
 // register adds the Receipts service to gs.
 func (p *receiptPipeline) register(gs *grpc.Server) {
 	mcpreadyv1.RegisterReceiptsServiceServer(gs, p.svc)
@@ -154,7 +187,13 @@ func (p *receiptPipeline) register(gs *grpc.Server) {
 
 // run aggregates and applies retention until ctx ends.
 func (p *receiptPipeline) run(ctx context.Context, s *Server, wg *sync.WaitGroup) {
-	if p.agg != nil {
+	switch {
+	case p.agg != nil && p.db != nil:
+		wg.Go(func() {
+			leader.Run(ctx, p.cli, aggregationElection, s.Addr(), leader.Options{OnError: func(error) { s.etcdErr.Inc() }, Logger: s.o.Logger},
+				func(ctx context.Context) { p.aggregateShared(ctx, s) })
+		})
+	case p.agg != nil:
 		wg.Go(func() {
 			if err := p.agg.Run(ctx); err != nil && ctx.Err() == nil {
 				s.o.Logger.Error("evidence aggregator stopped", "err", err)

@@ -214,8 +214,27 @@ func (d *DB) Tail(ctx context.Context, n int, follow bool, fn func(*mcpreadyv1.S
 	if !follow {
 		return nil
 	}
-	// Every receipt of a transaction before h has been seen (or was older
-	// than the last n); from here on, read the band [from, horizon).
+	return d.follow(ctx, h, fn)
+}
+
+// Follow calls fn with every receipt received at or after since, then
+// with every receipt committed later, polling every Options.PollEvery,
+// until ctx ends or fn fails; each once, whichever replica stored it.
+func (d *DB) Follow(ctx context.Context, since time.Time, fn func(*mcpreadyv1.StoredReceipt) error) error {
+	h, err := d.horizon(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := d.scanFrom(ctx, " WHERE received >= $1", []any{since}, position{}, &h, fn); err != nil {
+		return err
+	}
+	return d.follow(ctx, h, fn)
+}
+
+// follow passes fn every receipt of a transaction at or after horizon h
+// (every earlier one has been seen), reading the band [from, horizon)
+// at each poll.
+func (d *DB) follow(ctx context.Context, h uint64, fn func(*mcpreadyv1.StoredReceipt) error) error {
 	from := position{tx: h, idx: -1}
 	t := time.NewTicker(d.o.PollEvery)
 	defer t.Stop()
