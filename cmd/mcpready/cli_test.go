@@ -105,6 +105,11 @@ func TestExitCodes(t *testing.T) {
 			{append([]string{"receipts", "export", "--since", "yesterday"}, down...), exitUsage},
 			{append([]string{"receipts", "export"}, down...), exitError},
 		},
+		"mcpready receipts migrate": {
+			{[]string{"receipts", "migrate"}, exitUsage},
+			{[]string{"receipts", "migrate", "--from", dir, "--to", "postgres://u@db.example/r"}, exitUsage},
+			{[]string{"receipts", "migrate", "--from", dir, "--to", "postgres://u@127.0.0.1:1/r?sslmode=disable&connect_timeout=1"}, exitError},
+		},
 		"mcpready receipts get": {
 			{[]string{"receipts", "get"}, exitUsage},
 			{append([]string{"receipts", "get", "r1", "-o", "xml"}, down...), exitUsage},

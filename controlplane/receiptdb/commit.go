@@ -30,9 +30,7 @@ func (d *DB) Get(ctx context.Context, agent string) (chainhead.State, error) {
 
 // getHead reads agent's head through q, with lock appended to the query
 // (FOR UPDATE inside a commit).
-func getHead(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, agent, lock string) (chainhead.State, error) {
+func getHead(ctx context.Context, q querier, agent, lock string) (chainhead.State, error) {
 	var st chainhead.State
 	var seq int64
 	err := q.QueryRow(ctx, `SELECT sequence, digest, version FROM receipt_heads WHERE agent_id = $1 `+lock, agent).Scan(&seq, &st.Digest, &st.Version)
@@ -51,8 +49,17 @@ func getHead(ctx context.Context, q interface {
 func (d *DB) BatchDigest(ctx context.Context, agent string, seq uint64) (string, bool, error) {
 	ctx, cancel := d.timeout(ctx)
 	defer cancel()
+	return batchDigest(ctx, d.pool, agent, seq)
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}
+
+func batchDigest(ctx context.Context, q querier, agent string, seq uint64) (string, bool, error) {
 	var digest string
-	err := d.pool.QueryRow(ctx, `SELECT digest FROM receipt_batches WHERE agent_id = $1 AND sequence = $2 LIMIT 1`, agent, int64(seq)).Scan(&digest)
+	err := q.QueryRow(ctx, `SELECT digest FROM receipt_batches WHERE agent_id = $1 AND sequence = $2 LIMIT 1`, agent, int64(seq)).Scan(&digest)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", false, nil
 	}
@@ -106,11 +113,7 @@ func (d *DB) Commit(ctx context.Context, base chainhead.State, b *ledger.Batch, 
 			// A first batch raced another replica's first batch.
 			return ErrConflict
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO receipt_batches (received, agent_id, sequence, batch_id, digest, bundle, receipts) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			b.Received, b.AgentID, int64(b.Sequence), b.BatchID, b.Digest, b.Bundle, len(b.Receipts)); err != nil {
-			return err
-		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"receipts"}, receiptColumns, &receiptRows{b: b, rs: summaries, ds: digests}); err != nil {
+		if err := insertBatch(ctx, tx, b, summaries, digests); err != nil {
 			return err
 		}
 		now = next
@@ -129,6 +132,69 @@ func (d *DB) Commit(ctx context.Context, base chainhead.State, b *ledger.Batch, 
 		return chainhead.State{}, err
 	}
 	return now, nil
+}
+
+// insertBatch writes b and its receipts inside tx.
+func insertBatch(ctx context.Context, tx pgx.Tx, b *ledger.Batch, summaries []*mcpreadyv1.Receipt, digests []string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO receipt_batches (received, agent_id, sequence, batch_id, digest, bundle, receipts) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		b.Received, b.AgentID, int64(b.Sequence), b.BatchID, b.Digest, b.Bundle, len(b.Receipts)); err != nil {
+		return err
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"receipts"}, receiptColumns, &receiptRows{b: b, rs: summaries, ds: digests})
+	return err
+}
+
+// ImportResult says what Import did with one batch.
+type ImportResult int
+
+// Import outcomes.
+const (
+	Imported ImportResult = iota
+	AlreadyStored
+)
+
+// Import stores a batch migrated from a segment store (verified when it
+// was first received), in any order: a batch already stored at its
+// agent's sequence with the same digest is skipped, one with another
+// digest is ErrConflict (a fork between the stores), anything else is
+// stored, and the agent's head becomes the highest sequence stored. It is
+// for `mcpready receipts migrate` with no control plane writing, not for
+// ingest (which uses Commit).
+func (d *DB) Import(ctx context.Context, b *ledger.Batch, summaries []*mcpreadyv1.Receipt, digests []string) (ImportResult, error) {
+	if len(summaries) != len(b.Receipts) || len(digests) != len(b.Receipts) || b.Digest == "" || b.Sequence == 0 {
+		return 0, fmt.Errorf("%w: batch %s", ErrInvalid, b.BatchID)
+	}
+	if err := d.ensurePartition(ctx, b.Received); err != nil {
+		return 0, err
+	}
+	res := Imported
+	err := d.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := getHead(ctx, tx, b.AgentID, "FOR UPDATE")
+		if err != nil {
+			return err
+		}
+		digest, found, err := batchDigest(ctx, tx, b.AgentID, b.Sequence)
+		switch {
+		case err != nil:
+			return err
+		case found && digest == b.Digest:
+			res = AlreadyStored
+			return nil
+		case found:
+			return fmt.Errorf("%w: agent %s sequence %d is stored with another digest", ErrConflict, b.AgentID, b.Sequence)
+		}
+		if err := insertBatch(ctx, tx, b, summaries, digests); err != nil {
+			return err
+		}
+		if b.Sequence <= cur.Sequence {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO receipt_heads (agent_id, sequence, digest, version) VALUES ($1, $2, $3, 1)
+			ON CONFLICT (agent_id) DO UPDATE SET sequence = excluded.sequence, digest = excluded.digest, version = receipt_heads.version + 1`,
+			b.AgentID, int64(b.Sequence), b.Digest)
+		return err
+	})
+	return res, err
 }
 
 var receiptColumns = []string{"received", "idx", "agent_id", "batch_id", "receipt_id", "workflow_id", "server_name", "tool_name", "emitted_at", "digest", "body"}

@@ -116,6 +116,9 @@ func ParseConfig(dsn string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's error text may echo the password: never return it.
+		if strings.Contains(err.Error(), "sslrootcert") || strings.Contains(err.Error(), "sslcert") || strings.Contains(err.Error(), "sslkey") {
+			return nil, fmt.Errorf("%w: a TLS file it names (sslrootcert, sslcert or sslkey) cannot be read", ErrConfig)
+		}
 		return nil, fmt.Errorf("%w: it does not parse", ErrConfig)
 	}
 	cc := cfg.ConnConfig

@@ -8,18 +8,19 @@ import (
 
 func TestParseConfigRequiresTLSOffLoopback(t *testing.T) {
 	for dsn, want := range map[string]error{
-		"postgres://u@127.0.0.1:5432/db?sslmode=disable":          nil,
-		"postgres://u@localhost/db":                               nil,
-		"postgres://u@[::1]:5432/db?sslmode=disable":              nil,
-		"host=/var/run/postgresql dbname=db":                      nil,
-		"postgres://u@db.example:5432/db?sslmode=verify-full":     nil,
-		"postgres://u@db.example:5432/db?sslmode=require":         nil,
-		"postgres://u@db.example:5432/db?sslmode=disable":         ErrInsecure,
-		"postgres://u@db.example:5432/db":                         ErrInsecure, // prefer falls back to plaintext
-		"postgres://u@db.example:5432/db?sslmode=allow":           ErrInsecure,
-		"postgres://u@10.0.0.7,db.example/db?sslmode=prefer":      ErrInsecure,
-		"postgres://u@127.0.0.1,db.example/db?sslmode=disable":    ErrInsecure,
-		"postgres://u:secret@db.example:5432/db?sslmode=nonsense": ErrConfig,
+		"postgres://u@127.0.0.1:5432/db?sslmode=disable":                                        nil,
+		"postgres://u@localhost/db":                                                             nil,
+		"postgres://u@[::1]:5432/db?sslmode=disable":                                            nil,
+		"host=/var/run/postgresql dbname=db":                                                    nil,
+		"postgres://u@db.example:5432/db?sslmode=verify-full":                                   nil,
+		"postgres://u@db.example:5432/db?sslmode=require":                                       nil,
+		"postgres://u@db.example:5432/db?sslmode=disable":                                       ErrInsecure,
+		"postgres://u@db.example:5432/db":                                                       ErrInsecure, // prefer falls back to plaintext
+		"postgres://u@db.example:5432/db?sslmode=allow":                                         ErrInsecure,
+		"postgres://u@10.0.0.7,db.example/db?sslmode=prefer":                                    ErrInsecure,
+		"postgres://u@127.0.0.1,db.example/db?sslmode=disable":                                  ErrInsecure,
+		"postgres://u:secret@db.example:5432/db?sslmode=nonsense":                               ErrConfig,
+		"postgres://u:secret@db.example/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.crt": ErrConfig,
 	} {
 		_, err := ParseConfig(dsn)
 		if !errors.Is(err, want) || (want == nil && err != nil) {
