@@ -36,3 +36,20 @@ func TestStartServesQueriesAndStops(t *testing.T) {
 	}
 	conn.Close(ctx)
 }
+
+func TestCPUTimeGrowsWithWork(t *testing.T) {
+	s := Start(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	before := s.CPUTime()
+	if _, err := conn.Exec(ctx, "SELECT count(*) FROM generate_series(1, 3000000)"); err != nil {
+		t.Fatal(err)
+	}
+	if after := s.CPUTime(); after <= before {
+		t.Fatalf("server CPU %v then %v after a busy query", before, after)
+	}
+}
