@@ -1,6 +1,9 @@
 // Package receiptstore is the control plane's append-only receipt store:
 // verified receipt batches in segment files on local disk (raw receipts do
-// not belong in etcd), with an in-memory index rebuilt on open.
+// not belong in etcd), with an in-memory index rebuilt on open and bounded
+// by Options.MaxIndexed: older whole segments leave the index and are read
+// from disk, a segment at a time, by queries, gets and exports (tails
+// start from the index).
 //
 // Each record holds one batch exactly as the agent signed it plus its
 // decoded content. A segment tail torn by a crash is cut off cleanly on
@@ -46,11 +49,19 @@ type Options struct {
 	// Retention deletes whole segments whose newest batch was received
 	// longer ago than this (see ApplyRetention); zero keeps everything.
 	Retention time.Duration
+	// MaxIndexed bounds the receipts kept in the in-memory index: beyond
+	// it, the oldest whole segments leave the index (never the one being
+	// written) and stay on disk, where queries, gets and exports read them
+	// a segment at a time. 0 means DefaultMaxIndexed.
+	MaxIndexed int
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now; default time.Now.
 	Now func() time.Time
 }
+
+// DefaultMaxIndexed is the default Options.MaxIndexed.
+const DefaultMaxIndexed = 1_000_000
 
 // Store is the receipt store, safe for concurrent use.
 type Store struct {
@@ -69,6 +80,7 @@ type Store struct {
 	segNewest  map[uint64]int64         // segment -> newest received (unix nanos)
 	changed    chan struct{}            // closed and replaced on every append
 	pending    map[string]*pendingBatch // batch id -> written, not yet fsync'd
+	unindexed  []uint64                 // segments left out of the index (MaxIndexed), oldest first
 
 	// beforeSync, if set (tests), runs between a batch's write and fsync.
 	beforeSync func()
@@ -81,6 +93,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxIndexed <= 0 {
+		opts.MaxIndexed = DefaultMaxIndexed
 	}
 	s := &Store{opts: opts, log: opts.Logger.With("component", "receiptstore"), byBatchID: map[string]int32{}, byID: map[string]int32{},
 		byWorkflow: map[string][]int32{}, bySubject: map[subjectKey][]int32{}, agents: map[string]*agentState{},

@@ -373,3 +373,80 @@ func FuzzParseCursor(f *testing.F) {
 		}
 	})
 }
+
+// TestIndexBounded: with MaxIndexed the in-memory index never holds more
+// than the bound plus the segment being written, after appends and after
+// reopening; older receipts stay answerable from disk by id, by query
+// (paged, newest first), by export, and retention still removes them.
+// (Failed before: every receipt ever stored was indexed.)
+func TestIndexBounded(t *testing.T) {
+	dir := t.TempDir()
+	mod := func(o *Options) { o.MaxIndexed, o.SegmentBytes = 6, 1024 }
+	s := openT(t, dir, mod)
+	for seq := uint64(1); seq <= 20; seq++ {
+		if _, err := s.Append(mkBatch("a1", seq, 3), nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.Stats().Receipts; n > 6+3*4 {
+			t.Fatalf("after batch %d the index holds %d receipts", seq, n)
+		}
+	}
+	check := func(s *Store) {
+		t.Helper()
+		if n := s.Stats().Receipts; n > 6+3*4 || len(s.unindexed) == 0 {
+			t.Fatalf("index holds %d receipts, %d segments unindexed", n, len(s.unindexed))
+		}
+		if r, err := s.Get("a1-1-2"); err != nil || r.GetReceipt().GetReceiptId() != "a1-1-2" || r.GetBatchId() != "a1-b1" {
+			t.Fatalf("oldest receipt from disk: %v %v", r, err)
+		}
+		if _, err := s.Get("zzz"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("unknown id: %v", err)
+		}
+		all, _, err := s.Query(context.Background(), Query{})
+		if err != nil || len(all) != 60 {
+			t.Fatalf("query all: %d, %v", len(all), err)
+		}
+		var paged []string
+		q := Query{Limit: 7, WorkflowID: "wf-1"}
+		for {
+			rs, next, err := s.Query(context.Background(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			paged = append(ids(rs), paged...)
+			if next == "" {
+				break
+			}
+			q.Before = next
+		}
+		var want []string
+		for _, r := range all {
+			if r.GetReceipt().GetWorkflowId() == "wf-1" {
+				want = append(want, r.GetReceipt().GetReceiptId())
+			}
+		}
+		if fmt.Sprint(paged) != fmt.Sprint(want) || len(want) != 30 {
+			t.Fatalf("paged %v\nwant  %v", paged, want)
+		}
+		var seqs []uint64
+		s.Export(context.Background(), time.Time{}, "", func(b *ledger.Batch) error { seqs = append(seqs, b.Sequence); return nil })
+		if len(seqs) != 20 || seqs[0] != 1 || seqs[19] != 20 {
+			t.Fatalf("export %v", seqs)
+		}
+	}
+	check(s)
+	s.Close()
+	s = openT(t, dir, mod)
+	defer s.Close()
+	check(s)
+	if h := s.Head("a1"); h.Sequence != 20 {
+		t.Fatalf("head %d after reopen", h.Sequence)
+	}
+	s.opts.Retention = 10 * time.Minute // everything was received over 40 minutes ago
+	if n, err := s.ApplyRetention(); err != nil || n == 0 {
+		t.Fatalf("retention removed %d segments, %v", n, err)
+	}
+	if _, err := s.Get("a1-1-2"); !errors.Is(err, ErrNotFound) || len(s.unindexed) != 0 {
+		t.Fatalf("after retention: %v, %d segments unindexed", err, len(s.unindexed))
+	}
+}
