@@ -298,6 +298,17 @@ func TestReceiptDatabaseReplicasKill9(t *testing.T) {
 	add(30)
 	shipAll(t, a.addr, sp)
 
+	// The export through either replica is the whole chain exactly as
+	// signed: the offline verifier accepts it unchanged.
+	for _, r := range []*cpProcess{a, b} {
+		file := filepath.Join(dir, "export-"+r.addr+".jsonl")
+		if out, err := exec.Command(bin, "receipts", "export", "--server", r.addr, "--output-file", file).CombinedOutput(); err != nil {
+			t.Fatalf("export: %v\n%s", err, out)
+		}
+		if out, err := exec.Command(bin, "receipts", "verify", file, "--key", filepath.Join(dir, "agent.pub")).CombinedOutput(); err != nil || !strings.Contains(string(out), "verified") {
+			t.Fatalf("verify the export of %s: %v\n%s", r.addr, err, out)
+		}
+	}
 	for name, c := range map[string]mcpreadyv1.ReceiptsServiceClient{"A": dialCP(t, a.addr), "B": dialCP(t, b.addr)} {
 		seen := allRequested(t, c)
 		if len(seen) != n {
