@@ -125,16 +125,17 @@ func (s *Server) openReceipts(ctx context.Context, w *writer.Writer, cli *client
 	return p, nil
 }
 
-// check refuses a Store that is neither empty nor an acceptable database
-// URL (one that parses and uses TLS off loopback), before anything starts.
-func (o *ReceiptOptions) check() error {
-	if o == nil || o.Store == "" {
+// CheckReceiptStore refuses a ReceiptOptions.Store that is neither empty
+// nor an acceptable database URL (one that parses and uses TLS off
+// loopback), so callers can refuse it before anything starts; New does.
+func CheckReceiptStore(store string) error {
+	if store == "" {
 		return nil
 	}
-	if !receiptdb.IsDSN(o.Store) {
-		return fmt.Errorf("%w: receipt store %q: want empty (segments) or a postgres:// URL", ErrConfig, redactDSN(o.Store))
+	if !receiptdb.IsDSN(store) {
+		return fmt.Errorf("%w: receipt store %q: want empty (segments) or a postgres:// URL", ErrConfig, redactDSN(store))
 	}
-	if _, err := receiptdb.ParseConfig(o.Store); err != nil {
+	if _, err := receiptdb.ParseConfig(store); err != nil {
 		return fmt.Errorf("%w: receipt store: %w", ErrConfig, err)
 	}
 	return nil

@@ -159,8 +159,10 @@ func New(o Options) (*Server, error) {
 	if o.DataDir == "" && len(o.EtcdEndpoints) == 0 {
 		return nil, fmt.Errorf("%w: a data directory or etcd endpoints are required", ErrConfig)
 	}
-	if err := o.Receipts.check(); err != nil {
-		return nil, err
+	if o.Receipts != nil {
+		if err := CheckReceiptStore(o.Receipts.Store); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server{o: o, ready: make(chan struct{}), reg: o.Registry}
 	if s.reg == nil {

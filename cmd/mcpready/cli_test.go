@@ -164,6 +164,7 @@ func TestExitCodes(t *testing.T) {
 		"mcpready up": {
 			{[]string{"up", "--agent-listen", "0.0.0.0:7480"}, exitUsage},
 			{[]string{"up", "extra"}, exitUsage},
+			{[]string{"up", "--data", filepath.Join(dir, "up"), "--receipts-store", "postgres://u:pw@db.example/r?sslmode=disable"}, exitUsage},
 		},
 		"mcpready verify": {
 			{[]string{"verify", "-f", bundle}, exitUsage},

@@ -48,6 +48,9 @@ Then:  mcpready demo calls     (five calls that show each idea)
        mcpready receipts tail  (what the agent recorded)`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := controlplane.CheckReceiptStore(receiptsStore(o.receiptsStore)); err != nil {
+				return usagef("up: --receipts-store: %w", err)
+			}
 			return runUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), demo.StackOptions{
 				DataDir: o.data, ControlPlaneListen: o.cpListen, MetricsListen: o.metricsListen, AgentListen: o.agentListen,
 				ReceiptsStore: receiptsStore(o.receiptsStore),
