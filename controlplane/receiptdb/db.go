@@ -16,7 +16,8 @@
 //
 // It must not verify signatures or chains (package ingest does, before
 // Commit), alter a batch (bundles and receipts are kept byte for byte as
-// signed), or hold receipts in memory beyond one page of a query.
+// signed), or hold more receipts in memory than a query's limit (tails
+// and exports read a page at a time).
 //
 // Files: db.go (open, TLS rule, migrations), commit.go (heads and the
 // commit transaction), query.go (queries, tails, exports), partition.go

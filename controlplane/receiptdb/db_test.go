@@ -304,3 +304,18 @@ func TestDatabaseUnavailable(t *testing.T) {
 		t.Fatalf("Open with the database down: %v", err)
 	}
 }
+
+func TestTailLastN(t *testing.T) {
+	pg := pgtest.Start(t)
+	d := open(t, pg.DSN, Options{})
+	commitChain(t, d, "agent-1", 3, 2, "", time.Now())
+	for n, want := range map[int]string{0: "[]", 1: "[agent-1-3-1]", 3: "[agent-1-2-1 agent-1-3-0 agent-1-3-1]", 100: "[agent-1-1-0 agent-1-1-1 agent-1-2-0 agent-1-2-1 agent-1-3-0 agent-1-3-1]"} {
+		got := []string{}
+		if err := d.Tail(bg, n, false, func(sr *mcpreadyv1.StoredReceipt) error { got = append(got, sr.Receipt.GetReceiptId()); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("tail %d: %v, want %s", n, got, want)
+		}
+	}
+}

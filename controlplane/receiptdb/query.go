@@ -2,6 +2,7 @@ package receiptdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -201,15 +202,26 @@ func (d *DB) Tail(ctx context.Context, n int, follow bool, fn func(*mcpreadyv1.S
 	if err != nil {
 		return err
 	}
-	last, _, err := d.page(ctx, receiptSelect+` WHERE tx < $1::xid8 ORDER BY tx DESC, idx DESC LIMIT `+strconv.Itoa(n), []any{strconv.FormatUint(h, 10)})
-	if err != nil {
-		return err
-	}
-	slices.Reverse(last)
-	for _, sr := range last {
-		if err := fn(sr); err != nil {
-			return err
+	// Start after the (n+1)-th newest receipt and read forward a page at
+	// a time, so a large n costs time, not memory.
+	from := position{idx: -1}
+	tctx, cancel := d.timeout(ctx)
+	var tx string
+	err = d.pool.QueryRow(tctx, `SELECT tx::text, idx FROM receipts WHERE tx < $1::xid8 ORDER BY tx DESC, idx DESC OFFSET $2 LIMIT 1`,
+		strconv.FormatUint(h, 10), n).Scan(&tx, &from.idx)
+	cancel()
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		from = position{idx: -1} // fewer than n+1: all of them
+	case err != nil:
+		return fail(err)
+	default:
+		if from.tx, err = strconv.ParseUint(tx, 10, 64); err != nil {
+			return fmt.Errorf("%w: transaction id %q", ErrCorrupt, tx)
 		}
+	}
+	if _, err := d.scanFrom(ctx, "", nil, from, &h, fn); err != nil {
+		return err
 	}
 	if !follow {
 		return nil
