@@ -6,11 +6,13 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/ingest"
 	"github.com/mcpready/mcpready/controlplane/receiptdb"
+	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/etcdtest"
 	"github.com/mcpready/mcpready/internal/pgtest"
@@ -320,4 +323,45 @@ func TestReceiptDatabaseReplicasKill9(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestUpWithReceiptDatabase: `mcpready up --receipts-store` keeps the
+// demo's receipts in the database: a call through the agent is stored
+// there (not in segments) and `receipts tail` shows it.
+func TestUpWithReceiptDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts mcpready up as a real process")
+	}
+	pg := pgtest.Start(t)
+	bin := buildBinary(t)
+	p := startUp(t, bin, t.TempDir(), "--receipts-store", pg.DSN)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.agentURL}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v; stderr:\n%s", err, p.stderr.String())
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "docs_lookup", Arguments: map[string]any{"query": "receipts"}}); err != nil || res.IsError {
+		t.Fatalf("docs_lookup: %v %+v", err, res)
+	}
+	cs.Close()
+	db, err := receiptdb.Open(ctx, pg.DSN, receiptdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		rs, _, err := db.Query(ctx, receiptstore.Query{Limit: 100})
+		if err == nil && slices.ContainsFunc(rs, func(r *mcpreadyv1.StoredReceipt) bool { return r.GetReceipt().GetRequested() == "docs_lookup" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the docs_lookup receipt never reached the database (%d receipts, %v); stderr:\n%s", len(rs), err, p.stderr.String())
+		}
+	}
+	out, err := exec.Command(bin, "receipts", "tail", "-n", "20", "--server", p.server).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "docs_lookup") {
+		t.Fatalf("receipts tail: %v\n%s", err, out)
+	}
+	p.stop(t)
 }
