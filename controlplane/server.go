@@ -37,7 +37,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -50,6 +49,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/console"
 	"github.com/mcpready/mcpready/controlplane/discovery"
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
+	"github.com/mcpready/mcpready/controlplane/leader"
 	"github.com/mcpready/mcpready/controlplane/lifecycle"
 	"github.com/mcpready/mcpready/controlplane/store"
 	"github.com/mcpready/mcpready/controlplane/writer"
@@ -164,6 +164,11 @@ func New(o Options) (*Server, error) {
 	}
 	if o.DataDir == "" && len(o.EtcdEndpoints) == 0 {
 		return nil, fmt.Errorf("%w: a data directory or etcd endpoints are required", ErrConfig)
+	}
+	if o.Receipts != nil {
+		if err := CheckReceiptStore(o.Receipts.Store); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server{o: o, ready: make(chan struct{}), reg: o.Registry}
 	if s.reg == nil {
@@ -315,10 +320,10 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	var receipts *receiptPipeline
 	if s.o.Receipts != nil {
-		if receipts, err = s.openReceipts(w, cli); err != nil {
+		if receipts, err = s.openReceipts(ctx, w, cli); err != nil {
 			return err
 		}
-		defer receipts.store.Close()
+		defer receipts.close()
 	}
 	ds := discovery.New(st, discovery.Options{Debounce: s.o.Debounce, Metrics: discovery.NewMetrics(s.reg), Logger: s.o.Logger})
 
@@ -421,7 +426,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) console(st *store.Store, lc *lifecycle.Manager, receipts *receiptPipeline, ds *discovery.Server) (*console.Console, error) {
 	o := console.Options{Registry: lc, Artifacts: st, Fleet: ds, Authorizer: s.authz, Logger: s.o.Logger}
 	if receipts != nil {
-		o.Receipts = receipts.store
+		o.Receipts = receipts.q
 	}
 	c, err := console.New(o)
 	if err != nil {
@@ -434,36 +439,8 @@ func (s *Server) console(st *store.Store, lc *lifecycle.Manager, receipts *recei
 // one replica at a time: the winner of an etcd election, re-campaigning if
 // its session is lost.
 func (s *Server) sweepWhenElected(ctx context.Context, cli *clientv3.Client, lc *lifecycle.Manager) {
-	for ctx.Err() == nil {
-		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(10), concurrency.WithContext(ctx))
-		if err != nil {
-			s.etcdErr.Inc()
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(2 * time.Second):
-				continue
-			}
-		}
-		el := concurrency.NewElection(sess, "/mcpready/v1/elections/lifecycle-sweep")
-		if err := el.Campaign(ctx, s.Addr()); err == nil {
-			s.o.Logger.Info("lifecycle sweeper elected", "addr", s.Addr())
-			sctx, cancel := context.WithCancel(ctx)
-			go func() {
-				select {
-				case <-sess.Done():
-				case <-sctx.Done():
-				}
-				cancel()
-			}()
-			lc.Run(sctx, s.o.SweepInterval)
-			cancel()
-			rctx, c := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = el.Resign(rctx)
-			c()
-		}
-		_ = sess.Close() // revokes the lease so another replica takes over at once
-	}
+	leader.Run(ctx, cli, "/mcpready/v1/elections/lifecycle-sweep", s.Addr(), leader.Options{OnError: func(error) { s.etcdErr.Inc() }, Logger: s.o.Logger},
+		func(ctx context.Context) { lc.Run(ctx, s.o.SweepInterval) })
 }
 
 // waitEtcd retries until one endpoint answers, with exponential backoff.

@@ -59,6 +59,8 @@ func TestExitCodes(t *testing.T) {
 		},
 		"mcpready controlplane": {
 			{[]string{"controlplane"}, exitUsage},
+			{[]string{"controlplane", "--root", signer + ".pub", "--data", filepath.Join(dir, "cp"), "--receipts-store", "postgres://u:pw@db.example/r?sslmode=disable"}, exitUsage},
+			{[]string{"controlplane", "--root", signer + ".pub", "--data", filepath.Join(dir, "cp"), "--receipts-store", "mysql://db.example/r"}, exitUsage},
 			{[]string{"controlplane", "--data", dir, "--root", missing}, exitUsage},
 		},
 		"mcpready delete": {
@@ -103,6 +105,11 @@ func TestExitCodes(t *testing.T) {
 		"mcpready receipts export": {
 			{append([]string{"receipts", "export", "--since", "yesterday"}, down...), exitUsage},
 			{append([]string{"receipts", "export"}, down...), exitError},
+		},
+		"mcpready receipts migrate": {
+			{[]string{"receipts", "migrate"}, exitUsage},
+			{[]string{"receipts", "migrate", "--from", dir, "--to", "postgres://u@db.example/r"}, exitUsage},
+			{[]string{"receipts", "migrate", "--from", dir, "--to", "postgres://u@127.0.0.1:1/r?sslmode=disable&connect_timeout=1"}, exitError},
 		},
 		"mcpready receipts get": {
 			{[]string{"receipts", "get"}, exitUsage},
@@ -164,6 +171,7 @@ func TestExitCodes(t *testing.T) {
 		"mcpready up": {
 			{[]string{"up", "--agent-listen", "0.0.0.0:7480"}, exitUsage},
 			{[]string{"up", "extra"}, exitUsage},
+			{[]string{"up", "--data", filepath.Join(dir, "up"), "--receipts-store", "postgres://u:pw@db.example/r?sslmode=disable"}, exitUsage},
 		},
 		"mcpready verify": {
 			{[]string{"verify", "-f", bundle}, exitUsage},

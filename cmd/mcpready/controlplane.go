@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/mcpready/mcpready/controlplane"
 	"github.com/mcpready/mcpready/controlplane/authz"
@@ -27,6 +28,7 @@ type controlPlaneOptions struct {
 	tlsCert, tlsKey, tlsCA, observerKey string
 	roles                               []string
 	retention, evidenceWindow           time.Duration
+	receiptsStore                       string
 }
 
 func newControlPlaneCmd() *cobra.Command {
@@ -37,7 +39,8 @@ func newControlPlaneCmd() *cobra.Command {
 		Long: `Run one control-plane replica. Artifacts live in etcd: an embedded
 single-node etcd in DIR/etcd by default, or an external cluster with
 --etcd-endpoints (any number of replicas may share it). Receipts are kept in
-DIR/receipts. Every write is verified against the active TrustPolicy; the
+DIR/receipts, or with --receipts-store postgres://… in a PostgreSQL database
+shared by every replica (TLS required off loopback). Every write is verified against the active TrustPolicy; the
 TrustPolicy itself against --root.
 
 Plaintext is refused off loopback: give --tls-cert and --tls-key (and
@@ -60,7 +63,8 @@ the read-only web console (/console/, reader role) are served on
 	fl.StringVar(&o.tlsCA, "tls-ca", "", "CA that client certificates must chain to (enables mTLS)")
 	fl.StringArrayVar(&o.roles, "role", nil, `grant a role to client-certificate identities: PATTERN=admin|agent|reader, repeatable (required with --tls-ca); PATTERN matches the certificate's first URI SAN, else DNS SAN, else CN ("*" within one "/" segment)`)
 	fl.StringVar(&o.observerKey, "observer-key", "", "control plane's own signing key for lifecycle changes and passive Evidence")
-	fl.DurationVar(&o.retention, "receipt-retention", 0, "drop receipt segments older than this (0 keeps everything)")
+	fl.DurationVar(&o.retention, "receipt-retention", 0, "drop receipt segments (database: whole days) older than this (0 keeps everything)")
+	addReceiptsStoreFlag(fl, &o.receiptsStore)
 	fl.DurationVar(&o.evidenceWindow, "evidence-window", 0, "window over which receipts are folded into passive Evidence (0: 5m)")
 	return cmd
 }
@@ -103,7 +107,7 @@ func (o *controlPlaneOptions) run(cmd *cobra.Command) error {
 	}
 	opts := controlplane.Options{Listen: f.listen, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
 		TLS: tlsCfg, Roles: roles, ObserverKey: observer, Logger: logger(cmd.ErrOrStderr()),
-		Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow}}
+		Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow, Store: receiptsStore(f.receiptsStore)}}
 	opts.Registry = prometheus.NewRegistry()
 	opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := controlplane.New(opts)
@@ -136,4 +140,24 @@ func serverTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
+}
+
+// receiptsStoreEnv names the environment variable that sets
+// --receipts-store, so a connection string with a password can come from
+// a Secret instead of the command line.
+const receiptsStoreEnv = "MCPREADY_RECEIPTS_STORE"
+
+// addReceiptsStoreFlag adds --receipts-store (controlplane and up).
+func addReceiptsStoreFlag(fl *pflag.FlagSet, p *string) {
+	fl.StringVar(p, "receipts-store", "",
+		`receipt store: empty for segments in the data directory, or a postgres:// URL shared by every replica (sslmode=verify-full or require off loopback; default $`+receiptsStoreEnv+`)`)
+}
+
+// receiptsStore is the flag's value, else the environment's (never shown
+// as a flag default: it may hold a password).
+func receiptsStore(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv(receiptsStoreEnv)
 }

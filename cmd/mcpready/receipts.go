@@ -23,7 +23,7 @@ import (
 
 func newReceiptsCmd() *cobra.Command {
 	return newGroupCmd("receipts", "Tail, get, export and verify signed execution receipts",
-		newReceiptsTailCmd(), newReceiptsGetCmd(), newReceiptsExportCmd(), newReceiptsVerifyCmd())
+		newReceiptsTailCmd(), newReceiptsGetCmd(), newReceiptsExportCmd(), newReceiptsVerifyCmd(), newReceiptsMigrateCmd())
 }
 
 func receiptsClient(so *serverOptions) (mcpreadyv1.ReceiptsServiceClient, func(), error) {

@@ -25,6 +25,7 @@ type upOptions struct {
 	cpListen      string
 	metricsListen string
 	agentListen   string
+	receiptsStore string
 }
 
 func newUpCmd() *cobra.Command {
@@ -47,8 +48,12 @@ Then:  mcpready demo calls     (five calls that show each idea)
        mcpready receipts tail  (what the agent recorded)`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := controlplane.CheckReceiptStore(receiptsStore(o.receiptsStore)); err != nil {
+				return usagef("up: --receipts-store: %w", err)
+			}
 			return runUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), demo.StackOptions{
 				DataDir: o.data, ControlPlaneListen: o.cpListen, MetricsListen: o.metricsListen, AgentListen: o.agentListen,
+				ReceiptsStore: receiptsStore(o.receiptsStore),
 			})
 		},
 	}
@@ -60,6 +65,7 @@ Then:  mcpready demo calls     (five calls that show each idea)
 	fl.StringVar(&o.data, "data", def, "data directory: keys, artifacts, etcd, receipts, agent state (env MCPREADY_DATA)")
 	fl.StringVar(&o.cpListen, "controlplane-listen", controlplane.DefaultListen, "control plane gRPC address (loopback; port 0 picks a free one)")
 	fl.StringVar(&o.metricsListen, "metrics-listen", controlplane.DefaultMetricsListen, "control plane /metrics, /healthz and /console/ address (loopback)")
+	addReceiptsStoreFlag(fl, &o.receiptsStore)
 	fl.StringVar(&o.agentListen, "agent-listen", agent.DefaultListen, "agent MCP address (loopback)")
 	return cmd
 }

@@ -80,10 +80,10 @@ func buildBinary(t *testing.T) string {
 
 // startUp runs `mcpready up` on free loopback ports and waits for its
 // endpoint lines.
-func startUp(t *testing.T, bin, data string) *upProcess {
+func startUp(t *testing.T, bin, data string, extra ...string) *upProcess {
 	t.Helper()
-	cmd := exec.Command(bin, "up", "--data", data,
-		"--controlplane-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, append([]string{"up", "--data", data,
+		"--controlplane-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0"}, extra...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -384,6 +384,47 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	}
 }
 
+// Resume starts a term of an aggregator fed from a store shared by
+// replicas, on the replica elected to aggregate: it drops every window
+// not yet emitted (a previous term's partial sample) and treats each
+// window that ended at or before resume as emitted (a previous leader
+// did, or it is past: its receipts re-read from the store are counted
+// late, never emitted twice). Windows still open when the term ends are
+// left to the next term, which re-reads their receipts.
+//
+// Call Resume before feeding the term's receipts, then RunTerm.
+func (a *Aggregator) Resume(resume time.Time) {
+	win := resume.UnixNano() - resume.UnixNano()%int64(a.opts.Window)
+	a.mu.Lock()
+	a.windows = map[windowKey]*acc{}
+	a.emittedUntil = max(a.emittedUntil, win)
+	a.mu.Unlock()
+}
+
+// RunTerm flushes ended windows every FlushEvery until ctx ends, leaving
+// windows still open to the next term (see Resume).
+func (a *Aggregator) RunTerm(ctx context.Context) {
+	t := time.NewTicker(a.opts.FlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.Flush(ctx, false)
+		}
+	}
+}
+
+// TermStart says where a term starting at now resumes (windows ended
+// Grace ago were emitted by the previous leader) and from which receive
+// time it must re-read the store so every window still open is complete
+// (a receipt is received after it is emitted, so one Window back).
+func (a *Aggregator) TermStart(now time.Time) (resume, readFrom time.Time) {
+	resume = now.Add(-a.opts.Grace)
+	return resume, resume.Add(-a.opts.Window)
+}
+
 // Late returns how many receipts arrived after their window was emitted.
 func (a *Aggregator) Late() int64 {
 	a.mu.Lock()

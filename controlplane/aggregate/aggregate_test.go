@@ -165,3 +165,46 @@ func TestEvidenceVersionsRise(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeFoldsEachWindowOnce: a new term drops the previous term's
+// partial windows and does not emit again a window that ended before it
+// resumed, even when its receipts are re-read; a window still open is
+// emitted once, complete.
+func TestResumeFoldsEachWindowOnce(t *testing.T) {
+	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
+	sk := &sink{}
+	now := t0.Add(17 * time.Minute)
+	a, err := New(Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	O := mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+	at := func(d time.Duration) func(*mcpreadyv1.Receipt) {
+		return func(r *mcpreadyv1.Receipt) { r.EndedAt = timestamppb.New(t0.Add(d)) }
+	}
+	// A previous term folded part of the open window [15m, 20m).
+	a.Observe("agent-1", []*mcpreadyv1.Receipt{rc(O, 1, 10, at(16*time.Minute))}, []string{"d0"})
+	resume, from := a.TermStart(t0.Add(17 * time.Minute))
+	if from != resume.Add(-5*time.Minute) {
+		t.Fatalf("re-read from %v for resume %v", from, resume)
+	}
+	a.Resume(resume)
+	// The new term re-reads: one receipt of the window [10m, 15m) that the
+	// previous leader emitted, and the open window's two receipts.
+	a.Observe("agent-1", []*mcpreadyv1.Receipt{rc(O, 1, 10, at(12*time.Minute)), rc(O, 1, 10, at(16*time.Minute)), rc(O, 1, 10, at(18*time.Minute))}, []string{"d1", "d2", "d3"})
+	now = t0.Add(25 * time.Minute) // [15m, 20m) has ended Grace ago
+	if n, err := a.Flush(context.Background(), false); err != nil || n != 1 {
+		t.Fatalf("Flush emitted %d, %v; want the open window only", n, err)
+	}
+	obj, err := sign.Peek(sk.bundles[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := obj.Spec.(*mcpreadyv1.Evidence)
+	if ev.GetReceiptCount() != 2 || !ev.GetWindowStart().AsTime().Equal(t0.Add(15*time.Minute)) {
+		t.Fatalf("emitted window %v with %d receipts, want [15m) with 2", ev.GetWindowStart().AsTime(), ev.GetReceiptCount())
+	}
+	if a.Late() != 1 {
+		t.Fatalf("late %d, want the re-read receipt of the emitted window", a.Late())
+	}
+}

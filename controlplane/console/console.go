@@ -54,10 +54,10 @@ type Artifacts interface {
 	List(ctx context.Context, k artifact.Kind) ([]store.Record, int64, error)
 }
 
-// Receipts is the receipt store's query interface (receiptstore.Store).
+// Receipts is the receipt stores' query method (receiptstore.Store and
+// receiptdb.DB): matching receipts in store order, the newest when limited.
 type Receipts interface {
-	Get(id string) (*mcpreadyv1.StoredReceipt, error)
-	Query(q receiptstore.Query) ([]*mcpreadyv1.StoredReceipt, error)
+	Query(ctx context.Context, q receiptstore.Query) ([]*mcpreadyv1.StoredReceipt, string, error)
 }
 
 // Fleet lists the connected agents (discovery.Server).

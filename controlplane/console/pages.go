@@ -2,7 +2,6 @@ package console
 
 import (
 	"bytes"
-	"errors"
 	"html/template"
 	"net/http"
 	"slices"
@@ -279,7 +278,7 @@ func (c *Console) receipts(r *http.Request) (string, any, error) {
 	if c.o.Receipts == nil {
 		return "Receipts", out, nil
 	}
-	rs, err := c.o.Receipts.Query(s.Query)
+	rs, _, err := c.o.Receipts.Query(r.Context(), s.Query)
 	if err != nil {
 		return "", nil, err
 	}
@@ -302,13 +301,14 @@ func (c *Console) receipt(r *http.Request) (string, any, error) {
 	if c.o.Receipts == nil {
 		return "", nil, &statusError{http.StatusNotFound, "this control plane replica keeps no receipts"}
 	}
-	sr, err := c.o.Receipts.Get(id)
-	if errors.Is(err, receiptstore.ErrNotFound) {
-		return "", nil, &statusError{http.StatusNotFound, "no receipt " + id + " on this replica"}
-	}
+	rs, _, err := c.o.Receipts.Query(r.Context(), receiptstore.Query{ReceiptID: id, Limit: 1})
 	if err != nil {
 		return "", nil, err
 	}
+	if len(rs) == 0 {
+		return "", nil, &statusError{http.StatusNotFound, "no receipt " + id + " on this replica"}
+	}
+	sr := rs[0]
 	return "Receipt " + id, Explained{Row: rowOf(sr), Digest: sr.GetDigest(), Batch: sr.GetBatchId(), Explanation: explain.Of(sr)}, nil
 }
 
@@ -378,7 +378,7 @@ func (c *Console) probes(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	if c.o.Receipts != nil {
-		rs, err := c.o.Receipts.Query(receiptstore.Query{Limit: recentCalls})
+		rs, _, err := c.o.Receipts.Query(r.Context(), receiptstore.Query{Limit: recentCalls})
 		if err != nil {
 			return "", nil, err
 		}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/mcpready/mcpready/controlplane/chainhead"
+	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/ledger"
 )
@@ -14,9 +16,32 @@ import (
 // replicas) and *chainhead.Memory implement it (see package chainhead for
 // the meaning of each method). Ingest moves a head only through Advance.
 type Heads interface {
+	HeadReader
+	Advance(ctx context.Context, agentID string, base chainhead.State, next ledger.Head) (chainhead.State, error)
+}
+
+// HeadReader reads chain heads and the digests of accepted batches.
+type HeadReader interface {
 	Get(ctx context.Context, agentID string) (chainhead.State, error)
 	BatchDigest(ctx context.Context, agentID string, seq uint64) (string, bool, error)
-	Advance(ctx context.Context, agentID string, base chainhead.State, next ledger.Head) (chainhead.State, error)
+}
+
+// Queries answers receipt queries, tails and exports; both stores
+// implement it.
+type Queries interface {
+	Query(ctx context.Context, q receiptstore.Query) ([]*mcpreadyv1.StoredReceipt, string, error)
+	Tail(ctx context.Context, n int, follow bool, fn func(*mcpreadyv1.StoredReceipt) error) error
+	Export(ctx context.Context, since time.Time, agentID string, fn func(*ledger.Batch) error) error
+}
+
+// Database is a receipt store shared by replicas that is also the heads
+// store: Commit stores a batch and advances its agent's head from base in
+// one transaction, returning ErrConflict (and the current state) when the
+// head moved, like Heads.Advance.
+type Database interface {
+	HeadReader
+	Queries
+	Commit(ctx context.Context, base chainhead.State, b *ledger.Batch, summaries []*mcpreadyv1.Receipt, digests []string) (chainhead.State, error)
 }
 
 // casAttempts bounds how often a lost head race is re-checked. A lost race
@@ -73,24 +98,26 @@ func (s *Service) continueChain(b *mcpreadyv1.ReceiptBatch, batch *ledger.Batch,
 	if err != nil || dup {
 		return Result{Duplicate: dup}, err
 	}
-	if err := s.store(batch, b, receipts); err != nil {
-		return Result{}, err
-	}
-	if s.afterStore != nil {
-		if err := s.afterStore(b); err != nil {
-			return Result{}, reject(ReasonChainUnavailable, err)
+	batch.Received = s.opts.Now()
+	if s.opts.Database == nil {
+		if err := s.store(batch, b, receipts); err != nil {
+			return Result{}, err
+		}
+		if s.afterStore != nil {
+			if err := s.afterStore(b); err != nil {
+				return Result{}, reject(ReasonChainUnavailable, err)
+			}
 		}
 	}
-	next := ledger.Head{Sequence: b.Sequence, Digest: digest}
 	for attempt := 1; ; attempt++ {
-		now, err := s.opts.Heads.Advance(ctx, b.AgentId, cur, next)
+		now, err := s.advance(ctx, cur, batch, b, receipts)
 		if err == nil {
 			a.head, a.known = now, true
 			break
 		}
 		if !errors.Is(err, chainhead.ErrConflict) || attempt == casAttempts {
 			a.known = false
-			return Result{}, reject(ReasonChainUnavailable, err)
+			return Result{}, s.unavailable(err)
 		}
 		cur = now
 		a.head = now
@@ -113,11 +140,28 @@ func (s *Service) continueChain(b *mcpreadyv1.ReceiptBatch, batch *ledger.Batch,
 	return Result{Receipts: len(receipts)}, nil
 }
 
+// advance moves the agent's head from cur to batch: with a Database by
+// committing the batch and the head in one transaction, else by the
+// Heads CAS after the batch was stored locally.
+func (s *Service) advance(ctx context.Context, cur chainhead.State, batch *ledger.Batch, b *mcpreadyv1.ReceiptBatch, receipts []*mcpreadyv1.Receipt) (chainhead.State, error) {
+	if s.opts.Database != nil {
+		return s.opts.Database.Commit(ctx, cur, batch, receipts, b.ReceiptDigests)
+	}
+	return s.opts.Heads.Advance(ctx, b.AgentId, cur, ledger.Head{Sequence: b.Sequence, Digest: batch.Digest})
+}
+
+// unavailable is the rejection for a head store (or database) failure.
+func (s *Service) unavailable(err error) *RejectError {
+	if s.opts.Database != nil {
+		return reject(ReasonDatabaseUnavailable, err)
+	}
+	return reject(ReasonChainUnavailable, err)
+}
+
 // store appends the batch to the local receipt store (fsync'd). A batch
 // already stored (a resend after a crash before the CAS) is not written
 // again.
 func (s *Service) store(batch *ledger.Batch, b *mcpreadyv1.ReceiptBatch, receipts []*mcpreadyv1.Receipt) error {
-	batch.Received = s.opts.Now()
 	ar, err := s.opts.Store.Append(batch, receipts, b.ReceiptDigests)
 	if err != nil {
 		return reject(ReasonStore, err)
@@ -132,11 +176,11 @@ func (s *Service) store(batch *ledger.Batch, b *mcpreadyv1.ReceiptBatch, receipt
 // local store's head, so a chain begun before heads were shared (or before
 // a single replica restarted) continues.
 func (s *Service) readHead(ctx context.Context, agentID string) (chainhead.State, error) {
-	cur, err := s.opts.Heads.Get(ctx, agentID)
+	cur, err := s.heads.Get(ctx, agentID)
 	if err != nil {
-		return cur, reject(ReasonChainUnavailable, err)
+		return cur, s.unavailable(err)
 	}
-	if cur.Version == 0 {
+	if cur.Version == 0 && s.opts.Store != nil {
 		cur.Head = s.opts.Store.Head(agentID)
 	}
 	return cur, nil
@@ -148,15 +192,15 @@ func (s *Service) readHead(ctx context.Context, agentID string) (chainhead.State
 func (s *Service) check(ctx context.Context, cur chainhead.State, b *mcpreadyv1.ReceiptBatch, digest string) (bool, error) {
 	var lookupErr error
 	dup, err := cur.Next(b, digest, func(seq uint64) (string, bool) {
-		if cur.Version == 0 {
+		if cur.Version == 0 && s.opts.Store != nil {
 			return s.opts.Store.BatchDigest(b.AgentId, seq)
 		}
-		d, ok, err := s.opts.Heads.BatchDigest(ctx, b.AgentId, seq)
+		d, ok, err := s.heads.BatchDigest(ctx, b.AgentId, seq)
 		lookupErr = err
 		return d, ok
 	})
 	if lookupErr != nil {
-		return false, reject(ReasonChainUnavailable, lookupErr)
+		return false, s.unavailable(lookupErr)
 	}
 	if err != nil {
 		return false, chainReject(err)

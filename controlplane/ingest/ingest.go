@@ -53,6 +53,18 @@
 // chain after a single replica restarts with in-memory heads, continue
 // where they are.
 //
+// # Database mode
+//
+// With Options.Database (package receiptdb) the database is both the
+// receipt store and the heads store, shared by every replica: the batch is
+// checked against the head as above, then Database.Commit stores it and
+// advances the head in one transaction that first locks and compares the
+// head. There is no local store and no crash window: a batch is stored
+// exactly when it is in the chain, it is acknowledged only after the
+// commit, and a resend after a lost acknowledgement is a duplicate on any
+// replica. A database that cannot be reached refuses the batch as
+// receipt-database-unavailable (the agent keeps it and resends).
+//
 // It also answers receipt queries, tails and exports from the store.
 package ingest
 
@@ -87,8 +99,13 @@ type Options struct {
 	// right for a single replica (after a restart each head is seeded from
 	// Store).
 	Heads Heads
-	// Store is the receipt store; required.
+	// Store is the segment receipt store on this replica's disk. Exactly
+	// one of Store and Database is required.
 	Store *receiptstore.Store
+	// Database is a receipt store shared by every replica that also holds
+	// the chain heads (*receiptdb.DB): each batch is stored and its head
+	// advanced in one transaction, and Heads must be nil.
+	Database Database
 	// Trust returns the current verified TrustPolicy (nil rejects every
 	// batch); required. It is called per batch so policy updates apply.
 	Trust func() *sign.Trust
@@ -112,6 +129,10 @@ const (
 	// ReasonChainUnavailable: the chain head could not be read or
 	// advanced; the batch was not acknowledged and is resent later.
 	ReasonChainUnavailable = "chain-unavailable"
+	// ReasonDatabaseUnavailable: the receipt database could not be
+	// reached (or failed) to check or commit the batch; nothing was
+	// stored or acknowledged and the agent resends it later.
+	ReasonDatabaseUnavailable = "receipt-database-unavailable"
 )
 
 // ErrRejected is wrapped by every *RejectError.
@@ -140,9 +161,11 @@ func reject(reason string, err error) *RejectError {
 // Service is the ReceiptsService server.
 type Service struct {
 	mcpreadyv1.UnimplementedReceiptsServiceServer
-	opts Options
-	log  *slog.Logger
-	m    *metrics
+	opts  Options
+	q     Queries    // Store or Database
+	heads HeadReader // Heads or Database
+	log   *slog.Logger
+	m     *metrics
 
 	agentMu sync.Mutex
 	agents  map[string]*agentState
@@ -154,11 +177,21 @@ type Service struct {
 
 // New returns the service.
 func New(opts Options) (*Service, error) {
-	if opts.Store == nil || opts.Trust == nil {
-		return nil, errors.New("ingest: Store and Trust are required")
+	if (opts.Store == nil) == (opts.Database == nil) || opts.Trust == nil {
+		return nil, errors.New("ingest: Trust and exactly one of Store and Database are required")
 	}
-	if opts.Heads == nil {
+	var q Queries = opts.Store
+	if opts.Database != nil {
+		if opts.Heads != nil {
+			return nil, errors.New("ingest: with a Database the chain heads are the database's; Heads must be nil")
+		}
+		q = opts.Database
+	} else if opts.Heads == nil {
 		opts.Heads = chainhead.NewMemory(chainhead.Options{})
+	}
+	var heads HeadReader = opts.Heads
+	if opts.Database != nil {
+		heads = opts.Database
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -166,7 +199,7 @@ func New(opts Options) (*Service, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Service{opts: opts, log: opts.Logger.With("component", "ingest"), m: newMetrics(opts.Registry), agents: map[string]*agentState{}}, nil
+	return &Service{opts: opts, q: q, heads: heads, log: opts.Logger.With("component", "ingest"), m: newMetrics(opts.Registry), agents: map[string]*agentState{}}, nil
 }
 
 // Result is the outcome of one batch.

@@ -170,7 +170,7 @@ func ship(t *testing.T, addr string, sp *spool.Spool) {
 // requireExactlyOnce checks the store holds receipts 0..n-1 once each.
 func requireExactlyOnce(t *testing.T, st *receiptstore.Store, n int) {
 	t.Helper()
-	rs, err := st.Query(receiptstore.Query{})
+	rs, _, err := st.Query(context.Background(), receiptstore.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestSecretNeverStoredExportedOrLogged(t *testing.T) {
 	sp.Flush()
 	ship(t, cp.addr, sp)
 	var export bytes.Buffer
-	cp.store.Export(time.Time{}, "", func(b *ledger.Batch) error {
+	cp.store.Export(context.Background(), time.Time{}, "", func(b *ledger.Batch) error {
 		export.Write(b.Bundle)
 		for _, r := range b.Receipts {
 			export.Write(r)

@@ -41,9 +41,17 @@ func (s *Service) UploadBatches(stream mcpreadyv1.ReceiptsService_UploadBatchesS
 	}
 }
 
+// MaxPage bounds one page of QueryReceipts (and is a page's size when the
+// request names no limit), so a query for a huge range is answered a page
+// at a time in bounded memory.
+const MaxPage = 1000
+
 func toQuery(r *mcpreadyv1.QueryReceiptsRequest) receiptstore.Query {
 	q := receiptstore.Query{ReceiptID: r.GetReceiptId(), WorkflowID: r.GetWorkflowId(), ServerName: r.GetServerName(), ToolName: r.GetToolName(),
-		AgentID: r.GetAgentId(), Limit: int(r.GetLimit())}
+		AgentID: r.GetAgentId(), Limit: int(r.GetLimit()), Before: r.GetPageToken()}
+	if q.Limit == 0 {
+		q.Limit = MaxPage
+	}
 	if r.GetSince() != nil {
 		q.Since = r.GetSince().AsTime()
 	}
@@ -54,18 +62,21 @@ func toQuery(r *mcpreadyv1.QueryReceiptsRequest) receiptstore.Query {
 }
 
 // QueryReceipts finds receipts by id, workflow, subject, agent and time.
-func (s *Service) QueryReceipts(_ context.Context, r *mcpreadyv1.QueryReceiptsRequest) (*mcpreadyv1.QueryReceiptsResponse, error) {
-	if r.GetLimit() < 0 {
-		return nil, status.Error(codes.InvalidArgument, "limit must not be negative")
+func (s *Service) QueryReceipts(ctx context.Context, r *mcpreadyv1.QueryReceiptsRequest) (*mcpreadyv1.QueryReceiptsResponse, error) {
+	if r.GetLimit() < 0 || r.GetLimit() > MaxPage {
+		return nil, status.Errorf(codes.InvalidArgument, "limit must be between 0 and %d (page with page_token)", MaxPage)
 	}
-	rs, err := s.opts.Store.Query(toQuery(r))
+	rs, next, err := s.q.Query(ctx, toQuery(r))
+	if errors.Is(err, receiptstore.ErrBadCursor) {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	if r.GetReceiptId() != "" && len(rs) == 0 {
 		return nil, status.Errorf(codes.NotFound, "receipt %s not found", r.GetReceiptId())
 	}
-	return &mcpreadyv1.QueryReceiptsResponse{Receipts: rs}, nil
+	return &mcpreadyv1.QueryReceiptsResponse{Receipts: rs, NextPageToken: next}, nil
 }
 
 // TailReceipts streams the last n receipts (default 10) and, with follow,
@@ -78,7 +89,7 @@ func (s *Service) TailReceipts(r *mcpreadyv1.TailReceiptsRequest, stream mcpread
 	if n == 0 {
 		n = 10
 	}
-	err := s.opts.Store.Tail(stream.Context(), n, r.GetFollow(), func(sr *mcpreadyv1.StoredReceipt) error {
+	err := s.q.Tail(stream.Context(), n, r.GetFollow(), func(sr *mcpreadyv1.StoredReceipt) error {
 		return stream.Send(&mcpreadyv1.TailReceiptsResponse{Receipt: sr})
 	})
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -93,7 +104,7 @@ func (s *Service) ExportBatches(r *mcpreadyv1.ExportBatchesRequest, stream mcpre
 	if r.GetSince() != nil {
 		since = r.GetSince().AsTime()
 	}
-	return s.opts.Store.Export(since, r.GetAgentId(), func(b *ledger.Batch) error {
+	return s.q.Export(stream.Context(), since, r.GetAgentId(), func(b *ledger.Batch) error {
 		return stream.Send(b.ExportResponse())
 	})
 }

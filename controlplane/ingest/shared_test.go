@@ -173,7 +173,7 @@ func TestShipperMovesBetweenReplicas(t *testing.T) {
 		}
 		seen := map[string]int{}
 		for _, cp := range []*controlPlane{a, b} {
-			rs, err := cp.store.Query(receiptstore.Query{})
+			rs, _, err := cp.store.Query(context.Background(), receiptstore.Query{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package receiptstore
 
 import (
 	"fmt"
+	"slices"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/seglog"
@@ -62,20 +63,49 @@ func (s *Store) index(p seglog.Pos, b *ledger.Batch, rs []*mcpreadyv1.Receipt, d
 		s.segNewest[p.Segment] = b.Received.UnixNano()
 	}
 	dups := 0
+	defer s.evictLocked(p.Segment)
 	for i, r := range rs {
 		if _, ok := s.byID[r.GetReceiptId()]; ok {
 			dups++
 			continue
 		}
-		sel := r.GetSelected()
-		e := receiptEntry{batch: bi, idx: int32(i), id: r.GetReceiptId(), workflow: r.GetWorkflowId(),
-			server: sel.GetServerName(), tool: sel.GetToolName(), digest: digests[i]}
-		if t := r.GetEmittedAt(); t != nil {
-			e.at = t.AsTime().UnixNano()
-		}
-		s.addLocked(e)
+		s.addLocked(entryOf(bi, i, r, digests[i]))
 	}
 	return dups
+}
+
+// entryOf is the index entry of receipt i (summary r) of batch bi.
+func entryOf(bi int32, i int, r *mcpreadyv1.Receipt, digest string) receiptEntry {
+	sel := r.GetSelected()
+	e := receiptEntry{batch: bi, idx: int32(i), id: r.GetReceiptId(), workflow: r.GetWorkflowId(),
+		server: sel.GetServerName(), tool: sel.GetToolName(), digest: digest}
+	if t := r.GetEmittedAt(); t != nil {
+		e.at = t.AsTime().UnixNano()
+	}
+	return e
+}
+
+// evictLocked drops the oldest indexed segments from the index while it
+// holds more than MaxIndexed receipts, never segment cur (the newest one
+// indexed). Their batches stay on disk (see unindexed).
+func (s *Store) evictLocked(cur uint64) {
+	removed := map[uint64]bool{}
+	n := len(s.receipts)
+	for _, be := range s.batches {
+		if n <= s.opts.MaxIndexed || be.pos.Segment >= cur {
+			break
+		}
+		if !removed[be.pos.Segment] {
+			removed[be.pos.Segment] = true
+			s.unindexed = append(s.unindexed, be.pos.Segment)
+		}
+		n -= be.n
+	}
+	if len(removed) == 0 {
+		return
+	}
+	// The rest of the last segment chosen goes too: whole segments only.
+	s.pruneLocked(removed)
 }
 
 // addLocked appends e to the receipt index and its lookup maps.
@@ -114,6 +144,7 @@ func (s *Store) ApplyRetention() (int, error) {
 		}
 		removed[seg.Num] = true
 		delete(s.segNewest, seg.Num)
+		s.unindexed = slices.DeleteFunc(s.unindexed, func(n uint64) bool { return n == seg.Num })
 		s.log.Info("retention removed receipt segment", "segment", seg.Num)
 	}
 	if len(removed) > 0 {

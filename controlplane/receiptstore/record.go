@@ -50,11 +50,22 @@ func (s *Store) replay(p seglog.Pos, payload []byte) error {
 func (s *Store) checkpoint() []byte {
 	var e recordio.Encoder
 	e.B = append(e.B, recCheckpoint)
-	e.Uvarint(uint64(len(s.agents)))
+	heads := make(map[string]ledger.Head, len(s.agents))
 	for id, a := range s.agents {
+		heads[id] = a.head
+	}
+	// A batch still waiting for its fsync may sit in the segment being
+	// closed: its head must survive that segment's retention too.
+	for _, p := range s.pending {
+		if e := p.entry; e.seq > heads[e.agent].Sequence {
+			heads[e.agent] = ledger.Head{Sequence: e.seq, Digest: e.digest}
+		}
+	}
+	e.Uvarint(uint64(len(heads)))
+	for id, h := range heads {
 		e.String(id)
-		e.Uvarint(a.head.Sequence)
-		e.String(a.head.Digest)
+		e.Uvarint(h.Sequence)
+		e.String(h.Digest)
 	}
 	return e.B
 }

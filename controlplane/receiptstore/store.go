@@ -1,6 +1,9 @@
 // Package receiptstore is the control plane's append-only receipt store:
 // verified receipt batches in segment files on local disk (raw receipts do
-// not belong in etcd), with an in-memory index rebuilt on open.
+// not belong in etcd), with an in-memory index rebuilt on open and bounded
+// by Options.MaxIndexed: older whole segments leave the index and are read
+// from disk, a segment at a time, by queries, gets and exports (tails
+// start from the index).
 //
 // Each record holds one batch exactly as the agent signed it plus its
 // decoded content. A segment tail torn by a crash is cut off cleanly on
@@ -22,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -45,11 +49,19 @@ type Options struct {
 	// Retention deletes whole segments whose newest batch was received
 	// longer ago than this (see ApplyRetention); zero keeps everything.
 	Retention time.Duration
+	// MaxIndexed bounds the receipts kept in the in-memory index: beyond
+	// it, the oldest whole segments leave the index (never the one being
+	// written) and stay on disk, where queries, gets and exports read them
+	// a segment at a time. 0 means DefaultMaxIndexed.
+	MaxIndexed int
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now; default time.Now.
 	Now func() time.Time
 }
+
+// DefaultMaxIndexed is the default Options.MaxIndexed.
+const DefaultMaxIndexed = 1_000_000
 
 // Store is the receipt store, safe for concurrent use.
 type Store struct {
@@ -65,8 +77,13 @@ type Store struct {
 	byWorkflow map[string][]int32
 	bySubject  map[subjectKey][]int32
 	agents     map[string]*agentState
-	segNewest  map[uint64]int64 // segment -> newest received (unix nanos)
-	changed    chan struct{}    // closed and replaced on every append
+	segNewest  map[uint64]int64         // segment -> newest received (unix nanos)
+	changed    chan struct{}            // closed and replaced on every append
+	pending    map[string]*pendingBatch // batch id -> written, not yet fsync'd
+	unindexed  []uint64                 // segments left out of the index (MaxIndexed), oldest first
+
+	// beforeSync, if set (tests), runs between a batch's write and fsync.
+	beforeSync func()
 }
 
 // Open opens (creating) the store in dir and rebuilds the index.
@@ -77,9 +94,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.MaxIndexed <= 0 {
+		opts.MaxIndexed = DefaultMaxIndexed
+	}
 	s := &Store{opts: opts, log: opts.Logger.With("component", "receiptstore"), byBatchID: map[string]int32{}, byID: map[string]int32{},
 		byWorkflow: map[string][]int32{}, bySubject: map[subjectKey][]int32{}, agents: map[string]*agentState{},
-		segNewest: map[uint64]int64{}, changed: make(chan struct{})}
+		segNewest: map[uint64]int64{}, changed: make(chan struct{}), pending: map[string]*pendingBatch{}}
 	wal, err := seglog.Open(dir, seglog.Options{Prefix: "receipts", SegmentBytes: opts.SegmentBytes, Checkpoint: s.checkpoint, Logger: s.log},
 		func(p seglog.Pos, payload []byte) error { return s.replay(p, payload) })
 	if err != nil {
@@ -110,15 +130,24 @@ type AppendResult struct {
 // b.Receipts; the store keeps neither.
 func (s *Store) Append(b *ledger.Batch, summaries []*mcpreadyv1.Receipt, digests []string) (AppendResult, error) {
 	s.mu.Lock()
-	if bi, ok := s.byBatchID[b.BatchID]; ok {
-		prev := s.batches[bi]
+	var prev batchEntry
+	p, ok := s.pending[b.BatchID]
+	if ok {
+		prev = p.entry
+	}
+	if bi, stored := s.byBatchID[b.BatchID]; stored {
+		prev, ok = s.batches[bi], true
+	}
+	if ok {
 		s.mu.Unlock()
 		if prev.digest != b.Digest {
 			return AppendResult{}, fmt.Errorf("%w: %s", ErrConflict, b.BatchID)
 		}
 		// Acknowledge a resend only once the original is durable.
-		dup, err := s.Stored(b.BatchID, b.Digest)
-		return AppendResult{Duplicate: dup}, err
+		if err := s.wal.Sync(prev.pos); err != nil {
+			return AppendResult{}, fmt.Errorf("receiptstore: %w", err)
+		}
+		return AppendResult{Duplicate: true}, nil
 	}
 	rs, ds, err := decode(b, summaries, digests)
 	if err != nil {
@@ -130,16 +159,60 @@ func (s *Store) Append(b *ledger.Batch, summaries []*mcpreadyv1.Receipt, digests
 		s.mu.Unlock()
 		return AppendResult{}, fmt.Errorf("receiptstore: %w", err)
 	}
-	dups := s.index(pos, b, rs, ds)
+	// Written, not yet durable: known only to Append (for resends) and to
+	// checkpoints, never to queries or chain lookups.
+	mine := &pendingBatch{entry: batchEntry{pos: pos, agent: b.AgentID, seq: b.Sequence, id: b.BatchID, digest: b.Digest}, b: b, rs: rs, ds: ds}
+	s.pending[b.BatchID] = mine
 	s.mu.Unlock()
-	if err := s.wal.Sync(pos); err != nil {
+	if s.beforeSync != nil {
+		s.beforeSync()
+	}
+	err = s.wal.Sync(pos)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if !mine.indexed {
+			delete(s.pending, b.BatchID)
+		}
 		return AppendResult{}, fmt.Errorf("receiptstore: %w", err)
 	}
-	s.mu.Lock()
+	s.indexDurable(pos)
+	return AppendResult{DuplicateReceipts: mine.dups}, nil
+}
+
+// pendingBatch is a batch written but not yet known to be fsync'd.
+type pendingBatch struct {
+	entry   batchEntry
+	b       *ledger.Batch
+	rs      []*mcpreadyv1.Receipt
+	ds      []string
+	indexed bool
+	dups    int
+}
+
+// indexDurable indexes, in log order, every pending batch at or before
+// pos: a Sync covers everything written before it, so the index always
+// follows the log's order (page cursors rely on it). Caller holds mu.
+func (s *Store) indexDurable(pos seglog.Pos) {
+	var ready []*pendingBatch
+	for _, p := range s.pending {
+		if p.entry.pos.Segment < pos.Segment || (p.entry.pos.Segment == pos.Segment && p.entry.pos.Offset <= pos.Offset) {
+			ready = append(ready, p)
+		}
+	}
+	if len(ready) == 0 {
+		return // another Append indexed this batch already
+	}
+	sort.Slice(ready, func(i, j int) bool {
+		pi, pj := ready[i].entry.pos, ready[j].entry.pos
+		return pi.Segment < pj.Segment || (pi.Segment == pj.Segment && pi.Offset < pj.Offset)
+	})
+	for _, p := range ready {
+		p.dups, p.indexed = s.index(p.entry.pos, p.b, p.rs, p.ds), true
+		delete(s.pending, p.entry.id)
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
-	s.mu.Unlock()
-	return AppendResult{DuplicateReceipts: dups}, nil
 }
 
 // Head returns agentID's chain head (zero for an unknown agent).
@@ -182,22 +255,3 @@ func (s *Store) Stats() Stats {
 
 // Close closes the store.
 func (s *Store) Close() error { return s.wal.Close() }
-
-// Stored reports whether batchID is stored with this bundle digest; it
-// returns true only once that batch is durable.
-func (s *Store) Stored(batchID, digest string) (bool, error) {
-	s.mu.RLock()
-	bi, ok := s.byBatchID[batchID]
-	var be batchEntry
-	if ok {
-		be = s.batches[bi]
-	}
-	s.mu.RUnlock()
-	if !ok || be.digest != digest {
-		return false, nil
-	}
-	if err := s.wal.Sync(be.pos); err != nil {
-		return false, fmt.Errorf("receiptstore: %w", err)
-	}
-	return true, nil
-}

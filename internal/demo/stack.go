@@ -45,6 +45,9 @@ type StackOptions struct {
 	// EvidenceWindow is the window over which the control plane folds
 	// receipts into passive Evidence; 0 means the aggregator's default.
 	EvidenceWindow time.Duration
+	// ReceiptsStore is "" (receipt segments in DataDir) or a postgres://
+	// URL of a receipt database (controlplane.ReceiptOptions.Store).
+	ReceiptsStore string
 }
 
 // Stack is the whole demo running in this process: the demo servers, a
@@ -192,7 +195,7 @@ func (st *Stack) startControlPlane(ctx context.Context, o StackOptions, keys Key
 	cp, err := controlplane.New(controlplane.Options{
 		Listen: o.ControlPlaneListen, MetricsListen: o.MetricsListen, DataDir: dir,
 		Root: keys[KeyRoot].Public(), ObserverKey: keys[KeyObserver],
-		Receipts: &controlplane.ReceiptOptions{EvidenceWindow: o.EvidenceWindow}, Logger: o.Logger,
+		Receipts: &controlplane.ReceiptOptions{EvidenceWindow: o.EvidenceWindow, Store: o.ReceiptsStore}, Logger: o.Logger,
 	})
 	if err != nil {
 		return err

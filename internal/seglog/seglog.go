@@ -364,6 +364,22 @@ func (l *Log) Remove(num uint64) error {
 	return nil
 }
 
+// Scan calls fn for every record of segment num, in order, reading the
+// segment file once (memory bounded by SegmentBytes). It is for segments
+// already closed; records appended to the current segment meanwhile may
+// or may not be seen.
+func (l *Log) Scan(num uint64, fn func(p Pos, payload []byte) error) error {
+	data, err := os.ReadFile(l.path(num))
+	if err != nil {
+		return fmt.Errorf("seglog: %w", err)
+	}
+	_, err = recordio.Scan(data, func(off int64, p []byte) error { return fn(Pos{Segment: num, Offset: off}, p) })
+	if errors.Is(err, recordio.ErrCorrupt) {
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, l.path(num), err)
+	}
+	return err // fn's
+}
+
 // ReadAt reads the record at p.
 func (l *Log) ReadAt(p Pos) ([]byte, error) {
 	l.mu.Lock()

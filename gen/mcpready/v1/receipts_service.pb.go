@@ -182,15 +182,20 @@ func (x *UploadBatchesResponse) GetError() string {
 
 // QueryReceiptsRequest selects receipts. Empty fields do not filter.
 type QueryReceiptsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ReceiptId     string                 `protobuf:"bytes,1,opt,name=receipt_id,json=receiptId,proto3" json:"receipt_id,omitempty"`
-	WorkflowId    string                 `protobuf:"bytes,2,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
-	ServerName    string                 `protobuf:"bytes,3,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
-	ToolName      string                 `protobuf:"bytes,4,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
-	Until         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=until,proto3" json:"until,omitempty"`
-	Limit         int32                  `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
-	AgentId       string                 `protobuf:"bytes,8,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ReceiptId  string                 `protobuf:"bytes,1,opt,name=receipt_id,json=receiptId,proto3" json:"receipt_id,omitempty"`
+	WorkflowId string                 `protobuf:"bytes,2,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	ServerName string                 `protobuf:"bytes,3,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	ToolName   string                 `protobuf:"bytes,4,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	Since      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
+	Until      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=until,proto3" json:"until,omitempty"`
+	// At most this many receipts per page: 0 means 1000, more than 1000 is
+	// refused. A page holds the newest matching receipts older than
+	// page_token's position, in store order.
+	Limit   int32  `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	AgentId string `protobuf:"bytes,8,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// next_page_token of the previous page; empty for the newest page.
+	PageToken     string `protobuf:"bytes,120,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -281,10 +286,19 @@ func (x *QueryReceiptsRequest) GetAgentId() string {
 	return ""
 }
 
+func (x *QueryReceiptsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // QueryReceiptsResponse lists matching receipts.
 type QueryReceiptsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Receipts      []*StoredReceipt       `protobuf:"bytes,1,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Receipts []*StoredReceipt       `protobuf:"bytes,1,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	// Set when older matching receipts may exist: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,120,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -324,6 +338,13 @@ func (x *QueryReceiptsResponse) GetReceipts() []*StoredReceipt {
 		return x.Receipts
 	}
 	return nil
+}
+
+func (x *QueryReceiptsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // StoredReceipt is one receipt with where it came from.
@@ -640,7 +661,7 @@ const file_mcpready_v1_receipts_service_proto_rawDesc = "" +
 	"\bsequence\x18\x02 \x01(\x04R\bsequence\x12\x1a\n" +
 	"\baccepted\x18\x03 \x01(\bR\baccepted\x12\x1c\n" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xa9\x02\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xc8\x02\n" +
 	"\x14QueryReceiptsRequest\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12\x1f\n" +
@@ -652,9 +673,12 @@ const file_mcpready_v1_receipts_service_proto_rawDesc = "" +
 	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
 	"\x05until\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x14\n" +
 	"\x05limit\x18\a \x01(\x05R\x05limit\x12\x19\n" +
-	"\bagent_id\x18\b \x01(\tR\aagentId\"O\n" +
+	"\bagent_id\x18\b \x01(\tR\aagentId\x12\x1d\n" +
+	"\n" +
+	"page_token\x18x \x01(\tR\tpageToken\"w\n" +
 	"\x15QueryReceiptsResponse\x126\n" +
-	"\breceipts\x18\x01 \x03(\v2\x1a.mcpready.v1.StoredReceiptR\breceipts\"\x8d\x01\n" +
+	"\breceipts\x18\x01 \x03(\v2\x1a.mcpready.v1.StoredReceiptR\breceipts\x12&\n" +
+	"\x0fnext_page_token\x18x \x01(\tR\rnextPageToken\"\x8d\x01\n" +
 	"\rStoredReceipt\x12.\n" +
 	"\areceipt\x18\x01 \x01(\v2\x14.mcpready.v1.ReceiptR\areceipt\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x12\x19\n" +

@@ -1,0 +1,78 @@
+// Package leader runs a task on one control-plane replica at a time: the
+// winner of an etcd election (client/v3/concurrency). The winner runs the
+// task until its context ends or its session (lease) is lost, then
+// resigns; the others wait in the campaign and one of them takes over.
+//
+// It must not decide what the task does or retry the task itself: a task
+// that returns early simply ends the term (the replica resigns and
+// campaigns again).
+package leader
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Options configures Run. The zero value is usable.
+type Options struct {
+	// TTL is the session lease in seconds: how long a dead leader holds
+	// the election; 0 means 10.
+	TTL int
+	// Retry is the pause after etcd fails to open a session; 0 means 2s.
+	Retry time.Duration
+	// OnError, if set, is called for every failed etcd operation (metrics).
+	OnError func(error)
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Run campaigns in election name (an etcd key prefix) as id and runs task
+// whenever this replica is elected, until ctx ends. task's context ends
+// when the term does (ctx ends or the session is lost).
+func Run(ctx context.Context, cli *clientv3.Client, name, id string, o Options, task func(ctx context.Context)) {
+	if o.TTL <= 0 {
+		o.TTL = 10
+	}
+	if o.Retry <= 0 {
+		o.Retry = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	for ctx.Err() == nil {
+		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(o.TTL), concurrency.WithContext(ctx))
+		if err != nil {
+			if o.OnError != nil {
+				o.OnError(err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(o.Retry):
+				continue
+			}
+		}
+		el := concurrency.NewElection(sess, name)
+		if err := el.Campaign(ctx, id); err == nil {
+			o.Logger.Info("elected", "election", name, "id", id)
+			tctx, cancel := context.WithCancel(ctx)
+			go func() {
+				select {
+				case <-sess.Done():
+				case <-tctx.Done():
+				}
+				cancel()
+			}()
+			task(tctx)
+			cancel()
+			rctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = el.Resign(rctx)
+			c()
+		}
+		_ = sess.Close() // revokes the lease so another replica takes over at once
+	}
+}
