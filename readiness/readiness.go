@@ -98,6 +98,24 @@ const (
 	CodeMethodNotPermitted Code = "method_not_permitted"
 )
 
+// Codes of the per-call access checks (step 2, agent/access): the token
+// about to be presented against the Policy, the Declaration and the
+// qualified entry.
+const (
+	// CodeIssuerMismatch: the token's issuer is not the authorization
+	// server the protected resource names and the Declaration declares.
+	CodeIssuerMismatch Code = "issuer_mismatch"
+	// CodeAudienceMismatch: the token is not for the upstream resource.
+	CodeAudienceMismatch Code = "audience_mismatch"
+	// CodePermissionDrift: the token grants more authority than the entry
+	// was qualified with (PERMISSION_DRIFT).
+	CodePermissionDrift Code = "permission_drift"
+	// CodeTokenExpired: the token expired and could not be refreshed.
+	CodeTokenExpired Code = "token_expired"
+	// CodeAccessNotReady: no token could be obtained (ACCESS_NOT_READY).
+	CodeAccessNotReady Code = "access_not_ready"
+)
+
 // ActionKind is what the executor did (Receipt.actions).
 type ActionKind = mcpreadyv1.ActionKind
 
@@ -233,6 +251,11 @@ var codeTerms = []Term{
 	{KindCode, string(CodeInputUnavailable), 0, StepNone, "the upstream asked for input the client cannot provide"},
 	{KindCode, string(CodeInputFailed), 0, StepNone, "the client did not provide the input the upstream asked for"},
 	{KindCode, string(CodeMethodNotPermitted), 0, StepTrust, "resources, prompts and completion of a server are for principals admitted to at least one of its tools"},
+	{KindCode, string(CodeIssuerMismatch), 0, StepTrust, "the token's issuer is not the authorization server the protected resource names and the Declaration declares"},
+	{KindCode, string(CodeAudienceMismatch), 0, StepTrust, "the token's audience is not the upstream resource"},
+	{KindCode, string(CodePermissionDrift), 0, StepTrust, "PERMISSION_DRIFT: the token grants scopes beyond the entry's qualified permission set"},
+	{KindCode, string(CodeTokenExpired), 0, StepTrust, "the token for the upstream expired and was not refreshed"},
+	{KindCode, string(CodeAccessNotReady), 0, StepTrust, "ACCESS_NOT_READY: no token for the upstream could be obtained or verified"},
 }
 
 var actionTerms = []Term{

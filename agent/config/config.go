@@ -94,25 +94,118 @@ type Upstream struct {
 	TokenEnv  string `json:"tokenEnv,omitempty"`
 	// Headers are extra HTTP headers sent to URL (not secrets).
 	Headers map[string]string `json:"headers,omitempty"`
+	// OAuth obtains tokens for URL as the MCP authorization specification
+	// describes (agent/access); nil sends only TokenFile/TokenEnv, if set.
+	OAuth *OAuth `json:"oauth,omitempty"`
 }
 
-// Token reads the upstream's bearer token, "" when none is configured.
-func (u Upstream) Token() (string, error) {
+// OAuth grant types (OAuth.Grant).
+const (
+	// GrantClientCredentials: the agent acts as a service principal.
+	GrantClientCredentials = "client_credentials"
+	// GrantTokenExchange: the local principal's own token (from the
+	// organisation's identity provider) is exchanged (RFC 8693) for an
+	// upstream token on its behalf.
+	GrantTokenExchange = "token_exchange"
+)
+
+// Token endpoint client authentication methods (OAuth.TokenEndpointAuth).
+const (
+	AuthClientSecretBasic = "client_secret_basic"
+	AuthClientSecretPost  = "client_secret_post"
+	AuthNone              = "none"
+)
+
+// OAuth is one upstream's OAuth client settings. The client secret comes
+// from a file or an environment variable only, read when a token is
+// requested.
+type OAuth struct {
+	// Grant is GrantClientCredentials or GrantTokenExchange. Required.
+	Grant string `json:"grant"`
+	// ClientID is the pre-registered client's id. Required.
+	ClientID string `json:"clientID"`
+	// ClientSecretFile or ClientSecretEnv hold the client secret; exactly
+	// one for client_secret_basic and client_secret_post, neither for none.
+	ClientSecretFile string `json:"clientSecretFile,omitempty"`
+	ClientSecretEnv  string `json:"clientSecretEnv,omitempty"`
+	// TokenEndpointAuth is how the client authenticates at the token
+	// endpoint; "" means client_secret_basic.
+	TokenEndpointAuth string `json:"tokenEndpointAuth,omitempty"`
+	// Scopes to ask for. Empty: the 401 challenge's scope, else the
+	// protected resource's scopes_supported.
+	Scopes []string `json:"scopes,omitempty"`
+	// Issuer, when set, is the only authorization server accepted: the
+	// protected resource must name it and tokens must carry it.
+	Issuer string `json:"issuer,omitempty"`
+	// MaxStepUps bounds re-authorizations after insufficient_scope for one
+	// request; zero means 2.
+	MaxStepUps int `json:"maxStepUps,omitempty"`
+}
+
+// ClientSecret reads the OAuth client secret, "" for TokenEndpointAuth none.
+func (o OAuth) ClientSecret() (string, error) {
+	return readSecret(o.ClientSecretFile, o.ClientSecretEnv)
+}
+
+// readSecret reads a secret from file or, else, the environment variable
+// env; "" when neither is set. Errors never contain the secret.
+func readSecret(file, env string) (string, error) {
 	switch {
-	case u.TokenFile != "":
-		b, err := os.ReadFile(u.TokenFile)
+	case file != "":
+		b, err := os.ReadFile(file)
 		if err != nil {
-			return "", fmt.Errorf("upstream %s: token file: %w", u.Name, err)
+			return "", fmt.Errorf("secret file: %w", err)
 		}
 		return strings.TrimSpace(string(b)), nil
-	case u.TokenEnv != "":
-		v, ok := os.LookupEnv(u.TokenEnv)
+	case env != "":
+		v, ok := os.LookupEnv(env)
 		if !ok {
-			return "", fmt.Errorf("upstream %s: environment variable %s is not set", u.Name, u.TokenEnv)
+			return "", fmt.Errorf("environment variable %s is not set", env)
 		}
 		return strings.TrimSpace(v), nil
 	}
 	return "", nil
+}
+
+func (o OAuth) validate() error {
+	if o.Grant != GrantClientCredentials && o.Grant != GrantTokenExchange {
+		return fmt.Errorf("oauth.grant %q: want %s or %s", o.Grant, GrantClientCredentials, GrantTokenExchange)
+	}
+	if o.ClientID == "" {
+		return errors.New("oauth.clientID is required")
+	}
+	if o.ClientSecretFile != "" && o.ClientSecretEnv != "" {
+		return errors.New("oauth: set at most one of clientSecretFile and clientSecretEnv")
+	}
+	hasSecret := o.ClientSecretFile != "" || o.ClientSecretEnv != ""
+	switch o.TokenEndpointAuth {
+	case "", AuthClientSecretBasic, AuthClientSecretPost:
+		if !hasSecret {
+			return errors.New("oauth: a client secret (clientSecretFile or clientSecretEnv) is required")
+		}
+	case AuthNone:
+		if hasSecret {
+			return errors.New("oauth: tokenEndpointAuth none takes no client secret")
+		}
+		if o.Grant == GrantClientCredentials {
+			return errors.New("oauth: client_credentials needs a confidential client, not tokenEndpointAuth none")
+		}
+	default:
+		return fmt.Errorf("oauth.tokenEndpointAuth %q: want %s, %s or %s", o.TokenEndpointAuth, AuthClientSecretBasic, AuthClientSecretPost, AuthNone)
+	}
+	if o.MaxStepUps < 0 {
+		return errors.New("oauth.maxStepUps must not be negative")
+	}
+	return nil
+}
+
+// Token reads the upstream's bearer token, "" when none is configured.
+func (u Upstream) Token() (string, error) {
+	t, err := readSecret(u.TokenFile, u.TokenEnv)
+	if err != nil {
+		return "", fmt.Errorf("upstream %s: token: %w", u.Name, err)
+	}
+	return t, nil
 }
 
 // ErrEnv wraps a variable ChildEnv cannot supply.
@@ -248,6 +341,14 @@ func New(f File) (*Config, error) {
 		}
 		if u.TokenFile != "" && u.TokenEnv != "" {
 			return nil, fmt.Errorf("%w: upstream %s: set at most one of tokenFile and tokenEnv", ErrInvalid, u.Name)
+		}
+		if o := u.OAuth; o != nil {
+			if u.URL == "" || u.TokenFile != "" || u.TokenEnv != "" {
+				return nil, fmt.Errorf("%w: upstream %s: oauth needs url and no tokenFile or tokenEnv", ErrInvalid, u.Name)
+			}
+			if err := o.validate(); err != nil {
+				return nil, fmt.Errorf("%w: upstream %s: %w", ErrInvalid, u.Name, err)
+			}
 		}
 	}
 	return c, nil

@@ -133,3 +133,47 @@ upstreams:
 		t.Fatalf("unset source: %v", err)
 	}
 }
+
+func TestOAuthValidation(t *testing.T) {
+	t.Setenv("OAUTH_TEST_SECRET", "  s3cret \n")
+	ok := `upstreams:
+- name: a
+  url: https://a.example/mcp
+  oauth: {grant: client_credentials, clientID: agent, clientSecretEnv: OAUTH_TEST_SECRET, tokenEndpointAuth: client_secret_post, scopes: [read]}
+- name: b
+  url: https://b.example/mcp
+  oauth: {grant: token_exchange, clientID: agent, tokenEndpointAuth: none}
+`
+	c, err := Parse([]byte(ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := c.Upstream("a")
+	if s, err := a.OAuth.ClientSecret(); err != nil || s != "s3cret" {
+		t.Fatalf("secret = %q, %v", s, err)
+	}
+	bad := map[string]string{
+		"unknown grant":         `{grant: password, clientID: x, clientSecretEnv: E}`,
+		"no client id":          `{grant: client_credentials, clientSecretEnv: E}`,
+		"no secret":             `{grant: client_credentials, clientID: x}`,
+		"two secrets":           `{grant: client_credentials, clientID: x, clientSecretEnv: E, clientSecretFile: /f}`,
+		"none with secret":      `{grant: token_exchange, clientID: x, tokenEndpointAuth: none, clientSecretEnv: E}`,
+		"none for service":      `{grant: client_credentials, clientID: x, tokenEndpointAuth: none}`,
+		"unknown auth method":   `{grant: client_credentials, clientID: x, clientSecretEnv: E, tokenEndpointAuth: tls_client_auth}`,
+		"negative step-ups":     `{grant: client_credentials, clientID: x, clientSecretEnv: E, maxStepUps: -1}`,
+		"inline secret refused": `{grant: client_credentials, clientID: x, clientSecret: plain}`,
+	}
+	for name, o := range bad {
+		if _, err := Parse([]byte("upstreams:\n- name: a\n  url: https://a.example/mcp\n  oauth: " + o + "\n")); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+	for name, u := range map[string]string{
+		"with static token": "  url: https://a.example/mcp\n  tokenEnv: T\n",
+		"stdio":             "  command: [x]\n",
+	} {
+		if _, err := Parse([]byte("upstreams:\n- name: a\n" + u + "  oauth: {grant: client_credentials, clientID: x, clientSecretEnv: E}\n")); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+}

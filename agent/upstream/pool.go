@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mcpready/mcpready/agent/access"
 	"log/slog"
 	"net/http"
 	"os/exec"
@@ -72,6 +73,9 @@ type Options struct {
 	OnToolsChanged func(t Target)
 	// ClientInfo names the agent to upstreams; nil uses "mcpready-agent".
 	ClientInfo *mcp.Implementation
+	// Access presents OAuth tokens to upstreams configured with oauth; nil
+	// refuses to connect to them.
+	Access *access.Client
 }
 
 // Pool owns upstream sessions. It is safe for concurrent use.
@@ -210,7 +214,11 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 	var transport mcp.Transport
 	switch {
 	case up.URL != "":
-		rt := &roundTripper{base: p.opts.Transport, token: up.Token, headers: up.Headers}
+		base, err := p.credentialed(server, up)
+		if err != nil {
+			return nil, err
+		}
+		rt := &roundTripper{base: base, token: up.Token, headers: up.Headers}
 		hc := &http.Client{Transport: rt, CheckRedirect: refuseRedirect}
 		transport = &mcp.StreamableClientTransport{
 			Endpoint:   up.URL,
