@@ -147,18 +147,20 @@ func New(opts Options) *Front {
 	f := &Front{opts: opts, views: map[string]*view{}, metrics: newMetrics(opts.Registerer), pending: newRoundStore()}
 	f.pins = newPins(f)
 	f.caps = newSessionCaps(opts.MaxUpstreamSessions, opts.MaxUpstreamSessionsPerPrincipal, f.metrics)
+	acc, accUp := upstreamAccess(opts.Config)
 	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Emit: func(rec *mcpreadyv1.Receipt) {
 		f.observe(rec)
 		if opts.Receipts != nil {
 			opts.Receipts(rec)
 		}
-	}})
+	}, Access: acc, AccessUpstream: accUp})
 	f.pool = upstream.NewPool(upstream.Options{
 		Resolve:        f.resolve,
 		Logger:         opts.Logger,
 		Transport:      opts.Transport,
 		OnToolsChanged: f.pins.toolsChanged,
 		ClientInfo:     &mcp.Implementation{Name: "mcpready-agent", Version: opts.Builder.EmitterVersion},
+		Access:         acc,
 	})
 	f.probe = mcp.NewServer(&mcp.Implementation{Name: "mcpready-agent"}, nil)
 	f.state.Store(indexState(&State{}))

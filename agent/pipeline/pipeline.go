@@ -28,6 +28,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/mcpready/mcpready/agent/access"
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/invoke"
@@ -49,6 +50,11 @@ type Options struct {
 	// Emit receives every finished receipt, before the answer is returned.
 	// It must not block for long. Nil drops receipts.
 	Emit func(*mcpreadyv1.Receipt)
+	// Access checks, per call at step 2, the upstream tokens the caller's
+	// calls would present; nil checks none. AccessUpstream names the OAuth
+	// upstream of a server (required with Access).
+	Access         *access.Client
+	AccessUpstream func(server string) (*access.Upstream, bool)
 }
 
 // Pipeline runs requests. It is safe for concurrent use.
@@ -94,6 +100,11 @@ type Caller struct {
 	Name, Principal, Tenant, Workflow, Protocol string
 	// Elicit: a human can be asked (the client supports elicitation).
 	Elicit bool
+	// SubjectToken is the caller's own verified token from the
+	// organisation's identity provider, exchanged for upstream tokens
+	// (config.GrantTokenExchange); "" when it authenticated otherwise.
+	// Memory only: never recorded.
+	SubjectToken string
 }
 
 // Request is one tools/call to run.
@@ -174,6 +185,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 	rec.Region = p.opts.Region
 	p.opts.Builder.Arguments(rec, req.Arguments)
 	c := req.Caller
+	ctx = withPrincipal(ctx, c)
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.Workflow, c.Principal, c.Tenant
 	if re := req.Refusal; re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
@@ -304,7 +316,8 @@ func pin(d *decide.Decision, entry string) {
 // place, so that listings (Visible) and calls are admitted alike.
 func (p *Pipeline) request(st *State, c Caller, tool string, now time.Time) decide.Request {
 	return decide.Request{Tool: tool, Principal: c.Principal, Tenant: c.Tenant, Region: p.opts.Region,
-		Workflow: c.Workflow, ProtocolVersion: c.Protocol, ApprovalAvailable: c.Elicit, Now: now, Drift: st.Drift}
+		Workflow: c.Workflow, ProtocolVersion: c.Protocol, ApprovalAvailable: c.Elicit, Now: now, Drift: st.Drift,
+		Access: p.accessGuard(c)}
 }
 
 // Visible is what c may see in tools/list under st: exactly what its calls

@@ -17,8 +17,8 @@ import (
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	"github.com/mcpready/mcpready/agent/validate"
-	"github.com/mcpready/mcpready/internal/oauthtest"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/oauthtest"
 )
 
 // protected serves the default test tools behind as's tokens.

@@ -1,0 +1,109 @@
+package front
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/circuit"
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	"github.com/mcpready/mcpready/agent/validate"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/oauthtest"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// TestOAuthUpstreamThroughFront: a call to an upstream configured with
+// oauth presents a token from its authorization server (before: none was
+// sent and the call ended ACCESS_NOT_READY), and the token is checked per
+// call against the Declaration: when the Declaration names another
+// authorization server, the next call is refused at step 2 with
+// issuer_mismatch without reaching the upstream.
+func TestOAuthUpstreamThroughFront(t *testing.T) {
+	as := oauthtest.Start(t, oauthtest.Options{Clients: []oauthtest.Client{{ID: "agent", Secret: "s"}}})
+	plain := mcptest.New(t, mcptest.Options{}) // same tools, for enrolment
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/mcp"
+	var hits atomic.Int64 // tools/call requests that reached the upstream
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plain.Server }, nil)
+	hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: as.Protect(oauthtest.Resource{URL: url, Scopes: []string{"read"}},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Body != nil {
+				b, _ := io.ReadAll(r.Body)
+				if bytes.Contains(b, []byte(`"tools/call"`)) {
+					hits.Add(1) // tools/call requests the upstream answered
+				}
+				r.Body = io.NopCloser(bytes.NewReader(b))
+			}
+			mcpHandler.ServeHTTP(w, r)
+		}))}}
+	hs.Start()
+	t.Cleanup(hs.Close)
+
+	h := &harness{entries: map[string]*mcpreadyv1.RegistryEntry{}}
+	h.enrollQualified(t, config.Upstream{Name: "sec", URL: plain.URL})
+	for _, e := range h.entries {
+		e.Identity.Endpoint = url
+		e.Authority = &mcpreadyv1.Authority{Scopes: []string{"read"}}
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.New(config.File{
+		Principals: []config.Principal{{Identity: config.Identity{Name: "dev-client", PrincipalClass: "dev"}, TokenSHA256: config.TokenDigest(devToken)}},
+		Upstreams: []config.Upstream{{Name: "sec", URL: url, OAuth: &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "agent",
+			ClientSecretFile: secret, Scopes: []string{"read"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.front = New(Options{Config: cfg, NodeID: "node-1", Receipts: func(r *mcpreadyv1.Receipt) { h.mu.Lock(); h.recs = append(h.recs, r); h.mu.Unlock() }})
+	t.Cleanup(h.front.Close)
+	p := testPolicy()
+	p.Principals = []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"sec/*"}}}
+	p.SideEffects = []*mcpreadyv1.SideEffectRule{{Match: "sec/echo", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY}}
+	p.EquivalenceClasses = nil
+	install := func(declared string) {
+		snap, err := decide.NewSnapshot(decide.Inputs{PolicyName: "default", PolicyVersion: "1", Policy: p, Entries: h.entries,
+			Declarations: map[string]*mcpreadyv1.Declaration{"sec": {ServerName: "sec", Auth: &mcpreadyv1.DeclaredAuth{AuthorizationServers: []string{declared}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.front.SetState(&State{Decide: snap, Entries: h.entries, Checker: validate.NewChecker(validate.RulesFromPolicy(p.GetResults())), Circuits: circuit.NewSet(circuit.Config{})})
+	}
+	install(as.Issuer)
+	front := httptest.NewServer(h.front)
+	t.Cleanup(front.Close)
+	h.url = front.URL
+
+	cs := h.connect(t, "/mcp/servers/sec", devToken, nil, "2025-11-25")
+	res := call(t, cs, "echo", map[string]any{"text": "hi"})
+	if res.IsError {
+		t.Fatalf("call through an OAuth upstream: %+v", res.Content[0])
+	}
+	if as.Issued() != 1 {
+		t.Fatalf("issued %d tokens, want 1", as.Issued())
+	}
+
+	install("https://another-as.example")
+	before := hits.Load()
+	res = call(t, cs, "echo", map[string]any{"text": "hi"})
+	te := wantToolError(t, res, "REFUSED", readiness.CodeIssuerMismatch)
+	if te.Step != 2 || hits.Load() != before {
+		t.Fatalf("refusal %+v; upstream hits %d -> %d", te, before, hits.Load())
+	}
+}
