@@ -8,10 +8,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/config"
@@ -97,6 +99,17 @@ func TestOAuthUpstreamThroughFront(t *testing.T) {
 	}
 	if as.Issued() != 1 {
 		t.Fatalf("issued %d tokens, want 1", as.Issued())
+	}
+	h.mu.Lock()
+	rec := h.recs[len(h.recs)-1]
+	h.mu.Unlock()
+	af := rec.GetSelected().GetAccess()
+	if af.GetIssuer() != as.Issuer || len(af.GetAudience()) != 1 || af.GetAudience()[0] != url || strings.Join(af.GetGrantedScopes(), " ") != "read" ||
+		af.GetLifetimeClass() != "1h-or-more" && af.GetLifetimeClass() != "under-1h" || af.GetGrant() != config.GrantClientCredentials {
+		t.Fatalf("receipt access facts = %v", af)
+	}
+	if b, _ := protojson.Marshal(rec); bytes.Contains(b, []byte("eyJ")) {
+		t.Fatal("the receipt contains a JWT")
 	}
 
 	install("https://another-as.example")
