@@ -101,10 +101,22 @@ func New(o Options) *Client {
 }
 
 func (c *Client) principalOf(p Principal, up *Upstream) pairKey {
-	if up.OAuth.Grant == config.GrantClientCredentials {
+	if grantOf(p, up) == config.GrantClientCredentials {
 		return pairKey{"", up.Name}
 	}
 	return pairKey{p.Name, up.Name}
+}
+
+// grantOf is the grant a request of p uses at up: the configured one,
+// except that requests for no principal (a session's initialize, listings
+// and event stream, which no principal makes) use the agent's own client
+// credentials on a token-exchange upstream too. Calls and methods always
+// carry their principal (the pipeline sets it).
+func grantOf(p Principal, up *Upstream) string {
+	if up.OAuth.Grant == config.GrantTokenExchange && p == (Principal{}) {
+		return config.GrantClientCredentials
+	}
+	return up.OAuth.Grant
 }
 
 // Token returns a verified token for p at up that is not within
@@ -239,7 +251,7 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 	}
 	hctx := context.WithValue(ctx, oauth2.HTTPClient, c.o.HTTP)
 	var tok *oauth2.Token
-	switch o.Grant {
+	switch grantOf(p, up) {
 	case config.GrantClientCredentials:
 		cc := clientcredentials.Config{ClientID: o.ClientID, ClientSecret: secret, TokenURL: d.TokenEndpoint, Scopes: scopes,
 			AuthStyle: style, EndpointParams: url.Values{"resource": {resource}}}

@@ -10,6 +10,9 @@
 // memory per (principal, upstream, scope set) and refreshes them ahead of
 // expiry. Check is the per-call check of decision step 2: issuer, audience,
 // scopes against the Policy and the qualified entry, expiry.
+// IdentityVerifier authenticates local clients by JWTs of the
+// organisation's identity provider (their tokens are what token exchange
+// exchanges).
 //
 // It must not log, store or return tokens in errors or facts (Facts carry
 // issuer, audience, scopes and a lifetime class only), must not persist

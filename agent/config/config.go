@@ -1,6 +1,8 @@
 // Package config reads the host agent's local configuration file: which
-// local clients (by bearer token) act as which principal, tenant class and
-// workflows, and how to reach and authenticate to each upstream MCP server.
+// local clients (by bearer token, or by JWT of the organisation's identity
+// provider) act as which principal, tenant class and workflows, and how to
+// reach and authenticate to each upstream MCP server (static tokens or
+// OAuth client settings).
 //
 // It never logs or stores tokens: client tokens are kept only as SHA-256
 // digests, and upstream credentials are read from files or environment
@@ -255,6 +257,40 @@ type File struct {
 	DefaultPrincipal *Identity `json:"defaultPrincipal,omitempty"`
 	// Upstreams override or complete the endpoints named by registry entries.
 	Upstreams []Upstream `json:"upstreams,omitempty"`
+	// IdentityProvider authenticates local clients by JWTs of the
+	// organisation's identity provider (agent/access); nil accepts none.
+	IdentityProvider *IdentityProvider `json:"identityProvider,omitempty"`
+}
+
+// IdentityProviderPrefix starts the name of every identity authenticated
+// by the identity provider ("idp:<sub>").
+const IdentityProviderPrefix = "idp:"
+
+// IdentityProvider is the organisation's identity provider whose JWTs
+// local clients may present instead of a configured bearer token.
+type IdentityProvider struct {
+	// Issuer the tokens must carry (iss). Required.
+	Issuer string `json:"issuer"`
+	// Audience the tokens must be for (aud), e.g. "mcpready-agent". Required.
+	Audience string `json:"audience"`
+	// JWKSURL publishes the issuer's signing keys. Required.
+	JWKSURL string `json:"jwksURL"`
+	// Claims name the claims mapped to the Identity; zero values are the
+	// defaults documented per field.
+	Claims IdentityClaims `json:"claims,omitempty"`
+	// PrincipalClasses a token may claim; empty permits any.
+	PrincipalClasses []string `json:"principalClasses,omitempty"`
+}
+
+// IdentityClaims names the JWT claims of an Identity.
+type IdentityClaims struct {
+	// PrincipalClass claim (a string, required in every token); "" means "principal_class".
+	PrincipalClass string `json:"principalClass,omitempty"`
+	// TenantClass claim (a string, optional); "" means "tenant_class".
+	TenantClass string `json:"tenantClass,omitempty"`
+	// Workflows claim (a list of strings or a space-separated string,
+	// optional; absent means any workflow); "" means "workflows".
+	Workflows string `json:"workflows,omitempty"`
 }
 
 // Config is a loaded, validated File. It is immutable and safe for concurrent use.
@@ -301,6 +337,9 @@ func New(f File) (*Config, error) {
 		if p.Name == "" || p.PrincipalClass == "" {
 			return nil, fmt.Errorf("%w: principals[%d]: name and principalClass are required", ErrInvalid, i)
 		}
+		if strings.HasPrefix(p.Name, IdentityProviderPrefix) {
+			return nil, fmt.Errorf("%w: principal %s: names starting %q are the identity provider's", ErrInvalid, p.Name, IdentityProviderPrefix)
+		}
 		sum, err := p.tokenDigest()
 		if err != nil {
 			return nil, fmt.Errorf("%w: principal %s: %w", ErrInvalid, p.Name, err)
@@ -313,6 +352,14 @@ func New(f File) (*Config, error) {
 	}
 	if d := f.DefaultPrincipal; d != nil && d.PrincipalClass == "" {
 		return nil, fmt.Errorf("%w: defaultPrincipal: principalClass is required", ErrInvalid)
+	}
+	if idp := f.IdentityProvider; idp != nil {
+		if idp.Issuer == "" || idp.Audience == "" || idp.JWKSURL == "" {
+			return nil, fmt.Errorf("%w: identityProvider: issuer, audience and jwksURL are required", ErrInvalid)
+		}
+		if !strings.HasPrefix(idp.JWKSURL, "https://") && !strings.HasPrefix(idp.JWKSURL, "http://127.0.0.1") && !strings.HasPrefix(idp.JWKSURL, "http://localhost") {
+			return nil, fmt.Errorf("%w: identityProvider: jwksURL must be https (or http on loopback)", ErrInvalid)
+		}
 	}
 	names := map[string]bool{}
 	for i, u := range f.Upstreams {
@@ -430,6 +477,9 @@ func (c *Config) Upstream(name string) (Upstream, bool) {
 	}
 	return Upstream{}, false
 }
+
+// IdentityProvider returns the configured identity provider, nil if none.
+func (c *Config) IdentityProvider() *IdentityProvider { return c.file.IdentityProvider }
 
 // Upstreams returns every configured upstream.
 func (c *Config) Upstreams() []Upstream { return append([]Upstream(nil), c.file.Upstreams...) }

@@ -177,3 +177,20 @@ func TestOAuthValidation(t *testing.T) {
 		}
 	}
 }
+
+func TestIdentityProviderValidation(t *testing.T) {
+	c, err := Parse([]byte("identityProvider: {issuer: https://idp.example, audience: agent, jwksURL: https://idp.example/keys}\n"))
+	if err != nil || c.IdentityProvider() == nil || c.IdentityProvider().Audience != "agent" {
+		t.Fatalf("%v %+v", err, c)
+	}
+	for name, y := range map[string]string{
+		"no audience":       "identityProvider: {issuer: https://idp.example, jwksURL: https://idp.example/keys}\n",
+		"plain-http JWKS":   "identityProvider: {issuer: https://idp.example, audience: a, jwksURL: http://idp.example/keys}\n",
+		"unknown claim key": "identityProvider: {issuer: https://idp.example, audience: a, jwksURL: https://idp.example/keys, claims: {role: r}}\n",
+		"reserved name":     "principals: [{name: 'idp:alice', principalClass: dev, tokenSHA256: 'sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'}]\n",
+	} {
+		if _, err := Parse([]byte(y)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+}

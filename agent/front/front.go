@@ -33,6 +33,7 @@ package front
 
 import (
 	"context"
+	"github.com/mcpready/mcpready/agent/access"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -126,7 +127,8 @@ type Front struct {
 	metrics *metrics
 	pending *roundStore // calls waiting for a stateless client's input
 	pipe    *pipeline.Pipeline
-	caps    *sessionCaps // dedicated upstream sessions held, per principal and overall
+	caps    *sessionCaps             // dedicated upstream sessions held, per principal and overall
+	idp     *access.IdentityVerifier // nil: no identity provider configured
 
 	mu    sync.Mutex
 	views map[string]*view // "" is the aggregate view
@@ -147,6 +149,7 @@ func New(opts Options) *Front {
 	f := &Front{opts: opts, views: map[string]*view{}, metrics: newMetrics(opts.Registerer), pending: newRoundStore()}
 	f.pins = newPins(f)
 	f.caps = newSessionCaps(opts.MaxUpstreamSessions, opts.MaxUpstreamSessionsPerPrincipal, f.metrics)
+	f.idp = identityProvider(opts.Config)
 	acc, accUp := upstreamAccess(opts.Config)
 	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Emit: func(rec *mcpreadyv1.Receipt) {
 		f.observe(rec)
@@ -319,16 +322,26 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v.stateful.ServeHTTP(w, r)
 }
 
-// authenticate maps the request's bearer token to its identity.
+// authenticate maps the request's bearer token to its identity: a
+// configured token, else a JWT of the identity provider.
 func (f *Front) authenticate(h http.Header) (config.Identity, error) {
-	tok := ""
+	tok := bearerOf(h)
+	id, err := f.opts.Config.Authenticate(tok)
+	if err != nil && f.idp != nil && access.LooksLikeJWT(tok) {
+		return f.authenticateJWT(tok)
+	}
+	return id, err
+}
+
+// bearerOf is the request's bearer token, "" when none.
+func bearerOf(h http.Header) string {
 	if a := h.Get("Authorization"); a != "" {
 		scheme, rest, _ := strings.Cut(a, " ")
 		if strings.EqualFold(scheme, "Bearer") {
-			tok = strings.TrimSpace(rest)
+			return strings.TrimSpace(rest)
 		}
 	}
-	return f.opts.Config.Authenticate(tok)
+	return ""
 }
 
 // view is one endpoint: a stateful and a stateless go-sdk handler.

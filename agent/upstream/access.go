@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -38,4 +39,13 @@ func accessOutcome(err error, sent bool) *validate.Outcome {
 	}
 	return &validate.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_ACCESS,
 		Sent: sent, Err: fmt.Errorf("%w: %s", validate.ErrAccess, reason), From: "upstream", Detail: "access not ready: " + reason}
+}
+
+// carryPrincipal gives to the access principal of from (the principal whose
+// token the upstream request presents), if any.
+func carryPrincipal(from, to context.Context) context.Context {
+	if p := access.PrincipalFrom(from); p != (access.Principal{}) {
+		return access.WithPrincipal(to, p)
+	}
+	return to
 }

@@ -465,7 +465,8 @@ func endpointOf(up config.Upstream) string {
 
 // isolate returns a context with ctx's deadline and cancellation but none of
 // its values: values of an incoming front request (such as the protocol
-// version the AI agent speaks) must not leak into upstream requests.
+// version the AI agent speaks) must not leak into upstream requests. The
+// one exception is the access principal (carryPrincipal).
 func isolate(ctx context.Context) (context.Context, context.CancelFunc) {
 	var out context.Context
 	var cancel context.CancelFunc
@@ -474,6 +475,7 @@ func isolate(ctx context.Context) (context.Context, context.CancelFunc) {
 	} else {
 		out, cancel = context.WithCancel(context.Background())
 	}
+	out = carryPrincipal(ctx, out)
 	stop := context.AfterFunc(ctx, cancel)
 	return out, func() { stop(); cancel() }
 }

@@ -40,9 +40,10 @@ unreachable. AI agents on this host talk MCP to it:
   /metrics, /healthz
 
 --config names the agent configuration file (YAML): local principals by
-bearer token, a default principal for requests without a token, and
-upstream endpoints with their credentials (token files or environment
-variables). The agent key (--key, password from $MCPREADY_PASSWORD) signs
+bearer token or identity-provider JWT (requests without a token are refused
+unless the file sets a default principal), and upstream endpoints with
+their credentials (token files or environment variables, or OAuth client
+settings). The agent key (--key, password from $MCPREADY_PASSWORD) signs
 receipt batches; without it a key is created in --data/agent.key.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },

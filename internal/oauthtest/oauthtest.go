@@ -45,6 +45,9 @@ type Client struct {
 	Scopes []string
 	// TokenExchange permits the RFC 8693 grant besides client credentials.
 	TokenExchange bool
+	// Claims are added to the access tokens the client obtains with client
+	// credentials (e.g. an identity provider's principal claims).
+	Claims map[string]any
 }
 
 // Options configures a Server. The zero value issues tokens for an hour,
@@ -261,7 +264,11 @@ func (s *storage) SetUserinfoFromTokenExchangeRequest(context.Context, *oidc.Use
 // GetPrivateClaimsFromRequest implements op.CanGetPrivateClaimsFromRequest:
 // the granted scopes travel in the JWT's scope claim.
 func (s *storage) GetPrivateClaimsFromRequest(_ context.Context, r op.TokenRequest, _ []string) (map[string]any, error) {
-	return map[string]any{"scope": strings.Join(r.GetScopes(), " ")}, nil
+	claims := map[string]any{"scope": strings.Join(r.GetScopes(), " ")}
+	for k, v := range s.clients[r.GetSubject()].Claims {
+		claims[k] = v
+	}
+	return claims, nil
 }
 
 func (s *storage) CreateAccessToken(ctx context.Context, r op.TokenRequest) (string, time.Time, error) {

@@ -41,8 +41,11 @@ func (s *Server) Protect(res Resource, h http.Handler) http.Handler {
 		if !oauthex.MatchesResource(claims.Audience, res.URL) {
 			return nil, auth.ErrInvalidToken
 		}
-		sc, _ := claims.Claims["scope"].(string)
-		return &auth.TokenInfo{Scopes: strings.Fields(sc), Expiration: claims.Expiration.AsTime(), UserID: claims.Subject}, nil
+		scopes := []string(claims.Scopes)
+		if sc, ok := claims.Claims["scope"].(string); ok && len(scopes) == 0 {
+			scopes = strings.Fields(sc)
+		}
+		return &auth.TokenInfo{Scopes: scopes, Expiration: claims.Expiration.AsTime(), UserID: claims.Subject}, nil
 	}
 	servers := res.AuthorizationServers
 	if servers == nil {
