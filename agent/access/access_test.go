@@ -27,7 +27,7 @@ type rig struct {
 	tokens   []string // tokens the resource accepted
 }
 
-func secretFile(t *testing.T, secret string) string {
+func secretFile(t testing.TB, secret string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(p, []byte(secret+"\n"), 0o600); err != nil {
@@ -36,7 +36,7 @@ func secretFile(t *testing.T, secret string) string {
 	return p
 }
 
-func newRig(t *testing.T, as *oauthtest.Server, res oauthtest.Resource, o config.OAuth) *rig {
+func newRig(t testing.TB, as *oauthtest.Server, res oauthtest.Resource, o config.OAuth) *rig {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -212,6 +212,7 @@ func TestForeignIssuer(t *testing.T) {
 	if err := r2.call(context.Background(), c2); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("call with a token from an undeclared issuer = %v, want refused", err)
 	}
+	g2 = c2.Guard(Principal{}, func(string) (*Upstream, bool) { return &r2.upstream, true }) // a Guard serves one decision
 	if rj, ok := g2.Check("echo", x, time.Now()); ok || rj.Code != readiness.CodeIssuerMismatch {
 		t.Fatalf("guard = %+v, want issuer_mismatch", rj)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpready/mcpready/agent/config"
@@ -67,22 +68,23 @@ type Client struct {
 	o    Options
 	keys KeySets
 
-	mu      sync.Mutex
-	disc    map[string]*Discovery  // by upstream name
-	scopes  map[pairKey]*selection // scope selection per principal and upstream
-	grants  map[grantKey]*Grant
-	expects map[pairKey]*Expect // what the decision admitted last
+	mu    sync.Mutex
+	disc  map[string]*Discovery // by upstream name
+	pairs map[pairKey]*pair     // per principal and upstream
 }
 
 type pairKey struct{ principal, upstream string }
 
-type grantKey struct {
-	pairKey
-	scopes string // sorted, space-separated
+// pair is the state of one principal at one upstream.
+type pair struct {
+	sel    *selection        // nil: the default selection (selectionLocked)
+	grants map[string]*Grant // by scope set (joined, sorted)
+	expect atomic.Pointer[Expect]
 }
 
 type selection struct {
 	scopes  []string
+	key     string // joined(scopes)
 	stepUps int
 }
 
@@ -97,7 +99,7 @@ func New(o Options) *Client {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Client{o: o, keys: KeySets{HTTP: o.HTTP}, disc: map[string]*Discovery{}, scopes: map[pairKey]*selection{}, grants: map[grantKey]*Grant{}, expects: map[pairKey]*Expect{}}
+	return &Client{o: o, keys: KeySets{HTTP: o.HTTP}, disc: map[string]*Discovery{}, pairs: map[pairKey]*pair{}}
 }
 
 func (c *Client) principalOf(p Principal, up *Upstream) pairKey {
@@ -127,8 +129,7 @@ func (c *Client) Token(ctx context.Context, p Principal, up *Upstream) (*Grant, 
 	now := c.o.Now()
 	c.mu.Lock()
 	sel := c.selectionLocked(pk, up)
-	key := grantKey{pk, joined(sel)}
-	g := c.grants[key]
+	g := c.grantLocked(pk, up)
 	d := c.disc[up.Name]
 	c.mu.Unlock()
 	if g != nil && g.Facts.Expiry.Sub(now) > c.o.RefreshAhead {
@@ -149,14 +150,15 @@ func (c *Client) Lookup(p Principal, up *Upstream) *Grant {
 	pk := c.principalOf(p, up)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.grants[grantKey{pk, joined(c.selectionLocked(pk, up))}]
+	return c.grantLocked(pk, up)
 }
 
-// selectionLocked is the current scope selection of pk: configured
-// scopes, else what a challenge or the metadata selected.
+// selectionLocked is the current scope selection of pk: what a challenge
+// or a step-up selected, else the configured scopes, else the metadata's
+// scopes_supported.
 func (c *Client) selectionLocked(pk pairKey, up *Upstream) []string {
-	if s := c.scopes[pk]; s != nil {
-		return s.scopes
+	if pr := c.pairs[pk]; pr != nil && pr.sel != nil {
+		return pr.sel.scopes
 	}
 	if len(up.OAuth.Scopes) > 0 {
 		return sortedSet(up.OAuth.Scopes)
@@ -165,6 +167,38 @@ func (c *Client) selectionLocked(pk pairKey, up *Upstream) []string {
 		return sortedSet(d.ScopesSupported)
 	}
 	return nil
+}
+
+// grantLocked is pk's cached grant for its current selection.
+func (c *Client) grantLocked(pk pairKey, up *Upstream) *Grant {
+	pr := c.pairs[pk]
+	switch {
+	case pr == nil:
+		return nil
+	case pr.sel != nil:
+		return pr.grants[pr.sel.key]
+	}
+	return pr.grants[joined(c.selectionLocked(pk, up))]
+}
+
+// selectLocked makes scopes pk's selection.
+func (c *Client) selectLocked(pk pairKey, scopes []string) *selection {
+	pr := c.pairLocked(pk)
+	if pr.sel == nil {
+		pr.sel = &selection{}
+	}
+	pr.sel.scopes, pr.sel.key = scopes, joined(scopes)
+	return pr.sel
+}
+
+// pairLocked is pk's state, created on first use.
+func (c *Client) pairLocked(pk pairKey) *pair {
+	pr := c.pairs[pk]
+	if pr == nil {
+		pr = &pair{grants: map[string]*Grant{}}
+		c.pairs[pk] = pr
+	}
+	return pr
 }
 
 // Authorize handles a 401 or 403 answer of up to p's request: it
@@ -188,10 +222,9 @@ func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, statu
 	var sel []string
 	switch {
 	case ch.Error == "insufficient_scope":
-		s := c.scopes[pk]
+		s := c.pairLocked(pk).sel
 		if s == nil {
-			s = &selection{scopes: held}
-			c.scopes[pk] = s
+			s = c.selectLocked(pk, held)
 		}
 		union := sortedSet(append(slices.Clone(held), ch.Scopes...))
 		limit := up.OAuth.MaxStepUps
@@ -203,16 +236,16 @@ func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, statu
 			return nil, notReady(ReasonStepUpExhausted, "insufficient_scope after %d step-up(s)", s.stepUps)
 		}
 		s.stepUps++
-		s.scopes = union
+		c.selectLocked(pk, union)
 		sel = union
 	case len(ch.Scopes) > 0 && len(up.OAuth.Scopes) == 0:
 		sel = sortedSet(ch.Scopes)
-		c.scopes[pk] = &selection{scopes: sel}
+		c.selectLocked(pk, sel).stepUps = 0
 	default:
 		sel = held
 	}
 	// The token the upstream refused is no longer presented.
-	delete(c.grants, grantKey{pk, joined(held)})
+	delete(c.pairLocked(pk).grants, joined(held))
 	c.mu.Unlock()
 	return c.obtain(ctx, p, up, d, pk, sel)
 }
@@ -301,7 +334,11 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 		return nil, notReady(ReasonExpired, "the token endpoint issued an expired token")
 	}
 	c.mu.Lock()
-	c.grants[grantKey{pk, joined(scopes)}] = g
+	pr := c.pairLocked(pk)
+	if pr.sel == nil {
+		c.selectLocked(pk, scopes) // later lookups need not rebuild the key
+	}
+	pr.grants[joined(scopes)] = g
 	c.mu.Unlock()
 	return g, nil
 }
