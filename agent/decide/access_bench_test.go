@@ -83,23 +83,29 @@ func BenchmarkDecideAccess(b *testing.B) {
 			guard = func() AccessGuard { return nil }
 		}
 		b.Run(v.name, func(b *testing.B) {
-			samples := make([]time.Duration, 0, min(b.N, maxSamples))
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := processCPU()
-			for i := 0; i < b.N; i++ {
-				start := time.Now()
+			timeSerial(b, func() {
 				r.Access = guard()
-				d := s.Decide(r, nil)
-				el := time.Since(start)
-				if len(samples) < maxSamples {
-					samples = append(samples, el)
-				}
-				_ = d
-			}
-			b.StopTimer()
-			reportCPU(b, cpu0)
-			reportPercentiles(b, samples)
+				_ = s.Decide(r, nil)
+			})
 		})
 	}
+}
+
+// timeSerial runs op b.N times, timing each, and reports CPU per op and
+// the p50/p99 of the samples.
+func timeSerial(b *testing.B, op func()) {
+	samples := make([]time.Duration, 0, min(b.N, maxSamples))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		op()
+		if el := time.Since(start); len(samples) < maxSamples {
+			samples = append(samples, el)
+		}
+	}
+	b.StopTimer()
+	reportCPU(b, cpu0)
+	reportPercentiles(b, samples)
 }
