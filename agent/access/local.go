@@ -86,20 +86,25 @@ func (v *IdentityVerifier) claims(ctx context.Context, tok string, now time.Time
 	if err != nil {
 		return verifiedIdentity{}, fmt.Errorf("%w: %s", ErrLocalIdentity, ReasonOf(err))
 	}
+	return identityOf(cl, &v.idp, now)
+}
+
+// identityOf maps the claims of a verified token to its identity.
+func identityOf(cl *Claims, idp *config.IdentityProvider, now time.Time) (verifiedIdentity, error) {
 	switch {
-	case !slices.Contains(cl.Audience, v.idp.Audience):
+	case !slices.Contains(cl.Audience, idp.Audience):
 		return verifiedIdentity{}, fmt.Errorf("%w: %s", ErrLocalIdentity, ReasonAudienceMismatch)
 	case !cl.Expiry.After(now):
 		return verifiedIdentity{}, fmt.Errorf("%w: %s", ErrLocalIdentity, ReasonExpired)
 	case cl.Subject == "":
 		return verifiedIdentity{}, fmt.Errorf("%w: no subject", ErrLocalIdentity)
 	}
-	names := v.idp.Claims
+	names := idp.Claims
 	pc, _ := cl.Extra[orDefault(names.PrincipalClass, "principal_class")].(string)
 	if pc == "" {
 		return verifiedIdentity{}, fmt.Errorf("%w: no principal class claim", ErrLocalIdentity)
 	}
-	if len(v.idp.PrincipalClasses) > 0 && !slices.Contains(v.idp.PrincipalClasses, pc) {
+	if len(idp.PrincipalClasses) > 0 && !slices.Contains(idp.PrincipalClasses, pc) {
 		return verifiedIdentity{}, fmt.Errorf("%w: principal class %q is not permitted", ErrLocalIdentity, pc)
 	}
 	id := config.Identity{Name: IdentityPrefix + cl.Subject, PrincipalClass: pc}

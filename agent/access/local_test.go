@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/url"
 	"slices"
@@ -64,4 +65,27 @@ func TestIdentityVerifier(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzIdentityOf: any claims of a verified token map to an identity with a
+// principal class, or to ErrLocalIdentity; never a panic.
+func FuzzIdentityOf(f *testing.F) {
+	f.Add(`{"principal_class":"developer","tenant_class":"acme","workflows":["a","b"]}`, "alice", "mcpready-agent")
+	f.Add(`{"principal_class":7,"workflows":"a b"}`, "", "x")
+	f.Add(`{"workflows":[1,2]}`, "bob", "mcpready-agent")
+	idp := &config.IdentityProvider{Issuer: "https://idp.example", Audience: "mcpready-agent", JWKSURL: "https://idp.example/keys"}
+	now := time.Unix(1_800_000_000, 0)
+	f.Fuzz(func(t *testing.T, extra, sub, aud string) {
+		var m map[string]any
+		if json.Unmarshal([]byte(extra), &m) != nil {
+			return
+		}
+		vi, err := identityOf(&Claims{Issuer: idp.Issuer, Subject: sub, Audience: []string{aud}, Expiry: now.Add(time.Hour), Extra: m}, idp, now)
+		switch {
+		case err != nil && !errors.Is(err, ErrLocalIdentity):
+			t.Fatalf("untyped error %v", err)
+		case err == nil && (vi.id.PrincipalClass == "" || sub == "" || aud != idp.Audience):
+			t.Fatalf("accepted %+v", vi.id)
+		}
+	})
 }
