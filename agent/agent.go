@@ -82,6 +82,10 @@ type Options struct {
 	// addresses are refused unless AllowNonLoopback.
 	Listen           string
 	AllowNonLoopback bool
+	// Socket, when set, is the path of a Unix-domain socket also serving
+	// the front, whose clients are the principals their peer credentials
+	// map to (config socketPrincipals); "" serves none.
+	Socket string
 	// DataDir holds the last known good configuration (lkg.json), the receipt
 	// spool (spool/) and a generated agent key (agent.key). Required.
 	DataDir string
@@ -110,6 +114,7 @@ type Agent struct {
 	conn  *grpc.ClientConn
 	recv  chan *mcpreadyv1.Receipt
 	lis   net.Listener
+	sock  net.Listener // Options.Socket, nil without
 	mu    sync.Mutex
 	prev  *front.State
 	prevP *mcpreadyv1.Policy
@@ -203,6 +208,11 @@ func New(opts Options) (*Agent, error) {
 	a.front = front.New(fopts)
 	a.install(a.sync.Snapshot())
 	if a.lis, err = net.Listen("tcp", opts.Listen); err != nil {
+		a.spool.Close()
+		return nil, err
+	}
+	if err := a.listenSocket(); err != nil {
+		_ = a.lis.Close()
 		a.spool.Close()
 		return nil, err
 	}
@@ -400,6 +410,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(a.lis) }()
+	stopSocket := a.serveSocket(errc)
+	defer stopSocket()
 	a.opts.Logger.Info("agent: serving", "addr", a.Addr(), "node", a.opts.NodeID, "control_plane", a.opts.ControlPlane)
 	select {
 	case <-ctx.Done():

@@ -13,6 +13,7 @@ package config
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -260,6 +261,18 @@ type File struct {
 	// IdentityProvider authenticates local clients by JWTs of the
 	// organisation's identity provider (agent/access); nil accepts none.
 	IdentityProvider *IdentityProvider `json:"identityProvider,omitempty"`
+	// SocketPrincipals map local processes on the agent's Unix-domain
+	// socket (agent/peercred), by their peer credentials, to principals.
+	SocketPrincipals []SocketPrincipal `json:"socketPrincipals,omitempty"`
+}
+
+// SocketPrincipal maps the processes of one user or group connecting over
+// the agent's Unix-domain socket to an Identity: exactly one of UID and GID
+// is set. A uid match wins over a gid match.
+type SocketPrincipal struct {
+	Identity `json:",inline"`
+	UID      *uint32 `json:"uid,omitempty"`
+	GID      *uint32 `json:"gid,omitempty"`
 }
 
 // IdentityProviderPrefix starts the name of every identity authenticated
@@ -296,7 +309,11 @@ type IdentityClaims struct {
 // Config is a loaded, validated File. It is immutable and safe for concurrent use.
 type Config struct {
 	file   File
-	tokens [][32]byte // parallel to file.Principals
+	tokens [][32]byte // digests of the tokens of ids
+	ids    []Identity // file.Principals, then file.SocketPrincipals
+	// peer holds the in-memory token of each socket principal (parallel
+	// to file.SocketPrincipals): agent/peercred presents it for a peer.
+	peer []string
 }
 
 // Load reads and validates a configuration file (YAML or JSON; unknown
@@ -349,6 +366,19 @@ func New(f File) (*Config, error) {
 		}
 		seen[sum] = true
 		c.tokens = append(c.tokens, sum)
+		c.ids = append(c.ids, p.Identity)
+	}
+	for i, sp := range f.SocketPrincipals {
+		if sp.Name == "" || sp.PrincipalClass == "" || (sp.UID == nil) == (sp.GID == nil) {
+			return nil, fmt.Errorf("%w: socketPrincipals[%d]: name, principalClass and exactly one of uid and gid are required", ErrInvalid, i)
+		}
+		if strings.HasPrefix(sp.Name, IdentityProviderPrefix) {
+			return nil, fmt.Errorf("%w: socket principal %s: names starting %q are the identity provider's", ErrInvalid, sp.Name, IdentityProviderPrefix)
+		}
+		tok := rand.Text() // never leaves the process
+		c.peer = append(c.peer, tok)
+		c.tokens = append(c.tokens, sha256.Sum256([]byte(tok)))
+		c.ids = append(c.ids, sp.Identity)
 	}
 	if d := f.DefaultPrincipal; d != nil && d.PrincipalClass == "" {
 		return nil, fmt.Errorf("%w: defaultPrincipal: principalClass is required", ErrInvalid)
@@ -465,7 +495,21 @@ func (c *Config) Authenticate(token string) (Identity, error) {
 	if found < 0 {
 		return Identity{}, fmt.Errorf("%w: unknown bearer token", ErrUnauthenticated)
 	}
-	return c.file.Principals[found].Identity, nil
+	return c.ids[found], nil
+}
+
+// PeerToken is the in-memory token of the socket principal a peer with
+// uid and gid maps to (a uid match first), false when none does. Only
+// agent/peercred presents it, on behalf of a peer it has identified.
+func (c *Config) PeerToken(uid, gid uint32) (string, bool) {
+	for _, byUID := range []bool{true, false} {
+		for i, sp := range c.file.SocketPrincipals {
+			if byUID && sp.UID != nil && *sp.UID == uid || !byUID && sp.GID != nil && *sp.GID == gid {
+				return c.peer[i], true
+			}
+		}
+	}
+	return "", false
 }
 
 // Upstream returns the configured upstream named name.

@@ -194,3 +194,30 @@ func TestIdentityProviderValidation(t *testing.T) {
 		}
 	}
 }
+
+func TestSocketPrincipalValidation(t *testing.T) {
+	c, err := Parse([]byte("socketPrincipals:\n- {name: ci, principalClass: automation, uid: 1001}\n- {name: devs, principalClass: developer, gid: 100}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, ok := c.PeerToken(1001, 100)
+	if id, err := c.Authenticate(tok); !ok || err != nil || id.Name != "ci" {
+		t.Fatalf("uid 1001: %v %v %+v", ok, err, id)
+	}
+	tok, ok = c.PeerToken(5, 100)
+	if id, err := c.Authenticate(tok); !ok || err != nil || id.Name != "devs" {
+		t.Fatalf("gid 100: %v %v %+v", ok, err, id)
+	}
+	if _, ok := c.PeerToken(5, 5); ok {
+		t.Fatal("an unmapped peer got a token")
+	}
+	for name, y := range map[string]string{
+		"neither": "socketPrincipals: [{name: a, principalClass: b}]\n",
+		"both":    "socketPrincipals: [{name: a, principalClass: b, uid: 1, gid: 1}]\n",
+		"no name": "socketPrincipals: [{principalClass: b, uid: 1}]\n",
+	} {
+		if _, err := Parse([]byte(y)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+}
