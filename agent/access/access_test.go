@@ -323,3 +323,27 @@ func TestSecretsNeverInErrors(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestRefreshFailureKeepsValidTokenOnly: when the authorization server is
+// gone, a held token inside the refresh window is still presented until it
+// expires, and then never.
+func TestRefreshFailureKeepsValidTokenOnly(t *testing.T) {
+	o, oc := serviceClient(t, "read")
+	as := oauthtest.Start(t, oauthtest.Options{Clients: []oauthtest.Client{oc}, Lifetime: 10 * time.Minute})
+	r := newRig(t, as, oauthtest.Resource{}, o)
+	now := time.Now()
+	c := New(Options{RefreshAhead: time.Minute, Now: func() time.Time { return now }})
+	g1, err := c.Token(context.Background(), Principal{}, &r.upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as.Close()
+	now = now.Add(9*time.Minute + 30*time.Second)
+	if g, err := c.Token(context.Background(), Principal{}, &r.upstream); err != nil || g != g1 {
+		t.Fatalf("inside the refresh window with the server down: %v", err)
+	}
+	now = now.Add(time.Minute)
+	if _, err := c.Token(context.Background(), Principal{}, &r.upstream); ReasonOf(err) != ReasonTokenFailed {
+		t.Fatalf("after expiry with the server down = %v, want %s", err, ReasonTokenFailed)
+	}
+}

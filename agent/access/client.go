@@ -123,7 +123,9 @@ func grantOf(p Principal, up *Upstream) string {
 
 // Token returns a verified token for p at up that is not within
 // RefreshAhead of its expiry: the cached one, else a new one (discovering
-// the authorization server first when it is not known yet).
+// the authorization server first when it is not known yet). When getting
+// the new one fails, a held token that has not expired yet is returned;
+// an expired one never is.
 func (c *Client) Token(ctx context.Context, p Principal, up *Upstream) (*Grant, error) {
 	pk := c.principalOf(p, up)
 	now := c.o.Now()
@@ -141,7 +143,11 @@ func (c *Client) Token(ctx context.Context, p Principal, up *Upstream) (*Grant, 
 			return nil, err
 		}
 	}
-	return c.obtain(ctx, p, up, d, pk, sel)
+	fresh, err := c.obtain(ctx, p, up, d, pk, sel)
+	if err != nil && g != nil && g.Facts.Expiry.After(now) {
+		return g, nil // refresh failed early: the held token is still valid
+	}
+	return fresh, err
 }
 
 // Lookup returns the cached grant for p at up without any I/O, nil when
