@@ -11,8 +11,10 @@
 # into ./.cache/node together with the suite; nothing else is downloaded.
 #
 # Usage: conformance/run.sh            (from the repository root)
+#        conformance/run.sh client     (the client scenarios: conformance/client.sh)
 # Env:   CONFORMANCE_VERSION (default 0.1.16), PORT_BASE (default 39100)
 set -euo pipefail
+if [ "${1:-}" = client ]; then exec "$(dirname "$0")/client.sh"; fi
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
