@@ -4,11 +4,12 @@
 # client under test (conformance/client: agent/upstream + agent/access, one
 # upstream at the URL the suite passes). Prints one summary line per
 # scenario; fails when a scenario fails that is not listed in
-# conformance/expected-client-failures.txt (each listed with its reason),
-# or when a listed one passes (the list needs review).
+# conformance/expected-client-failures-VERSION.txt (each listed with its
+# reason), or when a listed one passes (the list needs review). Only 0.1.16
+# has a list so far.
 #
-# Node 22 and the suite are installed with npm into ./.cache/node (as
-# conformance/run.sh does); nothing else is downloaded.
+# Node 22 and the suite are installed with npm into
+# ./.cache/node-client-VERSION; nothing else is downloaded.
 #
 # Usage: conformance/client.sh   (or conformance/run.sh client)
 # Env:   CONFORMANCE_VERSION (default 0.1.16, the 2025-11-25 scenarios)
@@ -16,10 +17,10 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-CACHE=$ROOT/.cache/node
 VERSION=${CONFORMANCE_VERSION:-0.1.16}
+CACHE=$ROOT/.cache/node-client-$VERSION # not run.sh's: its version may differ
 OUT=$ROOT/.cache/conformance-client-$VERSION
-EXPECTED=$ROOT/conformance/expected-client-failures.txt
+EXPECTED=$ROOT/conformance/expected-client-failures-$VERSION.txt
 
 mkdir -p "$CACHE" "$OUT"
 SUITE=$CACHE/node_modules/@modelcontextprotocol/conformance/dist/index.js
