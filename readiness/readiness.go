@@ -112,8 +112,6 @@ const (
 	CodePermissionDrift Code = "permission_drift"
 	// CodeTokenExpired: the token expired and could not be refreshed.
 	CodeTokenExpired Code = "token_expired"
-	// CodeAccessNotReady: no token could be obtained (ACCESS_NOT_READY).
-	CodeAccessNotReady Code = "access_not_ready"
 )
 
 // ActionKind is what the executor did (Receipt.actions).
@@ -255,7 +253,6 @@ var codeTerms = []Term{
 	{KindCode, string(CodeAudienceMismatch), 0, StepTrust, "the token's audience is not the upstream resource"},
 	{KindCode, string(CodePermissionDrift), 0, StepTrust, "PERMISSION_DRIFT: the token grants scopes beyond the entry's qualified permission set"},
 	{KindCode, string(CodeTokenExpired), 0, StepTrust, "the token for the upstream expired and was not refreshed"},
-	{KindCode, string(CodeAccessNotReady), 0, StepTrust, "ACCESS_NOT_READY: no token for the upstream could be obtained or verified"},
 }
 
 var actionTerms = []Term{
