@@ -83,6 +83,10 @@ type Options struct {
 	// addresses are refused unless AllowNonLoopback.
 	Listen           string
 	AllowNonLoopback bool
+	// Socket, when set, is the path of a Unix-domain socket also serving
+	// the front, whose clients are the principals their peer credentials
+	// map to (config socketPrincipals); "" serves none.
+	Socket string
 	// DataDir holds the last known good configuration (lkg.json), the receipt
 	// spool (spool/) and a generated agent key (agent.key). Required.
 	DataDir string
@@ -113,6 +117,7 @@ type Agent struct {
 	rw    *spool.Writer
 	conn  *grpc.ClientConn
 	lis   net.Listener
+	sock  net.Listener // Options.Socket, nil without
 	mu    sync.Mutex
 	prev  *front.State
 	prevP *mcpreadyv1.Policy
@@ -208,6 +213,11 @@ func New(opts Options) (*Agent, error) {
 	a.front = front.New(fopts)
 	a.install(a.sync.Snapshot())
 	if a.lis, err = net.Listen("tcp", opts.Listen); err != nil {
+		a.spool.Close()
+		return nil, err
+	}
+	if err := a.listenSocket(); err != nil {
+		_ = a.lis.Close()
 		a.spool.Close()
 		return nil, err
 	}
@@ -389,6 +399,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	srv := a.front.HTTPServer(a.Handler()) // header, idle and body timeouts against slow clients
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(a.lis) }()
+	stopSocket := a.serveSocket(errc)
+	defer stopSocket()
 	a.opts.Logger.Info("agent: serving", "addr", a.Addr(), "node", a.opts.NodeID, "control_plane", a.opts.ControlPlane)
 	select {
 	case <-ctx.Done():

@@ -318,6 +318,7 @@ func receiptFields() map[string]Rule {
 		"candidates.rejectedAtStep", "candidates.rejectionCode", "candidates.rejectionReason", "evidenceIds", "policyVersion",
 		"selected.entry", "selected.endpoint", "selected.serverName", "selected.serverVersion", "selected.toolName",
 		"selected.inputSchemaDigest", "selected.outputSchemaDigest", "selected.protocolVersion",
+		"selected.access.issuer", "selected.access.audience", "selected.access.grantedScopes", "selected.access.lifetimeClass", "selected.access.grant",
 		"providerSideEffect", "consumerSideEffect", "approval", "deadline", "perAttemptTimeout", "attemptCount",
 		"attempts.number", "attempts.entry", "attempts.startedAt", "attempts.latency", "attempts.outcome",
 		"attempts.transportStatus", "attempts.jsonrpcCode", "attempts.isError", "attempts.hedged",

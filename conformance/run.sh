@@ -19,10 +19,12 @@
 # together with the suite; nothing else is downloaded.
 #
 # Usage: conformance/run.sh            (from the repository root)
+#        conformance/run.sh client     (the client scenarios: conformance/client.sh)
 # Env:   CONFORMANCE_VERSION (2025-11-25 suite, default 0.1.16),
 #        CONFORMANCE_2026_VERSION (default 0.2.0-alpha.12),
 #        PORT_BASE (default 39100; the run uses four ports from it)
 set -euo pipefail
+if [ "${1:-}" = client ]; then exec "$(dirname "$0")/client.sh"; fi
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mcpready/mcpready/internal/resourcemeta"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
@@ -36,7 +37,7 @@ func (p *run) unauthorized(ctx context.Context, hdr http.Header) bool {
 	ctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
 	defer cancel()
 	var prm *oauthex.ProtectedResourceMetadata
-	for _, mu := range p.metadataURLs(hdr) {
+	for _, mu := range resourcemeta.URLs(p.u, hdr) {
 		m, err := oauthex.GetProtectedResourceMetadata(ctx, mu, p.u.String(), p.httpClient())
 		if err == nil {
 			prm = m
@@ -68,27 +69,6 @@ func (p *run) unauthorized(ctx context.Context, hdr http.Header) bool {
 		reason = "token-refused"
 	}
 	return p.add(LayerAccess, NotReady, reason, "HTTP 401 with valid protected-resource and authorization-server metadata")
-}
-
-// metadataURLs lists where to look for the protected-resource metadata:
-// the challenge's resource_metadata, then the path-specific and root
-// well-known URIs (RFC 9728 §3.1).
-func (p *run) metadataURLs(hdr http.Header) []string {
-	var out []string
-	if cs, err := oauthex.ParseWWWAuthenticate(hdr.Values("WWW-Authenticate")); err == nil {
-		for _, c := range cs {
-			if c.Scheme == "bearer" && c.Params["resource_metadata"] != "" {
-				out = append(out, c.Params["resource_metadata"])
-			}
-		}
-	}
-	root := &url.URL{Scheme: p.u.Scheme, Host: p.u.Host, Path: "/.well-known/oauth-protected-resource"}
-	if path := strings.TrimSuffix(p.u.Path, "/"); path != "" {
-		withPath := *root
-		withPath.Path += path
-		out = append(out, withPath.String())
-	}
-	return append(out, root.String())
 }
 
 // wellKnown inserts /.well-known/<name> into issuer as RFC 8414 §3.1 says.

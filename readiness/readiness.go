@@ -107,6 +107,22 @@ const (
 	CodeReceiptNotDurable Code = "receipt_not_durable"
 )
 
+// Codes of the per-call access checks (step 2, agent/access): the token
+// about to be presented against the Policy, the Declaration and the
+// qualified entry.
+const (
+	// CodeIssuerMismatch: the token's issuer is not the authorization
+	// server the protected resource names and the Declaration declares.
+	CodeIssuerMismatch Code = "issuer_mismatch"
+	// CodeAudienceMismatch: the token is not for the upstream resource.
+	CodeAudienceMismatch Code = "audience_mismatch"
+	// CodePermissionDrift: the token grants more authority than the entry
+	// was qualified with (PERMISSION_DRIFT).
+	CodePermissionDrift Code = "permission_drift"
+	// CodeTokenExpired: the token expired and could not be refreshed.
+	CodeTokenExpired Code = "token_expired"
+)
+
 // ActionKind is what the executor did (Receipt.actions).
 type ActionKind = mcpreadyv1.ActionKind
 
@@ -245,6 +261,10 @@ var codeTerms = []Term{
 	{KindCode, string(CodeEndpointOutOfScope), 0, StepEligibility, "the entry's endpoint host is outside the entry's networkScope: no request is sent to it"},
 	{KindCode, string(CodeReceiptsUnavailable), 0, StepNone, "the receipt spool cannot accept receipts (full or broken): state-changing calls, and read-only ones unless configured to continue, are refused before they start"},
 	{KindCode, string(CodeReceiptNotDurable), 0, StepNone, "the receipt of a state-changing call could not be made durable, so its answer is withheld; the call may have taken effect"},
+	{KindCode, string(CodeIssuerMismatch), 0, StepTrust, "the token's issuer is not the authorization server the protected resource names and the Declaration declares"},
+	{KindCode, string(CodeAudienceMismatch), 0, StepTrust, "the token's audience is not the upstream resource"},
+	{KindCode, string(CodePermissionDrift), 0, StepTrust, "PERMISSION_DRIFT: the token grants scopes beyond the entry's qualified permission set"},
+	{KindCode, string(CodeTokenExpired), 0, StepTrust, "the token for the upstream expired and was not refreshed"},
 }
 
 var actionTerms = []Term{

@@ -1,6 +1,8 @@
 // Package config reads the host agent's local configuration file: which
-// local clients (by bearer token) act as which principal, tenant class and
-// workflows, and how to reach and authenticate to each upstream MCP server.
+// local clients (by bearer token, or by JWT of the organisation's identity
+// provider) act as which principal, tenant class and workflows, and how to
+// reach and authenticate to each upstream MCP server (static tokens or
+// OAuth client settings).
 //
 // It never logs or stores tokens: client tokens are kept only as SHA-256
 // digests, and upstream credentials are read from files or environment
@@ -12,6 +14,7 @@ package config
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -103,6 +106,9 @@ type Upstream struct {
 	TokenEnv  string `json:"tokenEnv,omitempty"`
 	// Headers are extra HTTP headers sent to URL (not secrets).
 	Headers map[string]string `json:"headers,omitempty"`
+	// OAuth obtains tokens for URL as the MCP authorization specification
+	// describes (agent/access); nil sends only TokenFile/TokenEnv, if set.
+	OAuth *OAuth `json:"oauth,omitempty"`
 }
 
 // RunAs is the numeric user and group a stdio command runs as. The child
@@ -115,23 +121,113 @@ type RunAs struct {
 // ErrRunAs wraps a runAs the agent cannot honour.
 var ErrRunAs = errors.New("runAs not permitted")
 
-// Token reads the upstream's bearer token, "" when none is configured.
-func (u Upstream) Token() (string, error) {
+// OAuth grant types (OAuth.Grant).
+const (
+	// GrantClientCredentials: the agent acts as a service principal.
+	GrantClientCredentials = "client_credentials"
+	// GrantTokenExchange: the local principal's own token (from the
+	// organisation's identity provider) is exchanged (RFC 8693) for an
+	// upstream token on its behalf.
+	GrantTokenExchange = "token_exchange"
+)
+
+// Token endpoint client authentication methods (OAuth.TokenEndpointAuth).
+const (
+	AuthClientSecretBasic = "client_secret_basic"
+	AuthClientSecretPost  = "client_secret_post"
+	AuthNone              = "none"
+)
+
+// OAuth is one upstream's OAuth client settings. The client secret comes
+// from a file or an environment variable only, read when a token is
+// requested.
+type OAuth struct {
+	// Grant is GrantClientCredentials or GrantTokenExchange. Required.
+	Grant string `json:"grant"`
+	// ClientID is the pre-registered client's id. Required.
+	ClientID string `json:"clientID"`
+	// ClientSecretFile or ClientSecretEnv hold the client secret; exactly
+	// one for client_secret_basic and client_secret_post, neither for none.
+	ClientSecretFile string `json:"clientSecretFile,omitempty"`
+	ClientSecretEnv  string `json:"clientSecretEnv,omitempty"`
+	// TokenEndpointAuth is how the client authenticates at the token
+	// endpoint; "" means client_secret_basic.
+	TokenEndpointAuth string `json:"tokenEndpointAuth,omitempty"`
+	// Scopes to ask for. Empty: the 401 challenge's scope, else the
+	// protected resource's scopes_supported.
+	Scopes []string `json:"scopes,omitempty"`
+	// Issuer, when set, is the only authorization server accepted: the
+	// protected resource must name it and tokens must carry it.
+	Issuer string `json:"issuer,omitempty"`
+	// MaxStepUps bounds re-authorizations after insufficient_scope for one
+	// request; zero means 2.
+	MaxStepUps int `json:"maxStepUps,omitempty"`
+}
+
+// ClientSecret reads the OAuth client secret, "" for TokenEndpointAuth none.
+func (o OAuth) ClientSecret() (string, error) {
+	return readSecret(o.ClientSecretFile, o.ClientSecretEnv)
+}
+
+// readSecret reads a secret from file or, else, the environment variable
+// env; "" when neither is set. Errors never contain the secret.
+func readSecret(file, env string) (string, error) {
 	switch {
-	case u.TokenFile != "":
-		b, err := os.ReadFile(u.TokenFile)
+	case file != "":
+		b, err := os.ReadFile(file)
 		if err != nil {
-			return "", fmt.Errorf("upstream %s: token file: %w", u.Name, err)
+			return "", fmt.Errorf("secret file: %w", err)
 		}
 		return strings.TrimSpace(string(b)), nil
-	case u.TokenEnv != "":
-		v, ok := os.LookupEnv(u.TokenEnv)
+	case env != "":
+		v, ok := os.LookupEnv(env)
 		if !ok {
-			return "", fmt.Errorf("upstream %s: environment variable %s is not set", u.Name, u.TokenEnv)
+			return "", fmt.Errorf("environment variable %s is not set", env)
 		}
 		return strings.TrimSpace(v), nil
 	}
 	return "", nil
+}
+
+func (o OAuth) validate() error {
+	if o.Grant != GrantClientCredentials && o.Grant != GrantTokenExchange {
+		return fmt.Errorf("oauth.grant %q: want %s or %s", o.Grant, GrantClientCredentials, GrantTokenExchange)
+	}
+	if o.ClientID == "" {
+		return errors.New("oauth.clientID is required")
+	}
+	if o.ClientSecretFile != "" && o.ClientSecretEnv != "" {
+		return errors.New("oauth: set at most one of clientSecretFile and clientSecretEnv")
+	}
+	hasSecret := o.ClientSecretFile != "" || o.ClientSecretEnv != ""
+	switch o.TokenEndpointAuth {
+	case "", AuthClientSecretBasic, AuthClientSecretPost:
+		if !hasSecret {
+			return errors.New("oauth: a client secret (clientSecretFile or clientSecretEnv) is required")
+		}
+	case AuthNone:
+		if hasSecret {
+			return errors.New("oauth: tokenEndpointAuth none takes no client secret")
+		}
+		if o.Grant == GrantClientCredentials {
+			return errors.New("oauth: client_credentials needs a confidential client, not tokenEndpointAuth none")
+		}
+	default:
+		return fmt.Errorf("oauth.tokenEndpointAuth %q: want %s, %s or %s", o.TokenEndpointAuth, AuthClientSecretBasic, AuthClientSecretPost, AuthNone)
+	}
+	if o.MaxStepUps < 0 {
+		return errors.New("oauth.maxStepUps must not be negative")
+	}
+	return nil
+}
+
+// Token reads the upstream's bearer token, "" when none is configured.
+func (u Upstream) Token() (string, error) {
+	t, err := readSecret(u.TokenFile, u.TokenEnv)
+	if err != nil {
+		return "", fmt.Errorf("upstream %s: token: %w", u.Name, err)
+	}
+	return t, nil
 }
 
 // ErrEnv wraps a variable ChildEnv cannot supply.
@@ -184,6 +280,12 @@ type File struct {
 	// Receipts says what happens to calls when the receipt spool cannot
 	// accept receipts. Nil is the zero Receipts.
 	Receipts *Receipts `json:"receipts,omitempty"`
+	// IdentityProvider authenticates local clients by JWTs of the
+	// organisation's identity provider (agent/access); nil accepts none.
+	IdentityProvider *IdentityProvider `json:"identityProvider,omitempty"`
+	// SocketPrincipals map local processes on the agent's Unix-domain
+	// socket (agent/peercred), by their peer credentials, to principals.
+	SocketPrincipals []SocketPrincipal `json:"socketPrincipals,omitempty"`
 }
 
 // Receipts configures how calls depend on their receipts. State-changing
@@ -205,10 +307,54 @@ func (c *Config) ContinueReadOnly() bool {
 	return r == nil || r.ReadOnlyWhenUnavailable != "refuse"
 }
 
+// SocketPrincipal maps the processes of one user or group connecting over
+// the agent's Unix-domain socket to an Identity: exactly one of UID and GID
+// is set. A uid match wins over a gid match.
+type SocketPrincipal struct {
+	Identity `json:",inline"`
+	UID      *uint32 `json:"uid,omitempty"`
+	GID      *uint32 `json:"gid,omitempty"`
+}
+
+// IdentityProviderPrefix starts the name of every identity authenticated
+// by the identity provider ("idp:<sub>").
+const IdentityProviderPrefix = "idp:"
+
+// IdentityProvider is the organisation's identity provider whose JWTs
+// local clients may present instead of a configured bearer token.
+type IdentityProvider struct {
+	// Issuer the tokens must carry (iss). Required.
+	Issuer string `json:"issuer"`
+	// Audience the tokens must be for (aud), e.g. "mcpready-agent". Required.
+	Audience string `json:"audience"`
+	// JWKSURL publishes the issuer's signing keys. Required.
+	JWKSURL string `json:"jwksURL"`
+	// Claims name the claims mapped to the Identity; zero values are the
+	// defaults documented per field.
+	Claims IdentityClaims `json:"claims,omitempty"`
+	// PrincipalClasses a token may claim; empty permits any.
+	PrincipalClasses []string `json:"principalClasses,omitempty"`
+}
+
+// IdentityClaims names the JWT claims of an Identity.
+type IdentityClaims struct {
+	// PrincipalClass claim (a string, required in every token); "" means "principal_class".
+	PrincipalClass string `json:"principalClass,omitempty"`
+	// TenantClass claim (a string, optional); "" means "tenant_class".
+	TenantClass string `json:"tenantClass,omitempty"`
+	// Workflows claim (a list of strings or a space-separated string,
+	// optional; absent means any workflow); "" means "workflows".
+	Workflows string `json:"workflows,omitempty"`
+}
+
 // Config is a loaded, validated File. It is immutable and safe for concurrent use.
 type Config struct {
 	file   File
-	tokens [][32]byte // parallel to file.Principals
+	tokens [][32]byte // digests of the tokens of ids
+	ids    []Identity // file.Principals, then file.SocketPrincipals
+	// peer holds the in-memory token of each socket principal (parallel
+	// to file.SocketPrincipals): agent/peercred presents it for a peer.
+	peer []string
 }
 
 // Load reads and validates a configuration file (YAML or JSON; unknown
@@ -249,6 +395,9 @@ func New(f File) (*Config, error) {
 		if p.Name == "" || p.PrincipalClass == "" {
 			return nil, fmt.Errorf("%w: principals[%d]: name and principalClass are required", ErrInvalid, i)
 		}
+		if strings.HasPrefix(p.Name, IdentityProviderPrefix) {
+			return nil, fmt.Errorf("%w: principal %s: names starting %q are the identity provider's", ErrInvalid, p.Name, IdentityProviderPrefix)
+		}
 		sum, err := p.tokenDigest()
 		if err != nil {
 			return nil, fmt.Errorf("%w: principal %s: %w", ErrInvalid, p.Name, err)
@@ -258,6 +407,19 @@ func New(f File) (*Config, error) {
 		}
 		seen[sum] = true
 		c.tokens = append(c.tokens, sum)
+		c.ids = append(c.ids, p.Identity)
+	}
+	for i, sp := range f.SocketPrincipals {
+		if sp.Name == "" || sp.PrincipalClass == "" || (sp.UID == nil) == (sp.GID == nil) {
+			return nil, fmt.Errorf("%w: socketPrincipals[%d]: name, principalClass and exactly one of uid and gid are required", ErrInvalid, i)
+		}
+		if strings.HasPrefix(sp.Name, IdentityProviderPrefix) {
+			return nil, fmt.Errorf("%w: socket principal %s: names starting %q are the identity provider's", ErrInvalid, sp.Name, IdentityProviderPrefix)
+		}
+		tok := rand.Text() // never leaves the process
+		c.peer = append(c.peer, tok)
+		c.tokens = append(c.tokens, sha256.Sum256([]byte(tok)))
+		c.ids = append(c.ids, sp.Identity)
 	}
 	if d := f.DefaultPrincipal; d != nil && d.PrincipalClass == "" {
 		return nil, fmt.Errorf("%w: defaultPrincipal: principalClass is required", ErrInvalid)
@@ -267,6 +429,14 @@ func New(f File) (*Config, error) {
 		case "", "continue", "refuse":
 		default:
 			return nil, fmt.Errorf(`%w: receipts.readOnlyWhenUnavailable %q: want "continue" or "refuse"`, ErrInvalid, r.ReadOnlyWhenUnavailable)
+		}
+	}
+	if idp := f.IdentityProvider; idp != nil {
+		if idp.Issuer == "" || idp.Audience == "" || idp.JWKSURL == "" {
+			return nil, fmt.Errorf("%w: identityProvider: issuer, audience and jwksURL are required", ErrInvalid)
+		}
+		if !strings.HasPrefix(idp.JWKSURL, "https://") && !strings.HasPrefix(idp.JWKSURL, "http://127.0.0.1") && !strings.HasPrefix(idp.JWKSURL, "http://localhost") {
+			return nil, fmt.Errorf("%w: identityProvider: jwksURL must be https (or http on loopback)", ErrInvalid)
 		}
 	}
 	names := map[string]bool{}
@@ -307,6 +477,14 @@ func New(f File) (*Config, error) {
 		}
 		if u.TokenFile != "" && u.TokenEnv != "" {
 			return nil, fmt.Errorf("%w: upstream %s: set at most one of tokenFile and tokenEnv", ErrInvalid, u.Name)
+		}
+		if o := u.OAuth; o != nil {
+			if u.URL == "" || u.TokenFile != "" || u.TokenEnv != "" {
+				return nil, fmt.Errorf("%w: upstream %s: oauth needs url and no tokenFile or tokenEnv", ErrInvalid, u.Name)
+			}
+			if err := o.validate(); err != nil {
+				return nil, fmt.Errorf("%w: upstream %s: %w", ErrInvalid, u.Name, err)
+			}
 		}
 	}
 	return c, nil
@@ -376,7 +554,21 @@ func (c *Config) Authenticate(token string) (Identity, error) {
 	if found < 0 {
 		return Identity{}, fmt.Errorf("%w: unknown bearer token", ErrUnauthenticated)
 	}
-	return c.file.Principals[found].Identity, nil
+	return c.ids[found], nil
+}
+
+// PeerToken is the in-memory token of the socket principal a peer with
+// uid and gid maps to (a uid match first), false when none does. Only
+// agent/peercred presents it, on behalf of a peer it has identified.
+func (c *Config) PeerToken(uid, gid uint32) (string, bool) {
+	for _, byUID := range []bool{true, false} {
+		for i, sp := range c.file.SocketPrincipals {
+			if byUID && sp.UID != nil && *sp.UID == uid || !byUID && sp.GID != nil && *sp.GID == gid {
+				return c.peer[i], true
+			}
+		}
+	}
+	return "", false
 }
 
 // Upstream returns the configured upstream named name.
@@ -388,6 +580,9 @@ func (c *Config) Upstream(name string) (Upstream, bool) {
 	}
 	return Upstream{}, false
 }
+
+// IdentityProvider returns the configured identity provider, nil if none.
+func (c *Config) IdentityProvider() *IdentityProvider { return c.file.IdentityProvider }
 
 // Upstreams returns every configured upstream.
 func (c *Config) Upstreams() []Upstream { return append([]Upstream(nil), c.file.Upstreams...) }

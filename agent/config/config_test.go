@@ -154,3 +154,91 @@ upstreams:
 		t.Fatalf("unset source: %v", err)
 	}
 }
+
+func TestOAuthValidation(t *testing.T) {
+	t.Setenv("OAUTH_TEST_SECRET", "  s3cret \n")
+	ok := `upstreams:
+- name: a
+  url: https://a.example/mcp
+  oauth: {grant: client_credentials, clientID: agent, clientSecretEnv: OAUTH_TEST_SECRET, tokenEndpointAuth: client_secret_post, scopes: [read]}
+- name: b
+  url: https://b.example/mcp
+  oauth: {grant: token_exchange, clientID: agent, tokenEndpointAuth: none}
+`
+	c, err := Parse([]byte(ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := c.Upstream("a")
+	if s, err := a.OAuth.ClientSecret(); err != nil || s != "s3cret" {
+		t.Fatalf("secret = %q, %v", s, err)
+	}
+	bad := map[string]string{
+		"unknown grant":         `{grant: password, clientID: x, clientSecretEnv: E}`,
+		"no client id":          `{grant: client_credentials, clientSecretEnv: E}`,
+		"no secret":             `{grant: client_credentials, clientID: x}`,
+		"two secrets":           `{grant: client_credentials, clientID: x, clientSecretEnv: E, clientSecretFile: /f}`,
+		"none with secret":      `{grant: token_exchange, clientID: x, tokenEndpointAuth: none, clientSecretEnv: E}`,
+		"none for service":      `{grant: client_credentials, clientID: x, tokenEndpointAuth: none}`,
+		"unknown auth method":   `{grant: client_credentials, clientID: x, clientSecretEnv: E, tokenEndpointAuth: tls_client_auth}`,
+		"negative step-ups":     `{grant: client_credentials, clientID: x, clientSecretEnv: E, maxStepUps: -1}`,
+		"inline secret refused": `{grant: client_credentials, clientID: x, clientSecret: plain}`,
+	}
+	for name, o := range bad {
+		if _, err := Parse([]byte("upstreams:\n- name: a\n  url: https://a.example/mcp\n  oauth: " + o + "\n")); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+	for name, u := range map[string]string{
+		"with static token": "  url: https://a.example/mcp\n  tokenEnv: T\n",
+		"stdio":             "  command: [x]\n",
+	} {
+		if _, err := Parse([]byte("upstreams:\n- name: a\n" + u + "  oauth: {grant: client_credentials, clientID: x, clientSecretEnv: E}\n")); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+func TestIdentityProviderValidation(t *testing.T) {
+	c, err := Parse([]byte("identityProvider: {issuer: https://idp.example, audience: agent, jwksURL: https://idp.example/keys}\n"))
+	if err != nil || c.IdentityProvider() == nil || c.IdentityProvider().Audience != "agent" {
+		t.Fatalf("%v %+v", err, c)
+	}
+	for name, y := range map[string]string{
+		"no audience":       "identityProvider: {issuer: https://idp.example, jwksURL: https://idp.example/keys}\n",
+		"plain-http JWKS":   "identityProvider: {issuer: https://idp.example, audience: a, jwksURL: http://idp.example/keys}\n",
+		"unknown claim key": "identityProvider: {issuer: https://idp.example, audience: a, jwksURL: https://idp.example/keys, claims: {role: r}}\n",
+		"reserved name":     "principals: [{name: 'idp:alice', principalClass: dev, tokenSHA256: 'sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'}]\n",
+	} {
+		if _, err := Parse([]byte(y)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+func TestSocketPrincipalValidation(t *testing.T) {
+	c, err := Parse([]byte("socketPrincipals:\n- {name: ci, principalClass: automation, uid: 1001}\n- {name: devs, principalClass: developer, gid: 100}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, ok := c.PeerToken(1001, 100)
+	if id, err := c.Authenticate(tok); !ok || err != nil || id.Name != "ci" {
+		t.Fatalf("uid 1001: %v %v %+v", ok, err, id)
+	}
+	tok, ok = c.PeerToken(5, 100)
+	if id, err := c.Authenticate(tok); !ok || err != nil || id.Name != "devs" {
+		t.Fatalf("gid 100: %v %v %+v", ok, err, id)
+	}
+	if _, ok := c.PeerToken(5, 5); ok {
+		t.Fatal("an unmapped peer got a token")
+	}
+	for name, y := range map[string]string{
+		"neither": "socketPrincipals: [{name: a, principalClass: b}]\n",
+		"both":    "socketPrincipals: [{name: a, principalClass: b, uid: 1, gid: 1}]\n",
+		"no name": "socketPrincipals: [{principalClass: b, uid: 1}]\n",
+	} {
+		if _, err := Parse([]byte(y)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+}

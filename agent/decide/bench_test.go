@@ -83,22 +83,7 @@ const maxSamples = 1 << 20
 func BenchmarkDecide(b *testing.B) {
 	b.Run("serial", func(b *testing.B) {
 		s, req, cs := benchSetup(b)
-		samples := make([]time.Duration, 0, min(b.N, maxSamples))
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu0 := processCPU()
-		for i := 0; i < b.N; i++ {
-			start := time.Now()
-			d := s.Decide(req, cs)
-			el := time.Since(start)
-			if len(samples) < maxSamples {
-				samples = append(samples, el)
-			}
-			_ = d
-		}
-		b.StopTimer()
-		reportCPU(b, cpu0)
-		reportPercentiles(b, samples)
+		timeSerial(b, func() { _ = s.Decide(req, cs) })
 	})
 	b.Run("parallel", func(b *testing.B) {
 		s, req, cs := benchSetup(b)

@@ -6,6 +6,7 @@ package decide
 import (
 	"errors"
 	"fmt"
+	"github.com/mcpready/mcpready/agent/access"
 	"slices"
 	"sort"
 	"strconv"
@@ -60,6 +61,7 @@ type entry struct {
 	expires, endOfLife, deprecated int64
 	expiresRej, endOfLifeRej       rejection
 	expiresPB, endOfLifePB         *mcpreadyv1.Candidate
+	access                         access.Expect         // step 2, per call (Request.Access)
 	admitted                       *mcpreadyv1.Candidate // shared, immutable
 	staticPB                       [maxSteps]*mcpreadyv1.Candidate
 	fixedPB                        [len(fixedRejections)]*mcpreadyv1.Candidate
@@ -311,6 +313,7 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 			set(readiness.StepTrust, readiness.CodeOwnerNotApproved, "owner %q is not approved", owner)
 		}
 	}
+	e.access = accessExpect(p, re, decl)
 	auth := p.GetAuth()
 	if issuers := auth.GetPermittedIssuers(); len(issuers) > 0 {
 		for _, as := range decl.GetAuth().GetAuthorizationServers() {

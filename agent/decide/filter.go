@@ -40,6 +40,11 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 	if rj, bad := s.authorise(c, req, x.gr); bad {
 		return readiness.StepTrust, rj
 	}
+	if req.Access != nil {
+		if rj, ok := req.Access.Check(e.server, &e.access, req.Now); !ok {
+			return readiness.StepTrust, rejection{rj.Code, rj.Detail}
+		}
+	}
 	// 3 security and residency.
 	if rj := e.static[readiness.StepResidency]; rj.code != "" {
 		return readiness.StepResidency, rj

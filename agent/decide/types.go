@@ -81,6 +81,9 @@ type Request struct {
 	// matches the pinned one on this host; they are rejected at step 1
 	// (drift_blocked). Nil blocks none.
 	Drift DriftGuard
+	// Access checks the token each candidate's upstream would be
+	// presented, per call, at step 2. Nil checks none.
+	Access AccessGuard
 }
 
 // Health reports the breaker state of a circuit key (Route.CircuitKey).

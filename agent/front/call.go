@@ -20,6 +20,7 @@ import (
 // caller is who is calling and within which workflow.
 type caller struct {
 	id       config.Identity
+	subject  string // the caller's identity-provider token (token exchange), memory only
 	workflow string
 	protocol string
 	elicit   bool
@@ -37,7 +38,7 @@ func (v *view) caller(req mcp.Request, s *session) (caller, error) {
 	if err != nil {
 		return caller{}, err
 	}
-	c := caller{id: id, workflow: headerOf(req).Get(HeaderWorkflow)}
+	c := caller{id: id, subject: v.f.subjectToken(headerOf(req), id), workflow: headerOf(req).Get(HeaderWorkflow)}
 	if m := metaOf(req.GetParams()); m != nil {
 		if w, ok := m[MetaWorkflow].(string); ok && w != "" {
 			c.workflow = w
@@ -94,7 +95,7 @@ func (v *view) visible(st *State, c caller) []decide.Visible {
 // pipeline is c as the pipeline sees it.
 func (c caller) pipeline() pipeline.Caller {
 	return pipeline.Caller{Name: c.id.Name, Principal: c.id.PrincipalClass, Tenant: c.id.TenantClass, Workflow: c.workflow,
-		Protocol: c.protocol, Elicit: c.elicit}
+		Protocol: c.protocol, Elicit: c.elicit, SubjectToken: c.subject}
 }
 
 // listTools shows only what the caller may call, and checks pins.

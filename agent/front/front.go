@@ -39,6 +39,7 @@ package front
 
 import (
 	"context"
+	"github.com/mcpready/mcpready/agent/access"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -184,6 +185,7 @@ type Front struct {
 	caps    *limiter      // dedicated upstream sessions held, per principal and overall
 	stop    chan struct{} // closed by Close: ends the periodic re-listing
 	closing sync.Once
+	idp     *access.IdentityVerifier // nil: no identity provider configured
 
 	mu    sync.Mutex
 	views map[string]*view // "" is the aggregate view
@@ -219,12 +221,14 @@ func New(opts Options) *Front {
 	f.pins = newPins(f)
 	f.caps = newLimiter("dedicated upstream sessions", errTooManySessions, opts.MaxUpstreamSessions, opts.MaxUpstreamSessionsPerPrincipal,
 		DefaultMaxUpstreamSessions, DefaultMaxUpstreamSessionsPerPrincipal, m.sessionsRefused, m.sessionsOpen)
+	f.idp = identityProvider(opts.Config)
+	acc, accUp := upstreamAccess(opts.Config)
 	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Telemetry: opts.Telemetry, Emit: func(rec *mcpreadyv1.Receipt) {
 		f.observe(rec)
 		if opts.Receipts != nil {
 			opts.Receipts(rec)
 		}
-	}, Ledger: opts.Ledger, ReportDrift: opts.ReportDrift, Logger: opts.Logger})
+	}, Ledger: opts.Ledger, ReportDrift: opts.ReportDrift, Logger: opts.Logger, Access: acc, AccessUpstream: accUp})
 	f.pool = upstream.NewPool(upstream.Options{
 		Resolve:        f.resolve,
 		Logger:         opts.Logger,
@@ -232,6 +236,7 @@ func New(opts Options) *Front {
 		Telemetry:      opts.Telemetry,
 		OnToolsChanged: f.pins.toolsChanged,
 		ClientInfo:     &mcp.Implementation{Name: "mcpready-agent", Version: opts.Builder.EmitterVersion},
+		Access:         acc,
 	})
 	f.probe = mcp.NewServer(&mcp.Implementation{Name: "mcpready-agent"}, nil)
 	f.state.Store(indexState(&State{}))
@@ -447,16 +452,26 @@ func (v *view) ownSession(w http.ResponseWriter, r *http.Request, principal stri
 	return false
 }
 
-// authenticate maps the request's bearer token to its identity.
+// authenticate maps the request's bearer token to its identity: a
+// configured token, else a JWT of the identity provider.
 func (f *Front) authenticate(h http.Header) (config.Identity, error) {
-	tok := ""
+	tok := bearerOf(h)
+	id, err := f.opts.Config.Authenticate(tok)
+	if err != nil && f.idp != nil && access.LooksLikeJWT(tok) {
+		return f.authenticateJWT(tok)
+	}
+	return id, err
+}
+
+// bearerOf is the request's bearer token, "" when none.
+func bearerOf(h http.Header) string {
 	if a := h.Get("Authorization"); a != "" {
 		scheme, rest, _ := strings.Cut(a, " ")
 		if strings.EqualFold(scheme, "Bearer") {
-			tok = strings.TrimSpace(rest)
+			return strings.TrimSpace(rest)
 		}
 	}
-	return f.opts.Config.Authenticate(tok)
+	return ""
 }
 
 // view is one endpoint: a stateful and a stateless go-sdk handler.

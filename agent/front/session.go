@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mcpready/mcpready/agent/access"
 	"reflect"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ type session struct {
 	ups       map[upstream.Target]*upstream.Session // dedicated sessions, one per endpoint of the view's server
 	slots     map[upstream.Target]func()            // releases each dedicated session's cap slot
 	principal string                                // who opened the session (its cap slots)
+	access    access.Principal                      // whose upstream tokens its dedicated sessions present
 	inflight  []*inflight
 	fast      fastState
 }
@@ -220,7 +222,7 @@ func (v *view) upstream(ctx context.Context, s *session, t upstream.Target) (*up
 	if s.ss != nil && s.ss.InitializeParams() != nil {
 		caps = s.ss.InitializeParams().Capabilities
 	}
-	up, err := v.f.pool.Open(ctx, t, s.relay(caps))
+	up, err := v.f.pool.Open(s.accessContext(ctx), t, s.relay(caps))
 	if err != nil {
 		release()
 		return nil, err
@@ -395,6 +397,7 @@ func (v *view) present(ctx context.Context, s *session, method string, req mcp.R
 		if id, err := v.f.authenticate(headerOf(req)); err == nil {
 			s.mu.Lock()
 			s.principal = id.Name
+			s.access = access.Principal{Name: id.Name, SubjectToken: v.f.subjectToken(headerOf(req), id)}
 			s.mu.Unlock()
 		}
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {

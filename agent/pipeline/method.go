@@ -88,6 +88,7 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 	rec.Region = p.opts.Region
 	p.opts.Builder.Arguments(rec, m.Params)
 	c := m.Caller
+	ctx = withPrincipal(ctx, c)
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.Workflow, c.Principal, c.Tenant
 	refuse := func(step readiness.Step, code readiness.Code, reason string) error {
 		p.Refuse(rec, step, code, reason)

@@ -35,6 +35,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/mcpready/mcpready/agent/access"
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/invoke"
@@ -71,6 +72,11 @@ type Options struct {
 	// state-changing call, and it says whether a call may start (see
 	// Ledger). Nil records none and admits every call.
 	Ledger Ledger
+	// Access checks, per call at step 2, the upstream tokens the caller's
+	// calls would present; nil checks none. AccessUpstream names the OAuth
+	// upstream of a server (required with Access).
+	Access         *access.Client
+	AccessUpstream func(server string) (*access.Upstream, bool)
 }
 
 // Ledger is where receipts are recorded (package spool's Writer).
@@ -132,6 +138,11 @@ type Caller struct {
 	Name, Principal, Tenant, Workflow, Protocol string
 	// Elicit: a human can be asked (the client supports elicitation).
 	Elicit bool
+	// SubjectToken is the caller's own verified token from the
+	// organisation's identity provider, exchanged for upstream tokens
+	// (config.GrantTokenExchange); "" when it authenticated otherwise.
+	// Memory only: never recorded.
+	SubjectToken string
 }
 
 // Request is one tools/call to run.
@@ -216,6 +227,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	rec.Region = p.opts.Region
 	p.opts.Builder.Arguments(rec, req.Arguments)
 	c := req.Caller
+	ctx = withPrincipal(ctx, c)
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.Workflow, c.Principal, c.Tenant
 	if re := req.Refusal; re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
@@ -280,7 +292,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		id := r.Identity
 		rec.Selected = &mcpreadyv1.Selection{Entry: r.Entry, Endpoint: id.GetEndpoint(), ServerName: id.GetServerName(),
 			ServerVersion: id.GetServerVersion(), ToolName: id.GetToolName(), InputSchemaDigest: id.GetInputSchemaDigest(),
-			OutputSchemaDigest: id.GetOutputSchemaDigest(), ProtocolVersion: protocol[r.Entry]}
+			OutputSchemaDigest: id.GetOutputSchemaDigest(), ProtocolVersion: protocol[r.Entry], Access: p.accessFacts(c, id.GetServerName(), p.opts.Now())}
 		rec.PerAttemptTimeout = durationpb.New(r.PerAttempt)
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
@@ -427,7 +439,8 @@ func (p *Pipeline) redirected(r decide.Route, err error) {
 // place, so that listings (Visible) and calls are admitted alike.
 func (p *Pipeline) request(st *State, c Caller, tool string, now time.Time) decide.Request {
 	return decide.Request{Tool: tool, Principal: c.Principal, Tenant: c.Tenant, Region: p.opts.Region,
-		Workflow: c.Workflow, ProtocolVersion: c.Protocol, ApprovalAvailable: c.Elicit, Now: now, Drift: st.Drift}
+		Workflow: c.Workflow, ProtocolVersion: c.Protocol, ApprovalAvailable: c.Elicit, Now: now, Drift: st.Drift,
+		Access: p.accessGuard(c)}
 }
 
 // Visible is what c may see in tools/list under st: exactly what its calls

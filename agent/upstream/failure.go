@@ -184,6 +184,9 @@ func classify(err error, x *exchange, ctxErr error) *validate.Outcome {
 		return f
 	}
 	sent, status, h, ctype, cross, target := x.snapshot()
+	if f := accessOutcome(err, sent); f != nil {
+		return f
+	}
 	obs := validate.Observation{Sent: sent, HTTPStatus: status, CrossOriginRedirect: cross}
 	var detail, resourceMetadata, upstreamMessage string
 	var retryAfter time.Duration

@@ -34,6 +34,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mcpready/mcpready/agent/access"
 	"log/slog"
 	"net/http"
 	"os/exec"
@@ -81,6 +82,9 @@ type Options struct {
 	ClientInfo *mcp.Implementation
 	// Telemetry propagates trace context in HTTP headers; nil is off.
 	Telemetry *telemetry.Telemetry
+	// Access presents OAuth tokens to upstreams configured with oauth; nil
+	// refuses to connect to them.
+	Access *access.Client
 }
 
 // Pool owns upstream sessions. It is safe for concurrent use.
@@ -220,7 +224,11 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 	var transport mcp.Transport
 	switch {
 	case up.URL != "":
-		rt := &roundTripper{base: p.opts.Transport, token: up.Token, headers: up.Headers}
+		base, err := p.credentialed(server, up)
+		if err != nil {
+			return nil, err
+		}
+		rt := &roundTripper{base: base, token: up.Token, headers: up.Headers}
 		hc := &http.Client{Transport: rt, CheckRedirect: refuseRedirect}
 		transport = &mcp.StreamableClientTransport{
 			Endpoint:   up.URL,
@@ -472,7 +480,8 @@ func endpointOf(up config.Upstream) string {
 
 // isolate returns a context with ctx's deadline and cancellation but none of
 // its values: values of an incoming front request (such as the protocol
-// version the AI agent speaks) must not leak into upstream requests.
+// version the AI agent speaks) must not leak into upstream requests. The
+// one exception is the access principal (carryPrincipal).
 func isolate(ctx context.Context) (context.Context, context.CancelFunc) {
 	var out context.Context
 	var cancel context.CancelFunc
@@ -481,7 +490,8 @@ func isolate(ctx context.Context) (context.Context, context.CancelFunc) {
 	} else {
 		out, cancel = context.WithCancel(context.Background())
 	}
-	out = telemetry.Carry(ctx, out) // the trace context, and only it, continues upstream
+	out = telemetry.Carry(ctx, out) // the trace context continues upstream
+	out = carryPrincipal(ctx, out)   // and the access principal
 	stop := context.AfterFunc(ctx, cancel)
 	return out, func() { stop(); cancel() }
 }

@@ -20,7 +20,7 @@ import (
 
 // agentOptions are the flags of agent.
 type agentOptions struct {
-	controlPlane, root, nodeID, labels, listen, data, config, key string
+	controlPlane, root, nodeID, labels, listen, socket, data, config, key string
 	tls                                                           tlsOptions
 	allowNonLoopback, sotw                                        bool
 	otel                                                          telemetry.Options
@@ -43,9 +43,10 @@ unreachable. AI agents on this host talk MCP to it:
   /metrics, /healthz
 
 --config names the agent configuration file (YAML): local principals by
-bearer token, a default principal for requests without a token, and
-upstream endpoints with their credentials (token files or environment
-variables). The agent key (--key, password from $MCPREADY_PASSWORD) signs
+bearer token or identity-provider JWT (requests without a token are refused
+unless the file sets a default principal), and upstream endpoints with
+their credentials (token files or environment variables, or OAuth client
+settings). The agent key (--key, password from $MCPREADY_PASSWORD) signs
 receipt batches; without it a key is created in --data/agent.key.
 
 OpenTelemetry traces and metrics (semantic conventions for MCP) are off
@@ -62,6 +63,7 @@ exporters read; OTEL_SDK_DISABLED=true turns them off).`,
 	fl.StringVar(&o.labels, "labels", "", "scoping labels k=v,... (region, tenant-classes, host)")
 	fl.StringVar(&o.listen, "listen", agent.DefaultListen, "front address (loopback only unless --allow-non-loopback)")
 	fl.BoolVar(&o.allowNonLoopback, "allow-non-loopback", false, "allow a non-loopback --listen address")
+	fl.StringVar(&o.socket, "socket", "", "also serve the front on this Unix-domain socket; a client is the principal its uid/gid maps to (config socketPrincipals)")
 	fl.StringVar(&o.data, "data", "", "data directory (last known good configuration, receipt spool)")
 	fl.StringVar(&o.config, "config", "", "agent configuration file (principals, upstreams)")
 	fl.StringVar(&o.key, "key", "", "agent signing key for receipt batches")
@@ -115,7 +117,7 @@ func (o *agentOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return fmt.Errorf("agent: --config: %w", err)
 	}
-	opts := agent.Options{ControlPlane: f.controlPlane, ControlPlaneCreds: creds, Root: rootKey, NodeID: f.nodeID, Labels: labels, Listen: f.listen,
+	opts := agent.Options{ControlPlane: f.controlPlane, ControlPlaneCreds: creds, Root: rootKey, NodeID: f.nodeID, Labels: labels, Listen: f.listen, Socket: f.socket,
 		AllowNonLoopback: f.allowNonLoopback, DataDir: f.data, Config: cfg, Logger: logger(cmd.ErrOrStderr())}
 	if f.sotw {
 		opts.SyncMode = subscribe.ModeStateOfTheWorld

@@ -108,6 +108,7 @@ func runUp(parent context.Context, out, errOut io.Writer, o demo.StackOptions) e
 	defer st.Close()
 
 	fmt.Fprintf(out, "agent MCP endpoint: %s\n", st.AgentURL)
+	fmt.Fprintf(out, "default principal: requests without a token act as principal class %s (quickstart only; shipped agent configurations set none)\n", demo.PrincipalClass)
 	fmt.Fprintf(out, "control plane: %s\n", st.ControlPlane)
 	if st.Console != "" {
 		fmt.Fprintf(out, "console: %s\n", st.Console)

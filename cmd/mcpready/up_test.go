@@ -24,14 +24,15 @@ import (
 
 // upProcess is `mcpready up` running as a real process.
 type upProcess struct {
-	cmd      *exec.Cmd
-	agentURL string
-	server   string
-	console  string
-	keys     string
-	data     string
-	stderr   *syncBuffer
-	done     chan error
+	cmd              *exec.Cmd
+	agentURL         string
+	defaultPrincipal string // what mcpready up says about its default principal
+	server           string
+	console          string
+	keys             string
+	data             string
+	stderr           *syncBuffer
+	done             chan error
 }
 
 type syncBuffer struct {
@@ -111,7 +112,7 @@ func startUp(t *testing.T, bin, data string, extra ...string) *upProcess {
 	}()
 	go func() { p.done <- cmd.Wait() }()
 	timeout := time.After(120 * time.Second)
-	for p.agentURL == "" || p.server == "" || p.keys == "" || p.data == "" {
+	for p.agentURL == "" || p.defaultPrincipal == "" || p.server == "" || p.keys == "" || p.data == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -121,6 +122,8 @@ func startUp(t *testing.T, bin, data string, extra ...string) *upProcess {
 			switch k {
 			case "agent MCP endpoint":
 				p.agentURL = v
+			case "default principal": // the quickstart says it sets one
+				p.defaultPrincipal = v
 			case "control plane":
 				p.server = v
 			case "console":

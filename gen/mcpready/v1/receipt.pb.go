@@ -759,8 +759,11 @@ type Selection struct {
 	InputSchemaDigest  string                 `protobuf:"bytes,6,opt,name=input_schema_digest,json=inputSchemaDigest,proto3" json:"input_schema_digest,omitempty"`
 	OutputSchemaDigest string                 `protobuf:"bytes,7,opt,name=output_schema_digest,json=outputSchemaDigest,proto3" json:"output_schema_digest,omitempty"`
 	ProtocolVersion    string                 `protobuf:"bytes,8,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The upstream token presented on this route (OAuth upstreams only):
+	// its facts, never the token.
+	Access        *AccessFacts `protobuf:"bytes,100,opt,name=access,proto3" json:"access,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Selection) Reset() {
@@ -849,6 +852,93 @@ func (x *Selection) GetProtocolVersion() string {
 	return ""
 }
 
+func (x *Selection) GetAccess() *AccessFacts {
+	if x != nil {
+		return x.Access
+	}
+	return nil
+}
+
+// AccessFacts describe an upstream access token without containing it.
+type AccessFacts struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Issuer        string                 `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	Audience      []string               `protobuf:"bytes,2,rep,name=audience,proto3" json:"audience,omitempty"`
+	GrantedScopes []string               `protobuf:"bytes,3,rep,name=granted_scopes,json=grantedScopes,proto3" json:"granted_scopes,omitempty"`
+	// Remaining lifetime when presented: expired, under-1m, under-10m,
+	// under-1h or 1h-or-more.
+	LifetimeClass string `protobuf:"bytes,4,opt,name=lifetime_class,json=lifetimeClass,proto3" json:"lifetime_class,omitempty"`
+	// How it was obtained: client_credentials or token_exchange.
+	Grant         string `protobuf:"bytes,5,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AccessFacts) Reset() {
+	*x = AccessFacts{}
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccessFacts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccessFacts) ProtoMessage() {}
+
+func (x *AccessFacts) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccessFacts.ProtoReflect.Descriptor instead.
+func (*AccessFacts) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AccessFacts) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *AccessFacts) GetAudience() []string {
+	if x != nil {
+		return x.Audience
+	}
+	return nil
+}
+
+func (x *AccessFacts) GetGrantedScopes() []string {
+	if x != nil {
+		return x.GrantedScopes
+	}
+	return nil
+}
+
+func (x *AccessFacts) GetLifetimeClass() string {
+	if x != nil {
+		return x.LifetimeClass
+	}
+	return ""
+}
+
+func (x *AccessFacts) GetGrant() string {
+	if x != nil {
+		return x.Grant
+	}
+	return ""
+}
+
 // Attempt is one upstream attempt.
 type Attempt struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -867,7 +957,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +969,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +982,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{4}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Attempt) GetNumber() int32 {
@@ -984,7 +1074,7 @@ type ReceiptBatch struct {
 
 func (x *ReceiptBatch) Reset() {
 	*x = ReceiptBatch{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1086,7 @@ func (x *ReceiptBatch) String() string {
 func (*ReceiptBatch) ProtoMessage() {}
 
 func (x *ReceiptBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1099,7 @@ func (x *ReceiptBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptBatch.ProtoReflect.Descriptor instead.
 func (*ReceiptBatch) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{5}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReceiptBatch) GetAgentId() string {
@@ -1135,7 +1225,7 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\bselected\x18\x05 \x01(\bR\bselected\x12C\n" +
 	"\x10rejected_at_step\x18\x06 \x01(\x0e2\x19.mcpready.v1.DecisionStepR\x0erejectedAtStep\x12%\n" +
 	"\x0erejection_code\x18\a \x01(\tR\rrejectionCode\x12)\n" +
-	"\x10rejection_reason\x18\b \x01(\tR\x0frejectionReason\"\xaf\x02\n" +
+	"\x10rejection_reason\x18\b \x01(\tR\x0frejectionReason\"\xe1\x02\n" +
 	"\tSelection\x12\x14\n" +
 	"\x05entry\x18\x01 \x01(\tR\x05entry\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x1f\n" +
@@ -1145,7 +1235,14 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\ttool_name\x18\x05 \x01(\tR\btoolName\x12.\n" +
 	"\x13input_schema_digest\x18\x06 \x01(\tR\x11inputSchemaDigest\x120\n" +
 	"\x14output_schema_digest\x18\a \x01(\tR\x12outputSchemaDigest\x12)\n" +
-	"\x10protocol_version\x18\b \x01(\tR\x0fprotocolVersion\"\xdd\x02\n" +
+	"\x10protocol_version\x18\b \x01(\tR\x0fprotocolVersion\x120\n" +
+	"\x06access\x18d \x01(\v2\x18.mcpready.v1.AccessFactsR\x06access\"\xa5\x01\n" +
+	"\vAccessFacts\x12\x16\n" +
+	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1a\n" +
+	"\baudience\x18\x02 \x03(\tR\baudience\x12%\n" +
+	"\x0egranted_scopes\x18\x03 \x03(\tR\rgrantedScopes\x12%\n" +
+	"\x0elifetime_class\x18\x04 \x01(\tR\rlifetimeClass\x12\x14\n" +
+	"\x05grant\x18\x05 \x01(\tR\x05grant\"\xdd\x02\n" +
 	"\aAttempt\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x14\n" +
 	"\x05entry\x18\x02 \x01(\tR\x05entry\x129\n" +
@@ -1203,7 +1300,7 @@ func file_mcpready_v1_receipt_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpready_v1_receipt_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_mcpready_v1_receipt_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_mcpready_v1_receipt_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_mcpready_v1_receipt_proto_goTypes = []any{
 	(DecisionStep)(0),             // 0: mcpready.v1.DecisionStep
 	(ActionKind)(0),               // 1: mcpready.v1.ActionKind
@@ -1211,45 +1308,47 @@ var file_mcpready_v1_receipt_proto_goTypes = []any{
 	(*Action)(nil),                // 3: mcpready.v1.Action
 	(*Candidate)(nil),             // 4: mcpready.v1.Candidate
 	(*Selection)(nil),             // 5: mcpready.v1.Selection
-	(*Attempt)(nil),               // 6: mcpready.v1.Attempt
-	(*ReceiptBatch)(nil),          // 7: mcpready.v1.ReceiptBatch
-	nil,                           // 8: mcpready.v1.Receipt.KeptArgumentsEntry
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(SideEffectClass)(0),          // 10: mcpready.v1.SideEffectClass
-	(ApprovalState)(0),            // 11: mcpready.v1.ApprovalState
-	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
-	(OutcomeClass)(0),             // 13: mcpready.v1.OutcomeClass
-	(ReadinessLayer)(0),           // 14: mcpready.v1.ReadinessLayer
+	(*AccessFacts)(nil),           // 6: mcpready.v1.AccessFacts
+	(*Attempt)(nil),               // 7: mcpready.v1.Attempt
+	(*ReceiptBatch)(nil),          // 8: mcpready.v1.ReceiptBatch
+	nil,                           // 9: mcpready.v1.Receipt.KeptArgumentsEntry
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(SideEffectClass)(0),          // 11: mcpready.v1.SideEffectClass
+	(ApprovalState)(0),            // 12: mcpready.v1.ApprovalState
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(OutcomeClass)(0),             // 14: mcpready.v1.OutcomeClass
+	(ReadinessLayer)(0),           // 15: mcpready.v1.ReadinessLayer
 }
 var file_mcpready_v1_receipt_proto_depIdxs = []int32{
-	9,  // 0: mcpready.v1.Receipt.emitted_at:type_name -> google.protobuf.Timestamp
-	8,  // 1: mcpready.v1.Receipt.kept_arguments:type_name -> mcpready.v1.Receipt.KeptArgumentsEntry
+	10, // 0: mcpready.v1.Receipt.emitted_at:type_name -> google.protobuf.Timestamp
+	9,  // 1: mcpready.v1.Receipt.kept_arguments:type_name -> mcpready.v1.Receipt.KeptArgumentsEntry
 	4,  // 2: mcpready.v1.Receipt.candidates:type_name -> mcpready.v1.Candidate
 	5,  // 3: mcpready.v1.Receipt.selected:type_name -> mcpready.v1.Selection
-	10, // 4: mcpready.v1.Receipt.provider_side_effect:type_name -> mcpready.v1.SideEffectClass
-	10, // 5: mcpready.v1.Receipt.consumer_side_effect:type_name -> mcpready.v1.SideEffectClass
-	11, // 6: mcpready.v1.Receipt.approval:type_name -> mcpready.v1.ApprovalState
-	12, // 7: mcpready.v1.Receipt.deadline:type_name -> google.protobuf.Duration
-	12, // 8: mcpready.v1.Receipt.per_attempt_timeout:type_name -> google.protobuf.Duration
-	6,  // 9: mcpready.v1.Receipt.attempts:type_name -> mcpready.v1.Attempt
-	9,  // 10: mcpready.v1.Receipt.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 11: mcpready.v1.Receipt.ended_at:type_name -> google.protobuf.Timestamp
-	12, // 12: mcpready.v1.Receipt.latency:type_name -> google.protobuf.Duration
-	13, // 13: mcpready.v1.Receipt.outcome:type_name -> mcpready.v1.OutcomeClass
-	14, // 14: mcpready.v1.Receipt.failed_layer:type_name -> mcpready.v1.ReadinessLayer
+	11, // 4: mcpready.v1.Receipt.provider_side_effect:type_name -> mcpready.v1.SideEffectClass
+	11, // 5: mcpready.v1.Receipt.consumer_side_effect:type_name -> mcpready.v1.SideEffectClass
+	12, // 6: mcpready.v1.Receipt.approval:type_name -> mcpready.v1.ApprovalState
+	13, // 7: mcpready.v1.Receipt.deadline:type_name -> google.protobuf.Duration
+	13, // 8: mcpready.v1.Receipt.per_attempt_timeout:type_name -> google.protobuf.Duration
+	7,  // 9: mcpready.v1.Receipt.attempts:type_name -> mcpready.v1.Attempt
+	10, // 10: mcpready.v1.Receipt.started_at:type_name -> google.protobuf.Timestamp
+	10, // 11: mcpready.v1.Receipt.ended_at:type_name -> google.protobuf.Timestamp
+	13, // 12: mcpready.v1.Receipt.latency:type_name -> google.protobuf.Duration
+	14, // 13: mcpready.v1.Receipt.outcome:type_name -> mcpready.v1.OutcomeClass
+	15, // 14: mcpready.v1.Receipt.failed_layer:type_name -> mcpready.v1.ReadinessLayer
 	3,  // 15: mcpready.v1.Receipt.actions:type_name -> mcpready.v1.Action
 	1,  // 16: mcpready.v1.Action.kind:type_name -> mcpready.v1.ActionKind
 	0,  // 17: mcpready.v1.Candidate.rejected_at_step:type_name -> mcpready.v1.DecisionStep
-	9,  // 18: mcpready.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	12, // 19: mcpready.v1.Attempt.latency:type_name -> google.protobuf.Duration
-	13, // 20: mcpready.v1.Attempt.outcome:type_name -> mcpready.v1.OutcomeClass
-	2,  // 21: mcpready.v1.ReceiptBatch.receipts:type_name -> mcpready.v1.Receipt
-	9,  // 22: mcpready.v1.ReceiptBatch.created_at:type_name -> google.protobuf.Timestamp
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	6,  // 18: mcpready.v1.Selection.access:type_name -> mcpready.v1.AccessFacts
+	10, // 19: mcpready.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	13, // 20: mcpready.v1.Attempt.latency:type_name -> google.protobuf.Duration
+	14, // 21: mcpready.v1.Attempt.outcome:type_name -> mcpready.v1.OutcomeClass
+	2,  // 22: mcpready.v1.ReceiptBatch.receipts:type_name -> mcpready.v1.Receipt
+	10, // 23: mcpready.v1.ReceiptBatch.created_at:type_name -> google.protobuf.Timestamp
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_receipt_proto_init() }
@@ -1264,7 +1363,7 @@ func file_mcpready_v1_receipt_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_receipt_proto_rawDesc), len(file_mcpready_v1_receipt_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,91 @@
+package access
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// TestCheck: one case per check; each fails without it.
+func TestCheck(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	good := func() *Facts {
+		return &Facts{Issuer: "https://as.example", Audience: []string{"https://mcp.example/mcp"}, Scopes: []string{"read"},
+			Expiry: now.Add(time.Hour), AuthorizationServers: []string{"https://as.example"}}
+	}
+	x := &Expect{Resource: "https://mcp.example/mcp", DeclaredIssuers: []string{"https://as.example"}, PermittedIssuers: []string{"https://as.example"},
+		PermittedScopes: []string{"read", "write"}, QualifiedScopes: []string{"read"}}
+	if rj, ok := Check(good(), x, now); !ok {
+		t.Fatalf("good token rejected: %+v", rj)
+	}
+	cases := map[string]struct {
+		mut  func(f *Facts, x *Expect)
+		want readiness.Code
+	}{
+		"issuer not named by the resource": {func(f *Facts, _ *Expect) { f.AuthorizationServers = []string{"https://other.example"} }, readiness.CodeIssuerMismatch},
+		"issuer not declared":              {func(_ *Facts, x *Expect) { x.DeclaredIssuers = []string{"https://other.example"} }, readiness.CodeIssuerMismatch},
+		"issuer not permitted":             {func(_ *Facts, x *Expect) { x.PermittedIssuers = []string{"https://other.example"} }, readiness.CodeIssuerNotPermitted},
+		"audience":                         {func(f *Facts, _ *Expect) { f.Audience = []string{"https://mcp.example/other"} }, readiness.CodeAudienceMismatch},
+		"no audience":                      {func(f *Facts, _ *Expect) { f.Audience = nil }, readiness.CodeAudienceMismatch},
+		"expired":                          {func(f *Facts, _ *Expect) { f.Expiry = now }, readiness.CodeTokenExpired},
+		"scope not permitted":              {func(f *Facts, _ *Expect) { f.Scopes = []string{"read", "admin"} }, readiness.CodeScopeNotPermitted},
+		"permission drift":                 {func(f *Facts, _ *Expect) { f.Scopes = []string{"read", "write"} }, readiness.CodePermissionDrift},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f, xx := good(), *x
+			tc.mut(f, &xx)
+			rj, ok := Check(f, &xx, now)
+			if ok || rj.Code != tc.want {
+				t.Fatalf("got %+v %v, want %s", rj, ok, tc.want)
+			}
+		})
+	}
+}
+
+func TestLifetimeClass(t *testing.T) {
+	now := time.Unix(0, 0)
+	for d, want := range map[time.Duration]string{-time.Second: LifetimeExpired, 30 * time.Second: LifetimeMinute, 5 * time.Minute: LifetimeShort, 30 * time.Minute: LifetimeHour, 2 * time.Hour: LifetimeLong} {
+		if got := LifetimeClass(now.Add(d), now); got != want {
+			t.Errorf("%v: %s, want %s", d, got, want)
+		}
+	}
+}
+
+func FuzzCheck(f *testing.F) {
+	f.Add("https://as.example", "https://mcp.example/mcp", "read", int64(3600))
+	f.Fuzz(func(t *testing.T, iss, aud, scope string, left int64) {
+		now := time.Unix(1_800_000_000, 0)
+		fa := &Facts{Issuer: iss, Audience: []string{aud}, Scopes: []string{scope}, Expiry: now.Add(time.Duration(left) * time.Second)}
+		x := &Expect{Resource: "https://mcp.example/mcp", DeclaredIssuers: []string{"https://as.example"}, QualifiedScopes: []string{"read"}}
+		rj, ok := Check(fa, x, now)
+		if ok && (iss != "https://as.example" || scope != "read" || left <= 0) {
+			t.Fatalf("admitted %+v", fa)
+		}
+		if !ok && rj.Code == "" {
+			t.Fatal("rejection without a code")
+		}
+	})
+}
+
+func FuzzParseChallenge(f *testing.F) {
+	f.Add(`Bearer error="insufficient_scope", scope="a b", resource_metadata="https://x/.well-known/oauth-protected-resource"`)
+	f.Add(`Bearer realm=`)
+	f.Fuzz(func(t *testing.T, h string) {
+		_ = ParseChallenge(http.Header{"Www-Authenticate": {h}})
+	})
+}
+
+func FuzzVerify(f *testing.F) {
+	f.Add("eyJhbGciOiJSUzI1NiJ9.e30.sig")
+	f.Add("not-a-jwt")
+	ks := &KeySets{}
+	f.Fuzz(func(t *testing.T, tok string) {
+		if _, err := ks.Verify(context.Background(), tok, "http://127.0.0.1:1/keys", "https://as.example"); err == nil {
+			t.Fatal("an unverifiable token verified")
+		}
+	})
+}

@@ -1,0 +1,370 @@
+package access
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// RFC 8693 identifiers.
+const (
+	tokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+	grantTypeExchange    = "urn:ietf:params:oauth:grant-type:token-exchange"
+)
+
+// Upstream is one upstream as the access layer sees it.
+type Upstream struct {
+	// Name is the server name (the cache key).
+	Name string
+	// URL is the MCP endpoint, the resource the tokens are for.
+	URL   string
+	OAuth config.OAuth
+}
+
+// Principal is the local principal a token is for.
+type Principal struct {
+	// Name identifies the principal (the cache key); "" for the agent
+	// itself as a service principal.
+	Name string
+	// SubjectToken is the principal's own access token from the
+	// organisation's identity provider, exchanged under GrantTokenExchange;
+	// memory only.
+	SubjectToken string
+}
+
+// Options configures a Client. The zero value is usable.
+type Options struct {
+	// HTTP reaches authorization servers and metadata; nil uses
+	// http.DefaultClient.
+	HTTP *http.Client
+	// RefreshAhead: a cached token with less lifetime left is replaced
+	// before it is presented; zero means 30s.
+	RefreshAhead time.Duration
+	// Now is the clock; nil uses time.Now.
+	Now func() time.Time
+}
+
+// Grant is a verified token and its facts. The token is only for the
+// Authorization header; Facts are what may be recorded.
+type Grant struct {
+	token string
+	Facts Facts
+}
+
+// Client obtains, verifies and caches upstream tokens. It is safe for
+// concurrent use; tokens live in its memory only.
+type Client struct {
+	o    Options
+	keys KeySets
+
+	mu    sync.Mutex
+	disc  map[string]*Discovery // by upstream name
+	pairs map[pairKey]*pair     // per principal and upstream
+}
+
+type pairKey struct{ principal, upstream string }
+
+// pair is the state of one principal at one upstream.
+type pair struct {
+	sel    *selection        // nil: the default selection (selectionLocked)
+	grants map[string]*Grant // by scope set (joined, sorted)
+	expect atomic.Pointer[Expect]
+}
+
+type selection struct {
+	scopes  []string
+	key     string // joined(scopes)
+	stepUps int
+}
+
+// New returns a Client.
+func New(o Options) *Client {
+	if o.HTTP == nil {
+		o.HTTP = http.DefaultClient
+	}
+	if o.RefreshAhead == 0 {
+		o.RefreshAhead = 30 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Client{o: o, keys: KeySets{HTTP: o.HTTP}, disc: map[string]*Discovery{}, pairs: map[pairKey]*pair{}}
+}
+
+func (c *Client) principalOf(p Principal, up *Upstream) pairKey {
+	if grantOf(p, up) == config.GrantClientCredentials {
+		return pairKey{"", up.Name}
+	}
+	return pairKey{p.Name, up.Name}
+}
+
+// grantOf is the grant a request of p uses at up: the configured one,
+// except that requests for no principal (a session's initialize, listings
+// and event stream, which no principal makes) use the agent's own client
+// credentials on a token-exchange upstream too. Calls and methods always
+// carry their principal (the pipeline sets it).
+func grantOf(p Principal, up *Upstream) string {
+	if up.OAuth.Grant == config.GrantTokenExchange && p == (Principal{}) {
+		return config.GrantClientCredentials
+	}
+	return up.OAuth.Grant
+}
+
+// Token returns a verified token for p at up that is not within
+// RefreshAhead of its expiry: the cached one, else a new one (discovering
+// the authorization server first when it is not known yet). When getting
+// the new one fails, a held token that has not expired yet is returned;
+// an expired one never is.
+func (c *Client) Token(ctx context.Context, p Principal, up *Upstream) (*Grant, error) {
+	pk := c.principalOf(p, up)
+	now := c.o.Now()
+	c.mu.Lock()
+	sel := c.selectionLocked(pk, up)
+	g := c.grantLocked(pk, up)
+	d := c.disc[up.Name]
+	c.mu.Unlock()
+	if g != nil && g.Facts.Expiry.Sub(now) > c.o.RefreshAhead {
+		return g, nil
+	}
+	if d == nil || d.TokenEndpoint == "" { // unknown, or it named a foreign issuer
+		var err error
+		if d, err = c.discover(ctx, up, nil); err != nil {
+			return nil, err
+		}
+	}
+	fresh, err := c.obtain(ctx, p, up, d, pk, sel)
+	if err != nil && g != nil && g.Facts.Expiry.After(now) {
+		return g, nil // refresh failed early: the held token is still valid
+	}
+	return fresh, err
+}
+
+// Lookup returns the cached grant for p at up without any I/O, nil when
+// there is none.
+func (c *Client) Lookup(p Principal, up *Upstream) *Grant {
+	pk := c.principalOf(p, up)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.grantLocked(pk, up)
+}
+
+// selectionLocked is the current scope selection of pk: what a challenge
+// or a step-up selected, else the configured scopes, else the metadata's
+// scopes_supported.
+func (c *Client) selectionLocked(pk pairKey, up *Upstream) []string {
+	if pr := c.pairs[pk]; pr != nil && pr.sel != nil {
+		return pr.sel.scopes
+	}
+	if len(up.OAuth.Scopes) > 0 {
+		return sortedSet(up.OAuth.Scopes)
+	}
+	if d := c.disc[up.Name]; d != nil {
+		return sortedSet(d.ScopesSupported)
+	}
+	return nil
+}
+
+// grantLocked is pk's cached grant for its current selection.
+func (c *Client) grantLocked(pk pairKey, up *Upstream) *Grant {
+	pr := c.pairs[pk]
+	switch {
+	case pr == nil:
+		return nil
+	case pr.sel != nil:
+		return pr.grants[pr.sel.key]
+	}
+	return pr.grants[joined(c.selectionLocked(pk, up))]
+}
+
+// selectLocked makes scopes pk's selection.
+func (c *Client) selectLocked(pk pairKey, scopes []string) *selection {
+	pr := c.pairLocked(pk)
+	if pr.sel == nil {
+		pr.sel = &selection{}
+	}
+	pr.sel.scopes, pr.sel.key = scopes, joined(scopes)
+	return pr.sel
+}
+
+// pairLocked is pk's state, created on first use.
+func (c *Client) pairLocked(pk pairKey) *pair {
+	pr := c.pairs[pk]
+	if pr == nil {
+		pr = &pair{grants: map[string]*Grant{}}
+		c.pairs[pk] = pr
+	}
+	return pr
+}
+
+// Authorize handles a 401 or 403 answer of up to p's request: it
+// (re)discovers the authorization server from the challenge, selects the
+// scopes (the challenge's scope, else the configured ones, else
+// scopes_supported; on insufficient_scope the union with what was held,
+// at most OAuth.MaxStepUps times and only when the challenge asks for
+// something new) and obtains a new token.
+func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, status int, hdr http.Header) (*Grant, error) {
+	ch := ParseChallenge(hdr)
+	pk := c.principalOf(p, up)
+	if status == http.StatusForbidden && ch.Error != "insufficient_scope" {
+		return nil, notReady(ReasonTokenFailed, "the upstream refused the token (HTTP 403)")
+	}
+	d, err := c.discover(ctx, up, hdr)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	held := c.selectionLocked(pk, up)
+	var sel []string
+	switch {
+	case ch.Error == "insufficient_scope":
+		s := c.pairLocked(pk).sel
+		if s == nil {
+			s = c.selectLocked(pk, held)
+		}
+		union := sortedSet(append(slices.Clone(held), ch.Scopes...))
+		limit := up.OAuth.MaxStepUps
+		if limit == 0 {
+			limit = 2
+		}
+		if len(union) == len(held) || s.stepUps >= limit {
+			c.mu.Unlock()
+			return nil, notReady(ReasonStepUpExhausted, "insufficient_scope after %d step-up(s)", s.stepUps)
+		}
+		s.stepUps++
+		c.selectLocked(pk, union)
+		sel = union
+	case len(ch.Scopes) > 0 && len(up.OAuth.Scopes) == 0:
+		sel = sortedSet(ch.Scopes)
+		c.selectLocked(pk, sel).stepUps = 0
+	default:
+		sel = held
+	}
+	// The token the upstream refused is no longer presented.
+	delete(c.pairLocked(pk).grants, joined(held))
+	c.mu.Unlock()
+	return c.obtain(ctx, p, up, d, pk, sel)
+}
+
+// discover learns up's authorization server. A protected resource that
+// names another issuer than the configured one is remembered too, so that
+// Guard keeps rejecting it.
+func (c *Client) discover(ctx context.Context, up *Upstream, hdr http.Header) (*Discovery, error) {
+	d, err := discover(ctx, c.o.HTTP, up.URL, hdr, up.OAuth.Issuer)
+	if d != nil {
+		c.mu.Lock()
+		c.disc[up.Name] = d
+		c.mu.Unlock()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// obtain requests a token for the selected scopes, verifies it and caches
+// it under (principal, upstream, scopes).
+func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Discovery, pk pairKey, scopes []string) (*Grant, error) {
+	o := up.OAuth
+	secret, err := o.ClientSecret()
+	if err != nil {
+		return nil, notReady(ReasonCredentials, "%v", err)
+	}
+	resource := d.Resource
+	if resource == "" {
+		resource = up.URL
+	}
+	style := oauth2.AuthStyleInHeader
+	if o.TokenEndpointAuth == config.AuthClientSecretPost || o.TokenEndpointAuth == config.AuthNone {
+		style = oauth2.AuthStyleInParams
+	}
+	hctx := context.WithValue(ctx, oauth2.HTTPClient, c.o.HTTP)
+	var tok *oauth2.Token
+	switch grantOf(p, up) {
+	case config.GrantClientCredentials:
+		cc := clientcredentials.Config{ClientID: o.ClientID, ClientSecret: secret, TokenURL: d.TokenEndpoint, Scopes: scopes,
+			AuthStyle: style, EndpointParams: url.Values{"resource": {resource}}}
+		tok, err = cc.Token(hctx)
+	case config.GrantTokenExchange:
+		if p.SubjectToken == "" {
+			return nil, notReady(ReasonNoSubjectToken, "token exchange needs the principal's own token; principal %q has none", p.Name)
+		}
+		cfg := oauth2.Config{ClientID: o.ClientID, ClientSecret: secret, Endpoint: oauth2.Endpoint{TokenURL: d.TokenEndpoint, AuthStyle: style}}
+		opts := []oauth2.AuthCodeOption{
+			oauth2.SetAuthURLParam("grant_type", grantTypeExchange),
+			oauth2.SetAuthURLParam("subject_token", p.SubjectToken),
+			oauth2.SetAuthURLParam("subject_token_type", tokenTypeAccessToken),
+			oauth2.SetAuthURLParam("requested_token_type", tokenTypeAccessToken),
+			oauth2.SetAuthURLParam("audience", resource),
+			oauth2.SetAuthURLParam("resource", resource),
+		}
+		if len(scopes) > 0 {
+			opts = append(opts, oauth2.SetAuthURLParam("scope", strings.Join(scopes, " ")))
+		}
+		tok, err = cfg.Exchange(hctx, "", opts...)
+	default:
+		return nil, notReady(ReasonNotConfigured, "unknown grant %q", o.Grant)
+	}
+	if err != nil {
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) && re.ErrorCode != "" {
+			return nil, notReady(ReasonTokenFailed, "the token endpoint answered %s", re.ErrorCode)
+		}
+		return nil, notReady(ReasonTokenFailed, "the token endpoint is unreachable or answered malformed data")
+	}
+	cl, err := c.keys.Verify(ctx, tok.AccessToken, d.JWKSURI, d.Issuer)
+	if err != nil {
+		return nil, err
+	}
+	g := &Grant{token: tok.AccessToken, Facts: Facts{Issuer: cl.Issuer, Audience: cl.Audience, Scopes: sortedSet(cl.Scopes), Expiry: cl.Expiry, AuthorizationServers: d.AuthorizationServers}}
+	if !tok.Expiry.IsZero() && tok.Expiry.Before(g.Facts.Expiry) {
+		g.Facts.Expiry = tok.Expiry
+	}
+	// What the upstream and this request allow, before anything is cached.
+	switch {
+	case !oauthex.MatchesResource(cl.Audience, resource):
+		return nil, notReady(ReasonAudienceMismatch, "the token is not for the upstream resource")
+	case len(scopes) > 0 && !subset(g.Facts.Scopes, scopes):
+		return nil, notReady(ReasonScopeExceeded, "the authorization server granted more scopes than were asked for")
+	case !g.Facts.Expiry.After(c.o.Now()):
+		return nil, notReady(ReasonExpired, "the token endpoint issued an expired token")
+	}
+	c.mu.Lock()
+	pr := c.pairLocked(pk)
+	if pr.sel == nil {
+		c.selectLocked(pk, scopes) // later lookups need not rebuild the key
+	}
+	pr.grants[joined(scopes)] = g
+	c.mu.Unlock()
+	return g, nil
+}
+
+// sortedSet is s sorted without duplicates (a new slice).
+func sortedSet(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// joined is a scope set's cache key.
+func joined(s []string) string { return strings.Join(s, " ") }
+
+// subset reports whether every element of a is in b.
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,40 @@
+package decide
+
+// Step 2's per-call access check: the token the call would present,
+// checked by the access layer against facts compiled here.
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcpready/mcpready/agent/access"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// AccessGuard checks, per call and without I/O, the token a route's
+// upstream would be presented (Request.Access); *access.Guard implements
+// it. A rejection makes the candidate ineligible at step 2, so fallback
+// within the class proceeds.
+type AccessGuard interface {
+	Check(server string, x *access.Expect, now time.Time) (access.Rejection, bool)
+}
+
+// accessExpect is what a call to re may present: the Declaration's
+// authorization servers, the Policy's permitted issuers and scopes, the
+// entry's qualified scopes and permission set, and its endpoint as the
+// resource.
+func accessExpect(p *mcpreadyv1.Policy, re *mcpreadyv1.RegistryEntry, decl *mcpreadyv1.Declaration) access.Expect {
+	x := access.Expect{
+		DeclaredIssuers:  decl.GetAuth().GetAuthorizationServers(),
+		PermittedIssuers: p.GetAuth().GetPermittedIssuers(),
+		PermittedScopes:  p.GetAuth().GetPermittedScopes(),
+	}
+	if q := append(slices.Clone(re.GetAuthority().GetScopes()), re.GetAuthority().GetPermissionSet()...); len(q) > 0 {
+		x.QualifiedScopes = q
+	}
+	if ep := re.GetIdentity().GetEndpoint(); strings.HasPrefix(ep, "https://") || strings.HasPrefix(ep, "http://") {
+		x.Resource = ep
+	}
+	return x
+}

@@ -1,0 +1,393 @@
+// Package oauthtest starts a real OAuth 2.0 / OpenID Connect authorization
+// server in-process for tests: zitadel/oidc's op package over an in-memory
+// storage, on a loopback httptest server. It issues signed JWT access tokens
+// (RS256, keys served at the JWKS endpoint), supports client credentials
+// (client_secret_basic and client_secret_post) and RFC 8693 token exchange,
+// and honours RFC 8707 resource indicators by making the resource the
+// token's audience.
+//
+// Protect wraps an MCP handler as a protected resource (RFC 9728 metadata,
+// WWW-Authenticate challenges, bearer tokens verified against the server's
+// JWKS with the go-sdk's auth middleware).
+//
+// It is for tests only: it keeps everything in memory, trusts loopback HTTP
+// and must not be imported by production code.
+package oauthtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+)
+
+// Client is a registered OAuth client.
+type Client struct {
+	ID     string
+	Secret string
+	// AuthMethod is how the client authenticates at the token endpoint
+	// (oidc.AuthMethodBasic when empty).
+	AuthMethod oidc.AuthMethod
+	// Scopes the client may be granted; empty allows every scope.
+	Scopes []string
+	// TokenExchange permits the RFC 8693 grant besides client credentials.
+	TokenExchange bool
+	// Claims are added to the access tokens the client obtains with client
+	// credentials (e.g. an identity provider's principal claims).
+	Claims map[string]any
+}
+
+// Options configures a Server. The zero value issues tokens for an hour,
+// grants exactly the scopes asked for and uses the resource indicator as the
+// audience.
+type Options struct {
+	Clients []Client
+	// Lifetime of access tokens; zero means one hour.
+	Lifetime time.Duration
+	// ExtraScopes are added to every grant (an authorization server that
+	// grants more than was asked for).
+	ExtraScopes []string
+	// Audience, when set, replaces the resource indicator as every token's
+	// audience (a token minted for another resource).
+	Audience string
+}
+
+// Server is a running authorization server.
+type Server struct {
+	// Issuer is the server's issuer URL (also its base URL).
+	Issuer string
+	srv    *httptest.Server
+	st     *storage
+	tokens atomic.Int64
+}
+
+// Start starts a server and stops it when t ends.
+func Start(t testing.TB, o Options) *Server {
+	t.Helper()
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// New starts a server; Close stops it.
+func New(o Options) (*Server, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	if o.Lifetime == 0 {
+		o.Lifetime = time.Hour
+	}
+	st := &storage{o: o, key: key, kid: "k1", clients: map[string]Client{}}
+	for _, c := range o.Clients {
+		if c.AuthMethod == "" {
+			c.AuthMethod = oidc.AuthMethodBasic
+		}
+		st.clients[c.ID] = c
+	}
+	s := &Server{st: st}
+	st.issued = &s.tokens
+	var h http.Handler = http.NotFoundHandler()
+	var mu sync.RWMutex
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.RLock()
+		defer mu.RUnlock()
+		// RFC 8707: the op package parses resource for token exchange but
+		// not for client credentials; carry it to the storage.
+		if r.URL.Path == "/oauth/token" {
+			_ = r.ParseForm()
+			r = r.WithContext(context.WithValue(r.Context(), resourceKey{}, r.PostForm["resource"]))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	s.Issuer = s.srv.URL
+	var ck [32]byte
+	if _, err := rand.Read(ck[:]); err != nil {
+		s.srv.Close()
+		return nil, err
+	}
+	p, err := op.NewProvider(&op.Config{CryptoKey: ck, AuthMethodPost: true, CodeMethodS256: true}, st, op.StaticIssuer(s.Issuer), op.WithAllowInsecure())
+	if err != nil {
+		s.srv.Close()
+		return nil, err
+	}
+	mu.Lock()
+	h = p
+	mu.Unlock()
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
+
+// TokenEndpoint is the token endpoint's URL.
+func (s *Server) TokenEndpoint() string { return s.Issuer + "/oauth/token" }
+
+// JWKSURL is where the server publishes its signing keys.
+func (s *Server) JWKSURL() string { return s.Issuer + "/keys" }
+
+// Issued counts the access tokens the server has issued.
+func (s *Server) Issued() int64 { return s.tokens.Load() }
+
+type resourceKey struct{}
+
+// storage is the op.Storage of a Server: clients and signing key from
+// Options, nothing persisted.
+type storage struct {
+	o       Options
+	key     *rsa.PrivateKey
+	kid     string
+	clients map[string]Client
+	issued  *atomic.Int64
+}
+
+var errUnsupported = errors.New("oauthtest: not supported")
+
+// tokenRequest is what a client-credentials grant issues for.
+type tokenRequest struct {
+	subject  string
+	audience []string
+	scopes   []string
+}
+
+func (r *tokenRequest) GetSubject() string    { return r.subject }
+func (r *tokenRequest) GetAudience() []string { return r.audience }
+func (r *tokenRequest) GetScopes() []string   { return r.scopes }
+
+// grant is the scope set a grant issues: what was asked for, within the
+// client's scopes, plus Options.ExtraScopes.
+func (s *storage) grant(c Client, asked []string) ([]string, error) {
+	for _, sc := range asked {
+		if len(c.Scopes) > 0 && !slices.Contains(c.Scopes, sc) {
+			return nil, oidc.ErrInvalidScope().WithDescription("scope %q is not allowed for this client", sc)
+		}
+	}
+	out := append(slices.Clone(asked), s.o.ExtraScopes...)
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func (s *storage) audience(ctx context.Context, asked []string) []string {
+	if s.o.Audience != "" {
+		return []string{s.o.Audience}
+	}
+	if len(asked) > 0 {
+		return asked
+	}
+	res, _ := ctx.Value(resourceKey{}).([]string)
+	return res
+}
+
+func (s *storage) client(id, secret string) (Client, error) {
+	c, ok := s.clients[id]
+	if !ok || c.AuthMethod != oidc.AuthMethodNone && c.Secret != secret {
+		return Client{}, errors.New("oauthtest: unknown client or wrong secret")
+	}
+	return c, nil
+}
+
+// ClientCredentials implements op.ClientCredentialsStorage.
+func (s *storage) ClientCredentials(_ context.Context, id, secret string) (op.Client, error) {
+	c, err := s.client(id, secret)
+	if err != nil {
+		return nil, err
+	}
+	return &opClient{c}, nil
+}
+
+// ClientCredentialsTokenRequest implements op.ClientCredentialsStorage.
+func (s *storage) ClientCredentialsTokenRequest(ctx context.Context, id string, scopes []string) (op.TokenRequest, error) {
+	sc, err := s.grant(s.clients[id], scopes)
+	if err != nil {
+		return nil, err
+	}
+	return &tokenRequest{subject: id, audience: s.audience(ctx, nil), scopes: sc}, nil
+}
+
+// ValidateTokenExchangeRequest implements op.TokenExchangeStorage: only
+// access tokens this server issued are exchanged, for an access token whose
+// scopes are those asked for (within the client's), never more than the
+// subject token had unless ExtraScopes says so.
+func (s *storage) ValidateTokenExchangeRequest(_ context.Context, r op.TokenExchangeRequest) error {
+	if r.GetExchangeSubjectTokenType() != oidc.AccessTokenType {
+		return oidc.ErrInvalidRequest().WithDescription("subject_token_type must be an access token")
+	}
+	if r.GetRequestedTokenType() == "" {
+		r.SetRequestedTokenType(oidc.AccessTokenType)
+	}
+	if r.GetRequestedTokenType() != oidc.AccessTokenType {
+		return oidc.ErrInvalidRequest().WithDescription("only access tokens are issued")
+	}
+	sc, err := s.grant(s.clients[r.GetClientID()], r.GetScopes())
+	if err != nil {
+		return err
+	}
+	r.SetCurrentScopes(sc)
+	return nil
+}
+
+// CreateTokenExchangeRequest implements op.TokenExchangeStorage.
+func (s *storage) CreateTokenExchangeRequest(context.Context, op.TokenExchangeRequest) error {
+	return nil
+}
+
+// GetPrivateClaimsFromTokenExchangeRequest implements op.TokenExchangeStorage.
+func (s *storage) GetPrivateClaimsFromTokenExchangeRequest(_ context.Context, r op.TokenExchangeRequest) (map[string]any, error) {
+	claims := map[string]any{"scope": strings.Join(r.GetScopes(), " ")}
+	if a := r.GetExchangeActor(); a != "" {
+		claims["act"] = map[string]any{"sub": a}
+	}
+	return claims, nil
+}
+
+// SetUserinfoFromTokenExchangeRequest implements op.TokenExchangeStorage.
+func (s *storage) SetUserinfoFromTokenExchangeRequest(context.Context, *oidc.UserInfo, op.TokenExchangeRequest) error {
+	return nil
+}
+
+// GetPrivateClaimsFromRequest implements op.CanGetPrivateClaimsFromRequest:
+// the granted scopes travel in the JWT's scope claim.
+func (s *storage) GetPrivateClaimsFromRequest(_ context.Context, r op.TokenRequest, _ []string) (map[string]any, error) {
+	claims := map[string]any{"scope": strings.Join(r.GetScopes(), " ")}
+	for k, v := range s.clients[r.GetSubject()].Claims {
+		claims[k] = v
+	}
+	return claims, nil
+}
+
+func (s *storage) CreateAccessToken(ctx context.Context, r op.TokenRequest) (string, time.Time, error) {
+	s.issued.Add(1)
+	if te, ok := r.(op.TokenExchangeRequest); ok && s.o.Audience == "" && len(te.GetAudience()) == 0 {
+		return "", time.Time{}, oidc.ErrInvalidTarget().WithDescription("audience or resource is required")
+	}
+	return rand.Text(), time.Now().Add(s.o.Lifetime), nil
+}
+
+func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
+	c, ok := s.clients[id]
+	if !ok {
+		return nil, errors.New("oauthtest: unknown client")
+	}
+	return &opClient{c}, nil
+}
+
+func (s *storage) AuthorizeClientIDSecret(_ context.Context, id, secret string) error {
+	_, err := s.client(id, secret)
+	return err
+}
+
+func (s *storage) SigningKey(context.Context) (op.SigningKey, error) { return signingKey{s}, nil }
+func (s *storage) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgorithm, error) {
+	return []jose.SignatureAlgorithm{jose.RS256}, nil
+}
+func (s *storage) KeySet(context.Context) ([]op.Key, error) { return []op.Key{publicKey{s}}, nil }
+func (s *storage) Health(context.Context) error             { return nil }
+
+// The rest of op.Storage serves flows these tests do not use (authorization
+// code, refresh, revocation, userinfo); each refuses.
+
+func (s *storage) CreateAuthRequest(context.Context, *oidc.AuthRequest, string) (op.AuthRequest, error) {
+	return nil, errUnsupported
+}
+func (s *storage) AuthRequestByID(context.Context, string) (op.AuthRequest, error) {
+	return nil, errUnsupported
+}
+func (s *storage) AuthRequestByCode(context.Context, string) (op.AuthRequest, error) {
+	return nil, errUnsupported
+}
+func (s *storage) SaveAuthCode(context.Context, string, string) error { return errUnsupported }
+func (s *storage) DeleteAuthRequest(context.Context, string) error    { return errUnsupported }
+func (s *storage) CreateAccessAndRefreshTokens(context.Context, op.TokenRequest, string) (string, string, time.Time, error) {
+	return "", "", time.Time{}, errUnsupported
+}
+func (s *storage) TokenRequestByRefreshToken(context.Context, string) (op.RefreshTokenRequest, error) {
+	return nil, op.ErrInvalidRefreshToken
+}
+func (s *storage) TerminateSession(context.Context, string, string) error { return errUnsupported }
+func (s *storage) RevokeToken(context.Context, string, string, string) *oidc.Error {
+	return oidc.ErrUnsupportedGrantType()
+}
+func (s *storage) GetRefreshTokenInfo(context.Context, string, string) (string, string, error) {
+	return "", "", op.ErrInvalidRefreshToken
+}
+func (s *storage) SetUserinfoFromScopes(context.Context, *oidc.UserInfo, string, string, []string) error {
+	return nil
+}
+func (s *storage) SetUserinfoFromToken(context.Context, *oidc.UserInfo, string, string, string) error {
+	return errUnsupported
+}
+func (s *storage) SetIntrospectionFromToken(context.Context, *oidc.IntrospectionResponse, string, string, string) error {
+	return errUnsupported
+}
+func (s *storage) GetPrivateClaimsFromScopes(context.Context, string, string, []string) (map[string]any, error) {
+	return nil, nil
+}
+func (s *storage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.JSONWebKey, error) {
+	return nil, errUnsupported
+}
+func (s *storage) ValidateJWTProfileScopes(context.Context, string, []string) ([]string, error) {
+	return nil, errUnsupported
+}
+
+type signingKey struct{ s *storage }
+
+func (k signingKey) SignatureAlgorithm() jose.SignatureAlgorithm { return jose.RS256 }
+func (k signingKey) Key() any                                    { return k.s.key }
+func (k signingKey) ID() string                                  { return k.s.kid }
+
+type publicKey struct{ s *storage }
+
+func (k publicKey) ID() string                         { return k.s.kid }
+func (k publicKey) Algorithm() jose.SignatureAlgorithm { return jose.RS256 }
+func (k publicKey) Use() string                        { return "sig" }
+func (k publicKey) Key() any                           { return &k.s.key.PublicKey }
+
+// opClient is a Client as the op package sees it: confidential, JWT
+// access tokens, client credentials and (when allowed) token exchange.
+type opClient struct{ c Client }
+
+func (c *opClient) GetID() string                       { return c.c.ID }
+func (c *opClient) RedirectURIs() []string              { return nil }
+func (c *opClient) PostLogoutRedirectURIs() []string    { return nil }
+func (c *opClient) ApplicationType() op.ApplicationType { return op.ApplicationTypeWeb }
+func (c *opClient) AuthMethod() oidc.AuthMethod         { return c.c.AuthMethod }
+func (c *opClient) ResponseTypes() []oidc.ResponseType  { return nil }
+func (c *opClient) GrantTypes() []oidc.GrantType {
+	g := []oidc.GrantType{oidc.GrantTypeClientCredentials}
+	if c.c.TokenExchange {
+		g = append(g, oidc.GrantTypeTokenExchange)
+	}
+	return g
+}
+func (c *opClient) LoginURL(string) string               { return "" }
+func (c *opClient) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeJWT }
+func (c *opClient) IDTokenLifetime() time.Duration       { return time.Hour }
+func (c *opClient) DevMode() bool                        { return false }
+func (c *opClient) IsScopeAllowed(string) bool           { return true }
+func (c *opClient) IDTokenUserinfoClaimsAssertion() bool { return false }
+func (c *opClient) ClockSkew() time.Duration             { return 0 }
+func (c *opClient) RestrictAdditionalIdTokenScopes() func([]string) []string {
+	return func(s []string) []string { return s }
+}
+func (c *opClient) RestrictAdditionalAccessTokenScopes() func([]string) []string {
+	return func(s []string) []string { return s }
+}
+
+// String names the server in test output.
+func (s *Server) String() string { return fmt.Sprintf("oauthtest(%s)", s.Issuer) }
