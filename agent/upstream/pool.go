@@ -491,7 +491,7 @@ func isolate(ctx context.Context) (context.Context, context.CancelFunc) {
 		out, cancel = context.WithCancel(context.Background())
 	}
 	out = telemetry.Carry(ctx, out) // the trace context continues upstream
-	out = carryPrincipal(ctx, out)   // and the access principal
+	out = carryPrincipal(ctx, out)  // and the access principal
 	stop := context.AfterFunc(ctx, cancel)
 	return out, func() { stop(); cancel() }
 }

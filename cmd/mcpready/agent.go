@@ -21,9 +21,9 @@ import (
 // agentOptions are the flags of agent.
 type agentOptions struct {
 	controlPlane, root, nodeID, labels, listen, socket, data, config, key string
-	tls                                                           tlsOptions
-	allowNonLoopback, sotw                                        bool
-	otel                                                          telemetry.Options
+	tls                                                                   tlsOptions
+	allowNonLoopback, sotw                                                bool
+	otel                                                                  telemetry.Options
 }
 
 func newAgentCmd() *cobra.Command {
