@@ -36,6 +36,7 @@ import (
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/front"
+	"github.com/mcpready/mcpready/agent/idempotency"
 	"github.com/mcpready/mcpready/agent/invoke"
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/shipper"
@@ -107,6 +108,7 @@ type Agent struct {
 	sync  *subscribe.Client
 	front *front.Front
 	spool *spool.Spool
+	keys  *idempotency.Store
 	conn  *grpc.ClientConn
 	recv  chan *mcpreadyv1.Receipt
 	lis   net.Listener
@@ -187,7 +189,11 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	fopts := front.Options{Config: cfg, Region: opts.Labels[string(nodelabel.Region)], NodeID: opts.NodeID, Logger: opts.Logger,
+	if a.keys, err = idempotency.Open(filepath.Join(opts.DataDir, "idempotency"), idempotency.Options{}); err != nil {
+		a.spool.Close()
+		return nil, err
+	}
+	fopts := front.Options{Config: cfg, Keys: a.keys, Region: opts.Labels[string(nodelabel.Region)], NodeID: opts.NodeID, Logger: opts.Logger,
 		Builder:    receipt.Builder{EmitterID: opts.NodeID, EmitterVersion: Version},
 		Receipts:   a.enqueue,
 		Registerer: opts.Metrics,
@@ -204,6 +210,7 @@ func New(opts Options) (*Agent, error) {
 	a.install(a.sync.Snapshot())
 	if a.lis, err = net.Listen("tcp", opts.Listen); err != nil {
 		a.spool.Close()
+		a.keys.Close()
 		return nil, err
 	}
 	return a, nil
@@ -381,6 +388,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.drain()
 		_ = a.spool.Flush()
 		_ = a.spool.Close()
+		_ = a.keys.Close()
 		if a.conn != nil {
 			_ = a.conn.Close()
 		}

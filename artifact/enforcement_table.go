@@ -14,6 +14,7 @@ const (
 	inCircuit   = "agent/circuit"
 	inValidate  = "agent/validate"
 	inPin       = "agent/pin"
+	inKeys      = "agent/pipeline, agent/idempotency"
 	inSign      = "sign"
 	inLifecycle = "controlplane/lifecycle"
 	inAdmin     = "controlplane/admin"
@@ -93,9 +94,10 @@ var enforcement = map[Kind]map[string]Rule{
 		"auth.tenantModel":              rec(""),
 		"tools.name":                    yes(inDecide, "joins a declared tool to its entry"),
 		"tools.sideEffect":              yes(inDecide, "the provider's class, compared with the consumer's"),
-		"tools.idempotency":             no("the registry entry's idempotency is what is used"),
-		"tools.idempotencyKeyHeader":    no("where the idempotency key travels is not read; keys are not forwarded to the provider by this field"),
-		"tools.idempotencyKeyRetention": no(""),
+		"tools.idempotency":             yes(inKeys, "KEYED: the agent allocates a key for a state-changing call without one, and the call may be retried with it"),
+		"tools.idempotencyKeyHeader":    yes(inKeys, "the key is sent in this HTTP header as well as in _meta (the connection's own headers are never replaced)"),
+		"tools.idempotencyKeyRetention": yes(inKeys, "how long the agent keeps the key's binding; zero: 24 hours"),
+		"tools.idempotencyKeyArgument":  yes(inKeys, "the key is set as this tool argument as well as in _meta"),
 		"tools.humanConfirmation":       no("approval comes from the registry entry and the policy"),
 		"regions":                       no("residency uses the registry entry's region"),
 		"dataResidency":                 no(""),
@@ -324,6 +326,7 @@ func receiptFields() map[string]Rule {
 		"idempotencyKeyRef", "startedAt", "endedAt", "latency", "outcome", "failedLayer", "transportStatus", "jsonrpcCode",
 		"isError", "schemaValidation", "semanticValidation", "semanticValidatorVersion", "actions.kind", "actions.entry", "actions.detail", "cost",
 		"workflowContribution", "resultDigest", "errorMessage",
+		"idempotency.keyRef", "idempotency.scope", "idempotency.retention", "idempotency.allocated", "idempotency.repeat", "idempotency.carried",
 	} {
 		out[p] = rec("")
 	}

@@ -35,7 +35,7 @@ func TestKnownUnenforcedFields(t *testing.T) {
 		path string
 	}{
 		{artifact.KindPolicy, "semanticValidation"},
-		{artifact.KindDeclaration, "tools.idempotencyKeyHeader"},
+		{artifact.KindDeclaration, "tools.humanConfirmation"},
 		{artifact.KindReceiptBatch, "receipts.workflowOutcome"},
 	} {
 		r, ok := artifact.RuleFor(c.k, c.path)

@@ -96,6 +96,17 @@ const (
 	// CodeMethodNotPermitted refuses a resources, prompts, completion or
 	// subscription request of a principal admitted to no tool of the server.
 	CodeMethodNotPermitted Code = "method_not_permitted"
+	// CodeIdempotencyKeyReused refuses a key bound to another payload, or
+	// to another principal class or tool, before any upstream sees it.
+	CodeIdempotencyKeyReused Code = "idempotency_key_reused"
+	// CodeIdempotencyKeyInvalid refuses an empty, oversized or non-printable key.
+	CodeIdempotencyKeyInvalid Code = "idempotency_key_invalid"
+	// CodeIdempotencyRouteUnavailable refuses a repeat whose key's route
+	// (the one holding the prior result) is no longer admitted.
+	CodeIdempotencyRouteUnavailable Code = "idempotency_route_unavailable"
+	// CodeIdempotencyStore refuses a keyed call whose binding could not be
+	// made durable.
+	CodeIdempotencyStore Code = "idempotency_store_unavailable"
 )
 
 // ActionKind is what the executor did (Receipt.actions).
@@ -233,6 +244,10 @@ var codeTerms = []Term{
 	{KindCode, string(CodeInputUnavailable), 0, StepNone, "the upstream asked for input the client cannot provide"},
 	{KindCode, string(CodeInputFailed), 0, StepNone, "the client did not provide the input the upstream asked for"},
 	{KindCode, string(CodeMethodNotPermitted), 0, StepTrust, "resources, prompts and completion of a server are for principals admitted to at least one of its tools"},
+	{KindCode, string(CodeIdempotencyKeyReused), 0, StepSideEffect, "the idempotency key is bound to another payload, principal class or tool"},
+	{KindCode, string(CodeIdempotencyKeyInvalid), 0, StepSideEffect, "the idempotency key is empty, longer than 255 bytes or not printable ASCII"},
+	{KindCode, string(CodeIdempotencyRouteUnavailable), 0, StepSideEffect, "a repeat's key is bound to a route that is no longer admitted"},
+	{KindCode, string(CodeIdempotencyStore), 0, StepSideEffect, "the idempotency binding could not be made durable"},
 }
 
 var actionTerms = []Term{

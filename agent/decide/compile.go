@@ -50,9 +50,15 @@ type entry struct {
 	providerSE, consumerSE              mcpreadyv1.SideEffectClass
 	conflict, readOnly, keyed, approval bool
 	stateChanging                       bool
-	evidence                            []evidenceRef // freshest first
-	perAttemptRetry, perAttemptOne      time.Duration // 0: derive from deadline
-	retryOn                             RetryConditions
+	// keySupport: the provider declares the tool KEYED; keyHeader,
+	// keyArgument and keyRetention say where the key travels and for how
+	// long the provider keeps it.
+	keySupport                     bool
+	keyHeader, keyArgument         string
+	keyRetention                   time.Duration
+	evidence                       []evidenceRef // freshest first
+	perAttemptRetry, perAttemptOne time.Duration // 0: derive from deadline
+	retryOn                        RetryConditions
 	// expires: unix nanos of the entry's provenance expiry, endOfLife of
 	// the declared end of life, deprecated of the declared deprecation; 0 =
 	// none. expiresRej and endOfLifeRej are their rejections, with shared
@@ -351,8 +357,16 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	// 5 side-effect safety (static part).
 	e.providerSE = re.GetSideEffect()
 	for _, t := range decl.GetTools() {
-		if t.GetName() == e.tool && t.GetSideEffect() != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
+		if t.GetName() != e.tool {
+			continue
+		}
+		if t.GetSideEffect() != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
 			e.providerSE = t.GetSideEffect()
+		}
+		if t.GetIdempotency() == mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_KEYED {
+			e.keySupport = true
+			e.keyHeader, e.keyArgument = t.GetIdempotencyKeyHeader(), t.GetIdempotencyKeyArgument()
+			e.keyRetention = t.GetIdempotencyKeyRetention().AsDuration()
 		}
 	}
 	if e.providerSE == mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
@@ -376,6 +390,8 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	case mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_KEYED, mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_NATURALLY_IDEMPOTENT:
 		e.keyed = true
 	}
+	// A provider that declares key support makes a keyed call retryable.
+	e.keyed = e.keyed || e.keySupport
 	e.approval = re.GetApprovalRequired()
 	for _, a := range p.GetApprovals() {
 		if a.GetRequired() && match(a.GetMatch(), e.key) {

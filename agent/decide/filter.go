@@ -55,7 +55,7 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 	if e.approval && !req.ApprovalAvailable {
 		return readiness.StepSideEffect, rejApproval
 	}
-	if s.requireKey && e.stateChanging && !req.IdempotencyKey {
+	if s.requireKey && e.stateChanging && !req.IdempotencyKey && !(req.AllocateKey && e.keySupport) {
 		return readiness.StepSideEffect, rejIdempotency
 	}
 	// 6 current health.
@@ -88,7 +88,7 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 	if rj := e.static[readiness.StepBudget]; rj.code != "" {
 		return readiness.StepBudget, rj
 	}
-	a.retryable = e.readOnly || (req.IdempotencyKey && e.keyed)
+	a.retryable = e.readOnly || (e.keyed && (req.IdempotencyKey || (req.AllocateKey && e.keySupport)))
 	a.attempts = 1
 	a.perAttempt = e.perAttemptOne
 	if a.retryable && !e.retryOn.None() {

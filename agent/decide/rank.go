@@ -87,6 +87,7 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 		r.HedgeAfter = s.hedgeAfter
 	}
 	r.OutputSchemaDigest = id.GetOutputSchemaDigest()
+	r.KeySupport, r.KeyHeader, r.KeyArgument, r.KeyRetention = e.keySupport, e.keyHeader, e.keyArgument, e.keyRetention
 	r.HalfOpen = a.tier&tierHalfOpen != 0
 	r.Deprecated = a.tier&tierDeprecated != 0
 	r.Unknown = a.ev < 0

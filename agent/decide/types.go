@@ -68,6 +68,10 @@ type Request struct {
 	ProtocolVersion string
 	// IdempotencyKey: the caller supplied an idempotency key.
 	IdempotencyKey bool
+	// AllocateKey: the caller allocates a key for a call without one when
+	// the route's provider declares key support (Route.KeySupport), so such
+	// a route counts as keyed.
+	AllocateKey bool
 	// ApprovalAvailable: a human can be asked (the client supports MCP
 	// elicitation). Tools that require approval are refused without it.
 	ApprovalAvailable bool
@@ -123,8 +127,16 @@ type Route struct {
 	// declares more; the route is then treated as state-changing.
 	SideEffectConflict bool
 	// Retryable: consumer READ_ONLY (without conflict), or an idempotency key
-	// is present and the entry is KEYED or NATURALLY_IDEMPOTENT.
+	// is present (or will be allocated, Request.AllocateKey) and the entry is
+	// KEYED or NATURALLY_IDEMPOTENT or its provider declares key support.
 	Retryable bool
+	// KeySupport: the provider's Declaration says the tool is KEYED.
+	// KeyHeader (HTTP header) and KeyArgument (tool argument) are where the
+	// key travels besides _meta ("" for not there); KeyRetention is how
+	// long the provider keeps keys (zero: not declared).
+	KeySupport             bool
+	KeyHeader, KeyArgument string
+	KeyRetention           time.Duration
 	// ReadOnly: consumer READ_ONLY without conflict (hedging allowed).
 	ReadOnly         bool
 	ApprovalRequired bool

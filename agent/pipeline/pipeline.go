@@ -30,6 +30,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/idempotency"
 	"github.com/mcpready/mcpready/agent/invoke"
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/upstream"
@@ -49,6 +50,11 @@ type Options struct {
 	// Emit receives every finished receipt, before the answer is returned.
 	// It must not block for long. Nil drops receipts.
 	Emit func(*mcpreadyv1.Receipt)
+	// Keys binds idempotency keys durably and allocates keys for
+	// state-changing calls to providers that declare key support. Nil binds
+	// nothing and allocates nothing: a client's key is still checked and
+	// carried, and receipts hold its plain digest.
+	Keys *idempotency.Store
 }
 
 // Pipeline runs requests. It is safe for concurrent use.
@@ -182,16 +188,17 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 		return Result{Answer: p.Refuse(rec, readiness.StepEligibility, readiness.CodeNoPolicy, "no verified policy is installed on this host"), Receipt: rec}
 	}
 	dr := p.request(&st, c, req.Tool, now)
-	dr.IdempotencyKey = req.HasKey
+	dr.IdempotencyKey, dr.AllocateKey = req.HasKey, p.opts.Keys != nil
 	d := st.Decide.Decide(dr, st.Health())
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
 	rec.Deadline = durationpb.New(d.Deadline)
 	pin(&d, req.Pin)
-	if req.HasKey {
-		rec.IdempotencyKeyRef = receipt.ArgumentsDigest(json.RawMessage(fmt.Sprintf("%q", req.IdempotencyKey)))
-	}
 	var re *decide.RefusalError
 	if errors.As(d.Refusal, &re) {
+		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
+	}
+	key, re := p.keys(rec, &d, &req)
+	if re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
 	}
 	first := d.Routes[0]
@@ -208,8 +215,9 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 		protoMu.Lock()
 		protocol[r.Entry] = up.ProtocolVersion()
 		protoMu.Unlock()
-		params := &mcp.CallToolParams{Meta: req.Meta, Name: r.Identity.GetToolName(), Arguments: req.Arguments}
-		if len(req.Arguments) == 0 {
+		ctx, meta, args := key.carry(ctx, r, req.Meta, req.Arguments)
+		params := &mcp.CallToolParams{Meta: meta, Name: r.Identity.GetToolName(), Arguments: args}
+		if len(args) == 0 {
 			params.Arguments = map[string]any{}
 		}
 		res, in, err := tr.Call(ctx, up, params)
@@ -237,6 +245,9 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
 	}
 	out := run.Final
+	if run.Route != nil {
+		p.finishKey(key, run.Route.Entry, out.Class)
+	}
 	switch v := out.Result.(type) {
 	case ask:
 		return Result{Receipt: rec, Route: run.Route, Ask: v.v}
