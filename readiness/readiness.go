@@ -123,6 +123,7 @@ const (
 	ActionAmbiguousNoRetry          ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_AMBIGUOUS_NO_RETRY
 	ActionRetryConditionNotAllowed  ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED
 	ActionInputRequired             ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_INPUT_REQUIRED
+	ActionSlowStart                 ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_SLOW_START
 )
 
 // NewAction is an action of kind concerning entry ("" for the whole call).
@@ -138,7 +139,7 @@ func NewAction(kind ActionKind, entry string) *mcpreadyv1.Action {
 func ActionString(a *mcpreadyv1.Action) string {
 	name := actionName(a.GetKind())
 	switch a.GetKind() {
-	case ActionRetry, ActionHedge, ActionFallback, ActionCircuitOpen:
+	case ActionRetry, ActionHedge, ActionFallback, ActionCircuitOpen, ActionSlowStart:
 		if a.GetEntry() != "" {
 			return name + ":" + a.GetEntry()
 		}
@@ -255,11 +256,12 @@ var actionTerms = []Term{
 	{KindAction, "hedge", int32(ActionHedge), StepNone, "a second, concurrent attempt on a read-only route"},
 	{KindAction, "fallback", int32(ActionFallback), StepNone, "the next admitted route of the class was tried"},
 	{KindAction, "circuit-open", int32(ActionCircuitOpen), StepNone, "a route was skipped because its circuit breaker is open"},
-	{KindAction, "retry-budget-exhausted", int32(ActionRetryBudgetExhausted), StepNone, "no retry or hedge: the agent-wide retry budget is spent"},
+	{KindAction, "retry-budget-exhausted", int32(ActionRetryBudgetExhausted), StepNone, "no retry or hedge: the agent-wide retry budget is spent, or (detail \"call\") the call's attempts over all its routes are at their bound"},
 	{KindAction, "retry-after-exceeds-deadline", int32(ActionRetryAfterExceedsDeadline), StepNone, "no retry: the wait would pass the call's deadline"},
 	{KindAction, "ambiguous-no-retry", int32(ActionAmbiguousNoRetry), StepNone, "a state-changing call ended ambiguous and was not retried"},
 	{KindAction, "retry-condition-not-allowed", int32(ActionRetryConditionNotAllowed), StepNone, "no retry: the route's retry conditions exclude the failure (detail names it)"},
 	{KindAction, "input_required", int32(ActionInputRequired), StepNone, "the round ended in an input request to the client"},
+	{KindAction, "slow-start", int32(ActionSlowStart), StepNone, "a route was skipped: its breaker is re-admitting traffic gradually and the call was outside its share"},
 }
 
 var outcomeTerms = []Term{

@@ -189,6 +189,10 @@ type Decision struct {
 	// Deadline is the one end-to-end deadline of the call.
 	Deadline time.Duration
 	Backoff  Backoff
+	// MaxAttempts is Policy.retry.max_attempts (default 3): with one
+	// attempt for each fallback route it bounds every attempt of the call,
+	// retries and hedges on all its routes together.
+	MaxAttempts int
 	// Refusal is non-nil (a *RefusalError) when no route is admitted.
 	Refusal error
 }

@@ -102,9 +102,12 @@ type runner struct {
 	opts  Options
 	do    Attempt
 	res   Result
-	mu    sync.Mutex // guards res.Attempts while hedges run
+	mu    sync.Mutex // guards res.Attempts and count while hedges run
 	count int
 	d     *decide.Decision
+	// limit bounds the attempts of the call over all routes (see
+	// Decision.MaxAttempts); current is the index of the route running.
+	limit, current int
 }
 
 // Run executes d. It returns a REFUSED outcome for a refused decision.
@@ -120,7 +123,7 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 	if opts.Jitter == nil {
 		opts.Jitter = func(n int64) int64 { return rand.Int64N(n) }
 	}
-	rn := &runner{opts: opts, do: do, d: &d}
+	rn := &runner{opts: opts, do: do, d: &d, limit: callLimit(&d)}
 	if d.Refusal != nil {
 		rn.res.Final = Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY, Err: d.Refusal}
@@ -138,6 +141,7 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 		Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: ErrNoRoute}
 	for i := range d.Routes {
 		r := &d.Routes[i]
+		rn.current = i
 		if i > 0 {
 			rn.action(readiness.ActionFallback, r.Entry, "")
 		}
@@ -157,7 +161,11 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 			}
 		}
 		if opts.Circuits != nil && !opts.Circuits.Allow(r.CircuitKey, opts.Now()) {
-			rn.action(readiness.ActionCircuitOpen, r.Entry, "")
+			kind := readiness.ActionCircuitOpen
+			if opts.Circuits.Ramping(r.CircuitKey, opts.Now()) {
+				kind = readiness.ActionSlowStart
+			}
+			rn.action(kind, r.Entry, "")
 			continue
 		}
 		if ctx == nil {
@@ -173,6 +181,27 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 	}
 	rn.res.Final = final
 	return rn.res
+}
+
+// callLimit is the most attempts one call may make over all its routes:
+// the policy's maximum (else the largest route maximum) plus one for each
+// fallback route.
+func callLimit(d *decide.Decision) int {
+	n := d.MaxAttempts
+	if n <= 0 {
+		for _, r := range d.Routes {
+			n = max(n, r.MaxAttempts)
+		}
+	}
+	return max(n, 1) + max(len(d.Routes)-1, 0)
+}
+
+// spare reports whether one more retry or hedge fits the call's limit
+// while keeping one attempt for each route not yet tried.
+func (rn *runner) spare() bool {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return rn.count+len(rn.d.Routes)-1-rn.current < rn.limit
 }
 
 // approve asks Options.Approve about r.
@@ -220,6 +249,10 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 			rn.action(readiness.ActionRetryAfterExceedsDeadline, r.Entry, "")
 			return out
 		}
+		if !rn.spare() {
+			rn.action(readiness.ActionRetryBudgetExhausted, r.Entry, "call")
+			return out
+		}
 		if rn.opts.Budget != nil && !rn.opts.Budget.Withdraw() {
 			rn.action(readiness.ActionRetryBudgetExhausted, r.Entry, "")
 			return out
@@ -231,10 +264,15 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 	}
 }
 
-// backoff is the wait before retry n: exponential from the policy base,
-// capped, with equal jitter; a Retry-After is a floor, plus up to one base of
-// jitter so synchronised clients spread out.
+// backoff is the wait before retry n, with full jitter so that callers
+// that failed together do not retry together: uniform in [0, exp], exp
+// being exponential from the policy base and capped; after a Retry-After,
+// uniform in [RA, 2×RA] (never before the upstream asked, spread over a
+// window as long as the wait itself).
 func (rn *runner) backoff(n int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return retryAfter + time.Duration(rn.opts.Jitter(int64(retryAfter)+1))
+	}
 	base, maxB := rn.d.Backoff.Base, rn.d.Backoff.Max
 	if base <= 0 {
 		base = 100 * time.Millisecond
@@ -247,11 +285,7 @@ func (rn *runner) backoff(n int, retryAfter time.Duration) time.Duration {
 		exp *= 2
 	}
 	exp = min(exp, maxB)
-	wait := exp/2 + time.Duration(rn.opts.Jitter(int64(exp/2)+1))
-	if retryAfter > 0 {
-		wait = retryAfter + time.Duration(rn.opts.Jitter(int64(base)+1))
-	}
-	return wait
+	return time.Duration(rn.opts.Jitter(int64(exp) + 1))
 }
 
 // attempt runs one attempt, hedged when the route is read-only and the
@@ -302,7 +336,7 @@ func (rn *runner) hedged(ctx context.Context, r *decide.Route, per time.Duration
 	for inflight > 0 {
 		select {
 		case <-timer.C:
-			if rn.opts.Budget == nil || rn.opts.Budget.Withdraw() {
+			if rn.spare() && (rn.opts.Budget == nil || rn.opts.Budget.Withdraw()) {
 				rn.action(readiness.ActionHedge, r.Entry, "")
 				launch(true)
 				inflight++

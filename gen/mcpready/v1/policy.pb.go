@@ -876,9 +876,14 @@ type CircuitRules struct {
 	BaseEjection        *durationpb.Duration   `protobuf:"bytes,2,opt,name=base_ejection,json=baseEjection,proto3" json:"base_ejection,omitempty"`
 	MaxEjection         *durationpb.Duration   `protobuf:"bytes,3,opt,name=max_ejection,json=maxEjection,proto3" json:"max_ejection,omitempty"`
 	// Fraction of traffic re-admitted per interval while half-open.
-	ReadmitRatio  float64 `protobuf:"fixed64,4,opt,name=readmit_ratio,json=readmitRatio,proto3" json:"readmit_ratio,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReadmitRatio float64 `protobuf:"fixed64,4,opt,name=readmit_ratio,json=readmitRatio,proto3" json:"readmit_ratio,omitempty"`
+	// Slow start: after a half-open success the route's share of calls ramps
+	// linearly from readmit_ratio to all of them over this window; a counted
+	// failure during the ramp ejects it again, for longer. Zero: no ramp (one
+	// success closes the breaker fully).
+	SlowStartWindow *durationpb.Duration `protobuf:"bytes,80,opt,name=slow_start_window,json=slowStartWindow,proto3" json:"slow_start_window,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CircuitRules) Reset() {
@@ -937,6 +942,13 @@ func (x *CircuitRules) GetReadmitRatio() float64 {
 		return x.ReadmitRatio
 	}
 	return 0
+}
+
+func (x *CircuitRules) GetSlowStartWindow() *durationpb.Duration {
+	if x != nil {
+		return x.SlowStartWindow
+	}
+	return nil
 }
 
 // IncidentOwner names the owner per dependency.
@@ -1210,12 +1222,13 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x18\n" +
 	"\amembers\x18\x03 \x03(\tR\amembers\x12)\n" +
 	"\x10fallback_allowed\x18\x04 \x01(\bR\x0ffallbackAllowed\x12<\n" +
-	"\x1afallback_requires_approval\x18\x05 \x01(\bR\x18fallbackRequiresApproval\"\xe4\x01\n" +
+	"\x1afallback_requires_approval\x18\x05 \x01(\bR\x18fallbackRequiresApproval\"\xab\x02\n" +
 	"\fCircuitRules\x121\n" +
 	"\x14consecutive_failures\x18\x01 \x01(\x05R\x13consecutiveFailures\x12>\n" +
 	"\rbase_ejection\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\fbaseEjection\x12<\n" +
 	"\fmax_ejection\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vmaxEjection\x12#\n" +
-	"\rreadmit_ratio\x18\x04 \x01(\x01R\freadmitRatio\";\n" +
+	"\rreadmit_ratio\x18\x04 \x01(\x01R\freadmitRatio\x12E\n" +
+	"\x11slow_start_window\x18P \x01(\v2\x19.google.protobuf.DurationR\x0fslowStartWindow\";\n" +
 	"\rIncidentOwner\x12\x14\n" +
 	"\x05match\x18\x01 \x01(\tR\x05match\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\"\x89\x01\n" +
@@ -1295,12 +1308,13 @@ var file_mcpready_v1_policy_proto_depIdxs = []int32{
 	17, // 22: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
 	17, // 23: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
 	17, // 24: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
-	17, // 25: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	17, // 25: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
+	17, // 26: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_policy_proto_init() }

@@ -132,21 +132,25 @@ const (
 	ActionKind_ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED ActionKind = 8
 	// The round ended in an input request to the client (SEP-2322).
 	ActionKind_ACTION_KIND_INPUT_REQUIRED ActionKind = 9
+	// A route was skipped: its breaker closed recently and is re-admitting
+	// traffic gradually (slow start), and this call was outside its share.
+	ActionKind_ACTION_KIND_SLOW_START ActionKind = 80
 )
 
 // Enum value maps for ActionKind.
 var (
 	ActionKind_name = map[int32]string{
-		0: "ACTION_KIND_UNSPECIFIED",
-		1: "ACTION_KIND_RETRY",
-		2: "ACTION_KIND_HEDGE",
-		3: "ACTION_KIND_FALLBACK",
-		4: "ACTION_KIND_CIRCUIT_OPEN",
-		5: "ACTION_KIND_RETRY_BUDGET_EXHAUSTED",
-		6: "ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE",
-		7: "ACTION_KIND_AMBIGUOUS_NO_RETRY",
-		8: "ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED",
-		9: "ACTION_KIND_INPUT_REQUIRED",
+		0:  "ACTION_KIND_UNSPECIFIED",
+		1:  "ACTION_KIND_RETRY",
+		2:  "ACTION_KIND_HEDGE",
+		3:  "ACTION_KIND_FALLBACK",
+		4:  "ACTION_KIND_CIRCUIT_OPEN",
+		5:  "ACTION_KIND_RETRY_BUDGET_EXHAUSTED",
+		6:  "ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE",
+		7:  "ACTION_KIND_AMBIGUOUS_NO_RETRY",
+		8:  "ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED",
+		9:  "ACTION_KIND_INPUT_REQUIRED",
+		80: "ACTION_KIND_SLOW_START",
 	}
 	ActionKind_value = map[string]int32{
 		"ACTION_KIND_UNSPECIFIED":                  0,
@@ -159,6 +163,7 @@ var (
 		"ACTION_KIND_AMBIGUOUS_NO_RETRY":           7,
 		"ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED":  8,
 		"ACTION_KIND_INPUT_REQUIRED":               9,
+		"ACTION_KIND_SLOW_START":                   80,
 	}
 )
 
@@ -1289,7 +1294,7 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\x14DECISION_STEP_HEALTH\x10\x06\x12\x18\n" +
 	"\x14DECISION_STEP_BUDGET\x10\a\x12\x19\n" +
 	"\x15DECISION_STEP_LATENCY\x10\b\x12\x19\n" +
-	"\x15DECISION_STEP_RESOLVE\x10\t*\xd6\x02\n" +
+	"\x15DECISION_STEP_RESOLVE\x10\t*\xf2\x02\n" +
 	"\n" +
 	"ActionKind\x12\x1b\n" +
 	"\x17ACTION_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -1301,7 +1306,8 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"(ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE\x10\x06\x12\"\n" +
 	"\x1eACTION_KIND_AMBIGUOUS_NO_RETRY\x10\a\x12+\n" +
 	"'ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED\x10\b\x12\x1e\n" +
-	"\x1aACTION_KIND_INPUT_REQUIRED\x10\tB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
+	"\x1aACTION_KIND_INPUT_REQUIRED\x10\t\x12\x1a\n" +
+	"\x16ACTION_KIND_SLOW_START\x10PB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
 
 var (
 	file_mcpready_v1_receipt_proto_rawDescOnce sync.Once
