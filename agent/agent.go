@@ -330,7 +330,11 @@ func buildState(s *subscribe.Snapshot, prev *front.State, prevPolicy *mcpreadyv1
 	if err != nil {
 		return nil, nil, err
 	}
-	st := &front.State{Decide: snap, Entries: in.Entries, Checker: validate.NewChecker(validate.RulesFromPolicy(pol.GetResults()))}
+	rules := validate.RulesFromPolicy(pol.GetResults())
+	if rules.Semantic, err = validate.CompileSemantic(pol.GetSemanticValidation(), pol.GetResults().GetOnSemanticFailure()); err != nil {
+		return nil, nil, err
+	}
+	st := &front.State{Decide: snap, Entries: in.Entries, Checker: validate.NewChecker(rules)}
 	switch {
 	case prev == nil || prev.Circuits == nil:
 		st.Circuits = circuit.NewSet(circuit.ConfigFromPolicy(pol.GetCircuit()))

@@ -224,7 +224,8 @@ var enforcement = map[Kind]map[string]Rule{
 		"results.maxResultBytes":                      yes(inValidate, ""),
 		"results.injectionTripwire":                   yes(inValidate, ""),
 		"results.requireOutputSchema":                 yes(inValidate, ""),
-		"semanticValidation":                          no("no CEL expression is evaluated; receipts say semantic validation was not run"),
+		"results.onSemanticFailure":                   yes(inValidate, "withhold (semantic_invalid) or annotate (_meta mcpready.dev/semantic) a rejected result"),
+		"semanticValidation":                          yes(inValidate, "CEL over args, result, now and tool, compiled once per policy (refused at apply if it does not compile), cost-bounded; receipts record the verdict and validator version"),
 	}),
 
 	KindEvidence: merge(provenance(map[string]Rule{

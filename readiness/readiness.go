@@ -107,6 +107,9 @@ const (
 	// CodeIdempotencyStore refuses a keyed call whose binding could not be
 	// made durable.
 	CodeIdempotencyStore Code = "idempotency_store_unavailable"
+	// CodeSemanticInvalid: a semantic validator rejected the result (or
+	// could not evaluate it) and the policy withholds such results.
+	CodeSemanticInvalid Code = "semantic_invalid"
 )
 
 // ActionKind is what the executor did (Receipt.actions).
@@ -249,6 +252,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeIdempotencyKeyInvalid), 0, StepSideEffect, "the idempotency key is empty, longer than 255 bytes or not printable ASCII"},
 	{KindCode, string(CodeIdempotencyRouteUnavailable), 0, StepSideEffect, "a repeat's key is bound to a route that is no longer admitted"},
 	{KindCode, string(CodeIdempotencyStore), 0, StepSideEffect, "the idempotency binding could not be made durable"},
+	{KindCode, string(CodeSemanticInvalid), 0, StepNone, "a semantic validator (Policy.semanticValidation) rejected the result, or could not evaluate it"},
 }
 
 var actionTerms = []Term{

@@ -227,7 +227,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 		case in != nil:
 			return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: input{in}}
 		}
-		return checkResult(st.Checker, r, res)
+		return semantic(st.Checker, r, req.Arguments, p.opts.Now(), checkResult(st.Checker, r, res))
 	}
 	approve := func(ctx context.Context, r *decide.Route) (invoke.Outcome, bool) {
 		return p.approve(ctx, rec, tr, r)
@@ -257,6 +257,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 		if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR {
 			rec.Outcome, rec.IsError = out.Class, v.res.IsError
 			rec.SchemaValidation = "passed"
+			recordSemantic(rec, out)
 			if v.res.IsError {
 				rec.FailedLayer = out.Layer
 			}
@@ -266,8 +267,12 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 		}
 	}
 	var code readiness.Code
-	if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED {
+	switch {
+	case out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED:
 		code = readiness.CodeApprovalDenied
+	case recordSemantic(rec, out):
+		code = readiness.CodeSemanticInvalid
+		rec.SchemaValidation = "passed"
 	}
 	return Result{Answer: p.Fail(rec, out, code), Receipt: rec, Route: run.Route}
 }

@@ -22,6 +22,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SemanticFailureAction says what happens to a result a semantic validator
+// rejects.
+type SemanticFailureAction int32
+
+const (
+	// Withhold (the default).
+	SemanticFailureAction_SEMANTIC_FAILURE_ACTION_UNSPECIFIED SemanticFailureAction = 0
+	// The AI agent gets a semantic_invalid tool error instead of the result.
+	SemanticFailureAction_SEMANTIC_FAILURE_ACTION_WITHHOLD SemanticFailureAction = 1
+	// The AI agent gets the result with _meta "mcpready.dev/semantic" saying
+	// which validator rejected it.
+	SemanticFailureAction_SEMANTIC_FAILURE_ACTION_ANNOTATE SemanticFailureAction = 2
+)
+
+// Enum value maps for SemanticFailureAction.
+var (
+	SemanticFailureAction_name = map[int32]string{
+		0: "SEMANTIC_FAILURE_ACTION_UNSPECIFIED",
+		1: "SEMANTIC_FAILURE_ACTION_WITHHOLD",
+		2: "SEMANTIC_FAILURE_ACTION_ANNOTATE",
+	}
+	SemanticFailureAction_value = map[string]int32{
+		"SEMANTIC_FAILURE_ACTION_UNSPECIFIED": 0,
+		"SEMANTIC_FAILURE_ACTION_WITHHOLD":    1,
+		"SEMANTIC_FAILURE_ACTION_ANNOTATE":    2,
+	}
+)
+
+func (x SemanticFailureAction) Enum() *SemanticFailureAction {
+	p := new(SemanticFailureAction)
+	*p = x
+	return p
+}
+
+func (x SemanticFailureAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SemanticFailureAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_mcpready_v1_policy_proto_enumTypes[0].Descriptor()
+}
+
+func (SemanticFailureAction) Type() protoreflect.EnumType {
+	return &file_mcpready_v1_policy_proto_enumTypes[0]
+}
+
+func (x SemanticFailureAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SemanticFailureAction.Descriptor instead.
+func (SemanticFailureAction) EnumDescriptor() ([]byte, []int) {
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{0}
+}
+
 // UnknownEvidenceAction says what to do when decisive evidence is missing or
 // expired.
 type UnknownEvidenceAction int32
@@ -58,11 +113,11 @@ func (x UnknownEvidenceAction) String() string {
 }
 
 func (UnknownEvidenceAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpready_v1_policy_proto_enumTypes[0].Descriptor()
+	return file_mcpready_v1_policy_proto_enumTypes[1].Descriptor()
 }
 
 func (UnknownEvidenceAction) Type() protoreflect.EnumType {
-	return &file_mcpready_v1_policy_proto_enumTypes[0]
+	return &file_mcpready_v1_policy_proto_enumTypes[1]
 }
 
 func (x UnknownEvidenceAction) Number() protoreflect.EnumNumber {
@@ -71,7 +126,7 @@ func (x UnknownEvidenceAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UnknownEvidenceAction.Descriptor instead.
 func (UnknownEvidenceAction) EnumDescriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{0}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{1}
 }
 
 // Policy is the consuming organisation's policy. It is local: it decides what
@@ -99,7 +154,10 @@ type Policy struct {
 	IncidentOwners     []*IncidentOwner     `protobuf:"bytes,17,rep,name=incident_owners,json=incidentOwners,proto3" json:"incident_owners,omitempty"`
 	Principals         []*PrincipalRule     `protobuf:"bytes,18,rep,name=principals,proto3" json:"principals,omitempty"`
 	Results            *ResultRules         `protobuf:"bytes,19,opt,name=results,proto3" json:"results,omitempty"`
-	// Minimum semantic-validation level per input class.
+	// Semantic validators (readiness layer 6): key is an equivalence class
+	// name or a "<server>/<tool>" pattern, value a CEL expression over args,
+	// result (the structured result), now and tool that must yield true.
+	// Compiled once per policy; one that does not compile is refused.
 	SemanticValidation map[string]string `protobuf:"bytes,20,rep,name=semantic_validation,json=semanticValidation,proto3" json:"semantic_validation,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
@@ -1080,8 +1138,10 @@ type ResultRules struct {
 	MaxResultBytes      int64                  `protobuf:"varint,1,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
 	InjectionTripwire   bool                   `protobuf:"varint,2,opt,name=injection_tripwire,json=injectionTripwire,proto3" json:"injection_tripwire,omitempty"`
 	RequireOutputSchema bool                   `protobuf:"varint,3,opt,name=require_output_schema,json=requireOutputSchema,proto3" json:"require_output_schema,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// What a semantic validator's rejection does (default: withhold).
+	OnSemanticFailure SemanticFailureAction `protobuf:"varint,80,opt,name=on_semantic_failure,json=onSemanticFailure,proto3,enum=mcpready.v1.SemanticFailureAction" json:"on_semantic_failure,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ResultRules) Reset() {
@@ -1133,6 +1193,13 @@ func (x *ResultRules) GetRequireOutputSchema() bool {
 		return x.RequireOutputSchema
 	}
 	return false
+}
+
+func (x *ResultRules) GetOnSemanticFailure() SemanticFailureAction {
+	if x != nil {
+		return x.OnSemanticFailure
+	}
+	return SemanticFailureAction_SEMANTIC_FAILURE_ACTION_UNSPECIFIED
 }
 
 var File_mcpready_v1_policy_proto protoreflect.FileDescriptor
@@ -1236,11 +1303,16 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\x0fprincipal_class\x18\x01 \x01(\tR\x0eprincipalClass\x12\x14\n" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x12\n" +
 	"\x04deny\x18\x03 \x03(\tR\x04deny\x12%\n" +
-	"\x0etenant_classes\x18\x04 \x03(\tR\rtenantClasses\"\x9a\x01\n" +
+	"\x0etenant_classes\x18\x04 \x03(\tR\rtenantClasses\"\xee\x01\n" +
 	"\vResultRules\x12(\n" +
 	"\x10max_result_bytes\x18\x01 \x01(\x03R\x0emaxResultBytes\x12-\n" +
 	"\x12injection_tripwire\x18\x02 \x01(\bR\x11injectionTripwire\x122\n" +
-	"\x15require_output_schema\x18\x03 \x01(\bR\x13requireOutputSchema*\x85\x01\n" +
+	"\x15require_output_schema\x18\x03 \x01(\bR\x13requireOutputSchema\x12R\n" +
+	"\x13on_semantic_failure\x18P \x01(\x0e2\".mcpready.v1.SemanticFailureActionR\x11onSemanticFailure*\x8c\x01\n" +
+	"\x15SemanticFailureAction\x12'\n" +
+	"#SEMANTIC_FAILURE_ACTION_UNSPECIFIED\x10\x00\x12$\n" +
+	" SEMANTIC_FAILURE_ACTION_WITHHOLD\x10\x01\x12$\n" +
+	" SEMANTIC_FAILURE_ACTION_ANNOTATE\x10\x02*\x85\x01\n" +
 	"\x15UnknownEvidenceAction\x12'\n" +
 	"#UNKNOWN_EVIDENCE_ACTION_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dUNKNOWN_EVIDENCE_ACTION_ALLOW\x10\x01\x12 \n" +
@@ -1258,63 +1330,65 @@ func file_mcpready_v1_policy_proto_rawDescGZIP() []byte {
 	return file_mcpready_v1_policy_proto_rawDescData
 }
 
-var file_mcpready_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_mcpready_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_mcpready_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_mcpready_v1_policy_proto_goTypes = []any{
-	(UnknownEvidenceAction)(0),  // 0: mcpready.v1.UnknownEvidenceAction
-	(*Policy)(nil),              // 1: mcpready.v1.Policy
-	(*EvidenceRules)(nil),       // 2: mcpready.v1.EvidenceRules
-	(*AuthRules)(nil),           // 3: mcpready.v1.AuthRules
-	(*SideEffectRule)(nil),      // 4: mcpready.v1.SideEffectRule
-	(*ApprovalRule)(nil),        // 5: mcpready.v1.ApprovalRule
-	(*CostRules)(nil),           // 6: mcpready.v1.CostRules
-	(*ResidencyRules)(nil),      // 7: mcpready.v1.ResidencyRules
-	(*RetryRules)(nil),          // 8: mcpready.v1.RetryRules
-	(*EquivalenceClass)(nil),    // 9: mcpready.v1.EquivalenceClass
-	(*CircuitRules)(nil),        // 10: mcpready.v1.CircuitRules
-	(*IncidentOwner)(nil),       // 11: mcpready.v1.IncidentOwner
-	(*PrincipalRule)(nil),       // 12: mcpready.v1.PrincipalRule
-	(*ResultRules)(nil),         // 13: mcpready.v1.ResultRules
-	nil,                         // 14: mcpready.v1.Policy.SemanticValidationEntry
-	nil,                         // 15: mcpready.v1.EvidenceRules.MaxAgeEntry
-	(*Provenance)(nil),          // 16: mcpready.v1.Provenance
-	(*durationpb.Duration)(nil), // 17: google.protobuf.Duration
-	(SideEffectClass)(0),        // 18: mcpready.v1.SideEffectClass
-	(DataAccessClass)(0),        // 19: mcpready.v1.DataAccessClass
+	(SemanticFailureAction)(0),  // 0: mcpready.v1.SemanticFailureAction
+	(UnknownEvidenceAction)(0),  // 1: mcpready.v1.UnknownEvidenceAction
+	(*Policy)(nil),              // 2: mcpready.v1.Policy
+	(*EvidenceRules)(nil),       // 3: mcpready.v1.EvidenceRules
+	(*AuthRules)(nil),           // 4: mcpready.v1.AuthRules
+	(*SideEffectRule)(nil),      // 5: mcpready.v1.SideEffectRule
+	(*ApprovalRule)(nil),        // 6: mcpready.v1.ApprovalRule
+	(*CostRules)(nil),           // 7: mcpready.v1.CostRules
+	(*ResidencyRules)(nil),      // 8: mcpready.v1.ResidencyRules
+	(*RetryRules)(nil),          // 9: mcpready.v1.RetryRules
+	(*EquivalenceClass)(nil),    // 10: mcpready.v1.EquivalenceClass
+	(*CircuitRules)(nil),        // 11: mcpready.v1.CircuitRules
+	(*IncidentOwner)(nil),       // 12: mcpready.v1.IncidentOwner
+	(*PrincipalRule)(nil),       // 13: mcpready.v1.PrincipalRule
+	(*ResultRules)(nil),         // 14: mcpready.v1.ResultRules
+	nil,                         // 15: mcpready.v1.Policy.SemanticValidationEntry
+	nil,                         // 16: mcpready.v1.EvidenceRules.MaxAgeEntry
+	(*Provenance)(nil),          // 17: mcpready.v1.Provenance
+	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
+	(SideEffectClass)(0),        // 19: mcpready.v1.SideEffectClass
+	(DataAccessClass)(0),        // 20: mcpready.v1.DataAccessClass
 }
 var file_mcpready_v1_policy_proto_depIdxs = []int32{
-	16, // 0: mcpready.v1.Policy.provenance:type_name -> mcpready.v1.Provenance
-	2,  // 1: mcpready.v1.Policy.evidence:type_name -> mcpready.v1.EvidenceRules
-	3,  // 2: mcpready.v1.Policy.auth:type_name -> mcpready.v1.AuthRules
-	4,  // 3: mcpready.v1.Policy.side_effects:type_name -> mcpready.v1.SideEffectRule
-	5,  // 4: mcpready.v1.Policy.approvals:type_name -> mcpready.v1.ApprovalRule
-	6,  // 5: mcpready.v1.Policy.cost:type_name -> mcpready.v1.CostRules
-	17, // 6: mcpready.v1.Policy.deadline:type_name -> google.protobuf.Duration
-	7,  // 7: mcpready.v1.Policy.residency:type_name -> mcpready.v1.ResidencyRules
-	8,  // 8: mcpready.v1.Policy.retry:type_name -> mcpready.v1.RetryRules
-	9,  // 9: mcpready.v1.Policy.equivalence_classes:type_name -> mcpready.v1.EquivalenceClass
-	10, // 10: mcpready.v1.Policy.circuit:type_name -> mcpready.v1.CircuitRules
-	11, // 11: mcpready.v1.Policy.incident_owners:type_name -> mcpready.v1.IncidentOwner
-	12, // 12: mcpready.v1.Policy.principals:type_name -> mcpready.v1.PrincipalRule
-	13, // 13: mcpready.v1.Policy.results:type_name -> mcpready.v1.ResultRules
-	14, // 14: mcpready.v1.Policy.semantic_validation:type_name -> mcpready.v1.Policy.SemanticValidationEntry
-	15, // 15: mcpready.v1.EvidenceRules.max_age:type_name -> mcpready.v1.EvidenceRules.MaxAgeEntry
-	0,  // 16: mcpready.v1.EvidenceRules.on_unknown:type_name -> mcpready.v1.UnknownEvidenceAction
-	18, // 17: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
-	19, // 18: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
-	17, // 19: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
-	17, // 20: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
-	17, // 21: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
-	17, // 22: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
-	17, // 23: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
-	17, // 24: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
-	17, // 25: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
-	17, // 26: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	17, // 0: mcpready.v1.Policy.provenance:type_name -> mcpready.v1.Provenance
+	3,  // 1: mcpready.v1.Policy.evidence:type_name -> mcpready.v1.EvidenceRules
+	4,  // 2: mcpready.v1.Policy.auth:type_name -> mcpready.v1.AuthRules
+	5,  // 3: mcpready.v1.Policy.side_effects:type_name -> mcpready.v1.SideEffectRule
+	6,  // 4: mcpready.v1.Policy.approvals:type_name -> mcpready.v1.ApprovalRule
+	7,  // 5: mcpready.v1.Policy.cost:type_name -> mcpready.v1.CostRules
+	18, // 6: mcpready.v1.Policy.deadline:type_name -> google.protobuf.Duration
+	8,  // 7: mcpready.v1.Policy.residency:type_name -> mcpready.v1.ResidencyRules
+	9,  // 8: mcpready.v1.Policy.retry:type_name -> mcpready.v1.RetryRules
+	10, // 9: mcpready.v1.Policy.equivalence_classes:type_name -> mcpready.v1.EquivalenceClass
+	11, // 10: mcpready.v1.Policy.circuit:type_name -> mcpready.v1.CircuitRules
+	12, // 11: mcpready.v1.Policy.incident_owners:type_name -> mcpready.v1.IncidentOwner
+	13, // 12: mcpready.v1.Policy.principals:type_name -> mcpready.v1.PrincipalRule
+	14, // 13: mcpready.v1.Policy.results:type_name -> mcpready.v1.ResultRules
+	15, // 14: mcpready.v1.Policy.semantic_validation:type_name -> mcpready.v1.Policy.SemanticValidationEntry
+	16, // 15: mcpready.v1.EvidenceRules.max_age:type_name -> mcpready.v1.EvidenceRules.MaxAgeEntry
+	1,  // 16: mcpready.v1.EvidenceRules.on_unknown:type_name -> mcpready.v1.UnknownEvidenceAction
+	19, // 17: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
+	20, // 18: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
+	18, // 19: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
+	18, // 20: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
+	18, // 21: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
+	18, // 22: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
+	18, // 23: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
+	18, // 24: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
+	18, // 25: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
+	0,  // 26: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
+	18, // 27: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_policy_proto_init() }
@@ -1328,7 +1402,7 @@ func file_mcpready_v1_policy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_policy_proto_rawDesc), len(file_mcpready_v1_policy_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
