@@ -50,6 +50,9 @@ type entry struct {
 	providerSE, consumerSE              mcpreadyv1.SideEffectClass
 	conflict, readOnly, keyed, approval bool
 	stateChanging                       bool
+	// valueRules: approval rules that apply only above a value read from
+	// the arguments (approval.go).
+	valueRules []valueRule
 	// keySupport: the provider declares the tool KEYED; keyHeader,
 	// keyArgument and keyRetention say where the key travels and for how
 	// long the provider keeps it.
@@ -394,7 +397,13 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	e.keyed = e.keyed || e.keySupport
 	e.approval = re.GetApprovalRequired()
 	for _, a := range p.GetApprovals() {
-		if a.GetRequired() && match(a.GetMatch(), e.key) {
+		switch {
+		case !a.GetRequired() || !match(a.GetMatch(), e.key):
+		case a.GetReversible() && re.GetRollbackSupported():
+			// The rule covers irreversible effects only; this one can be undone.
+		case a.GetAboveValue() > 0 && a.GetValuePath() != "":
+			e.valueRules = append(e.valueRules, valueRule{path: strings.Split(a.GetValuePath(), "."), above: a.GetAboveValue()})
+		default:
 			e.approval = true
 		}
 	}

@@ -154,8 +154,8 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 // admit admits for req (req.Tool is ignored), so a client is never shown a
 // tool it cannot call, or the reverse. Two facts belong to one call, not to
 // the caller, and are taken at their most permissive: the idempotency key
-// (a caller can supply one) and the caller's own deadline (the policy
-// deadline applies). Sorted: classes, then tools.
+// (a caller can supply one), the caller's own deadline (the policy
+// deadline applies) and the arguments (approval by value does not apply). Sorted: classes, then tools.
 func (s *Snapshot) Visible(req Request, h Health) []Visible {
 	x := s.listing(&req)
 	var out []Visible
@@ -186,7 +186,7 @@ func (s *Snapshot) listing(req *Request) call {
 		req.Now = time.Now()
 	}
 	req.IdempotencyKey, req.Deadline = true, 0
-	return call{req: req, gr: s.grantFor(req.Principal, req.Tenant, nil), now: req.Now.UnixNano(), deadline: s.deadline}
+	return call{req: req, gr: s.grantFor(req.Principal, req.Tenant, nil), now: req.Now.UnixNano(), deadline: s.deadline, listing: true}
 }
 
 // visible lists the candidates of g that admit admits for x.

@@ -52,7 +52,8 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 		return readiness.StepSemantic, rejNotEquivalent
 	}
 	// 5 side-effect safety.
-	if e.approval && !req.ApprovalAvailable {
+	a.approval = e.approval || (len(e.valueRules) > 0 && x.aboveValue(e))
+	if a.approval && !req.ApprovalAvailable {
 		return readiness.StepSideEffect, rejApproval
 	}
 	if s.requireKey && e.stateChanging && !req.IdempotencyKey && !(req.AllocateKey && e.keySupport) {
@@ -133,6 +134,12 @@ type call struct {
 	brk      []*circuit.Breaker // nil: ask Health
 	now      int64
 	deadline time.Duration
+	// listing: a tools/list admission (value rules do not apply: there are
+	// no arguments); args are the call's arguments, decoded once when a
+	// value rule needs them (argsDone).
+	listing  bool
+	args     any
+	argsDone bool
 }
 
 // grant is the principal rules that apply to one request: those for its

@@ -22,6 +22,7 @@ type admitted struct {
 	ev         int32 // index in entry.evidence, -1 when unknown
 	tier       int8  // tierDeprecated | tierHalfOpen | tierUnknown
 	retryable  bool
+	approval   bool // approval required for this call (static or by value)
 	attempts   int8 // MaxAttempts of the route (1 unless retryable)
 	score      float64
 	perAttempt time.Duration
@@ -80,7 +81,8 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 		r.Class = g.name
 	}
 	r.ProviderSideEffect, r.ConsumerSideEffect, r.SideEffectConflict = e.providerSE, e.consumerSE, e.conflict
-	r.ReadOnly, r.ApprovalRequired, r.Retryable = e.readOnly, e.approval, a.retryable
+	r.ReadOnly, r.ApprovalRequired, r.Retryable = e.readOnly, a.approval, a.retryable
+	r.Reversible = e.spec.GetRollbackSupported()
 	r.MaxAttempts, r.RetryOn = int(a.attempts), e.retryOn
 	r.PerAttempt = a.perAttempt
 	if e.readOnly {

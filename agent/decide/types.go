@@ -68,6 +68,10 @@ type Request struct {
 	ProtocolVersion string
 	// IdempotencyKey: the caller supplied an idempotency key.
 	IdempotencyKey bool
+	// Arguments of the call (raw JSON), read by approval rules that apply
+	// above a value (Policy.approvals[].aboveValue at valuePath); nil for
+	// none.
+	Arguments []byte
 	// AllocateKey: the caller allocates a key for a call without one when
 	// the route's provider declares key support (Route.KeySupport), so such
 	// a route counts as keyed.
@@ -138,8 +142,18 @@ type Route struct {
 	KeyHeader, KeyArgument string
 	KeyRetention           time.Duration
 	// ReadOnly: consumer READ_ONLY without conflict (hedging allowed).
-	ReadOnly         bool
+	ReadOnly bool
+	// ApprovalRequired: a human must approve this call on this route (the
+	// entry or a policy rule requires it, an above-value rule's value is
+	// exceeded or unreadable).
 	ApprovalRequired bool
+	// Reversible: the entry declares rollback support (the approver is
+	// told whether the effect can be undone).
+	Reversible bool
+	// ApprovalPrompt is the question put to the approver; the call
+	// pipeline sets it on its own copy of the route before asking, "" in
+	// decisions.
+	ApprovalPrompt string
 	// MaxAttempts on this route: Policy.retry.max_attempts (default 3) when
 	// Retryable and RetryOn allows some retry, else 1.
 	MaxAttempts int

@@ -40,6 +40,11 @@ func unknownNames(in Inputs) []string {
 			out = append(out, fmt.Sprintf("policy evidence.requiredIndependence: unknown value %q (no evidence meets it)", v))
 		}
 	}
+	for i, a := range in.Policy.GetApprovals() {
+		if a.GetAboveValue() > 0 && a.GetValuePath() == "" && a.GetRequired() {
+			out = append(out, fmt.Sprintf("policy approvals[%d]: aboveValue without valuePath (every matching call needs approval)", i))
+		}
+	}
 	return out
 }
 

@@ -34,6 +34,8 @@ type payOpts struct {
 	undeclared       bool   // the Declaration does not declare key support
 	dir              string // the store's directory ("" for a fresh one)
 	noStore          bool
+	approvals        []*mcpreadyv1.ApprovalRule
+	rollback         bool // the entry supports rollback
 }
 
 func newPayment(t *testing.T, o payOpts) *payment {
@@ -54,6 +56,8 @@ func newPayment(t *testing.T, o payOpts) *payment {
 	p.SideEffects = append(p.SideEffects, &mcpreadyv1.SideEffectRule{Match: "*/charge", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING})
 	p.Principals = append(p.Principals, &mcpreadyv1.PrincipalRule{PrincipalClass: "ops", Allow: []string{"*"}})
 	p.Retry = &mcpreadyv1.RetryRules{MaxAttempts: 3, BaseBackoff: durationpb.New(time.Millisecond)}
+	p.Approvals = o.approvals
+	e.RollbackSupported = o.rollback
 	snap, err := decide.NewSnapshot(decide.Inputs{PolicyVersion: "1", Policy: p, Entries: map[string]*mcpreadyv1.RegistryEntry{"pay": e},
 		Declarations: map[string]*mcpreadyv1.Declaration{"test": {ServerName: "test", Tools: []*mcpreadyv1.DeclaredTool{tool}}}})
 	if err != nil {

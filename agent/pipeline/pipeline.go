@@ -189,6 +189,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 	}
 	dr := p.request(&st, c, req.Tool, now)
 	dr.IdempotencyKey, dr.AllocateKey = req.HasKey, p.opts.Keys != nil
+	dr.Arguments = req.Arguments
 	d := st.Decide.Decide(dr, st.Health())
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
 	rec.Deadline = durationpb.New(d.Deadline)
@@ -230,7 +231,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 		return semantic(st.Checker, r, req.Arguments, p.opts.Now(), checkResult(st.Checker, r, res))
 	}
 	approve := func(ctx context.Context, r *decide.Route) (invoke.Outcome, bool) {
-		return p.approve(ctx, rec, tr, r)
+		return p.approve(ctx, rec, tr, r, c.Name)
 	}
 	run := invoke.Run(ctx, d, attempt, invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: p.opts.Now, Approve: approve})
 	rec.Attempts, rec.Actions = run.Attempts, run.Actions
@@ -278,12 +279,14 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 }
 
 // approve asks the transport about route r and records the approval state.
-func (p *Pipeline) approve(ctx context.Context, rec *mcpreadyv1.Receipt, tr Transport, r *decide.Route) (invoke.Outcome, bool) {
+func (p *Pipeline) approve(ctx context.Context, rec *mcpreadyv1.Receipt, tr Transport, r *decide.Route, caller string) (invoke.Outcome, bool) {
 	denied := func(err error) invoke.Outcome {
 		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err}
 	}
-	ok, q, err := tr.Approve(ctx, *r)
+	question := *r // the decision's routes are shared: the prompt goes on a copy
+	question.ApprovalPrompt = approvalPrompt(caller, rec, r)
+	ok, q, err := tr.Approve(ctx, question)
 	switch {
 	case q != nil:
 		out := denied(errors.New("approval input required"))

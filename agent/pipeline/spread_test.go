@@ -13,8 +13,8 @@ import (
 )
 
 // Fifty callers that all get a 429 with Retry-After: 1 at once retry spread
-// over the second after it: no 10 ms window holds more than a tenth of
-// them. Before, jitter was at most one base backoff (100 ms) whatever the
+// over the second after it: they span most of it and no 10 ms window holds
+// more than a fifth of them (a tenth, typically, on an idle machine). Before, jitter was at most one base backoff (100 ms) whatever the
 // Retry-After, and the retries bunched within it.
 func TestRetriesDoNotSynchronise(t *testing.T) {
 	const callers = 50
@@ -58,7 +58,9 @@ func TestRetriesDoNotSynchronise(t *testing.T) {
 		}
 		most = max(most, n)
 	}
-	if len(retries) != callers || most > callers/10 {
+	// The bound allows for a loaded machine waking timers late in batches;
+	// the span (at least 60% of the window) is what bunched retries fail.
+	if span := retries[len(retries)-1].Sub(retries[0]); len(retries) != callers || most > callers/5 || span < 600*time.Millisecond {
 		t.Fatalf("%d retries, up to %d within 10 ms (spread %v)", len(retries), most, retries[len(retries)-1].Sub(retries[0]))
 	}
 	t.Logf("%d retries over %v, at most %d in any 10 ms", len(retries), retries[len(retries)-1].Sub(retries[0]), most)

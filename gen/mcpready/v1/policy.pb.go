@@ -545,11 +545,20 @@ func (x *SideEffectRule) GetAssignmentEvidence() string {
 
 // ApprovalRule requires human approval for matching tools.
 type ApprovalRule struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Match         string                 `protobuf:"bytes,1,opt,name=match,proto3" json:"match,omitempty"`
-	Required      bool                   `protobuf:"varint,2,opt,name=required,proto3" json:"required,omitempty"`
-	Reversible    bool                   `protobuf:"varint,3,opt,name=reversible,proto3" json:"reversible,omitempty"`
-	AboveValue    float64                `protobuf:"fixed64,4,opt,name=above_value,json=aboveValue,proto3" json:"above_value,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Match    string                 `protobuf:"bytes,1,opt,name=match,proto3" json:"match,omitempty"`
+	Required bool                   `protobuf:"varint,2,opt,name=required,proto3" json:"required,omitempty"`
+	// When true, the rule covers only calls whose effect cannot be undone:
+	// entries that declare rollback_supported are exempt from it.
+	Reversible bool `protobuf:"varint,3,opt,name=reversible,proto3" json:"reversible,omitempty"`
+	// With value_path: approval is required only when the number at that
+	// argument path exceeds this value (a missing or non-numeric value
+	// requires approval). Zero: every matching call.
+	AboveValue float64 `protobuf:"fixed64,4,opt,name=above_value,json=aboveValue,proto3" json:"above_value,omitempty"`
+	// Dotted path into the call's arguments, e.g. "amount" or
+	// "order.total", read for above_value. Without it above_value cannot be
+	// read and every matching call needs approval.
+	ValuePath     string `protobuf:"bytes,80,opt,name=value_path,json=valuePath,proto3" json:"value_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -610,6 +619,13 @@ func (x *ApprovalRule) GetAboveValue() float64 {
 		return x.AboveValue
 	}
 	return 0
+}
+
+func (x *ApprovalRule) GetValuePath() string {
+	if x != nil {
+		return x.ValuePath
+	}
+	return ""
 }
 
 // CostRules limits cost and quota.
@@ -1254,7 +1270,7 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\x0eSideEffectRule\x12\x14\n" +
 	"\x05match\x18\x01 \x01(\tR\x05match\x128\n" +
 	"\bassigned\x18\x02 \x01(\x0e2\x1c.mcpready.v1.SideEffectClassR\bassigned\x12/\n" +
-	"\x13assignment_evidence\x18\x03 \x01(\tR\x12assignmentEvidence\"\x81\x01\n" +
+	"\x13assignment_evidence\x18\x03 \x01(\tR\x12assignmentEvidence\"\xa0\x01\n" +
 	"\fApprovalRule\x12\x14\n" +
 	"\x05match\x18\x01 \x01(\tR\x05match\x12\x1a\n" +
 	"\brequired\x18\x02 \x01(\bR\brequired\x12\x1e\n" +
@@ -1262,7 +1278,9 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"reversible\x18\x03 \x01(\bR\n" +
 	"reversible\x12\x1f\n" +
 	"\vabove_value\x18\x04 \x01(\x01R\n" +
-	"aboveValue\"z\n" +
+	"aboveValue\x12\x1d\n" +
+	"\n" +
+	"value_path\x18P \x01(\tR\tvaluePath\"z\n" +
 	"\tCostRules\x12)\n" +
 	"\x11max_cost_per_call\x18\x01 \x01(\x01R\x0emaxCostPerCall\x12\x1a\n" +
 	"\bcurrency\x18\x02 \x01(\tR\bcurrency\x12&\n" +
