@@ -121,6 +121,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"contacts.support":              rec(""),
 		"contacts.incident":             rec(""),
 		"contacts.statusPageUri":        rec(""),
+		"failureDomains":                yes(inDecide+", "+inInvoke, "fallback prefers another domain; a failure makes same-domain routes suspect (ranked lower) and skips same-domain fallbacks in that call"),
 	}),
 
 	KindRegistryEntry: merge(provenance(map[string]Rule{
@@ -163,6 +164,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"discoverySource":                     rec(""),
 		"region":                              yes(inDecide, "Policy.residency"),
 		"tenantClasses":                       yes(inDecide, ""),
+		"failureDomains":                      yes(inDecide+", "+inInvoke, "added to the Declaration's failure domains"),
 	}),
 
 	KindPolicy: merge(provenance(map[string]Rule{
@@ -329,7 +331,7 @@ func receiptFields() map[string]Rule {
 		"idempotencyKeyRef", "startedAt", "endedAt", "latency", "outcome", "failedLayer", "transportStatus", "jsonrpcCode",
 		"isError", "schemaValidation", "semanticValidation", "semanticValidatorVersion", "actions.kind", "actions.entry", "actions.detail", "cost",
 		"workflowContribution", "resultDigest", "errorMessage",
-		"idempotency.keyRef", "idempotency.scope", "idempotency.retention", "idempotency.allocated", "idempotency.repeat", "idempotency.carried",
+		"failureDomains", "idempotency.keyRef", "idempotency.scope", "idempotency.retention", "idempotency.allocated", "idempotency.repeat", "idempotency.carried",
 	} {
 		out[p] = rec("")
 	}

@@ -127,6 +127,7 @@ const (
 	ActionRetryConditionNotAllowed  ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED
 	ActionInputRequired             ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_INPUT_REQUIRED
 	ActionSlowStart                 ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_SLOW_START
+	ActionSameDomain                ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_SAME_DOMAIN
 )
 
 // NewAction is an action of kind concerning entry ("" for the whole call).
@@ -266,6 +267,7 @@ var actionTerms = []Term{
 	{KindAction, "retry-condition-not-allowed", int32(ActionRetryConditionNotAllowed), StepNone, "no retry: the route's retry conditions exclude the failure (detail names it)"},
 	{KindAction, "input_required", int32(ActionInputRequired), StepNone, "the round ended in an input request to the client"},
 	{KindAction, "slow-start", int32(ActionSlowStart), StepNone, "a route was skipped: its breaker is re-admitting traffic gradually and the call was outside its share"},
+	{KindAction, "same-domain", int32(ActionSameDomain), StepNone, "a fallback route was skipped: it shares a failure domain (the detail) with a route that failed in this call"},
 }
 
 var outcomeTerms = []Term{

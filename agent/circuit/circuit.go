@@ -103,6 +103,7 @@ type Set struct {
 	cfg      atomic.Pointer[Config]
 	breakers atomic.Pointer[map[string]*Breaker]
 	mu       sync.Mutex // serialises copy-on-write inserts
+	doms     domains    // failure-domain suspicion (domains.go)
 }
 
 // NewSet returns an empty Set (every key Closed).

@@ -53,6 +53,10 @@ type entry struct {
 	// valueRules: approval rules that apply only above a value read from
 	// the arguments (approval.go).
 	valueRules []valueRule
+	// domains: failure domains of the entry and its Declaration, sorted;
+	// domainKey the same joined with "," (Route.Domains).
+	domains   []string
+	domainKey string
 	// keySupport: the provider declares the tool KEYED; keyHeader,
 	// keyArgument and keyRetention say where the key travels and for how
 	// long the provider keeps it.
@@ -395,6 +399,8 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	}
 	// A provider that declares key support makes a keyed call retryable.
 	e.keyed = e.keyed || e.keySupport
+	e.domains = failureDomains(re.GetFailureDomains(), decl.GetFailureDomains())
+	e.domainKey = strings.Join(e.domains, ",")
 	e.approval = re.GetApprovalRequired()
 	for _, a := range p.GetApprovals() {
 		switch {

@@ -73,6 +73,9 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 		case circuit.HalfOpen:
 			a.tier |= tierHalfOpen
 		}
+		if x.dh.h != nil && len(e.domains) > 0 && x.dh.suspect(e.domains, req.Now) {
+			a.tier |= tierSuspect
+		}
 	}
 	ev, rj, unknown := s.freshEvidence(e, req, now)
 	if unknown {
@@ -140,6 +143,8 @@ type call struct {
 	listing  bool
 	args     any
 	argsDone bool
+	// dh: the Health's failure-domain view, when it has one.
+	dh domainView
 }
 
 // grant is the principal rules that apply to one request: those for its

@@ -8,9 +8,13 @@ import (
 )
 
 // Tier bits of an admitted candidate; a lower tier ranks first, so unknown
-// evidence weighs most, then a half-open breaker, then deprecation.
+// evidence weighs most, then a half-open breaker, then a suspect failure
+// domain, then deprecation.
 const (
 	tierDeprecated = 1 << iota
+	// tierSuspect: a route sharing a failure domain with one that failed
+	// recently (circuit.Set.MarkSuspect).
+	tierSuspect
 	tierHalfOpen
 	tierUnknown
 )
@@ -60,6 +64,20 @@ func (s *Snapshot) rank(g *group, adm []admitted, k int) {
 	if best := int32(g.cands[adm[0].ci].e.idx); g.preferred.Load() != best {
 		g.preferred.Store(best)
 	}
+	// Fallbacks: a route in another failure domain than the first before
+	// one that shares a domain with it (correlated failures).
+	if first := g.cands[adm[0].ci].e; len(first.domains) > 0 {
+		for i := 1; i < k; i++ {
+			m := i
+			for j := i + 1; j < len(adm); j++ {
+				xs, ys := first.sharesDomain(g.cands[adm[j].ci].e), first.sharesDomain(g.cands[adm[m].ci].e)
+				if (!xs && ys) || (xs == ys && better(&adm[j], &adm[m])) {
+					m = j
+				}
+			}
+			adm[i], adm[m] = adm[m], adm[i]
+		}
+	}
 }
 
 func better(x, y *admitted) bool {
@@ -83,6 +101,7 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 	r.ProviderSideEffect, r.ConsumerSideEffect, r.SideEffectConflict = e.providerSE, e.consumerSE, e.conflict
 	r.ReadOnly, r.ApprovalRequired, r.Retryable = e.readOnly, a.approval, a.retryable
 	r.Reversible = e.spec.GetRollbackSupported()
+	r.Domains = e.domainKey
 	r.MaxAttempts, r.RetryOn = int(a.attempts), e.retryOn
 	r.PerAttempt = a.perAttempt
 	if e.readOnly {

@@ -103,6 +103,13 @@ type DriftGuard interface {
 	Drifted(entry string) bool
 }
 
+// DomainHealth may be implemented by the Health passed to Decide (as
+// *circuit.Set does): routes with a suspect failure domain rank below the
+// others of their tier.
+type DomainHealth interface {
+	Suspect(domain string, now time.Time) bool
+}
+
 // BreakerSource may be implemented by the Health passed to Decide (as
 // *circuit.Set does): the snapshot then caches each entry's *circuit.Breaker
 // and reads breaker state without a map lookup per candidate.
@@ -150,6 +157,9 @@ type Route struct {
 	// Reversible: the entry declares rollback support (the approver is
 	// told whether the effect can be undone).
 	Reversible bool
+	// Domains are the route's failure domains, sorted, joined with ","
+	// ("" for none); see Declaration.failure_domains.
+	Domains string
 	// ApprovalPrompt is the question put to the approver; the call
 	// pipeline sets it on its own copy of the route before asking, "" in
 	// decisions.

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,6 +71,9 @@ type Result struct {
 	// condition, e.g. "http-502"). None when the first route answered on its
 	// first attempt.
 	Actions []*mcpreadyv1.Action
+	// Domains are the failure domains of the routes attempted, in order,
+	// without repeats.
+	Domains []string
 }
 
 // Options are the agent-wide execution settings. Zero values are usable.
@@ -108,6 +112,9 @@ type runner struct {
 	// limit bounds the attempts of the call over all routes (see
 	// Decision.MaxAttempts); current is the index of the route running.
 	limit, current int
+	// failed are the failure domains of routes that failed in a way that
+	// says something about their health (transport, timeout, ambiguous).
+	failed []string
 }
 
 // Run executes d. It returns a REFUSED outcome for a refused decision.
@@ -149,6 +156,10 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 			rn.action(readiness.ActionCircuitOpen, r.Entry, "")
 			continue
 		}
+		if d := rn.sharedFailedDomain(r); d != "" {
+			rn.action(readiness.ActionSameDomain, r.Entry, d)
+			continue
+		}
 		if r.ApprovalRequired {
 			actx := parent
 			if ctx != nil {
@@ -173,14 +184,45 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 			ctx, cancel = context.WithTimeout(parent, deadline)
 			defer cancel()
 		}
+		for _, dom := range decide.SplitDomains(r.Domains) {
+			if !slices.Contains(rn.res.Domains, dom) {
+				rn.res.Domains = append(rn.res.Domains, dom)
+			}
+		}
 		final = rn.route(ctx, r)
 		rn.res.Route = r
+		if healthFailure(final) {
+			rn.failed = append(rn.failed, decide.SplitDomains(r.Domains)...)
+		}
 		if final.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || !FallbackSafe(final, r) || ctx.Err() != nil {
 			break
 		}
 	}
 	rn.res.Final = final
 	return rn.res
+}
+
+// sharedFailedDomain is a failure domain r shares with a route that failed
+// earlier in the call ("" for none): such a fallback would likely fail
+// the same way.
+func (rn *runner) sharedFailedDomain(r *decide.Route) string {
+	for _, d := range decide.SplitDomains(r.Domains) {
+		if slices.Contains(rn.failed, d) {
+			return d
+		}
+	}
+	return ""
+}
+
+// healthFailure: the outcome says something about the route's health (the
+// failures reported to its breaker).
+func healthFailure(o Outcome) bool {
+	switch o.Class {
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
+		mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS:
+		return true
+	}
+	return false
 }
 
 // callLimit is the most attempts one call may make over all its routes:
@@ -403,12 +445,12 @@ func (rn *runner) finish(r *decide.Route, rec *mcpreadyv1.Attempt, started time.
 	rn.mu.Unlock()
 	// A hedge loser cancelled by the winner says nothing about health.
 	if rn.opts.Circuits != nil && (actx == nil || !errors.Is(actx.Err(), context.Canceled)) {
-		switch out.Class {
-		case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR:
+		switch {
+		case out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR:
 			rn.opts.Circuits.Report(r.CircuitKey, true, now)
-		case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
-			mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS:
+		case healthFailure(out):
 			rn.opts.Circuits.Report(r.CircuitKey, false, now)
+			rn.opts.Circuits.MarkSuspect(decide.SplitDomains(r.Domains), now)
 		}
 	}
 	return out

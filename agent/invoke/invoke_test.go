@@ -489,3 +489,34 @@ func TestSlowStartSkipsToFallback(t *testing.T) {
 		t.Fatalf("%d calls on the ramping route, %d skipped with slow-start", onA, skipped)
 	}
 }
+
+// After a route fails in a way that says something about its health, a
+// fallback sharing its failure domain is skipped (same-domain) and one in
+// another domain is tried; the routes' domains are marked suspect and
+// recorded. Before, the same-domain fallback was tried (and failed the
+// same way).
+func TestSameDomainFallbackSkipped(t *testing.T) {
+	a, b, c := route("a", true), route("b", true), route("c", true)
+	a.Domains, b.Domains, c.Domains = "operator:acme", "cloud:x,operator:acme", "operator:other"
+	a.MaxAttempts = 1
+	sc := &script{plan: map[string][]Outcome{"a": {fail(transport, true)}, "b": {{Class: success}}, "c": {{Class: success}}}}
+	set := circuit.NewSet(circuit.Config{})
+	o := opts(&sleeps{})
+	o.Circuits = set
+	res := Run(context.Background(), decision(a, b, c), sc.do, o)
+	if !slices.Equal(sc.calls, []string{"a", "c"}) || res.Route.Entry != "c" {
+		t.Fatalf("calls %v", sc.calls)
+	}
+	if !slices.Contains(readiness.ActionStrings(res.Actions), "same-domain:operator:acme") {
+		t.Fatalf("actions %v", readiness.ActionStrings(res.Actions))
+	}
+	if !slices.Equal(res.Domains, []string{"operator:acme", "operator:other"}) || !set.Suspect("operator:acme", time.Now()) || set.Suspect("operator:other", time.Now()) {
+		t.Fatalf("domains %v", res.Domains)
+	}
+	// A tool error says nothing about the domain: the fallback is not skipped.
+	sc = &script{plan: map[string][]Outcome{"a": {{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, Sent: true}}, "b": {{Class: success}}}}
+	res = Run(context.Background(), decision(a, b), sc.do, opts(&sleeps{}))
+	if !slices.Equal(sc.calls, []string{"a", "b"}) {
+		t.Fatalf("access failure: calls %v", sc.calls)
+	}
+}

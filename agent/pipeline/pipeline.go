@@ -234,7 +234,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 		return p.approve(ctx, rec, tr, r, c.Name)
 	}
 	run := invoke.Run(ctx, d, attempt, invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: p.opts.Now, Approve: approve})
-	rec.Attempts, rec.Actions = run.Attempts, run.Actions
+	rec.Attempts, rec.Actions, rec.FailureDomains = run.Attempts, run.Actions, run.Domains
 	rec.AttemptCount = int32(len(run.Attempts))
 	if r := run.Route; r != nil {
 		id := r.Identity

@@ -268,3 +268,23 @@ func TestApprovalAboveValueCall(t *testing.T) {
 		t.Fatalf("large charge: %+v asked %v, %s", res.Answer, pm.tr.asked, pm.ledger)
 	}
 }
+
+// Failure domains end to end: a (operator acme) resets connections; the
+// fallback goes to c (another operator) rather than b (acme too), and the
+// receipt records the domains of the routes tried. Before, b was tried
+// next.
+func TestFailureDomainsCall(t *testing.T) {
+	upA, upB, upC := mcptest.New(t, mcptest.Options{}), mcptest.New(t, mcptest.Options{}), mcptest.New(t, mcptest.Options{})
+	upA.SetFault(mcptest.FaultReset, "tools/call")
+	a, b, c := entry("a", upA.URL), entry("b", upB.URL), entry("c", upC.URL)
+	a.FailureDomains, b.FailureDomains, c.FailureDomains = []string{"operator:acme"}, []string{"operator:acme"}, []string{"operator:other"}
+	pl, st, out := setup(t, policy(), map[string]*mcpreadyv1.RegistryEntry{"a": a, "b": b, "c": c})
+	tr := newFake(t)
+	res := pl.Call(context.Background(), st, request("echo_any"), tr)
+	if res.Answer == nil || res.Answer.IsError || res.Route.Entry != "c" || slices.Contains(tr.dialled, upB.URL) {
+		t.Fatalf("answer %+v route %v dialled %v", res.Answer, res.Route, tr.dialled)
+	}
+	if got := out.recs[0].GetFailureDomains(); !slices.Equal(got, []string{"operator:acme", "operator:other"}) {
+		t.Fatalf("receipt domains %v", got)
+	}
+}

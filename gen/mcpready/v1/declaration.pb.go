@@ -47,8 +47,12 @@ type Declaration struct {
 	DeprecatedAt        *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=deprecated_at,json=deprecatedAt,proto3" json:"deprecated_at,omitempty"`
 	EndOfLifeAt         *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=end_of_life_at,json=endOfLifeAt,proto3" json:"end_of_life_at,omitempty"`
 	Contacts            *Contacts              `protobuf:"bytes,19,opt,name=contacts,proto3" json:"contacts,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Failure domains the server shares with others, e.g. "operator:acme",
+	// "cloud:aws/eu-west-1", "upstream:stripe", "as:login.example": routes
+	// sharing one fail together. Names must not contain ",".
+	FailureDomains []string `protobuf:"bytes,80,rep,name=failure_domains,json=failureDomains,proto3" json:"failure_domains,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Declaration) Reset() {
@@ -210,6 +214,13 @@ func (x *Declaration) GetEndOfLifeAt() *timestamppb.Timestamp {
 func (x *Declaration) GetContacts() *Contacts {
 	if x != nil {
 		return x.Contacts
+	}
+	return nil
+}
+
+func (x *Declaration) GetFailureDomains() []string {
+	if x != nil {
+		return x.FailureDomains
 	}
 	return nil
 }
@@ -705,7 +716,7 @@ var File_mcpready_v1_declaration_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_declaration_proto_rawDesc = "" +
 	"\n" +
-	"\x1dmcpready/v1/declaration.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xf7\x06\n" +
+	"\x1dmcpready/v1/declaration.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xa0\a\n" +
 	"\vDeclaration\x127\n" +
 	"\n" +
 	"provenance\x18\x01 \x01(\v2\x17.mcpready.v1.ProvenanceR\n" +
@@ -729,7 +740,8 @@ const file_mcpready_v1_declaration_proto_rawDesc = "" +
 	"\rdata_handling\x18\x10 \x01(\v2\x19.mcpready.v1.DataHandlingR\fdataHandling\x12?\n" +
 	"\rdeprecated_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\fdeprecatedAt\x12?\n" +
 	"\x0eend_of_life_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\vendOfLifeAt\x121\n" +
-	"\bcontacts\x18\x13 \x01(\v2\x15.mcpready.v1.ContactsR\bcontacts\"\xa9\x01\n" +
+	"\bcontacts\x18\x13 \x01(\v2\x15.mcpready.v1.ContactsR\bcontacts\x12'\n" +
+	"\x0ffailure_domains\x18P \x03(\tR\x0efailureDomains\"\xa9\x01\n" +
 	"\fDeclaredAuth\x12\x18\n" +
 	"\amethods\x18\x01 \x03(\tR\amethods\x123\n" +
 	"\x15authorization_servers\x18\x02 \x03(\tR\x14authorizationServers\x12'\n" +

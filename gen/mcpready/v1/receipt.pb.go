@@ -135,6 +135,9 @@ const (
 	// A route was skipped: its breaker closed recently and is re-admitting
 	// traffic gradually (slow start), and this call was outside its share.
 	ActionKind_ACTION_KIND_SLOW_START ActionKind = 80
+	// A fallback route was skipped: it shares a failure domain with a route
+	// that failed in this call (detail names the domain).
+	ActionKind_ACTION_KIND_SAME_DOMAIN ActionKind = 81
 )
 
 // Enum value maps for ActionKind.
@@ -151,6 +154,7 @@ var (
 		8:  "ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED",
 		9:  "ACTION_KIND_INPUT_REQUIRED",
 		80: "ACTION_KIND_SLOW_START",
+		81: "ACTION_KIND_SAME_DOMAIN",
 	}
 	ActionKind_value = map[string]int32{
 		"ACTION_KIND_UNSPECIFIED":                  0,
@@ -164,6 +168,7 @@ var (
 		"ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED":  8,
 		"ACTION_KIND_INPUT_REQUIRED":               9,
 		"ACTION_KIND_SLOW_START":                   80,
+		"ACTION_KIND_SAME_DOMAIN":                  81,
 	}
 )
 
@@ -252,9 +257,11 @@ type Receipt struct {
 	// means none: the first admitted route answered on its first attempt.
 	Actions []*Action `protobuf:"bytes,44,rep,name=actions,proto3" json:"actions,omitempty"`
 	// The idempotency binding of a keyed call (absent without a key).
-	Idempotency   *IdempotencyRecord `protobuf:"bytes,80,opt,name=idempotency,proto3" json:"idempotency,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Idempotency *IdempotencyRecord `protobuf:"bytes,80,opt,name=idempotency,proto3" json:"idempotency,omitempty"`
+	// Failure domains of the routes attempted, in order, without repeats.
+	FailureDomains []string `protobuf:"bytes,81,rep,name=failure_domains,json=failureDomains,proto3" json:"failure_domains,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Receipt) Reset() {
@@ -591,6 +598,13 @@ func (x *Receipt) GetActions() []*Action {
 func (x *Receipt) GetIdempotency() *IdempotencyRecord {
 	if x != nil {
 		return x.Idempotency
+	}
+	return nil
+}
+
+func (x *Receipt) GetFailureDomains() []string {
+	if x != nil {
+		return x.FailureDomains
 	}
 	return nil
 }
@@ -1175,7 +1189,7 @@ var File_mcpready_v1_receipt_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\n" +
-	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xec\x10\n" +
+	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\x95\x11\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12\x1d\n" +
@@ -1229,7 +1243,8 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\rresult_digest\x18* \x01(\tR\fresultDigest\x12#\n" +
 	"\rerror_message\x18+ \x01(\tR\ferrorMessage\x12-\n" +
 	"\aactions\x18, \x03(\v2\x13.mcpready.v1.ActionR\aactions\x12@\n" +
-	"\vidempotency\x18P \x01(\v2\x1e.mcpready.v1.IdempotencyRecordR\vidempotency\x1a@\n" +
+	"\vidempotency\x18P \x01(\v2\x1e.mcpready.v1.IdempotencyRecordR\vidempotency\x12'\n" +
+	"\x0ffailure_domains\x18Q \x03(\tR\x0efailureDomains\x1a@\n" +
 	"\x12KeptArgumentsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b&\x10'\"\xcb\x01\n" +
@@ -1294,7 +1309,7 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\x14DECISION_STEP_HEALTH\x10\x06\x12\x18\n" +
 	"\x14DECISION_STEP_BUDGET\x10\a\x12\x19\n" +
 	"\x15DECISION_STEP_LATENCY\x10\b\x12\x19\n" +
-	"\x15DECISION_STEP_RESOLVE\x10\t*\xf2\x02\n" +
+	"\x15DECISION_STEP_RESOLVE\x10\t*\x8f\x03\n" +
 	"\n" +
 	"ActionKind\x12\x1b\n" +
 	"\x17ACTION_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -1307,7 +1322,8 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\x1eACTION_KIND_AMBIGUOUS_NO_RETRY\x10\a\x12+\n" +
 	"'ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED\x10\b\x12\x1e\n" +
 	"\x1aACTION_KIND_INPUT_REQUIRED\x10\t\x12\x1a\n" +
-	"\x16ACTION_KIND_SLOW_START\x10PB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
+	"\x16ACTION_KIND_SLOW_START\x10P\x12\x1b\n" +
+	"\x17ACTION_KIND_SAME_DOMAIN\x10QB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
 
 var (
 	file_mcpready_v1_receipt_proto_rawDescOnce sync.Once
