@@ -24,12 +24,7 @@ func (x *call) aboveValue(e *entry) bool {
 		return false
 	}
 	if !x.argsDone {
-		x.argsDone = true
-		d := json.NewDecoder(bytes.NewReader(x.req.Arguments))
-		d.UseNumber()
-		if d.Decode(&x.args) != nil {
-			x.args = nil
-		}
+		x.argsDone, x.args = true, decodeArgs(x.req.Arguments)
 	}
 	for _, r := range e.valueRules {
 		v, ok := number(lookup(x.args, r.path))
@@ -64,4 +59,17 @@ func number(v any) (float64, bool) {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	return f, err == nil && f == f // NaN is not a value
+}
+
+// decodeArgs decodes arguments keeping numbers exact (nil when they do not
+// decode). A function of its own so that the per-call context does not
+// escape to the heap.
+func decodeArgs(b []byte) any {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if d.Decode(&v) != nil {
+		return nil
+	}
+	return v
 }

@@ -54,9 +54,11 @@ type entry struct {
 	// the arguments (approval.go).
 	valueRules []valueRule
 	// domains: failure domains of the entry and its Declaration, sorted;
-	// domainKey the same joined with "," (Route.Domains).
-	domains   []string
-	domainKey string
+	// domainKey the same joined with "," (Route.Domains); domainMask one bit
+	// per domain (Snapshot.domainNames), when the snapshot has at most 64.
+	domains    []string
+	domainKey  string
+	domainMask uint64
 	// keySupport: the provider declares the tool KEYED; keyHeader,
 	// keyArgument and keyRetention say where the key travels and for how
 	// long the provider keeps it.
@@ -126,6 +128,11 @@ type Snapshot struct {
 	margin        float64
 	maxRoutes     int
 	breakers      atomic.Pointer[breakerCache]
+	// domainNames: every failure domain, the index its bit in
+	// entry.domainMask; domainSlow when there are more than 64 (then the
+	// masks are unused).
+	domainNames []string
+	domainSlow  bool
 }
 
 // NewSnapshot precomputes everything request-independent. It fails only on
@@ -258,6 +265,7 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 			}
 		}
 	}
+	s.indexDomains()
 	s.warnings = unknownNames(in)
 	return s, nil
 }

@@ -68,9 +68,6 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 	if src, ok := h.(BreakerSource); ok {
 		x.brk = s.breakersFor(src)
 	}
-	if dh, ok := h.(DomainHealth); ok {
-		x.dh = domainView{dh}
-	}
 
 	n := len(g.cands)
 	var shared []*mcpreadyv1.Candidate // the previous list, while it still matches

@@ -8,7 +8,6 @@ package decide
 import (
 	"slices"
 	"strings"
-	"time"
 )
 
 // failureDomains is the sorted union of lists, without empty names or
@@ -26,8 +25,33 @@ func failureDomains(lists ...[]string) []string {
 	return out
 }
 
+// indexDomains gives every failure domain of the snapshot a bit.
+func (s *Snapshot) indexDomains() {
+	idx := map[string]int{}
+	for _, e := range s.entries {
+		for _, d := range e.domains {
+			if _, ok := idx[d]; !ok {
+				idx[d] = len(s.domainNames)
+				s.domainNames = append(s.domainNames, d)
+			}
+		}
+	}
+	if len(s.domainNames) > 64 {
+		s.domainSlow = true
+		return
+	}
+	for _, e := range s.entries {
+		for _, d := range e.domains {
+			e.domainMask |= 1 << idx[d]
+		}
+	}
+}
+
 // sharesDomain reports whether e and o have a failure domain in common.
-func (e *entry) sharesDomain(o *entry) bool {
+func (s *Snapshot) sharesDomain(e, o *entry) bool {
+	if !s.domainSlow {
+		return e.domainMask&o.domainMask != 0
+	}
 	for _, d := range e.domains {
 		if slices.Contains(o.domains, d) {
 			return true
@@ -44,12 +68,27 @@ func SplitDomains(domains string) []string {
 	return strings.Split(domains, ",")
 }
 
-// domainView wraps a DomainHealth (the zero value reports nothing suspect).
-type domainView struct{ h DomainHealth }
-
-func (v domainView) suspect(domains []string, now time.Time) bool {
-	for _, d := range domains {
-		if v.h.Suspect(d, now) {
+// suspect reports whether h (when it is a DomainHealth) holds one of e's
+// domains suspect at x's time. The suspect domains are asked once per call
+// (x.suspect) unless the snapshot has more than 64.
+func (s *Snapshot) suspect(h Health, e *entry, x *call) bool {
+	dh, ok := h.(DomainHealth)
+	if !ok {
+		return false
+	}
+	if !s.domainSlow {
+		if !x.suspectDone {
+			x.suspectDone = true
+			for i, d := range s.domainNames {
+				if dh.Suspect(d, x.req.Now) {
+					x.suspect |= 1 << i
+				}
+			}
+		}
+		return e.domainMask&x.suspect != 0
+	}
+	for _, d := range e.domains {
+		if dh.Suspect(d, x.req.Now) {
 			return true
 		}
 	}

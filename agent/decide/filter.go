@@ -73,7 +73,7 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 		case circuit.HalfOpen:
 			a.tier |= tierHalfOpen
 		}
-		if x.dh.h != nil && len(e.domains) > 0 && x.dh.suspect(e.domains, req.Now) {
+		if len(e.domains) > 0 && s.suspect(h, e, x) {
 			a.tier |= tierSuspect
 		}
 	}
@@ -143,8 +143,9 @@ type call struct {
 	listing  bool
 	args     any
 	argsDone bool
-	// dh: the Health's failure-domain view, when it has one.
-	dh domainView
+	// suspect: bits of the suspect failure domains (suspectDone once asked).
+	suspect     uint64
+	suspectDone bool
 }
 
 // grant is the principal rules that apply to one request: those for its

@@ -27,6 +27,7 @@ type admitted struct {
 	tier       int8  // tierDeprecated | tierHalfOpen | tierUnknown
 	retryable  bool
 	approval   bool // approval required for this call (static or by value)
+	shares     bool // shares a failure domain with the first route (rank)
 	attempts   int8 // MaxAttempts of the route (1 unless retryable)
 	score      float64
 	perAttempt time.Duration
@@ -66,12 +67,14 @@ func (s *Snapshot) rank(g *group, adm []admitted, k int) {
 	}
 	// Fallbacks: a route in another failure domain than the first before
 	// one that shares a domain with it (correlated failures).
-	if first := g.cands[adm[0].ci].e; len(first.domains) > 0 {
+	if first := g.cands[adm[0].ci].e; len(first.domains) > 0 && k > 1 {
+		for i := 1; i < len(adm); i++ {
+			adm[i].shares = s.sharesDomain(first, g.cands[adm[i].ci].e)
+		}
 		for i := 1; i < k; i++ {
 			m := i
 			for j := i + 1; j < len(adm); j++ {
-				xs, ys := first.sharesDomain(g.cands[adm[j].ci].e), first.sharesDomain(g.cands[adm[m].ci].e)
-				if (!xs && ys) || (xs == ys && better(&adm[j], &adm[m])) {
+				if xs, ys := adm[j].shares, adm[m].shares; (!xs && ys) || (xs == ys && better(&adm[j], &adm[m])) {
 					m = j
 				}
 			}
