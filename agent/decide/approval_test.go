@@ -99,3 +99,22 @@ func BenchmarkDecideAboveValue(b *testing.B) {
 		}
 	}
 }
+
+// FuzzAboveValue: any arguments either need approval or are a number at
+// the path not above the threshold; the check never panics.
+func FuzzAboveValue(f *testing.F) {
+	f.Add([]byte(`{"amount":50}`))
+	f.Add([]byte(`{"amount":"1e400"}`))
+	f.Add([]byte(`{"amount":{"x":1}}`))
+	f.Add([]byte(`[1,2]`))
+	s := paySnapshot(f, &mcpreadyv1.ApprovalRule{Match: "*/pay", Required: true, AboveValue: 100, ValuePath: "amount"}, false)
+	f.Fuzz(func(t *testing.T, args []byte) {
+		d := s.Decide(Request{Tool: "com.example/pay/pay", Principal: "p", Arguments: args, Now: t0}, nil)
+		if d.Refusal == nil {
+			v, ok := number(lookup(decodeArgs(args), []string{"amount"}))
+			if !ok || v > 100 {
+				t.Fatalf("%q admitted without approval", args)
+			}
+		}
+	})
+}
