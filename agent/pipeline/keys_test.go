@@ -193,3 +193,13 @@ func TestKeyHeaderReserved(t *testing.T) {
 		t.Fatalf("answer %+v record %v", res.Answer, res.Receipt.GetIdempotency())
 	}
 }
+
+// The decision warns about a reserved header (the key then travels in
+// _meta only), so the Declaration is not silently half-applied.
+func TestKeyHeaderReservedWarns(t *testing.T) {
+	pm := newPayment(t, payOpts{header: "Authorization"})
+	w := pm.st.Decide.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], `idempotencyKeyHeader "Authorization"`) {
+		t.Fatalf("warnings %q", w)
+	}
+}
