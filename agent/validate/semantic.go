@@ -23,7 +23,7 @@ import (
 
 // SemanticCostLimit bounds one validator's evaluation (CEL cost units): an
 // expression that would run longer fails as an error, never hangs the call.
-const SemanticCostLimit = 100_000
+const SemanticCostLimit = 10_000
 
 // ErrSemantic is wrapped by every *SemanticFailure.
 var ErrSemantic = errors.New("semantic validation failed")
