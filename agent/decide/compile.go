@@ -59,6 +59,10 @@ type entry struct {
 	domains    []string
 	domainKey  string
 	domainMask uint64
+	// cost: the declared price per call ("<amount> <currency>"), "unknown"
+	// when a ceiling applies and no usable price is declared (ALLOW), ""
+	// when none is declared (Route.Cost).
+	cost string
 	// keySupport: the provider declares the tool KEYED; keyHeader,
 	// keyArgument and keyRetention say where the key travels and for how
 	// long the provider keeps it.
@@ -422,17 +426,25 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 		}
 	}
 
-	// 7 cost (declared price vs the policy's ceiling).
+	// 7 cost (declared price vs the policy's ceiling; an unusable price is
+	// UNKNOWN, handled as the policy says).
+	pr := decl.GetPricing()
+	amt, err := strconv.ParseFloat(pr.GetAmount(), 64)
+	priced := err == nil && amt == amt && amt >= 0
+	if priced {
+		e.cost = strings.TrimSpace(pr.GetAmount() + " " + pr.GetCurrency())
+	}
 	if ceiling := p.GetCost().GetMaxCostPerCall(); ceiling > 0 {
-		pr := decl.GetPricing()
-		if amt, err := strconv.ParseFloat(pr.GetAmount(), 64); err == nil {
-			cur := p.GetCost().GetCurrency()
-			switch {
-			case cur != "" && pr.GetCurrency() != "" && cur != pr.GetCurrency():
-				set(readiness.StepBudget, readiness.CodeCost, "declared price is in %s, policy ceiling in %s", pr.GetCurrency(), cur)
-			case amt > ceiling:
-				set(readiness.StepBudget, readiness.CodeCost, "declared price %g exceeds the ceiling %g per call", amt, ceiling)
-			}
+		cur := p.GetCost().GetCurrency()
+		switch {
+		case !priced && p.GetCost().GetOnUnknownPrice() == mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW:
+			e.cost = "unknown"
+		case !priced:
+			set(readiness.StepBudget, readiness.CodeCostUnknown, "the policy caps the cost per call at %g and the provider declares no usable price", ceiling)
+		case cur != "" && pr.GetCurrency() != "" && cur != pr.GetCurrency():
+			set(readiness.StepBudget, readiness.CodeCost, "declared price is in %s, policy ceiling in %s", pr.GetCurrency(), cur)
+		case amt > ceiling:
+			set(readiness.StepBudget, readiness.CodeCost, "declared price %g exceeds the ceiling %g per call", amt, ceiling)
 		}
 	}
 

@@ -160,6 +160,10 @@ type Route struct {
 	// Domains are the route's failure domains, sorted, joined with ","
 	// ("" for none); see Declaration.failure_domains.
 	Domains string
+	// Cost is the declared price of one call ("<amount> <currency>"),
+	// "unknown" when the policy caps cost and admits an unpriced tool
+	// (on_unknown_price ALLOW), "" when nothing is declared.
+	Cost string
 	// ApprovalPrompt is the question put to the approver; the call
 	// pipeline sets it on its own copy of the route before asking, "" in
 	// decisions.

@@ -59,7 +59,8 @@ func newPayment(t *testing.T, o payOpts) *payment {
 	p.Approvals = o.approvals
 	e.RollbackSupported = o.rollback
 	snap, err := decide.NewSnapshot(decide.Inputs{PolicyVersion: "1", Policy: p, Entries: map[string]*mcpreadyv1.RegistryEntry{"pay": e},
-		Declarations: map[string]*mcpreadyv1.Declaration{"test": {ServerName: "test", Tools: []*mcpreadyv1.DeclaredTool{tool}}}})
+		Declarations: map[string]*mcpreadyv1.Declaration{"test": {ServerName: "test", Tools: []*mcpreadyv1.DeclaredTool{tool},
+			Pricing: &mcpreadyv1.DeclaredPricing{Amount: "0.02", Currency: "EUR"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +119,9 @@ func TestKeyTravelsWhereDeclared(t *testing.T) {
 			ir := res.Receipt.GetIdempotency()
 			if ir.GetRepeat() != (i == 1) || ir.GetScope() != "dev/test/charge" || ir.GetRetention().AsDuration() != time.Hour {
 				t.Fatalf("%+v call %d: idempotency record %v", tc, i, ir)
+			}
+			if res.Receipt.GetCost() != "0.02 EUR" {
+				t.Fatalf("receipt cost %q", res.Receipt.GetCost())
 			}
 			if !strings.HasPrefix(ir.GetKeyRef(), "hmac-sha256:") || strings.Contains(ir.GetKeyRef(), "order-42") || res.Receipt.GetIdempotencyKeyRef() != ir.GetKeyRef() {
 				t.Fatalf("key ref %q", ir.GetKeyRef())

@@ -243,6 +243,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 			OutputSchemaDigest: id.GetOutputSchemaDigest(), ProtocolVersion: protocol[r.Entry]}
 		rec.PerAttemptTimeout = durationpb.New(r.PerAttempt)
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
+		rec.Cost = r.Cost
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
 	}
 	out := run.Final
