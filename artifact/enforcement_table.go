@@ -15,6 +15,7 @@ const (
 	inValidate  = "agent/validate"
 	inPin       = "agent/pin"
 	inKeys      = "agent/pipeline, agent/idempotency"
+	inQuota     = "agent/pipeline, agent/quota"
 	inSign      = "sign"
 	inLifecycle = "controlplane/lifecycle"
 	inAdmin     = "controlplane/admin"
@@ -104,9 +105,9 @@ var enforcement = map[Kind]map[string]Rule{
 		"timeouts.recommendedTotal":     no("the policy's deadline is used"),
 		"timeouts.perAttempt":           no("the policy's per-attempt timeout is used"),
 		"retryableConditions":           yes(inDecide, "narrows the policy's retryable conditions"),
-		"quota.unit":                    no(""),
-		"quota.partitionKeys":           no(""),
-		"quota.limit":                   no(""),
+		"quota.unit":                    rec("names the unit in receipts' quota; every call counts one unit"),
+		"quota.partitionKeys":           yes(inQuota, "\"tenant\" keeps local budgets per tenant too; other keys are not read"),
+		"quota.limit":                   no("the provider's limit is not a local budget; Policy.cost.maxQuotaUnits is"),
 		"pricing.source":                rec(""),
 		"pricing.unit":                  no("the amount is taken as per call"),
 		"pricing.currency":              yes(inDecide, "compared with Policy.cost.currency"),
@@ -194,7 +195,8 @@ var enforcement = map[Kind]map[string]Rule{
 		"approvals.valuePath":                         yes(inDecide, "dotted path into the call's arguments read for aboveValue"),
 		"cost.maxCostPerCall":                         yes(inDecide, ""),
 		"cost.currency":                               yes(inDecide, ""),
-		"cost.maxQuotaUnits":                          no(""),
+		"cost.maxQuotaUnits":                          yes(inQuota, "units (one per call) per principal class and tool in each quotaWindow; spent: the route is dropped, none left: quota_exhausted at step 7"),
+		"cost.quotaWindow":                            yes(inQuota, "zero: one minute"),
 		"cost.onUnknownPrice":                         yes(inDecide, "a tool without a usable declared price under maxCostPerCall: DENY (default) refuses it (cost_unknown), ALLOW admits it with cost \"unknown\" in receipts"),
 		"deadline":                                    yes(inInvoke, ""),
 		"residency.allowedRegions":                    yes(inDecide, ""),
@@ -332,7 +334,7 @@ func receiptFields() map[string]Rule {
 		"idempotencyKeyRef", "startedAt", "endedAt", "latency", "outcome", "failedLayer", "transportStatus", "jsonrpcCode",
 		"isError", "schemaValidation", "semanticValidation", "semanticValidatorVersion", "actions.kind", "actions.entry", "actions.detail", "cost",
 		"workflowContribution", "resultDigest", "errorMessage",
-		"failureDomains", "idempotency.keyRef", "idempotency.scope", "idempotency.retention", "idempotency.allocated", "idempotency.repeat", "idempotency.carried",
+		"failureDomains", "quota", "idempotency.keyRef", "idempotency.scope", "idempotency.retention", "idempotency.allocated", "idempotency.repeat", "idempotency.carried",
 	} {
 		out[p] = rec("")
 	}

@@ -82,6 +82,7 @@ const (
 	CodeDeadlineBudget         Code = "deadline_budget"
 	CodeCost                   Code = "cost"
 	CodeCostUnknown            Code = "cost_unknown"
+	CodeQuotaExhausted         Code = "quota_exhausted"
 )
 
 // Codes of refusals and failures decided around the decision (by the call
@@ -242,6 +243,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeEvidenceLowConfidence), 0, StepHealth, "the evidence is below the minimum confidence (on_unknown DENY)"},
 	{KindCode, string(CodeDeadlineBudget), 0, StepBudget, "the observed p50 latency exceeds the per-attempt budget"},
 	{KindCode, string(CodeCost), 0, StepBudget, "the declared price exceeds the policy's ceiling or is in another currency"},
+	{KindCode, string(CodeQuotaExhausted), 0, StepBudget, "the local quota budget of the principal class for the tool (Policy.cost.maxQuotaUnits per quotaWindow) is spent"},
 	{KindCode, string(CodeCostUnknown), 0, StepBudget, "the policy sets a cost ceiling and the tool declares no usable price (costUnknown DENY)"},
 	{KindCode, string(CodeUnauthenticated), 0, StepTrust, "the caller presented no valid credential"},
 	{KindCode, string(CodeNoPolicy), 0, StepEligibility, "no verified policy is installed on this host"},

@@ -63,6 +63,9 @@ type entry struct {
 	// when a ceiling applies and no usable price is declared (ALLOW), ""
 	// when none is declared (Route.Cost).
 	cost string
+	// quotaUnit, quotaByTenant: Route.QuotaUnit, Route.QuotaByTenant.
+	quotaUnit     string
+	quotaByTenant bool
 	// keySupport: the provider declares the tool KEYED; keyHeader,
 	// keyArgument and keyRetention say where the key travels and for how
 	// long the provider keeps it.
@@ -137,6 +140,8 @@ type Snapshot struct {
 	// masks are unused).
 	domainNames []string
 	domainSlow  bool
+	quotaLimit  int64
+	quotaWindow time.Duration
 }
 
 // NewSnapshot precomputes everything request-independent. It fails only on
@@ -160,6 +165,8 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 		backoff:       Backoff{Base: p.GetRetry().GetBaseBackoff().AsDuration(), Max: p.GetRetry().GetMaxBackoff().AsDuration()},
 		requireKey:    p.GetRetry().GetRequireIdempotencyKeyForWrites(),
 		margin:        in.HysteresisMargin,
+		quotaLimit:    p.GetCost().GetMaxQuotaUnits(),
+		quotaWindow:   p.GetCost().GetQuotaWindow().AsDuration(),
 		maxRoutes:     in.MaxRoutes,
 	}
 	if s.maxRoutes <= 0 {
@@ -179,6 +186,9 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 	}
 	if s.backoff.Max < s.backoff.Base {
 		s.backoff.Max = max(defaultMaxBackoff, s.backoff.Base)
+	}
+	if s.quotaWindow <= 0 {
+		s.quotaWindow = time.Minute
 	}
 	if s.margin <= 0 || s.margin >= 1 {
 		s.margin = defaultHysteresis
@@ -411,6 +421,11 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	}
 	// A provider that declares key support makes a keyed call retryable.
 	e.keyed = e.keyed || e.keySupport
+	e.quotaUnit = decl.GetQuota().GetUnit()
+	if e.quotaUnit == "" {
+		e.quotaUnit = "call"
+	}
+	e.quotaByTenant = slices.Contains(decl.GetQuota().GetPartitionKeys(), "tenant")
 	e.domains = failureDomains(re.GetFailureDomains(), decl.GetFailureDomains())
 	e.domainKey = strings.Join(e.domains, ",")
 	e.approval = re.GetApprovalRequired()

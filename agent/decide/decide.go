@@ -49,7 +49,8 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 	if req.Now.IsZero() {
 		req.Now = time.Now()
 	}
-	d := Decision{Requested: req.Tool, PolicyVersion: s.policyVersion, Backoff: s.backoff, MaxAttempts: s.maxAttempts}
+	d := Decision{Requested: req.Tool, PolicyVersion: s.policyVersion, Backoff: s.backoff, MaxAttempts: s.maxAttempts,
+		QuotaLimit: s.quotaLimit, QuotaWindow: s.quotaWindow}
 	d.Deadline = s.deadline
 	if req.Deadline > 0 && req.Deadline < d.Deadline {
 		d.Deadline = req.Deadline

@@ -105,6 +105,7 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 	r.ReadOnly, r.ApprovalRequired, r.Retryable = e.readOnly, a.approval, a.retryable
 	r.Reversible = e.spec.GetRollbackSupported()
 	r.Domains, r.Cost = e.domainKey, e.cost
+	r.QuotaUnit, r.QuotaByTenant = e.quotaUnit, e.quotaByTenant
 	r.MaxAttempts, r.RetryOn = int(a.attempts), e.retryOn
 	r.PerAttempt = a.perAttempt
 	if e.readOnly {

@@ -160,6 +160,11 @@ type Route struct {
 	// Domains are the route's failure domains, sorted, joined with ","
 	// ("" for none); see Declaration.failure_domains.
 	Domains string
+	// QuotaUnit names the provider's quota unit (Declaration.quota.unit,
+	// "call" when none); QuotaByTenant: its partition keys include
+	// "tenant", so local budgets are kept per tenant too.
+	QuotaUnit     string
+	QuotaByTenant bool
 	// Cost is the declared price of one call ("<amount> <currency>"),
 	// "unknown" when the policy caps cost and admits an unpriced tool
 	// (on_unknown_price ALLOW), "" when nothing is declared.
@@ -217,6 +222,10 @@ type Decision struct {
 	// Deadline is the one end-to-end deadline of the call.
 	Deadline time.Duration
 	Backoff  Backoff
+	// QuotaLimit is Policy.cost.max_quota_units (0: no local budget) per
+	// QuotaWindow (default one minute), counted by the call pipeline.
+	QuotaLimit  int64
+	QuotaWindow time.Duration
 	// MaxAttempts is Policy.retry.max_attempts (default 3): with one
 	// attempt for each fallback route it bounds every attempt of the call,
 	// retries and hedges on all its routes together.

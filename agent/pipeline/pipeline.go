@@ -32,6 +32,7 @@ import (
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/idempotency"
 	"github.com/mcpready/mcpready/agent/invoke"
+	"github.com/mcpready/mcpready/agent/quota"
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
@@ -59,7 +60,8 @@ type Options struct {
 
 // Pipeline runs requests. It is safe for concurrent use.
 type Pipeline struct {
-	opts Options
+	opts  Options
+	quota *quota.Ledger // local quota budgets (quota.go)
 }
 
 // New returns a Pipeline.
@@ -67,7 +69,7 @@ func New(opts Options) *Pipeline {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Pipeline{opts: opts}
+	return &Pipeline{opts: opts, quota: quota.New()}
 }
 
 // State is the verified configuration a request is decided under.
@@ -198,6 +200,9 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 	if errors.As(d.Refusal, &re) {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
 	}
+	if re = p.quotaFilter(&d, c, now); re != nil {
+		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
+	}
 	key, re := p.keys(rec, &d, &req)
 	if re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
@@ -250,6 +255,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 	if run.Route != nil {
 		p.finishKey(key, run.Route.Entry, out.Class)
 	}
+	p.chargeQuota(rec, &d, c, run.Route, p.opts.Now())
 	switch v := out.Result.(type) {
 	case ask:
 		return Result{Receipt: rec, Route: run.Route, Ask: v.v}

@@ -633,14 +633,18 @@ type CostRules struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	MaxCostPerCall float64                `protobuf:"fixed64,1,opt,name=max_cost_per_call,json=maxCostPerCall,proto3" json:"max_cost_per_call,omitempty"`
 	Currency       string                 `protobuf:"bytes,2,opt,name=currency,proto3" json:"currency,omitempty"`
-	MaxQuotaUnits  int64                  `protobuf:"varint,3,opt,name=max_quota_units,json=maxQuotaUnits,proto3" json:"max_quota_units,omitempty"`
+	// Quota units (one per call) each principal class may use per tool in
+	// one quota_window on this agent; zero: no local budget.
+	MaxQuotaUnits int64 `protobuf:"varint,3,opt,name=max_quota_units,json=maxQuotaUnits,proto3" json:"max_quota_units,omitempty"`
 	// With max_cost_per_call set, a tool whose Declaration gives no usable
 	// price (none, or an amount that is not a number) has an UNKNOWN cost:
 	// DENY (and UNSPECIFIED) refuse it at step 7 (cost_unknown); ALLOW admits
 	// it and its receipts record the cost as unknown.
 	OnUnknownPrice UnknownEvidenceAction `protobuf:"varint,80,opt,name=on_unknown_price,json=onUnknownPrice,proto3,enum=mcpready.v1.UnknownEvidenceAction" json:"on_unknown_price,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The window of max_quota_units; zero: one minute.
+	QuotaWindow   *durationpb.Duration `protobuf:"bytes,81,opt,name=quota_window,json=quotaWindow,proto3" json:"quota_window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CostRules) Reset() {
@@ -699,6 +703,13 @@ func (x *CostRules) GetOnUnknownPrice() UnknownEvidenceAction {
 		return x.OnUnknownPrice
 	}
 	return UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_UNSPECIFIED
+}
+
+func (x *CostRules) GetQuotaWindow() *durationpb.Duration {
+	if x != nil {
+		return x.QuotaWindow
+	}
+	return nil
 }
 
 // ResidencyRules restricts regions and data classes.
@@ -1292,12 +1303,13 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\vabove_value\x18\x04 \x01(\x01R\n" +
 	"aboveValue\x12\x1d\n" +
 	"\n" +
-	"value_path\x18P \x01(\tR\tvaluePath\"\xc8\x01\n" +
+	"value_path\x18P \x01(\tR\tvaluePath\"\x86\x02\n" +
 	"\tCostRules\x12)\n" +
 	"\x11max_cost_per_call\x18\x01 \x01(\x01R\x0emaxCostPerCall\x12\x1a\n" +
 	"\bcurrency\x18\x02 \x01(\tR\bcurrency\x12&\n" +
 	"\x0fmax_quota_units\x18\x03 \x01(\x03R\rmaxQuotaUnits\x12L\n" +
-	"\x10on_unknown_price\x18P \x01(\x0e2\".mcpready.v1.UnknownEvidenceActionR\x0eonUnknownPrice\"\xda\x01\n" +
+	"\x10on_unknown_price\x18P \x01(\x0e2\".mcpready.v1.UnknownEvidenceActionR\x0eonUnknownPrice\x12<\n" +
+	"\fquota_window\x18Q \x01(\v2\x19.google.protobuf.DurationR\vquotaWindow\"\xda\x01\n" +
 	"\x0eResidencyRules\x12'\n" +
 	"\x0fallowed_regions\x18\x01 \x03(\tR\x0eallowedRegions\x12%\n" +
 	"\x0edenied_regions\x18\x02 \x03(\tR\rdeniedRegions\x12(\n" +
@@ -1406,21 +1418,22 @@ var file_mcpready_v1_policy_proto_depIdxs = []int32{
 	1,  // 16: mcpready.v1.EvidenceRules.on_unknown:type_name -> mcpready.v1.UnknownEvidenceAction
 	19, // 17: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
 	1,  // 18: mcpready.v1.CostRules.on_unknown_price:type_name -> mcpready.v1.UnknownEvidenceAction
-	20, // 19: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
-	18, // 20: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
-	18, // 21: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
-	18, // 22: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
-	18, // 23: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
-	18, // 24: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
-	18, // 25: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
-	18, // 26: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
-	0,  // 27: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
-	18, // 28: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	18, // 19: mcpready.v1.CostRules.quota_window:type_name -> google.protobuf.Duration
+	20, // 20: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
+	18, // 21: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
+	18, // 22: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
+	18, // 23: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
+	18, // 24: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
+	18, // 25: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
+	18, // 26: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
+	18, // 27: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
+	0,  // 28: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
+	18, // 29: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_policy_proto_init() }

@@ -260,8 +260,11 @@ type Receipt struct {
 	Idempotency *IdempotencyRecord `protobuf:"bytes,80,opt,name=idempotency,proto3" json:"idempotency,omitempty"`
 	// Failure domains of the routes attempted, in order, without repeats.
 	FailureDomains []string `protobuf:"bytes,81,rep,name=failure_domains,json=failureDomains,proto3" json:"failure_domains,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The local quota effect: "<units> <unit> (<used>/<limit> per <window>)",
+	// "" when no local budget applies.
+	Quota         string `protobuf:"bytes,82,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Receipt) Reset() {
@@ -607,6 +610,13 @@ func (x *Receipt) GetFailureDomains() []string {
 		return x.FailureDomains
 	}
 	return nil
+}
+
+func (x *Receipt) GetQuota() string {
+	if x != nil {
+		return x.Quota
+	}
+	return ""
 }
 
 // IdempotencyRecord is what a receipt says about a call's idempotency key:
@@ -1189,7 +1199,7 @@ var File_mcpready_v1_receipt_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\n" +
-	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\x95\x11\n" +
+	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xab\x11\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12\x1d\n" +
@@ -1244,7 +1254,8 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\rerror_message\x18+ \x01(\tR\ferrorMessage\x12-\n" +
 	"\aactions\x18, \x03(\v2\x13.mcpready.v1.ActionR\aactions\x12@\n" +
 	"\vidempotency\x18P \x01(\v2\x1e.mcpready.v1.IdempotencyRecordR\vidempotency\x12'\n" +
-	"\x0ffailure_domains\x18Q \x03(\tR\x0efailureDomains\x1a@\n" +
+	"\x0ffailure_domains\x18Q \x03(\tR\x0efailureDomains\x12\x14\n" +
+	"\x05quota\x18R \x01(\tR\x05quota\x1a@\n" +
 	"\x12KeptArgumentsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b&\x10'\"\xcb\x01\n" +
