@@ -83,6 +83,7 @@ const (
 	CodeCost                   Code = "cost"
 	CodeCostUnknown            Code = "cost_unknown"
 	CodeQuotaExhausted         Code = "quota_exhausted"
+	CodeCostCeiling            Code = "cost_ceiling"
 )
 
 // Codes of refusals and failures decided around the decision (by the call
@@ -244,6 +245,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeDeadlineBudget), 0, StepBudget, "the observed p50 latency exceeds the per-attempt budget"},
 	{KindCode, string(CodeCost), 0, StepBudget, "the declared price exceeds the policy's ceiling or is in another currency"},
 	{KindCode, string(CodeQuotaExhausted), 0, StepBudget, "the local quota budget of the principal class for the tool (Policy.cost.maxQuotaUnits per quotaWindow) is spent"},
+	{KindCode, string(CodeCostCeiling), 0, StepBudget, "the call's declared price would take its workflow past Policy.cost.maxCostPerWorkflow"},
 	{KindCode, string(CodeCostUnknown), 0, StepBudget, "the policy sets a cost ceiling and the tool declares no usable price (costUnknown DENY)"},
 	{KindCode, string(CodeUnauthenticated), 0, StepTrust, "the caller presented no valid credential"},
 	{KindCode, string(CodeNoPolicy), 0, StepEligibility, "no verified policy is installed on this host"},

@@ -63,6 +63,9 @@ type entry struct {
 	// when a ceiling applies and no usable price is declared (ALLOW), ""
 	// when none is declared (Route.Cost).
 	cost string
+	// price: the declared amount per call; priced: one is declared.
+	price  float64
+	priced bool
 	// quotaUnit, quotaByTenant: Route.QuotaUnit, Route.QuotaByTenant.
 	quotaUnit     string
 	quotaByTenant bool
@@ -142,6 +145,7 @@ type Snapshot struct {
 	domainSlow  bool
 	quotaLimit  int64
 	quotaWindow time.Duration
+	wfCeiling   float64
 }
 
 // NewSnapshot precomputes everything request-independent. It fails only on
@@ -166,6 +170,7 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 		requireKey:    p.GetRetry().GetRequireIdempotencyKeyForWrites(),
 		margin:        in.HysteresisMargin,
 		quotaLimit:    p.GetCost().GetMaxQuotaUnits(),
+		wfCeiling:     p.GetCost().GetMaxCostPerWorkflow(),
 		quotaWindow:   p.GetCost().GetQuotaWindow().AsDuration(),
 		maxRoutes:     in.MaxRoutes,
 	}
@@ -447,7 +452,7 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	amt, err := strconv.ParseFloat(pr.GetAmount(), 64)
 	priced := err == nil && amt == amt && amt >= 0
 	if priced {
-		e.cost = strings.TrimSpace(pr.GetAmount() + " " + pr.GetCurrency())
+		e.cost, e.price, e.priced = strings.TrimSpace(pr.GetAmount()+" "+pr.GetCurrency()), amt, true
 	}
 	if ceiling := p.GetCost().GetMaxCostPerCall(); ceiling > 0 {
 		cur := p.GetCost().GetCurrency()

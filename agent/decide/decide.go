@@ -50,7 +50,8 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 		req.Now = time.Now()
 	}
 	d := Decision{Requested: req.Tool, PolicyVersion: s.policyVersion, Backoff: s.backoff, MaxAttempts: s.maxAttempts,
-		QuotaLimit: s.quotaLimit, QuotaWindow: s.quotaWindow}
+		QuotaLimit: s.quotaLimit, QuotaWindow: s.quotaWindow, WorkflowCostCeiling: s.wfCeiling,
+		AllowUnknownPrice: s.policy.GetCost().GetOnUnknownPrice() == mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW}
 	d.Deadline = s.deadline
 	if req.Deadline > 0 && req.Deadline < d.Deadline {
 		d.Deadline = req.Deadline

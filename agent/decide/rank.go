@@ -104,7 +104,7 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 	r.ProviderSideEffect, r.ConsumerSideEffect, r.SideEffectConflict = e.providerSE, e.consumerSE, e.conflict
 	r.ReadOnly, r.ApprovalRequired, r.Retryable = e.readOnly, a.approval, a.retryable
 	r.Reversible = e.spec.GetRollbackSupported()
-	r.Domains, r.Cost = e.domainKey, e.cost
+	r.Domains, r.Cost, r.Price, r.Priced = e.domainKey, e.cost, e.price, e.priced
 	r.QuotaUnit, r.QuotaByTenant = e.quotaUnit, e.quotaByTenant
 	r.MaxAttempts, r.RetryOn = int(a.attempts), e.retryOn
 	r.PerAttempt = a.perAttempt

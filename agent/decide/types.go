@@ -169,6 +169,10 @@ type Route struct {
 	// "unknown" when the policy caps cost and admits an unpriced tool
 	// (on_unknown_price ALLOW), "" when nothing is declared.
 	Cost string
+	// Price is the declared amount of one call; Priced says one is
+	// declared (a usable amount).
+	Price  float64
+	Priced bool
 	// ApprovalPrompt is the question put to the approver; the call
 	// pipeline sets it on its own copy of the route before asking, "" in
 	// decisions.
@@ -226,6 +230,13 @@ type Decision struct {
 	// QuotaWindow (default one minute), counted by the call pipeline.
 	QuotaLimit  int64
 	QuotaWindow time.Duration
+	// WorkflowCostCeiling is Policy.cost.max_cost_per_workflow (0: none),
+	// counted by the call pipeline over Route.Price per workflow and day.
+	WorkflowCostCeiling float64
+	// AllowUnknownPrice: Policy.cost.on_unknown_price is ALLOW (an
+	// unpriced route counts as zero against the workflow ceiling; else it
+	// is dropped when the ceiling applies).
+	AllowUnknownPrice bool
 	// MaxAttempts is Policy.retry.max_attempts (default 3): with one
 	// attempt for each fallback route it bounds every attempt of the call,
 	// retries and hedges on all its routes together.

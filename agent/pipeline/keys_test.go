@@ -36,6 +36,8 @@ type payOpts struct {
 	noStore          bool
 	approvals        []*mcpreadyv1.ApprovalRule
 	rollback         bool // the entry supports rollback
+	cost             *mcpreadyv1.CostRules
+	unpriced         bool // the Declaration declares no price
 }
 
 func newPayment(t *testing.T, o payOpts) *payment {
@@ -56,11 +58,15 @@ func newPayment(t *testing.T, o payOpts) *payment {
 	p.SideEffects = append(p.SideEffects, &mcpreadyv1.SideEffectRule{Match: "*/charge", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING})
 	p.Principals = append(p.Principals, &mcpreadyv1.PrincipalRule{PrincipalClass: "ops", Allow: []string{"*"}})
 	p.Retry = &mcpreadyv1.RetryRules{MaxAttempts: 3, BaseBackoff: durationpb.New(time.Millisecond)}
-	p.Approvals = o.approvals
+	p.Approvals, p.Cost = o.approvals, o.cost
+	pricing := &mcpreadyv1.DeclaredPricing{Amount: "0.02", Currency: "EUR"}
+	if o.unpriced {
+		pricing = nil
+	}
 	e.RollbackSupported = o.rollback
 	snap, err := decide.NewSnapshot(decide.Inputs{PolicyVersion: "1", Policy: p, Entries: map[string]*mcpreadyv1.RegistryEntry{"pay": e},
 		Declarations: map[string]*mcpreadyv1.Declaration{"test": {ServerName: "test", Tools: []*mcpreadyv1.DeclaredTool{tool},
-			Pricing: &mcpreadyv1.DeclaredPricing{Amount: "0.02", Currency: "EUR"}}}})
+			Pricing: pricing}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -200,7 +200,10 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 	if errors.As(d.Refusal, &re) {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
 	}
-	if re = p.quotaFilter(&d, c, now); re != nil {
+	if re = p.quotaFilter(&d, c, now); re == nil {
+		re = p.costFilter(&d, c, now)
+	}
+	if re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
 	}
 	key, re := p.keys(rec, &d, &req)
@@ -256,6 +259,7 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 		p.finishKey(key, run.Route.Entry, out.Class)
 	}
 	p.chargeQuota(rec, &d, c, run.Route, p.opts.Now())
+	p.chargeCost(rec, &d, c, run.Route, p.opts.Now())
 	switch v := out.Result.(type) {
 	case ask:
 		return Result{Receipt: rec, Route: run.Route, Ask: v.v}

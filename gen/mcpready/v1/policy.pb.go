@@ -642,9 +642,13 @@ type CostRules struct {
 	// it and its receipts record the cost as unknown.
 	OnUnknownPrice UnknownEvidenceAction `protobuf:"varint,80,opt,name=on_unknown_price,json=onUnknownPrice,proto3,enum=mcpready.v1.UnknownEvidenceAction" json:"on_unknown_price,omitempty"`
 	// The window of max_quota_units; zero: one minute.
-	QuotaWindow   *durationpb.Duration `protobuf:"bytes,81,opt,name=quota_window,json=quotaWindow,proto3" json:"quota_window,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	QuotaWindow *durationpb.Duration `protobuf:"bytes,81,opt,name=quota_window,json=quotaWindow,proto3" json:"quota_window,omitempty"`
+	// Declared cost one workflow (the caller's workflow id) may spend on this
+	// agent per day, in currency; a call that would pass it is refused at
+	// step 7 (cost_ceiling). Calls without a workflow id are not counted.
+	MaxCostPerWorkflow float64 `protobuf:"fixed64,82,opt,name=max_cost_per_workflow,json=maxCostPerWorkflow,proto3" json:"max_cost_per_workflow,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CostRules) Reset() {
@@ -710,6 +714,13 @@ func (x *CostRules) GetQuotaWindow() *durationpb.Duration {
 		return x.QuotaWindow
 	}
 	return nil
+}
+
+func (x *CostRules) GetMaxCostPerWorkflow() float64 {
+	if x != nil {
+		return x.MaxCostPerWorkflow
+	}
+	return 0
 }
 
 // ResidencyRules restricts regions and data classes.
@@ -1303,13 +1314,14 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\vabove_value\x18\x04 \x01(\x01R\n" +
 	"aboveValue\x12\x1d\n" +
 	"\n" +
-	"value_path\x18P \x01(\tR\tvaluePath\"\x86\x02\n" +
+	"value_path\x18P \x01(\tR\tvaluePath\"\xb9\x02\n" +
 	"\tCostRules\x12)\n" +
 	"\x11max_cost_per_call\x18\x01 \x01(\x01R\x0emaxCostPerCall\x12\x1a\n" +
 	"\bcurrency\x18\x02 \x01(\tR\bcurrency\x12&\n" +
 	"\x0fmax_quota_units\x18\x03 \x01(\x03R\rmaxQuotaUnits\x12L\n" +
 	"\x10on_unknown_price\x18P \x01(\x0e2\".mcpready.v1.UnknownEvidenceActionR\x0eonUnknownPrice\x12<\n" +
-	"\fquota_window\x18Q \x01(\v2\x19.google.protobuf.DurationR\vquotaWindow\"\xda\x01\n" +
+	"\fquota_window\x18Q \x01(\v2\x19.google.protobuf.DurationR\vquotaWindow\x121\n" +
+	"\x15max_cost_per_workflow\x18R \x01(\x01R\x12maxCostPerWorkflow\"\xda\x01\n" +
 	"\x0eResidencyRules\x12'\n" +
 	"\x0fallowed_regions\x18\x01 \x03(\tR\x0eallowedRegions\x12%\n" +
 	"\x0edenied_regions\x18\x02 \x03(\tR\rdeniedRegions\x12(\n" +
