@@ -36,6 +36,7 @@ import (
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/front"
+	"github.com/mcpready/mcpready/agent/idempotency"
 	"github.com/mcpready/mcpready/agent/invoke"
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/shipper"
@@ -115,6 +116,7 @@ type Agent struct {
 	front *front.Front
 	spool *spool.Spool
 	rw    *spool.Writer
+	keys  *idempotency.Store
 	conn  *grpc.ClientConn
 	lis   net.Listener
 	sock  net.Listener // Options.Socket, nil without
@@ -196,7 +198,11 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.rw = spool.NewWriter(a.spool, spool.WriterOptions{ContinueReadOnly: cfg.ContinueReadOnly(), Logger: opts.Logger})
-	fopts := front.Options{Config: cfg, Region: opts.Labels[string(nodelabel.Region)], NodeID: opts.NodeID, Logger: opts.Logger,
+	if a.keys, err = idempotency.Open(filepath.Join(opts.DataDir, "idempotency"), idempotency.Options{}); err != nil {
+		a.spool.Close()
+		return nil, err
+	}
+	fopts := front.Options{Config: cfg, Keys: a.keys, Region: opts.Labels[string(nodelabel.Region)], NodeID: opts.NodeID, Logger: opts.Logger,
 		Builder:    receipt.Builder{EmitterID: opts.NodeID, EmitterVersion: Version},
 		Ledger:     a.rw,
 		Registerer: opts.Metrics,
@@ -214,11 +220,13 @@ func New(opts Options) (*Agent, error) {
 	a.install(a.sync.Snapshot())
 	if a.lis, err = net.Listen("tcp", opts.Listen); err != nil {
 		a.spool.Close()
+		a.keys.Close()
 		return nil, err
 	}
 	if err := a.listenSocket(); err != nil {
 		_ = a.lis.Close()
 		a.spool.Close()
+		a.keys.Close()
 		return nil, err
 	}
 	return a, nil
@@ -322,7 +330,11 @@ func buildState(s *subscribe.Snapshot, prev *front.State, prevPolicy *mcpreadyv1
 	if err != nil {
 		return nil, nil, err
 	}
-	st := &front.State{Decide: snap, Entries: in.Entries, Declarations: in.Declarations, Checker: validate.NewChecker(validate.RulesFromPolicy(pol.GetResults()))}
+	rules := validate.RulesFromPolicy(pol.GetResults())
+	if rules.Semantic, err = validate.CompileSemantic(pol.GetSemanticValidation(), pol.GetResults().GetOnSemanticFailure()); err != nil {
+		return nil, nil, err
+	}
+	st := &front.State{Decide: snap, Entries: in.Entries, Declarations: in.Declarations, Checker: validate.NewChecker(rules)}
 	switch {
 	case prev == nil || prev.Circuits == nil:
 		st.Circuits = circuit.NewSet(circuit.ConfigFromPolicy(pol.GetCircuit()))
@@ -380,6 +392,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.rw.Drain()
 		_ = a.spool.Flush()
 		_ = a.spool.Close()
+		_ = a.keys.Close()
 		if a.conn != nil {
 			_ = a.conn.Close()
 		}

@@ -151,7 +151,7 @@ func (o *Object) Validate() error {
 	if o.Spec == nil || o.Spec.ProtoReflect().Descriptor().FullName() != o.Kind.NewSpec().ProtoReflect().Descriptor().FullName() {
 		return fmt.Errorf("%w: spec of %s must be %s", ErrInvalid, o.Kind, o.Kind.NewSpec().ProtoReflect().Descriptor().FullName())
 	}
-	return nil
+	return checkSemantic(o)
 }
 
 // ValidateName checks a metadata.name: 1-253 printable characters from

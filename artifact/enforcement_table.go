@@ -14,6 +14,8 @@ const (
 	inCircuit   = "agent/circuit"
 	inValidate  = "agent/validate"
 	inPin       = "agent/pin"
+	inKeys      = "agent/pipeline, agent/idempotency"
+	inQuota     = "agent/pipeline, agent/quota"
 	inSign      = "sign"
 	inLifecycle = "controlplane/lifecycle"
 	inAdmin     = "controlplane/admin"
@@ -93,22 +95,23 @@ var enforcement = map[Kind]map[string]Rule{
 		"auth.tenantModel":              rec(""),
 		"tools.name":                    yes(inDecide, "joins a declared tool to its entry"),
 		"tools.sideEffect":              yes(inDecide, "the provider's class, compared with the consumer's"),
-		"tools.idempotency":             no("the registry entry's idempotency is what is used"),
-		"tools.idempotencyKeyHeader":    no("where the idempotency key travels is not read; keys are not forwarded to the provider by this field"),
-		"tools.idempotencyKeyRetention": no(""),
+		"tools.idempotency":             yes(inKeys, "KEYED: the agent allocates a key for a state-changing call without one, and the call may be retried with it"),
+		"tools.idempotencyKeyHeader":    yes(inKeys, "the key is sent in this HTTP header as well as in _meta (the connection's own headers are never replaced)"),
+		"tools.idempotencyKeyRetention": yes(inKeys, "how long the agent keeps the key's binding; zero: 24 hours"),
+		"tools.idempotencyKeyArgument":  yes(inKeys, "the key is set as this tool argument as well as in _meta"),
 		"tools.humanConfirmation":       no("approval comes from the registry entry and the policy"),
 		"regions":                       no("residency uses the registry entry's region"),
 		"dataResidency":                 no(""),
 		"timeouts.recommendedTotal":     no("the policy's deadline is used"),
 		"timeouts.perAttempt":           no("the policy's per-attempt timeout is used"),
 		"retryableConditions":           yes(inDecide, "narrows the policy's retryable conditions"),
-		"quota.unit":                    no(""),
-		"quota.partitionKeys":           no(""),
-		"quota.limit":                   no(""),
+		"quota.unit":                    rec("names the unit in receipts' quota; every call counts one unit"),
+		"quota.partitionKeys":           yes(inQuota, "\"tenant\" keeps local budgets per tenant too; other keys are not read"),
+		"quota.limit":                   no("the provider's limit is not a local budget; Policy.cost.maxQuotaUnits is"),
 		"pricing.source":                rec(""),
 		"pricing.unit":                  no("the amount is taken as per call"),
 		"pricing.currency":              yes(inDecide, "compared with Policy.cost.currency"),
-		"pricing.amount":                yes(inDecide, "Policy.cost.maxCostPerCall"),
+		"pricing.amount":                yes(inDecide, "Policy.cost.maxCostPerCall; none or not a number is an unknown price (Policy.cost.onUnknownPrice); recorded in receipts' cost"),
 		"pricing.effectiveFrom":         no(""),
 		"pricing.effectiveUntil":        no(""),
 		"dataHandling.retention":        no(""),
@@ -119,6 +122,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"contacts.support":              rec(""),
 		"contacts.incident":             rec(""),
 		"contacts.statusPageUri":        rec(""),
+		"failureDomains":                yes(inDecide+", "+inInvoke, "fallback prefers another domain; a failure makes same-domain routes suspect (ranked lower) and skips same-domain fallbacks in that call"),
 	}),
 
 	KindRegistryEntry: merge(provenance(map[string]Rule{
@@ -161,6 +165,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"discoverySource":                     rec(""),
 		"region":                              yes(inDecide, "Policy.residency"),
 		"tenantClasses":                       yes(inDecide, ""),
+		"failureDomains":                      yes(inDecide+", "+inInvoke, "added to the Declaration's failure domains"),
 	}),
 
 	KindPolicy: merge(provenance(map[string]Rule{
@@ -185,21 +190,25 @@ var enforcement = map[Kind]map[string]Rule{
 		"sideEffects.assignmentEvidence":              rec(""),
 		"approvals.match":                             yes(inDecide, ""),
 		"approvals.required":                          yes(inDecide, ""),
-		"approvals.reversible":                        rec("shown to the approver"),
-		"approvals.aboveValue":                        no("every matching call needs approval"),
+		"approvals.reversible":                        yes(inDecide, "the rule exempts entries that declare rollbackSupported; the approver is told whether the effect can be undone"),
+		"approvals.aboveValue":                        yes(inDecide, "with valuePath: approval only when the argument's number exceeds it (missing or non-numeric: approval); without valuePath every matching call, and the agent warns"),
+		"approvals.valuePath":                         yes(inDecide, "dotted path into the call's arguments read for aboveValue"),
 		"cost.maxCostPerCall":                         yes(inDecide, ""),
 		"cost.currency":                               yes(inDecide, ""),
-		"cost.maxQuotaUnits":                          no(""),
+		"cost.maxQuotaUnits":                          yes(inQuota, "units (one per call) per principal class and tool in each quotaWindow; spent: the route is dropped, none left: quota_exhausted at step 7"),
+		"cost.quotaWindow":                            yes(inQuota, "zero: one minute"),
+		"cost.maxCostPerWorkflow":                     yes(inQuota, "declared prices summed per workflow id and day; a call that would pass it: cost_ceiling at step 7; calls without a workflow id are not counted"),
+		"cost.onUnknownPrice":                         yes(inDecide, "a tool without a usable declared price under maxCostPerCall: DENY (default) refuses it (cost_unknown), ALLOW admits it with cost \"unknown\" in receipts"),
 		"deadline":                                    yes(inInvoke, ""),
 		"residency.allowedRegions":                    yes(inDecide, ""),
 		"residency.deniedRegions":                     yes(inDecide, ""),
 		"residency.sameRegionOnly":                    yes(inDecide, ""),
 		"residency.allowedDataClasses":                yes(inDecide, ""),
-		"retry.maxAttempts":                           yes(inInvoke, ""),
+		"retry.maxAttempts":                           yes(inInvoke, "per route, and for the whole call with one more attempt per fallback route (retries and hedges of all routes together)"),
 		"retry.perAttemptTimeout":                     yes(inInvoke, ""),
-		"retry.baseBackoff":                           yes(inInvoke, ""),
+		"retry.baseBackoff":                           yes(inInvoke, "full jitter: each wait is uniform in [0, the capped exponential backoff]; after a Retry-After, in [RA, 2 x RA]"),
 		"retry.maxBackoff":                            yes(inInvoke, ""),
-		"retry.budgetRatio":                           yes(inInvoke, ""),
+		"retry.budgetRatio":                           yes(inInvoke, "one agent-wide budget for retries and hedges on every route"),
 		"retry.hedgeAfter":                            yes(inInvoke, "read-only calls only"),
 		"retry.requireIdempotencyKeyForWrites":        yes(inDecide, ""),
 		"retry.retryableConditions":                   yes(inDecide, ""),
@@ -211,7 +220,8 @@ var enforcement = map[Kind]map[string]Rule{
 		"circuit.consecutiveFailures":                 yes(inCircuit, ""),
 		"circuit.baseEjection":                        yes(inCircuit, ""),
 		"circuit.maxEjection":                         yes(inCircuit, ""),
-		"circuit.readmitRatio":                        yes(inCircuit, "a fixed fraction while half-open; there is no gradual re-entry ramp"),
+		"circuit.readmitRatio":                        yes(inCircuit, "the share while half-open, and where the slow-start ramp begins"),
+		"circuit.slowStartWindow":                     yes(inCircuit, "the re-admitted route's share ramps linearly over the window; a failure during it re-ejects for longer"),
 		"incidentOwners.match":                        no("incident owners are not looked up or recorded"),
 		"incidentOwners.owner":                        no("incident owners are not looked up or recorded"),
 		"principals.principalClass":                   yes(inDecide, ""),
@@ -221,7 +231,8 @@ var enforcement = map[Kind]map[string]Rule{
 		"results.maxResultBytes":                      yes(inValidate, ""),
 		"results.injectionTripwire":                   yes(inValidate, ""),
 		"results.requireOutputSchema":                 yes(inValidate, ""),
-		"semanticValidation":                          no("no CEL expression is evaluated; receipts say semantic validation was not run"),
+		"results.onSemanticFailure":                   yes(inValidate, "withhold (semantic_invalid) or annotate (_meta mcpready.dev/semantic) a rejected result"),
+		"semanticValidation":                          yes(inValidate, "CEL over args, result, now and tool, compiled once per policy (refused at apply if it does not compile), cost-bounded; receipts record the verdict and validator version"),
 	}),
 
 	KindEvidence: merge(provenance(map[string]Rule{
@@ -325,6 +336,7 @@ func receiptFields() map[string]Rule {
 		"idempotencyKeyRef", "startedAt", "endedAt", "latency", "outcome", "failedLayer", "transportStatus", "jsonrpcCode",
 		"isError", "schemaValidation", "semanticValidation", "semanticValidatorVersion", "actions.kind", "actions.entry", "actions.detail", "cost",
 		"workflowContribution", "resultDigest", "errorMessage",
+		"failureDomains", "quota", "idempotency.keyRef", "idempotency.scope", "idempotency.retention", "idempotency.allocated", "idempotency.repeat", "idempotency.carried",
 	} {
 		out[p] = rec("")
 	}

@@ -34,8 +34,8 @@ func TestKnownUnenforcedFields(t *testing.T) {
 		k    artifact.Kind
 		path string
 	}{
-		{artifact.KindPolicy, "semanticValidation"},
-		{artifact.KindDeclaration, "tools.idempotencyKeyHeader"},
+		{artifact.KindPolicy, "incidentOwners.owner"},
+		{artifact.KindDeclaration, "tools.humanConfirmation"},
 		{artifact.KindReceiptBatch, "receipts.workflowOutcome"},
 	} {
 		r, ok := artifact.RuleFor(c.k, c.path)
@@ -52,7 +52,7 @@ func TestUnenforcedNamesSetFields(t *testing.T) {
 		IncidentOwners:     []*mcpreadyv1.IncidentOwner{{Match: "*", Owner: "a"}, {Match: "b/*", Owner: "b"}},
 	}
 	got := artifact.Unenforced(artifact.New(artifact.KindPolicy, "default", p))
-	want := []string{"incidentOwners.match", "incidentOwners.owner", "semanticValidation"}
+	want := []string{"incidentOwners.match", "incidentOwners.owner"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Unenforced = %q, want %q", got, want)
 	}

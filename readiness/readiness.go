@@ -81,6 +81,9 @@ const (
 	CodeEvidenceLowConfidence  Code = "evidence_low_confidence"
 	CodeDeadlineBudget         Code = "deadline_budget"
 	CodeCost                   Code = "cost"
+	CodeCostUnknown            Code = "cost_unknown"
+	CodeQuotaExhausted         Code = "quota_exhausted"
+	CodeCostCeiling            Code = "cost_ceiling"
 )
 
 // Codes of refusals and failures decided around the decision (by the call
@@ -121,6 +124,20 @@ const (
 	CodePermissionDrift Code = "permission_drift"
 	// CodeTokenExpired: the token expired and could not be refreshed.
 	CodeTokenExpired Code = "token_expired"
+	// CodeIdempotencyKeyReused refuses a key bound to another payload, or
+	// to another principal class or tool, before any upstream sees it.
+	CodeIdempotencyKeyReused Code = "idempotency_key_reused"
+	// CodeIdempotencyKeyInvalid refuses an empty, oversized or non-printable key.
+	CodeIdempotencyKeyInvalid Code = "idempotency_key_invalid"
+	// CodeIdempotencyRouteUnavailable refuses a repeat whose key's route
+	// (the one holding the prior result) is no longer admitted.
+	CodeIdempotencyRouteUnavailable Code = "idempotency_route_unavailable"
+	// CodeIdempotencyStore refuses a keyed call whose binding could not be
+	// made durable.
+	CodeIdempotencyStore Code = "idempotency_store_unavailable"
+	// CodeSemanticInvalid: a semantic validator rejected the result (or
+	// could not evaluate it) and the policy withholds such results.
+	CodeSemanticInvalid Code = "semantic_invalid"
 )
 
 // ActionKind is what the executor did (Receipt.actions).
@@ -137,6 +154,8 @@ const (
 	ActionAmbiguousNoRetry          ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_AMBIGUOUS_NO_RETRY
 	ActionRetryConditionNotAllowed  ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED
 	ActionInputRequired             ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_INPUT_REQUIRED
+	ActionSlowStart                 ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_SLOW_START
+	ActionSameDomain                ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_SAME_DOMAIN
 )
 
 // NewAction is an action of kind concerning entry ("" for the whole call).
@@ -152,7 +171,7 @@ func NewAction(kind ActionKind, entry string) *mcpreadyv1.Action {
 func ActionString(a *mcpreadyv1.Action) string {
 	name := actionName(a.GetKind())
 	switch a.GetKind() {
-	case ActionRetry, ActionHedge, ActionFallback, ActionCircuitOpen:
+	case ActionRetry, ActionHedge, ActionFallback, ActionCircuitOpen, ActionSlowStart:
 		if a.GetEntry() != "" {
 			return name + ":" + a.GetEntry()
 		}
@@ -250,6 +269,9 @@ var codeTerms = []Term{
 	{KindCode, string(CodeEvidenceLowConfidence), 0, StepHealth, "the evidence is below the minimum confidence (on_unknown DENY)"},
 	{KindCode, string(CodeDeadlineBudget), 0, StepBudget, "the observed p50 latency exceeds the per-attempt budget"},
 	{KindCode, string(CodeCost), 0, StepBudget, "the declared price exceeds the policy's ceiling or is in another currency"},
+	{KindCode, string(CodeQuotaExhausted), 0, StepBudget, "the local quota budget of the principal class for the tool (Policy.cost.maxQuotaUnits per quotaWindow) is spent"},
+	{KindCode, string(CodeCostCeiling), 0, StepBudget, "the call's declared price would take its workflow past Policy.cost.maxCostPerWorkflow"},
+	{KindCode, string(CodeCostUnknown), 0, StepBudget, "the policy sets a cost ceiling and the tool declares no usable price (costUnknown DENY)"},
 	{KindCode, string(CodeUnauthenticated), 0, StepTrust, "the caller presented no valid credential"},
 	{KindCode, string(CodeNoPolicy), 0, StepEligibility, "no verified policy is installed on this host"},
 	{KindCode, string(CodeClassSchemaMismatch), 0, StepEligibility, "the members of the capability do not share one input schema"},
@@ -265,6 +287,11 @@ var codeTerms = []Term{
 	{KindCode, string(CodeAudienceMismatch), 0, StepTrust, "the token's audience is not the upstream resource"},
 	{KindCode, string(CodePermissionDrift), 0, StepTrust, "PERMISSION_DRIFT: the token grants scopes beyond the entry's qualified permission set"},
 	{KindCode, string(CodeTokenExpired), 0, StepTrust, "the token for the upstream expired and was not refreshed"},
+	{KindCode, string(CodeIdempotencyKeyReused), 0, StepSideEffect, "the idempotency key is bound to another payload, principal class or tool"},
+	{KindCode, string(CodeIdempotencyKeyInvalid), 0, StepSideEffect, "the idempotency key is empty, longer than 255 bytes or not printable ASCII"},
+	{KindCode, string(CodeIdempotencyRouteUnavailable), 0, StepSideEffect, "a repeat's key is bound to a route that is no longer admitted"},
+	{KindCode, string(CodeIdempotencyStore), 0, StepSideEffect, "the idempotency binding could not be made durable"},
+	{KindCode, string(CodeSemanticInvalid), 0, StepNone, "a semantic validator (Policy.semanticValidation) rejected the result, or could not evaluate it"},
 }
 
 var actionTerms = []Term{
@@ -272,11 +299,13 @@ var actionTerms = []Term{
 	{KindAction, "hedge", int32(ActionHedge), StepNone, "a second, concurrent attempt on a read-only route"},
 	{KindAction, "fallback", int32(ActionFallback), StepNone, "the next admitted route of the class was tried"},
 	{KindAction, "circuit-open", int32(ActionCircuitOpen), StepNone, "a route was skipped because its circuit breaker is open"},
-	{KindAction, "retry-budget-exhausted", int32(ActionRetryBudgetExhausted), StepNone, "no retry or hedge: the agent-wide retry budget is spent"},
+	{KindAction, "retry-budget-exhausted", int32(ActionRetryBudgetExhausted), StepNone, "no retry or hedge: the agent-wide retry budget is spent, or (detail \"call\") the call's attempts over all its routes are at their bound"},
 	{KindAction, "retry-after-exceeds-deadline", int32(ActionRetryAfterExceedsDeadline), StepNone, "no retry: the wait would pass the call's deadline"},
 	{KindAction, "ambiguous-no-retry", int32(ActionAmbiguousNoRetry), StepNone, "a state-changing call ended ambiguous and was not retried"},
 	{KindAction, "retry-condition-not-allowed", int32(ActionRetryConditionNotAllowed), StepNone, "no retry: the route's retry conditions exclude the failure (detail names it)"},
 	{KindAction, "input_required", int32(ActionInputRequired), StepNone, "the round ended in an input request to the client"},
+	{KindAction, "slow-start", int32(ActionSlowStart), StepNone, "a route was skipped: its breaker is re-admitting traffic gradually and the call was outside its share"},
+	{KindAction, "same-domain", int32(ActionSameDomain), StepNone, "a fallback route was skipped: it shares a failure domain (the detail) with a route that failed in this call"},
 }
 
 var outcomeTerms = []Term{

@@ -3,6 +3,10 @@
 // consecutive failures, for an ejection time that grows with each ejection
 // (base × count, capped at max); when the ejection ends it is HalfOpen and
 // re-admits only a fraction of calls until one succeeds, which closes it.
+// With slow start (Config.SlowStart, Envoy's slow start mode) the closed
+// breaker then re-admits a share of calls that ramps linearly from
+// ReadmitRatio to all of them over the window, and a counted failure during
+// the ramp ejects it again at once, for longer.
 //
 // A Set is safe for concurrent use and lock-free on the read path: State and
 // Allow only load atomics. It does not decide routes or run calls; it only
@@ -57,6 +61,9 @@ type Config struct {
 	// ReadmitRatio is the fraction (0..1] of calls admitted while half-open.
 	// Zero means 0.1. The first call after the ejection is always admitted.
 	ReadmitRatio float64
+	// SlowStart is the ramp window after a half-open success (see the
+	// package doc). Zero means none: the success closes the breaker fully.
+	SlowStart time.Duration
 }
 
 // ConfigFromPolicy converts the Policy's circuit rules (nil allowed).
@@ -66,6 +73,7 @@ func ConfigFromPolicy(r *mcpreadyv1.CircuitRules) Config {
 		BaseEjection:        r.GetBaseEjection().AsDuration(),
 		MaxEjection:         r.GetMaxEjection().AsDuration(),
 		ReadmitRatio:        r.GetReadmitRatio(),
+		SlowStart:           r.GetSlowStartWindow().AsDuration(),
 	}
 }
 
@@ -95,6 +103,7 @@ type Set struct {
 	cfg      atomic.Pointer[Config]
 	breakers atomic.Pointer[map[string]*Breaker]
 	mu       sync.Mutex // serialises copy-on-write inserts
+	doms     domains    // failure-domain suspicion (domains.go)
 }
 
 // NewSet returns an empty Set (every key Closed).
@@ -127,6 +136,8 @@ type Breaker struct {
 	openUntil atomic.Int64  // unix nanos; 0 when closed
 	admitted  atomic.Uint64 // calls seen while half-open
 	closedAt  atomic.Int64  // unix nanos of the last close, for decay
+	rampFrom  atomic.Int64  // unix nanos the slow-start ramp began; 0 when none
+	credit    atomic.Int64  // milli-calls of share accrued during the ramp
 }
 
 const ejecting = math.MaxInt64
@@ -195,8 +206,9 @@ func (s *Set) State(key string, now time.Time) State {
 	return b.State(now)
 }
 
-// Allow says whether a call to key may be attempted at now. Closed: always.
-// Open: never. HalfOpen: the first call after the ejection and then a
+// Allow says whether a call to key may be attempted at now. Closed: always,
+// except during a slow-start ramp (then the ramp's share of calls). Open:
+// never. HalfOpen: the first call after the ejection and then a
 // ReadmitRatio fraction of calls.
 func (s *Set) Allow(key string, now time.Time) bool {
 	b := s.get(key)
@@ -205,7 +217,7 @@ func (s *Set) Allow(key string, now time.Time) bool {
 	}
 	switch b.State(now) {
 	case Closed:
-		return true
+		return s.rampAllow(b, now)
 	case Open:
 		return false
 	}
@@ -214,6 +226,50 @@ func (s *Set) Allow(key string, now time.Time) bool {
 	// Admit call n when the running quota floor(n*ratio) steps up; n == 0 is
 	// always admitted.
 	return n == 0 || uint64(float64(n)*ratio) != uint64(float64(n-1)*ratio)
+}
+
+// Ramping reports whether key is closed and in its slow-start ramp at now.
+func (s *Set) Ramping(key string, now time.Time) bool {
+	b := s.get(key)
+	return b != nil && b.State(now) == Closed && s.ramp(b, now) < 1
+}
+
+// ramp is the share of calls admitted at now: 1 outside a ramp, else from
+// ReadmitRatio rising linearly to 1 over the window.
+func (s *Set) ramp(b *Breaker, now time.Time) float64 {
+	from := b.rampFrom.Load()
+	if from == 0 {
+		return 1
+	}
+	cfg := s.cfg.Load()
+	elapsed := now.UnixNano() - from
+	if cfg.SlowStart <= 0 || elapsed >= int64(cfg.SlowStart) {
+		b.rampFrom.CompareAndSwap(from, 0)
+		return 1
+	}
+	return max(cfg.ReadmitRatio, float64(max(elapsed, 0))/float64(cfg.SlowStart))
+}
+
+// rampAllow admits a closed breaker's call: always outside a ramp, else
+// when the accrued share reaches one call (a deterministic spread, no
+// randomness).
+func (s *Set) rampAllow(b *Breaker, now time.Time) bool {
+	share := s.ramp(b, now)
+	if share >= 1 {
+		return true
+	}
+	add := int64(share * 1000)
+	for {
+		c := b.credit.Load()
+		n := c + add
+		admit := n >= 1000
+		if admit {
+			n -= 1000
+		}
+		if b.credit.CompareAndSwap(c, n) {
+			return admit
+		}
+	}
 }
 
 // Report records the outcome of one call to key at now. success=false counts
@@ -228,10 +284,19 @@ func (s *Set) Report(key string, success bool, now time.Time) {
 		}
 		b.failures.Store(0)
 		if until := b.openUntil.Load(); until != 0 {
-			if now.UnixNano() >= until && b.openUntil.CompareAndSwap(until, 0) {
-				b.closedAt.Store(now.UnixNano())
+			if now.UnixNano() >= until {
+				if cfg.SlowStart > 0 {
+					b.credit.Store(0)
+					b.rampFrom.Store(now.UnixNano())
+				}
+				if b.openUntil.CompareAndSwap(until, 0) {
+					b.closedAt.Store(now.UnixNano())
+				}
 			}
 			return
+		}
+		if s.ramp(b, now) < 1 {
+			return // no decay while ramping: a failure now ejects for longer
 		}
 		// Decay: each base ejection period spent healthy since the last close
 		// forgives one past ejection, so a long-healthy key starts over.
@@ -253,7 +318,9 @@ func (s *Set) Report(key string, success bool, now time.Time) {
 		}
 		return
 	}
-	if int(b.failures.Add(1)) >= cfg.ConsecutiveFailures && b.openUntil.CompareAndSwap(0, ejecting) {
+	// During the slow-start ramp one counted failure re-ejects.
+	if (s.ramp(b, now) < 1 || int(b.failures.Add(1)) >= cfg.ConsecutiveFailures) && b.openUntil.CompareAndSwap(0, ejecting) {
+		b.rampFrom.Store(0)
 		b.openUntil.Store(s.ejectUntil(b, cfg, now))
 	}
 }

@@ -14,7 +14,9 @@ import (
 // benchInputs: one class "search" with 50 members on 50 servers (each with
 // fresh evidence and distinct latency), plus 200 noise entries in other
 // classes and exact tools, and a policy with residency, scopes and
-// principal rules, so every filter runs for every candidate.
+// principal rules, so every filter runs for every candidate. The members
+// sit in five failure domains (operators), one of them suspect in
+// benchSetup, so domain ranking and suspicion run too.
 func benchInputs() Inputs {
 	in := fixture()
 	cls := &mcpreadyv1.EquivalenceClass{Name: "search", FallbackAllowed: true}
@@ -23,6 +25,7 @@ func benchInputs() Inputs {
 		ep := fmt.Sprintf("https://s%02d.example/mcp", i)
 		name := fmt.Sprintf("search-%02d", i)
 		in.Entries[name] = newRegEntry(server, "search", ep, "eu")
+		in.Entries[name].FailureDomains = []string{fmt.Sprintf("operator:op%d", i%5), fmt.Sprintf("cloud:r%d", i%2)}
 		cls.Members = append(cls.Members, server+"/search")
 		in.Evidence["ev-"+name] = evidence(server, "search", ep, float64(10+i%17), float64(40+i%23), t0.Add(-time.Minute))
 	}
@@ -43,6 +46,7 @@ func benchSetup(b *testing.B) (*Snapshot, Request, *circuit.Set) {
 	cs := circuit.NewSet(circuit.Config{ConsecutiveFailures: 1})
 	// One open breaker and some known keys so lookups hit real state.
 	cs.Report(circuit.Key("https://s07.example/mcp", "search"), false, t0)
+	cs.MarkSuspect([]string{"operator:op2"}, t0)
 	for i := 0; i < 50; i += 3 {
 		cs.Report(circuit.Key(fmt.Sprintf("https://s%02d.example/mcp", i), "search"), true, t0)
 	}

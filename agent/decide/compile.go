@@ -51,9 +51,34 @@ type entry struct {
 	providerSE, consumerSE              mcpreadyv1.SideEffectClass
 	conflict, readOnly, keyed, approval bool
 	stateChanging                       bool
-	evidence                            []evidenceRef // freshest first
-	perAttemptRetry, perAttemptOne      time.Duration // 0: derive from deadline
-	retryOn                             RetryConditions
+	// valueRules: approval rules that apply only above a value read from
+	// the arguments (approval.go).
+	valueRules []valueRule
+	// domains: failure domains of the entry and its Declaration, sorted;
+	// domainKey the same joined with "," (Route.Domains); domainMask one bit
+	// per domain (Snapshot.domainNames), when the snapshot has at most 64.
+	domains    []string
+	domainKey  string
+	domainMask uint64
+	// cost: the declared price per call ("<amount> <currency>"), "unknown"
+	// when a ceiling applies and no usable price is declared (ALLOW), ""
+	// when none is declared (Route.Cost).
+	cost string
+	// price: the declared amount per call; priced: one is declared.
+	price  float64
+	priced bool
+	// quotaUnit, quotaByTenant: Route.QuotaUnit, Route.QuotaByTenant.
+	quotaUnit     string
+	quotaByTenant bool
+	// keySupport: the provider declares the tool KEYED; keyHeader,
+	// keyArgument and keyRetention say where the key travels and for how
+	// long the provider keeps it.
+	keySupport                     bool
+	keyHeader, keyArgument         string
+	keyRetention                   time.Duration
+	evidence                       []evidenceRef // freshest first
+	perAttemptRetry, perAttemptOne time.Duration // 0: derive from deadline
+	retryOn                        RetryConditions
 	// expires: unix nanos of the entry's provenance expiry, endOfLife of
 	// the declared end of life, deprecated of the declared deprecation; 0 =
 	// none. expiresRej and endOfLifeRej are their rejections, with shared
@@ -115,6 +140,14 @@ type Snapshot struct {
 	margin        float64
 	maxRoutes     int
 	breakers      atomic.Pointer[breakerCache]
+	// domainNames: every failure domain, the index its bit in
+	// entry.domainMask; domainSlow when there are more than 64 (then the
+	// masks are unused).
+	domainNames []string
+	domainSlow  bool
+	quotaLimit  int64
+	quotaWindow time.Duration
+	wfCeiling   float64
 }
 
 // NewSnapshot precomputes everything request-independent. It fails only on
@@ -138,6 +171,9 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 		backoff:       Backoff{Base: p.GetRetry().GetBaseBackoff().AsDuration(), Max: p.GetRetry().GetMaxBackoff().AsDuration()},
 		requireKey:    p.GetRetry().GetRequireIdempotencyKeyForWrites(),
 		margin:        in.HysteresisMargin,
+		quotaLimit:    p.GetCost().GetMaxQuotaUnits(),
+		wfCeiling:     p.GetCost().GetMaxCostPerWorkflow(),
+		quotaWindow:   p.GetCost().GetQuotaWindow().AsDuration(),
 		maxRoutes:     in.MaxRoutes,
 	}
 	if s.maxRoutes <= 0 {
@@ -157,6 +193,9 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 	}
 	if s.backoff.Max < s.backoff.Base {
 		s.backoff.Max = max(defaultMaxBackoff, s.backoff.Base)
+	}
+	if s.quotaWindow <= 0 {
+		s.quotaWindow = time.Minute
 	}
 	if s.margin <= 0 || s.margin >= 1 {
 		s.margin = defaultHysteresis
@@ -247,6 +286,7 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 			}
 		}
 	}
+	s.indexDomains()
 	s.warnings = unknownNames(in)
 	return s, nil
 }
@@ -354,8 +394,16 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	// 5 side-effect safety (static part).
 	e.providerSE = re.GetSideEffect()
 	for _, t := range decl.GetTools() {
-		if t.GetName() == e.tool && t.GetSideEffect() != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
+		if t.GetName() != e.tool {
+			continue
+		}
+		if t.GetSideEffect() != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
 			e.providerSE = t.GetSideEffect()
+		}
+		if t.GetIdempotency() == mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_KEYED {
+			e.keySupport = true
+			e.keyHeader, e.keyArgument = t.GetIdempotencyKeyHeader(), t.GetIdempotencyKeyArgument()
+			e.keyRetention = t.GetIdempotencyKeyRetention().AsDuration()
 		}
 	}
 	if e.providerSE == mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
@@ -379,24 +427,47 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	case mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_KEYED, mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_NATURALLY_IDEMPOTENT:
 		e.keyed = true
 	}
+	// A provider that declares key support makes a keyed call retryable.
+	e.keyed = e.keyed || e.keySupport
+	e.quotaUnit = decl.GetQuota().GetUnit()
+	if e.quotaUnit == "" {
+		e.quotaUnit = "call"
+	}
+	e.quotaByTenant = slices.Contains(decl.GetQuota().GetPartitionKeys(), "tenant")
+	e.domains = failureDomains(re.GetFailureDomains(), decl.GetFailureDomains())
+	e.domainKey = strings.Join(e.domains, ",")
 	e.approval = re.GetApprovalRequired()
 	for _, a := range p.GetApprovals() {
-		if a.GetRequired() && match(a.GetMatch(), e.key) {
+		switch {
+		case !a.GetRequired() || !match(a.GetMatch(), e.key):
+		case a.GetReversible() && re.GetRollbackSupported():
+			// The rule covers irreversible effects only; this one can be undone.
+		case a.GetAboveValue() > 0 && a.GetValuePath() != "":
+			e.valueRules = append(e.valueRules, valueRule{path: strings.Split(a.GetValuePath(), "."), above: a.GetAboveValue()})
+		default:
 			e.approval = true
 		}
 	}
 
-	// 7 cost (declared price vs the policy's ceiling).
+	// 7 cost (declared price vs the policy's ceiling; an unusable price is
+	// UNKNOWN, handled as the policy says).
+	pr := decl.GetPricing()
+	amt, err := strconv.ParseFloat(pr.GetAmount(), 64)
+	priced := err == nil && amt == amt && amt >= 0
+	if priced {
+		e.cost, e.price, e.priced = strings.TrimSpace(pr.GetAmount()+" "+pr.GetCurrency()), amt, true
+	}
 	if ceiling := p.GetCost().GetMaxCostPerCall(); ceiling > 0 {
-		pr := decl.GetPricing()
-		if amt, err := strconv.ParseFloat(pr.GetAmount(), 64); err == nil {
-			cur := p.GetCost().GetCurrency()
-			switch {
-			case cur != "" && pr.GetCurrency() != "" && cur != pr.GetCurrency():
-				set(readiness.StepBudget, readiness.CodeCost, "declared price is in %s, policy ceiling in %s", pr.GetCurrency(), cur)
-			case amt > ceiling:
-				set(readiness.StepBudget, readiness.CodeCost, "declared price %g exceeds the ceiling %g per call", amt, ceiling)
-			}
+		cur := p.GetCost().GetCurrency()
+		switch {
+		case !priced && p.GetCost().GetOnUnknownPrice() == mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW:
+			e.cost = "unknown"
+		case !priced:
+			set(readiness.StepBudget, readiness.CodeCostUnknown, "the policy caps the cost per call at %g and the provider declares no usable price", ceiling)
+		case cur != "" && pr.GetCurrency() != "" && cur != pr.GetCurrency():
+			set(readiness.StepBudget, readiness.CodeCost, "declared price is in %s, policy ceiling in %s", pr.GetCurrency(), cur)
+		case amt > ceiling:
+			set(readiness.StepBudget, readiness.CodeCost, "declared price %g exceeds the ceiling %g per call", amt, ceiling)
 		}
 	}
 

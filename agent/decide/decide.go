@@ -49,7 +49,9 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 	if req.Now.IsZero() {
 		req.Now = time.Now()
 	}
-	d := Decision{Requested: req.Tool, PolicyVersion: s.policyVersion, Backoff: s.backoff}
+	d := Decision{Requested: req.Tool, PolicyVersion: s.policyVersion, Backoff: s.backoff, MaxAttempts: s.maxAttempts,
+		QuotaLimit: s.quotaLimit, QuotaWindow: s.quotaWindow, WorkflowCostCeiling: s.wfCeiling,
+		AllowUnknownPrice: s.policy.GetCost().GetOnUnknownPrice() == mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW}
 	d.Deadline = s.deadline
 	if req.Deadline > 0 && req.Deadline < d.Deadline {
 		d.Deadline = req.Deadline
@@ -154,8 +156,8 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 // admit admits for req (req.Tool is ignored), so a client is never shown a
 // tool it cannot call, or the reverse. Two facts belong to one call, not to
 // the caller, and are taken at their most permissive: the idempotency key
-// (a caller can supply one) and the caller's own deadline (the policy
-// deadline applies). Sorted: classes, then tools.
+// (a caller can supply one), the caller's own deadline (the policy
+// deadline applies) and the arguments (approval by value does not apply). Sorted: classes, then tools.
 func (s *Snapshot) Visible(req Request, h Health) []Visible {
 	x := s.listing(&req)
 	var out []Visible
@@ -186,7 +188,7 @@ func (s *Snapshot) listing(req *Request) call {
 		req.Now = time.Now()
 	}
 	req.IdempotencyKey, req.Deadline = true, 0
-	return call{req: req, gr: s.grantFor(req.Principal, req.Tenant, nil), now: req.Now.UnixNano(), deadline: s.deadline}
+	return call{req: req, gr: s.grantFor(req.Principal, req.Tenant, nil), now: req.Now.UnixNano(), deadline: s.deadline, listing: true}
 }
 
 // visible lists the candidates of g that admit admits for x.

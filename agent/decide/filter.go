@@ -57,10 +57,11 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 		return readiness.StepSemantic, rejNotEquivalent
 	}
 	// 5 side-effect safety.
-	if e.approval && !req.ApprovalAvailable {
+	a.approval = e.approval || (len(e.valueRules) > 0 && x.aboveValue(e))
+	if a.approval && !req.ApprovalAvailable {
 		return readiness.StepSideEffect, rejApproval
 	}
-	if s.requireKey && e.stateChanging && !req.IdempotencyKey {
+	if s.requireKey && e.stateChanging && !req.IdempotencyKey && !(req.AllocateKey && e.keySupport) {
 		return readiness.StepSideEffect, rejIdempotency
 	}
 	// 6 current health.
@@ -76,6 +77,9 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 			return readiness.StepHealth, rejCircuit
 		case circuit.HalfOpen:
 			a.tier |= tierHalfOpen
+		}
+		if len(e.domains) > 0 && s.suspect(h, e, x) {
+			a.tier |= tierSuspect
 		}
 	}
 	ev, rj, unknown := s.freshEvidence(e, req, now)
@@ -93,7 +97,7 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 	if rj := e.static[readiness.StepBudget]; rj.code != "" {
 		return readiness.StepBudget, rj
 	}
-	a.retryable = e.readOnly || (req.IdempotencyKey && e.keyed)
+	a.retryable = e.readOnly || (e.keyed && (req.IdempotencyKey || (req.AllocateKey && e.keySupport)))
 	a.attempts = 1
 	a.perAttempt = e.perAttemptOne
 	if a.retryable && !e.retryOn.None() {
@@ -138,6 +142,15 @@ type call struct {
 	brk      []*circuit.Breaker // nil: ask Health
 	now      int64
 	deadline time.Duration
+	// listing: a tools/list admission (value rules do not apply: there are
+	// no arguments); args are the call's arguments, decoded once when a
+	// value rule needs them (argsDone).
+	listing  bool
+	args     any
+	argsDone bool
+	// suspect: bits of the suspect failure domains (suspectDone once asked).
+	suspect     uint64
+	suspectDone bool
 }
 
 // grant is the principal rules that apply to one request: those for its

@@ -49,3 +49,7 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// Match is the policy pattern match (see docs/reference.md, "Patterns and
+// names"), for other consumers of policy patterns on the agent.
+func Match(pattern, name string) bool { return match(pattern, name) }

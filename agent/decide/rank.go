@@ -8,9 +8,13 @@ import (
 )
 
 // Tier bits of an admitted candidate; a lower tier ranks first, so unknown
-// evidence weighs most, then a half-open breaker, then deprecation.
+// evidence weighs most, then a half-open breaker, then a suspect failure
+// domain, then deprecation.
 const (
 	tierDeprecated = 1 << iota
+	// tierSuspect: a route sharing a failure domain with one that failed
+	// recently (circuit.Set.MarkSuspect).
+	tierSuspect
 	tierHalfOpen
 	tierUnknown
 )
@@ -22,6 +26,8 @@ type admitted struct {
 	ev         int32 // index in entry.evidence, -1 when unknown
 	tier       int8  // tierDeprecated | tierHalfOpen | tierUnknown
 	retryable  bool
+	approval   bool // approval required for this call (static or by value)
+	shares     bool // shares a failure domain with the first route (rank)
 	attempts   int8 // MaxAttempts of the route (1 unless retryable)
 	score      float64
 	perAttempt time.Duration
@@ -59,6 +65,22 @@ func (s *Snapshot) rank(g *group, adm []admitted, k int) {
 	if best := int32(g.cands[adm[0].ci].e.idx); g.preferred.Load() != best {
 		g.preferred.Store(best)
 	}
+	// Fallbacks: a route in another failure domain than the first before
+	// one that shares a domain with it (correlated failures).
+	if first := g.cands[adm[0].ci].e; len(first.domains) > 0 && k > 1 {
+		for i := 1; i < len(adm); i++ {
+			adm[i].shares = s.sharesDomain(first, g.cands[adm[i].ci].e)
+		}
+		for i := 1; i < k; i++ {
+			m := i
+			for j := i + 1; j < len(adm); j++ {
+				if xs, ys := adm[j].shares, adm[m].shares; (!xs && ys) || (xs == ys && better(&adm[j], &adm[m])) {
+					m = j
+				}
+			}
+			adm[i], adm[m] = adm[m], adm[i]
+		}
+	}
 }
 
 func better(x, y *admitted) bool {
@@ -80,13 +102,17 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 		r.Class = g.name
 	}
 	r.ProviderSideEffect, r.ConsumerSideEffect, r.SideEffectConflict = e.providerSE, e.consumerSE, e.conflict
-	r.ReadOnly, r.ApprovalRequired, r.Retryable = e.readOnly, e.approval, a.retryable
+	r.ReadOnly, r.ApprovalRequired, r.Retryable = e.readOnly, a.approval, a.retryable
+	r.Reversible = e.spec.GetRollbackSupported()
+	r.Domains, r.Cost, r.Price, r.Priced = e.domainKey, e.cost, e.price, e.priced
+	r.QuotaUnit, r.QuotaByTenant = e.quotaUnit, e.quotaByTenant
 	r.MaxAttempts, r.RetryOn = int(a.attempts), e.retryOn
 	r.PerAttempt = a.perAttempt
 	if e.readOnly {
 		r.HedgeAfter = s.hedgeAfter
 	}
 	r.OutputSchemaDigest = id.GetOutputSchemaDigest()
+	r.KeySupport, r.KeyHeader, r.KeyArgument, r.KeyRetention = e.keySupport, e.keyHeader, e.keyArgument, e.keyRetention
 	r.HalfOpen = a.tier&tierHalfOpen != 0
 	r.Deprecated = a.tier&tierDeprecated != 0
 	r.Unknown = a.ev < 0

@@ -68,6 +68,14 @@ type Request struct {
 	ProtocolVersion string
 	// IdempotencyKey: the caller supplied an idempotency key.
 	IdempotencyKey bool
+	// Arguments of the call (raw JSON), read by approval rules that apply
+	// above a value (Policy.approvals[].aboveValue at valuePath); nil for
+	// none.
+	Arguments []byte
+	// AllocateKey: the caller allocates a key for a call without one when
+	// the route's provider declares key support (Route.KeySupport), so such
+	// a route counts as keyed.
+	AllocateKey bool
 	// ApprovalAvailable: a human can be asked (the client supports MCP
 	// elicitation). Tools that require approval are refused without it.
 	ApprovalAvailable bool
@@ -98,6 +106,13 @@ type DriftGuard interface {
 	Drifted(entry string) bool
 }
 
+// DomainHealth may be implemented by the Health passed to Decide (as
+// *circuit.Set does): routes with a suspect failure domain rank below the
+// others of their tier.
+type DomainHealth interface {
+	Suspect(domain string, now time.Time) bool
+}
+
 // BreakerSource may be implemented by the Health passed to Decide (as
 // *circuit.Set does): the snapshot then caches each entry's *circuit.Breaker
 // and reads breaker state without a map lookup per candidate.
@@ -126,11 +141,45 @@ type Route struct {
 	// declares more; the route is then treated as state-changing.
 	SideEffectConflict bool
 	// Retryable: consumer READ_ONLY (without conflict), or an idempotency key
-	// is present and the entry is KEYED or NATURALLY_IDEMPOTENT.
+	// is present (or will be allocated, Request.AllocateKey) and the entry is
+	// KEYED or NATURALLY_IDEMPOTENT or its provider declares key support.
 	Retryable bool
+	// KeySupport: the provider's Declaration says the tool is KEYED.
+	// KeyHeader (HTTP header) and KeyArgument (tool argument) are where the
+	// key travels besides _meta ("" for not there); KeyRetention is how
+	// long the provider keeps keys (zero: not declared).
+	KeySupport             bool
+	KeyHeader, KeyArgument string
+	KeyRetention           time.Duration
 	// ReadOnly: consumer READ_ONLY without conflict (hedging allowed).
-	ReadOnly         bool
+	ReadOnly bool
+	// ApprovalRequired: a human must approve this call on this route (the
+	// entry or a policy rule requires it, an above-value rule's value is
+	// exceeded or unreadable).
 	ApprovalRequired bool
+	// Reversible: the entry declares rollback support (the approver is
+	// told whether the effect can be undone).
+	Reversible bool
+	// Domains are the route's failure domains, sorted, joined with ","
+	// ("" for none); see Declaration.failure_domains.
+	Domains string
+	// QuotaUnit names the provider's quota unit (Declaration.quota.unit,
+	// "call" when none); QuotaByTenant: its partition keys include
+	// "tenant", so local budgets are kept per tenant too.
+	QuotaUnit     string
+	QuotaByTenant bool
+	// Cost is the declared price of one call ("<amount> <currency>"),
+	// "unknown" when the policy caps cost and admits an unpriced tool
+	// (on_unknown_price ALLOW), "" when nothing is declared.
+	Cost string
+	// Price is the declared amount of one call; Priced says one is
+	// declared (a usable amount).
+	Price  float64
+	Priced bool
+	// ApprovalPrompt is the question put to the approver; the call
+	// pipeline sets it on its own copy of the route before asking, "" in
+	// decisions.
+	ApprovalPrompt string
 	// MaxAttempts on this route: Policy.retry.max_attempts (default 3) when
 	// Retryable and RetryOn allows some retry, else 1.
 	MaxAttempts int
@@ -180,6 +229,21 @@ type Decision struct {
 	// Deadline is the one end-to-end deadline of the call.
 	Deadline time.Duration
 	Backoff  Backoff
+	// QuotaLimit is Policy.cost.max_quota_units (0: no local budget) per
+	// QuotaWindow (default one minute), counted by the call pipeline.
+	QuotaLimit  int64
+	QuotaWindow time.Duration
+	// WorkflowCostCeiling is Policy.cost.max_cost_per_workflow (0: none),
+	// counted by the call pipeline over Route.Price per workflow and day.
+	WorkflowCostCeiling float64
+	// AllowUnknownPrice: Policy.cost.on_unknown_price is ALLOW (an
+	// unpriced route counts as zero against the workflow ceiling; else it
+	// is dropped when the ceiling applies).
+	AllowUnknownPrice bool
+	// MaxAttempts is Policy.retry.max_attempts (default 3): with one
+	// attempt for each fallback route it bounds every attempt of the call,
+	// retries and hedges on all its routes together.
+	MaxAttempts int
 	// Refusal is non-nil (a *RefusalError) when no route is admitted.
 	Refusal error
 }

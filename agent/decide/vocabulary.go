@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/mcpready/mcpready/agent/idempotency"
 )
 
 // vocabulary is the form in which names of the policy's small vocabularies
@@ -34,10 +36,20 @@ func unknownNames(in Inputs) []string {
 	slices.Sort(names)
 	for _, name := range names {
 		retry("declaration "+name+" retryableConditions", in.Declarations[name].GetRetryableConditions())
+		for _, t := range in.Declarations[name].GetTools() {
+			if h := t.GetIdempotencyKeyHeader(); h != "" && !idempotency.HeaderAllowed(h) {
+				out = append(out, fmt.Sprintf("declaration %s tool %s: idempotencyKeyHeader %q is not a header the agent sets (the connection's own, an Mcp- header or not a token): the key travels in _meta only", name, t.GetName(), h))
+			}
+		}
 	}
 	if v := in.Policy.GetEvidence().GetRequiredIndependence(); v != "" {
 		if _, ok := independenceLevel(v); !ok {
 			out = append(out, fmt.Sprintf("policy evidence.requiredIndependence: unknown value %q (no evidence meets it)", v))
+		}
+	}
+	for i, a := range in.Policy.GetApprovals() {
+		if a.GetAboveValue() > 0 && a.GetValuePath() == "" && a.GetRequired() {
+			out = append(out, fmt.Sprintf("policy approvals[%d]: aboveValue without valuePath (every matching call needs approval)", i))
 		}
 	}
 	return out

@@ -54,6 +54,7 @@ import (
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/idempotency"
 	"github.com/mcpready/mcpready/agent/invoke"
 	"github.com/mcpready/mcpready/agent/pin"
 	"github.com/mcpready/mcpready/agent/pipeline"
@@ -114,6 +115,9 @@ type Options struct {
 	// Builder stamps receipts; its zero value names no emitter and applies
 	// the default redaction (every argument digested only).
 	Builder receipt.Builder
+	// Keys binds idempotency keys durably (pipeline.Options.Keys); nil
+	// binds and allocates none.
+	Keys *idempotency.Store
 	// ReportDrift reports observed drift to the control plane. May be nil.
 	ReportDrift func(ctx context.Context, req *mcpreadyv1.ReportDriftRequest) error
 	// Logger; nil discards.
@@ -223,7 +227,7 @@ func New(opts Options) *Front {
 		DefaultMaxUpstreamSessions, DefaultMaxUpstreamSessionsPerPrincipal, m.sessionsRefused, m.sessionsOpen)
 	f.idp = identityProvider(opts.Config)
 	acc, accUp := upstreamAccess(opts.Config)
-	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Telemetry: opts.Telemetry, Emit: func(rec *mcpreadyv1.Receipt) {
+	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Telemetry: opts.Telemetry, Keys: opts.Keys, Emit: func(rec *mcpreadyv1.Receipt) {
 		f.observe(rec)
 		if opts.Receipts != nil {
 			opts.Receipts(rec)

@@ -167,9 +167,13 @@ func (e *errNeedApproval) Error() string { return "approval input required" }
 
 // approvalRequest is the elicitation that asks a human to approve r.
 func approvalRequest(c caller, r decide.Route) *mcp.ElicitParams {
+	msg := r.ApprovalPrompt // the pipeline's: tool, server, side effect, reversibility, allow-listed arguments
+	if msg == "" {
+		msg = fmt.Sprintf("Approve calling %s on %s (side effect: %s) for %s?", r.Identity.GetToolName(), r.Identity.GetServerName(),
+			strings.TrimPrefix(r.ConsumerSideEffect.String(), "SIDE_EFFECT_CLASS_"), c.id.Name)
+	}
 	return &mcp.ElicitParams{
-		Message: fmt.Sprintf("Approve calling %s on %s (side effect: %s) for %s?", r.Identity.GetToolName(), r.Identity.GetServerName(),
-			strings.TrimPrefix(r.ConsumerSideEffect.String(), "SIDE_EFFECT_CLASS_"), c.id.Name),
+		Message: msg,
 		RequestedSchema: map[string]any{
 			"type":       "object",
 			"properties": map[string]any{"approve": map[string]any{"type": "boolean", "description": "Allow this call"}},

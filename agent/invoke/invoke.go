@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,6 +71,9 @@ type Result struct {
 	// condition, e.g. "http-502"). None when the first route answered on its
 	// first attempt.
 	Actions []*mcpreadyv1.Action
+	// Domains are the failure domains of the routes attempted, in order,
+	// without repeats.
+	Domains []string
 }
 
 // Options are the agent-wide execution settings. Zero values are usable.
@@ -102,9 +106,15 @@ type runner struct {
 	opts  Options
 	do    Attempt
 	res   Result
-	mu    sync.Mutex // guards res.Attempts while hedges run
+	mu    sync.Mutex // guards res.Attempts and count while hedges run
 	count int
 	d     *decide.Decision
+	// limit bounds the attempts of the call over all routes (see
+	// Decision.MaxAttempts); current is the index of the route running.
+	limit, current int
+	// failed are the failure domains of routes that failed in a way that
+	// says something about their health (transport, timeout, ambiguous).
+	failed []string
 }
 
 // Run executes d. It returns a REFUSED outcome for a refused decision.
@@ -120,7 +130,7 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 	if opts.Jitter == nil {
 		opts.Jitter = func(n int64) int64 { return rand.Int64N(n) }
 	}
-	rn := &runner{opts: opts, do: do, d: &d}
+	rn := &runner{opts: opts, do: do, d: &d, limit: callLimit(&d)}
 	if d.Refusal != nil {
 		rn.res.Final = Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY, Err: d.Refusal}
@@ -138,11 +148,16 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 		Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: ErrNoRoute}
 	for i := range d.Routes {
 		r := &d.Routes[i]
+		rn.current = i
 		if i > 0 {
 			rn.action(readiness.ActionFallback, r.Entry, "")
 		}
 		if opts.Circuits != nil && opts.Circuits.State(r.CircuitKey, opts.Now()) == circuit.Open {
 			rn.action(readiness.ActionCircuitOpen, r.Entry, "")
+			continue
+		}
+		if d := rn.sharedFailedDomain(r); d != "" {
+			rn.action(readiness.ActionSameDomain, r.Entry, d)
 			continue
 		}
 		if r.ApprovalRequired {
@@ -157,7 +172,11 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 			}
 		}
 		if opts.Circuits != nil && !opts.Circuits.Allow(r.CircuitKey, opts.Now()) {
-			rn.action(readiness.ActionCircuitOpen, r.Entry, "")
+			kind := readiness.ActionCircuitOpen
+			if opts.Circuits.Ramping(r.CircuitKey, opts.Now()) {
+				kind = readiness.ActionSlowStart
+			}
+			rn.action(kind, r.Entry, "")
 			continue
 		}
 		if ctx == nil {
@@ -165,14 +184,66 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 			ctx, cancel = context.WithTimeout(parent, deadline)
 			defer cancel()
 		}
+		for _, dom := range decide.SplitDomains(r.Domains) {
+			if !slices.Contains(rn.res.Domains, dom) {
+				rn.res.Domains = append(rn.res.Domains, dom)
+			}
+		}
 		final = rn.route(ctx, r)
 		rn.res.Route = r
+		if healthFailure(final) {
+			rn.failed = append(rn.failed, decide.SplitDomains(r.Domains)...)
+		}
 		if final.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || !FallbackSafe(final, r) || ctx.Err() != nil {
 			break
 		}
 	}
 	rn.res.Final = final
 	return rn.res
+}
+
+// sharedFailedDomain is a failure domain r shares with a route that failed
+// earlier in the call ("" for none): such a fallback would likely fail
+// the same way.
+func (rn *runner) sharedFailedDomain(r *decide.Route) string {
+	for _, d := range decide.SplitDomains(r.Domains) {
+		if slices.Contains(rn.failed, d) {
+			return d
+		}
+	}
+	return ""
+}
+
+// healthFailure: the outcome says something about the route's health (the
+// failures reported to its breaker).
+func healthFailure(o Outcome) bool {
+	switch o.Class {
+	case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
+		mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS:
+		return true
+	}
+	return false
+}
+
+// callLimit is the most attempts one call may make over all its routes:
+// the policy's maximum (else the largest route maximum) plus one for each
+// fallback route.
+func callLimit(d *decide.Decision) int {
+	n := d.MaxAttempts
+	if n <= 0 {
+		for _, r := range d.Routes {
+			n = max(n, r.MaxAttempts)
+		}
+	}
+	return max(n, 1) + max(len(d.Routes)-1, 0)
+}
+
+// spare reports whether one more retry or hedge fits the call's limit
+// while keeping one attempt for each route not yet tried.
+func (rn *runner) spare() bool {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return rn.count+len(rn.d.Routes)-1-rn.current < rn.limit
 }
 
 // approve asks Options.Approve about r.
@@ -220,6 +291,10 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 			rn.action(readiness.ActionRetryAfterExceedsDeadline, r.Entry, "")
 			return out
 		}
+		if !rn.spare() {
+			rn.action(readiness.ActionRetryBudgetExhausted, r.Entry, "call")
+			return out
+		}
 		if rn.opts.Budget != nil && !rn.opts.Budget.Withdraw() {
 			rn.action(readiness.ActionRetryBudgetExhausted, r.Entry, "")
 			return out
@@ -231,10 +306,15 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 	}
 }
 
-// backoff is the wait before retry n: exponential from the policy base,
-// capped, with equal jitter; a Retry-After is a floor, plus up to one base of
-// jitter so synchronised clients spread out.
+// backoff is the wait before retry n, with full jitter so that callers
+// that failed together do not retry together: uniform in [0, exp], exp
+// being exponential from the policy base and capped; after a Retry-After,
+// uniform in [RA, 2×RA] (never before the upstream asked, spread over a
+// window as long as the wait itself).
 func (rn *runner) backoff(n int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return retryAfter + time.Duration(rn.opts.Jitter(int64(retryAfter)+1))
+	}
 	base, maxB := rn.d.Backoff.Base, rn.d.Backoff.Max
 	if base <= 0 {
 		base = 100 * time.Millisecond
@@ -247,11 +327,7 @@ func (rn *runner) backoff(n int, retryAfter time.Duration) time.Duration {
 		exp *= 2
 	}
 	exp = min(exp, maxB)
-	wait := exp/2 + time.Duration(rn.opts.Jitter(int64(exp/2)+1))
-	if retryAfter > 0 {
-		wait = retryAfter + time.Duration(rn.opts.Jitter(int64(base)+1))
-	}
-	return wait
+	return time.Duration(rn.opts.Jitter(int64(exp) + 1))
 }
 
 // attempt runs one attempt, hedged when the route is read-only and the
@@ -302,7 +378,7 @@ func (rn *runner) hedged(ctx context.Context, r *decide.Route, per time.Duration
 	for inflight > 0 {
 		select {
 		case <-timer.C:
-			if rn.opts.Budget == nil || rn.opts.Budget.Withdraw() {
+			if rn.spare() && (rn.opts.Budget == nil || rn.opts.Budget.Withdraw()) {
 				rn.action(readiness.ActionHedge, r.Entry, "")
 				launch(true)
 				inflight++
@@ -369,12 +445,12 @@ func (rn *runner) finish(r *decide.Route, rec *mcpreadyv1.Attempt, started time.
 	rn.mu.Unlock()
 	// A hedge loser cancelled by the winner says nothing about health.
 	if rn.opts.Circuits != nil && (actx == nil || !errors.Is(actx.Err(), context.Canceled)) {
-		switch out.Class {
-		case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR:
+		switch {
+		case out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR:
 			rn.opts.Circuits.Report(r.CircuitKey, true, now)
-		case mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TRANSPORT_FAILURE, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
-			mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS:
+		case healthFailure(out):
 			rn.opts.Circuits.Report(r.CircuitKey, false, now)
+			rn.opts.Circuits.MarkSuspect(decide.SplitDomains(r.Domains), now)
 		}
 	}
 	return out

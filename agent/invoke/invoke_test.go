@@ -90,7 +90,7 @@ func TestRetryReadOnly(t *testing.T) {
 	if res.Final.Class != success || len(res.Attempts) != 3 || !slices.Equal(readiness.ActionStrings(res.Actions), []string{"retry:a", "retry:a"}) {
 		t.Fatalf("%+v", res)
 	}
-	// Exponential backoff with equal jitter (jitter at its max here).
+	// Exponential backoff with full jitter (jitter at its max here).
 	if !slices.Equal(sl.d, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}) {
 		t.Fatalf("backoff %v", sl.d)
 	}
@@ -151,7 +151,7 @@ func TestRetryAfter(t *testing.T) {
 	sc := &script{plan: map[string][]Outcome{"a": {ra, {Class: success}}}}
 	var sl sleeps
 	res := Run(context.Background(), decision(route("a", true)), sc.do, opts(&sl))
-	if res.Final.Class != success || len(sl.d) != 1 || sl.d[0] < 2*time.Second || sl.d[0] > 2*time.Second+100*time.Millisecond {
+	if res.Final.Class != success || len(sl.d) != 1 || sl.d[0] < 2*time.Second || sl.d[0] > 4*time.Second {
 		t.Fatalf("final %v sleeps %v", res.Final.Class, sl.d)
 	}
 	// A Retry-After beyond the deadline is not waited for.
@@ -162,12 +162,12 @@ func TestRetryAfter(t *testing.T) {
 	if res.Final.Class != limited || len(sl.d) != 0 || !slices.Contains(readiness.ActionStrings(res.Actions), "retry-after-exceeds-deadline") {
 		t.Fatalf("final %v sleeps %v actions %v", res.Final.Class, sl.d, readiness.ActionStrings(res.Actions))
 	}
-	// Default jitter spreads retries.
+	// Full jitter: proportional to the Retry-After, and to the capped backoff.
 	rn := &runner{opts: Options{Jitter: func(n int64) int64 { return n / 2 }}, d: &decide.Decision{Backoff: decide.Backoff{Base: 100 * time.Millisecond, Max: time.Second}}}
-	if w := rn.backoff(1, time.Second); w != time.Second+50*time.Millisecond {
+	if w := rn.backoff(1, time.Second); w != time.Second+500*time.Millisecond {
 		t.Fatalf("retry-after jitter %v", w)
 	}
-	if w := rn.backoff(10, 0); w != 750*time.Millisecond {
+	if w := rn.backoff(10, 0); w != 500*time.Millisecond {
 		t.Fatalf("capped backoff %v", w)
 	}
 }
@@ -321,7 +321,9 @@ func TestWithDecide(t *testing.T) {
 	sc := &script{plan: map[string][]Outcome{"a": {fail(transport, true)}, "b": {fail(transport, true)},
 		"evil": {{Class: success}}, "w": {fail(transport, true)}}}
 	res := Run(context.Background(), s.Decide(decide.Request{Tool: "lookup", Now: time.Now()}, nil), sc.do, opts(&sleeps{}))
-	if res.Final.Class != transport || slices.Contains(sc.calls, "evil") || len(sc.calls) != 4 {
+	// Two attempts (max_attempts) plus one for the fallback: the call's
+	// attempts are bounded over its routes, not per route.
+	if res.Final.Class != transport || slices.Contains(sc.calls, "evil") || !slices.Equal(sc.calls, []string{"a", "a", "b"}) {
 		t.Fatalf("calls %v", sc.calls)
 	}
 	sc.calls = nil
@@ -441,5 +443,80 @@ func TestApprovalPerRoute(t *testing.T) {
 	b.ApprovalRequired = true
 	if res := Run(context.Background(), decision(b), sc.do, Options{}); len(sc.calls) != 0 || !errors.Is(res.Final.Err, ErrNoApprover) {
 		t.Fatalf("no approver: calls %v final %+v", sc.calls, res.Final)
+	}
+}
+
+// One call's attempts over all its routes, retries and hedges together are
+// bounded by max_attempts plus one per fallback route, and every route still
+// gets its first attempt. Before, each route had max_attempts of its own
+// (3 routes x 3 attempts = 9).
+func TestCallAttemptsBounded(t *testing.T) {
+	sc := &script{plan: map[string][]Outcome{"a": {fail(transport, true)}, "b": {fail(transport, true)}, "c": {fail(transport, true)}}}
+	d := decision(route("a", true), route("b", true), route("c", true))
+	d.MaxAttempts = 3
+	res := Run(context.Background(), d, sc.do, opts(&sleeps{}))
+	if !slices.Equal(sc.calls, []string{"a", "a", "a", "b", "c"}) {
+		t.Fatalf("calls %v actions %v", sc.calls, readiness.ActionStrings(res.Actions))
+	}
+	if !slices.Contains(readiness.ActionStrings(res.Actions), "retry-budget-exhausted:call") {
+		t.Fatalf("actions %v", readiness.ActionStrings(res.Actions))
+	}
+}
+
+// A route in its slow-start ramp takes only its share: the other calls go
+// to the fallback, each with a slow-start action naming the skipped route.
+func TestSlowStartSkipsToFallback(t *testing.T) {
+	set := circuit.NewSet(circuit.Config{ConsecutiveFailures: 1, BaseEjection: time.Second, ReadmitRatio: 0.1, SlowStart: time.Hour})
+	now := time.Unix(1_700_000_000, 0)
+	a, b := route("a", true), route("b", true)
+	set.Report(a.CircuitKey, false, now)
+	now = now.Add(time.Second)
+	set.Allow(a.CircuitKey, now)
+	set.Report(a.CircuitKey, true, now)
+	onA, skipped := 0, 0
+	for range 100 {
+		sc := &script{plan: map[string][]Outcome{"a": {{Class: success}}, "b": {{Class: success}}}}
+		o := opts(&sleeps{})
+		o.Circuits, o.Now = set, func() time.Time { return now }
+		res := Run(context.Background(), decision(a, b), sc.do, o)
+		if res.Route.Entry == "a" {
+			onA++
+		} else if slices.Contains(readiness.ActionStrings(res.Actions), "slow-start:a") {
+			skipped++
+		}
+	}
+	if onA < 5 || onA > 15 || onA+skipped != 100 {
+		t.Fatalf("%d calls on the ramping route, %d skipped with slow-start", onA, skipped)
+	}
+}
+
+// After a route fails in a way that says something about its health, a
+// fallback sharing its failure domain is skipped (same-domain) and one in
+// another domain is tried; the routes' domains are marked suspect and
+// recorded. Before, the same-domain fallback was tried (and failed the
+// same way).
+func TestSameDomainFallbackSkipped(t *testing.T) {
+	a, b, c := route("a", true), route("b", true), route("c", true)
+	a.Domains, b.Domains, c.Domains = "operator:acme", "cloud:x,operator:acme", "operator:other"
+	a.MaxAttempts = 1
+	sc := &script{plan: map[string][]Outcome{"a": {fail(transport, true)}, "b": {{Class: success}}, "c": {{Class: success}}}}
+	set := circuit.NewSet(circuit.Config{})
+	o := opts(&sleeps{})
+	o.Circuits = set
+	res := Run(context.Background(), decision(a, b, c), sc.do, o)
+	if !slices.Equal(sc.calls, []string{"a", "c"}) || res.Route.Entry != "c" {
+		t.Fatalf("calls %v", sc.calls)
+	}
+	if !slices.Contains(readiness.ActionStrings(res.Actions), "same-domain:operator:acme") {
+		t.Fatalf("actions %v", readiness.ActionStrings(res.Actions))
+	}
+	if !slices.Equal(res.Domains, []string{"operator:acme", "operator:other"}) || !set.Suspect("operator:acme", time.Now()) || set.Suspect("operator:other", time.Now()) {
+		t.Fatalf("domains %v", res.Domains)
+	}
+	// A tool error says nothing about the domain: the fallback is not skipped.
+	sc = &script{plan: map[string][]Outcome{"a": {{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_ACCESS_NOT_READY, Sent: true}}, "b": {{Class: success}}}}
+	res = Run(context.Background(), decision(a, b), sc.do, opts(&sleeps{}))
+	if !slices.Equal(sc.calls, []string{"a", "b"}) {
+		t.Fatalf("access failure: calls %v", sc.calls)
 	}
 }

@@ -38,8 +38,10 @@ import (
 	"github.com/mcpready/mcpready/agent/access"
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/idempotency"
 	"github.com/mcpready/mcpready/agent/invoke"
 	agentpin "github.com/mcpready/mcpready/agent/pin"
+	"github.com/mcpready/mcpready/agent/quota"
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/agent/upstream"
@@ -77,6 +79,11 @@ type Options struct {
 	// upstream of a server (required with Access).
 	Access         *access.Client
 	AccessUpstream func(server string) (*access.Upstream, bool)
+	// Keys binds idempotency keys durably and allocates keys for
+	// state-changing calls to providers that declare key support. Nil binds
+	// nothing and allocates nothing: a client's key is still checked and
+	// carried, and receipts hold its plain digest.
+	Keys *idempotency.Store
 }
 
 // Ledger is where receipts are recorded (package spool's Writer).
@@ -94,7 +101,8 @@ type Ledger interface {
 // Pipeline runs requests. It is safe for concurrent use.
 type Pipeline struct {
 	opts     Options
-	reported sync.Map // "<entry>|<target>" of redirects reported as drift
+	reported sync.Map     // "<entry>|<target>" of redirects reported as drift
+	quota    *quota.Ledger // local quota budgets (quota.go)
 }
 
 // New returns a Pipeline.
@@ -105,7 +113,7 @@ func New(opts Options) *Pipeline {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{opts: opts}
+	return &Pipeline{opts: opts, quota: quota.New()}
 }
 
 // State is the verified configuration a request is decided under.
@@ -236,17 +244,25 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		return Result{Answer: p.Refuse(rec, readiness.StepEligibility, readiness.CodeNoPolicy, "no verified policy is installed on this host"), Receipt: rec}
 	}
 	dr := p.request(&st, c, req.Tool, now)
-	dr.IdempotencyKey = req.HasKey
+	dr.IdempotencyKey, dr.AllocateKey = req.HasKey, p.opts.Keys != nil
+	dr.Arguments = req.Arguments
 	d := st.Decide.Decide(dr, st.Health())
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
 	rec.Deadline = durationpb.New(d.Deadline)
 	pin(&d, req.Pin)
 	bind(&d)
-	if req.HasKey {
-		rec.IdempotencyKeyRef = receipt.ArgumentsDigest(json.RawMessage(fmt.Sprintf("%q", req.IdempotencyKey)))
-	}
 	var re *decide.RefusalError
 	if errors.As(d.Refusal, &re) {
+		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
+	}
+	if re = p.quotaFilter(&d, c, now); re == nil {
+		re = p.costFilter(&d, c, now)
+	}
+	if re != nil {
+		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
+	}
+	key, re := p.keys(rec, &d, &req)
+	if re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
 	}
 	first := d.Routes[0]
@@ -268,8 +284,9 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		protoMu.Lock()
 		protocol[r.Entry] = up.ProtocolVersion()
 		protoMu.Unlock()
-		params := &mcp.CallToolParams{Meta: p.opts.Telemetry.Inject(ctx, req.Meta), Name: r.Identity.GetToolName(), Arguments: req.Arguments}
-		if len(req.Arguments) == 0 {
+		ctx, meta, args := key.carry(ctx, r, req.Meta, req.Arguments)
+		params := &mcp.CallToolParams{Meta: p.opts.Telemetry.Inject(ctx, meta), Name: r.Identity.GetToolName(), Arguments: args}
+		if len(args) == 0 {
 			params.Arguments = map[string]any{}
 		}
 		res, in, err := tr.Call(ctx, up, params)
@@ -280,13 +297,13 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		case in != nil:
 			return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: input{in}}
 		}
-		return checkResult(st.Checker, r, res)
+		return semantic(st.Checker, r, req.Arguments, p.opts.Now(), checkResult(st.Checker, r, res))
 	})
 	approve := func(ctx context.Context, r *decide.Route) (invoke.Outcome, bool) {
-		return p.approve(ctx, rec, tr, r)
+		return p.approve(ctx, rec, tr, r, c.Name)
 	}
 	run := invoke.Run(ctx, d, attempt, invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: p.opts.Now, Approve: approve})
-	rec.Attempts, rec.Actions = run.Attempts, run.Actions
+	rec.Attempts, rec.Actions, rec.FailureDomains = run.Attempts, run.Actions, run.Domains
 	rec.AttemptCount = int32(len(run.Attempts))
 	if r := run.Route; r != nil {
 		id := r.Identity
@@ -295,9 +312,15 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 			OutputSchemaDigest: id.GetOutputSchemaDigest(), ProtocolVersion: protocol[r.Entry], Access: p.accessFacts(c, id.GetServerName(), p.opts.Now())}
 		rec.PerAttemptTimeout = durationpb.New(r.PerAttempt)
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
+		rec.Cost = r.Cost
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
 	}
 	out := run.Final
+	if run.Route != nil {
+		p.finishKey(key, run.Route.Entry, out.Class)
+	}
+	p.chargeQuota(rec, &d, c, run.Route, p.opts.Now())
+	p.chargeCost(rec, &d, c, run.Route, p.opts.Now())
 	switch v := out.Result.(type) {
 	case ask:
 		return Result{Receipt: rec, Route: run.Route, Ask: v.v}
@@ -307,6 +330,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR {
 			rec.Outcome, rec.IsError = out.Class, v.res.IsError
 			rec.SchemaValidation = "passed"
+			recordSemantic(rec, out)
 			if v.res.IsError {
 				rec.FailedLayer = out.Layer
 			}
@@ -318,8 +342,12 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		}
 	}
 	var code readiness.Code
-	if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED {
+	switch {
+	case out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED:
 		code = readiness.CodeApprovalDenied
+	case recordSemantic(rec, out):
+		code = readiness.CodeSemanticInvalid
+		rec.SchemaValidation = "passed"
 	}
 	return Result{Answer: p.Fail(rec, out, code), Receipt: rec, Route: run.Route}
 }
@@ -343,12 +371,14 @@ func (p *Pipeline) accepting(stateChanging bool) error {
 }
 
 // approve asks the transport about route r and records the approval state.
-func (p *Pipeline) approve(ctx context.Context, rec *mcpreadyv1.Receipt, tr Transport, r *decide.Route) (invoke.Outcome, bool) {
+func (p *Pipeline) approve(ctx context.Context, rec *mcpreadyv1.Receipt, tr Transport, r *decide.Route, caller string) (invoke.Outcome, bool) {
 	denied := func(err error) invoke.Outcome {
 		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err}
 	}
-	ok, q, err := tr.Approve(ctx, *r)
+	question := *r // the decision's routes are shared: the prompt goes on a copy
+	question.ApprovalPrompt = approvalPrompt(caller, rec, r)
+	ok, q, err := tr.Approve(ctx, question)
 	switch {
 	case q != nil:
 		out := denied(errors.New("approval input required"))

@@ -25,6 +25,7 @@ type fake struct {
 	mu      sync.Mutex
 	dialled []string // endpoints
 	asked   []string // entries
+	prompts []string // approval questions
 	approve bool
 }
 
@@ -53,6 +54,7 @@ func (f *fake) Approve(_ context.Context, r decide.Route) (bool, any, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, r.Entry)
+	f.prompts = append(f.prompts, r.ApprovalPrompt)
 	return f.approve, nil, nil
 }
 
@@ -213,5 +215,76 @@ func TestVisibleMatchesCall(t *testing.T) {
 		if called := !res.Answer.IsError; listed != called {
 			t.Fatalf("protocol %s: listed %v, called %v (%s)", proto, listed, called, strings.TrimSpace(res.Answer.Content[0].(*mcp.TextContent).Text))
 		}
+	}
+}
+
+// The approval question names the tool, the server, the caller, the
+// side-effect class and whether the effect can be undone, and shows only
+// the arguments the redaction allow-list keeps. Before, it showed no
+// arguments and said nothing of reversibility.
+func TestApprovalPrompt(t *testing.T) {
+	for _, rollback := range []bool{false, true} {
+		pm := newPayment(t, payOpts{noStore: true, rollback: rollback, approvals: []*mcpreadyv1.ApprovalRule{{Match: "*/charge", Required: true}}})
+		pm.pl.opts.Builder.Redaction.KeepArguments = []string{"amount"}
+		pm.tr.approve = true
+		req := Request{Requested: "test/charge", Tool: "test/charge", Caller: Caller{Name: "c", Principal: "dev", Elicit: true},
+			Arguments: []byte(`{"amount":5,"key":"s3cr3t"}`)}
+		if res := pm.pl.Call(context.Background(), pm.st, req, pm.tr); res.Answer == nil || res.Answer.IsError {
+			t.Fatalf("answer %+v", res.Answer)
+		}
+		if len(pm.tr.prompts) != 1 {
+			t.Fatalf("prompts %q", pm.tr.prompts)
+		}
+		q := pm.tr.prompts[0]
+		undo := "cannot be undone"
+		if rollback {
+			undo = "can be undone"
+		}
+		for _, want := range []string{"Approve calling charge on test for c?", "Side effect: STATE_CHANGING", undo, `amount="5"`} {
+			if !strings.Contains(q, want) {
+				t.Errorf("prompt %q lacks %q", q, want)
+			}
+		}
+		if strings.Contains(q, "s3cr3t") || strings.Contains(q, "key") {
+			t.Fatalf("prompt %q shows an argument the allow-list does not keep", q)
+		}
+	}
+}
+
+// Approval by value end to end: a charge of 5 under an above-100 rule runs
+// without asking; a charge of 500 is asked about and, denied, never
+// reaches the upstream.
+func TestApprovalAboveValueCall(t *testing.T) {
+	pm := newPayment(t, payOpts{noStore: true, approvals: []*mcpreadyv1.ApprovalRule{{Match: "*/charge", Required: true, AboveValue: 100, ValuePath: "amount"}}})
+	charge := func(amount string) Result {
+		return pm.pl.Call(context.Background(), pm.st, Request{Requested: "test/charge", Tool: "test/charge",
+			Caller: Caller{Name: "c", Principal: "dev", Elicit: true}, Arguments: []byte(`{"amount":` + amount + `}`)}, pm.tr)
+	}
+	if res := charge("5"); res.Answer.IsError || len(pm.tr.asked) != 0 || res.Receipt.GetApproval() != mcpreadyv1.ApprovalState_APPROVAL_STATE_NOT_REQUIRED {
+		t.Fatalf("small charge: %+v asked %v", res.Answer, pm.tr.asked)
+	}
+	res := charge("500")
+	if te, ok := ParseToolError(res.Answer); !ok || te.Code != string(readiness.CodeApprovalDenied) || len(pm.tr.asked) != 1 || pm.ledger.Calls() != 1 {
+		t.Fatalf("large charge: %+v asked %v, %s", res.Answer, pm.tr.asked, pm.ledger)
+	}
+}
+
+// Failure domains end to end: a (operator acme) resets connections; the
+// fallback goes to c (another operator) rather than b (acme too), and the
+// receipt records the domains of the routes tried. Before, b was tried
+// next.
+func TestFailureDomainsCall(t *testing.T) {
+	upA, upB, upC := mcptest.New(t, mcptest.Options{}), mcptest.New(t, mcptest.Options{}), mcptest.New(t, mcptest.Options{})
+	upA.SetFault(mcptest.FaultReset, "tools/call")
+	a, b, c := entry("a", upA.URL), entry("b", upB.URL), entry("c", upC.URL)
+	a.FailureDomains, b.FailureDomains, c.FailureDomains = []string{"operator:acme"}, []string{"operator:acme"}, []string{"operator:other"}
+	pl, st, out := setup(t, policy(), map[string]*mcpreadyv1.RegistryEntry{"a": a, "b": b, "c": c})
+	tr := newFake(t)
+	res := pl.Call(context.Background(), st, request("echo_any"), tr)
+	if res.Answer == nil || res.Answer.IsError || res.Route.Entry != "c" || slices.Contains(tr.dialled, upB.URL) {
+		t.Fatalf("answer %+v route %v dialled %v", res.Answer, res.Route, tr.dialled)
+	}
+	if got := out.recs[0].GetFailureDomains(); !slices.Equal(got, []string{"operator:acme", "operator:other"}) {
+		t.Fatalf("receipt domains %v", got)
 	}
 }

@@ -31,6 +31,7 @@ func failureOutcome(err error) invoke.Outcome {
 type checked struct {
 	res *mcp.CallToolResult
 	raw []byte
+	sem validate.SemanticVerdict // semantic validation (semantic.go)
 }
 
 // checkResult validates one upstream result: size, pinned output schema,
@@ -65,9 +66,9 @@ func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invo
 	}
 	if res.IsError {
 		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, IsError: true, Result: &checked{res, b}}
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, IsError: true, Result: &checked{res: res, raw: b}}
 	}
-	return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: &checked{res, b}}
+	return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: &checked{res: res, raw: b}}
 }
 
 var defaultChecker = validate.NewChecker(validate.Rules{})

@@ -126,6 +126,9 @@ type roundTripper struct {
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
+	for k, v := range headersOf(req.Context()) {
+		req.Header[k] = v
+	}
 	for k, v := range rt.headers {
 		req.Header.Set(k, v)
 	}

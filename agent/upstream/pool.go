@@ -361,7 +361,7 @@ func (s *Session) Close() error {
 func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.ClientSession) error) error {
 	ictx, cancel := isolate(ctx)
 	defer cancel()
-	cctx, x := withExchange(ictx)
+	cctx, x := withExchange(keepHeaders(ctx, ictx))
 	err := fn(cctx, s.cs)
 	if err == nil {
 		return nil

@@ -27,6 +27,9 @@ type Rules struct {
 	// RequireOutputSchema: reject results of tools without a pinned output
 	// schema.
 	RequireOutputSchema bool
+	// Semantic are the policy's semantic validators (CompileSemantic); nil
+	// runs none.
+	Semantic *Semantic
 }
 
 // RulesFromPolicy converts Policy.results (nil allowed).

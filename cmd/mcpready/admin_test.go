@@ -147,14 +147,14 @@ func TestAdminCommands(t *testing.T) {
 	// An artifact that sets a field mcpready does not enforce is stored,
 	// with a warning naming the field; the exit status stays 0.
 	silent := testpki.Policy("org/silent", "1", nil)
-	silent.Spec.(*mcpreadyv1.Policy).SemanticValidation = map[string]string{"nonEmpty": "size(result) > 0"}
+	silent.Spec.(*mcpreadyv1.Policy).IncidentOwners = []*mcpreadyv1.IncidentOwner{{Owner: "oncall"}}
 	silentFile := writeFile(t, dir, "silent.json", testpki.Sign(t, silent, p.Org))
 	code, out, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", silentFile)
 	if code != exitOK || !strings.Contains(out, "Policy/org/silent revision 1 stored") ||
-		!strings.Contains(errOut, "warning: "+silentFile+": Policy/org/silent sets spec.semanticValidation, which is not enforced") {
+		!strings.Contains(errOut, "warning: "+silentFile+": Policy/org/silent sets spec.incidentOwners.owner, which is not enforced") {
 		t.Fatalf("apply with an unenforced field: %d %q %q", code, out, errOut)
 	}
-	if code, _, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", pol); strings.Contains(errOut, "semanticValidation") {
+	if code, _, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", pol); strings.Contains(errOut, "incidentOwners") {
 		t.Fatalf("warning for a policy that does not set the field: %d %q", code, errOut)
 	}
 	if code, _, _ = runKeyCLI(t, "get", "Policy", "--server", "127.0.0.1:1"); code != exitError {

@@ -56,6 +56,10 @@ const (
 	// FaultEchoError answers HTTP 200 carrying a JSON-RPC error whose message
 	// repeats the request's params verbatim, as a careless server does.
 	FaultEchoError
+	// FaultLostAnswer serves the request to the wrapped server (so a tool
+	// call takes effect) and then answers 502 instead of its result, as a
+	// gateway that lost the upstream's answer does.
+	FaultLostAnswer
 )
 
 // RPCErrorCode is the JSON-RPC error code FaultRPCError answers with.
@@ -72,6 +76,7 @@ type Upstream struct {
 	fault   atomic.Int64
 	method  atomic.Value // string: JSON-RPC method the fault applies to ("" = every POST)
 	hits    atomic.Int64
+	times   atomic.Int64 // faults left before FaultNone (0: unlimited)
 	mu      sync.Mutex
 	hang    chan struct{}
 	target  atomic.Value // string: where FaultRedirect sends the client
@@ -125,7 +130,14 @@ func (u *Upstream) Close() {
 // SetFault makes every later POST carrying method (a JSON-RPC method name,
 // "" for every POST) misbehave as f. FaultNone restores normal service.
 func (u *Upstream) SetFault(f Fault, method string) {
+	u.SetFaultTimes(f, method, 0)
+}
+
+// SetFaultTimes is SetFault for the next n matching POSTs only (0: every
+// one); after them the upstream serves normally again.
+func (u *Upstream) SetFaultTimes(f Fault, method string, n int64) {
 	u.method.Store(method)
+	u.times.Store(n)
 	u.fault.Store(int64(f))
 }
 
@@ -235,6 +247,9 @@ func (u *Upstream) wrap(next http.Handler) http.Handler {
 			return
 		}
 		u.hits.Add(1)
+		if n := u.times.Load(); n > 0 && u.times.Add(-1) == 0 {
+			u.fault.Store(int64(FaultNone))
+		}
 		switch f {
 		case FaultGarbage:
 			w.Header().Set("Content-Type", "application/json")
@@ -284,8 +299,18 @@ func (u *Upstream) wrap(next http.Handler) http.Handler {
 			}
 			text, _ := json.Marshal("cannot process " + string(msg.Params))
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, id, RPCErrorCode, text)
+		case FaultLostAnswer:
+			next.ServeHTTP(discard{header: http.Header{}}, r)
+			http.Error(w, "bad gateway", http.StatusBadGateway)
 		default:
 			next.ServeHTTP(w, r)
 		}
 	})
 }
+
+// discard is a ResponseWriter that drops the answer.
+type discard struct{ header http.Header }
+
+func (d discard) Header() http.Header         { return d.header }
+func (d discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d discard) WriteHeader(int)             {}

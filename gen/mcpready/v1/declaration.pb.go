@@ -47,8 +47,12 @@ type Declaration struct {
 	DeprecatedAt        *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=deprecated_at,json=deprecatedAt,proto3" json:"deprecated_at,omitempty"`
 	EndOfLifeAt         *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=end_of_life_at,json=endOfLifeAt,proto3" json:"end_of_life_at,omitempty"`
 	Contacts            *Contacts              `protobuf:"bytes,19,opt,name=contacts,proto3" json:"contacts,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Failure domains the server shares with others, e.g. "operator:acme",
+	// "cloud:aws/eu-west-1", "upstream:stripe", "as:login.example": routes
+	// sharing one fail together. Names must not contain ",".
+	FailureDomains []string `protobuf:"bytes,80,rep,name=failure_domains,json=failureDomains,proto3" json:"failure_domains,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Declaration) Reset() {
@@ -214,6 +218,13 @@ func (x *Declaration) GetContacts() *Contacts {
 	return nil
 }
 
+func (x *Declaration) GetFailureDomains() []string {
+	if x != nil {
+		return x.FailureDomains
+	}
+	return nil
+}
+
 // DeclaredAuth lists authentication methods, authorisation servers, scopes and
 // the tenant model.
 type DeclaredAuth struct {
@@ -293,8 +304,12 @@ type DeclaredTool struct {
 	IdempotencyKeyHeader    string                 `protobuf:"bytes,4,opt,name=idempotency_key_header,json=idempotencyKeyHeader,proto3" json:"idempotency_key_header,omitempty"`
 	IdempotencyKeyRetention *durationpb.Duration   `protobuf:"bytes,5,opt,name=idempotency_key_retention,json=idempotencyKeyRetention,proto3" json:"idempotency_key_retention,omitempty"`
 	HumanConfirmation       string                 `protobuf:"bytes,6,opt,name=human_confirmation,json=humanConfirmation,proto3" json:"human_confirmation,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Name of the tool argument that carries the idempotency key, when the
+	// provider reads it from the arguments rather than (or as well as) the
+	// header named by idempotency_key_header. The key also travels in _meta.
+	IdempotencyKeyArgument string `protobuf:"bytes,80,opt,name=idempotency_key_argument,json=idempotencyKeyArgument,proto3" json:"idempotency_key_argument,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *DeclaredTool) Reset() {
@@ -365,6 +380,13 @@ func (x *DeclaredTool) GetIdempotencyKeyRetention() *durationpb.Duration {
 func (x *DeclaredTool) GetHumanConfirmation() string {
 	if x != nil {
 		return x.HumanConfirmation
+	}
+	return ""
+}
+
+func (x *DeclaredTool) GetIdempotencyKeyArgument() string {
+	if x != nil {
+		return x.IdempotencyKeyArgument
 	}
 	return ""
 }
@@ -694,7 +716,7 @@ var File_mcpready_v1_declaration_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_declaration_proto_rawDesc = "" +
 	"\n" +
-	"\x1dmcpready/v1/declaration.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xf7\x06\n" +
+	"\x1dmcpready/v1/declaration.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xa0\a\n" +
 	"\vDeclaration\x127\n" +
 	"\n" +
 	"provenance\x18\x01 \x01(\v2\x17.mcpready.v1.ProvenanceR\n" +
@@ -718,12 +740,13 @@ const file_mcpready_v1_declaration_proto_rawDesc = "" +
 	"\rdata_handling\x18\x10 \x01(\v2\x19.mcpready.v1.DataHandlingR\fdataHandling\x12?\n" +
 	"\rdeprecated_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\fdeprecatedAt\x12?\n" +
 	"\x0eend_of_life_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\vendOfLifeAt\x121\n" +
-	"\bcontacts\x18\x13 \x01(\v2\x15.mcpready.v1.ContactsR\bcontacts\"\xa9\x01\n" +
+	"\bcontacts\x18\x13 \x01(\v2\x15.mcpready.v1.ContactsR\bcontacts\x12'\n" +
+	"\x0ffailure_domains\x18P \x03(\tR\x0efailureDomains\"\xa9\x01\n" +
 	"\fDeclaredAuth\x12\x18\n" +
 	"\amethods\x18\x01 \x03(\tR\amethods\x123\n" +
 	"\x15authorization_servers\x18\x02 \x03(\tR\x14authorizationServers\x12'\n" +
 	"\x0frequired_scopes\x18\x03 \x03(\tR\x0erequiredScopes\x12!\n" +
-	"\ftenant_model\x18\x04 \x01(\tR\vtenantModel\"\xde\x02\n" +
+	"\ftenant_model\x18\x04 \x01(\tR\vtenantModel\"\x98\x03\n" +
 	"\fDeclaredTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
 	"\vside_effect\x18\x02 \x01(\x0e2\x1c.mcpready.v1.SideEffectClassR\n" +
@@ -731,7 +754,8 @@ const file_mcpready_v1_declaration_proto_rawDesc = "" +
 	"\vidempotency\x18\x03 \x01(\x0e2\x1d.mcpready.v1.IdempotencyClassR\vidempotency\x124\n" +
 	"\x16idempotency_key_header\x18\x04 \x01(\tR\x14idempotencyKeyHeader\x12U\n" +
 	"\x19idempotency_key_retention\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x17idempotencyKeyRetention\x12-\n" +
-	"\x12human_confirmation\x18\x06 \x01(\tR\x11humanConfirmation\"\x96\x01\n" +
+	"\x12human_confirmation\x18\x06 \x01(\tR\x11humanConfirmation\x128\n" +
+	"\x18idempotency_key_argument\x18P \x01(\tR\x16idempotencyKeyArgument\"\x96\x01\n" +
 	"\x10DeclaredTimeouts\x12F\n" +
 	"\x11recommended_total\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x10recommendedTotal\x12:\n" +
 	"\vper_attempt\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +

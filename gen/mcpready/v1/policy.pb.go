@@ -22,6 +22,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SemanticFailureAction says what happens to a result a semantic validator
+// rejects.
+type SemanticFailureAction int32
+
+const (
+	// Withhold (the default).
+	SemanticFailureAction_SEMANTIC_FAILURE_ACTION_UNSPECIFIED SemanticFailureAction = 0
+	// The AI agent gets a semantic_invalid tool error instead of the result.
+	SemanticFailureAction_SEMANTIC_FAILURE_ACTION_WITHHOLD SemanticFailureAction = 1
+	// The AI agent gets the result with _meta "mcpready.dev/semantic" saying
+	// which validator rejected it.
+	SemanticFailureAction_SEMANTIC_FAILURE_ACTION_ANNOTATE SemanticFailureAction = 2
+)
+
+// Enum value maps for SemanticFailureAction.
+var (
+	SemanticFailureAction_name = map[int32]string{
+		0: "SEMANTIC_FAILURE_ACTION_UNSPECIFIED",
+		1: "SEMANTIC_FAILURE_ACTION_WITHHOLD",
+		2: "SEMANTIC_FAILURE_ACTION_ANNOTATE",
+	}
+	SemanticFailureAction_value = map[string]int32{
+		"SEMANTIC_FAILURE_ACTION_UNSPECIFIED": 0,
+		"SEMANTIC_FAILURE_ACTION_WITHHOLD":    1,
+		"SEMANTIC_FAILURE_ACTION_ANNOTATE":    2,
+	}
+)
+
+func (x SemanticFailureAction) Enum() *SemanticFailureAction {
+	p := new(SemanticFailureAction)
+	*p = x
+	return p
+}
+
+func (x SemanticFailureAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SemanticFailureAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_mcpready_v1_policy_proto_enumTypes[0].Descriptor()
+}
+
+func (SemanticFailureAction) Type() protoreflect.EnumType {
+	return &file_mcpready_v1_policy_proto_enumTypes[0]
+}
+
+func (x SemanticFailureAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SemanticFailureAction.Descriptor instead.
+func (SemanticFailureAction) EnumDescriptor() ([]byte, []int) {
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{0}
+}
+
 // UnknownEvidenceAction says what to do when decisive evidence is missing or
 // expired.
 type UnknownEvidenceAction int32
@@ -58,11 +113,11 @@ func (x UnknownEvidenceAction) String() string {
 }
 
 func (UnknownEvidenceAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpready_v1_policy_proto_enumTypes[0].Descriptor()
+	return file_mcpready_v1_policy_proto_enumTypes[1].Descriptor()
 }
 
 func (UnknownEvidenceAction) Type() protoreflect.EnumType {
-	return &file_mcpready_v1_policy_proto_enumTypes[0]
+	return &file_mcpready_v1_policy_proto_enumTypes[1]
 }
 
 func (x UnknownEvidenceAction) Number() protoreflect.EnumNumber {
@@ -71,7 +126,7 @@ func (x UnknownEvidenceAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UnknownEvidenceAction.Descriptor instead.
 func (UnknownEvidenceAction) EnumDescriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{0}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{1}
 }
 
 // Policy is the consuming organisation's policy. It is local: it decides what
@@ -99,7 +154,10 @@ type Policy struct {
 	IncidentOwners     []*IncidentOwner     `protobuf:"bytes,17,rep,name=incident_owners,json=incidentOwners,proto3" json:"incident_owners,omitempty"`
 	Principals         []*PrincipalRule     `protobuf:"bytes,18,rep,name=principals,proto3" json:"principals,omitempty"`
 	Results            *ResultRules         `protobuf:"bytes,19,opt,name=results,proto3" json:"results,omitempty"`
-	// Minimum semantic-validation level per input class.
+	// Semantic validators (readiness layer 6): key is an equivalence class
+	// name or a "<server>/<tool>" pattern, value a CEL expression over args,
+	// result (the structured result), now and tool that must yield true.
+	// Compiled once per policy; one that does not compile is refused.
 	SemanticValidation map[string]string `protobuf:"bytes,20,rep,name=semantic_validation,json=semanticValidation,proto3" json:"semantic_validation,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
@@ -487,11 +545,20 @@ func (x *SideEffectRule) GetAssignmentEvidence() string {
 
 // ApprovalRule requires human approval for matching tools.
 type ApprovalRule struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Match         string                 `protobuf:"bytes,1,opt,name=match,proto3" json:"match,omitempty"`
-	Required      bool                   `protobuf:"varint,2,opt,name=required,proto3" json:"required,omitempty"`
-	Reversible    bool                   `protobuf:"varint,3,opt,name=reversible,proto3" json:"reversible,omitempty"`
-	AboveValue    float64                `protobuf:"fixed64,4,opt,name=above_value,json=aboveValue,proto3" json:"above_value,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Match    string                 `protobuf:"bytes,1,opt,name=match,proto3" json:"match,omitempty"`
+	Required bool                   `protobuf:"varint,2,opt,name=required,proto3" json:"required,omitempty"`
+	// When true, the rule covers only calls whose effect cannot be undone:
+	// entries that declare rollback_supported are exempt from it.
+	Reversible bool `protobuf:"varint,3,opt,name=reversible,proto3" json:"reversible,omitempty"`
+	// With value_path: approval is required only when the number at that
+	// argument path exceeds this value (a missing or non-numeric value
+	// requires approval). Zero: every matching call.
+	AboveValue float64 `protobuf:"fixed64,4,opt,name=above_value,json=aboveValue,proto3" json:"above_value,omitempty"`
+	// Dotted path into the call's arguments, e.g. "amount" or
+	// "order.total", read for above_value. Without it above_value cannot be
+	// read and every matching call needs approval.
+	ValuePath     string `protobuf:"bytes,80,opt,name=value_path,json=valuePath,proto3" json:"value_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -554,14 +621,34 @@ func (x *ApprovalRule) GetAboveValue() float64 {
 	return 0
 }
 
+func (x *ApprovalRule) GetValuePath() string {
+	if x != nil {
+		return x.ValuePath
+	}
+	return ""
+}
+
 // CostRules limits cost and quota.
 type CostRules struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	MaxCostPerCall float64                `protobuf:"fixed64,1,opt,name=max_cost_per_call,json=maxCostPerCall,proto3" json:"max_cost_per_call,omitempty"`
 	Currency       string                 `protobuf:"bytes,2,opt,name=currency,proto3" json:"currency,omitempty"`
-	MaxQuotaUnits  int64                  `protobuf:"varint,3,opt,name=max_quota_units,json=maxQuotaUnits,proto3" json:"max_quota_units,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Quota units (one per call) each principal class may use per tool in
+	// one quota_window on this agent; zero: no local budget.
+	MaxQuotaUnits int64 `protobuf:"varint,3,opt,name=max_quota_units,json=maxQuotaUnits,proto3" json:"max_quota_units,omitempty"`
+	// With max_cost_per_call set, a tool whose Declaration gives no usable
+	// price (none, or an amount that is not a number) has an UNKNOWN cost:
+	// DENY (and UNSPECIFIED) refuse it at step 7 (cost_unknown); ALLOW admits
+	// it and its receipts record the cost as unknown.
+	OnUnknownPrice UnknownEvidenceAction `protobuf:"varint,80,opt,name=on_unknown_price,json=onUnknownPrice,proto3,enum=mcpready.v1.UnknownEvidenceAction" json:"on_unknown_price,omitempty"`
+	// The window of max_quota_units; zero: one minute.
+	QuotaWindow *durationpb.Duration `protobuf:"bytes,81,opt,name=quota_window,json=quotaWindow,proto3" json:"quota_window,omitempty"`
+	// Declared cost one workflow (the caller's workflow id) may spend on this
+	// agent per day, in currency; a call that would pass it is refused at
+	// step 7 (cost_ceiling). Calls without a workflow id are not counted.
+	MaxCostPerWorkflow float64 `protobuf:"fixed64,82,opt,name=max_cost_per_workflow,json=maxCostPerWorkflow,proto3" json:"max_cost_per_workflow,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CostRules) Reset() {
@@ -611,6 +698,27 @@ func (x *CostRules) GetCurrency() string {
 func (x *CostRules) GetMaxQuotaUnits() int64 {
 	if x != nil {
 		return x.MaxQuotaUnits
+	}
+	return 0
+}
+
+func (x *CostRules) GetOnUnknownPrice() UnknownEvidenceAction {
+	if x != nil {
+		return x.OnUnknownPrice
+	}
+	return UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_UNSPECIFIED
+}
+
+func (x *CostRules) GetQuotaWindow() *durationpb.Duration {
+	if x != nil {
+		return x.QuotaWindow
+	}
+	return nil
+}
+
+func (x *CostRules) GetMaxCostPerWorkflow() float64 {
+	if x != nil {
+		return x.MaxCostPerWorkflow
 	}
 	return 0
 }
@@ -876,9 +984,14 @@ type CircuitRules struct {
 	BaseEjection        *durationpb.Duration   `protobuf:"bytes,2,opt,name=base_ejection,json=baseEjection,proto3" json:"base_ejection,omitempty"`
 	MaxEjection         *durationpb.Duration   `protobuf:"bytes,3,opt,name=max_ejection,json=maxEjection,proto3" json:"max_ejection,omitempty"`
 	// Fraction of traffic re-admitted per interval while half-open.
-	ReadmitRatio  float64 `protobuf:"fixed64,4,opt,name=readmit_ratio,json=readmitRatio,proto3" json:"readmit_ratio,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReadmitRatio float64 `protobuf:"fixed64,4,opt,name=readmit_ratio,json=readmitRatio,proto3" json:"readmit_ratio,omitempty"`
+	// Slow start: after a half-open success the route's share of calls ramps
+	// linearly from readmit_ratio to all of them over this window; a counted
+	// failure during the ramp ejects it again, for longer. Zero: no ramp (one
+	// success closes the breaker fully).
+	SlowStartWindow *durationpb.Duration `protobuf:"bytes,80,opt,name=slow_start_window,json=slowStartWindow,proto3" json:"slow_start_window,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CircuitRules) Reset() {
@@ -937,6 +1050,13 @@ func (x *CircuitRules) GetReadmitRatio() float64 {
 		return x.ReadmitRatio
 	}
 	return 0
+}
+
+func (x *CircuitRules) GetSlowStartWindow() *durationpb.Duration {
+	if x != nil {
+		return x.SlowStartWindow
+	}
+	return nil
 }
 
 // IncidentOwner names the owner per dependency.
@@ -1068,8 +1188,10 @@ type ResultRules struct {
 	MaxResultBytes      int64                  `protobuf:"varint,1,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
 	InjectionTripwire   bool                   `protobuf:"varint,2,opt,name=injection_tripwire,json=injectionTripwire,proto3" json:"injection_tripwire,omitempty"`
 	RequireOutputSchema bool                   `protobuf:"varint,3,opt,name=require_output_schema,json=requireOutputSchema,proto3" json:"require_output_schema,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// What a semantic validator's rejection does (default: withhold).
+	OnSemanticFailure SemanticFailureAction `protobuf:"varint,80,opt,name=on_semantic_failure,json=onSemanticFailure,proto3,enum=mcpready.v1.SemanticFailureAction" json:"on_semantic_failure,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ResultRules) Reset() {
@@ -1121,6 +1243,13 @@ func (x *ResultRules) GetRequireOutputSchema() bool {
 		return x.RequireOutputSchema
 	}
 	return false
+}
+
+func (x *ResultRules) GetOnSemanticFailure() SemanticFailureAction {
+	if x != nil {
+		return x.OnSemanticFailure
+	}
+	return SemanticFailureAction_SEMANTIC_FAILURE_ACTION_UNSPECIFIED
 }
 
 var File_mcpready_v1_policy_proto protoreflect.FileDescriptor
@@ -1175,7 +1304,7 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\x0eSideEffectRule\x12\x14\n" +
 	"\x05match\x18\x01 \x01(\tR\x05match\x128\n" +
 	"\bassigned\x18\x02 \x01(\x0e2\x1c.mcpready.v1.SideEffectClassR\bassigned\x12/\n" +
-	"\x13assignment_evidence\x18\x03 \x01(\tR\x12assignmentEvidence\"\x81\x01\n" +
+	"\x13assignment_evidence\x18\x03 \x01(\tR\x12assignmentEvidence\"\xa0\x01\n" +
 	"\fApprovalRule\x12\x14\n" +
 	"\x05match\x18\x01 \x01(\tR\x05match\x12\x1a\n" +
 	"\brequired\x18\x02 \x01(\bR\brequired\x12\x1e\n" +
@@ -1183,11 +1312,16 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"reversible\x18\x03 \x01(\bR\n" +
 	"reversible\x12\x1f\n" +
 	"\vabove_value\x18\x04 \x01(\x01R\n" +
-	"aboveValue\"z\n" +
+	"aboveValue\x12\x1d\n" +
+	"\n" +
+	"value_path\x18P \x01(\tR\tvaluePath\"\xb9\x02\n" +
 	"\tCostRules\x12)\n" +
 	"\x11max_cost_per_call\x18\x01 \x01(\x01R\x0emaxCostPerCall\x12\x1a\n" +
 	"\bcurrency\x18\x02 \x01(\tR\bcurrency\x12&\n" +
-	"\x0fmax_quota_units\x18\x03 \x01(\x03R\rmaxQuotaUnits\"\xda\x01\n" +
+	"\x0fmax_quota_units\x18\x03 \x01(\x03R\rmaxQuotaUnits\x12L\n" +
+	"\x10on_unknown_price\x18P \x01(\x0e2\".mcpready.v1.UnknownEvidenceActionR\x0eonUnknownPrice\x12<\n" +
+	"\fquota_window\x18Q \x01(\v2\x19.google.protobuf.DurationR\vquotaWindow\x121\n" +
+	"\x15max_cost_per_workflow\x18R \x01(\x01R\x12maxCostPerWorkflow\"\xda\x01\n" +
 	"\x0eResidencyRules\x12'\n" +
 	"\x0fallowed_regions\x18\x01 \x03(\tR\x0eallowedRegions\x12%\n" +
 	"\x0edenied_regions\x18\x02 \x03(\tR\rdeniedRegions\x12(\n" +
@@ -1210,12 +1344,13 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x18\n" +
 	"\amembers\x18\x03 \x03(\tR\amembers\x12)\n" +
 	"\x10fallback_allowed\x18\x04 \x01(\bR\x0ffallbackAllowed\x12<\n" +
-	"\x1afallback_requires_approval\x18\x05 \x01(\bR\x18fallbackRequiresApproval\"\xe4\x01\n" +
+	"\x1afallback_requires_approval\x18\x05 \x01(\bR\x18fallbackRequiresApproval\"\xab\x02\n" +
 	"\fCircuitRules\x121\n" +
 	"\x14consecutive_failures\x18\x01 \x01(\x05R\x13consecutiveFailures\x12>\n" +
 	"\rbase_ejection\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\fbaseEjection\x12<\n" +
 	"\fmax_ejection\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vmaxEjection\x12#\n" +
-	"\rreadmit_ratio\x18\x04 \x01(\x01R\freadmitRatio\";\n" +
+	"\rreadmit_ratio\x18\x04 \x01(\x01R\freadmitRatio\x12E\n" +
+	"\x11slow_start_window\x18P \x01(\v2\x19.google.protobuf.DurationR\x0fslowStartWindow\";\n" +
 	"\rIncidentOwner\x12\x14\n" +
 	"\x05match\x18\x01 \x01(\tR\x05match\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\"\x89\x01\n" +
@@ -1223,11 +1358,16 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\x0fprincipal_class\x18\x01 \x01(\tR\x0eprincipalClass\x12\x14\n" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x12\n" +
 	"\x04deny\x18\x03 \x03(\tR\x04deny\x12%\n" +
-	"\x0etenant_classes\x18\x04 \x03(\tR\rtenantClasses\"\x9a\x01\n" +
+	"\x0etenant_classes\x18\x04 \x03(\tR\rtenantClasses\"\xee\x01\n" +
 	"\vResultRules\x12(\n" +
 	"\x10max_result_bytes\x18\x01 \x01(\x03R\x0emaxResultBytes\x12-\n" +
 	"\x12injection_tripwire\x18\x02 \x01(\bR\x11injectionTripwire\x122\n" +
-	"\x15require_output_schema\x18\x03 \x01(\bR\x13requireOutputSchema*\x85\x01\n" +
+	"\x15require_output_schema\x18\x03 \x01(\bR\x13requireOutputSchema\x12R\n" +
+	"\x13on_semantic_failure\x18P \x01(\x0e2\".mcpready.v1.SemanticFailureActionR\x11onSemanticFailure*\x8c\x01\n" +
+	"\x15SemanticFailureAction\x12'\n" +
+	"#SEMANTIC_FAILURE_ACTION_UNSPECIFIED\x10\x00\x12$\n" +
+	" SEMANTIC_FAILURE_ACTION_WITHHOLD\x10\x01\x12$\n" +
+	" SEMANTIC_FAILURE_ACTION_ANNOTATE\x10\x02*\x85\x01\n" +
 	"\x15UnknownEvidenceAction\x12'\n" +
 	"#UNKNOWN_EVIDENCE_ACTION_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dUNKNOWN_EVIDENCE_ACTION_ALLOW\x10\x01\x12 \n" +
@@ -1245,62 +1385,67 @@ func file_mcpready_v1_policy_proto_rawDescGZIP() []byte {
 	return file_mcpready_v1_policy_proto_rawDescData
 }
 
-var file_mcpready_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_mcpready_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_mcpready_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_mcpready_v1_policy_proto_goTypes = []any{
-	(UnknownEvidenceAction)(0),  // 0: mcpready.v1.UnknownEvidenceAction
-	(*Policy)(nil),              // 1: mcpready.v1.Policy
-	(*EvidenceRules)(nil),       // 2: mcpready.v1.EvidenceRules
-	(*AuthRules)(nil),           // 3: mcpready.v1.AuthRules
-	(*SideEffectRule)(nil),      // 4: mcpready.v1.SideEffectRule
-	(*ApprovalRule)(nil),        // 5: mcpready.v1.ApprovalRule
-	(*CostRules)(nil),           // 6: mcpready.v1.CostRules
-	(*ResidencyRules)(nil),      // 7: mcpready.v1.ResidencyRules
-	(*RetryRules)(nil),          // 8: mcpready.v1.RetryRules
-	(*EquivalenceClass)(nil),    // 9: mcpready.v1.EquivalenceClass
-	(*CircuitRules)(nil),        // 10: mcpready.v1.CircuitRules
-	(*IncidentOwner)(nil),       // 11: mcpready.v1.IncidentOwner
-	(*PrincipalRule)(nil),       // 12: mcpready.v1.PrincipalRule
-	(*ResultRules)(nil),         // 13: mcpready.v1.ResultRules
-	nil,                         // 14: mcpready.v1.Policy.SemanticValidationEntry
-	nil,                         // 15: mcpready.v1.EvidenceRules.MaxAgeEntry
-	(*Provenance)(nil),          // 16: mcpready.v1.Provenance
-	(*durationpb.Duration)(nil), // 17: google.protobuf.Duration
-	(SideEffectClass)(0),        // 18: mcpready.v1.SideEffectClass
-	(DataAccessClass)(0),        // 19: mcpready.v1.DataAccessClass
+	(SemanticFailureAction)(0),  // 0: mcpready.v1.SemanticFailureAction
+	(UnknownEvidenceAction)(0),  // 1: mcpready.v1.UnknownEvidenceAction
+	(*Policy)(nil),              // 2: mcpready.v1.Policy
+	(*EvidenceRules)(nil),       // 3: mcpready.v1.EvidenceRules
+	(*AuthRules)(nil),           // 4: mcpready.v1.AuthRules
+	(*SideEffectRule)(nil),      // 5: mcpready.v1.SideEffectRule
+	(*ApprovalRule)(nil),        // 6: mcpready.v1.ApprovalRule
+	(*CostRules)(nil),           // 7: mcpready.v1.CostRules
+	(*ResidencyRules)(nil),      // 8: mcpready.v1.ResidencyRules
+	(*RetryRules)(nil),          // 9: mcpready.v1.RetryRules
+	(*EquivalenceClass)(nil),    // 10: mcpready.v1.EquivalenceClass
+	(*CircuitRules)(nil),        // 11: mcpready.v1.CircuitRules
+	(*IncidentOwner)(nil),       // 12: mcpready.v1.IncidentOwner
+	(*PrincipalRule)(nil),       // 13: mcpready.v1.PrincipalRule
+	(*ResultRules)(nil),         // 14: mcpready.v1.ResultRules
+	nil,                         // 15: mcpready.v1.Policy.SemanticValidationEntry
+	nil,                         // 16: mcpready.v1.EvidenceRules.MaxAgeEntry
+	(*Provenance)(nil),          // 17: mcpready.v1.Provenance
+	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
+	(SideEffectClass)(0),        // 19: mcpready.v1.SideEffectClass
+	(DataAccessClass)(0),        // 20: mcpready.v1.DataAccessClass
 }
 var file_mcpready_v1_policy_proto_depIdxs = []int32{
-	16, // 0: mcpready.v1.Policy.provenance:type_name -> mcpready.v1.Provenance
-	2,  // 1: mcpready.v1.Policy.evidence:type_name -> mcpready.v1.EvidenceRules
-	3,  // 2: mcpready.v1.Policy.auth:type_name -> mcpready.v1.AuthRules
-	4,  // 3: mcpready.v1.Policy.side_effects:type_name -> mcpready.v1.SideEffectRule
-	5,  // 4: mcpready.v1.Policy.approvals:type_name -> mcpready.v1.ApprovalRule
-	6,  // 5: mcpready.v1.Policy.cost:type_name -> mcpready.v1.CostRules
-	17, // 6: mcpready.v1.Policy.deadline:type_name -> google.protobuf.Duration
-	7,  // 7: mcpready.v1.Policy.residency:type_name -> mcpready.v1.ResidencyRules
-	8,  // 8: mcpready.v1.Policy.retry:type_name -> mcpready.v1.RetryRules
-	9,  // 9: mcpready.v1.Policy.equivalence_classes:type_name -> mcpready.v1.EquivalenceClass
-	10, // 10: mcpready.v1.Policy.circuit:type_name -> mcpready.v1.CircuitRules
-	11, // 11: mcpready.v1.Policy.incident_owners:type_name -> mcpready.v1.IncidentOwner
-	12, // 12: mcpready.v1.Policy.principals:type_name -> mcpready.v1.PrincipalRule
-	13, // 13: mcpready.v1.Policy.results:type_name -> mcpready.v1.ResultRules
-	14, // 14: mcpready.v1.Policy.semantic_validation:type_name -> mcpready.v1.Policy.SemanticValidationEntry
-	15, // 15: mcpready.v1.EvidenceRules.max_age:type_name -> mcpready.v1.EvidenceRules.MaxAgeEntry
-	0,  // 16: mcpready.v1.EvidenceRules.on_unknown:type_name -> mcpready.v1.UnknownEvidenceAction
-	18, // 17: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
-	19, // 18: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
-	17, // 19: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
-	17, // 20: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
-	17, // 21: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
-	17, // 22: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
-	17, // 23: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
-	17, // 24: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
-	17, // 25: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	17, // 0: mcpready.v1.Policy.provenance:type_name -> mcpready.v1.Provenance
+	3,  // 1: mcpready.v1.Policy.evidence:type_name -> mcpready.v1.EvidenceRules
+	4,  // 2: mcpready.v1.Policy.auth:type_name -> mcpready.v1.AuthRules
+	5,  // 3: mcpready.v1.Policy.side_effects:type_name -> mcpready.v1.SideEffectRule
+	6,  // 4: mcpready.v1.Policy.approvals:type_name -> mcpready.v1.ApprovalRule
+	7,  // 5: mcpready.v1.Policy.cost:type_name -> mcpready.v1.CostRules
+	18, // 6: mcpready.v1.Policy.deadline:type_name -> google.protobuf.Duration
+	8,  // 7: mcpready.v1.Policy.residency:type_name -> mcpready.v1.ResidencyRules
+	9,  // 8: mcpready.v1.Policy.retry:type_name -> mcpready.v1.RetryRules
+	10, // 9: mcpready.v1.Policy.equivalence_classes:type_name -> mcpready.v1.EquivalenceClass
+	11, // 10: mcpready.v1.Policy.circuit:type_name -> mcpready.v1.CircuitRules
+	12, // 11: mcpready.v1.Policy.incident_owners:type_name -> mcpready.v1.IncidentOwner
+	13, // 12: mcpready.v1.Policy.principals:type_name -> mcpready.v1.PrincipalRule
+	14, // 13: mcpready.v1.Policy.results:type_name -> mcpready.v1.ResultRules
+	15, // 14: mcpready.v1.Policy.semantic_validation:type_name -> mcpready.v1.Policy.SemanticValidationEntry
+	16, // 15: mcpready.v1.EvidenceRules.max_age:type_name -> mcpready.v1.EvidenceRules.MaxAgeEntry
+	1,  // 16: mcpready.v1.EvidenceRules.on_unknown:type_name -> mcpready.v1.UnknownEvidenceAction
+	19, // 17: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
+	1,  // 18: mcpready.v1.CostRules.on_unknown_price:type_name -> mcpready.v1.UnknownEvidenceAction
+	18, // 19: mcpready.v1.CostRules.quota_window:type_name -> google.protobuf.Duration
+	20, // 20: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
+	18, // 21: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
+	18, // 22: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
+	18, // 23: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
+	18, // 24: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
+	18, // 25: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
+	18, // 26: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
+	18, // 27: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
+	0,  // 28: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
+	18, // 29: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_policy_proto_init() }
@@ -1314,7 +1459,7 @@ func file_mcpready_v1_policy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_policy_proto_rawDesc), len(file_mcpready_v1_policy_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,

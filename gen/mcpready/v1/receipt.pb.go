@@ -132,21 +132,29 @@ const (
 	ActionKind_ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED ActionKind = 8
 	// The round ended in an input request to the client (SEP-2322).
 	ActionKind_ACTION_KIND_INPUT_REQUIRED ActionKind = 9
+	// A route was skipped: its breaker closed recently and is re-admitting
+	// traffic gradually (slow start), and this call was outside its share.
+	ActionKind_ACTION_KIND_SLOW_START ActionKind = 80
+	// A fallback route was skipped: it shares a failure domain with a route
+	// that failed in this call (detail names the domain).
+	ActionKind_ACTION_KIND_SAME_DOMAIN ActionKind = 81
 )
 
 // Enum value maps for ActionKind.
 var (
 	ActionKind_name = map[int32]string{
-		0: "ACTION_KIND_UNSPECIFIED",
-		1: "ACTION_KIND_RETRY",
-		2: "ACTION_KIND_HEDGE",
-		3: "ACTION_KIND_FALLBACK",
-		4: "ACTION_KIND_CIRCUIT_OPEN",
-		5: "ACTION_KIND_RETRY_BUDGET_EXHAUSTED",
-		6: "ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE",
-		7: "ACTION_KIND_AMBIGUOUS_NO_RETRY",
-		8: "ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED",
-		9: "ACTION_KIND_INPUT_REQUIRED",
+		0:  "ACTION_KIND_UNSPECIFIED",
+		1:  "ACTION_KIND_RETRY",
+		2:  "ACTION_KIND_HEDGE",
+		3:  "ACTION_KIND_FALLBACK",
+		4:  "ACTION_KIND_CIRCUIT_OPEN",
+		5:  "ACTION_KIND_RETRY_BUDGET_EXHAUSTED",
+		6:  "ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE",
+		7:  "ACTION_KIND_AMBIGUOUS_NO_RETRY",
+		8:  "ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED",
+		9:  "ACTION_KIND_INPUT_REQUIRED",
+		80: "ACTION_KIND_SLOW_START",
+		81: "ACTION_KIND_SAME_DOMAIN",
 	}
 	ActionKind_value = map[string]int32{
 		"ACTION_KIND_UNSPECIFIED":                  0,
@@ -159,6 +167,8 @@ var (
 		"ACTION_KIND_AMBIGUOUS_NO_RETRY":           7,
 		"ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED":  8,
 		"ACTION_KIND_INPUT_REQUIRED":               9,
+		"ACTION_KIND_SLOW_START":                   80,
+		"ACTION_KIND_SAME_DOMAIN":                  81,
 	}
 )
 
@@ -245,7 +255,14 @@ type Receipt struct {
 	// What the executor did besides running the selected route's single
 	// attempt (retries, hedges, fallbacks, skipped routes), in order. Empty
 	// means none: the first admitted route answered on its first attempt.
-	Actions       []*Action `protobuf:"bytes,44,rep,name=actions,proto3" json:"actions,omitempty"`
+	Actions []*Action `protobuf:"bytes,44,rep,name=actions,proto3" json:"actions,omitempty"`
+	// The idempotency binding of a keyed call (absent without a key).
+	Idempotency *IdempotencyRecord `protobuf:"bytes,80,opt,name=idempotency,proto3" json:"idempotency,omitempty"`
+	// Failure domains of the routes attempted, in order, without repeats.
+	FailureDomains []string `protobuf:"bytes,81,rep,name=failure_domains,json=failureDomains,proto3" json:"failure_domains,omitempty"`
+	// The local quota effect: "<units> <unit> (<used>/<limit> per <window>)",
+	// "" when no local budget applies.
+	Quota         string `protobuf:"bytes,82,opt,name=quota,proto3" json:"quota,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -581,6 +598,123 @@ func (x *Receipt) GetActions() []*Action {
 	return nil
 }
 
+func (x *Receipt) GetIdempotency() *IdempotencyRecord {
+	if x != nil {
+		return x.Idempotency
+	}
+	return nil
+}
+
+func (x *Receipt) GetFailureDomains() []string {
+	if x != nil {
+		return x.FailureDomains
+	}
+	return nil
+}
+
+func (x *Receipt) GetQuota() string {
+	if x != nil {
+		return x.Quota
+	}
+	return ""
+}
+
+// IdempotencyRecord is what a receipt says about a call's idempotency key:
+// a keyed reference, never the key.
+type IdempotencyRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Keyed digest of the key ("hmac-sha256:<hex>", keyed by a secret of the
+	// agent's state directory), the same as Receipt.idempotency_key_ref.
+	KeyRef string `protobuf:"bytes,1,opt,name=key_ref,json=keyRef,proto3" json:"key_ref,omitempty"`
+	// Scope the key is bound to: "<principal class>/<requested tool>".
+	Scope string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	// How long the binding is kept (the provider's declared retention, else
+	// the agent's default).
+	Retention *durationpb.Duration `protobuf:"bytes,3,opt,name=retention,proto3" json:"retention,omitempty"`
+	// The agent allocated the key (the client gave none).
+	Allocated bool `protobuf:"varint,4,opt,name=allocated,proto3" json:"allocated,omitempty"`
+	// The key was bound before with the same payload: the call was forwarded
+	// as a repeat.
+	Repeat bool `protobuf:"varint,5,opt,name=repeat,proto3" json:"repeat,omitempty"`
+	// Where the key travelled besides _meta: "header:<name>",
+	// "argument:<name>" (one entry each).
+	Carried       []string `protobuf:"bytes,6,rep,name=carried,proto3" json:"carried,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdempotencyRecord) Reset() {
+	*x = IdempotencyRecord{}
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdempotencyRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdempotencyRecord) ProtoMessage() {}
+
+func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
+func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *IdempotencyRecord) GetKeyRef() string {
+	if x != nil {
+		return x.KeyRef
+	}
+	return ""
+}
+
+func (x *IdempotencyRecord) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *IdempotencyRecord) GetRetention() *durationpb.Duration {
+	if x != nil {
+		return x.Retention
+	}
+	return nil
+}
+
+func (x *IdempotencyRecord) GetAllocated() bool {
+	if x != nil {
+		return x.Allocated
+	}
+	return false
+}
+
+func (x *IdempotencyRecord) GetRepeat() bool {
+	if x != nil {
+		return x.Repeat
+	}
+	return false
+}
+
+func (x *IdempotencyRecord) GetCarried() []string {
+	if x != nil {
+		return x.Carried
+	}
+	return nil
+}
+
 // Action is one executor action and the route it concerns.
 type Action struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -596,7 +730,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[1]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +742,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[1]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +755,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Action) GetKind() ActionKind {
@@ -664,7 +798,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[2]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +810,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[2]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +823,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{2}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Candidate) GetEntry() string {
@@ -768,7 +902,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[3]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +914,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[3]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +927,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{3}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Selection) GetEntry() string {
@@ -876,7 +1010,7 @@ type AccessFacts struct {
 
 func (x *AccessFacts) Reset() {
 	*x = AccessFacts{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1022,7 @@ func (x *AccessFacts) String() string {
 func (*AccessFacts) ProtoMessage() {}
 
 func (x *AccessFacts) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1035,7 @@ func (x *AccessFacts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessFacts.ProtoReflect.Descriptor instead.
 func (*AccessFacts) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{4}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AccessFacts) GetIssuer() string {
@@ -957,7 +1091,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1103,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1116,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{5}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Attempt) GetNumber() int32 {
@@ -1074,7 +1208,7 @@ type ReceiptBatch struct {
 
 func (x *ReceiptBatch) Reset() {
 	*x = ReceiptBatch{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[6]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1220,7 @@ func (x *ReceiptBatch) String() string {
 func (*ReceiptBatch) ProtoMessage() {}
 
 func (x *ReceiptBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[6]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1233,7 @@ func (x *ReceiptBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptBatch.ProtoReflect.Descriptor instead.
 func (*ReceiptBatch) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{6}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReceiptBatch) GetAgentId() string {
@@ -1155,7 +1289,7 @@ var File_mcpready_v1_receipt_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\n" +
-	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xaa\x10\n" +
+	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xab\x11\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12\x1d\n" +
@@ -1208,10 +1342,20 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\x15workflow_contribution\x18) \x01(\bR\x14workflowContribution\x12#\n" +
 	"\rresult_digest\x18* \x01(\tR\fresultDigest\x12#\n" +
 	"\rerror_message\x18+ \x01(\tR\ferrorMessage\x12-\n" +
-	"\aactions\x18, \x03(\v2\x13.mcpready.v1.ActionR\aactions\x1a@\n" +
+	"\aactions\x18, \x03(\v2\x13.mcpready.v1.ActionR\aactions\x12@\n" +
+	"\vidempotency\x18P \x01(\v2\x1e.mcpready.v1.IdempotencyRecordR\vidempotency\x12'\n" +
+	"\x0ffailure_domains\x18Q \x03(\tR\x0efailureDomains\x12\x14\n" +
+	"\x05quota\x18R \x01(\tR\x05quota\x1a@\n" +
 	"\x12KeptArgumentsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b&\x10'\"c\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b&\x10'\"\xcb\x01\n" +
+	"\x11IdempotencyRecord\x12\x17\n" +
+	"\akey_ref\x18\x01 \x01(\tR\x06keyRef\x12\x14\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\x127\n" +
+	"\tretention\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tretention\x12\x1c\n" +
+	"\tallocated\x18\x04 \x01(\bR\tallocated\x12\x16\n" +
+	"\x06repeat\x18\x05 \x01(\bR\x06repeat\x12\x18\n" +
+	"\acarried\x18\x06 \x03(\tR\acarried\"c\n" +
 	"\x06Action\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.mcpready.v1.ActionKindR\x04kind\x12\x14\n" +
 	"\x05entry\x18\x02 \x01(\tR\x05entry\x12\x16\n" +
@@ -1273,7 +1417,7 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\x14DECISION_STEP_HEALTH\x10\x06\x12\x18\n" +
 	"\x14DECISION_STEP_BUDGET\x10\a\x12\x19\n" +
 	"\x15DECISION_STEP_LATENCY\x10\b\x12\x19\n" +
-	"\x15DECISION_STEP_RESOLVE\x10\t*\xd6\x02\n" +
+	"\x15DECISION_STEP_RESOLVE\x10\t*\x8f\x03\n" +
 	"\n" +
 	"ActionKind\x12\x1b\n" +
 	"\x17ACTION_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -1285,7 +1429,9 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"(ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE\x10\x06\x12\"\n" +
 	"\x1eACTION_KIND_AMBIGUOUS_NO_RETRY\x10\a\x12+\n" +
 	"'ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED\x10\b\x12\x1e\n" +
-	"\x1aACTION_KIND_INPUT_REQUIRED\x10\tB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
+	"\x1aACTION_KIND_INPUT_REQUIRED\x10\t\x12\x1a\n" +
+	"\x16ACTION_KIND_SLOW_START\x10P\x12\x1b\n" +
+	"\x17ACTION_KIND_SAME_DOMAIN\x10QB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
 
 var (
 	file_mcpready_v1_receipt_proto_rawDescOnce sync.Once
@@ -1300,55 +1446,58 @@ func file_mcpready_v1_receipt_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpready_v1_receipt_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_mcpready_v1_receipt_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_mcpready_v1_receipt_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_mcpready_v1_receipt_proto_goTypes = []any{
 	(DecisionStep)(0),             // 0: mcpready.v1.DecisionStep
 	(ActionKind)(0),               // 1: mcpready.v1.ActionKind
 	(*Receipt)(nil),               // 2: mcpready.v1.Receipt
-	(*Action)(nil),                // 3: mcpready.v1.Action
-	(*Candidate)(nil),             // 4: mcpready.v1.Candidate
-	(*Selection)(nil),             // 5: mcpready.v1.Selection
-	(*AccessFacts)(nil),           // 6: mcpready.v1.AccessFacts
-	(*Attempt)(nil),               // 7: mcpready.v1.Attempt
-	(*ReceiptBatch)(nil),          // 8: mcpready.v1.ReceiptBatch
-	nil,                           // 9: mcpready.v1.Receipt.KeptArgumentsEntry
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(SideEffectClass)(0),          // 11: mcpready.v1.SideEffectClass
-	(ApprovalState)(0),            // 12: mcpready.v1.ApprovalState
-	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
-	(OutcomeClass)(0),             // 14: mcpready.v1.OutcomeClass
-	(ReadinessLayer)(0),           // 15: mcpready.v1.ReadinessLayer
+	(*IdempotencyRecord)(nil),     // 3: mcpready.v1.IdempotencyRecord
+	(*Action)(nil),                // 4: mcpready.v1.Action
+	(*Candidate)(nil),             // 5: mcpready.v1.Candidate
+	(*Selection)(nil),             // 6: mcpready.v1.Selection
+	(*AccessFacts)(nil),           // 7: mcpready.v1.AccessFacts
+	(*Attempt)(nil),               // 8: mcpready.v1.Attempt
+	(*ReceiptBatch)(nil),          // 9: mcpready.v1.ReceiptBatch
+	nil,                           // 10: mcpready.v1.Receipt.KeptArgumentsEntry
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(SideEffectClass)(0),          // 12: mcpready.v1.SideEffectClass
+	(ApprovalState)(0),            // 13: mcpready.v1.ApprovalState
+	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
+	(OutcomeClass)(0),             // 15: mcpready.v1.OutcomeClass
+	(ReadinessLayer)(0),           // 16: mcpready.v1.ReadinessLayer
 }
 var file_mcpready_v1_receipt_proto_depIdxs = []int32{
-	10, // 0: mcpready.v1.Receipt.emitted_at:type_name -> google.protobuf.Timestamp
-	9,  // 1: mcpready.v1.Receipt.kept_arguments:type_name -> mcpready.v1.Receipt.KeptArgumentsEntry
-	4,  // 2: mcpready.v1.Receipt.candidates:type_name -> mcpready.v1.Candidate
-	5,  // 3: mcpready.v1.Receipt.selected:type_name -> mcpready.v1.Selection
-	11, // 4: mcpready.v1.Receipt.provider_side_effect:type_name -> mcpready.v1.SideEffectClass
-	11, // 5: mcpready.v1.Receipt.consumer_side_effect:type_name -> mcpready.v1.SideEffectClass
-	12, // 6: mcpready.v1.Receipt.approval:type_name -> mcpready.v1.ApprovalState
-	13, // 7: mcpready.v1.Receipt.deadline:type_name -> google.protobuf.Duration
-	13, // 8: mcpready.v1.Receipt.per_attempt_timeout:type_name -> google.protobuf.Duration
-	7,  // 9: mcpready.v1.Receipt.attempts:type_name -> mcpready.v1.Attempt
-	10, // 10: mcpready.v1.Receipt.started_at:type_name -> google.protobuf.Timestamp
-	10, // 11: mcpready.v1.Receipt.ended_at:type_name -> google.protobuf.Timestamp
-	13, // 12: mcpready.v1.Receipt.latency:type_name -> google.protobuf.Duration
-	14, // 13: mcpready.v1.Receipt.outcome:type_name -> mcpready.v1.OutcomeClass
-	15, // 14: mcpready.v1.Receipt.failed_layer:type_name -> mcpready.v1.ReadinessLayer
-	3,  // 15: mcpready.v1.Receipt.actions:type_name -> mcpready.v1.Action
-	1,  // 16: mcpready.v1.Action.kind:type_name -> mcpready.v1.ActionKind
-	0,  // 17: mcpready.v1.Candidate.rejected_at_step:type_name -> mcpready.v1.DecisionStep
-	6,  // 18: mcpready.v1.Selection.access:type_name -> mcpready.v1.AccessFacts
-	10, // 19: mcpready.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	13, // 20: mcpready.v1.Attempt.latency:type_name -> google.protobuf.Duration
-	14, // 21: mcpready.v1.Attempt.outcome:type_name -> mcpready.v1.OutcomeClass
-	2,  // 22: mcpready.v1.ReceiptBatch.receipts:type_name -> mcpready.v1.Receipt
-	10, // 23: mcpready.v1.ReceiptBatch.created_at:type_name -> google.protobuf.Timestamp
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	11, // 0: mcpready.v1.Receipt.emitted_at:type_name -> google.protobuf.Timestamp
+	10, // 1: mcpready.v1.Receipt.kept_arguments:type_name -> mcpready.v1.Receipt.KeptArgumentsEntry
+	5,  // 2: mcpready.v1.Receipt.candidates:type_name -> mcpready.v1.Candidate
+	6,  // 3: mcpready.v1.Receipt.selected:type_name -> mcpready.v1.Selection
+	12, // 4: mcpready.v1.Receipt.provider_side_effect:type_name -> mcpready.v1.SideEffectClass
+	12, // 5: mcpready.v1.Receipt.consumer_side_effect:type_name -> mcpready.v1.SideEffectClass
+	13, // 6: mcpready.v1.Receipt.approval:type_name -> mcpready.v1.ApprovalState
+	14, // 7: mcpready.v1.Receipt.deadline:type_name -> google.protobuf.Duration
+	14, // 8: mcpready.v1.Receipt.per_attempt_timeout:type_name -> google.protobuf.Duration
+	8,  // 9: mcpready.v1.Receipt.attempts:type_name -> mcpready.v1.Attempt
+	11, // 10: mcpready.v1.Receipt.started_at:type_name -> google.protobuf.Timestamp
+	11, // 11: mcpready.v1.Receipt.ended_at:type_name -> google.protobuf.Timestamp
+	14, // 12: mcpready.v1.Receipt.latency:type_name -> google.protobuf.Duration
+	15, // 13: mcpready.v1.Receipt.outcome:type_name -> mcpready.v1.OutcomeClass
+	16, // 14: mcpready.v1.Receipt.failed_layer:type_name -> mcpready.v1.ReadinessLayer
+	4,  // 15: mcpready.v1.Receipt.actions:type_name -> mcpready.v1.Action
+	3,  // 16: mcpready.v1.Receipt.idempotency:type_name -> mcpready.v1.IdempotencyRecord
+	14, // 17: mcpready.v1.IdempotencyRecord.retention:type_name -> google.protobuf.Duration
+	1,  // 18: mcpready.v1.Action.kind:type_name -> mcpready.v1.ActionKind
+	0,  // 19: mcpready.v1.Candidate.rejected_at_step:type_name -> mcpready.v1.DecisionStep
+	7,  // 20: mcpready.v1.Selection.access:type_name -> mcpready.v1.AccessFacts
+	11, // 21: mcpready.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	14, // 22: mcpready.v1.Attempt.latency:type_name -> google.protobuf.Duration
+	15, // 23: mcpready.v1.Attempt.outcome:type_name -> mcpready.v1.OutcomeClass
+	2,  // 24: mcpready.v1.ReceiptBatch.receipts:type_name -> mcpready.v1.Receipt
+	11, // 25: mcpready.v1.ReceiptBatch.created_at:type_name -> google.protobuf.Timestamp
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_receipt_proto_init() }
@@ -1363,7 +1512,7 @@ func file_mcpready_v1_receipt_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_receipt_proto_rawDesc), len(file_mcpready_v1_receipt_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

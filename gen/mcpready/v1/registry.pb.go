@@ -50,8 +50,11 @@ type RegistryEntry struct {
 	Region string `protobuf:"bytes,18,opt,name=region,proto3" json:"region,omitempty"`
 	// Tenant classes this entry may serve. Empty means any.
 	TenantClasses []string `protobuf:"bytes,19,rep,name=tenant_classes,json=tenantClasses,proto3" json:"tenant_classes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Failure domains of this entry, added to its Declaration's (see
+	// Declaration.failure_domains).
+	FailureDomains []string `protobuf:"bytes,80,rep,name=failure_domains,json=failureDomains,proto3" json:"failure_domains,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegistryEntry) Reset() {
@@ -213,6 +216,13 @@ func (x *RegistryEntry) GetRegion() string {
 func (x *RegistryEntry) GetTenantClasses() []string {
 	if x != nil {
 		return x.TenantClasses
+	}
+	return nil
+}
+
+func (x *RegistryEntry) GetFailureDomains() []string {
+	if x != nil {
+		return x.FailureDomains
 	}
 	return nil
 }
@@ -641,7 +651,7 @@ var File_mcpready_v1_registry_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"\x1amcpready/v1/registry.proto\x12\vmcpready.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xca\a\n" +
+	"\x1amcpready/v1/registry.proto\x12\vmcpready.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xf3\a\n" +
 	"\rRegistryEntry\x127\n" +
 	"\n" +
 	"provenance\x18\x01 \x01(\v2\x17.mcpready.v1.ProvenanceR\n" +
@@ -668,7 +678,8 @@ const file_mcpready_v1_registry_proto_rawDesc = "" +
 	"supersedes\x12)\n" +
 	"\x10discovery_source\x18\x11 \x01(\tR\x0fdiscoverySource\x12\x16\n" +
 	"\x06region\x18\x12 \x01(\tR\x06region\x12%\n" +
-	"\x0etenant_classes\x18\x13 \x03(\tR\rtenantClasses\"\xec\x02\n" +
+	"\x0etenant_classes\x18\x13 \x03(\tR\rtenantClasses\x12'\n" +
+	"\x0ffailure_domains\x18P \x03(\tR\x0efailureDomains\"\xec\x02\n" +
 	"\fToolIdentity\x12\x1f\n" +
 	"\vserver_name\x18\x01 \x01(\tR\n" +
 	"serverName\x12%\n" +

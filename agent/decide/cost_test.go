@@ -1,0 +1,47 @@
+package decide
+
+import (
+	"errors"
+	"testing"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// Under a cost ceiling a tool without a usable declared price has an
+// UNKNOWN cost, handled as the policy says: refused (cost_unknown, the
+// default) or admitted with its cost recorded as unknown. Before, a
+// missing price passed the ceiling unremarked.
+func TestUnknownPrice(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pricing *mcpreadyv1.DeclaredPricing
+		action  mcpreadyv1.UnknownEvidenceAction
+		code    readiness.Code
+		cost    string
+	}{
+		{"no price, default", nil, 0, readiness.CodeCostUnknown, ""},
+		{"not a number", &mcpreadyv1.DeclaredPricing{Amount: "cheap", Currency: "USD"}, mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY, readiness.CodeCostUnknown, ""},
+		{"no price, allow", nil, mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW, "", "unknown"},
+		{"priced", &mcpreadyv1.DeclaredPricing{Amount: "0.005", Currency: "USD"}, 0, "", "0.005 USD"},
+		{"too dear", &mcpreadyv1.DeclaredPricing{Amount: "0.5", Currency: "USD"}, 0, readiness.CodeCost, ""},
+	} {
+		in := fixture()
+		in.Policy.Cost = &mcpreadyv1.CostRules{MaxCostPerCall: 0.01, Currency: "USD", OnUnknownPrice: tc.action}
+		in.Declarations = map[string]*mcpreadyv1.Declaration{"com.example/docs": {ServerName: "com.example/docs", Pricing: tc.pricing}}
+		req := baseReq()
+		req.Tool = "com.example/docs/docs.lookup"
+		d := snap(t, in).Decide(req, nil)
+		var re *RefusalError
+		switch {
+		case tc.code != "":
+			if !errors.As(d.Refusal, &re) || re.Code != tc.code || re.Step != readiness.StepBudget {
+				t.Errorf("%s: %v, want %s at step 7", tc.name, d.Refusal, tc.code)
+			}
+		case d.Refusal != nil:
+			t.Errorf("%s: refused %v", tc.name, d.Refusal)
+		case d.Routes[0].Cost != tc.cost:
+			t.Errorf("%s: cost %q, want %q", tc.name, d.Routes[0].Cost, tc.cost)
+		}
+	}
+}

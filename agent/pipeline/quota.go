@@ -1,0 +1,96 @@
+package pipeline
+
+// Local quota budgets on the call path: Policy.cost.maxQuotaUnits per
+// principal class and tool (and tenant, when the provider partitions its
+// quota by tenant) in each quotaWindow, counted in package quota.
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/mcpready/mcpready/agent/decide"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+func quotaKey(c Caller, r *decide.Route) string {
+	k := c.Principal + "\x00" + r.Identity.GetServerName() + "/" + r.Identity.GetToolName()
+	if r.QuotaByTenant {
+		k += "\x00" + c.Tenant
+	}
+	return k
+}
+
+// quotaFilter drops the routes whose budget is spent (step 7); with none
+// left the call is refused (quota_exhausted). d's routes are shared, so a
+// narrowed list is a new slice.
+func (p *Pipeline) quotaFilter(d *decide.Decision, c Caller, now time.Time) *decide.RefusalError {
+	if d.QuotaLimit <= 0 {
+		return nil
+	}
+	var kept []decide.Route
+	for i := range d.Routes {
+		if p.quota.Used(quotaKey(c, &d.Routes[i]), d.QuotaWindow, now) < d.QuotaLimit {
+			kept = append(kept, d.Routes[i])
+		}
+	}
+	if len(kept) == 0 {
+		return &decide.RefusalError{Step: readiness.StepBudget, Code: readiness.CodeQuotaExhausted,
+			Reason: fmt.Sprintf("the local budget of %d quota units per %v for this principal and tool is spent", d.QuotaLimit, d.QuotaWindow)}
+	}
+	d.Routes = kept
+	return nil
+}
+
+// chargeQuota charges one unit to the route that ran the call and records
+// the effect. Charged when the call ends: calls in flight at once may
+// overrun the budget by at most their number.
+func (p *Pipeline) chargeQuota(rec *mcpreadyv1.Receipt, d *decide.Decision, c Caller, r *decide.Route, now time.Time) {
+	if d.QuotaLimit <= 0 || r == nil || len(rec.GetAttempts()) == 0 {
+		return
+	}
+	used := p.quota.Add(quotaKey(c, r), 1, d.QuotaWindow, now)
+	rec.Quota = fmt.Sprintf("1 %s (%d/%d per %v)", r.QuotaUnit, used, d.QuotaLimit, d.QuotaWindow)
+}
+
+// workflowWindow is the period of Policy.cost.maxCostPerWorkflow.
+const workflowWindow = 24 * time.Hour
+
+// micro converts a declared amount to the ledger's integer micro-units.
+func micro(amount float64) int64 { return int64(math.Round(amount * 1e6)) }
+
+func workflowKey(c Caller) string { return "\x01workflow\x00" + c.Workflow }
+
+// costFilter drops the routes whose declared price would take the
+// workflow past its ceiling, and unpriced routes unless the policy allows
+// unknown prices (then they count as zero); with none left the call is
+// refused (cost_ceiling). Calls without a workflow id are not counted.
+func (p *Pipeline) costFilter(d *decide.Decision, c Caller, now time.Time) *decide.RefusalError {
+	if d.WorkflowCostCeiling <= 0 || c.Workflow == "" {
+		return nil
+	}
+	spent, ceiling := p.quota.Used(workflowKey(c), workflowWindow, now), micro(d.WorkflowCostCeiling)
+	var kept []decide.Route
+	for _, r := range d.Routes {
+		if (r.Priced || d.AllowUnknownPrice) && spent+micro(r.Price) <= ceiling {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == 0 {
+		return &decide.RefusalError{Step: readiness.StepBudget, Code: readiness.CodeCostCeiling,
+			Reason: fmt.Sprintf("workflow %s has spent %g of its %g ceiling; the next call would pass it", c.Workflow, float64(spent)/1e6, d.WorkflowCostCeiling)}
+	}
+	d.Routes = kept
+	return nil
+}
+
+// chargeCost adds the declared price of the route that ran to its
+// workflow's spend and records it.
+func (p *Pipeline) chargeCost(rec *mcpreadyv1.Receipt, d *decide.Decision, c Caller, r *decide.Route, now time.Time) {
+	if d.WorkflowCostCeiling <= 0 || c.Workflow == "" || r == nil || len(rec.GetAttempts()) == 0 {
+		return
+	}
+	spent := p.quota.Add(workflowKey(c), micro(r.Price), workflowWindow, now)
+	rec.Cost = fmt.Sprintf("%s (workflow %g of %g)", r.Cost, float64(spent)/1e6, d.WorkflowCostCeiling)
+}

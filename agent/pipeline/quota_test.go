@@ -1,0 +1,95 @@
+package pipeline
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// A principal's local quota budget per tool (maxQuotaUnits per
+// quotaWindow): once tool a's two units are spent the class falls back to
+// b, and once both are spent the call is refused at step 7
+// (quota_exhausted) before any upstream sees it; another principal class
+// has its own budget; receipts record the effect. Before, maxQuotaUnits
+// was accepted and ignored.
+func TestQuotaBudget(t *testing.T) {
+	upA, upB := mcptest.New(t, mcptest.Options{}), mcptest.New(t, mcptest.Options{})
+	p := policy()
+	p.Cost = &mcpreadyv1.CostRules{MaxQuotaUnits: 2, QuotaWindow: durationpb.New(time.Hour)}
+	p.Principals = append(p.Principals, &mcpreadyv1.PrincipalRule{PrincipalClass: "ops", Allow: []string{"*"}})
+	pl, st, out := setup(t, p, map[string]*mcpreadyv1.RegistryEntry{"a": entry("a", upA.URL), "b": entry("b", upB.URL)})
+	tr := newFake(t)
+	var served []string
+	for range 4 {
+		res := pl.Call(context.Background(), st, request("echo_any"), tr)
+		if res.Answer.IsError {
+			t.Fatalf("call %d: %+v", len(served), res.Answer)
+		}
+		served = append(served, res.Route.Entry)
+	}
+	if strings.Join(served, ",") != "a,a,b,b" {
+		t.Fatalf("served by %v, want a,a,b,b", served)
+	}
+	if q := out.recs[1].GetQuota(); q != "1 call (2/2 per 1h0m0s)" {
+		t.Fatalf("receipt quota %q", q)
+	}
+	dialled := len(tr.dialled)
+	res := pl.Call(context.Background(), st, request("echo_any"), tr)
+	if te, ok := ParseToolError(res.Answer); !ok || te.Code != string(readiness.CodeQuotaExhausted) || te.Step != 7 || len(tr.dialled) != dialled {
+		t.Fatalf("over budget: %+v", res.Answer)
+	}
+	ops := request("echo_any")
+	ops.Caller.Principal = "ops"
+	if res := pl.Call(context.Background(), st, ops, tr); res.Answer.IsError {
+		t.Fatalf("another principal class: %+v", res.Answer)
+	}
+}
+
+// A workflow's declared spend is capped: at 0.02 EUR a call under a 0.05
+// ceiling, the third call of workflow wf-1 is refused at step 7
+// (cost_ceiling) before the upstream sees it; another workflow is not
+// affected; receipts record the call's price and the workflow's spend.
+// Before, there was no per-workflow ceiling.
+func TestWorkflowCostCeiling(t *testing.T) {
+	pm := newPayment(t, payOpts{noStore: true, cost: &mcpreadyv1.CostRules{MaxCostPerWorkflow: 0.05}})
+	charge := func(wf string) Result {
+		return pm.pl.Call(context.Background(), pm.st, Request{Requested: "test/charge", Tool: "test/charge",
+			Caller: Caller{Name: "c", Principal: "dev", Workflow: wf}, Arguments: []byte(`{"amount":1}`)}, pm.tr)
+	}
+	for i := range 2 {
+		if res := charge("wf-1"); res.Answer.IsError {
+			t.Fatalf("call %d: %+v", i, res.Answer)
+		}
+	}
+	if c := pm.out.recs[1].GetCost(); c != "0.02 EUR (workflow 0.04 of 0.05)" {
+		t.Fatalf("receipt cost %q", c)
+	}
+	res := charge("wf-1")
+	if te, ok := ParseToolError(res.Answer); !ok || te.Code != string(readiness.CodeCostCeiling) || te.Step != 7 || pm.ledger.Calls() != 2 {
+		t.Fatalf("third call: %+v (%s)", res.Answer, pm.ledger)
+	}
+	if res := charge("wf-2"); res.Answer.IsError {
+		t.Fatalf("another workflow: %+v", res.Answer)
+	}
+	// An unpriced tool under the ceiling is UNKNOWN, not free: refused
+	// unless the policy allows unknown prices.
+	for _, allow := range []bool{false, true} {
+		rules := &mcpreadyv1.CostRules{MaxCostPerWorkflow: 0.05}
+		if allow {
+			rules.OnUnknownPrice = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW
+		}
+		free := newPayment(t, payOpts{noStore: true, cost: rules, unpriced: true})
+		res := free.pl.Call(context.Background(), free.st, Request{Requested: "test/charge", Tool: "test/charge",
+			Caller: Caller{Name: "c", Principal: "dev", Workflow: "wf-1"}, Arguments: []byte(`{"amount":1}`)}, free.tr)
+		if te, _ := ParseToolError(res.Answer); (te.Code == string(readiness.CodeCostCeiling)) == allow {
+			t.Fatalf("unpriced, allow %v: %+v", allow, res.Answer)
+		}
+	}
+}

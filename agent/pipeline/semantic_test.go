@@ -1,0 +1,64 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	"github.com/mcpready/mcpready/agent/validate"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// A semantic validator that rejects a real upstream's structured result
+// withholds it (semantic_invalid, layer SEMANTIC) or, when the policy
+// says so, returns it annotated; receipts record the verdict and the
+// validator's version. Before, semanticValidation was accepted and ignored:
+// the rejected result reached the AI agent unmarked.
+func TestSemanticValidation(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	for _, tc := range []struct {
+		expr    string
+		action  mcpreadyv1.SemanticFailureAction
+		outcome string
+	}{
+		{"result.echo == args.text", 0, "passed"},
+		{"size(result.echo) > 5", 0, "failed:echo_any"},
+		{"result.missing == 1", 0, "error:echo_any"},
+		{"size(result.echo) > 5", mcpreadyv1.SemanticFailureAction_SEMANTIC_FAILURE_ACTION_ANNOTATE, "failed:echo_any"},
+	} {
+		pl, st, out := setup(t, policy(), map[string]*mcpreadyv1.RegistryEntry{"a": entry("test", up.URL)})
+		sem, err := validate.CompileSemantic(map[string]string{"echo_any": tc.expr, "other/*": "false"}, tc.action)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Checker = validate.NewChecker(validate.Rules{Semantic: sem})
+		res := pl.Call(context.Background(), st, request("echo_any"), newFake(t))
+		rec := out.recs[0]
+		if rec.GetSemanticValidation() != tc.outcome || rec.GetSemanticValidatorVersion() == "" || rec.GetSchemaValidation() != "passed" {
+			t.Fatalf("%s: receipt semantic %q version %q schema %q", tc.expr, rec.GetSemanticValidation(), rec.GetSemanticValidatorVersion(), rec.GetSchemaValidation())
+		}
+		switch {
+		case tc.outcome == "passed":
+			if res.Answer.IsError || rec.GetOutcome() != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
+				t.Fatalf("passed: %+v", res.Answer)
+			}
+		case tc.action == mcpreadyv1.SemanticFailureAction_SEMANTIC_FAILURE_ACTION_ANNOTATE:
+			m, _ := res.Answer.Meta[MetaSemantic].(map[string]any)
+			if res.Answer.IsError || m["valid"] != false || m["validator"] != "echo_any" || rec.GetOutcome() != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
+				t.Fatalf("annotate: %+v meta %v", res.Answer, res.Answer.Meta)
+			}
+		default:
+			te, ok := ParseToolError(res.Answer)
+			if !ok || te.Code != string(readiness.CodeSemanticInvalid) || te.Layer != "SEMANTIC" ||
+				rec.GetOutcome() != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT || rec.GetFailedLayer() != mcpreadyv1.ReadinessLayer_READINESS_LAYER_SEMANTIC {
+				t.Fatalf("withhold: %+v receipt %v/%v", res.Answer, rec.GetOutcome(), rec.GetFailedLayer())
+			}
+			if b, _ := json.Marshal(res.Answer); strings.Contains(string(b), `"echo":"hi"`) {
+				t.Fatal("withheld result reached the AI agent")
+			}
+		}
+	}
+}

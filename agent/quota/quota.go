@@ -1,0 +1,64 @@
+// Package quota keeps the host agent's local quota budgets: units used per
+// key (principal class and tool, and tenant when the provider partitions
+// by it) in fixed windows, so a principal cannot spend a tool's quota past
+// the policy's budget (Policy.cost.maxQuotaUnits per quotaWindow).
+//
+// It only counts. It must not decide (package decide and the call
+// pipeline do) nor treat a provider's RateLimit hints as reservations.
+package quota
+
+import (
+	"sync"
+	"time"
+)
+
+// Ledger counts units per key. Its zero value is not usable; call New.
+// Safe for concurrent use.
+type Ledger struct {
+	mu sync.Mutex
+	m  map[string]*window
+}
+
+type window struct {
+	start time.Time
+	used  int64
+}
+
+// New returns an empty Ledger.
+func New() *Ledger { return &Ledger{m: map[string]*window{}} }
+
+// Used returns the units used by key in the window of length w that holds
+// now.
+func (l *Ledger) Used(key string, w time.Duration, now time.Time) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.current(key, w, now).used
+}
+
+// Add charges units to key's current window and returns the units used in
+// it now.
+func (l *Ledger) Add(key string, units int64, w time.Duration, now time.Time) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	win := l.current(key, w, now)
+	win.used += units
+	return win.used
+}
+
+// current is key's window at now, started afresh when the last one ended;
+// l.mu is held. Ended windows of other keys are dropped as the map grows.
+func (l *Ledger) current(key string, w time.Duration, now time.Time) *window {
+	win := l.m[key]
+	if win == nil || !now.Before(win.start.Add(w)) {
+		if win == nil && len(l.m) >= 4096 {
+			for k, o := range l.m {
+				if !now.Before(o.start.Add(w)) {
+					delete(l.m, k)
+				}
+			}
+		}
+		win = &window{start: now}
+		l.m[key] = win
+	}
+	return win
+}

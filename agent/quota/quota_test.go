@@ -1,0 +1,38 @@
+package quota
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// Units count per key within a window and start again in the next one.
+func TestWindows(t *testing.T) {
+	l := New()
+	t0 := time.Unix(1_700_000_000, 0)
+	for i := 1; i <= 3; i++ {
+		if got := l.Add("a", 1, time.Minute, t0.Add(time.Duration(i)*time.Second)); got != int64(i) {
+			t.Fatalf("add %d: used %d", i, got)
+		}
+	}
+	if l.Used("b", time.Minute, t0) != 0 || l.Used("a", time.Minute, t0.Add(59*time.Second)) != 3 {
+		t.Fatal("keys are not separate")
+	}
+	if l.Used("a", time.Minute, t0.Add(61*time.Second+time.Second)) != 0 {
+		t.Fatal("the window did not end")
+	}
+}
+
+func TestConcurrentAdd(t *testing.T) {
+	l := New()
+	now := time.Unix(1_700_000_000, 0)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.Add("k", 1, time.Minute, now) }()
+	}
+	wg.Wait()
+	if got := l.Used("k", time.Minute, now); got != 50 {
+		t.Fatalf("used %d, want 50", got)
+	}
+}
