@@ -101,7 +101,7 @@ type Ledger interface {
 // Pipeline runs requests. It is safe for concurrent use.
 type Pipeline struct {
 	opts     Options
-	reported sync.Map     // "<entry>|<target>" of redirects reported as drift
+	reported sync.Map      // "<entry>|<target>" of redirects reported as drift
 	quota    *quota.Ledger // local quota budgets (quota.go)
 }
 
