@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,4 +91,85 @@ func TestInterval(t *testing.T) {
 			t.Errorf("%v: %v, want %v", c.in, got, c.want)
 		}
 	}
+}
+
+// clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// TestMetrics: probes run, funnels stopped per layer, and the evidence age
+// per subject — seconds since the last applied Evidence, +Inf for a target
+// that has none, unchanged by a refused Apply, and dropped with its target.
+func TestMetrics(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "com.example/docs", Version: "1"}, nil)
+	ok := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer ok.Close()
+	billing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusPaymentRequired) }))
+	defer billing.Close()
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	clk := &clock{t: time.Date(2026, 9, 14, 9, 0, 0, 0, time.UTC)}
+	all := []probe.Target{{URL: ok.URL, Options: probe.Options{Server: "com.example/docs"}},
+		{URL: billing.URL, Options: probe.Options{Server: "com.example/paid"}}, {URL: "ftp://nope/"}}
+	targets, refusePaid := all, false
+	reg := prometheus.NewRegistry()
+	p, err := prober.New(prober.Options{
+		Targets: func(context.Context) ([]probe.Target, error) { return targets, nil },
+		Apply: func(_ context.Context, b []byte) error {
+			if v, _ := sign.VerifyWithKey(b, key.Public()); refusePaid && v.Object.Metadata.Name == "probe/com.example/paid" {
+				return errors.New("refused")
+			}
+			return nil
+		},
+		Signer: key, Observer: probe.EvidenceOptions{Observer: "org/prober"}, Registerer: reg, Now: clk.now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect := func(want string) {
+		t.Helper()
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcpready_prober_evidence_age_seconds",
+			"mcpready_prober_probes_total", "mcpready_prober_layer_not_ready_total"); err != nil {
+			t.Error(err)
+		}
+	}
+	const head = `# HELP mcpready_prober_evidence_age_seconds Seconds since this prober last applied Evidence for the subject (+Inf: none since it started), one series per target of the latest round.
+# TYPE mcpready_prober_evidence_age_seconds gauge
+`
+	const counters = `# HELP mcpready_prober_layer_not_ready_total Probes whose funnel stopped at a layer, by layer.
+# TYPE mcpready_prober_layer_not_ready_total counter
+mcpready_prober_layer_not_ready_total{layer="access"} %d
+# HELP mcpready_prober_probes_total Endpoints probed.
+# TYPE mcpready_prober_probes_total counter
+mcpready_prober_probes_total %d
+`
+	if _, err := p.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(90 * time.Second)
+	expect(head + `mcpready_prober_evidence_age_seconds{subject="com.example/docs"} 90
+mcpready_prober_evidence_age_seconds{subject="com.example/paid"} 90
+mcpready_prober_evidence_age_seconds{subject="ftp://nope/"} +Inf
+` + fmt.Sprintf(counters, 1, 2))
+
+	refusePaid = true
+	if _, err := p.Round(context.Background()); err == nil {
+		t.Fatal("a refused Apply is not reported")
+	}
+	clk.add(30 * time.Second)
+	expect(head + `mcpready_prober_evidence_age_seconds{subject="com.example/docs"} 30
+mcpready_prober_evidence_age_seconds{subject="com.example/paid"} 120
+mcpready_prober_evidence_age_seconds{subject="ftp://nope/"} +Inf
+` + fmt.Sprintf(counters, 2, 4))
+
+	targets = all[:1] // the others left the registry: their series go
+	if _, err := p.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	expect(head + `mcpready_prober_evidence_age_seconds{subject="com.example/docs"} 0
+` + fmt.Sprintf(counters, 2, 5))
 }
