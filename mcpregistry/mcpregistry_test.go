@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -128,4 +129,54 @@ func TestBadRegistries(t *testing.T) {
 	if _, err := mcpregistry.List(context.Background(), "ftp://x", mcpregistry.Options{}); !errors.Is(err, mcpregistry.ErrURL) {
 		t.Errorf("ftp: %v", err)
 	}
+}
+
+// TestBadCursor: the registry refuses the cursor its own first page named
+// (400): the walk stops with a typed error naming the page, not a loop or a
+// silent partial listing.
+func TestBadCursor(t *testing.T) {
+	var asked []string
+	ts := registry(t, func(w http.ResponseWriter, r *http.Request) {
+		c := r.URL.Query().Get("cursor")
+		asked = append(asked, c)
+		if c == "" {
+			w.Write([]byte(`{"servers":[],"metadata":{"nextCursor":"not a cursor&limit=1"}}`))
+			return
+		}
+		http.Error(w, `{"error":"invalid cursor"}`, http.StatusBadRequest)
+	})
+	_, err := mcpregistry.List(context.Background(), ts.URL, mcpregistry.Options{})
+	if !errors.Is(err, mcpregistry.ErrResponse) || !strings.Contains(err.Error(), "page 2") {
+		t.Fatalf("bad cursor: %v", err)
+	}
+	if len(asked) != 2 || asked[1] != "not a cursor&limit=1" {
+		t.Fatalf("cursors sent %q (the cursor must be sent escaped, as given)", asked)
+	}
+}
+
+// FuzzList serves arbitrary bytes as every page: List returns a typed error
+// or a listing of at most MaxPages pages, and never panics.
+func FuzzList(f *testing.F) {
+	for _, p := range pages {
+		f.Add([]byte(p))
+	}
+	f.Add([]byte(`{"servers":[],"metadata":{"nextCursor":"x"}}`))
+	f.Add([]byte(`{"servers":[{"server":{"name":"a","version":"1","remotes":[{"type":"streamable-http","url":"::"}]}}]}`))
+	var body atomic.Value
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body.Load().([]byte)) }))
+	defer ts.Close()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		body.Store(b)
+		l, err := mcpregistry.List(context.Background(), ts.URL, mcpregistry.Options{MaxPages: 3})
+		if err != nil {
+			if !errors.Is(err, mcpregistry.ErrResponse) && !errors.Is(err, mcpregistry.ErrTooLarge) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if l.Pages > 3 {
+			t.Fatalf("%d pages, bound 3", l.Pages)
+		}
+		mcpregistry.Drafts(ts.URL, l.Records)
+	})
 }

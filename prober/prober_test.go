@@ -168,6 +168,13 @@ mcpready_prober_evidence_age_seconds{subject="com.example/paid"} 120
 mcpready_prober_evidence_age_seconds{subject="ftp://nope/"} +Inf
 ` + fmt.Sprintf(counters, 2, 4))
 
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`# HELP mcpready_prober_evidence_total Evidence artifacts produced, by result (applied, refused).
+# TYPE mcpready_prober_evidence_total counter
+mcpready_prober_evidence_total{result="applied"} 3
+mcpready_prober_evidence_total{result="refused"} 1
+`), "mcpready_prober_evidence_total"); err != nil {
+		t.Error(err)
+	}
 	targets = all[:1] // the others left the registry: their series go
 	if _, err := p.Round(context.Background()); err != nil {
 		t.Fatal(err)
