@@ -87,11 +87,27 @@ func TestImport(t *testing.T) {
 		t.Fatalf("entry %v", e)
 	}
 	if d.Metadata.Labels[mcpregistry.LabelRegistryStatus] != "active" || d.Metadata.Labels[mcpregistry.LabelPublisherMeta] != "present" ||
-		d.Metadata.Labels[mcpregistry.LabelRegistryVersion] != "2.4.1" {
+		d.Metadata.Labels[mcpregistry.LabelRegistryVersion] != "2.4.1" || d.Metadata.Labels[mcpregistry.LabelPublisherVerification] != "github" {
 		t.Fatalf("labels %v", d.Metadata.Labels)
 	}
-	if l := drafts[1].Metadata.Labels; l[mcpregistry.LabelRegistryStatus] != "unknown" || l[mcpregistry.LabelPublisherMeta] != "absent" {
+	if l := drafts[1].Metadata.Labels; l[mcpregistry.LabelRegistryStatus] != "unknown" || l[mcpregistry.LabelPublisherMeta] != "absent" ||
+		l[mcpregistry.LabelPublisherVerification] != "none-recorded" {
 		t.Fatalf("flat record labels %v", l)
+	}
+}
+
+// TestPublisherVerification: a domain-named record with the registry's own
+// metadata is domain-verified, the same record without it has nothing
+// recorded.
+func TestPublisherVerification(t *testing.T) {
+	rec := func(official bool) mcpregistry.Record {
+		return mcpregistry.Record{HasOfficial: official, Server: mcpregistry.Server{Name: "com.example/docs", Version: "1.0.0",
+			Remotes: []mcpregistry.Remote{{Type: "streamable-http", URL: "https://docs.example.com/mcp"}}}}
+	}
+	d := mcpregistry.Drafts("https://registry.example", []mcpregistry.Record{rec(true), rec(false)})
+	if len(d) != 2 || d[0].Metadata.Labels[mcpregistry.LabelPublisherVerification] != "domain" ||
+		d[1].Metadata.Labels[mcpregistry.LabelPublisherVerification] != "none-recorded" {
+		t.Fatalf("labels %v / %v", d[0].Metadata.Labels, d[1].Metadata.Labels)
 	}
 }
 
