@@ -492,3 +492,41 @@ func TestExampleArgumentsBounded(t *testing.T) {
 		t.Fatalf("%d items, %d bytes of string, %d bytes in all", len(got["a"].([]any)), len(got["s"].(string)), len(b))
 	}
 }
+
+// TestMalformedAuthMetadata: a 401 whose challenge is garbage, whose
+// protected-resource metadata is not JSON, or whose authorization server
+// serves garbage metadata gives a specific access reason, never a crash.
+func TestMalformedAuthMetadata(t *testing.T) {
+	var ep *httptest.Server
+	garbageAS := false
+	meta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/garbage" || (garbageAS && strings.HasPrefix(r.URL.Path, "/.well-known/")):
+			w.Write([]byte("{\x00 not json"))
+		case r.URL.Path == "/prm":
+			json.NewEncoder(w).Encode(map[string]any{"resource": ep.URL, "authorization_servers": []string{"http://" + r.Host}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer meta.Close()
+	challenge := ""
+	ep = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", challenge)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer ep.Close()
+	for _, c := range []struct {
+		challenge string
+		garbageAS bool
+		reason    string
+	}{
+		{`Bearer resource_metadata="` + meta.URL + `/garbage"`, false, "auth-metadata-invalid"},
+		{`,,,="\x01`, false, "auth-metadata-invalid"},
+		{`Bearer resource_metadata="` + meta.URL + `/prm"`, true, "auth-server-metadata-invalid"},
+	} {
+		challenge, garbageAS = c.challenge, c.garbageAS
+		want(t, run(t, ep.URL, probe.Options{}), "reachability ready", "access not-ready "+c.reason, "protocol not-reached")
+	}
+}
