@@ -16,12 +16,31 @@ const (
 	LabelRegistryStatus  = "mcpready.dev/registry-status"
 	LabelRegistryVersion = "mcpready.dev/registry-record-version"
 	LabelPublisherMeta   = "mcpready.dev/publisher-metadata"
+	// LabelPublisherVerification says how the registry verified the
+	// publisher's namespace, as far as the record shows: "github" for an
+	// io.github.* name and "domain" (DNS or HTTP proof) for another name in
+	// a record carrying the registry's own metadata, "none-recorded" when
+	// the record carries none. It is a claim about who controls a name,
+	// never about the endpoint.
+	LabelPublisherVerification = "mcpready.dev/publisher-verification"
 )
+
+// verification is the LabelPublisherVerification value of r.
+func verification(r Record) string {
+	switch {
+	case !r.HasOfficial:
+		return "none-recorded"
+	case strings.HasPrefix(r.Server.Name, "io.github."):
+		return "github"
+	}
+	return "domain"
+}
 
 // Drafts turns records into unsigned CANDIDATE RegistryEntry drafts, one
 // per Streamable HTTP remote: the server's identity and endpoint, the
 // discovery source (the registry's record URL), the record's version and
-// status as labels, and whether the publisher supplied metadata. Tools are
+// status as labels, whether the publisher supplied metadata, and how the
+// registry verified the publisher's namespace. Tools are
 // unknown until the server is enrolled, so the identity names none, and
 // the state is CANDIDATE: an import never qualifies anything. Records
 // without such a remote (packages only) give no draft.
@@ -54,7 +73,8 @@ func Drafts(base string, records []Record) []*artifact.Object {
 				status = "unknown"
 			}
 			obj.Metadata.Labels = map[string]string{LabelRegistryStatus: artifact.CleanName(status),
-				LabelRegistryVersion: artifact.CleanName(r.Server.Version), LabelPublisherMeta: map[bool]string{true: "present", false: "absent"}[len(r.Publisher) > 0]}
+				LabelRegistryVersion: artifact.CleanName(r.Server.Version), LabelPublisherMeta: map[bool]string{true: "present", false: "absent"}[len(r.Publisher) > 0],
+				LabelPublisherVerification: verification(r)}
 			out = append(out, obj)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -86,11 +87,27 @@ func TestImport(t *testing.T) {
 		t.Fatalf("entry %v", e)
 	}
 	if d.Metadata.Labels[mcpregistry.LabelRegistryStatus] != "active" || d.Metadata.Labels[mcpregistry.LabelPublisherMeta] != "present" ||
-		d.Metadata.Labels[mcpregistry.LabelRegistryVersion] != "2.4.1" {
+		d.Metadata.Labels[mcpregistry.LabelRegistryVersion] != "2.4.1" || d.Metadata.Labels[mcpregistry.LabelPublisherVerification] != "github" {
 		t.Fatalf("labels %v", d.Metadata.Labels)
 	}
-	if l := drafts[1].Metadata.Labels; l[mcpregistry.LabelRegistryStatus] != "unknown" || l[mcpregistry.LabelPublisherMeta] != "absent" {
+	if l := drafts[1].Metadata.Labels; l[mcpregistry.LabelRegistryStatus] != "unknown" || l[mcpregistry.LabelPublisherMeta] != "absent" ||
+		l[mcpregistry.LabelPublisherVerification] != "none-recorded" {
 		t.Fatalf("flat record labels %v", l)
+	}
+}
+
+// TestPublisherVerification: a domain-named record with the registry's own
+// metadata is domain-verified, the same record without it has nothing
+// recorded.
+func TestPublisherVerification(t *testing.T) {
+	rec := func(official bool) mcpregistry.Record {
+		return mcpregistry.Record{HasOfficial: official, Server: mcpregistry.Server{Name: "com.example/docs", Version: "1.0.0",
+			Remotes: []mcpregistry.Remote{{Type: "streamable-http", URL: "https://docs.example.com/mcp"}}}}
+	}
+	d := mcpregistry.Drafts("https://registry.example", []mcpregistry.Record{rec(true), rec(false)})
+	if len(d) != 2 || d[0].Metadata.Labels[mcpregistry.LabelPublisherVerification] != "domain" ||
+		d[1].Metadata.Labels[mcpregistry.LabelPublisherVerification] != "none-recorded" {
+		t.Fatalf("labels %v / %v", d[0].Metadata.Labels, d[1].Metadata.Labels)
 	}
 }
 
@@ -128,4 +145,54 @@ func TestBadRegistries(t *testing.T) {
 	if _, err := mcpregistry.List(context.Background(), "ftp://x", mcpregistry.Options{}); !errors.Is(err, mcpregistry.ErrURL) {
 		t.Errorf("ftp: %v", err)
 	}
+}
+
+// TestBadCursor: the registry refuses the cursor its own first page named
+// (400): the walk stops with a typed error naming the page, not a loop or a
+// silent partial listing.
+func TestBadCursor(t *testing.T) {
+	var asked []string
+	ts := registry(t, func(w http.ResponseWriter, r *http.Request) {
+		c := r.URL.Query().Get("cursor")
+		asked = append(asked, c)
+		if c == "" {
+			w.Write([]byte(`{"servers":[],"metadata":{"nextCursor":"not a cursor&limit=1"}}`))
+			return
+		}
+		http.Error(w, `{"error":"invalid cursor"}`, http.StatusBadRequest)
+	})
+	_, err := mcpregistry.List(context.Background(), ts.URL, mcpregistry.Options{})
+	if !errors.Is(err, mcpregistry.ErrResponse) || !strings.Contains(err.Error(), "page 2") {
+		t.Fatalf("bad cursor: %v", err)
+	}
+	if len(asked) != 2 || asked[1] != "not a cursor&limit=1" {
+		t.Fatalf("cursors sent %q (the cursor must be sent escaped, as given)", asked)
+	}
+}
+
+// FuzzList serves arbitrary bytes as every page: List returns a typed error
+// or a listing of at most MaxPages pages, and never panics.
+func FuzzList(f *testing.F) {
+	for _, p := range pages {
+		f.Add([]byte(p))
+	}
+	f.Add([]byte(`{"servers":[],"metadata":{"nextCursor":"x"}}`))
+	f.Add([]byte(`{"servers":[{"server":{"name":"a","version":"1","remotes":[{"type":"streamable-http","url":"::"}]}}]}`))
+	var body atomic.Value
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body.Load().([]byte)) }))
+	defer ts.Close()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		body.Store(b)
+		l, err := mcpregistry.List(context.Background(), ts.URL, mcpregistry.Options{MaxPages: 3})
+		if err != nil {
+			if !errors.Is(err, mcpregistry.ErrResponse) && !errors.Is(err, mcpregistry.ErrTooLarge) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if l.Pages > 3 {
+			t.Fatalf("%d pages, bound 3", l.Pages)
+		}
+		mcpregistry.Drafts(ts.URL, l.Records)
+	})
 }

@@ -4,18 +4,34 @@ package probe
 // required properties of objects, const/enum/default first, minimums,
 // minimum lengths and item counts. It is how the probe (and enrolment's
 // qualification) builds a safe canary call.
+//
+// The schema comes from the endpoint, so what it may ask for is bounded: a
+// string is at most MaxExampleLength bytes, an array at most
+// MaxExampleItems items, nesting at most 8 levels, and the whole value at
+// most MaxExampleValues values. A schema that asks for more gets the
+// bounded value, which the endpoint may reject (invocation not ready:
+// arguments-rejected), never an unbounded allocation.
 func ExampleArguments(schema map[string]any) map[string]any {
-	v, _ := example(schema, 0).(map[string]any)
+	budget := MaxExampleValues
+	v, _ := example(schema, 0, &budget).(map[string]any)
 	if v == nil {
 		v = map[string]any{}
 	}
 	return v
 }
 
-func example(s map[string]any, depth int) any {
-	if s == nil || depth > 8 {
+// Bounds of ExampleArguments.
+const (
+	MaxExampleLength = 1024
+	MaxExampleItems  = 16
+	MaxExampleValues = 1024
+)
+
+func example(s map[string]any, depth int, budget *int) any {
+	if s == nil || depth > 8 || *budget <= 0 {
 		return nil
 	}
+	*budget--
 	if c, ok := s["const"]; ok {
 		return c
 	}
@@ -38,13 +54,13 @@ func example(s map[string]any, depth int) any {
 		for _, r := range req {
 			name, _ := r.(string)
 			ps, _ := props[name].(map[string]any)
-			out[name] = example(ps, depth+1)
+			out[name] = example(ps, depth+1, budget)
 		}
 		return out
 	case "string":
 		n := 4
-		if m, ok := num("minLength"); ok && int(m) > n {
-			n = int(m)
+		if m, ok := num("minLength"); ok && m > float64(n) {
+			n = int(min(m, MaxExampleLength))
 		}
 		b := make([]byte, n)
 		for i := range b {
@@ -63,10 +79,10 @@ func example(s map[string]any, depth int) any {
 		return false
 	case "array":
 		out := []any{}
-		if m, ok := num("minItems"); ok {
+		if m, ok := num("minItems"); ok && m > 0 {
 			items, _ := s["items"].(map[string]any)
-			for range int(m) {
-				out = append(out, example(items, depth+1))
+			for range int(min(m, MaxExampleItems)) {
+				out = append(out, example(items, depth+1, budget))
 			}
 		}
 		return out

@@ -455,3 +455,78 @@ func TestEmptyListingIsReady(t *testing.T) {
 		t.Errorf("ready=%v warm=%v", r.Ready(), r.Warm)
 	}
 }
+
+// FuzzExampleArguments: any JSON object an endpoint lists as a tool's input
+// schema yields arguments that marshal as a JSON object, without a panic
+// (the schema comes from the endpoint, so it is untrusted input).
+func FuzzExampleArguments(f *testing.F) {
+	f.Add([]byte(`{"type":"object","required":["q"],"properties":{"q":{"type":"string","minLength":3}}}`))
+	f.Add([]byte(`{"type":"object","required":["a"],"properties":{"a":{"type":"array","minItems":1e9,"items":{"$ref":"#"}}}}`))
+	f.Add([]byte(`{"required":[1,null],"properties":{"x":{"enum":[]}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var schema map[string]any
+		if json.Unmarshal(b, &schema) != nil {
+			return
+		}
+		out, err := json.Marshal(probe.ExampleArguments(schema))
+		if err != nil || len(out) == 0 || out[0] != '{' {
+			t.Fatalf("arguments %s: %v", out, err)
+		}
+	})
+}
+
+// TestExampleArgumentsBounded: an endpoint's schema asking for a billion
+// items, a gigabyte string or nested arrays that multiply gets bounded
+// arguments (before, the probe tried to build them and ran out of memory).
+func TestExampleArgumentsBounded(t *testing.T) {
+	var schema map[string]any
+	if err := json.Unmarshal([]byte(`{"type":"object","required":["a","s","n"],"properties":{
+		"a":{"type":"array","minItems":1e9,"items":{"type":"string"}},
+		"s":{"type":"string","minLength":1e12},
+		"n":{"type":"array","minItems":1000,"items":{"type":"array","minItems":1000,"items":{"type":"array","minItems":1000,"items":{"type":"string","minLength":1000}}}}}}`), &schema); err != nil {
+		t.Fatal(err)
+	}
+	got := probe.ExampleArguments(schema)
+	b, _ := json.Marshal(got)
+	if len(got["a"].([]any)) != probe.MaxExampleItems || len(got["s"].(string)) != probe.MaxExampleLength || len(b) > probe.MaxExampleValues*(probe.MaxExampleLength+8) {
+		t.Fatalf("%d items, %d bytes of string, %d bytes in all", len(got["a"].([]any)), len(got["s"].(string)), len(b))
+	}
+}
+
+// TestMalformedAuthMetadata: a 401 whose challenge is garbage, whose
+// protected-resource metadata is not JSON, or whose authorization server
+// serves garbage metadata gives a specific access reason, never a crash.
+func TestMalformedAuthMetadata(t *testing.T) {
+	var ep *httptest.Server
+	garbageAS := false
+	meta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/garbage" || (garbageAS && strings.HasPrefix(r.URL.Path, "/.well-known/")):
+			w.Write([]byte("{\x00 not json"))
+		case r.URL.Path == "/prm":
+			json.NewEncoder(w).Encode(map[string]any{"resource": ep.URL, "authorization_servers": []string{"http://" + r.Host}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer meta.Close()
+	challenge := ""
+	ep = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", challenge)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer ep.Close()
+	for _, c := range []struct {
+		challenge string
+		garbageAS bool
+		reason    string
+	}{
+		{`Bearer resource_metadata="` + meta.URL + `/garbage"`, false, "auth-metadata-invalid"},
+		{`,,,="\x01`, false, "auth-metadata-invalid"},
+		{`Bearer resource_metadata="` + meta.URL + `/prm"`, true, "auth-server-metadata-invalid"},
+	} {
+		challenge, garbageAS = c.challenge, c.garbageAS
+		want(t, run(t, ep.URL, probe.Options{}), "reachability ready", "access not-ready "+c.reason, "protocol not-reached")
+	}
+}

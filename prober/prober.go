@@ -6,6 +6,16 @@
 // before it expires), with jitter so that a fleet of probers does not
 // arrive together.
 //
+// Metrics (names and labels are the operator's contract, see
+// docs/operator.md): probes run, funnels stopped per layer, Evidence applied
+// or refused, the last round's end, and the evidence age per subject — a
+// gauge of seconds since this prober last applied Evidence for a subject,
+// +Inf while it has applied none since it started, the series an operator
+// alerts on (age above the Policy's maximum). The subject label takes one
+// value per target of the latest round (its server name, or its URL when it
+// has none), and a subject no longer among the targets is dropped, so the
+// series are bounded by the registry's distinct endpoints.
+//
 // It must not decide what is safe to call (the targets carry the read-only
 // tools their entries classify) and must not store anything itself: what
 // it produces goes through the caller's Apply, which on the control plane
@@ -17,8 +27,10 @@ import (
 	"crypto"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +59,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the prober's metrics; nil records nothing.
 	Registerer prometheus.Registerer
+	// Now is the clock the evidence age is measured with. Zero: time.Now.
+	Now func() time.Time
+	// Jitter draws the jitter added to each wait between rounds: a value in
+	// [0, n] for n the tenth of the interval. Zero: uniform from
+	// math/rand/v2's runtime-seeded source.
+	Jitter func(n int64) int64
+	// After waits between rounds, as time.After does. Zero: time.After.
+	After func(time.Duration) <-chan time.Time
 }
 
 // Interval bounds.
@@ -63,6 +83,7 @@ type Prober struct {
 	failed   *prometheus.CounterVec
 	applied  *prometheus.CounterVec
 	lastDone prometheus.Gauge
+	age      *ageCollector
 }
 
 // New checks o and registers the metrics.
@@ -82,8 +103,18 @@ func New(o Options) (*Prober, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	if p.o.Now == nil {
+		p.o.Now = time.Now
+	}
+	if p.o.Jitter == nil {
+		p.o.Jitter = func(n int64) int64 { return rand.Int64N(n + 1) }
+	}
+	if p.o.After == nil {
+		p.o.After = time.After
+	}
+	p.age = &ageCollector{now: p.o.Now, last: map[string]time.Time{}}
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{p.probes, p.failed, p.applied, p.lastDone} {
+		for _, c := range []prometheus.Collector{p.probes, p.failed, p.applied, p.lastDone, p.age} {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("prober: metrics: %w", err)
 			}
@@ -100,6 +131,11 @@ func (p *Prober) Round(ctx context.Context) ([]*probe.Report, error) {
 		return nil, fmt.Errorf("prober: targets: %w", err)
 	}
 	reports, errs := probe.RunAll(ctx, targets, p.o.Concurrency)
+	subjects := make([]string, len(targets))
+	for i, t := range targets {
+		subjects[i] = subject(t)
+	}
+	p.age.keep(subjects)
 	var first error
 	for i, r := range reports {
 		if errs[i] != nil {
@@ -121,6 +157,7 @@ func (p *Prober) Round(ctx context.Context) ([]*probe.Report, error) {
 			continue
 		}
 		p.applied.WithLabelValues("applied").Inc()
+		p.age.applied(subjects[i])
 	}
 	p.lastDone.SetToCurrentTime()
 	return reports, first
@@ -167,14 +204,71 @@ func (p *Prober) Run(ctx context.Context) error {
 				every = Interval(m)
 			}
 		}
-		wait := every + time.Duration(rand.Int64N(int64(every/10)+1))
+		wait := every + time.Duration(p.o.Jitter(int64(every/10)))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-p.o.After(wait):
 		}
 	}
 }
 
 // FailedCounter is mcpready_prober_layer_not_ready_total, by layer.
 func (p *Prober) FailedCounter() *prometheus.CounterVec { return p.failed }
+
+// subject is the evidence-age label of a target: its server name, or its URL
+// when it has none.
+func subject(t probe.Target) string {
+	if t.Options.Server != "" {
+		return t.Options.Server
+	}
+	return t.URL
+}
+
+var ageDesc = prometheus.NewDesc("mcpready_prober_evidence_age_seconds",
+	"Seconds since this prober last applied Evidence for the subject (+Inf: none since it started), one series per target of the latest round.",
+	[]string{"subject"}, nil)
+
+// ageCollector reports the evidence age of the latest round's subjects,
+// measured when scraped.
+type ageCollector struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	last map[string]time.Time // subject -> last applied; zero: none yet
+}
+
+// keep makes subjects the reported set, dropping the others.
+func (a *ageCollector) keep(subjects []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	next := make(map[string]time.Time, len(subjects))
+	for _, s := range subjects {
+		next[s] = a.last[s]
+	}
+	a.last = next
+}
+
+func (a *ageCollector) applied(s string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.last[s] = a.now()
+}
+
+func (a *ageCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ageDesc }
+
+func (a *ageCollector) Collect(ch chan<- prometheus.Metric) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	for s, at := range a.last {
+		age := math.Inf(1)
+		if !at.IsZero() {
+			age = now.Sub(at).Seconds()
+		}
+		m, err := prometheus.NewConstMetric(ageDesc, prometheus.GaugeValue, age, s)
+		if err != nil { // a subject that is not valid UTF-8: reported as a scrape error, never a panic
+			m = prometheus.NewInvalidMetric(ageDesc, err)
+		}
+		ch <- m
+	}
+}

@@ -4,9 +4,14 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,5 +92,238 @@ func TestInterval(t *testing.T) {
 		if got := prober.Interval(c.in); got != c.want {
 			t.Errorf("%v: %v, want %v", c.in, got, c.want)
 		}
+	}
+}
+
+// clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// TestMetrics: probes run, funnels stopped per layer, and the evidence age
+// per subject — seconds since the last applied Evidence, +Inf for a target
+// that has none, unchanged by a refused Apply, and dropped with its target.
+func TestMetrics(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "com.example/docs", Version: "1"}, nil)
+	ok := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer ok.Close()
+	billing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusPaymentRequired) }))
+	defer billing.Close()
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	clk := &clock{t: time.Date(2026, 9, 14, 9, 0, 0, 0, time.UTC)}
+	all := []probe.Target{{URL: ok.URL, Options: probe.Options{Server: "com.example/docs"}},
+		{URL: billing.URL, Options: probe.Options{Server: "com.example/paid"}}, {URL: "ftp://nope/"}}
+	targets, refusePaid := all, false
+	reg := prometheus.NewRegistry()
+	p, err := prober.New(prober.Options{
+		Targets: func(context.Context) ([]probe.Target, error) { return targets, nil },
+		Apply: func(_ context.Context, b []byte) error {
+			if v, _ := sign.VerifyWithKey(b, key.Public()); refusePaid && v.Object.Metadata.Name == "probe/com.example/paid" {
+				return errors.New("refused")
+			}
+			return nil
+		},
+		Signer: key, Observer: probe.EvidenceOptions{Observer: "org/prober"}, Registerer: reg, Now: clk.now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect := func(want string) {
+		t.Helper()
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcpready_prober_evidence_age_seconds",
+			"mcpready_prober_probes_total", "mcpready_prober_layer_not_ready_total"); err != nil {
+			t.Error(err)
+		}
+	}
+	const head = `# HELP mcpready_prober_evidence_age_seconds Seconds since this prober last applied Evidence for the subject (+Inf: none since it started), one series per target of the latest round.
+# TYPE mcpready_prober_evidence_age_seconds gauge
+`
+	const counters = `# HELP mcpready_prober_layer_not_ready_total Probes whose funnel stopped at a layer, by layer.
+# TYPE mcpready_prober_layer_not_ready_total counter
+mcpready_prober_layer_not_ready_total{layer="access"} %d
+# HELP mcpready_prober_probes_total Endpoints probed.
+# TYPE mcpready_prober_probes_total counter
+mcpready_prober_probes_total %d
+`
+	if _, err := p.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(90 * time.Second)
+	expect(head + `mcpready_prober_evidence_age_seconds{subject="com.example/docs"} 90
+mcpready_prober_evidence_age_seconds{subject="com.example/paid"} 90
+mcpready_prober_evidence_age_seconds{subject="ftp://nope/"} +Inf
+` + fmt.Sprintf(counters, 1, 2))
+
+	refusePaid = true
+	if _, err := p.Round(context.Background()); err == nil {
+		t.Fatal("a refused Apply is not reported")
+	}
+	clk.add(30 * time.Second)
+	expect(head + `mcpready_prober_evidence_age_seconds{subject="com.example/docs"} 30
+mcpready_prober_evidence_age_seconds{subject="com.example/paid"} 120
+mcpready_prober_evidence_age_seconds{subject="ftp://nope/"} +Inf
+` + fmt.Sprintf(counters, 2, 4))
+
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`# HELP mcpready_prober_evidence_total Evidence artifacts produced, by result (applied, refused).
+# TYPE mcpready_prober_evidence_total counter
+mcpready_prober_evidence_total{result="applied"} 3
+mcpready_prober_evidence_total{result="refused"} 1
+`), "mcpready_prober_evidence_total"); err != nil {
+		t.Error(err)
+	}
+	targets = all[:1] // the others left the registry: their series go
+	if _, err := p.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	expect(head + `mcpready_prober_evidence_age_seconds{subject="com.example/docs"} 0
+` + fmt.Sprintf(counters, 2, 5))
+}
+
+// TestJitter runs Run with a seeded jitter source and a recording wait:
+// every wait lies in [interval, interval*1.1], and the waits are spread
+// across that range, not bunched at one end.
+func TestJitter(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	src := mrand.New(mrand.NewPCG(1, 2))
+	const rounds = 200
+	every := 5 * time.Minute // half the shortest maximum age below
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waits []time.Duration
+	roundsRun := 0
+	p, err := prober.New(prober.Options{
+		Targets: func(context.Context) ([]probe.Target, error) { roundsRun++; return nil, nil },
+		MaxAge: func(context.Context) (map[string]*durationpb.Duration, error) {
+			return map[string]*durationpb.Duration{"reachability": durationpb.New(10 * time.Minute)}, nil
+		},
+		Apply:  func(context.Context, []byte) error { return nil },
+		Signer: key, Observer: probe.EvidenceOptions{Observer: "org/prober"},
+		Jitter: func(n int64) int64 { return src.Int64N(n + 1) },
+		After: func(d time.Duration) <-chan time.Time {
+			waits = append(waits, d)
+			if len(waits) == rounds {
+				cancel()
+				return nil // never fires: Run must return on ctx
+			}
+			c := make(chan time.Time, 1)
+			c <- time.Time{}
+			return c
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(waits) != rounds || roundsRun != rounds {
+		t.Fatalf("%d waits, %d rounds, want %d", len(waits), roundsRun, rounds)
+	}
+	lo, hi := waits[0], waits[0]
+	distinct := map[time.Duration]bool{}
+	buckets := make([]int, 10) // tenths of the jitter range
+	for _, w := range waits {
+		if w < every || w > every+every/10 {
+			t.Fatalf("wait %v outside [%v, %v]", w, every, every+every/10)
+		}
+		lo, hi = min(lo, w), max(hi, w)
+		distinct[w] = true
+		buckets[min(int((w-every)*100/every), 9)]++
+	}
+	if hi-lo < every/10*9/10 || len(distinct) < rounds*9/10 {
+		t.Errorf("waits not spread: %v to %v, %d distinct", lo, hi, len(distinct))
+	}
+	for i, n := range buckets {
+		if n == 0 {
+			t.Errorf("no wait in the %d%%-%d%% jitter band: %v", i, i+1, buckets)
+		}
+	}
+}
+
+// TestZeroJitterIsBounded: the zero Options (runtime-seeded jitter, real
+// time.After) also keeps each wait in [interval, interval*1.1].
+func TestZeroJitterIsBounded(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waits []time.Duration
+	p, err := prober.New(prober.Options{
+		Targets: func(context.Context) ([]probe.Target, error) { return nil, nil },
+		Apply:   func(context.Context, []byte) error { return nil },
+		Signer:  key, Observer: probe.EvidenceOptions{Observer: "org/prober"},
+		After: func(d time.Duration) <-chan time.Time {
+			if waits = append(waits, d); len(waits) == 50 {
+				cancel()
+			}
+			return time.After(0)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Run(ctx)
+	for _, w := range waits {
+		if w < prober.DefaultInterval || w > prober.DefaultInterval*11/10 {
+			t.Fatalf("wait %v outside [1h, 1h6m]", w)
+		}
+	}
+}
+
+// TestConcurrencyBounded probes 12 real go-sdk endpoints with Concurrency
+// 3. Each funnel's first step (the registry lookup) blocks until the test
+// releases it: exactly 3 funnels reach it, no fourth starts while they are
+// held, and once released all 12 complete.
+func TestConcurrencyBounded(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "com.example/s", Version: "1"}, nil)
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	defer ts.Close()
+	started, release := make(chan string, 12), make(chan struct{})
+	registered := func(ctx context.Context, server string) (bool, error) {
+		started <- server
+		select {
+		case <-release:
+			return true, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	targets := make([]probe.Target, 12)
+	for i := range targets {
+		targets[i] = probe.Target{URL: fmt.Sprintf("%s/mcp/%d", ts.URL, i), Options: probe.Options{Server: fmt.Sprintf("com.example/s%d", i), Registered: registered}}
+	}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	var applied atomic.Int64
+	p, err := prober.New(prober.Options{
+		Targets: func(context.Context) ([]probe.Target, error) { return targets, nil },
+		Apply:   func(context.Context, []byte) error { applied.Add(1); return nil },
+		Signer:  key, Observer: probe.EvidenceOptions{Observer: "org/prober"}, Concurrency: 3,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := p.Round(context.Background()); done <- err }()
+	for range 3 {
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("fewer than 3 funnels started")
+		}
+	}
+	select {
+	case s := <-started:
+		t.Fatalf("a fourth funnel (%s) started while 3 were in flight", s)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(started) != 9 || applied.Load() != 12 {
+		t.Fatalf("%d more funnels started, %d applied; want 9 and 12", len(started), applied.Load())
 	}
 }

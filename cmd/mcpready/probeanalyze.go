@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -79,7 +81,7 @@ func analyzeTable(tw *tabwriter.Writer, r *analyze.Result) {
 	c("call_ok among listed", r.CalledAmongListed)
 	c("listed, call not completed", r.ListedNotCalled)
 	c("call not completed", r.NotCalled)
-	p("probed", "%s to %s (%d s)", r.First.Format("2006-01-02 15:04:05Z"), r.Last.Format("15:04:05Z"), r.SpanSeconds)
+	p("probed", "%s to %s (%d s; dates %s)", r.First.UTC().Format(time.RFC3339), r.Last.UTC().Format(time.RFC3339), r.SpanSeconds, strings.Join(r.Dates, ", "))
 	p("successful listing", "median %g ms over %d", r.Listing.MedianMs, r.Listing.N)
 	p("successful call", "median %g ms over %d; P95 %g ms nearest-rank, %g ms interpolated (N-1); fastest %g ms, slowest %g ms",
 		r.Call.MedianMs, r.Call.N, r.Call.P95NearestMs, r.Call.P95LinearMs, r.Call.MinMs, r.Call.MaxMs)
@@ -96,8 +98,8 @@ func analyzeTable(tw *tabwriter.Writer, r *analyze.Result) {
 	for _, v := range vals {
 		p(fmt.Sprintf("  streak %d", v), "%d", r.Streaks[v])
 	}
-	p("tools column", "sum %d, max %d (%d at max), median %g, %d with one, %d above ten, %d in 51-100",
-		r.ToolsSum, r.ToolsMax, r.ToolsAtMax, r.ToolsMedian, r.ToolsOne, r.ToolsAboveTen, r.Tools51To100)
+	p("tools column", "over %d records: sum %d, max %d (%d at max), median %g, %d with one, %d above ten, %d in 51-100",
+		r.ToolsRecords, r.ToolsSum, r.ToolsMax, r.ToolsAtMax, r.ToolsMedian, r.ToolsOne, r.ToolsAboveTen, r.Tools51To100)
 	p("no probed_tool", "%d (%d of them listed)", r.NoProbedTool, r.NoProbedToolListed)
 	p("distinct probed tools", "%d", r.DistinctProbed)
 	cols := make([]string, 0, len(r.Blanks))

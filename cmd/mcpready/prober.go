@@ -47,7 +47,8 @@ classified READ_ONLY, and applies one signed SYNTHETIC Evidence per server
 age the Policies set (at least 1m; 1h when none is set), plus up to 10%
 jitter. --once runs one round and exits (1 if any Evidence was refused).
 The TrustPolicy must grant the key Evidence. Metrics
-(mcpready_prober_*) are served on --metrics-listen when given.`,
+(mcpready_prober_*, among them mcpready_prober_evidence_age_seconds{subject},
+the one to alert on) are served on --metrics-listen when given.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}

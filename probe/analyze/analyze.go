@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -76,7 +77,9 @@ type Band struct {
 	Calls int    `json:"calls"`
 }
 
-// Result is every figure, each with its denominator.
+// Result is every figure, each with its denominator. Dates are the distinct
+// UTC dates of probed_at, in order; the Tools* figures are over the
+// ToolsRecords records with a tools value.
 type Result struct {
 	Label              string         `json:"label"`
 	SHA256             string         `json:"sha256"`
@@ -89,6 +92,7 @@ type Result struct {
 	CalledAmongListed  Count          `json:"calledAmongListed"`
 	ListedNotCalled    Count          `json:"listedNotCalled"`
 	NotCalled          Count          `json:"notCalled"`
+	Dates              []string       `json:"dates"`
 	First              time.Time      `json:"first"`
 	Last               time.Time      `json:"last"`
 	SpanSeconds        int            `json:"spanSeconds"`
@@ -98,6 +102,7 @@ type Result struct {
 	Bands              []Band         `json:"bands"`
 	StreakAtLeast3     Count          `json:"streakAtLeastThree"`
 	Streaks            map[int]int    `json:"streaksAtLeastThreeByValue"`
+	ToolsRecords       int            `json:"toolsRecords"`
 	ToolsSum           int            `json:"toolsSum"`
 	ToolsMax           int            `json:"toolsMax"`
 	ToolsAtMax         int            `json:"toolsAtMax"`
@@ -251,7 +256,7 @@ func boolCell(s, col string) (bool, error) {
 }
 
 func fill(r *Result, rows []row) {
-	servers, urls, probed := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	servers, urls, probed, dates := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	var listed, called, calledListed, listedNotCalled int
 	var listMs, callMs, tools []float64
 	for i, x := range rows {
@@ -274,6 +279,7 @@ func fill(r *Result, rows []row) {
 		if x.listOK && !x.callOK {
 			listedNotCalled++
 		}
+		dates[x.at.UTC().Format(time.DateOnly)] = true
 		if i == 0 || x.at.Before(r.First) {
 			r.First = x.at
 		}
@@ -314,6 +320,8 @@ func fill(r *Result, rows []row) {
 	r.ListedNotCalled = count(listedNotCalled, listed, "listed records")
 	r.NotCalled = count(n-called, n, "records")
 	r.SpanSeconds = int(r.Last.Sub(r.First) / time.Second)
+	r.Dates = slices.Sorted(maps.Keys(dates))
+	r.ToolsRecords = len(tools)
 	r.Listing = latency(listMs)
 	r.Call = latency(callMs)
 	r.Bands = Bands(callMs)
