@@ -65,6 +65,11 @@ func provenance(overrides map[string]Rule) map[string]Rule {
 var enforcement = map[Kind]map[string]Rule{
 	KindTrustPolicy: merge(provenance(map[string]Rule{
 		"expiresAt": yes(inSign, "an expired trust policy verifies nothing; not stored or installed"),
+		"version":   yes(inFreshness, "one chain per organisation whatever the name: the active TrustPolicy is the highest signed version that verifies against the root (sign.PickTrust), and a new one must be newer than it"),
+	}), under("supersedes", map[string]Rule{
+		"name":    yes(inFreshness, "the control plane requires the active TrustPolicy's name, version and digest exactly; an agent requires them when they name the version it holds (sign.CheckSuccessor)"),
+		"version": yes(inFreshness, "must be older than the policy's own version"),
+		"digest":  yes(inFreshness, "sha256 of the superseded bundle; a mismatch is a fork (trust-chain)"),
 	}), under("keys", map[string]Rule{
 		"keyId":            yes(inSign, "must match the public key"),
 		"publicKey":        yes(inSign, ""),
@@ -301,9 +306,11 @@ var enforcement = map[Kind]map[string]Rule{
 		"version":   no("a tombstone's own version is not compared; the target's highest version outlives the deletion, so a deleted version cannot be applied again"),
 		"expiresAt": yes("controlplane/writer", "an expired tombstone deletes nothing"),
 	}), map[string]Rule{
-		"targetKind": yes(inAdmin, "the key must be granted the target kind"),
-		"targetName": yes(inAdmin, "the key's scopes must cover the target name"),
-		"reason":     rec("kept in history"),
+		"targetKind":    yes(inAdmin, "the key must be granted the target kind"),
+		"targetName":    yes(inAdmin, "the key's scopes must cover the target name"),
+		"reason":        rec("kept in history"),
+		"targetVersion": no("not compared yet"),
+		"targetDigest":  no("not compared yet"),
 	}),
 }
 

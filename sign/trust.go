@@ -33,6 +33,7 @@ import (
 // not "com.example").
 type Trust struct {
 	policy *Verified
+	ref    TrustRef
 	root   *keyVerifier
 	grants map[string]*grant
 }
@@ -76,7 +77,7 @@ func NewTrust(trustPolicyBundle []byte, root crypto.PublicKey, now time.Time) (*
 	if exp := tp.GetProvenance().GetExpiresAt(); exp != nil && now.After(exp.AsTime()) {
 		return nil, verifyErr(ReasonKeyExpired, v.KeyID, "trust policy %q expired at %s", v.Object.Metadata.Name, exp.AsTime().Format(time.RFC3339))
 	}
-	t := &Trust{policy: v, root: rk, grants: make(map[string]*grant, len(tp.GetKeys()))}
+	t := &Trust{policy: v, ref: TrustRef{Name: v.Object.Metadata.Name, Version: v.Object.Version(), Digest: artifact.Digest(trustPolicyBundle)}, root: rk, grants: make(map[string]*grant, len(tp.GetKeys()))}
 	for i, kg := range tp.GetKeys() {
 		g, err := newGrant(kg)
 		if err != nil {

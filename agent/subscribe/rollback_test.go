@@ -70,10 +70,10 @@ func TestAgentRefusesReplayEveryKind(t *testing.T) {
 				name = "default"
 			}
 			v2 := env.Sign(sample(k, name, "2", "", time.Time{}))
-			v3 := env.Sign(sample(k, name, "3", "", time.Time{}))
 			if err := offer(c, k, name, v2); err != nil {
 				t.Fatal(err)
 			}
+			v3 := env.Sign(successor(c, sample(k, name, "3", "", time.Time{})))
 			oldLKG, err := os.ReadFile(lkg)
 			if err != nil {
 				t.Fatal(err)
@@ -92,7 +92,7 @@ func TestAgentRefusesReplayEveryKind(t *testing.T) {
 				}
 			}
 			refused(c, "older", v2, artifact.ErrRollback)
-			refused(c, "equal, other content", env.Sign(sample(k, name, "3", "other", time.Time{})), artifact.ErrRollback)
+			refused(c, "equal, other content", env.Sign(successor(c, sample(k, name, "3", "other", time.Time{}))), artifact.ErrRollback)
 			refused(c, "unversioned", env.Sign(sample(k, name, "", "", time.Time{})), artifact.ErrRollback)
 			if k != artifact.KindTrustPolicy { // an expired TrustPolicy fails verification itself
 				refused(c, "expired", env.Sign(sample(k, name, "9", "", time.Now().Add(-time.Minute))), artifact.ErrExpired)
@@ -139,15 +139,34 @@ func TestAgentRefusesReplayEveryKind(t *testing.T) {
 	}
 }
 
+// successor makes o, when it is a TrustPolicy, supersede c's active one.
+func successor(c *Client, o *artifact.Object) *artifact.Object {
+	if tp, ok := o.Spec.(*mcpreadyv1.TrustPolicy); ok && c.Snapshot().Trust != nil {
+		ref := c.Snapshot().Trust.Ref()
+		tp.Supersedes = &mcpreadyv1.TrustPolicyRef{Name: ref.Name, Version: ref.Version, Digest: ref.Digest}
+	}
+	return o
+}
+
 // trustGranting is a root-signed TrustPolicy "default" at version that
-// grants org the Policy kind, revoked when revoked is set.
+// grants org the Policy kind, revoked when revoked is set; it supersedes
+// the one env stores.
 func trustGranting(t *testing.T, env *cptest.Env, org crypto.Signer, version string, revoked bool) []byte {
 	t.Helper()
+	cur, err := env.Store.Get(context.Background(), artifact.KindTrustPolicy, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := sign.Peek(cur.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup := &mcpreadyv1.TrustPolicyRef{Name: "default", Version: o.Version(), Digest: cur.Digest}
 	g := testpki.Grant(t, "org", org, []string{"Policy"}, nil)
 	if revoked {
 		g.Revoked, g.RevocationReason = true, "compromised"
 	}
-	return env.Sign(artifact.New(artifact.KindTrustPolicy, "default", &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: version}, Keys: []*mcpreadyv1.KeyGrant{g}}))
+	return env.Sign(artifact.New(artifact.KindTrustPolicy, "default", &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: version}, Keys: []*mcpreadyv1.KeyGrant{g}, Supersedes: sup}))
 }
 
 // nackLog collects the client's log lines.

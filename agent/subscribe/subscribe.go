@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,7 +178,7 @@ func verify(trust *sign.Trust, k artifact.Kind, r *mcpreadyv1.Resource, now time
 	}
 	v, err := trust.Verify(r.GetBundle(), now)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s %q: %v", ErrRejected, k, r.GetName(), err)
+		return nil, fmt.Errorf("%w: %s %q: %w", ErrRejected, k, r.GetName(), err)
 	}
 	if v.Object.Kind != k || v.Object.Metadata.Name != r.GetName() {
 		return nil, fmt.Errorf("%w: %s %q: bundle holds %s %q", ErrRejected, k, r.GetName(), v.Object.Kind, v.Object.Metadata.Name)
@@ -187,35 +186,31 @@ func verify(trust *sign.Trust, k artifact.Kind, r *mcpreadyv1.Resource, now time
 	return newResource(r.GetName(), k, r.GetVersion(), r.GetBundle(), v), nil
 }
 
-// pickTrust verifies the TrustPolicy among rs (the highest version wins).
+// pickTrust applies the trust chain rule (sign/chain.go) to the offered
+// TrustPolicies: the highest signed version that verifies against the
+// root, which must succeed the held one (the highest TrustPolicy mark,
+// whatever its name). Store revisions and names play no part. c.mu must
+// be held.
 func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Resource, error) {
-	var best *mcpreadyv1.Resource
+	bundles := make([][]byte, 0, len(rs))
+	byDigest := make(map[string]*mcpreadyv1.Resource, len(rs))
 	for _, r := range rs {
-		if best == nil || versionLess(best.GetVersion(), r.GetVersion()) {
-			best = r
-		}
+		bundles = append(bundles, r.GetBundle())
+		byDigest[artifact.Digest(r.GetBundle())] = r
 	}
-	if best == nil {
-		return nil, nil, fmt.Errorf("%w: no TrustPolicy offered", ErrRejected)
-	}
-	t, err := sign.NewTrust(best.GetBundle(), c.opts.Root, c.opts.Now())
+	t, ref, err := sign.PickTrust(bundles, c.opts.Root, c.opts.Now())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: %v", ErrRejected, best.GetName(), err)
+		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: %w", ErrRejected, ref.Name, err)
 	}
-	v := t.Policy()
-	if v.Object.Metadata.Name != best.GetName() {
-		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: bundle holds %q", ErrRejected, best.GetName(), v.Object.Metadata.Name)
+	best := byDigest[ref.Digest]
+	if best.GetName() != ref.Name {
+		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: bundle holds %q", ErrRejected, best.GetName(), ref.Name)
 	}
-	return t, newResource(best.GetName(), artifact.KindTrustPolicy, best.GetVersion(), best.GetBundle(), v), nil
-}
-
-func versionLess(a, b string) bool {
-	ai, aerr := strconv.ParseInt(a, 10, 64)
-	bi, berr := strconv.ParseInt(b, 10, 64)
-	if aerr == nil && berr == nil {
-		return ai < bi
+	head, ok := c.marks.head(artifact.KindTrustPolicy)
+	if err := sign.CheckSuccessor(head, ok, t, false); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrRejected, err)
 	}
-	return a < b
+	return t, newResource(best.GetName(), artifact.KindTrustPolicy, best.GetVersion(), best.GetBundle(), t.Policy()), nil
 }
 
 // Apply applies one response for kind k: upserts and removals (incremental),

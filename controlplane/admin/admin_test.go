@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/artifact"
@@ -212,14 +213,24 @@ func TestExpiredTrustPolicyAcceptsOnlyANewOne(t *testing.T) {
 	ctx := context.Background()
 	short := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", ExpiresAt: timestamppb.New(now.Add(time.Hour))},
 		Keys: []*mcpreadyv1.KeyGrant{testpki.Grant(t, "org", p.Org, []string{"Policy"}, nil)}}
-	apply(t, svc, testpki.Sign(t, artifact.New(artifact.KindTrustPolicy, "test/trust", short), p.Root))
+	shortBundle := testpki.Sign(t, artifact.New(artifact.KindTrustPolicy, "test/trust", short), p.Root)
+	apply(t, svc, shortBundle)
 	apply(t, svc, testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org))
 	clock = func() time.Time { return now.Add(2 * time.Hour) }
 	_, err := svc.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: testpki.Sign(t, testpki.Policy("org/p", "2", nil), p.Org)})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no longer verifies") {
 		t.Fatalf("write under an expired trust policy: %v", err)
 	}
-	apply(t, svc, p.TrustPolicy) // a fresh root-signed policy is accepted
+	if _, err := svc.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "trust-chain") {
+		t.Fatalf("a renewal that names no superseded version: %v", err)
+	}
+	renewed, err := sign.Peek(p.TrustPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := proto.Clone(renewed.Spec).(*mcpreadyv1.TrustPolicy)
+	tp.Supersedes = &mcpreadyv1.TrustPolicyRef{Name: "test/trust", Version: "", Digest: artifact.Digest(shortBundle)}
+	apply(t, svc, testpki.Sign(t, artifact.New(artifact.KindTrustPolicy, "test/trust", tp), p.Root)) // a fresh root-signed successor is accepted
 	if r := apply(t, svc, testpki.Sign(t, testpki.Policy("org/p", "2", nil), p.Org)); r.Revision != 2 {
 		t.Fatalf("after renewal: %v", r)
 	}
