@@ -98,6 +98,10 @@ type Options struct {
 	Metrics *prometheus.Registry
 	// SyncMode selects the Discovery variant (incremental by default).
 	SyncMode subscribe.Mode
+	// MaxStaleness, when positive, refuses every call (configuration_stale)
+	// while the TrustPolicy or a Policy the agent holds was signed
+	// (provenance.issuedAt) longer ago; zero is no limit.
+	MaxStaleness time.Duration
 }
 
 // Agent is a configured host agent. Run it once.
@@ -115,6 +119,8 @@ type Agent struct {
 	prevP *mcpreadyv1.Policy
 	// installed is the generation of the last snapshot handed to the front.
 	installed atomic.Uint64
+	// stale: the installed snapshot was refused as stale.
+	stale atomic.Bool
 }
 
 // New validates opts, loads the configuration file and the last known good
@@ -268,12 +274,19 @@ func (a *Agent) append(r *mcpreadyv1.Receipt) {
 	}
 }
 
-// install builds the decision state of a verified snapshot and hands it to the front.
+// install builds the decision state of a verified snapshot and hands it
+// to the front; a stale snapshot (Options.MaxStaleness) refuses every
+// call instead.
 func (a *Agent) install(s *subscribe.Snapshot) {
 	st, pol, err := buildState(s, a.prev, a.prevP)
 	if err != nil {
 		a.opts.Logger.Warn("agent: configuration not usable; keeping the previous one", "err", err)
 		return
+	}
+	st.Stale = s.Stale(time.Now(), a.opts.MaxStaleness)
+	a.stale.Store(st.Stale != nil)
+	if st.Stale != nil {
+		a.opts.Logger.Error("agent: refusing every call until a freshly signed configuration arrives", "err", st.Stale)
 	}
 	if st.Decide != nil {
 		for _, w := range st.Decide.Warnings() {
@@ -412,8 +425,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// follow installs every new verified snapshot.
+// follow installs every new verified snapshot, and re-checks the
+// installed one's staleness as time passes.
 func (a *Agent) follow(ctx context.Context) {
+	var tick <-chan time.Time
+	if a.opts.MaxStaleness > 0 {
+		t := time.NewTicker(min(max(a.opts.MaxStaleness/20, time.Second), time.Minute))
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		ch := a.sync.Changed()
 		if s := a.sync.Snapshot(); s.Generation != a.installed.Load() {
@@ -423,6 +443,10 @@ func (a *Agent) follow(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ch:
+		case <-tick:
+			if s := a.sync.Snapshot(); !a.stale.Load() && s.Stale(time.Now(), a.opts.MaxStaleness) != nil {
+				a.install(s)
+			}
 		}
 	}
 }

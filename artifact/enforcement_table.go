@@ -309,8 +309,8 @@ var enforcement = map[Kind]map[string]Rule{
 		"targetKind":    yes(inAdmin, "the key must be granted the target kind"),
 		"targetName":    yes(inAdmin, "the key's scopes must cover the target name"),
 		"reason":        rec("kept in history"),
-		"targetVersion": no("not compared yet"),
-		"targetDigest":  no("not compared yet"),
+		"targetVersion": yes(inFreshness, "must be the target's current signed version (artifact.CheckTombstone), so a tombstone deletes exactly one version and cannot be replayed; an agent removes a Policy only on such a tombstone"),
+		"targetDigest":  yes(inFreshness, "must be the digest of the target's current bundle"),
 	}),
 }
 

@@ -125,7 +125,7 @@ func TestAgentRefusesReplayEveryKind(t *testing.T) {
 
 			// A removal keeps the mark: the removed version cannot come back.
 			if k != artifact.KindTrustPolicy {
-				if err := c2.Apply(k, nil, []string{name}, false); err != nil {
+				if err := c2.Apply(k, nil, []string{name}, false, tombRes(t, env, v3)); err != nil {
 					t.Fatal(err)
 				}
 				if err := offer(c2, k, name, v3); !errors.Is(err, artifact.ErrRollback) && err != nil {

@@ -47,6 +47,10 @@ var (
 	ErrNoTrust = errors.New("no verified trust policy")
 	// ErrRejected: a resource failed verification.
 	ErrRejected = errors.New("resource rejected")
+	// ErrUnsignedRemoval: a removal of a Policy (delta removal, or a full
+	// set that omits it) without a signed tombstone naming the exact
+	// version held; the Policy is kept.
+	ErrUnsignedRemoval = errors.New("unsigned-removal")
 )
 
 // Mode selects the Discovery variant.
@@ -222,7 +226,7 @@ func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Re
 // kept, except in a full set) and named in the returned error while the
 // others apply, since the control plane keeps such artifacts and a whole
 // set must not be refused for one that aged out.
-func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed []string, full bool) error {
+func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed []string, full bool, tombstones ...*mcpreadyv1.Resource) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	snap := c.cur.Load()
@@ -279,16 +283,33 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 	if firstErr != nil {
 		return firstErr
 	}
-	if full {
-		res[k] = map[string]*Resource{}
-		delete(c.parked, k)
-	}
 	if res[k] == nil {
 		res[k] = map[string]*Resource{}
 	}
+	if full {
+		delete(c.parked, k)
+		offered := make(map[string]bool, len(upserts))
+		for _, r := range upserts {
+			offered[r.GetName()] = true
+		}
+		for n := range res[k] {
+			if !offered[n] {
+				removed = append(removed, n)
+			} else {
+				delete(res[k], n) // offered: replaced below, or left out (expired)
+			}
+		}
+	}
+	var refused error
 	for _, n := range removed {
-		delete(res[k], n)
 		delete(c.parked[k], n)
+		if h := res[k][n]; h != nil && tombstoned[k] {
+			if err := checkRemoval(snap.Trust, h, tombstones, now); err != nil {
+				refused = errors.Join(refused, err)
+				continue
+			}
+		}
+		delete(res[k], n)
 	}
 	for _, v := range verified {
 		res[k][v.Name] = v
@@ -297,7 +318,42 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 	if err := c.install(snap.Trust, res); err != nil {
 		return err
 	}
-	return expired
+	return errors.Join(refused, expired)
+}
+
+// tombstoned lists the kinds an agent removes only on a signed tombstone
+// naming the exact version it holds (a TrustPolicy is never removed).
+var tombstoned = map[artifact.Kind]bool{artifact.KindPolicy: true}
+
+// checkRemoval checks that one of tombstones is a tombstone, verified
+// under trust and unexpired, naming held's exact version and digest.
+func checkRemoval(trust *sign.Trust, held *Resource, tombstones []*mcpreadyv1.Resource, now time.Time) error {
+	var last error = fmt.Errorf("%w: %s %q: the removal carries no signed tombstone; kept", ErrUnsignedRemoval, held.Kind, held.Name)
+	for _, t := range tombstones {
+		if t.GetName() != held.Name {
+			continue
+		}
+		v, err := trust.Verify(t.GetBundle(), now)
+		if err != nil {
+			last = fmt.Errorf("%w: tombstone for %s %q: %w", ErrRejected, held.Kind, held.Name, err)
+			continue
+		}
+		ts, ok := v.Object.Spec.(*mcpreadyv1.Tombstone)
+		if !ok {
+			last = fmt.Errorf("%w: tombstone for %s %q holds a %s", ErrRejected, held.Kind, held.Name, v.Object.Kind)
+			continue
+		}
+		if err := artifact.CheckExpiry(v.Object, now); err != nil {
+			last = fmt.Errorf("%w: %w", ErrRejected, err)
+			continue
+		}
+		if err := artifact.CheckTombstone(ts, held.Kind, held.Name, held.Verified.Object.Version(), artifact.Digest(held.Bundle)); err != nil {
+			last = fmt.Errorf("%w: %w; kept", ErrRejected, err)
+			continue
+		}
+		return nil
+	}
+	return last
 }
 
 // reverify re-checks every held and parked resource under a new trust:
@@ -396,7 +452,7 @@ func (c *Client) runStream(ctx context.Context) (received bool, err error) {
 		received = true
 		c.connected.Store(true)
 		ack := &mcpreadyv1.DeltaResourcesRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
-		if _, err := c.applyResponse(resp.GetTypeUrl(), resp.GetResources(), resp.GetRemovedResources(), false); err != nil {
+		if _, err := c.applyResponse(resp.GetTypeUrl(), resp.GetResources(), resp.GetRemovedResources(), resp.GetTombstones(), false); err != nil {
 			ack.ErrorDetail = nack(err)
 		}
 		if err := stream.Send(ack); err != nil {
@@ -407,10 +463,10 @@ func (c *Client) runStream(ctx context.Context) (received bool, err error) {
 
 // applyResponse verifies and applies one pushed response of either
 // variant; a non-nil error is the reason to NACK it.
-func (c *Client) applyResponse(typeURL string, res []*mcpreadyv1.Resource, removed []string, sotw bool) (artifact.Kind, error) {
+func (c *Client) applyResponse(typeURL string, res []*mcpreadyv1.Resource, removed []string, tombstones []*mcpreadyv1.Resource, sotw bool) (artifact.Kind, error) {
 	k, err := artifact.KindFromTypeURL(typeURL)
 	if err == nil {
-		err = c.Apply(k, res, removed, sotw)
+		err = c.Apply(k, res, removed, sotw, tombstones...)
 	}
 	if err != nil {
 		c.opts.Logger.Warn("sync: NACK", "type", typeURL, "err", err)
@@ -443,7 +499,7 @@ func (c *Client) runSotW(ctx context.Context, dc mcpreadyv1.DiscoveryServiceClie
 		received = true
 		c.connected.Store(true)
 		ack := &mcpreadyv1.StreamResourcesRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
-		k, kerr := c.applyResponse(resp.GetTypeUrl(), resp.GetResources(), nil, true)
+		k, kerr := c.applyResponse(resp.GetTypeUrl(), resp.GetResources(), nil, resp.GetTombstones(), true)
 		c.mu.Lock()
 		if kerr != nil {
 			ack.ErrorDetail = nack(kerr)

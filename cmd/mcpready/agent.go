@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -21,6 +22,7 @@ type agentOptions struct {
 	controlPlane, root, nodeID, labels, listen, data, config, key string
 	tls                                                           tlsOptions
 	allowNonLoopback, sotw                                        bool
+	maxStaleness                                                  time.Duration
 }
 
 func newAgentCmd() *cobra.Command {
@@ -59,6 +61,7 @@ receipt batches; without it a key is created in --data/agent.key.`,
 	fl.StringVar(&o.key, "key", "", "agent signing key for receipt batches")
 	o.tls.addFlags(cmd)
 	fl.BoolVar(&o.sotw, "sotw", false, "use the state-of-the-world Discovery variant instead of the incremental one")
+	fl.DurationVar(&o.maxStaleness, "max-staleness", 0, "refuse every call (configuration_stale) while the TrustPolicy or a Policy was signed (issuedAt) longer ago than this; 0 is no limit")
 	return cmd
 }
 
@@ -106,7 +109,7 @@ func (o *agentOptions) run(cmd *cobra.Command) error {
 		return fmt.Errorf("agent: --config: %w", err)
 	}
 	opts := agent.Options{ControlPlane: f.controlPlane, ControlPlaneCreds: creds, Root: rootKey, NodeID: f.nodeID, Labels: labels, Listen: f.listen,
-		AllowNonLoopback: f.allowNonLoopback, DataDir: f.data, Config: cfg, Logger: logger(cmd.ErrOrStderr())}
+		AllowNonLoopback: f.allowNonLoopback, DataDir: f.data, Config: cfg, Logger: logger(cmd.ErrOrStderr()), MaxStaleness: f.maxStaleness}
 	if f.sotw {
 		opts.SyncMode = subscribe.ModeStateOfTheWorld
 	}

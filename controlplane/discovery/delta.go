@@ -41,6 +41,9 @@ func (sub *deltaSub) push() error {
 	for name := range sub.held {
 		if !live[name] {
 			resp.RemovedResources = append(resp.RemovedResources, name)
+			if t := sn.tombstone(name); t != nil {
+				resp.Tombstones = append(resp.Tombstones, t)
+			}
 		}
 	}
 	if len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 {

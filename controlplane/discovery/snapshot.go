@@ -3,6 +3,7 @@ package discovery
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcpready/mcpready/artifact"
@@ -24,7 +25,19 @@ type resource struct {
 type snapshot struct {
 	version   string
 	resources []*resource // sorted by name
-	built     time.Time
+	// tombstones are the signed tombstones of deleted names (sorted by
+	// name), sent with the removals so an agent can check them.
+	tombstones []*mcpreadyv1.Resource
+	built      time.Time
+}
+
+// tombstone returns the tombstone of the deleted name, or nil.
+func (s *snapshot) tombstone(name string) *mcpreadyv1.Resource {
+	i, ok := slices.BinarySearchFunc(s.tombstones, name, func(r *mcpreadyv1.Resource, n string) int { return strings.Compare(r.Name, n) })
+	if !ok {
+		return nil
+	}
+	return s.tombstones[i]
 }
 
 func buildSnapshot(k artifact.Kind, recs []store.Record, now time.Time) *snapshot {
@@ -33,6 +46,7 @@ func buildSnapshot(k artifact.Kind, recs []store.Record, now time.Time) *snapsho
 	for _, r := range recs {
 		maxMod = max(maxMod, r.ModRevision)
 		if r.Deleted {
+			s.tombstones = append(s.tombstones, &mcpreadyv1.Resource{Name: r.Name, TypeUrl: artifact.KindTombstone.TypeURL(), Version: strconv.FormatInt(r.Revision, 10), Bundle: r.Bundle})
 			continue
 		}
 		res := &resource{pb: &mcpreadyv1.Resource{Name: r.Name, TypeUrl: k.TypeURL(), Version: strconv.FormatInt(r.Revision, 10), Bundle: r.Bundle}}

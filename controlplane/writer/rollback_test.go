@@ -152,7 +152,7 @@ func TestReplayEveryKind(t *testing.T) {
 			if k == artifact.KindTrustPolicy {
 				return // a TrustPolicy is not deleted here
 			}
-			tomb := testpki.Sign(t, testpki.Object(artifact.KindTombstone, name, &mcpreadyv1.Tombstone{TargetKind: string(k), TargetName: name}, nil), p.Org)
+			tomb := testpki.Tombstone(t, v4, "", p.Org)
 			if _, err := w.Delete(ctx, tomb); err != nil {
 				t.Fatal(err)
 			}

@@ -263,8 +263,10 @@ func (w *Writer) legacyHighWater(ctx context.Context, k artifact.Kind, name stri
 }
 
 // Delete verifies a signed Tombstone and stores it as the next revision of
-// its target. The tombstone's metadata.name must be its target name, and
-// its signer must be the root key or granted the target kind.
+// its target. The tombstone's metadata.name must be its target name, its
+// signer must be the root key or granted the target kind, and it must name
+// the exact version it deletes (artifact.CheckTombstone), so it deletes
+// nothing once that version is superseded: it cannot be replayed.
 func (w *Writer) Delete(ctx context.Context, tombstone []byte) (store.Record, error) {
 	v, err := w.verify(ctx, tombstone)
 	if err != nil {
@@ -300,6 +302,13 @@ func (w *Writer) Delete(ctx context.Context, tombstone []byte) (store.Record, er
 	}
 	if cur.Deleted {
 		return store.Record{}, fmt.Errorf("%w: %s %q", ErrDeleted, target, ts.GetTargetName())
+	}
+	o, err := sign.Peek(cur.Bundle)
+	if err != nil {
+		return store.Record{}, err
+	}
+	if err := artifact.CheckTombstone(ts, target, o.Metadata.Name, o.Version(), cur.Digest); err != nil {
+		return store.Record{}, fmt.Errorf("%w: %w", ErrTombstone, err)
 	}
 	rec, _, err := w.o.Store.Put(ctx, store.Record{Kind: target, Name: ts.GetTargetName(), Bundle: tombstone, Signer: v.KeyID, Deleted: true})
 	if err != nil {

@@ -115,3 +115,15 @@ func SetProvenance(spec proto.Message, pv *mcpreadyv1.Provenance) bool {
 	m.Set(fd, protoreflect.ValueOfMessage(pv.ProtoReflect()))
 	return true
 }
+
+// Tombstone returns a tombstone for the artifact in target (its kind,
+// name, exact version and bundle digest), signed by signer.
+func Tombstone(t testing.TB, target []byte, reason string, signer crypto.Signer) []byte {
+	t.Helper()
+	o, err := sign.Peek(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &mcpreadyv1.Tombstone{TargetKind: string(o.Kind), TargetName: o.Metadata.Name, Reason: reason, TargetVersion: o.Version(), TargetDigest: artifact.Digest(target)}
+	return Sign(t, artifact.New(artifact.KindTombstone, o.Metadata.Name, ts), signer)
+}
