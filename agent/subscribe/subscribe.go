@@ -103,6 +103,7 @@ type Client struct {
 	parked  map[artifact.Kind]map[string]*mcpreadyv1.Resource // received, not (yet) verifiable
 	sotw    map[artifact.Kind]string                          // accepted version_info per type
 	marks   marks                                             // highest signed version installed per artifact
+	loading bool                                              // Load is installing the LKG file: do not rewrite it
 }
 
 // New returns a client holding an empty snapshot. Call Load to start from the
@@ -169,6 +170,9 @@ func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Re
 	}
 	close(c.changed)
 	c.changed = make(chan struct{})
+	if c.loading {
+		return nil
+	}
 	if err := c.saveLKG(); err != nil {
 		c.opts.Logger.Error("sync: writing last known good configuration", "err", err)
 	}
