@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/config"
@@ -157,7 +158,7 @@ func New(opts Options) (*Agent, error) {
 		}
 	}
 	if kid, err := sign.KeyID(opts.AgentKey.Public()); err == nil {
-		opts.Logger.Info("agent: receipt batches are signed by the agent key; the TrustPolicy must grant it kind ReceiptBatch for scope "+opts.NodeID+"/*",
+		opts.Logger.Info("agent: receipt batches are signed by the agent key; the TrustPolicy must grant it kinds ReceiptBatch and DriftReport for scope "+opts.NodeID+"/*",
 			"key_id", kid)
 	}
 	a := &Agent{opts: opts, cfg: cfg, recv: make(chan *mcpreadyv1.Receipt, 4096)}
@@ -201,8 +202,11 @@ func New(opts Options) (*Agent, error) {
 	if a.conn != nil {
 		admin := mcpreadyv1.NewAdminServiceClient(a.conn)
 		fopts.ReportDrift = func(ctx context.Context, req *mcpreadyv1.ReportDriftRequest) error {
-			req.Node = node
-			_, err := admin.ReportDrift(ctx, req)
+			signed, err := a.signDrift(req)
+			if err != nil {
+				return err
+			}
+			_, err = admin.ReportDrift(ctx, signed)
 			return err
 		}
 	}
@@ -213,6 +217,25 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// signDrift turns the front's drift report into the signed form the
+// control plane acts on: a DriftReport signed by the agent key (which the
+// TrustPolicy must grant DriftReport for "<node id>/*"), naming the digest
+// of the entry bundle this agent holds.
+func (a *Agent) signDrift(req *mcpreadyv1.ReportDriftRequest) (*mcpreadyv1.ReportDriftRequest, error) {
+	held := a.sync.Snapshot().Get(artifact.KindRegistryEntry, req.GetEntryName())
+	if held == nil {
+		return nil, fmt.Errorf("agent: drift report for %q, which this agent does not hold", req.GetEntryName())
+	}
+	dr := &mcpreadyv1.DriftReport{Provenance: &mcpreadyv1.Provenance{Issuer: a.opts.NodeID, IssuedAt: timestamppb.Now()},
+		NodeId: a.opts.NodeID, EntryName: req.GetEntryName(), EntryDigest: artifact.Digest(held.Bundle),
+		Labels: req.GetLabels(), Observed: req.GetObserved(), Detail: req.GetDetail()}
+	b, _, err := sign.Sign(artifact.New(artifact.KindDriftReport, a.opts.NodeID+"/"+req.GetEntryName(), dr), a.opts.AgentKey)
+	if err != nil {
+		return nil, fmt.Errorf("agent: signing the drift report: %w", err)
+	}
+	return &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: a.opts.NodeID, Labels: a.opts.Labels, AgentVersion: Version}, Report: b}, nil
 }
 
 // Addr is the front's bound address.

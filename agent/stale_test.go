@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -71,4 +73,24 @@ func textOf(r *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// grantAgentKey stores the successor of env's TrustPolicy granting a new
+// agent key DriftReport and ReceiptBatch for node, and returns the key.
+func grantAgentKey(t *testing.T, env *cptest.Env, node string) crypto.Signer {
+	t.Helper()
+	key, err := sign.GenerateKey(sign.AlgorithmEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := env.Store.Get(context.Background(), artifact.KindTrustPolicy, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := sign.Peek(cur.Bundle)
+	env.Put(artifact.New(artifact.KindTrustPolicy, "default", &mcpreadyv1.TrustPolicy{
+		Provenance: &mcpreadyv1.Provenance{Version: artifact.NextVersion(o.Version())},
+		Supersedes: &mcpreadyv1.TrustPolicyRef{Name: "default", Version: o.Version(), Digest: cur.Digest},
+		Keys:       []*mcpreadyv1.KeyGrant{testpki.Grant(t, node, key, []string{"DriftReport", "ReceiptBatch"}, []string{node + "/*"})}}))
+	return key
 }

@@ -302,6 +302,27 @@ var enforcement = map[Kind]map[string]Rule{
 		"createdAt":       rec(""),
 	}, under("receipts", receiptFields())),
 
+	KindDriftReport: merge(provenance(map[string]Rule{
+		"version":  rec("reports are not stored; replay is bounded by issuedAt and entryDigest"),
+		"issuedAt": yes(inLifecycle, "must lie within the control plane's report window (10 minutes by default), so an old report cannot be replayed"),
+	}), map[string]Rule{
+		"nodeId":      yes(inLifecycle, "must be the caller's node id (bound to its certificate) and prefix metadata.name, which the signing key's grant must cover"),
+		"entryName":   yes(inLifecycle, "the entry suspended"),
+		"entryDigest": yes(inLifecycle, "must be the digest of the entry's current bundle; a report about another revision changes nothing"),
+		"labels":      yes(inLifecycle, "recorded as the suspension's drift labels"),
+		"detail":      rec("recorded in the suspension event, at most 512 bytes"),
+	}, under("observed", map[string]Rule{
+		"serverName":         rec("becomes the CANDIDATE's identity; never routable until the organisation qualifies it"),
+		"serverVersion":      rec("as serverName"),
+		"toolName":           rec("as serverName"),
+		"toolVersion":        rec("as serverName"),
+		"endpoint":           rec("as serverName: the reporter's endpoint is never dialled from a CANDIDATE"),
+		"definitionDigest":   rec("as serverName"),
+		"inputSchemaDigest":  rec("as serverName"),
+		"outputSchemaDigest": rec("as serverName"),
+		"protocolVersion":    rec("as serverName"),
+	})),
+
 	KindTombstone: merge(provenance(map[string]Rule{
 		"version":   no("a tombstone's own version is not compared; the target's highest version outlives the deletion, so a deleted version cannot be applied again"),
 		"expiresAt": yes("controlplane/writer", "an expired tombstone deletes nothing"),

@@ -129,6 +129,14 @@ func (w *Writer) activeTrust(ctx context.Context) (*sign.Trust, sign.TrustRef, e
 	return t, ref, nil
 }
 
+// Active loads and returns the active Trust from the store (the chain
+// rule over every stored TrustPolicy); the error is ErrNoTrustPolicy or
+// wraps ErrTrustExpired when there is none that verifies.
+func (w *Writer) Active(ctx context.Context) (*sign.Trust, error) {
+	t, _, err := w.activeTrust(ctx)
+	return t, err
+}
+
 // Current returns the active Trust as last loaded (by a write or Refresh),
 // or nil if none is known yet.
 func (w *Writer) Current() *sign.Trust {
@@ -193,8 +201,8 @@ func (w *Writer) verify(ctx context.Context, bundle []byte) (*sign.Verified, err
 
 // Apply verifies bundle and stores it as the next revision of its artifact.
 // unchanged reports a re-apply of the latest revision's exact bytes
-// (nothing is written). ReceiptBatch and Tombstone are refused with
-// ErrWrongKind.
+// (nothing is written). ReceiptBatch, Tombstone and DriftReport are
+// refused with ErrWrongKind.
 func (w *Writer) Apply(ctx context.Context, bundle []byte) (rec store.Record, unchanged bool, err error) {
 	return w.apply(ctx, bundle, "")
 }
@@ -216,6 +224,8 @@ func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (
 		return store.Record{}, false, fmt.Errorf("%w: ReceiptBatch goes to the ReceiptsService", ErrWrongKind)
 	case artifact.KindTombstone:
 		return store.Record{}, false, fmt.Errorf("%w: a Tombstone is sent with Delete", ErrWrongKind)
+	case artifact.KindDriftReport:
+		return store.Record{}, false, fmt.Errorf("%w: a DriftReport is sent with ReportDrift", ErrWrongKind)
 	}
 	floor, err := w.legacyHighWater(ctx, v.Object.Kind, v.Object.Metadata.Name)
 	if err != nil {
