@@ -47,6 +47,7 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/loopback"
 	"github.com/mcpready/mcpready/nodelabel"
+	"github.com/mcpready/mcpready/readiness"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -103,6 +104,9 @@ type Options struct {
 	// while the TrustPolicy or a Policy the agent holds was signed
 	// (provenance.issuedAt) longer ago; zero is no limit.
 	MaxStaleness time.Duration
+	// PolicyName is the Policy this agent decides under; "" means
+	// "default". No other Policy is ever used in its place.
+	PolicyName string
 }
 
 // Agent is a configured host agent. Run it once.
@@ -135,6 +139,9 @@ func New(opts Options) (*Agent, error) {
 	}
 	if opts.Listen == "" {
 		opts.Listen = DefaultListen
+	}
+	if opts.PolicyName == "" {
+		opts.PolicyName = "default"
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = prometheus.NewRegistry()
@@ -301,15 +308,16 @@ func (a *Agent) append(r *mcpreadyv1.Receipt) {
 // to the front; a stale snapshot (Options.MaxStaleness) refuses every
 // call instead.
 func (a *Agent) install(s *subscribe.Snapshot) {
-	st, pol, err := buildState(s, a.prev, a.prevP)
+	st, pol, err := buildState(s, a.opts.PolicyName, a.prev, a.prevP)
 	if err != nil {
 		a.opts.Logger.Warn("agent: configuration not usable; keeping the previous one", "err", err)
 		return
 	}
-	st.Stale = s.Stale(time.Now(), a.opts.MaxStaleness)
-	a.stale.Store(st.Stale != nil)
-	if st.Stale != nil {
-		a.opts.Logger.Error("agent: refusing every call until a freshly signed configuration arrives", "err", st.Stale)
+	stale := s.Stale(time.Now(), a.opts.MaxStaleness)
+	a.stale.Store(stale != nil)
+	if stale != nil {
+		a.opts.Logger.Error("agent: refusing every call until a freshly signed configuration arrives", "err", stale)
+		st.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeConfigurationStale, Reason: stale.Error()}
 	}
 	if st.Decide != nil {
 		for _, w := range st.Decide.Warnings() {
@@ -327,25 +335,23 @@ func (a *Agent) install(s *subscribe.Snapshot) {
 func (a *Agent) Installed() uint64 { return a.installed.Load() }
 
 // buildState converts verified resources into the decision core's inputs.
-// The policy is the one named "default", else the first by name.
-func buildState(s *subscribe.Snapshot, prev *front.State, prevPolicy *mcpreadyv1.Policy) (*front.State, *mcpreadyv1.Policy, error) {
-	policies := s.List(artifact.KindPolicy)
-	if len(policies) == 0 {
-		return &front.State{}, nil, nil
+// The policy is the one named policy, and only that one: when it is not
+// held, every call is refused (no_policy, naming it), never decided under
+// another Policy the agent happens to hold.
+func buildState(s *subscribe.Snapshot, policy string, prev *front.State, prevPolicy *mcpreadyv1.Policy) (*front.State, *mcpreadyv1.Policy, error) {
+	entries := map[string]*mcpreadyv1.RegistryEntry{}
+	for _, r := range s.List(artifact.KindRegistryEntry) {
+		entries[r.Name] = r.Verified.Object.Spec.(*mcpreadyv1.RegistryEntry)
 	}
-	pr := policies[0]
-	for _, r := range policies {
-		if r.Name == "default" {
-			pr = r
-		}
+	pr := s.Get(artifact.KindPolicy, policy)
+	if pr == nil {
+		return &front.State{Entries: entries, Refusal: &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeNoPolicy,
+			Reason: fmt.Sprintf("policy %q is not installed on this host (no other Policy is used in its place)", policy)}}, nil, nil
 	}
 	pol := pr.Verified.Object.Spec.(*mcpreadyv1.Policy)
 	in := decide.Inputs{PolicyName: pr.Name, PolicyVersion: pr.Verified.Digest, Policy: pol,
-		Entries: map[string]*mcpreadyv1.RegistryEntry{}, Declarations: map[string]*mcpreadyv1.Declaration{},
+		Entries: entries, Declarations: map[string]*mcpreadyv1.Declaration{},
 		Evidence: map[string]*mcpreadyv1.Evidence{}}
-	for _, r := range s.List(artifact.KindRegistryEntry) {
-		in.Entries[r.Name] = r.Verified.Object.Spec.(*mcpreadyv1.RegistryEntry)
-	}
 	for _, r := range s.List(artifact.KindDeclaration) {
 		in.Declarations[r.Name] = r.Verified.Object.Spec.(*mcpreadyv1.Declaration)
 	}

@@ -76,9 +76,8 @@ type State struct {
 	// Circuits and Budget are the agent-wide breakers and retry budget; nil disables.
 	Circuits *circuit.Set
 	Budget   *invoke.Budget
-	// Stale, when set, refuses every call (configuration_stale, see
-	// pipeline.State).
-	Stale error
+	// Refusal, when set, refuses every call with it (see pipeline.State).
+	Refusal *decide.RefusalError
 
 	byTool    map[string]map[string][]string // server -> tool -> entry names
 	endpoints map[string][]string            // server -> its entries' endpoints, sorted, distinct
@@ -196,7 +195,7 @@ func (f *Front) SetState(st *State) {
 // pstate is st as the pipeline decides under it, with this host's drift
 // blocks.
 func (f *Front) pstate(st *State) pipeline.State {
-	return pipeline.State{Decide: st.Decide, Checker: st.Checker, Circuits: st.Circuits, Budget: st.Budget, Drift: f.pins, Stale: st.Stale}
+	return pipeline.State{Decide: st.Decide, Checker: st.Checker, Circuits: st.Circuits, Budget: st.Budget, Drift: f.pins, Refusal: st.Refusal}
 }
 
 func indexState(st *State) *State {

@@ -76,17 +76,17 @@ type State struct {
 	Budget   *invoke.Budget
 	// Drift blocks entries whose live definition drifted; nil blocks none.
 	Drift decide.DriftGuard
-	// Stale, when set, refuses every request (configuration_stale) with
-	// its text as the reason: the verified configuration is older than
-	// the host's maximum staleness.
-	Stale error
+	// Refusal, when set, refuses every request with it: the host's
+	// configuration is unusable (e.g. configuration_stale, or no_policy
+	// naming the Policy that is missing).
+	Refusal *decide.RefusalError
 }
 
 // unusable is the refusal of every request under st, if any.
 func (st *State) unusable() (readiness.Code, string, bool) {
 	switch {
-	case st.Stale != nil:
-		return readiness.CodeConfigurationStale, st.Stale.Error(), true
+	case st.Refusal != nil:
+		return st.Refusal.Code, st.Refusal.Reason, true
 	case st.Decide == nil:
 		return readiness.CodeNoPolicy, "no verified policy is installed on this host", true
 	}

@@ -38,6 +38,7 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/nodelabel"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -51,6 +52,9 @@ var (
 	// set that omits it) without a signed tombstone naming the exact
 	// version held; the Policy is kept.
 	ErrUnsignedRemoval = errors.New("unsigned-removal")
+	// ErrOutOfScope: a resource's signed node-label scope does not include
+	// this agent; it is not installed.
+	ErrOutOfScope = errors.New("out-of-scope")
 )
 
 // Mode selects the Discovery variant.
@@ -90,11 +94,19 @@ type Options struct {
 	Now func() time.Time
 	// MinBackoff and MaxBackoff bound reconnect delays; zero means 200ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
+	// MaxParked bounds, per kind, the resources kept because they do not
+	// verify yet (until a TrustPolicy arrives that verifies them); zero
+	// means DefaultMaxParked. Beyond it they are dropped.
+	MaxParked int
 }
+
+// DefaultMaxParked is Options.MaxParked's zero value.
+const DefaultMaxParked = 1024
 
 // Client holds the current verified snapshot. It is safe for concurrent use.
 type Client struct {
 	opts      Options
+	node      nodelabel.Values // this agent's scoping values
 	cur       atomic.Pointer[Snapshot]
 	connected atomic.Bool
 
@@ -130,7 +142,10 @@ func New(opts Options) (*Client, error) {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 30 * time.Second
 	}
-	c := &Client{opts: opts, changed: make(chan struct{}), parked: map[artifact.Kind]map[string]*mcpreadyv1.Resource{},
+	if opts.MaxParked <= 0 {
+		opts.MaxParked = DefaultMaxParked
+	}
+	c := &Client{opts: opts, node: nodelabel.ValuesOf(opts.Node.GetLabels()), changed: make(chan struct{}), parked: map[artifact.Kind]map[string]*mcpreadyv1.Resource{},
 		sotw: map[artifact.Kind]string{}, marks: marks{}}
 	c.cur.Store(&Snapshot{resources: map[artifact.Kind]map[string]*Resource{}})
 	return c, nil
@@ -229,7 +244,15 @@ func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Re
 // checked), is the exception: it is left out (a held version of it is
 // kept, except in a full set) and named in the returned error while the
 // others apply, since the control plane keeps such artifacts and a whole
-// set must not be refused for one that aged out.
+// set must not be refused for one that aged out. So is one whose signed
+// node-label scope does not include this agent (ErrOutOfScope); a held
+// version of it is removed, as the newer signed one moves it out of scope.
+//
+// A removal of a Policy (in removed, or a held one a full set omits) is
+// honoured only with one of tombstones naming its exact version and digest
+// (artifact.CheckTombstone); otherwise the Policy is kept and the error
+// wraps ErrUnsignedRemoval or artifact.ErrTombstone. A TrustPolicy is
+// never removed: only a newer one in the chain replaces it.
 func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed []string, full bool, tombstones ...*mcpreadyv1.Resource) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -261,25 +284,30 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		return c.install(trust, res)
 	}
 	verified := make([]*Resource, 0, len(upserts))
-	var firstErr, expired error
+	var firstErr, leftOut error
+	var outOfScope []string
 	for _, r := range upserts {
 		v, err := verify(snap.Trust, k, r, now)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
 			}
-			if c.parked[k] == nil {
-				c.parked[k] = map[string]*mcpreadyv1.Resource{}
-			}
-			c.parked[k][r.GetName()] = r
+			c.park(k, r)
 			continue
 		}
 		if err := c.fresh(v, now); err != nil {
 			if errors.Is(err, artifact.ErrExpired) || errors.Is(err, artifact.ErrBadVersion) {
-				expired = errors.Join(expired, err) // left out; the rest still applies
+				leftOut = errors.Join(leftOut, err) // the rest still applies
 			} else if firstErr == nil {
 				firstErr = err
 			}
+			continue
+		}
+		if err := c.inScope(v); err != nil {
+			// left out; a held version goes, as this newer signed one
+			// moves the artifact out of this agent's scope
+			leftOut = errors.Join(leftOut, err)
+			outOfScope = append(outOfScope, v.Name)
 			continue
 		}
 		verified = append(verified, v)
@@ -315,6 +343,10 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		}
 		delete(res[k], n)
 	}
+	for _, n := range outOfScope {
+		delete(res[k], n)
+		delete(c.parked[k], n)
+	}
 	for _, v := range verified {
 		res[k][v.Name] = v
 		delete(c.parked[k], v.Name)
@@ -322,7 +354,30 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 	if err := c.install(snap.Trust, res); err != nil {
 		return err
 	}
-	return errors.Join(refused, expired)
+	return errors.Join(refused, leftOut)
+}
+
+// park keeps r, which does not verify yet, for reverify; at most
+// Options.MaxParked per kind. c.mu must be held.
+func (c *Client) park(k artifact.Kind, r *mcpreadyv1.Resource) {
+	if c.parked[k] == nil {
+		c.parked[k] = map[string]*mcpreadyv1.Resource{}
+	}
+	if _, ok := c.parked[k][r.GetName()]; !ok && len(c.parked[k]) >= c.opts.MaxParked {
+		c.opts.Logger.Warn("sync: not keeping an unverifiable resource: the limit is reached", "kind", k, "name", r.GetName(), "limit", c.opts.MaxParked)
+		return
+	}
+	c.parked[k][r.GetName()] = r
+}
+
+// inScope refuses a resource whose signed node-label scope
+// (metadata.labels, nodelabel.ScopeOf) does not include this agent.
+func (c *Client) inScope(r *Resource) error {
+	s := nodelabel.ScopeOf(r.Verified.Object.Metadata.Labels)
+	if s.Includes(&c.node) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %q is scoped to %v, not to this agent (%v)", ErrOutOfScope, r.Kind, r.Name, r.Verified.Object.Metadata.Labels, c.opts.Node.GetLabels())
 }
 
 // tombstoned lists the kinds an agent removes only on a signed tombstone
@@ -381,7 +436,7 @@ func (c *Client) reverify(trust *sign.Trust, res map[artifact.Kind]map[string]*R
 			if err != nil {
 				continue
 			}
-			if err := c.fresh(v, now); err != nil {
+			if err := errors.Join(c.fresh(v, now), c.inScope(v)); err != nil {
 				c.opts.Logger.Warn("sync: dropping parked resource", "kind", k, "name", n, "err", err)
 				delete(m, n)
 				continue

@@ -6,8 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"time"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +20,7 @@ import (
 // agentOptions are the flags of agent.
 type agentOptions struct {
 	controlPlane, root, nodeID, labels, listen, data, config, key string
+	policy                                                        string
 	tls                                                           tlsOptions
 	allowNonLoopback, sotw                                        bool
 	maxStaleness                                                  time.Duration
@@ -61,6 +62,7 @@ receipt batches; without it a key is created in --data/agent.key.`,
 	fl.StringVar(&o.key, "key", "", "agent signing key for receipt batches")
 	o.tls.addFlags(cmd)
 	fl.BoolVar(&o.sotw, "sotw", false, "use the state-of-the-world Discovery variant instead of the incremental one")
+	fl.StringVar(&o.policy, "policy", "default", "the Policy this agent decides under; while it is not installed every call is refused, never decided under another")
 	fl.DurationVar(&o.maxStaleness, "max-staleness", 0, "refuse every call (configuration_stale) while the TrustPolicy or a Policy was signed (issuedAt) longer ago than this; 0 is no limit")
 	return cmd
 }
@@ -109,7 +111,7 @@ func (o *agentOptions) run(cmd *cobra.Command) error {
 		return fmt.Errorf("agent: --config: %w", err)
 	}
 	opts := agent.Options{ControlPlane: f.controlPlane, ControlPlaneCreds: creds, Root: rootKey, NodeID: f.nodeID, Labels: labels, Listen: f.listen,
-		AllowNonLoopback: f.allowNonLoopback, DataDir: f.data, Config: cfg, Logger: logger(cmd.ErrOrStderr()), MaxStaleness: f.maxStaleness}
+		AllowNonLoopback: f.allowNonLoopback, DataDir: f.data, Config: cfg, Logger: logger(cmd.ErrOrStderr()), MaxStaleness: f.maxStaleness, PolicyName: f.policy}
 	if f.sotw {
 		opts.SyncMode = subscribe.ModeStateOfTheWorld
 	}

@@ -18,7 +18,7 @@ var distributed = []artifact.Kind{artifact.KindTrustPolicy, artifact.KindDeclara
 // resource is one distributable artifact with its parsed scope.
 type resource struct {
 	pb    *mcpreadyv1.Resource
-	scope [len(nodelabel.Dimensions)][]string // nil: unscoped in that dimension
+	scope nodelabel.Scope
 }
 
 // snapshot is the immutable set of one kind's live resources.
@@ -49,12 +49,7 @@ func buildSnapshot(k artifact.Kind, recs []store.Record, now time.Time) *snapsho
 			s.tombstones = append(s.tombstones, &mcpreadyv1.Resource{Name: r.Name, TypeUrl: artifact.KindTombstone.TypeURL(), Version: strconv.FormatInt(r.Revision, 10), Bundle: r.Bundle})
 			continue
 		}
-		res := &resource{pb: &mcpreadyv1.Resource{Name: r.Name, TypeUrl: k.TypeURL(), Version: strconv.FormatInt(r.Revision, 10), Bundle: r.Bundle}}
-		for i, k := range nodelabel.Dimensions {
-			if v, ok := r.Labels[string(k.Scope())]; ok {
-				res.scope[i] = nodelabel.Split(v)
-			}
-		}
+		res := &resource{pb: &mcpreadyv1.Resource{Name: r.Name, TypeUrl: k.TypeURL(), Version: strconv.FormatInt(r.Revision, 10), Bundle: r.Bundle}, scope: nodelabel.ScopeOf(r.Labels)}
 		s.resources = append(s.resources, res)
 	}
 	s.version = strconv.FormatInt(maxMod, 10)
@@ -62,29 +57,11 @@ func buildSnapshot(k artifact.Kind, recs []store.Record, now time.Time) *snapsho
 }
 
 // nodeScope is a node's values for each scoping dimension.
-type nodeScope [len(nodelabel.Dimensions)][]string
+type nodeScope = nodelabel.Values
 
-func scopeOf(n *mcpreadyv1.Node) nodeScope {
-	var ns nodeScope
-	for i, k := range nodelabel.Dimensions {
-		if v, ok := nodelabel.Lookup(n.GetLabels(), k); ok {
-			ns[i] = nodelabel.Split(v)
-		}
-	}
-	return ns
-}
+func scopeOf(n *mcpreadyv1.Node) nodeScope { return nodelabel.ValuesOf(n.GetLabels()) }
 
-func (r *resource) visibleTo(ns *nodeScope) bool {
-	for i, allowed := range r.scope {
-		if allowed == nil {
-			continue
-		}
-		if !slices.ContainsFunc(ns[i], func(v string) bool { return slices.Contains(allowed, v) }) {
-			return false
-		}
-	}
-	return true
-}
+func (r *resource) visibleTo(ns *nodeScope) bool { return r.scope.Includes(ns) }
 
 // filter returns the resources of s visible to ns, restricted to names
 // when names is non-empty.

@@ -1,0 +1,70 @@
+package subscribe
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mcpready/mcpready/agent/internal/cptest"
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/testpki"
+	"github.com/mcpready/mcpready/nodelabel"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// TestAgentRefusesMisScoped is the attack of a control plane that sends a
+// host what is scoped to others: a Policy for another region is refused
+// (NACK names out-of-scope) and not installed, while an in-scope one in the
+// same response is; a newer signed version that moves a held Policy out
+// of this host's scope removes it; an older mis-scoped one (a replay)
+// changes nothing.
+func TestAgentRefusesMisScoped(t *testing.T) {
+	env := cptest.Start(t)
+	c, err := New(Options{Root: env.RootPub, Node: &mcpreadyv1.Node{Id: "n", Labels: map[string]string{string(nodelabel.Region): "eu-west", string(nodelabel.TenantClass): "gold"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := offer(c, artifact.KindTrustPolicy, "default", env.Sign(sample(artifact.KindTrustPolicy, "default", "1", "", time.Time{}))); err != nil {
+		t.Fatal(err)
+	}
+	k := artifact.KindPolicy
+	scoped := func(name, version, region string) *mcpreadyv1.Resource {
+		o := sample(k, name, version, "", time.Time{})
+		o.Metadata.Labels = map[string]string{string(nodelabel.ScopeRegion): region}
+		return &mcpreadyv1.Resource{Name: name, Bundle: env.Sign(o)}
+	}
+	err = c.Apply(k, []*mcpreadyv1.Resource{scoped("us", "1", "us-east"), scoped("eu", "1", "eu-west, eu-north")}, nil, false)
+	if !errors.Is(err, ErrOutOfScope) || c.Snapshot().Get(k, "us") != nil || c.Snapshot().Get(k, "eu") == nil {
+		t.Fatalf("mixed scopes: %v; us held %v, eu held %v", err, c.Snapshot().Get(k, "us") != nil, c.Snapshot().Get(k, "eu") != nil)
+	}
+	if err := c.Apply(k, []*mcpreadyv1.Resource{scoped("eu", "0", "us-east")}, nil, false); err == nil || c.Snapshot().Get(k, "eu") == nil {
+		t.Fatalf("an older mis-scoped version: %v, eu held %v", err, c.Snapshot().Get(k, "eu") != nil)
+	}
+	if err := c.Apply(k, []*mcpreadyv1.Resource{scoped("eu", "2", "us-east")}, nil, false); !errors.Is(err, ErrOutOfScope) || c.Snapshot().Get(k, "eu") != nil {
+		t.Fatalf("moved out of scope: %v, eu held %v", err, c.Snapshot().Get(k, "eu") != nil)
+	}
+}
+
+// TestParkedBounded: resources that do not verify (yet) are kept for when
+// a TrustPolicy that verifies them arrives, but only up to MaxParked per
+// kind: a flood of unverifiable resources does not grow the agent.
+func TestParkedBounded(t *testing.T) {
+	env := cptest.Start(t)
+	c, _ := New(Options{Root: env.RootPub, Node: &mcpreadyv1.Node{Id: "n"}, MaxParked: 50})
+	if err := offer(c, artifact.KindTrustPolicy, "default", env.Sign(sample(artifact.KindTrustPolicy, "default", "1", "", time.Time{}))); err != nil {
+		t.Fatal(err)
+	}
+	stranger, _ := sign.GenerateKey(sign.AlgorithmEd25519)
+	b := testpki.Sign(t, sample(artifact.KindDeclaration, "d", "1", "", time.Time{}), stranger)
+	for i := range 200 {
+		_ = c.Apply(artifact.KindDeclaration, []*mcpreadyv1.Resource{{Name: fmt.Sprintf("d/%d", i), Bundle: b}}, nil, false)
+	}
+	c.mu.Lock()
+	n := len(c.parked[artifact.KindDeclaration])
+	c.mu.Unlock()
+	if n > 50 {
+		t.Fatalf("%d resources parked, limit 50", n)
+	}
+}
