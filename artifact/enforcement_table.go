@@ -81,6 +81,8 @@ var enforcement = map[Kind]map[string]Rule{
 		"revoked":          yes(inSign, ""),
 		"revokedAt":        yes(inSign, ""),
 		"revocationReason": rec(""),
+		"evidenceIssuer":   yes(inSign, "an Evidence signed by the key must state this provenance.issuer (claim-not-granted otherwise); unset binds nothing"),
+		"independence":     yes(inSign, "an Evidence signed by the key must state this observer.independence; unset binds nothing"),
 	})),
 
 	KindDeclaration: merge(provenance(map[string]Rule{

@@ -169,8 +169,15 @@ type KeyGrant struct {
 	Revoked          bool                   `protobuf:"varint,8,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	RevokedAt        *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	RevocationReason string                 `protobuf:"bytes,10,opt,name=revocation_reason,json=revocationReason,proto3" json:"revocation_reason,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The claims an Evidence signed by this key may make: its
+	// provenance.issuer must be evidence_issuer and its
+	// observer.independence must be independence, when set; otherwise the
+	// Evidence is refused (claim-not-granted) by the control plane and by
+	// agents. Unset binds nothing: set both on every grant of Evidence.
+	EvidenceIssuer string `protobuf:"bytes,50,opt,name=evidence_issuer,json=evidenceIssuer,proto3" json:"evidence_issuer,omitempty"`
+	Independence   string `protobuf:"bytes,51,opt,name=independence,proto3" json:"independence,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *KeyGrant) Reset() {
@@ -269,6 +276,20 @@ func (x *KeyGrant) GetRevokedAt() *timestamppb.Timestamp {
 func (x *KeyGrant) GetRevocationReason() string {
 	if x != nil {
 		return x.RevocationReason
+	}
+	return ""
+}
+
+func (x *KeyGrant) GetEvidenceIssuer() string {
+	if x != nil {
+		return x.EvidenceIssuer
+	}
+	return ""
+}
+
+func (x *KeyGrant) GetIndependence() string {
+	if x != nil {
+		return x.Independence
 	}
 	return ""
 }
@@ -377,7 +398,7 @@ const file_mcpready_v1_trust_proto_rawDesc = "" +
 	"\x0eTrustPolicyRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\tR\x06digest\"\xf8\x02\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\"\xc5\x03\n" +
 	"\bKeyGrant\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x1d\n" +
 	"\n" +
@@ -392,7 +413,9 @@ const file_mcpready_v1_trust_proto_rawDesc = "" +
 	"\n" +
 	"revoked_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12+\n" +
 	"\x11revocation_reason\x18\n" +
-	" \x01(\tR\x10revocationReason\"\xea\x01\n" +
+	" \x01(\tR\x10revocationReason\x12'\n" +
+	"\x0fevidence_issuer\x182 \x01(\tR\x0eevidenceIssuer\x12\"\n" +
+	"\findependence\x183 \x01(\tR\findependence\"\xea\x01\n" +
 	"\tTombstone\x127\n" +
 	"\n" +
 	"provenance\x18\x01 \x01(\v2\x17.mcpready.v1.ProvenanceR\n" +
