@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,9 +91,13 @@ type Options struct {
 	// Config is the parsed agent configuration (principals, upstreams; see
 	// config.Load); nil is the empty configuration (every request refused).
 	Config *config.Config
-	// AgentKey signs receipt batches; nil loads or creates DataDir/agent.key
-	// (unencrypted, mode 0600).
+	// AgentKey signs receipt batches and drift reports; nil loads or
+	// creates DataDir/agent.key (written atomically, mode 0600, encrypted
+	// with AgentKeyPassword).
 	AgentKey crypto.Signer
+	// AgentKeyPassword encrypts (and decrypts) DataDir/agent.key; nil
+	// leaves it unencrypted.
+	AgentKeyPassword []byte
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Metrics receives the agent's metrics and is served on /metrics; nil
@@ -160,7 +165,7 @@ func New(opts Options) (*Agent, error) {
 		}
 	}
 	if opts.AgentKey == nil {
-		if opts.AgentKey, err = loadOrCreateKey(filepath.Join(opts.DataDir, "agent.key")); err != nil {
+		if opts.AgentKey, err = loadOrCreateKey(filepath.Join(opts.DataDir, "agent.key"), opts.AgentKeyPassword); err != nil {
 			return nil, err
 		}
 	}
@@ -264,28 +269,14 @@ func checkLoopback(addr string, allow bool) error {
 	return nil
 }
 
-func loadOrCreateKey(path string) (crypto.Signer, error) {
-	if b, err := os.ReadFile(path); err == nil {
-		return sign.LoadPrivateKey(b, nil)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
+func loadOrCreateKey(path string, password []byte) (crypto.Signer, error) {
+	k, err := sign.ReadPrivateKeyFile(path, password)
+	if !errors.Is(err, os.ErrNotExist) {
+		return k, err
 	}
-	k, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
-	if err != nil {
-		return nil, err
-	}
-	pem, err := sign.MarshalPrivateKey(k, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(path, pem, 0o600); err != nil {
-		return nil, err
-	}
-	pub, err := sign.MarshalPublicKey(k.Public())
-	if err == nil {
-		_ = os.WriteFile(path[:len(path)-len(".key")]+".pub", pub, 0o644)
-	}
-	return k, nil
+	// written atomically, never over an existing file; encrypted when a
+	// password is configured
+	return sign.WriteKeyPair(strings.TrimSuffix(path, ".key"), sign.AlgorithmECDSAP256, password)
 }
 
 // enqueue hands a receipt to the spool writer; when the queue is full the

@@ -46,7 +46,8 @@ unreachable. AI agents on this host talk MCP to it:
 bearer token, a default principal for requests without a token, and
 upstream endpoints with their credentials (token files or environment
 variables). The agent key (--key, password from $MCPREADY_PASSWORD) signs
-receipt batches; without it a key is created in --data/agent.key.`,
+receipt batches and drift reports; without it a key is created in
+--data/agent.key (atomically; encrypted with $MCPREADY_PASSWORD when set).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -119,6 +120,8 @@ func (o *agentOptions) run(cmd *cobra.Command) error {
 		if opts.AgentKey, err = loadSigningKey(cmd, f.key); err != nil {
 			return usagef("agent: --key: %w", err)
 		}
+	} else if pw, ok := os.LookupEnv("MCPREADY_PASSWORD"); ok && pw != "" {
+		opts.AgentKeyPassword = []byte(pw) // --data/agent.key encrypted at rest
 	}
 	a, err := agent.New(opts)
 	if err != nil {
