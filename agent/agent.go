@@ -109,6 +109,12 @@ type Options struct {
 	// while the TrustPolicy or a Policy the agent holds was signed
 	// (provenance.issuedAt) longer ago; zero is no limit.
 	MaxStaleness time.Duration
+	// ReceiptDigestKey keys the receipts' argument and result digests
+	// (HMAC-SHA256, receipt.KeyedDigest): the organisation's key, which
+	// compliance holds to check a guessed value. Nil leaves them plain
+	// SHA-256, which a low-entropy argument can be guessed from (a warning
+	// is logged).
+	ReceiptDigestKey []byte
 	// PolicyName is the Policy this agent decides under; "" means
 	// "default". No other Policy is ever used in its place.
 	PolicyName string
@@ -173,6 +179,9 @@ func New(opts Options) (*Agent, error) {
 		opts.Logger.Info("agent: receipt batches are signed by the agent key; the TrustPolicy must grant it kinds ReceiptBatch and DriftReport for scope "+opts.NodeID+"/*",
 			"key_id", kid)
 	}
+	if len(opts.ReceiptDigestKey) == 0 {
+		opts.Logger.Warn("agent: receipt argument and result digests are unkeyed SHA-256; a low-entropy argument can be recovered by guessing: configure a receipt digest key")
+	}
 	a := &Agent{opts: opts, cfg: cfg, recv: make(chan *mcpreadyv1.Receipt, 4096)}
 	node := &mcpreadyv1.Node{Id: opts.NodeID, Labels: opts.Labels, AgentVersion: Version}
 	if opts.ControlPlane != "" {
@@ -207,7 +216,7 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	fopts := front.Options{Config: cfg, Region: opts.Labels[string(nodelabel.Region)], NodeID: opts.NodeID, Logger: opts.Logger,
-		Builder:    receipt.Builder{EmitterID: opts.NodeID, EmitterVersion: Version},
+		Builder:    receipt.Builder{EmitterID: opts.NodeID, EmitterVersion: Version, Redaction: receipt.Redaction{DigestKey: opts.ReceiptDigestKey}},
 		Receipts:   a.enqueue,
 		Registerer: opts.Metrics,
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -20,7 +21,7 @@ import (
 // agentOptions are the flags of agent.
 type agentOptions struct {
 	controlPlane, root, nodeID, labels, listen, data, config, key string
-	policy                                                        string
+	policy, digestKey                                             string
 	tls                                                           tlsOptions
 	allowNonLoopback, sotw                                        bool
 	maxStaleness                                                  time.Duration
@@ -63,6 +64,7 @@ receipt batches and drift reports; without it a key is created in
 	fl.StringVar(&o.key, "key", "", "agent signing key for receipt batches")
 	o.tls.addFlags(cmd)
 	fl.BoolVar(&o.sotw, "sotw", false, "use the state-of-the-world Discovery variant instead of the incremental one")
+	fl.StringVar(&o.digestKey, "receipt-digest-key", "", "file holding the organisation's key for receipt argument and result digests (HMAC-SHA256; at least 32 bytes)")
 	fl.StringVar(&o.policy, "policy", "default", "the Policy this agent decides under; while it is not installed every call is refused, never decided under another")
 	fl.DurationVar(&o.maxStaleness, "max-staleness", 0, "refuse every call (configuration_stale) while the TrustPolicy or a Policy was signed (issuedAt) longer ago than this; 0 is no limit")
 	return cmd
@@ -122,6 +124,16 @@ func (o *agentOptions) run(cmd *cobra.Command) error {
 		}
 	} else if pw, ok := os.LookupEnv("MCPREADY_PASSWORD"); ok && pw != "" {
 		opts.AgentKeyPassword = []byte(pw) // --data/agent.key encrypted at rest
+	}
+	if f.digestKey != "" {
+		k, err := os.ReadFile(f.digestKey)
+		if err != nil {
+			return usagef("agent: --receipt-digest-key: %w", err)
+		}
+		if k = bytes.TrimSpace(k); len(k) < 32 {
+			return usagef("agent: --receipt-digest-key: %s holds %d bytes, want at least 32", f.digestKey, len(k))
+		}
+		opts.ReceiptDigestKey = k
 	}
 	a, err := agent.New(opts)
 	if err != nil {
