@@ -1,6 +1,7 @@
 package subscribe
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -67,4 +68,30 @@ func TestParkedBounded(t *testing.T) {
 	if n > 50 {
 		t.Fatalf("%d resources parked, limit 50", n)
 	}
+}
+
+// TestScopeChangeEndToEnd: a Policy re-applied with a scope that excludes
+// the agent leaves it over the incremental stream (the control plane
+// sends the newer, mis-scoped version; the agent drops the one it holds).
+func TestScopeChangeEndToEnd(t *testing.T) {
+	env := cptest.Start(t)
+	c, err := New(Options{Conn: env.Dial(), Root: env.RootPub, Node: &mcpreadyv1.Node{Id: "n", Labels: map[string]string{string(nodelabel.Region): "eu-west"}}, MinBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Run(ctx) }()
+	adm := mcpreadyv1.NewAdminServiceClient(env.Dial())
+	put := func(version, region string) {
+		o := sample(artifact.KindPolicy, "p", version, "", time.Time{})
+		o.Metadata.Labels = map[string]string{string(nodelabel.ScopeRegion): region}
+		if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: env.Sign(o)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("1", "eu-west")
+	waitFor(t, c, "the eu policy", func(s *Snapshot) bool { return s.Get(artifact.KindPolicy, "p") != nil })
+	put("2", "us-east")
+	waitFor(t, c, "its removal", func(s *Snapshot) bool { return s.Get(artifact.KindPolicy, "p") == nil })
 }

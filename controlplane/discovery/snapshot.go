@@ -31,6 +31,15 @@ type snapshot struct {
 	built      time.Time
 }
 
+// resource returns the live resource named name whatever its scope, or nil.
+func (s *snapshot) resource(name string) *resource {
+	i, ok := slices.BinarySearchFunc(s.resources, name, func(r *resource, n string) int { return strings.Compare(r.pb.Name, n) })
+	if !ok {
+		return nil
+	}
+	return s.resources[i]
+}
+
 // tombstone returns the tombstone of the deleted name, or nil.
 func (s *snapshot) tombstone(name string) *mcpreadyv1.Resource {
 	i, ok := slices.BinarySearchFunc(s.tombstones, name, func(r *mcpreadyv1.Resource, n string) int { return strings.Compare(r.Name, n) })
