@@ -25,6 +25,8 @@ import (
 type controlPlaneOptions struct {
 	data, root, listen, metrics, etcd   string
 	tlsCert, tlsKey, tlsCA, observerKey string
+	etcdCA, etcdCert, etcdKey           string
+	etcdUser, etcdPasswordFile          string
 	roles                               []string
 	retention, evidenceWindow           time.Duration
 }
@@ -54,6 +56,11 @@ are served on --metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
 	fl.StringVar(&o.listen, "listen", controlplane.DefaultListen, "gRPC listen address")
 	fl.StringVar(&o.metrics, "metrics-listen", controlplane.DefaultMetricsListen, `/metrics and /healthz address ("off" disables)`)
 	fl.StringVar(&o.etcd, "etcd-endpoints", "", "external etcd endpoints, comma-separated (empty: embedded etcd)")
+	fl.StringVar(&o.etcdCA, "etcd-ca", "", "CA certificate (PEM) that verifies the external etcd's server certificate; required for etcd off loopback")
+	fl.StringVar(&o.etcdCert, "etcd-cert", "", "client certificate (PEM) for etcd's client-certificate auth")
+	fl.StringVar(&o.etcdKey, "etcd-key", "", "key of --etcd-cert")
+	fl.StringVar(&o.etcdUser, "etcd-user", "", "etcd user (etcd's own authentication)")
+	fl.StringVar(&o.etcdPasswordFile, "etcd-password-file", "", "file holding the password of --etcd-user")
 	fl.StringVar(&o.tlsCert, "tls-cert", "", "server certificate (PEM)")
 	fl.StringVar(&o.tlsKey, "tls-key", "", "server private key (PEM)")
 	fl.StringVar(&o.tlsCA, "tls-ca", "", "CA that client certificates must chain to (enables mTLS)")
@@ -100,7 +107,25 @@ func (o *controlPlaneOptions) run(cmd *cobra.Command) error {
 		}
 		roles = append(roles, rule)
 	}
+	var etcdTLS *tls.Config
+	if f.etcdCA != "" || f.etcdCert != "" || f.etcdKey != "" {
+		if etcdTLS, err = controlplane.EtcdClientTLS(f.etcdCA, f.etcdCert, f.etcdKey); err != nil {
+			return usagef("controlplane: --etcd-ca/--etcd-cert/--etcd-key: %w", err)
+		}
+	}
+	var etcdPassword string
+	if f.etcdPasswordFile != "" {
+		b, err := os.ReadFile(f.etcdPasswordFile)
+		if err != nil {
+			return usagef("controlplane: --etcd-password-file: %w", err)
+		}
+		etcdPassword = strings.TrimSpace(string(b))
+	}
+	if (f.etcdUser == "") != (f.etcdPasswordFile == "") {
+		return usagef("controlplane: --etcd-user and --etcd-password-file go together")
+	}
 	opts := controlplane.Options{Listen: f.listen, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
+		EtcdTLS: etcdTLS, EtcdUsername: f.etcdUser, EtcdPassword: etcdPassword,
 		TLS: tlsCfg, Roles: roles, ObserverKey: observer, Logger: logger(cmd.ErrOrStderr()),
 		Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow}}
 	opts.Registry = prometheus.NewRegistry()
