@@ -108,6 +108,9 @@ func (o *controlPlaneOptions) run(cmd *cobra.Command) error {
 		roles = append(roles, rule)
 	}
 	var etcdTLS *tls.Config
+	if (f.etcdCA != "" || f.etcdCert != "" || f.etcdKey != "" || f.etcdUser != "") && len(endpoints) == 0 {
+		return usagef("controlplane: --etcd-ca, --etcd-cert, --etcd-key and --etcd-user are for an external etcd (--etcd-endpoints)")
+	}
 	if f.etcdCA != "" || f.etcdCert != "" || f.etcdKey != "" {
 		if etcdTLS, err = controlplane.EtcdClientTLS(f.etcdCA, f.etcdCert, f.etcdKey); err != nil {
 			return usagef("controlplane: --etcd-ca/--etcd-cert/--etcd-key: %w", err)
