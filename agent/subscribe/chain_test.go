@@ -14,30 +14,6 @@ import (
 	"github.com/mcpready/mcpready/sign"
 )
 
-// chainTrust is a root-signed TrustPolicy granting each key the Policy
-// kind (revoked for the labels in revoked), superseding sup.
-func chainTrust(t *testing.T, env *cptest.Env, name, version string, sup []byte, keys map[string]crypto.Signer, revoked ...string) []byte {
-	t.Helper()
-	tp := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: version}}
-	if sup != nil {
-		o, err := sign.Peek(sup)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tp.Supersedes = &mcpreadyv1.TrustPolicyRef{Name: o.Metadata.Name, Version: o.Version(), Digest: artifact.Digest(sup)}
-	}
-	for label, k := range keys {
-		g := testpki.Grant(t, label, k, []string{"Policy"}, nil)
-		for _, r := range revoked {
-			if r == label {
-				g.Revoked, g.RevocationReason = true, "compromised"
-			}
-		}
-		tp.Keys = append(tp.Keys, g)
-	}
-	return env.Sign(artifact.New(artifact.KindTrustPolicy, name, tp))
-}
-
 // trustRes is a TrustPolicy resource with the (unsigned) store revision rv.
 func trustRes(name, rv string, b []byte) *mcpreadyv1.Resource {
 	return &mcpreadyv1.Resource{Name: name, TypeUrl: artifact.KindTrustPolicy.TypeURL(), Version: rv, Bundle: b}
@@ -63,7 +39,7 @@ func TestAgentTrustRotationNewName(t *testing.T) {
 	policyBy := func(k crypto.Signer, version string) []byte {
 		return testpki.Sign(t, testpki.Policy("org/p", version, nil), k)
 	}
-	v1 := chainTrust(t, env, "default", "1", nil, map[string]crypto.Signer{"k1": k1})
+	v1 := testpki.ChainTrust(t, env.Root, "default", "1", nil, map[string]crypto.Signer{"k1": k1})
 	if err := c.Apply(artifact.KindTrustPolicy, []*mcpreadyv1.Resource{trustRes("default", "7", v1)}, nil, true); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +47,7 @@ func TestAgentTrustRotationNewName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2 := chainTrust(t, env, "org/trust-2", "2", v1, map[string]crypto.Signer{"k1": k1, "k2": k2}, "k1")
+	v2 := testpki.ChainTrust(t, env.Root, "org/trust-2", "2", v1, map[string]crypto.Signer{"k1": k1, "k2": k2}, "k1")
 	if err := c.Apply(artifact.KindTrustPolicy, []*mcpreadyv1.Resource{trustRes("default", "7", v1), trustRes("org/trust-2", "1", v2)}, nil, true); err != nil {
 		t.Fatal(err)
 	}
@@ -107,9 +83,9 @@ func TestAgentTrustRotationNewName(t *testing.T) {
 
 	// Successors that do not name the held version.
 	for label, b := range map[string][]byte{
-		"no supersedes":     chainTrust(t, env, "default", "3", nil, map[string]crypto.Signer{"k1": k1}),
-		"supersedes a fork": chainTrust(t, env, "default", "3", chainTrust(t, env, "org/trust-2", "2", v1, map[string]crypto.Signer{"k1": k1}), map[string]crypto.Signer{"k1": k1}),
-		"supersedes itself": chainTrust(t, env, "default", "3", chainTrust(t, env, "x", "3", nil, nil), map[string]crypto.Signer{"k1": k1}),
+		"no supersedes":     testpki.ChainTrust(t, env.Root, "default", "3", nil, map[string]crypto.Signer{"k1": k1}),
+		"supersedes a fork": testpki.ChainTrust(t, env.Root, "default", "3", testpki.ChainTrust(t, env.Root, "org/trust-2", "2", v1, map[string]crypto.Signer{"k1": k1}), map[string]crypto.Signer{"k1": k1}),
+		"supersedes itself": testpki.ChainTrust(t, env.Root, "default", "3", testpki.ChainTrust(t, env.Root, "x", "3", nil, nil), map[string]crypto.Signer{"k1": k1}),
 	} {
 		if err := c.Apply(artifact.KindTrustPolicy, []*mcpreadyv1.Resource{trustRes("default", "10", b)}, nil, false); !errors.Is(err, sign.ErrTrustChain) {
 			t.Errorf("%s: %v, want %v", label, err, sign.ErrTrustChain)
@@ -132,8 +108,8 @@ func TestAgentTrustRotationNewName(t *testing.T) {
 	}
 
 	// Skipping a version is fine for an agent: v4 names v3, which c never saw.
-	v3 := chainTrust(t, env, "org/trust-2", "3", v2, map[string]crypto.Signer{"k2": k2})
-	v4 := chainTrust(t, env, "org/trust-2", "4", v3, map[string]crypto.Signer{"k2": k2})
+	v3 := testpki.ChainTrust(t, env.Root, "org/trust-2", "3", v2, map[string]crypto.Signer{"k2": k2})
+	v4 := testpki.ChainTrust(t, env.Root, "org/trust-2", "4", v3, map[string]crypto.Signer{"k2": k2})
 	if err := c.Apply(artifact.KindTrustPolicy, []*mcpreadyv1.Resource{trustRes("org/trust-2", "3", v4)}, nil, false); err != nil || active(c) != "org/trust-2@4" {
 		t.Fatalf("v4 after v2: %v, active %s", err, active(c))
 	}

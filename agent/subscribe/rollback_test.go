@@ -307,15 +307,9 @@ func TestRevocationUndoEndToEnd(t *testing.T) {
 // were checked), is refused with its reason and the others are installed.
 func TestExpiredLeftOutOthersApply(t *testing.T) {
 	env := cptest.Start(t)
-	c, err := New(Options{Root: env.RootPub, Node: &mcpreadyv1.Node{Id: "n"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := offer(c, artifact.KindTrustPolicy, "default", env.Sign(sample(artifact.KindTrustPolicy, "default", "1", "", time.Time{}))); err != nil {
-		t.Fatal(err)
-	}
+	c := trustedClient(t, env, Options{})
 	k := artifact.KindEvidence
-	err = c.Apply(k, []*mcpreadyv1.Resource{
+	err := c.Apply(k, []*mcpreadyv1.Resource{
 		{Name: "e/old", Bundle: env.Sign(sample(k, "e/old", "1", "", time.Now().Add(-time.Hour)))},
 		{Name: "e/new", Bundle: env.Sign(sample(k, "e/new", "1", "", time.Now().Add(time.Hour)))},
 		{Name: "e/legacy", Bundle: env.Sign(sample(k, "e/legacy", "window-1796132700", "", time.Time{}))},

@@ -23,20 +23,14 @@ import (
 // changes nothing.
 func TestAgentRefusesMisScoped(t *testing.T) {
 	env := cptest.Start(t)
-	c, err := New(Options{Root: env.RootPub, Node: &mcpreadyv1.Node{Id: "n", Labels: map[string]string{string(nodelabel.Region): "eu-west", string(nodelabel.TenantClass): "gold"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := offer(c, artifact.KindTrustPolicy, "default", env.Sign(sample(artifact.KindTrustPolicy, "default", "1", "", time.Time{}))); err != nil {
-		t.Fatal(err)
-	}
+	c := trustedClient(t, env, Options{Node: &mcpreadyv1.Node{Id: "n", Labels: map[string]string{string(nodelabel.Region): "eu-west", string(nodelabel.TenantClass): "gold"}}})
 	k := artifact.KindPolicy
 	scoped := func(name, version, region string) *mcpreadyv1.Resource {
 		o := sample(k, name, version, "", time.Time{})
 		o.Metadata.Labels = map[string]string{string(nodelabel.ScopeRegion): region}
 		return &mcpreadyv1.Resource{Name: name, Bundle: env.Sign(o)}
 	}
-	err = c.Apply(k, []*mcpreadyv1.Resource{scoped("us", "1", "us-east"), scoped("eu", "1", "eu-west, eu-north")}, nil, false)
+	err := c.Apply(k, []*mcpreadyv1.Resource{scoped("us", "1", "us-east"), scoped("eu", "1", "eu-west, eu-north")}, nil, false)
 	if !errors.Is(err, ErrOutOfScope) || c.Snapshot().Get(k, "us") != nil || c.Snapshot().Get(k, "eu") == nil {
 		t.Fatalf("mixed scopes: %v; us held %v, eu held %v", err, c.Snapshot().Get(k, "us") != nil, c.Snapshot().Get(k, "eu") != nil)
 	}
@@ -53,10 +47,7 @@ func TestAgentRefusesMisScoped(t *testing.T) {
 // kind: a flood of unverifiable resources does not grow the agent.
 func TestParkedBounded(t *testing.T) {
 	env := cptest.Start(t)
-	c, _ := New(Options{Root: env.RootPub, Node: &mcpreadyv1.Node{Id: "n"}, MaxParked: 50})
-	if err := offer(c, artifact.KindTrustPolicy, "default", env.Sign(sample(artifact.KindTrustPolicy, "default", "1", "", time.Time{}))); err != nil {
-		t.Fatal(err)
-	}
+	c := trustedClient(t, env, Options{MaxParked: 50})
 	stranger, _ := sign.GenerateKey(sign.AlgorithmEd25519)
 	b := testpki.Sign(t, sample(artifact.KindDeclaration, "d", "1", "", time.Time{}), stranger)
 	for i := range 200 {

@@ -15,6 +15,24 @@ import (
 	"github.com/mcpready/mcpready/sign"
 )
 
+// trustedClient is a client with opts (node "n" when unset) that holds
+// env's root-signed TrustPolicy "default" at version 1.
+func trustedClient(t *testing.T, env *cptest.Env, opts Options) *Client {
+	t.Helper()
+	opts.Root = env.RootPub
+	if opts.Node == nil {
+		opts.Node = &mcpreadyv1.Node{Id: "n"}
+	}
+	c, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := offer(c, artifact.KindTrustPolicy, "default", env.Sign(sample(artifact.KindTrustPolicy, "default", "1", "", time.Time{}))); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // tombRes is a tombstone for target signed by the root, as discovery
 // sends it.
 func tombRes(t *testing.T, env *cptest.Env, target []byte) *mcpreadyv1.Resource {
@@ -33,13 +51,7 @@ func tombRes(t *testing.T, env *cptest.Env, target []byte) *mcpreadyv1.Resource 
 // a tombstone for an earlier version, replayed, removes nothing.
 func TestAgentRemovalNeedsTombstone(t *testing.T) {
 	env := cptest.Start(t)
-	c, err := New(Options{Root: env.RootPub, Node: &mcpreadyv1.Node{Id: "n"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := offer(c, artifact.KindTrustPolicy, "default", env.Sign(sample(artifact.KindTrustPolicy, "default", "1", "", time.Time{}))); err != nil {
-		t.Fatal(err)
-	}
+	c := trustedClient(t, env, Options{})
 	k := artifact.KindPolicy
 	v1 := env.Sign(sample(k, "org/p", "1", "", time.Time{}))
 	if err := offer(c, k, "org/p", v1); err != nil {

@@ -13,34 +13,6 @@ import (
 	"github.com/mcpready/mcpready/sign"
 )
 
-// chainPolicy is a root-signed TrustPolicy named name at version granting
-// each of keys the Policy kind (revoked for the keys in revoked), naming
-// sup as the version it supersedes.
-func chainPolicy(t *testing.T, p *testpki.PKI, name, version string, sup *mcpreadyv1.TrustPolicyRef, keys map[string]crypto.Signer, revoked ...string) []byte {
-	t.Helper()
-	tp := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: version}, Supersedes: sup}
-	for label, k := range keys {
-		g := testpki.Grant(t, label, k, []string{"Policy"}, nil)
-		for _, r := range revoked {
-			if r == label {
-				g.Revoked, g.RevocationReason = true, "compromised"
-			}
-		}
-		tp.Keys = append(tp.Keys, g)
-	}
-	return testpki.Sign(t, artifact.New(artifact.KindTrustPolicy, name, tp), p.Root)
-}
-
-// refOf names a TrustPolicy bundle for supersedes.
-func refOf(t *testing.T, b []byte) *mcpreadyv1.TrustPolicyRef {
-	t.Helper()
-	o, err := sign.Peek(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &mcpreadyv1.TrustPolicyRef{Name: o.Metadata.Name, Version: o.Version(), Digest: artifact.Digest(b)}
-}
-
 // TestTrustRotation rotates the root-granted keys, revokes one and rotates
 // to a new name; then it replays: an older root-signed TrustPolicy under
 // another name (which the old rule, "latest stored wins", made active and
@@ -70,21 +42,21 @@ func TestTrustRotation(t *testing.T) {
 	}
 	v1 := p.TrustPolicy
 	// rotate the root-granted keys: k1 replaces the org key
-	v2 := chainPolicy(t, p, "test/trust", "2", refOf(t, v1), map[string]crypto.Signer{"k1": k1})
-	staged := chainPolicy(t, p, "test/staging", "2", refOf(t, v1), map[string]crypto.Signer{"k1": k1, "k2": k2})
+	v2 := testpki.ChainTrust(t, p.Root, "test/trust", "2", v1, map[string]crypto.Signer{"k1": k1})
+	staged := testpki.ChainTrust(t, p.Root, "test/staging", "2", v1, map[string]crypto.Signer{"k1": k1, "k2": k2})
 	mustApply("v2", v2)
 	mustApply("k1's policy", policyBy(k1, "1"))
 	if _, _, err := w.Apply(ctx, policyBy(p.Org, "2")); sign.ReasonOf(err) != sign.ReasonUnknownKey {
 		t.Fatalf("the rotated-out org key still signs: %v", err)
 	}
 	// revoke k1, grant k2
-	v3 := chainPolicy(t, p, "test/trust", "3", refOf(t, v2), map[string]crypto.Signer{"k1": k1, "k2": k2}, "k1")
+	v3 := testpki.ChainTrust(t, p.Root, "test/trust", "3", v2, map[string]crypto.Signer{"k1": k1, "k2": k2}, "k1")
 	mustApply("v3", v3)
 	if _, _, err := w.Apply(ctx, policyBy(k1, "3")); sign.ReasonOf(err) != sign.ReasonKeyRevoked {
 		t.Fatalf("revoked k1 signs: %v", err)
 	}
 	// rotate to a new name; k2 is revoked there too, k3 granted
-	v4 := chainPolicy(t, p, "test/trust-2027", "4", refOf(t, v3), map[string]crypto.Signer{"k3": k3, "k1": k1, "k2": k2}, "k1", "k2")
+	v4 := testpki.ChainTrust(t, p.Root, "test/trust-2027", "4", v3, map[string]crypto.Signer{"k3": k3, "k1": k1, "k2": k2}, "k1", "k2")
 	mustApply("v4 under a new name", v4)
 	if got := w.Current().Ref(); got.Name != "test/trust-2027" || got.Version != "4" {
 		t.Fatalf("active after renaming: %v", got)
@@ -92,8 +64,8 @@ func TestTrustRotation(t *testing.T) {
 
 	refused("an older TrustPolicy under another name", staged, artifact.ErrRollback)
 	refused("the first name's last version", v3, artifact.ErrRollback)
-	refused("no superseded version named", chainPolicy(t, p, "test/trust", "5", nil, map[string]crypto.Signer{"k1": k1}), sign.ErrTrustChain)
-	refused("superseding a version other than the active", chainPolicy(t, p, "test/trust", "5", refOf(t, v3), map[string]crypto.Signer{"k1": k1}), sign.ErrTrustChain)
+	refused("no superseded version named", testpki.ChainTrust(t, p.Root, "test/trust", "5", nil, map[string]crypto.Signer{"k1": k1}), sign.ErrTrustChain)
+	refused("superseding a version other than the active", testpki.ChainTrust(t, p.Root, "test/trust", "5", v3, map[string]crypto.Signer{"k1": k1}), sign.ErrTrustChain)
 	for label, k := range map[string]crypto.Signer{"k1": k1, "k2": k2} {
 		if _, _, err := w.Apply(ctx, policyBy(k, "9")); sign.ReasonOf(err) != sign.ReasonKeyRevoked {
 			t.Fatalf("after the replays, revoked %s signs: %v", label, err)
@@ -103,5 +75,5 @@ func TestTrustRotation(t *testing.T) {
 	if _, err := w.Delete(ctx, testpki.Sign(t, testpki.Object(artifact.KindTombstone, "test/trust-2027", &mcpreadyv1.Tombstone{TargetKind: "TrustPolicy", TargetName: "test/trust-2027"}, nil), p.Root)); !errors.Is(err, writer.ErrWrongKind) {
 		t.Fatalf("deleting the active TrustPolicy: %v, want refused", err)
 	}
-	mustApply("v5", chainPolicy(t, p, "test/trust", "5", refOf(t, v4), map[string]crypto.Signer{"k1": k1}))
+	mustApply("v5", testpki.ChainTrust(t, p.Root, "test/trust", "5", v4, map[string]crypto.Signer{"k1": k1}))
 }

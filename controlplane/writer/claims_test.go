@@ -22,7 +22,7 @@ func TestEvidenceClaimsBoundToKey(t *testing.T) {
 	prober, _ := sign.GenerateKey(sign.AlgorithmEd25519)
 	g := testpki.Grant(t, "prober-eu", prober, []string{"Evidence"}, nil)
 	g.EvidenceIssuer, g.Independence = "example.org/prober-eu", "consumer"
-	tp := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: "2"}, Supersedes: refOf(t, p.TrustPolicy), Keys: []*mcpreadyv1.KeyGrant{g}}
+	tp := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: "2"}, Supersedes: testpki.RefOf(t, p.TrustPolicy), Keys: []*mcpreadyv1.KeyGrant{g}}
 	if _, _, err := w.Apply(ctx, testpki.Sign(t, artifact.New(artifact.KindTrustPolicy, "test/trust", tp), p.Root)); err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func trustRevoking(t *testing.T, p *testpki.PKI, version string, revokeOrg bool)
 	}
 	tp := proto.Clone(v.Spec).(*mcpreadyv1.TrustPolicy)
 	tp.Provenance.Version = version
-	tp.Supersedes = refOf(t, p.TrustPolicy)
+	tp.Supersedes = testpki.RefOf(t, p.TrustPolicy)
 	if revokeOrg {
 		tp.Keys[0].Revoked, tp.Keys[0].RevocationReason = true, "compromised"
 	}

@@ -13,6 +13,7 @@ package testpki
 
 import (
 	"crypto"
+	"slices"
 	"testing"
 	"time"
 
@@ -138,4 +139,34 @@ func DriftReport(t testing.TB, signer crypto.Signer, node, entry, entryDigest st
 	dr := &mcpreadyv1.DriftReport{Provenance: &mcpreadyv1.Provenance{IssuedAt: timestamppb.New(at)}, NodeId: node, EntryName: entry, EntryDigest: entryDigest,
 		Labels: labels, Observed: observed}
 	return &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: node}, Report: Sign(t, artifact.New(artifact.KindDriftReport, node+"/"+entry, dr), signer)}
+}
+
+// ChainTrust returns a TrustPolicy named name at version, signed by root,
+// superseding the TrustPolicy bundle sup (nil: the first of its chain),
+// that grants each of keys (by label) the Policy kind, revoked for the
+// labels in revoked.
+func ChainTrust(t testing.TB, root crypto.Signer, name, version string, sup []byte, keys map[string]crypto.Signer, revoked ...string) []byte {
+	t.Helper()
+	tp := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: version}}
+	if sup != nil {
+		tp.Supersedes = RefOf(t, sup)
+	}
+	for label, k := range keys {
+		g := Grant(t, label, k, []string{"Policy"}, nil)
+		if slices.Contains(revoked, label) {
+			g.Revoked, g.RevocationReason = true, "compromised"
+		}
+		tp.Keys = append(tp.Keys, g)
+	}
+	return Sign(t, artifact.New(artifact.KindTrustPolicy, name, tp), root)
+}
+
+// RefOf names a TrustPolicy bundle for TrustPolicy.supersedes.
+func RefOf(t testing.TB, bundle []byte) *mcpreadyv1.TrustPolicyRef {
+	t.Helper()
+	o, err := sign.Peek(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mcpreadyv1.TrustPolicyRef{Name: o.Metadata.Name, Version: o.Version(), Digest: artifact.Digest(bundle)}
 }
