@@ -107,6 +107,10 @@ type Options struct {
 	// only) every loopback caller holds every role: the single-machine
 	// quickstart. Zero: no certificate holds a role.
 	Roles []authz.Rule
+	// NodeLabels binds the node labels agents may claim to their
+	// certificate identities (authz.Options.NodeLabels); nil leaves them
+	// self-asserted (a warning is logged when mTLS is on).
+	NodeLabels []authz.LabelRule
 	// ObserverKey is the control plane's own signing key, used for
 	// lifecycle state changes (see package lifecycle); nil means state
 	// changes are recorded but not distributed.
@@ -196,7 +200,10 @@ func New(o Options) (*Server, error) {
 	case mtls && len(o.Roles) == 0:
 		return nil, fmt.Errorf("%w: mTLS without role rules authorises nobody: map certificate identities to admin, agent and reader", ErrConfig)
 	}
-	az, err := authz.New(authz.Options{Rules: o.Roles, LocalPlaintext: !mtls, Logger: o.Logger, Registerer: s.reg})
+	az, err := authz.New(authz.Options{Rules: o.Roles, NodeLabels: o.NodeLabels, LocalPlaintext: !mtls, Logger: o.Logger, Registerer: s.reg})
+	if mtls && len(o.NodeLabels) == 0 {
+		o.Logger.Warn("agents' node labels (region, tenant classes, host) are self-asserted: bind them to certificate identities with node-label rules")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -27,7 +27,7 @@ type controlPlaneOptions struct {
 	tlsCert, tlsKey, tlsCA, observerKey string
 	etcdCA, etcdCert, etcdKey           string
 	etcdUser, etcdPasswordFile          string
-	roles                               []string
+	roles, nodeLabels                   []string
 	retention, evidenceWindow           time.Duration
 }
 
@@ -64,6 +64,7 @@ are served on --metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
 	fl.StringVar(&o.tlsCert, "tls-cert", "", "server certificate (PEM)")
 	fl.StringVar(&o.tlsKey, "tls-key", "", "server private key (PEM)")
 	fl.StringVar(&o.tlsCA, "tls-ca", "", "CA that client certificates must chain to (enables mTLS)")
+	fl.StringArrayVar(&o.nodeLabels, "node-labels", nil, `node labels the agents matching PATTERN may claim: PATTERN=region:eu-west|eu-north;tenant-class:gold;host:h1, repeatable; without any, labels are self-asserted`)
 	fl.StringArrayVar(&o.roles, "role", nil, `grant a role to client-certificate identities: PATTERN=admin|agent|reader, repeatable (required with --tls-ca); PATTERN matches the certificate's first URI SAN, else DNS SAN, else CN ("*" within one "/" segment)`)
 	fl.StringVar(&o.observerKey, "observer-key", "", "control plane's own signing key for lifecycle changes and passive Evidence")
 	fl.DurationVar(&o.retention, "receipt-retention", 0, "drop receipt segments older than this (0 keeps everything)")
@@ -127,7 +128,15 @@ func (o *controlPlaneOptions) run(cmd *cobra.Command) error {
 	if (f.etcdUser == "") != (f.etcdPasswordFile == "") {
 		return usagef("controlplane: --etcd-user and --etcd-password-file go together")
 	}
-	opts := controlplane.Options{Listen: f.listen, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
+	var nodeLabels []authz.LabelRule
+	for _, r := range f.nodeLabels {
+		lr, err := authz.ParseLabelRule(r)
+		if err != nil {
+			return usagef("controlplane: --node-labels: %w", err)
+		}
+		nodeLabels = append(nodeLabels, lr)
+	}
+	opts := controlplane.Options{Listen: f.listen, NodeLabels: nodeLabels, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
 		EtcdTLS: etcdTLS, EtcdUsername: f.etcdUser, EtcdPassword: etcdPassword,
 		TLS: tlsCfg, Roles: roles, ObserverKey: observer, Logger: logger(cmd.ErrOrStderr()),
 		Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow}}
