@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/config"
@@ -48,6 +50,7 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/loopback"
 	"github.com/mcpready/mcpready/nodelabel"
+	"github.com/mcpready/mcpready/readiness"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -94,9 +97,13 @@ type Options struct {
 	// Config is the parsed agent configuration (principals, upstreams; see
 	// config.Load); nil is the empty configuration (every request refused).
 	Config *config.Config
-	// AgentKey signs receipt batches; nil loads or creates DataDir/agent.key
-	// (unencrypted, mode 0600).
+	// AgentKey signs receipt batches and drift reports; nil loads or
+	// creates DataDir/agent.key (written atomically, mode 0600, encrypted
+	// with AgentKeyPassword).
 	AgentKey crypto.Signer
+	// AgentKeyPassword encrypts (and decrypts) DataDir/agent.key; nil
+	// leaves it unencrypted.
+	AgentKeyPassword []byte
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Metrics receives the agent's metrics and is served on /metrics; nil
@@ -106,6 +113,19 @@ type Options struct {
 	SyncMode subscribe.Mode
 	// Telemetry traces MCP requests and upstream attempts; nil is off.
 	Telemetry *telemetry.Telemetry
+	// MaxStaleness, when positive, refuses every call (configuration_stale)
+	// while the TrustPolicy or a Policy the agent holds was signed
+	// (provenance.issuedAt) longer ago; zero is no limit.
+	MaxStaleness time.Duration
+	// ReceiptDigestKey keys the receipts' argument and result digests
+	// (HMAC-SHA256, receipt.KeyedDigest): the organisation's key, which
+	// compliance holds to check a guessed value. Nil leaves them plain
+	// SHA-256, which a low-entropy argument can be guessed from (a warning
+	// is logged).
+	ReceiptDigestKey []byte
+	// PolicyName is the Policy this agent decides under; "" means
+	// "default". No other Policy is ever used in its place.
+	PolicyName string
 }
 
 // Agent is a configured host agent. Run it once.
@@ -125,6 +145,8 @@ type Agent struct {
 	prevP *mcpreadyv1.Policy
 	// installed is the generation of the last snapshot handed to the front.
 	installed atomic.Uint64
+	// stale: the installed snapshot was refused as stale.
+	stale atomic.Bool
 }
 
 // New validates opts, loads the configuration file and the last known good
@@ -138,6 +160,9 @@ func New(opts Options) (*Agent, error) {
 	}
 	if opts.Listen == "" {
 		opts.Listen = DefaultListen
+	}
+	if opts.PolicyName == "" {
+		opts.PolicyName = "default"
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = prometheus.NewRegistry()
@@ -156,13 +181,16 @@ func New(opts Options) (*Agent, error) {
 		}
 	}
 	if opts.AgentKey == nil {
-		if opts.AgentKey, err = loadOrCreateKey(filepath.Join(opts.DataDir, "agent.key")); err != nil {
+		if opts.AgentKey, err = loadOrCreateKey(filepath.Join(opts.DataDir, "agent.key"), opts.AgentKeyPassword); err != nil {
 			return nil, err
 		}
 	}
 	if kid, err := sign.KeyID(opts.AgentKey.Public()); err == nil {
-		opts.Logger.Info("agent: receipt batches are signed by the agent key; the TrustPolicy must grant it kind ReceiptBatch for scope "+opts.NodeID+"/*",
+		opts.Logger.Info("agent: receipt batches are signed by the agent key; the TrustPolicy must grant it kinds ReceiptBatch and DriftReport for scope "+opts.NodeID+"/*",
 			"key_id", kid)
+	}
+	if len(opts.ReceiptDigestKey) == 0 {
+		opts.Logger.Warn("agent: receipt argument and result digests are unkeyed SHA-256; a low-entropy argument can be recovered by guessing: configure a receipt digest key")
 	}
 	a := &Agent{opts: opts, cfg: cfg}
 	node := &mcpreadyv1.Node{Id: opts.NodeID, Labels: opts.Labels, AgentVersion: Version}
@@ -203,7 +231,7 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	fopts := front.Options{Config: cfg, Keys: a.keys, Region: opts.Labels[string(nodelabel.Region)], NodeID: opts.NodeID, Logger: opts.Logger,
-		Builder:    receipt.Builder{EmitterID: opts.NodeID, EmitterVersion: Version},
+		Builder:    receipt.Builder{EmitterID: opts.NodeID, EmitterVersion: Version, Redaction: receipt.Redaction{DigestKey: opts.ReceiptDigestKey}},
 		Ledger:     a.rw,
 		Registerer: opts.Metrics,
 		Telemetry:  opts.Telemetry,
@@ -211,8 +239,11 @@ func New(opts Options) (*Agent, error) {
 	if a.conn != nil {
 		admin := mcpreadyv1.NewAdminServiceClient(a.conn)
 		fopts.ReportDrift = func(ctx context.Context, req *mcpreadyv1.ReportDriftRequest) error {
-			req.Node = node
-			_, err := admin.ReportDrift(ctx, req)
+			signed, err := a.signDrift(req)
+			if err != nil {
+				return err
+			}
+			_, err = admin.ReportDrift(ctx, signed)
 			return err
 		}
 	}
@@ -230,6 +261,25 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// signDrift turns the front's drift report into the signed form the
+// control plane acts on: a DriftReport signed by the agent key (which the
+// TrustPolicy must grant DriftReport for "<node id>/*"), naming the digest
+// of the entry bundle this agent holds.
+func (a *Agent) signDrift(req *mcpreadyv1.ReportDriftRequest) (*mcpreadyv1.ReportDriftRequest, error) {
+	held := a.sync.Snapshot().Get(artifact.KindRegistryEntry, req.GetEntryName())
+	if held == nil {
+		return nil, fmt.Errorf("agent: drift report for %q, which this agent does not hold", req.GetEntryName())
+	}
+	dr := &mcpreadyv1.DriftReport{Provenance: &mcpreadyv1.Provenance{Issuer: a.opts.NodeID, IssuedAt: timestamppb.Now()},
+		NodeId: a.opts.NodeID, EntryName: req.GetEntryName(), EntryDigest: artifact.Digest(held.Bundle),
+		Labels: req.GetLabels(), Observed: req.GetObserved(), Detail: req.GetDetail()}
+	b, _, err := sign.Sign(artifact.New(artifact.KindDriftReport, a.opts.NodeID+"/"+req.GetEntryName(), dr), a.opts.AgentKey)
+	if err != nil {
+		return nil, fmt.Errorf("agent: signing the drift report: %w", err)
+	}
+	return &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: a.opts.NodeID, Labels: a.opts.Labels, AgentVersion: Version}, Report: b}, nil
 }
 
 // Addr is the front's bound address.
@@ -251,36 +301,30 @@ func checkLoopback(addr string, allow bool) error {
 	return nil
 }
 
-func loadOrCreateKey(path string) (crypto.Signer, error) {
-	if b, err := os.ReadFile(path); err == nil {
-		return sign.LoadPrivateKey(b, nil)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
+func loadOrCreateKey(path string, password []byte) (crypto.Signer, error) {
+	k, err := sign.ReadPrivateKeyFile(path, password)
+	if !errors.Is(err, os.ErrNotExist) {
+		return k, err
 	}
-	k, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
-	if err != nil {
-		return nil, err
-	}
-	pem, err := sign.MarshalPrivateKey(k, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(path, pem, 0o600); err != nil {
-		return nil, err
-	}
-	pub, err := sign.MarshalPublicKey(k.Public())
-	if err == nil {
-		_ = os.WriteFile(path[:len(path)-len(".key")]+".pub", pub, 0o644)
-	}
-	return k, nil
+	// written atomically, never over an existing file; encrypted when a
+	// password is configured
+	return sign.WriteKeyPair(strings.TrimSuffix(path, ".key"), sign.AlgorithmECDSAP256, password)
 }
 
-// install builds the decision state of a verified snapshot and hands it to the front.
+// install builds the decision state of a verified snapshot and hands it
+// to the front; a stale snapshot (Options.MaxStaleness) refuses every
+// call instead.
 func (a *Agent) install(s *subscribe.Snapshot) {
-	st, pol, err := buildState(s, a.prev, a.prevP)
+	st, pol, err := buildState(s, a.opts.PolicyName, a.prev, a.prevP)
 	if err != nil {
 		a.opts.Logger.Warn("agent: configuration not usable; keeping the previous one", "err", err)
 		return
+	}
+	stale := s.Stale(time.Now(), a.opts.MaxStaleness)
+	a.stale.Store(stale != nil)
+	if stale != nil {
+		a.opts.Logger.Error("agent: refusing every call until a freshly signed configuration arrives", "err", stale)
+		st.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeConfigurationStale, Reason: stale.Error()}
 	}
 	if st.Decide != nil {
 		for _, w := range st.Decide.Warnings() {
@@ -298,25 +342,23 @@ func (a *Agent) install(s *subscribe.Snapshot) {
 func (a *Agent) Installed() uint64 { return a.installed.Load() }
 
 // buildState converts verified resources into the decision core's inputs.
-// The policy is the one named "default", else the first by name.
-func buildState(s *subscribe.Snapshot, prev *front.State, prevPolicy *mcpreadyv1.Policy) (*front.State, *mcpreadyv1.Policy, error) {
-	policies := s.List(artifact.KindPolicy)
-	if len(policies) == 0 {
-		return &front.State{}, nil, nil
+// The policy is the one named policy, and only that one: when it is not
+// held, every call is refused (no_policy, naming it), never decided under
+// another Policy the agent happens to hold.
+func buildState(s *subscribe.Snapshot, policy string, prev *front.State, prevPolicy *mcpreadyv1.Policy) (*front.State, *mcpreadyv1.Policy, error) {
+	entries := map[string]*mcpreadyv1.RegistryEntry{}
+	for _, r := range s.List(artifact.KindRegistryEntry) {
+		entries[r.Name] = r.Verified.Object.Spec.(*mcpreadyv1.RegistryEntry)
 	}
-	pr := policies[0]
-	for _, r := range policies {
-		if r.Name == "default" {
-			pr = r
-		}
+	pr := s.Get(artifact.KindPolicy, policy)
+	if pr == nil {
+		return &front.State{Entries: entries, Refusal: &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeNoPolicy,
+			Reason: fmt.Sprintf("policy %q is not installed on this host (no other Policy is used in its place)", policy)}}, nil, nil
 	}
 	pol := pr.Verified.Object.Spec.(*mcpreadyv1.Policy)
 	in := decide.Inputs{PolicyName: pr.Name, PolicyVersion: pr.Verified.Digest, Policy: pol,
-		Entries: map[string]*mcpreadyv1.RegistryEntry{}, Declarations: map[string]*mcpreadyv1.Declaration{},
+		Entries: entries, Declarations: map[string]*mcpreadyv1.Declaration{},
 		Evidence: map[string]*mcpreadyv1.Evidence{}}
-	for _, r := range s.List(artifact.KindRegistryEntry) {
-		in.Entries[r.Name] = r.Verified.Object.Spec.(*mcpreadyv1.RegistryEntry)
-	}
 	for _, r := range s.List(artifact.KindDeclaration) {
 		in.Declarations[r.Name] = r.Verified.Object.Spec.(*mcpreadyv1.Declaration)
 	}
@@ -426,8 +468,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// follow installs every new verified snapshot.
+// follow installs every new verified snapshot, and re-checks the
+// installed one's staleness as time passes.
 func (a *Agent) follow(ctx context.Context) {
+	var tick <-chan time.Time
+	if a.opts.MaxStaleness > 0 {
+		t := time.NewTicker(min(max(a.opts.MaxStaleness/20, time.Second), time.Minute))
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		ch := a.sync.Changed()
 		if s := a.sync.Snapshot(); s.Generation != a.installed.Load() {
@@ -437,6 +486,10 @@ func (a *Agent) follow(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ch:
+		case <-tick:
+			if s := a.sync.Snapshot(); !a.stale.Load() && s.Stale(time.Now(), a.opts.MaxStaleness) != nil {
+				a.install(s)
+			}
 		}
 	}
 }

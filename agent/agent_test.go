@@ -144,10 +144,11 @@ func TestRefusesPlaintextControlPlane(t *testing.T) {
 func TestDriftReportedToControlPlane(t *testing.T) {
 	env := cptest.Start(t)
 	up := mcptest.New(t, mcptest.Options{})
+	key := grantAgentKey(t, env, "host-2")
 	publish(t, env, up)
 	dir := t.TempDir()
 	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-2", Listen: "127.0.0.1:0",
-		DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir)})
+		DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir), AgentKey: key})
 	defer stop()
 	waitConfigured(t, a)
 	if res := callEcho(t, a.Addr()); res.IsError {

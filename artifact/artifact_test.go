@@ -63,6 +63,15 @@ kind: Tombstone
 metadata: {name: tombstones/x}
 spec: {targetKind: Declaration, targetName: com.example/docs, reason: "retired\tnow"}
 `,
+	KindDriftReport: `apiVersion: mcpready.dev/v1
+kind: DriftReport
+metadata: {name: host-1/com.example/docs/search@1.4.2}
+spec:
+  nodeId: host-1
+  entryName: com.example/docs/search@1.4.2
+  labels: [DRIFT_LABEL_DEFINITION_DRIFT]
+  observed: {serverName: com.example/docs, toolName: search}
+`,
 }
 
 func TestRoundTripAllKinds(t *testing.T) {

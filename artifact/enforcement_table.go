@@ -67,6 +67,11 @@ func provenance(overrides map[string]Rule) map[string]Rule {
 var enforcement = map[Kind]map[string]Rule{
 	KindTrustPolicy: merge(provenance(map[string]Rule{
 		"expiresAt": yes(inSign, "an expired trust policy verifies nothing; not stored or installed"),
+		"version":   yes(inFreshness, "one chain per organisation whatever the name: the active TrustPolicy is the highest signed version that verifies against the root (sign.PickTrust), and a new one must be newer than it"),
+	}), under("supersedes", map[string]Rule{
+		"name":    yes(inFreshness, "the control plane requires the active TrustPolicy's name, version and digest exactly; an agent requires them when they name the version it holds (sign.CheckSuccessor)"),
+		"version": yes(inFreshness, "must be older than the policy's own version"),
+		"digest":  yes(inFreshness, "sha256 of the superseded bundle; a mismatch is a fork (trust-chain)"),
 	}), under("keys", map[string]Rule{
 		"keyId":            yes(inSign, "must match the public key"),
 		"publicKey":        yes(inSign, ""),
@@ -78,6 +83,8 @@ var enforcement = map[Kind]map[string]Rule{
 		"revoked":          yes(inSign, ""),
 		"revokedAt":        yes(inSign, ""),
 		"revocationReason": rec(""),
+		"evidenceIssuer":   yes(inSign, "an Evidence signed by the key must state this provenance.issuer (claim-not-granted otherwise); unset binds nothing"),
+		"independence":     yes(inSign, "an Evidence signed by the key must state this observer.independence; unset binds nothing"),
 	})),
 
 	KindDeclaration: merge(provenance(map[string]Rule{
@@ -308,13 +315,36 @@ var enforcement = map[Kind]map[string]Rule{
 		"createdAt":       rec(""),
 	}, under("receipts", receiptFields())),
 
+	KindDriftReport: merge(provenance(map[string]Rule{
+		"version":  rec("reports are not stored; replay is bounded by issuedAt and entryDigest"),
+		"issuedAt": yes(inLifecycle, "must lie within the control plane's report window (10 minutes by default), so an old report cannot be replayed"),
+	}), map[string]Rule{
+		"nodeId":      yes(inLifecycle, "must be the caller's node id (bound to its certificate) and prefix metadata.name, which the signing key's grant must cover"),
+		"entryName":   yes(inLifecycle, "the entry suspended"),
+		"entryDigest": yes(inLifecycle, "must be the digest of the entry's current bundle; a report about another revision changes nothing"),
+		"labels":      yes(inLifecycle, "recorded as the suspension's drift labels"),
+		"detail":      rec("recorded in the suspension event, at most 512 bytes"),
+	}, under("observed", map[string]Rule{
+		"serverName":         rec("becomes the CANDIDATE's identity; never routable until the organisation qualifies it"),
+		"serverVersion":      rec("as serverName"),
+		"toolName":           rec("as serverName"),
+		"toolVersion":        rec("as serverName"),
+		"endpoint":           rec("as serverName: the reporter's endpoint is never dialled from a CANDIDATE"),
+		"definitionDigest":   rec("as serverName"),
+		"inputSchemaDigest":  rec("as serverName"),
+		"outputSchemaDigest": rec("as serverName"),
+		"protocolVersion":    rec("as serverName"),
+	})),
+
 	KindTombstone: merge(provenance(map[string]Rule{
 		"version":   no("a tombstone's own version is not compared; the target's highest version outlives the deletion, so a deleted version cannot be applied again"),
 		"expiresAt": yes("controlplane/writer", "an expired tombstone deletes nothing"),
 	}), map[string]Rule{
-		"targetKind": yes(inAdmin, "the key must be granted the target kind"),
-		"targetName": yes(inAdmin, "the key's scopes must cover the target name"),
-		"reason":     rec("kept in history"),
+		"targetKind":    yes(inAdmin, "the key must be granted the target kind"),
+		"targetName":    yes(inAdmin, "the key's scopes must cover the target name"),
+		"reason":        rec("kept in history"),
+		"targetVersion": yes(inFreshness, "must be the target's current signed version (artifact.CheckTombstone), so a tombstone deletes exactly one version and cannot be replayed; an agent removes a Policy only on such a tombstone"),
+		"targetDigest":  yes(inFreshness, "must be the digest of the target's current bundle"),
 	}),
 }
 

@@ -22,6 +22,9 @@ const (
 	KindReceiptBatch  Kind = "ReceiptBatch"
 	// KindTombstone is a signed deletion of another artifact.
 	KindTombstone Kind = "Tombstone"
+	// KindDriftReport is an agent's signed drift report (sent with
+	// ReportDrift, never stored as an artifact).
+	KindDriftReport Kind = "DriftReport"
 )
 
 var kinds = map[Kind]func() proto.Message{
@@ -32,11 +35,12 @@ var kinds = map[Kind]func() proto.Message{
 	KindEvidence:      func() proto.Message { return &mcpreadyv1.Evidence{} },
 	KindReceiptBatch:  func() proto.Message { return &mcpreadyv1.ReceiptBatch{} },
 	KindTombstone:     func() proto.Message { return &mcpreadyv1.Tombstone{} },
+	KindDriftReport:   func() proto.Message { return &mcpreadyv1.DriftReport{} },
 }
 
 // Kinds lists every kind in a stable order.
 func Kinds() []Kind {
-	return []Kind{KindTrustPolicy, KindDeclaration, KindRegistryEntry, KindPolicy, KindEvidence, KindReceiptBatch, KindTombstone}
+	return []Kind{KindTrustPolicy, KindDeclaration, KindRegistryEntry, KindPolicy, KindEvidence, KindReceiptBatch, KindTombstone, KindDriftReport}
 }
 
 // ParseKind accepts a kind name case-insensitively, also in plural

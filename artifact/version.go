@@ -28,6 +28,9 @@ const (
 	ReasonRollback   = "rollback"
 	ReasonExpired    = "expired"
 	ReasonBadVersion = "version"
+	// ReasonTombstone: a tombstone does not name the exact version it
+	// would delete (a replay, or one for another version).
+	ReasonTombstone = "tombstone"
 )
 
 // Sentinels a *VersionError matches with errors.Is, one per reason.
@@ -35,16 +38,19 @@ var (
 	ErrRollback   = errors.New(ReasonRollback)
 	ErrExpired    = errors.New(ReasonExpired)
 	ErrBadVersion = errors.New("invalid " + ReasonBadVersion)
+	ErrTombstone  = errors.New(ReasonTombstone + " mismatch")
 )
 
 // VersionError says why an artifact is not newer than what is held, or
 // has expired. errors.Is matches the sentinel of its Reason.
 type VersionError struct {
-	Reason  string // ReasonRollback, ReasonExpired or ReasonBadVersion
+	Reason  string // ReasonRollback, ReasonExpired, ReasonBadVersion or ReasonTombstone
 	Kind    Kind
 	Name    string
 	Version string    // the offered artifact's signed version
-	Held    string    // the highest version held (ReasonRollback)
+	Held    string    // the highest version held (ReasonRollback), the version held (ReasonTombstone)
+	Digest  string    // the digest a tombstone names (ReasonTombstone)
+	HeldDig string    // the held bundle's digest (ReasonTombstone)
 	Expires time.Time // the offered artifact's expiresAt (ReasonExpired)
 	Err     error     // the parse error (ReasonBadVersion)
 }
@@ -53,6 +59,8 @@ func (e *VersionError) Error() string {
 	switch e.Reason {
 	case ReasonRollback:
 		return fmt.Sprintf("%s: %s %q: version %q is not newer than the held version %q", e.Reason, e.Kind, e.Name, e.Version, e.Held)
+	case ReasonTombstone:
+		return fmt.Sprintf("%s: the tombstone for %s %q names version %q digest %q, but the held one is version %q digest %q", e.Reason, e.Kind, e.Name, e.Version, e.Digest, e.Held, e.HeldDig)
 	case ReasonExpired:
 		return fmt.Sprintf("%s: %s %q (version %q) expired at %s", e.Reason, e.Kind, e.Name, e.Version, e.Expires.UTC().Format(time.RFC3339))
 	}
@@ -68,6 +76,8 @@ func (e *VersionError) Is(target error) bool {
 		return e.Reason == ReasonExpired
 	case ErrBadVersion:
 		return e.Reason == ReasonBadVersion
+	case ErrTombstone:
+		return e.Reason == ReasonTombstone
 	}
 	return false
 }
@@ -217,4 +227,17 @@ func CheckExpiry(o *Object, now time.Time) error {
 		return nil
 	}
 	return &VersionError{Reason: ReasonExpired, Kind: o.Kind, Name: o.Metadata.Name, Version: o.Version(), Expires: exp.AsTime()}
+}
+
+// CheckTombstone is the one tombstone check, for the control plane's
+// Delete and the agent's removals: ts must target kind k and name, and
+// name exactly the held version (its signed provenance.version) and the
+// digest of its exact signed bundle (Digest). A tombstone for a version
+// since superseded, or one naming none, deletes nothing: it cannot be
+// replayed. The error is a *VersionError of ReasonTombstone.
+func CheckTombstone(ts *mcpreadyv1.Tombstone, k Kind, name, heldVersion, heldDigest string) error {
+	if ts.GetTargetKind() == string(k) && ts.GetTargetName() == name && ts.GetTargetVersion() == heldVersion && ts.GetTargetDigest() == heldDigest && heldDigest != "" {
+		return nil
+	}
+	return &VersionError{Reason: ReasonTombstone, Kind: k, Name: name, Version: ts.GetTargetVersion(), Digest: ts.GetTargetDigest(), Held: heldVersion, HeldDig: heldDigest}
 }

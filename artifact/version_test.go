@@ -119,3 +119,49 @@ func mustCmp(t *testing.T, a, b string) int {
 	}
 	return c
 }
+
+// FuzzCheckTombstone: a tombstone deletes only when it names exactly the
+// held kind, name, version and digest; never panics.
+func FuzzCheckTombstone(f *testing.F) {
+	f.Add("Policy", "org/p", "1", "sha256:aa", "Policy", "org/p", "1", "sha256:aa")
+	f.Add("Policy", "org/p", "1", "sha256:aa", "Policy", "org/p", "2", "sha256:aa")
+	f.Add("", "", "", "", "Policy", "org/p", "", "")
+	f.Fuzz(func(t *testing.T, tk, tn, tv, td, hk, hn, hv, hd string) {
+		ts := &mcpreadyv1.Tombstone{TargetKind: tk, TargetName: tn, TargetVersion: tv, TargetDigest: td}
+		err := CheckTombstone(ts, Kind(hk), hn, hv, hd)
+		exact := tk == hk && tn == hn && tv == hv && td == hd && hd != ""
+		if (err == nil) != exact {
+			t.Fatalf("CheckTombstone(%v, %q %q %q %q) = %v", ts, hk, hn, hv, hd, err)
+		}
+		if err != nil && !errors.Is(err, ErrTombstone) {
+			t.Fatalf("error %v is not ErrTombstone", err)
+		}
+	})
+}
+
+// FuzzCheckNewer: the rollback check accepts exactly a strictly newer
+// version, or the held bytes again; never panics.
+func FuzzCheckNewer(f *testing.F) {
+	f.Add("2", "d2", "1", "d1", true)
+	f.Add("1", "d1", "1", "d1", true)
+	f.Add("1.0", "x", "1", "d1", true)
+	f.Add("v2", "x", "1", "y", false)
+	f.Fuzz(func(t *testing.T, v, d, held, heldDigest string, exists bool) {
+		err := CheckNewer(KindPolicy, "p", v, d, held, heldDigest, exists)
+		c, cerr := CompareVersions(v, held)
+		switch {
+		case cerr != nil:
+			if !errors.Is(err, ErrBadVersion) {
+				t.Fatalf("invalid version %q or %q: %v", v, held, err)
+			}
+		case !exists || c > 0 || (c == 0 && d != "" && d == heldDigest):
+			if err != nil {
+				t.Fatalf("CheckNewer(%q, %q held %q %q) = %v, want accepted", v, d, held, heldDigest, err)
+			}
+		default:
+			if !errors.Is(err, ErrRollback) {
+				t.Fatalf("CheckNewer(%q held %q) = %v, want rollback", v, held, err)
+			}
+		}
+	})
+}

@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +89,13 @@ type Options struct {
 	// EtcdEndpoints selects an external etcd cluster instead of the
 	// embedded one.
 	EtcdEndpoints []string
+	// EtcdTLS is the TLS client configuration for an external etcd (its
+	// CA in RootCAs, a client certificate for client-cert auth); nil is
+	// plaintext, which New refuses for an endpoint off loopback.
+	EtcdTLS *tls.Config
+	// EtcdUsername and EtcdPassword authenticate to etcd's own auth
+	// (etcd users and roles); empty is none.
+	EtcdUsername, EtcdPassword string
 	// Root is the organisation's root public key; required.
 	Root crypto.PublicKey
 	// TLS is the gRPC listener's TLS configuration: a server certificate
@@ -104,6 +112,10 @@ type Options struct {
 	// only) every loopback caller holds every role: the single-machine
 	// quickstart. Zero: no certificate holds a role.
 	Roles []authz.Rule
+	// NodeLabels binds the node labels agents may claim to their
+	// certificate identities (authz.Options.NodeLabels); nil leaves them
+	// self-asserted (a warning is logged when mTLS is on).
+	NodeLabels []authz.LabelRule
 	// ObserverKey is the control plane's own signing key, used for
 	// lifecycle state changes (see package lifecycle); nil means state
 	// changes are recorded but not distributed.
@@ -170,6 +182,11 @@ func New(o Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	for _, e := range o.EtcdEndpoints {
+		if o.EtcdTLS == nil && !loopback.Is(etcdHostPort(e)) {
+			return nil, fmt.Errorf("%w: refusing plaintext to etcd at %q, off loopback; configure etcd TLS (CA, client certificate and key)", ErrConfig, e)
+		}
+	}
 	s := &Server{o: o, ready: make(chan struct{}), reg: o.Registry}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
@@ -194,7 +211,10 @@ func New(o Options) (*Server, error) {
 	case mtls && len(o.Roles) == 0:
 		return nil, fmt.Errorf("%w: mTLS without role rules authorises nobody: map certificate identities to admin, agent and reader", ErrConfig)
 	}
-	az, err := authz.New(authz.Options{Rules: o.Roles, LocalPlaintext: !mtls, Logger: o.Logger, Registerer: s.reg})
+	az, err := authz.New(authz.Options{Rules: o.Roles, NodeLabels: o.NodeLabels, LocalPlaintext: !mtls, Logger: o.Logger, Registerer: s.reg})
+	if mtls && len(o.NodeLabels) == 0 {
+		o.Logger.Warn("agents' node labels (region, tenant classes, host) are self-asserted: bind them to certificate identities with node-label rules")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -273,6 +293,14 @@ func (s *Server) Trust() *sign.Trust {
 	return w.Current()
 }
 
+// etcdHostPort is the host:port of an etcd endpoint ("https://h:p", "h:p").
+func etcdHostPort(endpoint string) string {
+	if _, rest, ok := strings.Cut(endpoint, "://"); ok {
+		return rest
+	}
+	return endpoint
+}
+
 // Run starts etcd (embedded unless endpoints were given), waits for it,
 // serves until ctx ends, then shuts down cleanly. It returns an error
 // wrapping ErrEtcdUnreachable if etcd cannot be reached within EtcdWait.
@@ -296,7 +324,8 @@ func (s *Server) Run(ctx context.Context) error {
 		endpoints = []string{m.ClientURL}
 		s.o.Logger.Info("embedded etcd started", "dir", dir, "client", m.ClientURL)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		TLS: s.o.EtcdTLS, Username: s.o.EtcdUsername, Password: s.o.EtcdPassword})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrEtcdUnreachable, err)
 	}

@@ -416,8 +416,12 @@ func TestDriftReachesAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	observed := &mcpreadyv1.ToolIdentity{ServerName: "com.example/docs", ServerVersion: "2.5.0", ToolName: "docs.lookup"}
-	resp, err := adm.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, EntryName: "docs.lookup@2.4.1",
-		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}, Observed: observed})
+	cur, err := adm.Get(ctx, &mcpreadyv1.GetRequest{Kind: "RegistryEntry", Name: "docs.lookup@2.4.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := adm.ReportDrift(ctx, testpki.DriftReport(t, p.Agent, "host-1", "docs.lookup@2.4.1", cur.GetArtifacts()[0].GetDigest(),
+		[]mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}, observed, time.Now()))
 	if err != nil || resp.NewState != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED {
 		t.Fatalf("report: %v %v", resp, err)
 	}

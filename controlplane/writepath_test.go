@@ -69,8 +69,12 @@ func TestEveryWriterGoesThroughTheWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = lc.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{EntryName: "lookup@1", Observed: &mcpreadyv1.ToolIdentity{ServerName: "com.example/docs", ServerVersion: "2", ToolName: "lookup"},
-		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}})
+	cur, err := st.Get(ctx, artifact.KindRegistryEntry, "lookup@1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lc.ReportDrift(ctx, testpki.DriftReport(t, p.Agent, "host-1", "lookup@1", cur.Digest, []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT},
+		&mcpreadyv1.ToolIdentity{ServerName: "com.example/docs", ServerVersion: "2", ToolName: "lookup"}, time.Now()))
 	if sign.ReasonOf(err) != sign.ReasonUnknownKey {
 		t.Fatalf("lifecycle: %v", err)
 	}

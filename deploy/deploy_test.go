@@ -451,3 +451,62 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSToEtcdAndNetworkPolicy: the shipped manifests run etcd with TLS
+// and client-certificate auth for clients and peers, the control plane
+// reaches it over https with a client certificate, agents reach the
+// control plane on its mTLS port, and NetworkPolicies admit only the
+// control plane (and the other members) to etcd.
+func TestTLSToEtcdAndNetworkPolicy(t *testing.T) {
+	objs := manifests(t)
+	argsOf := func(kind, name string) string {
+		o, ok := find(objs, kind, name)
+		if !ok {
+			t.Fatalf("no %s %s", kind, name)
+		}
+		var b strings.Builder
+		for _, c := range spec(t, o).Template.Spec.Containers {
+			b.WriteString(strings.Join(c.Args, " "))
+		}
+		return b.String()
+	}
+	etcd := argsOf("StatefulSet", "etcd")
+	for _, want := range []string{"--listen-client-urls=https://", "--client-cert-auth=true", "--trusted-ca-file=", "--peer-client-cert-auth=true", "--listen-peer-urls=https://"} {
+		if !strings.Contains(etcd, want) {
+			t.Errorf("etcd args lack %s", want)
+		}
+	}
+	if strings.Contains(etcd, "=http://0.0.0.0:2379") || strings.Contains(etcd, "=http://0.0.0.0:2380") {
+		t.Error("etcd still listens in plaintext for clients or peers")
+	}
+	cp := argsOf("StatefulSet", "mcpready-controlplane")
+	for _, want := range []string{"--etcd-endpoints=https://", "--etcd-ca=", "--etcd-cert=", "--etcd-key=", "--tls-ca="} {
+		if !strings.Contains(cp, want) {
+			t.Errorf("control plane args lack %s", want)
+		}
+	}
+	if agent := argsOf("DaemonSet", "mcpready-agent"); !strings.Contains(agent, "--tls-") {
+		t.Errorf("the agent does not use TLS to the control plane: %s", agent)
+	}
+	np, ok := find(objs, "NetworkPolicy", "etcd")
+	if !ok {
+		t.Fatal("no NetworkPolicy for etcd")
+	}
+	raw := string(np.Spec)
+	if !strings.Contains(raw, `"app.kubernetes.io/name":"mcpready-controlplane"`) || !strings.Contains(raw, "2379") || strings.Contains(raw, "namespaceSelector") {
+		t.Errorf("the etcd NetworkPolicy does not admit only the control plane:\n%s", raw)
+	}
+	if _, ok := find(objs, "NetworkPolicy", "mcpready-controlplane"); !ok {
+		t.Error("no NetworkPolicy for the control plane")
+	}
+	env, err := os.ReadFile("systemd/controlplane.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := parseUnit(t, "systemd/mcpready-controlplane.service")["Service"]["ExecStart"][0]
+	for _, v := range []string{"MCPREADY_ETCD_CA", "MCPREADY_ETCD_CERT", "MCPREADY_ETCD_KEY"} {
+		if !strings.Contains(unit, "${"+v+"}") || !strings.Contains(string(env), v+"=") {
+			t.Errorf("systemd: %s not passed to the control plane or not in controlplane.env", v)
+		}
+	}
+}

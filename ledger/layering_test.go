@@ -27,8 +27,9 @@ func goList(t *testing.T, f string, patterns ...string) []string {
 // every package under controlplane/ (with everything it imports) must not
 // import agent/...; ledger must import neither agent/... nor
 // controlplane/.... Control-plane tests may drive a real agent spool and
-// shipper end to end (and the builder, to show what it redacts), nothing
-// else of the agent.
+// shipper end to end (and the builder, to show what it redacts), and real
+// subscribing agents (the convergence benchmark), nothing else of the
+// agent.
 func TestLayering(t *testing.T) {
 	for _, rule := range []struct {
 		pkgs      string
@@ -48,7 +49,7 @@ func TestLayering(t *testing.T) {
 			}
 		}
 	}
-	allowedInTests := map[string]bool{module + "/agent/spool": true, module + "/agent/shipper": true, module + "/agent/receipt": true}
+	allowedInTests := map[string]bool{module + "/agent/spool": true, module + "/agent/shipper": true, module + "/agent/receipt": true, module + "/agent/subscribe": true}
 	for _, line := range goList(t, `{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}`, module+"/controlplane/...") {
 		fields := strings.Fields(line)
 		for _, imp := range fields[1:] {

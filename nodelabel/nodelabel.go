@@ -9,12 +9,16 @@
 //     only if, for every scope label present, its matching node label has
 //     one of the listed values.
 //
-// Nobody spells these keys as string literals elsewhere. The package only
-// names keys and looks them up; it must not decide visibility (the
-// Discovery server does) nor import anything of the agent or control plane.
+// Nobody spells these keys as string literals elsewhere. The package names
+// the keys and holds the one scope rule (Scope.Includes), which the
+// Discovery server applies when it sends and the agent again when it
+// installs; it must not import anything of the agent or control plane.
 package nodelabel
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Key is a node label key.
 type Key string
@@ -86,4 +90,47 @@ func Split(v string) []string {
 		}
 	}
 	return out
+}
+
+// Scope is an artifact's scope: per dimension (in Dimensions order) the
+// values its scope label lists, nil when it has none in that dimension.
+type Scope [len(Dimensions)][]string
+
+// ScopeOf reads the scope labels of an artifact's metadata.labels.
+func ScopeOf(labels map[string]string) Scope {
+	var s Scope
+	for i, k := range Dimensions {
+		if v, ok := labels[string(k.Scope())]; ok {
+			s[i] = Split(v)
+		}
+	}
+	return s
+}
+
+// Values are a node's values per dimension, from its node labels.
+type Values [len(Dimensions)][]string
+
+// ValuesOf reads a node's labels.
+func ValuesOf(labels map[string]string) Values {
+	var v Values
+	for i, k := range Dimensions {
+		if s, ok := Lookup(labels, k); ok {
+			v[i] = Split(s)
+		}
+	}
+	return v
+}
+
+// Includes reports whether a node with values n is in scope s: for every
+// dimension s names, n has one of the listed values.
+func (s *Scope) Includes(n *Values) bool {
+	for i, allowed := range s {
+		if allowed == nil {
+			continue
+		}
+		if !slices.ContainsFunc(n[i], func(v string) bool { return slices.Contains(allowed, v) }) {
+			return false
+		}
+	}
+	return true
 }

@@ -91,6 +91,10 @@ const (
 const (
 	CodeUnauthenticated     Code = "unauthenticated"
 	CodeNoPolicy            Code = "no_policy"
+	// CodeConfigurationStale refuses every request while the host's
+	// TrustPolicy or Policy was signed longer ago than its maximum
+	// staleness.
+	CodeConfigurationStale Code = "configuration_stale"
 	CodeClassSchemaMismatch Code = "class_schema_mismatch"
 	CodeApprovalDenied      Code = "approval_denied"
 	CodeInputRoute          Code = "input_route_unavailable"

@@ -31,6 +31,10 @@ const (
 	ReasonKeyExpired Reason = "key-expired"
 	// ReasonKeyRevoked: the trust policy revokes the key.
 	ReasonKeyRevoked Reason = "key-revoked"
+	// ReasonClaimNotGranted: an Evidence claims an issuer or an
+	// independence class other than its key's grant
+	// (KeyGrant.evidence_issuer, KeyGrant.independence).
+	ReasonClaimNotGranted Reason = "claim-not-granted"
 	// ReasonPayloadType: the envelope is not an in-toto statement, or
 	// its predicateType is not an mcpready kind or disagrees with the
 	// predicate's kind.

@@ -17,6 +17,8 @@ import (
 	"github.com/secure-systems-lab/go-securesystemslib/encrypted"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/mcpready/mcpready/internal/atomicfile"
 )
 
 // Algorithm names a signing key algorithm.
@@ -243,22 +245,12 @@ func WriteKeyPair(pathPrefix string, alg Algorithm, password []byte) (crypto.Sig
 	return priv, nil
 }
 
-// writeNew creates path exclusively and writes data, removing the file if
-// the write fails so no partial key is left behind.
+// writeNew creates path exclusively and atomically (atomicfile.CreateNew):
+// a crash or a failed write leaves no partial key behind.
 func writeNew(path string, data []byte, perm os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("%w: %s", ErrKeyExists, path)
-		}
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(path)
+	err := atomicfile.CreateNew(path, data, perm)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%w: %s", ErrKeyExists, path)
 	}
 	return err
 }

@@ -26,6 +26,10 @@ import (
 //     needs both Tombstone and its target_kind (ReasonKindNotAllowed).
 //   - The name must match a scope (empty scopes allow all names); for a
 //     Tombstone the name checked is target_name (ReasonOutOfScope).
+//   - An Evidence's provenance.issuer and observer.independence must be
+//     the grant's evidence_issuer and independence when those are set
+//     (ReasonClaimNotGranted): the claims that acceptedIssuers and
+//     requiredIndependence rely on are bound to the key, not to its text.
 //
 // Scopes are path.Match patterns over metadata.name, except that "*"
 // alone matches every name and a pattern ending in "/*" matches any
@@ -33,6 +37,7 @@ import (
 // not "com.example").
 type Trust struct {
 	policy *Verified
+	ref    TrustRef
 	root   *keyVerifier
 	grants map[string]*grant
 }
@@ -48,6 +53,8 @@ type grant struct {
 	revoked   bool
 	revokedAt time.Time
 	reason    string
+	// issuer and independence bind an Evidence's claims ("": unbound).
+	issuer, independence string
 }
 
 // NewTrust verifies trustPolicyBundle with the root public key and
@@ -76,7 +83,7 @@ func NewTrust(trustPolicyBundle []byte, root crypto.PublicKey, now time.Time) (*
 	if exp := tp.GetProvenance().GetExpiresAt(); exp != nil && now.After(exp.AsTime()) {
 		return nil, verifyErr(ReasonKeyExpired, v.KeyID, "trust policy %q expired at %s", v.Object.Metadata.Name, exp.AsTime().Format(time.RFC3339))
 	}
-	t := &Trust{policy: v, root: rk, grants: make(map[string]*grant, len(tp.GetKeys()))}
+	t := &Trust{policy: v, ref: TrustRef{Name: v.Object.Metadata.Name, Version: v.Object.Version(), Digest: artifact.Digest(trustPolicyBundle)}, root: rk, grants: make(map[string]*grant, len(tp.GetKeys()))}
 	for i, kg := range tp.GetKeys() {
 		g, err := newGrant(kg)
 		if err != nil {
@@ -108,6 +115,7 @@ func newGrant(kg *mcpreadyv1.KeyGrant) (*grant, error) {
 		kinds:   map[artifact.Kind]bool{},
 		revoked: kg.GetRevoked(),
 		reason:  kg.GetRevocationReason(),
+		issuer:  kg.GetEvidenceIssuer(), independence: kg.GetIndependence(),
 	}
 	for _, s := range kg.GetKinds() {
 		if s == "*" {
@@ -198,6 +206,14 @@ func (g *grant) allows(obj *artifact.Object, now time.Time) error {
 	for _, k := range kinds {
 		if !g.allKinds && !g.kinds[k] {
 			return verifyErr(ReasonKindNotAllowed, id, "key %q may not sign %s", g.label, k)
+		}
+	}
+	if ev, ok := obj.Spec.(*mcpreadyv1.Evidence); ok {
+		if g.issuer != "" && ev.GetProvenance().GetIssuer() != g.issuer {
+			return verifyErr(ReasonClaimNotGranted, id, "evidence %q claims issuer %q; key %q may claim only %q", name, ev.GetProvenance().GetIssuer(), g.label, g.issuer)
+		}
+		if g.independence != "" && ev.GetObserver().GetIndependence() != g.independence {
+			return verifyErr(ReasonClaimNotGranted, id, "evidence %q claims independence %q; key %q may claim only %q", name, ev.GetObserver().GetIndependence(), g.label, g.independence)
 		}
 	}
 	if len(g.scopes) == 0 {

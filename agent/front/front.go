@@ -85,6 +85,8 @@ type State struct {
 	// Circuits and Budget are the agent-wide breakers and retry budget; nil disables.
 	Circuits *circuit.Set
 	Budget   *invoke.Budget
+	// Refusal, when set, refuses every call with it (see pipeline.State).
+	Refusal *decide.RefusalError
 
 	// Declarations are the verified provider Declarations (any key; each
 	// applies to its server_name, else to the server its key names): the
@@ -289,7 +291,7 @@ func (f *Front) SetState(st *State) {
 // pstate is st as the pipeline decides under it, with this host's drift
 // blocks.
 func (f *Front) pstate(st *State) pipeline.State {
-	return pipeline.State{Decide: st.Decide, Checker: st.Checker, Circuits: st.Circuits, Budget: st.Budget, Drift: f.pins}
+	return pipeline.State{Decide: st.Decide, Checker: st.Checker, Circuits: st.Circuits, Budget: st.Budget, Drift: f.pins, Refusal: st.Refusal}
 }
 
 func indexState(st *State) *State {

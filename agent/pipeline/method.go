@@ -94,11 +94,12 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 		p.Refuse(rec, step, code, reason)
 		return &MethodError{Code: code, Outcome: rec.Outcome, Reason: reason, Receipt: rec.ReceiptId}
 	}
+	code, reason, unusable := st.unusable()
 	switch {
 	case m.Refusal != nil:
 		return nil, refuse(m.Refusal.Step, m.Refusal.Code, m.Refusal.Reason)
-	case st.Decide == nil:
-		return nil, refuse(readiness.StepEligibility, readiness.CodeNoPolicy, "no verified policy is installed on this host")
+	case unusable:
+		return nil, refuse(readiness.StepEligibility, code, reason)
 	case !p.Admits(st, c, m.Server):
 		return nil, refuse(readiness.StepTrust, readiness.CodeMethodNotPermitted,
 			fmt.Sprintf("principal %s is admitted to no tool of server %s, so not to its %s", c.Name, m.Server, m.Method))

@@ -128,6 +128,21 @@ type State struct {
 	Budget   *invoke.Budget
 	// Drift blocks entries whose live definition drifted; nil blocks none.
 	Drift decide.DriftGuard
+	// Refusal, when set, refuses every request with it: the host's
+	// configuration is unusable (e.g. configuration_stale, or no_policy
+	// naming the Policy that is missing).
+	Refusal *decide.RefusalError
+}
+
+// unusable is the refusal of every request under st, if any.
+func (st *State) unusable() (readiness.Code, string, bool) {
+	switch {
+	case st.Refusal != nil:
+		return st.Refusal.Code, st.Refusal.Reason, true
+	case st.Decide == nil:
+		return readiness.CodeNoPolicy, "no verified policy is installed on this host", true
+	}
+	return "", "", false
 }
 
 // Health is the decision's breaker view of st (nil without breakers).
@@ -240,8 +255,8 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	if re := req.Refusal; re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
 	}
-	if st.Decide == nil {
-		return Result{Answer: p.Refuse(rec, readiness.StepEligibility, readiness.CodeNoPolicy, "no verified policy is installed on this host"), Receipt: rec}
+	if code, reason, ok := st.unusable(); ok {
+		return Result{Answer: p.Refuse(rec, readiness.StepEligibility, code, reason), Receipt: rec}
 	}
 	dr := p.request(&st, c, req.Tool, now)
 	dr.IdempotencyKey, dr.AllocateKey = req.HasKey, p.opts.Keys != nil
@@ -476,7 +491,7 @@ func (p *Pipeline) request(st *State, c Caller, tool string, now time.Time) deci
 // Visible is what c may see in tools/list under st: exactly what its calls
 // would be admitted to (decide.Snapshot.Visible). Nil without a policy.
 func (p *Pipeline) Visible(st State, c Caller) []decide.Visible {
-	if st.Decide == nil {
+	if _, _, ok := st.unusable(); ok {
 		return nil
 	}
 	return st.Decide.Visible(p.request(&st, c, "", p.opts.Now()), st.Health())
@@ -484,7 +499,7 @@ func (p *Pipeline) Visible(st State, c Caller) []decide.Visible {
 
 // VisibleNamed is Visible for the one class or exact tool called name.
 func (p *Pipeline) VisibleNamed(st State, c Caller, name string) (decide.Visible, bool) {
-	if st.Decide == nil {
+	if _, _, ok := st.unusable(); ok {
 		return decide.Visible{}, false
 	}
 	return st.Decide.VisibleNamed(p.request(&st, c, "", p.opts.Now()), st.Health(), name)

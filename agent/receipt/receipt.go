@@ -16,6 +16,9 @@
 package receipt
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"regexp"
 	"time"
@@ -30,8 +33,12 @@ import (
 )
 
 // DefaultRedactionVersion names the default redaction policy: digests only,
-// no kept argument fields.
-const DefaultRedactionVersion = "digest-only/v1"
+// no kept argument fields. KeyedRedactionVersion names it with a digest
+// key (Redaction.DigestKey).
+const (
+	DefaultRedactionVersion = "digest-only/v1"
+	KeyedRedactionVersion   = "hmac-sha256/v1"
+)
 
 // maxErrorMessage bounds Receipt.error_message.
 const maxErrorMessage = 512
@@ -42,15 +49,33 @@ type Redaction struct {
 	// KeepArguments lists top-level argument field names whose values may be
 	// kept verbatim in kept_arguments. Everything else is digested only.
 	KeepArguments []string
-	// Version names this policy in receipts; "" means DefaultRedactionVersion.
+	// Version names this policy in receipts; "" means
+	// DefaultRedactionVersion, or KeyedRedactionVersion with a DigestKey.
 	Version string
+	// DigestKey, when set, keys the arguments and result digests
+	// (KeyedDigest: HMAC-SHA256, written "hmac-sha256:<hex>"), so a
+	// low-entropy argument cannot be recovered from a receipt by guessing
+	// without the key. It is the organisation's key, which compliance
+	// holds to check a guess; nil leaves the digests unkeyed (SHA-256).
+	DigestKey []byte
 }
 
 func (p Redaction) version() string {
-	if p.Version == "" {
-		return DefaultRedactionVersion
+	switch {
+	case p.Version != "":
+		return p.Version
+	case len(p.DigestKey) > 0:
+		return KeyedRedactionVersion
 	}
-	return p.Version
+	return DefaultRedactionVersion
+}
+
+// digest is the receipt digest of b under p: keyed when p has a key.
+func (p Redaction) digest(b []byte) string {
+	if len(p.DigestKey) > 0 {
+		return KeyedDigest(p.DigestKey, b)
+	}
+	return ArgumentsDigest(b)
 }
 
 // Builder stamps receipts with their provenance. The zero value works but
@@ -85,7 +110,7 @@ func (b Builder) Arguments(r *mcpreadyv1.Receipt, args json.RawMessage) {
 
 // Result records the digest of the raw result bytes (never the bytes).
 func (b Builder) Result(r *mcpreadyv1.Receipt, result []byte) {
-	r.ResultDigest = ResultDigest(result)
+	r.ResultDigest = b.Redaction.digest(result)
 }
 
 // Finish sets ended_at, latency (from started_at) and emitted_at to end,
@@ -106,7 +131,7 @@ func (b Builder) Finish(r *mcpreadyv1.Receipt, end time.Time) {
 // string; other kept values as canonical JSON.
 func Redact(r *mcpreadyv1.Receipt, args json.RawMessage, pol Redaction) {
 	r.RedactionPolicyVersion = pol.version()
-	r.ArgumentsDigest = ArgumentsDigest(args)
+	r.ArgumentsDigest = pol.digest(args)
 	r.KeptArguments = nil
 	if len(pol.KeepArguments) == 0 || len(args) == 0 {
 		return
@@ -139,19 +164,29 @@ func Redact(r *mcpreadyv1.Receipt, args json.RawMessage, pol Redaction) {
 // (the same bytes as artifact.Canonicalize), or of the raw bytes when they
 // are not valid JSON. Empty args digest as "{}".
 func ArgumentsDigest(args json.RawMessage) string {
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	if c, err := canonjson.Transform(args); err == nil {
-		return artifact.Digest(c)
-	}
-	return artifact.Digest(args)
+	return artifact.Digest(digestInput(args))
 }
 
-// ResultDigest is the digest of a raw result: canonical JSON when b is JSON,
-// else the bytes as given.
-func ResultDigest(b []byte) string {
-	return ArgumentsDigest(b)
+// KeyedDigest is the keyed receipt digest of arguments or a result:
+// "hmac-sha256:" and the hex HMAC-SHA256 under key of the same bytes
+// ArgumentsDigest hashes (RFC 8785 canonical JSON when b is JSON, "{}"
+// when empty, else the bytes). Compliance computes it from a guessed value
+// and the organisation's key and compares it with the receipt.
+func KeyedDigest(key, b []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write(digestInput(b))
+	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
+}
+
+// digestInput is what a receipt digest is computed over.
+func digestInput(b []byte) []byte {
+	if len(b) == 0 {
+		b = []byte("{}")
+	}
+	if c, err := canonjson.Transform(b); err == nil {
+		return c
+	}
+	return b
 }
 
 var secretPattern = regexp.MustCompile(`(?i)(bearer\s+|basic\s+|token[=:]\s*|api[_-]?key[=:]\s*|authorization[=:]\s*(?:bearer\s+|basic\s+)?|password[=:]\s*)[^\s,;"']+`)

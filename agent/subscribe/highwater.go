@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/internal/atomicfile"
+	"github.com/mcpready/mcpready/sign"
 )
 
 // mark is one artifact's high-water mark.
@@ -49,6 +50,19 @@ func (ms marks) raise(k artifact.Kind, name string, m mark) bool {
 	}
 	ms[k][name] = m
 	return true
+}
+
+// head is the highest mark of kind k whatever the name (a TrustPolicy's
+// position in the organisation's one chain), with its name.
+func (ms marks) head(k artifact.Kind) (sign.TrustRef, bool) {
+	var best sign.TrustRef
+	found := false
+	for n, m := range ms[k] {
+		if c, err := artifact.CompareVersions(m.Version, best.Version); !found || (err == nil && c > 0) {
+			best, found = sign.TrustRef{Name: n, Version: m.Version, Digest: m.Digest}, true
+		}
+	}
+	return best, found
 }
 
 type marksFile struct {

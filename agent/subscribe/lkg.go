@@ -60,12 +60,22 @@ func (c *Client) saveLKG() error {
 // fails Load (the agent does not start from a configuration it cannot
 // check for rollback), and a stored resource older than its mark is
 // dropped.
+//
+// Load never writes the last known good file, neither part-way (a crash
+// would leave only what was loaded so far) nor after dropping what no
+// longer verifies: the next accepted update writes the whole snapshot.
 func (c *Client) Load() (dropped int, err error) {
 	ms, err := readMarks(c.marksPath())
 	if err != nil {
 		return 0, err
 	}
 	c.mu.Lock()
+	c.loading = true
+	defer func() {
+		c.mu.Lock()
+		c.loading = false
+		c.mu.Unlock()
+	}()
 	for k, m := range ms {
 		for n, v := range m {
 			c.marks.raise(k, n, v)

@@ -70,10 +70,10 @@ func TestAgentRefusesReplayEveryKind(t *testing.T) {
 				name = "default"
 			}
 			v2 := env.Sign(sample(k, name, "2", "", time.Time{}))
-			v3 := env.Sign(sample(k, name, "3", "", time.Time{}))
 			if err := offer(c, k, name, v2); err != nil {
 				t.Fatal(err)
 			}
+			v3 := env.Sign(successor(c, sample(k, name, "3", "", time.Time{})))
 			oldLKG, err := os.ReadFile(lkg)
 			if err != nil {
 				t.Fatal(err)
@@ -92,7 +92,7 @@ func TestAgentRefusesReplayEveryKind(t *testing.T) {
 				}
 			}
 			refused(c, "older", v2, artifact.ErrRollback)
-			refused(c, "equal, other content", env.Sign(sample(k, name, "3", "other", time.Time{})), artifact.ErrRollback)
+			refused(c, "equal, other content", env.Sign(successor(c, sample(k, name, "3", "other", time.Time{}))), artifact.ErrRollback)
 			refused(c, "unversioned", env.Sign(sample(k, name, "", "", time.Time{})), artifact.ErrRollback)
 			if k != artifact.KindTrustPolicy { // an expired TrustPolicy fails verification itself
 				refused(c, "expired", env.Sign(sample(k, name, "9", "", time.Now().Add(-time.Minute))), artifact.ErrExpired)
@@ -125,7 +125,7 @@ func TestAgentRefusesReplayEveryKind(t *testing.T) {
 
 			// A removal keeps the mark: the removed version cannot come back.
 			if k != artifact.KindTrustPolicy {
-				if err := c2.Apply(k, nil, []string{name}, false); err != nil {
+				if err := c2.Apply(k, nil, []string{name}, false, tombRes(t, env, v3)); err != nil {
 					t.Fatal(err)
 				}
 				if err := offer(c2, k, name, v3); !errors.Is(err, artifact.ErrRollback) && err != nil {
@@ -139,15 +139,34 @@ func TestAgentRefusesReplayEveryKind(t *testing.T) {
 	}
 }
 
+// successor makes o, when it is a TrustPolicy, supersede c's active one.
+func successor(c *Client, o *artifact.Object) *artifact.Object {
+	if tp, ok := o.Spec.(*mcpreadyv1.TrustPolicy); ok && c.Snapshot().Trust != nil {
+		ref := c.Snapshot().Trust.Ref()
+		tp.Supersedes = &mcpreadyv1.TrustPolicyRef{Name: ref.Name, Version: ref.Version, Digest: ref.Digest}
+	}
+	return o
+}
+
 // trustGranting is a root-signed TrustPolicy "default" at version that
-// grants org the Policy kind, revoked when revoked is set.
+// grants org the Policy kind, revoked when revoked is set; it supersedes
+// the one env stores.
 func trustGranting(t *testing.T, env *cptest.Env, org crypto.Signer, version string, revoked bool) []byte {
 	t.Helper()
+	cur, err := env.Store.Get(context.Background(), artifact.KindTrustPolicy, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := sign.Peek(cur.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup := &mcpreadyv1.TrustPolicyRef{Name: "default", Version: o.Version(), Digest: cur.Digest}
 	g := testpki.Grant(t, "org", org, []string{"Policy"}, nil)
 	if revoked {
 		g.Revoked, g.RevocationReason = true, "compromised"
 	}
-	return env.Sign(artifact.New(artifact.KindTrustPolicy, "default", &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: version}, Keys: []*mcpreadyv1.KeyGrant{g}}))
+	return env.Sign(artifact.New(artifact.KindTrustPolicy, "default", &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: version}, Keys: []*mcpreadyv1.KeyGrant{g}, Supersedes: sup}))
 }
 
 // nackLog collects the client's log lines.
@@ -288,15 +307,9 @@ func TestRevocationUndoEndToEnd(t *testing.T) {
 // were checked), is refused with its reason and the others are installed.
 func TestExpiredLeftOutOthersApply(t *testing.T) {
 	env := cptest.Start(t)
-	c, err := New(Options{Root: env.RootPub, Node: &mcpreadyv1.Node{Id: "n"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := offer(c, artifact.KindTrustPolicy, "default", env.Sign(sample(artifact.KindTrustPolicy, "default", "1", "", time.Time{}))); err != nil {
-		t.Fatal(err)
-	}
+	c := trustedClient(t, env, Options{})
 	k := artifact.KindEvidence
-	err = c.Apply(k, []*mcpreadyv1.Resource{
+	err := c.Apply(k, []*mcpreadyv1.Resource{
 		{Name: "e/old", Bundle: env.Sign(sample(k, "e/old", "1", "", time.Now().Add(-time.Hour)))},
 		{Name: "e/new", Bundle: env.Sign(sample(k, "e/new", "1", "", time.Now().Add(time.Hour)))},
 		{Name: "e/legacy", Bundle: env.Sign(sample(k, "e/legacy", "window-1796132700", "", time.Time{}))},

@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +38,7 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/nodelabel"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -48,6 +48,13 @@ var (
 	ErrNoTrust = errors.New("no verified trust policy")
 	// ErrRejected: a resource failed verification.
 	ErrRejected = errors.New("resource rejected")
+	// ErrUnsignedRemoval: a removal of a Policy (delta removal, or a full
+	// set that omits it) without a signed tombstone naming the exact
+	// version held; the Policy is kept.
+	ErrUnsignedRemoval = errors.New("unsigned-removal")
+	// ErrOutOfScope: a resource's signed node-label scope does not include
+	// this agent; it is not installed.
+	ErrOutOfScope = errors.New("out-of-scope")
 )
 
 // Mode selects the Discovery variant.
@@ -87,11 +94,19 @@ type Options struct {
 	Now func() time.Time
 	// MinBackoff and MaxBackoff bound reconnect delays; zero means 200ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
+	// MaxParked bounds, per kind, the resources kept because they do not
+	// verify yet (until a TrustPolicy arrives that verifies them); zero
+	// means DefaultMaxParked. Beyond it they are dropped.
+	MaxParked int
 }
+
+// DefaultMaxParked is Options.MaxParked's zero value.
+const DefaultMaxParked = 1024
 
 // Client holds the current verified snapshot. It is safe for concurrent use.
 type Client struct {
 	opts      Options
+	node      nodelabel.Values // this agent's scoping values
 	cur       atomic.Pointer[Snapshot]
 	connected atomic.Bool
 
@@ -100,6 +115,7 @@ type Client struct {
 	parked  map[artifact.Kind]map[string]*mcpreadyv1.Resource // received, not (yet) verifiable
 	sotw    map[artifact.Kind]string                          // accepted version_info per type
 	marks   marks                                             // highest signed version installed per artifact
+	loading bool                                              // Load is installing the LKG file: do not rewrite it
 }
 
 // New returns a client holding an empty snapshot. Call Load to start from the
@@ -126,7 +142,10 @@ func New(opts Options) (*Client, error) {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 30 * time.Second
 	}
-	c := &Client{opts: opts, changed: make(chan struct{}), parked: map[artifact.Kind]map[string]*mcpreadyv1.Resource{},
+	if opts.MaxParked <= 0 {
+		opts.MaxParked = DefaultMaxParked
+	}
+	c := &Client{opts: opts, node: nodelabel.ValuesOf(opts.Node.GetLabels()), changed: make(chan struct{}), parked: map[artifact.Kind]map[string]*mcpreadyv1.Resource{},
 		sotw: map[artifact.Kind]string{}, marks: marks{}}
 	c.cur.Store(&Snapshot{resources: map[artifact.Kind]map[string]*Resource{}})
 	return c, nil
@@ -166,6 +185,9 @@ func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Re
 	}
 	close(c.changed)
 	c.changed = make(chan struct{})
+	if c.loading {
+		return nil
+	}
 	if err := c.saveLKG(); err != nil {
 		c.opts.Logger.Error("sync: writing last known good configuration", "err", err)
 	}
@@ -179,7 +201,7 @@ func verify(trust *sign.Trust, k artifact.Kind, r *mcpreadyv1.Resource, now time
 	}
 	v, err := trust.Verify(r.GetBundle(), now)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s %q: %v", ErrRejected, k, r.GetName(), err)
+		return nil, fmt.Errorf("%w: %s %q: %w", ErrRejected, k, r.GetName(), err)
 	}
 	if v.Object.Kind != k || v.Object.Metadata.Name != r.GetName() {
 		return nil, fmt.Errorf("%w: %s %q: bundle holds %s %q", ErrRejected, k, r.GetName(), v.Object.Kind, v.Object.Metadata.Name)
@@ -187,35 +209,31 @@ func verify(trust *sign.Trust, k artifact.Kind, r *mcpreadyv1.Resource, now time
 	return newResource(r.GetName(), k, r.GetVersion(), r.GetBundle(), v), nil
 }
 
-// pickTrust verifies the TrustPolicy among rs (the highest version wins).
+// pickTrust applies the trust chain rule (sign/chain.go) to the offered
+// TrustPolicies: the highest signed version that verifies against the
+// root, which must succeed the held one (the highest TrustPolicy mark,
+// whatever its name). Store revisions and names play no part. c.mu must
+// be held.
 func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Resource, error) {
-	var best *mcpreadyv1.Resource
+	bundles := make([][]byte, 0, len(rs))
+	byDigest := make(map[string]*mcpreadyv1.Resource, len(rs))
 	for _, r := range rs {
-		if best == nil || versionLess(best.GetVersion(), r.GetVersion()) {
-			best = r
-		}
+		bundles = append(bundles, r.GetBundle())
+		byDigest[artifact.Digest(r.GetBundle())] = r
 	}
-	if best == nil {
-		return nil, nil, fmt.Errorf("%w: no TrustPolicy offered", ErrRejected)
-	}
-	t, err := sign.NewTrust(best.GetBundle(), c.opts.Root, c.opts.Now())
+	t, ref, err := sign.PickTrust(bundles, c.opts.Root, c.opts.Now())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: %v", ErrRejected, best.GetName(), err)
+		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: %w", ErrRejected, ref.Name, err)
 	}
-	v := t.Policy()
-	if v.Object.Metadata.Name != best.GetName() {
-		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: bundle holds %q", ErrRejected, best.GetName(), v.Object.Metadata.Name)
+	best := byDigest[ref.Digest]
+	if best.GetName() != ref.Name {
+		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: bundle holds %q", ErrRejected, best.GetName(), ref.Name)
 	}
-	return t, newResource(best.GetName(), artifact.KindTrustPolicy, best.GetVersion(), best.GetBundle(), v), nil
-}
-
-func versionLess(a, b string) bool {
-	ai, aerr := strconv.ParseInt(a, 10, 64)
-	bi, berr := strconv.ParseInt(b, 10, 64)
-	if aerr == nil && berr == nil {
-		return ai < bi
+	head, ok := c.marks.head(artifact.KindTrustPolicy)
+	if err := sign.CheckSuccessor(head, ok, t, false); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrRejected, err)
 	}
-	return a < b
+	return t, newResource(best.GetName(), artifact.KindTrustPolicy, best.GetVersion(), best.GetBundle(), t.Policy()), nil
 }
 
 // Apply applies one response for kind k: upserts and removals (incremental),
@@ -226,8 +244,16 @@ func versionLess(a, b string) bool {
 // checked), is the exception: it is left out (a held version of it is
 // kept, except in a full set) and named in the returned error while the
 // others apply, since the control plane keeps such artifacts and a whole
-// set must not be refused for one that aged out.
-func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed []string, full bool) error {
+// set must not be refused for one that aged out. So is one whose signed
+// node-label scope does not include this agent (ErrOutOfScope); a held
+// version of it is removed, as the newer signed one moves it out of scope.
+//
+// A removal of a Policy (in removed, or a held one a full set omits) is
+// honoured only with one of tombstones naming its exact version and digest
+// (artifact.CheckTombstone); otherwise the Policy is kept and the error
+// wraps ErrUnsignedRemoval or artifact.ErrTombstone. A TrustPolicy is
+// never removed: only a newer one in the chain replaces it.
+func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed []string, full bool, tombstones ...*mcpreadyv1.Resource) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	snap := c.cur.Load()
@@ -258,25 +284,30 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		return c.install(trust, res)
 	}
 	verified := make([]*Resource, 0, len(upserts))
-	var firstErr, expired error
+	var firstErr, leftOut error
+	var outOfScope []string
 	for _, r := range upserts {
 		v, err := verify(snap.Trust, k, r, now)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
 			}
-			if c.parked[k] == nil {
-				c.parked[k] = map[string]*mcpreadyv1.Resource{}
-			}
-			c.parked[k][r.GetName()] = r
+			c.park(k, r)
 			continue
 		}
 		if err := c.fresh(v, now); err != nil {
 			if errors.Is(err, artifact.ErrExpired) || errors.Is(err, artifact.ErrBadVersion) {
-				expired = errors.Join(expired, err) // left out; the rest still applies
+				leftOut = errors.Join(leftOut, err) // the rest still applies
 			} else if firstErr == nil {
 				firstErr = err
 			}
+			continue
+		}
+		if err := c.inScope(v); err != nil {
+			// left out; a held version goes, as this newer signed one
+			// moves the artifact out of this agent's scope
+			leftOut = errors.Join(leftOut, err)
+			outOfScope = append(outOfScope, v.Name)
 			continue
 		}
 		verified = append(verified, v)
@@ -284,14 +315,35 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 	if firstErr != nil {
 		return firstErr
 	}
-	if full {
-		res[k] = map[string]*Resource{}
-		delete(c.parked, k)
-	}
 	if res[k] == nil {
 		res[k] = map[string]*Resource{}
 	}
+	if full {
+		delete(c.parked, k)
+		offered := make(map[string]bool, len(upserts))
+		for _, r := range upserts {
+			offered[r.GetName()] = true
+		}
+		for n := range res[k] {
+			if !offered[n] {
+				removed = append(removed, n)
+			} else {
+				delete(res[k], n) // offered: replaced below, or left out (expired)
+			}
+		}
+	}
+	var refused error
 	for _, n := range removed {
+		delete(c.parked[k], n)
+		if h := res[k][n]; h != nil && tombstoned[k] {
+			if err := checkRemoval(snap.Trust, h, tombstones, now); err != nil {
+				refused = errors.Join(refused, err)
+				continue
+			}
+		}
+		delete(res[k], n)
+	}
+	for _, n := range outOfScope {
 		delete(res[k], n)
 		delete(c.parked[k], n)
 	}
@@ -302,7 +354,65 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 	if err := c.install(snap.Trust, res); err != nil {
 		return err
 	}
-	return expired
+	return errors.Join(refused, leftOut)
+}
+
+// park keeps r, which does not verify yet, for reverify; at most
+// Options.MaxParked per kind. c.mu must be held.
+func (c *Client) park(k artifact.Kind, r *mcpreadyv1.Resource) {
+	if c.parked[k] == nil {
+		c.parked[k] = map[string]*mcpreadyv1.Resource{}
+	}
+	if _, ok := c.parked[k][r.GetName()]; !ok && len(c.parked[k]) >= c.opts.MaxParked {
+		c.opts.Logger.Warn("sync: not keeping an unverifiable resource: the limit is reached", "kind", k, "name", r.GetName(), "limit", c.opts.MaxParked)
+		return
+	}
+	c.parked[k][r.GetName()] = r
+}
+
+// inScope refuses a resource whose signed node-label scope
+// (metadata.labels, nodelabel.ScopeOf) does not include this agent.
+func (c *Client) inScope(r *Resource) error {
+	s := nodelabel.ScopeOf(r.Verified.Object.Metadata.Labels)
+	if s.Includes(&c.node) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %q is scoped to %v, not to this agent (%v)", ErrOutOfScope, r.Kind, r.Name, r.Verified.Object.Metadata.Labels, c.opts.Node.GetLabels())
+}
+
+// tombstoned lists the kinds an agent removes only on a signed tombstone
+// naming the exact version it holds (a TrustPolicy is never removed).
+var tombstoned = map[artifact.Kind]bool{artifact.KindPolicy: true}
+
+// checkRemoval checks that one of tombstones is a tombstone, verified
+// under trust and unexpired, naming held's exact version and digest.
+func checkRemoval(trust *sign.Trust, held *Resource, tombstones []*mcpreadyv1.Resource, now time.Time) error {
+	var last error = fmt.Errorf("%w: %s %q: the removal carries no signed tombstone; kept", ErrUnsignedRemoval, held.Kind, held.Name)
+	for _, t := range tombstones {
+		if t.GetName() != held.Name {
+			continue
+		}
+		v, err := trust.Verify(t.GetBundle(), now)
+		if err != nil {
+			last = fmt.Errorf("%w: tombstone for %s %q: %w", ErrRejected, held.Kind, held.Name, err)
+			continue
+		}
+		ts, ok := v.Object.Spec.(*mcpreadyv1.Tombstone)
+		if !ok {
+			last = fmt.Errorf("%w: tombstone for %s %q holds a %s", ErrRejected, held.Kind, held.Name, v.Object.Kind)
+			continue
+		}
+		if err := artifact.CheckExpiry(v.Object, now); err != nil {
+			last = fmt.Errorf("%w: %w", ErrRejected, err)
+			continue
+		}
+		if err := artifact.CheckTombstone(ts, held.Kind, held.Name, held.Verified.Object.Version(), artifact.Digest(held.Bundle)); err != nil {
+			last = fmt.Errorf("%w: %w; kept", ErrRejected, err)
+			continue
+		}
+		return nil
+	}
+	return last
 }
 
 // reverify re-checks every held and parked resource under a new trust:
@@ -326,7 +436,7 @@ func (c *Client) reverify(trust *sign.Trust, res map[artifact.Kind]map[string]*R
 			if err != nil {
 				continue
 			}
-			if err := c.fresh(v, now); err != nil {
+			if err := errors.Join(c.fresh(v, now), c.inScope(v)); err != nil {
 				c.opts.Logger.Warn("sync: dropping parked resource", "kind", k, "name", n, "err", err)
 				delete(m, n)
 				continue
@@ -401,7 +511,7 @@ func (c *Client) runStream(ctx context.Context) (received bool, err error) {
 		received = true
 		c.connected.Store(true)
 		ack := &mcpreadyv1.DeltaResourcesRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
-		if _, err := c.applyResponse(resp.GetTypeUrl(), resp.GetResources(), resp.GetRemovedResources(), false); err != nil {
+		if _, err := c.applyResponse(resp.GetTypeUrl(), resp.GetResources(), resp.GetRemovedResources(), resp.GetTombstones(), false); err != nil {
 			ack.ErrorDetail = nack(err)
 		}
 		if err := stream.Send(ack); err != nil {
@@ -412,10 +522,10 @@ func (c *Client) runStream(ctx context.Context) (received bool, err error) {
 
 // applyResponse verifies and applies one pushed response of either
 // variant; a non-nil error is the reason to NACK it.
-func (c *Client) applyResponse(typeURL string, res []*mcpreadyv1.Resource, removed []string, sotw bool) (artifact.Kind, error) {
+func (c *Client) applyResponse(typeURL string, res []*mcpreadyv1.Resource, removed []string, tombstones []*mcpreadyv1.Resource, sotw bool) (artifact.Kind, error) {
 	k, err := artifact.KindFromTypeURL(typeURL)
 	if err == nil {
-		err = c.Apply(k, res, removed, sotw)
+		err = c.Apply(k, res, removed, sotw, tombstones...)
 	}
 	if err != nil {
 		c.opts.Logger.Warn("sync: NACK", "type", typeURL, "err", err)
@@ -448,7 +558,7 @@ func (c *Client) runSotW(ctx context.Context, dc mcpreadyv1.DiscoveryServiceClie
 		received = true
 		c.connected.Store(true)
 		ack := &mcpreadyv1.StreamResourcesRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
-		k, kerr := c.applyResponse(resp.GetTypeUrl(), resp.GetResources(), nil, true)
+		k, kerr := c.applyResponse(resp.GetTypeUrl(), resp.GetResources(), nil, resp.GetTombstones(), true)
 		c.mu.Lock()
 		if kerr != nil {
 			ack.ErrorDetail = nack(kerr)

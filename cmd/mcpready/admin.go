@@ -347,7 +347,22 @@ func (o *deleteOptions) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	obj := artifact.New(artifact.KindTombstone, args[1], &mcpreadyv1.Tombstone{TargetKind: string(kind), TargetName: args[1], Reason: o.reason})
+	// The tombstone names the exact version it deletes.
+	cur, err := adminCall(cmd, &o.serverOptions, func(ctx context.Context, cli mcpreadyv1.AdminServiceClient) (*mcpreadyv1.GetResponse, error) {
+		return cli.Get(ctx, &mcpreadyv1.GetRequest{Kind: string(kind), Name: args[1]})
+	})
+	if err != nil {
+		return err
+	}
+	if len(cur.GetArtifacts()) != 1 {
+		return fmt.Errorf("delete: %s %q is not stored", kind, args[1])
+	}
+	target, err := sign.Peek(cur.GetArtifacts()[0].GetBundle())
+	if err != nil {
+		return err
+	}
+	obj := artifact.New(artifact.KindTombstone, args[1], &mcpreadyv1.Tombstone{TargetKind: string(kind), TargetName: args[1], Reason: o.reason,
+		TargetVersion: target.Version(), TargetDigest: artifact.Digest(cur.GetArtifacts()[0].GetBundle())})
 	bundle, _, err := sign.Sign(obj, key)
 	if err != nil {
 		return err

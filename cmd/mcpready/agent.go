@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -21,8 +22,10 @@ import (
 // agentOptions are the flags of agent.
 type agentOptions struct {
 	controlPlane, root, nodeID, labels, listen, socket, data, config, key string
+	policy, digestKey                                                     string
 	tls                                                                   tlsOptions
 	allowNonLoopback, sotw                                                bool
+	maxStaleness                                                          time.Duration
 	otel                                                                  telemetry.Options
 }
 
@@ -47,7 +50,8 @@ bearer token or identity-provider JWT (requests without a token are refused
 unless the file sets a default principal), and upstream endpoints with
 their credentials (token files or environment variables, or OAuth client
 settings). The agent key (--key, password from $MCPREADY_PASSWORD) signs
-receipt batches; without it a key is created in --data/agent.key.
+receipt batches and drift reports; without it a key is created in
+--data/agent.key (atomically; encrypted with $MCPREADY_PASSWORD when set).
 
 OpenTelemetry traces and metrics (semantic conventions for MCP) are off
 unless an OTLP endpoint is named: --otel-endpoint, or the standard
@@ -71,6 +75,9 @@ exporters read; OTEL_SDK_DISABLED=true turns them off).`,
 	fl.StringVar(&o.otel.Endpoint, "otel-endpoint", "", "OTLP endpoint URL for traces and metrics (default $OTEL_EXPORTER_OTLP_ENDPOINT; empty: off)")
 	fl.StringVar(&o.otel.Protocol, "otel-protocol", "", "OTLP protocol: grpc or http/protobuf (default $OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)")
 	fl.BoolVar(&o.sotw, "sotw", false, "use the state-of-the-world Discovery variant instead of the incremental one")
+	fl.StringVar(&o.digestKey, "receipt-digest-key", "", "file holding the organisation's key for receipt argument and result digests (HMAC-SHA256; at least 32 bytes)")
+	fl.StringVar(&o.policy, "policy", "default", "the Policy this agent decides under; while it is not installed every call is refused, never decided under another")
+	fl.DurationVar(&o.maxStaleness, "max-staleness", 0, "refuse every call (configuration_stale) while the TrustPolicy or a Policy was signed (issuedAt) longer ago than this; 0 is no limit")
 	return cmd
 }
 
@@ -118,7 +125,7 @@ func (o *agentOptions) run(cmd *cobra.Command) error {
 		return fmt.Errorf("agent: --config: %w", err)
 	}
 	opts := agent.Options{ControlPlane: f.controlPlane, ControlPlaneCreds: creds, Root: rootKey, NodeID: f.nodeID, Labels: labels, Listen: f.listen, Socket: f.socket,
-		AllowNonLoopback: f.allowNonLoopback, DataDir: f.data, Config: cfg, Logger: logger(cmd.ErrOrStderr())}
+		AllowNonLoopback: f.allowNonLoopback, DataDir: f.data, Config: cfg, Logger: logger(cmd.ErrOrStderr()), MaxStaleness: f.maxStaleness, PolicyName: f.policy}
 	if f.sotw {
 		opts.SyncMode = subscribe.ModeStateOfTheWorld
 	}
@@ -126,6 +133,18 @@ func (o *agentOptions) run(cmd *cobra.Command) error {
 		if opts.AgentKey, err = loadSigningKey(cmd, f.key); err != nil {
 			return usagef("agent: --key: %w", err)
 		}
+	} else if pw, ok := os.LookupEnv("MCPREADY_PASSWORD"); ok && pw != "" {
+		opts.AgentKeyPassword = []byte(pw) // --data/agent.key encrypted at rest
+	}
+	if f.digestKey != "" {
+		k, err := os.ReadFile(f.digestKey)
+		if err != nil {
+			return usagef("agent: --receipt-digest-key: %w", err)
+		}
+		if k = bytes.TrimSpace(k); len(k) < 32 {
+			return usagef("agent: --receipt-digest-key: %s holds %d bytes, want at least 32", f.digestKey, len(k))
+		}
+		opts.ReceiptDigestKey = k
 	}
 	f.otel.ServiceVersion = agent.Version
 	if opts.Telemetry, err = telemetry.New(cmd.Context(), f.otel); err != nil {

@@ -26,7 +26,9 @@ import (
 type controlPlaneOptions struct {
 	data, root, listen, metrics, etcd   string
 	tlsCert, tlsKey, tlsCA, observerKey string
-	roles                               []string
+	etcdCA, etcdCert, etcdKey           string
+	etcdUser, etcdPasswordFile          string
+	roles, nodeLabels                   []string
 	retention, evidenceWindow           time.Duration
 	receiptsStore                       string
 }
@@ -58,9 +60,15 @@ the read-only web console (/console/, reader role) are served on
 	fl.StringVar(&o.listen, "listen", controlplane.DefaultListen, "gRPC listen address")
 	fl.StringVar(&o.metrics, "metrics-listen", controlplane.DefaultMetricsListen, `/metrics, /healthz and /console/ address ("off" disables)`)
 	fl.StringVar(&o.etcd, "etcd-endpoints", "", "external etcd endpoints, comma-separated (empty: embedded etcd)")
+	fl.StringVar(&o.etcdCA, "etcd-ca", "", "CA certificate (PEM) that verifies the external etcd's server certificate; required for etcd off loopback")
+	fl.StringVar(&o.etcdCert, "etcd-cert", "", "client certificate (PEM) for etcd's client-certificate auth")
+	fl.StringVar(&o.etcdKey, "etcd-key", "", "key of --etcd-cert")
+	fl.StringVar(&o.etcdUser, "etcd-user", "", "etcd user (etcd's own authentication)")
+	fl.StringVar(&o.etcdPasswordFile, "etcd-password-file", "", "file holding the password of --etcd-user")
 	fl.StringVar(&o.tlsCert, "tls-cert", "", "server certificate (PEM)")
 	fl.StringVar(&o.tlsKey, "tls-key", "", "server private key (PEM)")
 	fl.StringVar(&o.tlsCA, "tls-ca", "", "CA that client certificates must chain to (enables mTLS)")
+	fl.StringArrayVar(&o.nodeLabels, "node-labels", nil, `node labels the agents matching PATTERN may claim: PATTERN=region:eu-west|eu-north;tenant-class:gold;host:h1, repeatable; without any, labels are self-asserted`)
 	fl.StringArrayVar(&o.roles, "role", nil, `grant a role to client-certificate identities: PATTERN=admin|agent|reader, repeatable (required with --tls-ca); PATTERN matches the certificate's first URI SAN, else DNS SAN, else CN ("*" within one "/" segment)`)
 	fl.StringVar(&o.observerKey, "observer-key", "", "control plane's own signing key for lifecycle changes and passive Evidence")
 	fl.DurationVar(&o.retention, "receipt-retention", 0, "drop receipt segments (database: whole days) older than this (0 keeps everything)")
@@ -105,7 +113,36 @@ func (o *controlPlaneOptions) run(cmd *cobra.Command) error {
 		}
 		roles = append(roles, rule)
 	}
-	opts := controlplane.Options{Listen: f.listen, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
+	var etcdTLS *tls.Config
+	if (f.etcdCA != "" || f.etcdCert != "" || f.etcdKey != "" || f.etcdUser != "") && len(endpoints) == 0 {
+		return usagef("controlplane: --etcd-ca, --etcd-cert, --etcd-key and --etcd-user are for an external etcd (--etcd-endpoints)")
+	}
+	if f.etcdCA != "" || f.etcdCert != "" || f.etcdKey != "" {
+		if etcdTLS, err = controlplane.EtcdClientTLS(f.etcdCA, f.etcdCert, f.etcdKey); err != nil {
+			return usagef("controlplane: --etcd-ca/--etcd-cert/--etcd-key: %w", err)
+		}
+	}
+	var etcdPassword string
+	if f.etcdPasswordFile != "" {
+		b, err := os.ReadFile(f.etcdPasswordFile)
+		if err != nil {
+			return usagef("controlplane: --etcd-password-file: %w", err)
+		}
+		etcdPassword = strings.TrimSpace(string(b))
+	}
+	if (f.etcdUser == "") != (f.etcdPasswordFile == "") {
+		return usagef("controlplane: --etcd-user and --etcd-password-file go together")
+	}
+	var nodeLabels []authz.LabelRule
+	for _, r := range f.nodeLabels {
+		lr, err := authz.ParseLabelRule(r)
+		if err != nil {
+			return usagef("controlplane: --node-labels: %w", err)
+		}
+		nodeLabels = append(nodeLabels, lr)
+	}
+	opts := controlplane.Options{Listen: f.listen, NodeLabels: nodeLabels, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
+		EtcdTLS: etcdTLS, EtcdUsername: f.etcdUser, EtcdPassword: etcdPassword,
 		TLS: tlsCfg, Roles: roles, ObserverKey: observer, Logger: logger(cmd.ErrOrStderr()),
 		Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow, Store: receiptsStore(f.receiptsStore)}}
 	opts.Registry = prometheus.NewRegistry()

@@ -159,7 +159,7 @@ func toProto(r store.Record) *mcpreadyv1.StoredArtifact {
 func toStatus(err error) error {
 	var ve *sign.VerifyError
 	switch {
-	case errors.Is(err, artifact.ErrRollback), errors.Is(err, artifact.ErrExpired):
+	case errors.Is(err, artifact.ErrRollback), errors.Is(err, artifact.ErrExpired), errors.Is(err, sign.ErrTrustChain), errors.Is(err, artifact.ErrTombstone):
 		// the reason ("rollback", "expired") leads the message
 		return status.Errorf(codes.FailedPrecondition, "rejected: %v", err)
 	case errors.Is(err, artifact.ErrBadVersion):

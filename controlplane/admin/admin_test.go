@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/artifact"
@@ -163,21 +164,26 @@ func TestDeleteWithTombstone(t *testing.T) {
 	svc, _, p := setup(t, 0)
 	ctx := context.Background()
 	apply(t, svc, p.TrustPolicy)
-	apply(t, svc, testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org))
-	apply(t, svc, testpki.Sign(t, testpki.Object(artifact.KindDeclaration, "com.example/d", &mcpreadyv1.Declaration{}, nil), p.Provider))
-	tomb := func(kind, name string) []byte {
-		return testpki.Sign(t, testpki.Object(artifact.KindTombstone, name, &mcpreadyv1.Tombstone{TargetKind: kind, TargetName: name, Reason: "test"}, nil), p.Org)
+	pol := testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org)
+	decl := testpki.Sign(t, testpki.Object(artifact.KindDeclaration, "com.example/d", &mcpreadyv1.Declaration{}, nil), p.Provider)
+	apply(t, svc, pol)
+	apply(t, svc, decl)
+	if _, err := svc.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: testpki.Sign(t, testpki.Object(artifact.KindTombstone, "org/p", &mcpreadyv1.Tombstone{TargetKind: "Policy", TargetName: "org/p"}, nil), p.Org)}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "tombstone") {
+		t.Fatalf("a tombstone naming no version: %v, want FailedPrecondition", err)
+	}
+	tomb := func() []byte {
+		return testpki.Tombstone(t, pol, "test", p.Org)
 	}
 	// the provider may delete its declaration but not the org's policy
 	provTomb := testpki.Sign(t, testpki.Object(artifact.KindTombstone, "org/p", &mcpreadyv1.Tombstone{TargetKind: "Policy", TargetName: "org/p"}, nil), p.Provider)
 	if _, err := svc.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: provTomb}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("provider deleting policy: %v", err)
 	}
-	provDecl := testpki.Sign(t, testpki.Object(artifact.KindTombstone, "com.example/d", &mcpreadyv1.Tombstone{TargetKind: "Declaration", TargetName: "com.example/d"}, nil), p.Provider)
+	provDecl := testpki.Tombstone(t, decl, "", p.Provider)
 	if r, err := svc.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: provDecl}); err != nil || r.Revision != 2 {
 		t.Fatalf("provider deleting declaration: %v %v", r, err)
 	}
-	r, err := svc.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: tomb("Policy", "org/p")})
+	r, err := svc.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: tomb()})
 	if err != nil || r.Revision != 2 {
 		t.Fatalf("delete: %v %v", r, err)
 	}
@@ -188,7 +194,7 @@ func TestDeleteWithTombstone(t *testing.T) {
 	if err != nil || len(g.Artifacts) != 1 || !g.Artifacts[0].Deleted {
 		t.Fatalf("include deleted: %v %v", g, err)
 	}
-	if _, err := svc.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: tomb("Policy", "org/p")}); status.Code(err) != codes.NotFound {
+	if _, err := svc.Delete(ctx, &mcpreadyv1.DeleteRequest{Tombstone: tomb()}); status.Code(err) != codes.NotFound {
 		t.Fatalf("second delete: %v", err)
 	}
 	h, _ := svc.History(ctx, &mcpreadyv1.HistoryRequest{Kind: "Policy", Name: "org/p"})
@@ -212,14 +218,24 @@ func TestExpiredTrustPolicyAcceptsOnlyANewOne(t *testing.T) {
 	ctx := context.Background()
 	short := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", ExpiresAt: timestamppb.New(now.Add(time.Hour))},
 		Keys: []*mcpreadyv1.KeyGrant{testpki.Grant(t, "org", p.Org, []string{"Policy"}, nil)}}
-	apply(t, svc, testpki.Sign(t, artifact.New(artifact.KindTrustPolicy, "test/trust", short), p.Root))
+	shortBundle := testpki.Sign(t, artifact.New(artifact.KindTrustPolicy, "test/trust", short), p.Root)
+	apply(t, svc, shortBundle)
 	apply(t, svc, testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org))
 	clock = func() time.Time { return now.Add(2 * time.Hour) }
 	_, err := svc.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: testpki.Sign(t, testpki.Policy("org/p", "2", nil), p.Org)})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no longer verifies") {
 		t.Fatalf("write under an expired trust policy: %v", err)
 	}
-	apply(t, svc, p.TrustPolicy) // a fresh root-signed policy is accepted
+	if _, err := svc.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "trust-chain") {
+		t.Fatalf("a renewal that names no superseded version: %v", err)
+	}
+	renewed, err := sign.Peek(p.TrustPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := proto.Clone(renewed.Spec).(*mcpreadyv1.TrustPolicy)
+	tp.Supersedes = &mcpreadyv1.TrustPolicyRef{Name: "test/trust", Version: "", Digest: artifact.Digest(shortBundle)}
+	apply(t, svc, testpki.Sign(t, artifact.New(artifact.KindTrustPolicy, "test/trust", tp), p.Root)) // a fresh root-signed successor is accepted
 	if r := apply(t, svc, testpki.Sign(t, testpki.Policy("org/p", "2", nil), p.Org)); r.Revision != 2 {
 		t.Fatalf("after renewal: %v", r)
 	}

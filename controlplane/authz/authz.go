@@ -37,6 +37,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/nodelabel"
 )
 
 // Role is what a caller may do.
@@ -68,7 +69,44 @@ var (
 	ErrForbidden = errors.New("role does not allow this method")
 	// ErrWrongNode: an agent named a node id other than its certificate's.
 	ErrWrongNode = errors.New("node id is not the caller's")
+	// ErrWrongLabels: an agent claimed node labels its identity is not
+	// granted (Options.NodeLabels).
+	ErrWrongLabels = errors.New("node labels are not the caller's")
 )
+
+// LabelRule grants the identities matching Match (a path.Match pattern, as
+// in Rule) the node-label values they may claim: per nodelabel key
+// (region, tenant-class, host) the allowed values. A key a matching rule
+// does not name may not be claimed at all.
+type LabelRule struct {
+	Match  string
+	Labels map[nodelabel.Key][]string
+}
+
+// ParseLabelRule parses "PATTERN=key:v1|v2;key2:v3" (keys as in package
+// nodelabel: region, tenant-class, host).
+func ParseLabelRule(s string) (LabelRule, error) {
+	i := strings.LastIndexByte(s, '=')
+	if i <= 0 {
+		return LabelRule{}, fmt.Errorf("%w: node-label rule %q: want PATTERN=key:v1|v2;key:v", ErrConfig, s)
+	}
+	pat := s[:i]
+	if _, err := path.Match(pat, ""); err != nil {
+		return LabelRule{}, fmt.Errorf("%w: node-label rule %q: %w", ErrConfig, s, err)
+	}
+	r := LabelRule{Match: pat, Labels: map[nodelabel.Key][]string{}}
+	for part := range strings.SplitSeq(s[i+1:], ";") {
+		k, vs, ok := strings.Cut(part, ":")
+		key := nodelabel.Key(strings.TrimSpace(k))
+		if !ok || !slices.Contains(nodelabel.Dimensions[:], key) || strings.TrimSpace(vs) == "" {
+			return LabelRule{}, fmt.Errorf("%w: node-label rule %q: %q is not key:v1|v2 with key one of region, tenant-class, host", ErrConfig, s, part)
+		}
+		for v := range strings.SplitSeq(vs, "|") {
+			r.Labels[key] = append(r.Labels[key], strings.TrimSpace(v))
+		}
+	}
+	return r, nil
+}
 
 // Rule grants Role to every certificate identity that matches Match, a
 // path.Match pattern ("*" matches within one "/"-separated segment), e.g.
@@ -129,6 +167,11 @@ type Options struct {
 	// Rules map certificate identities to roles. An identity matching no
 	// rule holds no role. Zero: no certificate holds a role.
 	Rules []Rule
+	// NodeLabels binds the node labels agents may claim to their
+	// certificate identities: a node-bound request whose labels claim a
+	// value no matching rule grants is refused (ErrWrongLabels). Zero:
+	// labels are self-asserted.
+	NodeLabels []LabelRule
 	// LocalPlaintext grants every role to callers on loopback connections
 	// that present no client certificate, over plaintext or server-only
 	// TLS (the single-machine quickstart). Zero: they are refused.
@@ -254,8 +297,31 @@ func rolesText(rs []Role) string {
 	return strings.Join(s, " or ")
 }
 
-// checkNode enforces the node binding of agent methods on one message.
-func checkNode(id Identity, r rule, msg any, first bool) error {
+// checkLabels refuses node labels that id is not granted.
+func (a *Authorizer) checkLabels(id Identity, n *mcpreadyv1.Node) error {
+	if len(a.o.NodeLabels) == 0 || id.Local {
+		return nil
+	}
+	claimed := nodelabel.ValuesOf(n.GetLabels())
+	for i, key := range nodelabel.Dimensions {
+		for _, v := range claimed[i] {
+			granted := false
+			for _, lr := range a.o.NodeLabels {
+				if ok, _ := path.Match(lr.Match, id.Name); ok && slices.Contains(lr.Labels[key], v) {
+					granted = true
+				}
+			}
+			if !granted {
+				return fmt.Errorf("%w: %s=%s is not granted to %q", ErrWrongLabels, key, v, id.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// checkNode enforces the node binding of agent methods on one message:
+// its node id, and its labels (checkLabels).
+func (a *Authorizer) checkNode(id Identity, r rule, msg any, first bool) error {
 	if !r.nodeBound || id.Local {
 		return nil
 	}
@@ -270,7 +336,7 @@ func checkNode(id Identity, r rule, msg any, first bool) error {
 	if got != id.NodeID {
 		return fmt.Errorf("%w: request names node %q, certificate is %q", ErrWrongNode, got, id.NodeID)
 	}
-	return nil
+	return a.checkLabels(id, n.GetNode())
 }
 
 func (a *Authorizer) refuse(method string, id Identity, err error) error {
@@ -280,6 +346,8 @@ func (a *Authorizer) refuse(method string, id Identity, err error) error {
 		reason, code = "unauthenticated", codes.Unauthenticated
 	case errors.Is(err, ErrWrongNode):
 		reason = "wrong-node"
+	case errors.Is(err, ErrWrongLabels):
+		reason = "wrong-labels"
 	}
 	a.refused.WithLabelValues(method, reason).Inc()
 	a.log.Warn("rpc refused", "method", method, "identity", id.Name, "reason", reason, "error", err)
@@ -295,7 +363,7 @@ func (a *Authorizer) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		}
 		r, err := a.admit(id, info.FullMethod)
 		if err == nil {
-			err = checkNode(id, r, req, true)
+			err = a.checkNode(id, r, req, true)
 		}
 		if err != nil {
 			return nil, a.refuse(info.FullMethod, id, err)
@@ -335,12 +403,12 @@ func (s *checkedStream) RecvMsg(m any) error {
 	}
 	first := s.first
 	s.first = false
-	if err := checkNode(s.id, s.r, m, first); err != nil {
+	if err := s.a.checkNode(s.id, s.r, m, first); err != nil {
 		return s.a.refuse(s.method, s.id, err)
 	}
 	return nil
 }
 
 // RefusedCounter is mcpready_controlplane_rpc_refused_total, by method and
-// reason (unauthenticated, forbidden, wrong-node).
+// reason (unauthenticated, forbidden, wrong-node, wrong-labels).
 func (a *Authorizer) RefusedCounter() *prometheus.CounterVec { return a.refused }

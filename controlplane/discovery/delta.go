@@ -39,8 +39,21 @@ func (sub *deltaSub) push() error {
 		}
 	}
 	for name := range sub.held {
-		if !live[name] {
-			resp.RemovedResources = append(resp.RemovedResources, name)
+		if live[name] {
+			continue
+		}
+		if r := sn.resource(name); r != nil {
+			// Still stored, but its newer signed version is scoped away
+			// from this node: that version tells the agent, which drops
+			// the one it holds (a bare removal it would refuse).
+			if sub.held[name] != r.pb.Version {
+				resp.Resources = append(resp.Resources, r.pb)
+			}
+			continue
+		}
+		resp.RemovedResources = append(resp.RemovedResources, name)
+		if t := sn.tombstone(name); t != nil {
+			resp.Tombstones = append(resp.Tombstones, t)
 		}
 	}
 	if len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 {

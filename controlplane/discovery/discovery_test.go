@@ -249,6 +249,9 @@ func TestDeltaReconnectWithHeldVersions(t *testing.T) {
 	if !ok || len(r.Resources) != 0 || len(r.RemovedResources) != 1 || r.RemovedResources[0] != "b" {
 		t.Fatalf("delta removal: %v", r)
 	}
+	if len(r.Tombstones) != 1 || r.Tombstones[0].Name != "b" || string(r.Tombstones[0].Bundle) != "tomb" {
+		t.Fatalf("the removal carries no tombstone: %v", r.Tombstones)
+	}
 	// NACK keeps nothing resent
 	s.Send(&mcpreadyv1.DeltaResourcesRequest{TypeUrl: policyURL, ResponseNonce: r.Nonce, ErrorDetail: &mcpreadyv1.ErrorDetail{Message: "no"}})
 	if m, got := recvTimeout(t, sc, 500*time.Millisecond); got {

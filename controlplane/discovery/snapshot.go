@@ -3,6 +3,7 @@ package discovery
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcpready/mcpready/artifact"
@@ -17,14 +18,35 @@ var distributed = []artifact.Kind{artifact.KindTrustPolicy, artifact.KindDeclara
 // resource is one distributable artifact with its parsed scope.
 type resource struct {
 	pb    *mcpreadyv1.Resource
-	scope [len(nodelabel.Dimensions)][]string // nil: unscoped in that dimension
+	scope nodelabel.Scope
 }
 
 // snapshot is the immutable set of one kind's live resources.
 type snapshot struct {
 	version   string
 	resources []*resource // sorted by name
-	built     time.Time
+	// tombstones are the signed tombstones of deleted names (sorted by
+	// name), sent with the removals so an agent can check them.
+	tombstones []*mcpreadyv1.Resource
+	built      time.Time
+}
+
+// resource returns the live resource named name whatever its scope, or nil.
+func (s *snapshot) resource(name string) *resource {
+	i, ok := slices.BinarySearchFunc(s.resources, name, func(r *resource, n string) int { return strings.Compare(r.pb.Name, n) })
+	if !ok {
+		return nil
+	}
+	return s.resources[i]
+}
+
+// tombstone returns the tombstone of the deleted name, or nil.
+func (s *snapshot) tombstone(name string) *mcpreadyv1.Resource {
+	i, ok := slices.BinarySearchFunc(s.tombstones, name, func(r *mcpreadyv1.Resource, n string) int { return strings.Compare(r.Name, n) })
+	if !ok {
+		return nil
+	}
+	return s.tombstones[i]
 }
 
 func buildSnapshot(k artifact.Kind, recs []store.Record, now time.Time) *snapshot {
@@ -33,14 +55,10 @@ func buildSnapshot(k artifact.Kind, recs []store.Record, now time.Time) *snapsho
 	for _, r := range recs {
 		maxMod = max(maxMod, r.ModRevision)
 		if r.Deleted {
+			s.tombstones = append(s.tombstones, &mcpreadyv1.Resource{Name: r.Name, TypeUrl: artifact.KindTombstone.TypeURL(), Version: strconv.FormatInt(r.Revision, 10), Bundle: r.Bundle})
 			continue
 		}
-		res := &resource{pb: &mcpreadyv1.Resource{Name: r.Name, TypeUrl: k.TypeURL(), Version: strconv.FormatInt(r.Revision, 10), Bundle: r.Bundle}}
-		for i, k := range nodelabel.Dimensions {
-			if v, ok := r.Labels[string(k.Scope())]; ok {
-				res.scope[i] = nodelabel.Split(v)
-			}
-		}
+		res := &resource{pb: &mcpreadyv1.Resource{Name: r.Name, TypeUrl: k.TypeURL(), Version: strconv.FormatInt(r.Revision, 10), Bundle: r.Bundle}, scope: nodelabel.ScopeOf(r.Labels)}
 		s.resources = append(s.resources, res)
 	}
 	s.version = strconv.FormatInt(maxMod, 10)
@@ -48,29 +66,11 @@ func buildSnapshot(k artifact.Kind, recs []store.Record, now time.Time) *snapsho
 }
 
 // nodeScope is a node's values for each scoping dimension.
-type nodeScope [len(nodelabel.Dimensions)][]string
+type nodeScope = nodelabel.Values
 
-func scopeOf(n *mcpreadyv1.Node) nodeScope {
-	var ns nodeScope
-	for i, k := range nodelabel.Dimensions {
-		if v, ok := nodelabel.Lookup(n.GetLabels(), k); ok {
-			ns[i] = nodelabel.Split(v)
-		}
-	}
-	return ns
-}
+func scopeOf(n *mcpreadyv1.Node) nodeScope { return nodelabel.ValuesOf(n.GetLabels()) }
 
-func (r *resource) visibleTo(ns *nodeScope) bool {
-	for i, allowed := range r.scope {
-		if allowed == nil {
-			continue
-		}
-		if !slices.ContainsFunc(ns[i], func(v string) bool { return slices.Contains(allowed, v) }) {
-			return false
-		}
-	}
-	return true
-}
+func (r *resource) visibleTo(ns *nodeScope) bool { return r.scope.Includes(ns) }
 
 // filter returns the resources of s visible to ns, restricted to names
 // when names is non-empty.

@@ -51,7 +51,7 @@ func (sub *sotwSub) push() error {
 	for _, r := range res {
 		sub.sentNames[r.Name] = r.Version
 	}
-	return sub.s.send(sub.stream, &mcpreadyv1.StreamResourcesResponse{VersionInfo: sn.version, TypeUrl: sub.kind.TypeURL(), Nonce: sub.lastNonce, Resources: res}, sub.kind.TypeURL(), sn.built)
+	return sub.s.send(sub.stream, &mcpreadyv1.StreamResourcesResponse{VersionInfo: sn.version, TypeUrl: sub.kind.TypeURL(), Nonce: sub.lastNonce, Resources: res, Tombstones: sn.tombstones}, sub.kind.TypeURL(), sn.built)
 }
 
 // StreamResources implements the state-of-the-world variant. A

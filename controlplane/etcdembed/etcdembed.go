@@ -43,6 +43,15 @@ type Options struct {
 	// LogLevel is etcd's own log level (debug, info, warn, error, panic,
 	// fatal); "" means "error".
 	LogLevel string
+	// ClientTLS, when set, serves clients over TLS with these PEM files
+	// and requires a client certificate signed by TrustedCA (ClientURL is
+	// then https://); the zero value serves plaintext.
+	ClientTLS ClientTLS
+}
+
+// ClientTLS names the PEM files of etcd's client listener.
+type ClientTLS struct {
+	CertFile, KeyFile, TrustedCAFile string
 }
 
 // StartSingle starts a one-member etcd on loopback.
@@ -91,7 +100,11 @@ func startCluster(o Options, names []string, clientAddr string) ([]*Member, erro
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrStart, err)
 		}
-		members[i] = &Member{Name: name, ClientURL: "http://" + ca, PeerURL: "http://" + pp}
+		scheme := "http://"
+		if o.ClientTLS.CertFile != "" {
+			scheme = "https://"
+		}
+		members[i] = &Member{Name: name, ClientURL: scheme + ca, PeerURL: "http://" + pp}
 		initial = append(initial, name+"="+members[i].PeerURL)
 	}
 	started := make(chan error, len(members))
@@ -118,6 +131,10 @@ func startCluster(o Options, names []string, clientAddr string) ([]*Member, erro
 			cfg.LogLevel = "error"
 		}
 		cfg.EnableGRPCGateway = false
+		if t := o.ClientTLS; t.CertFile != "" {
+			cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile, cfg.ClientTLSInfo.TrustedCAFile = t.CertFile, t.KeyFile, t.TrustedCAFile
+			cfg.ClientTLSInfo.ClientCertAuth = true
+		}
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {
 			closeAll(members)

@@ -35,7 +35,9 @@
 //     digest>" with supersedes set to the old entry; the candidate never
 //     inherits qualification. Repeated reports are idempotent. Only callers
 //     holding the agent role may report drift, for their own node id
-//     (controlplane/authz); reports are not signed yet.
+//     (controlplane/authz), and only in a DriftReport signed by a key the
+//     TrustPolicy grants for that node (report.go), rate-limited, with a
+//     bound on the candidates per entry.
 //   - Sweep marks QUALIFIED entries STALE (drift EVIDENCE_STALE) when their
 //     qualification evidence (the Evidence their qualification's
 //     evidence_ref names) has expired. Other evidence about the same
@@ -97,6 +99,15 @@ type Options struct {
 	Now func() time.Time
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// ReportWindow bounds how far a drift report's signed issuedAt may
+	// lie from now; zero means DefaultReportWindow.
+	ReportWindow time.Duration
+	// ReportsPerMinute is each node's drift report rate (bursts of a
+	// third of it); zero means DefaultReportsPerMinute.
+	ReportsPerMinute int
+	// MaxCandidatesPerEntry bounds the candidates drift reports create
+	// for one entry; zero means DefaultMaxCandidatesPerEntry.
+	MaxCandidatesPerEntry int
 }
 
 // Manager records and serves the registry lifecycle. It is safe for
@@ -106,6 +117,7 @@ type Manager struct {
 	st       *store.Store
 	signerID string
 	mu       sync.Mutex // serialises handling of organisation revisions
+	reports  limiters
 }
 
 // New returns a Manager, or an error wrapping ErrConfig.
@@ -119,7 +131,10 @@ func New(o Options) (*Manager, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{o: o, st: o.Writer.Store()}
+	m := &Manager{o: o, st: o.Writer.Store(), reports: limiters{perMin: o.ReportsPerMinute}}
+	if m.reports.perMin <= 0 {
+		m.reports.perMin = DefaultReportsPerMinute
+	}
 	if o.Signer != nil {
 		id, err := sign.KeyID(o.Signer.Public())
 		if err != nil {
@@ -403,8 +418,14 @@ func CandidateName(old string, observed *mcpreadyv1.ToolIdentity) string {
 }
 
 // ReportDrift suspends the reported entry and creates a fresh candidate for
-// the observed identity. Reporting the same drift again changes nothing.
-func (m *Manager) ReportDrift(ctx context.Context, req *mcpreadyv1.ReportDriftRequest) (*mcpreadyv1.ReportDriftResponse, error) {
+// the observed identity, from a signed report only (see report.go).
+// Reporting the same drift again changes nothing.
+func (m *Manager) ReportDrift(ctx context.Context, sreq *mcpreadyv1.ReportDriftRequest) (*mcpreadyv1.ReportDriftResponse, error) {
+	req, err := m.verifyReport(ctx, sreq)
+	if err != nil {
+		m.o.Logger.Warn("lifecycle: drift report refused", "node", sreq.GetNode().GetId(), "err", err)
+		return nil, err
+	}
 	labels := slices.DeleteFunc(slices.Clone(req.GetLabels()), func(l mcpreadyv1.DriftLabel) bool { return l == mcpreadyv1.DriftLabel_DRIFT_LABEL_UNSPECIFIED })
 	switch {
 	case req.GetEntryName() == "":
@@ -432,7 +453,7 @@ func (m *Manager) ReportDrift(ctx context.Context, req *mcpreadyv1.ReportDriftRe
 	if err := artifact.ValidateName(candName); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "candidate name: %v", err)
 	}
-	reporter := req.GetNode().GetId()
+	reporter := req.GetNodeId()
 	detail := strings.TrimSpace(req.GetDetail())
 	if len(detail) > 512 {
 		detail = detail[:512]
@@ -442,6 +463,12 @@ func (m *Manager) ReportDrift(ctx context.Context, req *mcpreadyv1.ReportDriftRe
 		if _, err := m.st.Get(ctx, artifact.KindRegistryEntry, candName); err == nil {
 			return &mcpreadyv1.ReportDriftResponse{NewState: e.state, CandidateName: candName}, nil
 		}
+	}
+	if req.GetEntryDigest() != rec.Digest {
+		return nil, refuse(codes.FailedPrecondition, ErrReportRevision, "the report names %s of %q, the current revision is %s", req.GetEntryDigest(), rec.Name, rec.Digest)
+	}
+	if err := m.checkCandidateBound(ctx, rec.Name, candName); err != nil {
+		return nil, err
 	}
 	if e.state != suspended && e.state != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_REVOKED {
 		// Suspend first: stopping eligibility matters more than the candidate.
@@ -459,6 +486,9 @@ func (m *Manager) ReportDrift(ctx context.Context, req *mcpreadyv1.ReportDriftRe
 	cand.Supersedes = rec.Name
 	cand.Qualification = nil // never inherited
 	cand.DiscoverySource = "drift-report:" + reporter
+	if cand.Provenance != nil { // the observer signs it, but qualified nothing
+		cand.Provenance.Issuer, cand.Provenance.ApprovalRef = "drift-report:"+reporter, ""
+	}
 	if err := m.publishSpec(ctx, e, candName, cand); err != nil {
 		return nil, err
 	}

@@ -49,7 +49,10 @@ type env struct {
 	clk *clock
 }
 
-func setup(t *testing.T) *env {
+func setup(t *testing.T) *env { return setupWith(t, nil) }
+
+// setupWith is setup with edit applied to the Manager's options.
+func setupWith(t *testing.T, edit func(*lifecycle.Options)) *env {
 	cli, _ := etcdtest.Etcd(t)
 	st := store.New(cli, store.Options{})
 	p := testpki.New(t)
@@ -58,7 +61,11 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	clk := &clock{t: time.Now()}
-	lc, err := lifecycle.New(lifecycle.Options{Writer: w, Signer: p.Observer, Now: clk.now})
+	lo := lifecycle.Options{Writer: w, Signer: p.Observer, Now: clk.now}
+	if edit != nil {
+		edit(&lo)
+	}
+	lc, err := lifecycle.New(lo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +215,7 @@ func TestDriftSuspendsAndCreatesCandidate(t *testing.T) {
 	observed.OutputSchemaDigest = "sha256:out10"
 	req := &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, EntryName: "docs.lookup@2.4.1", Observed: observed,
 		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT, mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT}, Detail: "tools/list changed"}
+	req = e.signed(t, req)
 	resp, err := e.lc.ReportDrift(ctx, req)
 	want := lifecycle.CandidateName("docs.lookup@2.4.1", observed)
 	if err != nil || resp.NewState != suspended || resp.CandidateName != want {
@@ -260,15 +268,30 @@ func TestDriftReportRejects(t *testing.T) {
 	for _, req := range []*mcpreadyv1.ReportDriftRequest{
 		{EntryName: "x@1", Observed: &mcpreadyv1.ToolIdentity{}},
 		{EntryName: "x@1", Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}},
-		{Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}, Observed: &mcpreadyv1.ToolIdentity{}},
 	} {
-		if _, err := e.lc.ReportDrift(ctx, req); status.Code(err) != codes.InvalidArgument {
+		if _, err := e.lc.ReportDrift(ctx, e.signed(t, req)); status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("%v: %v", req, err)
 		}
 	}
-	if _, err := e.lc.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{EntryName: "nope", Observed: &mcpreadyv1.ToolIdentity{}, Labels: []mcpreadyv1.DriftLabel{1}}); err == nil {
+	if _, err := e.lc.ReportDrift(ctx, e.signed(t, &mcpreadyv1.ReportDriftRequest{EntryName: "nope", Observed: &mcpreadyv1.ToolIdentity{}, Labels: []mcpreadyv1.DriftLabel{1}})); err == nil {
 		t.Fatal("unknown entry accepted")
 	}
+}
+
+// signed turns a plain drift request into the signed form an agent sends:
+// a DriftReport by testpki's agent key (granted for node host-1), issued
+// now, naming the entry's current digest; the node defaults to host-1.
+func (e *env) signed(t *testing.T, req *mcpreadyv1.ReportDriftRequest) *mcpreadyv1.ReportDriftRequest {
+	t.Helper()
+	node := req.GetNode().GetId()
+	if node == "" {
+		node = "host-1"
+	}
+	digest := ""
+	if r, err := e.st.Get(context.Background(), artifact.KindRegistryEntry, req.GetEntryName()); err == nil {
+		digest = r.Digest
+	}
+	return testpki.DriftReport(t, e.p.Agent, node, req.GetEntryName(), digest, req.GetLabels(), req.GetObserved(), e.clk.now())
 }
 
 // TestLearnsRevisionsFromStoreWatch: a revision written to the store by any
@@ -318,8 +341,8 @@ func TestRevisionHandledOnce(t *testing.T) {
 	}
 	e.applyEntry(t, "docs.lookup@2.4.1", entry("2.4.1", ""))
 	observed := entry("2.5.0", "").Identity
-	if _, err := nokey.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, EntryName: "docs.lookup@2.4.1", Observed: observed,
-		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}}); err != nil {
+	if _, err := nokey.ReportDrift(ctx, e.signed(t, &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, EntryName: "docs.lookup@2.4.1", Observed: observed,
+		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}})); err != nil {
 		t.Fatal(err)
 	}
 	later, err := lifecycle.New(lifecycle.Options{Writer: e.w, Now: e.clk.now})
@@ -385,8 +408,8 @@ func TestEntriesFromBeforeTheWatch(t *testing.T) {
 		t.Fatalf("old entry after the first sweep: %v", s)
 	}
 	// A drift candidate, then the organisation qualifies it.
-	resp, err := e.lc.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{EntryName: "old@1", Observed: entry("2", "").Identity,
-		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}})
+	resp, err := e.lc.ReportDrift(ctx, e.signed(t, &mcpreadyv1.ReportDriftRequest{EntryName: "old@1", Observed: entry("2", "").Identity,
+		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,8 +428,8 @@ func TestReapplyingOriginalBundleDoesNotReverseSuspension(t *testing.T) {
 	ctx := context.Background()
 	orig := e.applyEntry(t, "docs.lookup@2.4.1", versioned(entry("2.4.1", "lab/1"), "1"))
 	observed := entry("2.5.0", "").Identity
-	_, err := e.lc.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, EntryName: "docs.lookup@2.4.1", Observed: observed,
-		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}})
+	_, err := e.lc.ReportDrift(ctx, e.signed(t, &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, EntryName: "docs.lookup@2.4.1", Observed: observed,
+		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}}))
 	if err != nil {
 		t.Fatal(err)
 	}

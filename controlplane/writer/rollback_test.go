@@ -43,6 +43,7 @@ func trustRevoking(t *testing.T, p *testpki.PKI, version string, revokeOrg bool)
 	}
 	tp := proto.Clone(v.Spec).(*mcpreadyv1.TrustPolicy)
 	tp.Provenance.Version = version
+	tp.Supersedes = testpki.RefOf(t, p.TrustPolicy)
 	if revokeOrg {
 		tp.Keys[0].Revoked, tp.Keys[0].RevocationReason = true, "compromised"
 	}
@@ -76,8 +77,9 @@ func TestRollbackUndoesRevocation(t *testing.T) {
 }
 
 // kindSample returns a bundle of kind k named after k at version, signed
-// by a key the testpki TrustPolicy grants k; salt changes the content.
-func kindSample(t *testing.T, p *testpki.PKI, k artifact.Kind, version, salt string, expires time.Time) []byte {
+// by a key the testpki TrustPolicy grants k; salt changes the content. A
+// TrustPolicy supersedes w's active one.
+func kindSample(t *testing.T, w *writer.Writer, p *testpki.PKI, k artifact.Kind, version, salt string, expires time.Time) []byte {
 	t.Helper()
 	pv := &mcpreadyv1.Provenance{Issuer: "test" + salt, Version: version}
 	if !expires.IsZero() {
@@ -91,6 +93,8 @@ func kindSample(t *testing.T, p *testpki.PKI, k artifact.Kind, version, salt str
 			t.Fatal(err)
 		}
 		spec, name, signer = proto.Clone(v.Spec), "test/trust", p.Root
+		ref := w.Current().Ref()
+		spec.(*mcpreadyv1.TrustPolicy).Supersedes = &mcpreadyv1.TrustPolicyRef{Name: ref.Name, Version: ref.Version, Digest: ref.Digest}
 	}
 	return testpki.Sign(t, testpki.Versioned(k, name, spec, pv), signer)
 }
@@ -107,12 +111,12 @@ func TestReplayEveryKind(t *testing.T) {
 		t.Run(string(k), func(t *testing.T) {
 			w, st, p := newWriter(t)
 			ctx := context.Background()
-			v3 := kindSample(t, p, k, "3", "", time.Time{})
-			v4 := kindSample(t, p, k, "4", "", time.Time{})
-			for _, b := range [][]byte{kindSample(t, p, k, "2", "", time.Time{}), v3} {
-				if _, _, err := w.Apply(ctx, b); err != nil {
-					t.Fatal(err)
-				}
+			if _, _, err := w.Apply(ctx, kindSample(t, w, p, k, "2", "", time.Time{})); err != nil {
+				t.Fatal(err)
+			}
+			v3 := kindSample(t, w, p, k, "3", "", time.Time{})
+			if _, _, err := w.Apply(ctx, v3); err != nil {
+				t.Fatal(err)
 			}
 			name := "org/" + string(k)
 			if k == artifact.KindTrustPolicy {
@@ -120,19 +124,19 @@ func TestReplayEveryKind(t *testing.T) {
 			}
 			before, _ := st.History(ctx, k, name)
 			for label, b := range map[string][]byte{
-				"older":       kindSample(t, p, k, "2", "", time.Time{}),
-				"equal":       kindSample(t, p, k, "3", "other", time.Time{}),
-				"equal-1.0":   kindSample(t, p, k, "3.0", "other", time.Time{}),
-				"unversioned": kindSample(t, p, k, "", "", time.Time{}),
+				"older":       kindSample(t, w, p, k, "2", "", time.Time{}),
+				"equal":       kindSample(t, w, p, k, "3", "other", time.Time{}),
+				"equal-1.0":   kindSample(t, w, p, k, "3.0", "other", time.Time{}),
+				"unversioned": kindSample(t, w, p, k, "", "", time.Time{}),
 			} {
 				if _, _, err := w.Apply(ctx, b); !errors.Is(err, artifact.ErrRollback) {
 					t.Errorf("%s: err = %v, want rollback", label, err)
 				}
 			}
-			if _, _, err := w.Apply(ctx, kindSample(t, p, k, "v9", "", time.Time{})); !errors.Is(err, artifact.ErrBadVersion) {
+			if _, _, err := w.Apply(ctx, kindSample(t, w, p, k, "v9", "", time.Time{})); !errors.Is(err, artifact.ErrBadVersion) {
 				t.Errorf("not a version: err = %v", err)
 			}
-			if _, _, err := w.Apply(ctx, kindSample(t, p, k, "9", "", time.Now().Add(-time.Minute))); !errors.Is(err, artifact.ErrExpired) && sign.ReasonOf(err) == "" {
+			if _, _, err := w.Apply(ctx, kindSample(t, w, p, k, "9", "", time.Now().Add(-time.Minute))); !errors.Is(err, artifact.ErrExpired) && sign.ReasonOf(err) == "" {
 				t.Errorf("expired: err = %v", err)
 			}
 			if after, _ := st.History(ctx, k, name); len(after) != len(before) {
@@ -141,13 +145,14 @@ func TestReplayEveryKind(t *testing.T) {
 			if _, unchanged, err := w.Apply(ctx, v3); err != nil || !unchanged {
 				t.Fatalf("re-applying the latest bytes: unchanged %v, %v", unchanged, err)
 			}
+			v4 := kindSample(t, w, p, k, "4", "", time.Time{})
 			if _, _, err := w.Apply(ctx, v4); err != nil {
 				t.Fatal(err)
 			}
 			if k == artifact.KindTrustPolicy {
 				return // a TrustPolicy is not deleted here
 			}
-			tomb := testpki.Sign(t, testpki.Object(artifact.KindTombstone, name, &mcpreadyv1.Tombstone{TargetKind: string(k), TargetName: name}, nil), p.Org)
+			tomb := testpki.Tombstone(t, v4, "", p.Org)
 			if _, err := w.Delete(ctx, tomb); err != nil {
 				t.Fatal(err)
 			}
@@ -156,7 +161,7 @@ func TestReplayEveryKind(t *testing.T) {
 					t.Errorf("after deletion: err = %v, want rollback", err)
 				}
 			}
-			if _, _, err := w.Apply(ctx, kindSample(t, p, k, "5", "", time.Time{})); err != nil {
+			if _, _, err := w.Apply(ctx, kindSample(t, w, p, k, "5", "", time.Time{})); err != nil {
 				t.Fatalf("a newer version after deletion: %v", err)
 			}
 		})
@@ -170,16 +175,16 @@ func TestLegacyRecordsAreCompared(t *testing.T) {
 	ctx := context.Background()
 	k := artifact.KindPolicy
 	// written as an older control plane did: no Version, so no mark
-	if _, _, err := st.Put(ctx, store.Record{Kind: k, Name: "org/" + string(k), Bundle: kindSample(t, p, k, "2", "", time.Time{})}); err != nil {
+	if _, _, err := st.Put(ctx, store.Record{Kind: k, Name: "org/" + string(k), Bundle: kindSample(t, w, p, k, "2", "", time.Time{})}); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := st.Get(ctx, k, "org/"+string(k)); r.HighWater != "" {
 		t.Fatalf("legacy record has a mark %q", r.HighWater)
 	}
-	if _, _, err := w.Apply(ctx, kindSample(t, p, k, "1", "x", time.Time{})); !errors.Is(err, artifact.ErrRollback) {
+	if _, _, err := w.Apply(ctx, kindSample(t, w, p, k, "1", "x", time.Time{})); !errors.Is(err, artifact.ErrRollback) {
 		t.Fatalf("older than a legacy revision: %v", err)
 	}
-	if _, _, err := w.Apply(ctx, kindSample(t, p, k, "3", "", time.Time{})); err != nil {
+	if _, _, err := w.Apply(ctx, kindSample(t, w, p, k, "3", "", time.Time{})); err != nil {
 		t.Fatal(err)
 	}
 }

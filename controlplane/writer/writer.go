@@ -1,7 +1,10 @@
 // Package writer is the control plane's one write path into the artifact
 // store: it verifies a bundle, then stores it. A TrustPolicy is verified
-// against the organisation's root public key, every other kind against the
-// active TrustPolicy (the most recently stored one that still verifies). A
+// against the organisation's root public key and must continue the trust
+// chain (see sign/chain.go: TrustPolicy versions are one chain per
+// organisation, each naming the one it supersedes), every other kind
+// against the active TrustPolicy: the one the chain rule picks from the
+// stored ones, by signed version only, as the agent does. A
 // rejected write stores nothing and returns the verification reason.
 //
 // Every writer on the control plane goes through a *Writer: the Admin API
@@ -20,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,7 +69,7 @@ type Writer struct {
 
 	mu       sync.Mutex
 	trust    *sign.Trust
-	trustDig string
+	trustKey string // the stored TrustPolicies' digests trust was picked from
 }
 
 // New returns a Writer, or an error wrapping ErrConfig.
@@ -85,37 +89,52 @@ func New(o Options) (*Writer, error) {
 // Store is the store the Writer writes to (for reads).
 func (w *Writer) Store() *store.Store { return w.o.Store }
 
-// activeTrust returns the Trust of the latest stored TrustPolicy, or
-// ErrNoTrustPolicy.
-func (w *Writer) activeTrust(ctx context.Context) (*sign.Trust, error) {
+// activeTrust returns the Trust of the active TrustPolicy by the chain
+// rule (sign.PickTrust over every stored TrustPolicy: the highest signed
+// version that verifies against the root key, whatever its name), and the
+// reference of the one the rule chose (zero when none is stored). The
+// error is ErrNoTrustPolicy when none is stored, and wraps ErrTrustExpired
+// when the chosen one no longer verifies (it expired).
+func (w *Writer) activeTrust(ctx context.Context) (*sign.Trust, sign.TrustRef, error) {
 	recs, _, err := w.o.Store.List(ctx, artifact.KindTrustPolicy)
 	if err != nil {
-		return nil, err
+		return nil, sign.TrustRef{}, err
 	}
-	var latest *store.Record
-	for i := range recs {
-		if !recs[i].Deleted && (latest == nil || recs[i].ModRevision > latest.ModRevision) {
-			latest = &recs[i]
+	var bundles [][]byte
+	var key strings.Builder
+	for _, r := range recs {
+		if !r.Deleted {
+			bundles = append(bundles, r.Bundle)
+			key.WriteString(r.Digest)
 		}
 	}
-	if latest == nil {
-		return nil, ErrNoTrustPolicy
+	if len(bundles) == 0 {
+		return nil, sign.TrustRef{}, ErrNoTrustPolicy
 	}
+	now := w.o.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.trustDig == latest.Digest {
-		exp := w.trust.Policy().Object.Spec.(*mcpreadyv1.TrustPolicy).GetProvenance().GetExpiresAt()
-		if exp == nil || w.o.Now().Before(exp.AsTime()) {
-			return w.trust, nil
+	if w.trust != nil && w.trustKey == key.String() {
+		exp := w.trust.Policy().Object.Provenance().GetExpiresAt()
+		if exp == nil || now.Before(exp.AsTime()) {
+			return w.trust, w.trust.Ref(), nil
 		}
 	}
-	t, err := sign.NewTrust(latest.Bundle, w.o.Root, w.o.Now())
+	t, ref, err := sign.PickTrust(bundles, w.o.Root, now)
 	if err != nil {
-		w.trust, w.trustDig = nil, "" // Current reports no trust rather than a stale one
-		return nil, fmt.Errorf("%w: %q: %w", ErrTrustExpired, latest.Name, err)
+		w.trust, w.trustKey = nil, "" // Current reports no trust rather than a stale one
+		return nil, ref, fmt.Errorf("%w: %q: %w", ErrTrustExpired, ref.Name, err)
 	}
-	w.trust, w.trustDig = t, latest.Digest
-	return t, nil
+	w.trust, w.trustKey = t, key.String()
+	return t, ref, nil
+}
+
+// Active loads and returns the active Trust from the store (the chain
+// rule over every stored TrustPolicy); the error is ErrNoTrustPolicy or
+// wraps ErrTrustExpired when there is none that verifies.
+func (w *Writer) Active(ctx context.Context) (*sign.Trust, error) {
+	t, _, err := w.activeTrust(ctx)
+	return t, err
 }
 
 // Current returns the active Trust as last loaded (by a write or Refresh),
@@ -132,7 +151,7 @@ func (w *Writer) Refresh(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if _, err := w.activeTrust(ctx); err != nil && !errors.Is(err, ErrNoTrustPolicy) && ctx.Err() == nil {
+		if _, _, err := w.activeTrust(ctx); err != nil && !errors.Is(err, ErrNoTrustPolicy) && ctx.Err() == nil {
 			w.o.Logger.Warn("refreshing the active TrustPolicy", "err", err)
 		}
 		select {
@@ -144,46 +163,46 @@ func (w *Writer) Refresh(ctx context.Context, interval time.Duration) {
 }
 
 // verify checks bundle against the root key (TrustPolicy) or the active
-// TrustPolicy (every other kind).
+// TrustPolicy (every other kind). A TrustPolicy must also continue the
+// chain: sign.CheckSuccessor against the active one, exactly.
 func (w *Writer) verify(ctx context.Context, bundle []byte) (*sign.Verified, error) {
 	if max := w.o.Store.MaxBytes(); len(bundle) > max {
 		return nil, fmt.Errorf("%w: bundle is %d bytes, limit is %d", store.ErrTooLarge, len(bundle), max)
 	}
 	now := w.o.Now()
-	trust, err := w.activeTrust(ctx)
-	if errors.Is(err, ErrNoTrustPolicy) || sign.ReasonOf(err) != "" {
-		// Bootstrap, or the active TrustPolicy expired: only a root-signed
-		// TrustPolicy can be written.
-		t, terr := sign.NewTrust(bundle, w.o.Root, now)
-		if terr != nil {
-			if sign.ReasonOf(terr) == sign.ReasonUnknownKey || sign.ReasonOf(terr) == sign.ReasonKindNotAllowed {
-				return nil, fmt.Errorf("%w; only a root-signed TrustPolicy is accepted now (%w)", err, terr)
-			}
-			return nil, terr
-		}
-		return t.Policy(), nil
-	}
-	if err != nil {
+	trust, active, err := w.activeTrust(ctx)
+	rootOnly := errors.Is(err, ErrNoTrustPolicy) || errors.Is(err, ErrTrustExpired)
+	if err != nil && !rootOnly {
 		return nil, err
 	}
-	v, err := trust.Verify(bundle, now)
-	if err != nil {
+	if !rootOnly {
+		v, verr := trust.Verify(bundle, now)
+		if verr != nil {
+			return nil, verr
+		}
+		if v.Object.Kind != artifact.KindTrustPolicy {
+			return v, nil
+		}
+	}
+	// A TrustPolicy; or, at bootstrap or when the active TrustPolicy
+	// expired, only a root-signed TrustPolicy can be written.
+	t, terr := sign.NewTrust(bundle, w.o.Root, now)
+	if terr != nil {
+		if rootOnly && (sign.ReasonOf(terr) == sign.ReasonUnknownKey || sign.ReasonOf(terr) == sign.ReasonKindNotAllowed) {
+			return nil, fmt.Errorf("%w; only a root-signed TrustPolicy is accepted now (%w)", err, terr)
+		}
+		return nil, terr
+	}
+	if err := sign.CheckSuccessor(active, active != (sign.TrustRef{}), t, true); err != nil {
 		return nil, err
 	}
-	if v.Object.Kind == artifact.KindTrustPolicy {
-		t, err := sign.NewTrust(bundle, w.o.Root, now)
-		if err != nil {
-			return nil, err
-		}
-		v = t.Policy()
-	}
-	return v, nil
+	return t.Policy(), nil
 }
 
 // Apply verifies bundle and stores it as the next revision of its artifact.
 // unchanged reports a re-apply of the latest revision's exact bytes
-// (nothing is written). ReceiptBatch and Tombstone are refused with
-// ErrWrongKind.
+// (nothing is written). ReceiptBatch, Tombstone and DriftReport are
+// refused with ErrWrongKind.
 func (w *Writer) Apply(ctx context.Context, bundle []byte) (rec store.Record, unchanged bool, err error) {
 	return w.apply(ctx, bundle, "")
 }
@@ -205,6 +224,8 @@ func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (
 		return store.Record{}, false, fmt.Errorf("%w: ReceiptBatch goes to the ReceiptsService", ErrWrongKind)
 	case artifact.KindTombstone:
 		return store.Record{}, false, fmt.Errorf("%w: a Tombstone is sent with Delete", ErrWrongKind)
+	case artifact.KindDriftReport:
+		return store.Record{}, false, fmt.Errorf("%w: a DriftReport is sent with ReportDrift", ErrWrongKind)
 	}
 	floor, err := w.legacyHighWater(ctx, v.Object.Kind, v.Object.Metadata.Name)
 	if err != nil {
@@ -216,7 +237,7 @@ func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (
 		return store.Record{}, false, err
 	}
 	if rec.Kind == artifact.KindTrustPolicy {
-		if _, err := w.activeTrust(ctx); err != nil {
+		if _, _, err := w.activeTrust(ctx); err != nil {
 			w.o.Logger.Warn("loading the new TrustPolicy", "err", err)
 		}
 	}
@@ -252,8 +273,10 @@ func (w *Writer) legacyHighWater(ctx context.Context, k artifact.Kind, name stri
 }
 
 // Delete verifies a signed Tombstone and stores it as the next revision of
-// its target. The tombstone's metadata.name must be its target name, and
-// its signer must be the root key or granted the target kind.
+// its target. The tombstone's metadata.name must be its target name, its
+// signer must be the root key or granted the target kind, and it must name
+// the exact version it deletes (artifact.CheckTombstone), so it deletes
+// nothing once that version is superseded: it cannot be replayed.
 func (w *Writer) Delete(ctx context.Context, tombstone []byte) (store.Record, error) {
 	v, err := w.verify(ctx, tombstone)
 	if err != nil {
@@ -273,7 +296,10 @@ func (w *Writer) Delete(ctx context.Context, tombstone []byte) (store.Record, er
 	if ts.GetTargetName() != v.Object.Metadata.Name {
 		return store.Record{}, fmt.Errorf("%w: metadata.name %q must equal target_name %q", ErrTombstone, v.Object.Metadata.Name, ts.GetTargetName())
 	}
-	trust, err := w.activeTrust(ctx)
+	if target == artifact.KindTrustPolicy {
+		return store.Record{}, fmt.Errorf("%w: a TrustPolicy is never deleted; apply a newer version that supersedes it", ErrWrongKind)
+	}
+	trust, _, err := w.activeTrust(ctx)
 	if err != nil {
 		return store.Record{}, err
 	}
@@ -286,6 +312,13 @@ func (w *Writer) Delete(ctx context.Context, tombstone []byte) (store.Record, er
 	}
 	if cur.Deleted {
 		return store.Record{}, fmt.Errorf("%w: %s %q", ErrDeleted, target, ts.GetTargetName())
+	}
+	o, err := sign.Peek(cur.Bundle)
+	if err != nil {
+		return store.Record{}, err
+	}
+	if err := artifact.CheckTombstone(ts, target, o.Metadata.Name, o.Version(), cur.Digest); err != nil {
+		return store.Record{}, fmt.Errorf("%w: %w", ErrTombstone, err)
 	}
 	rec, _, err := w.o.Store.Put(ctx, store.Record{Kind: target, Name: ts.GetTargetName(), Bundle: tombstone, Signer: v.KeyID, Deleted: true})
 	if err != nil {

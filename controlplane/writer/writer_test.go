@@ -58,9 +58,14 @@ func TestErrorsCarrySentinelAndCause(t *testing.T) {
 	if _, err := w.Delete(ctx, tomb); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("tombstone of nothing: %v", err)
 	}
-	if _, _, err := w.Apply(ctx, testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org)); err != nil {
+	pol := testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org)
+	if _, _, err := w.Apply(ctx, pol); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := w.Delete(ctx, tomb); !errors.Is(err, writer.ErrTombstone) || !errors.Is(err, artifact.ErrTombstone) {
+		t.Fatalf("a tombstone naming no version: %v", err)
+	}
+	tomb = testpki.Tombstone(t, pol, "", p.Org)
 	if _, err := w.Delete(ctx, tomb); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,5 +25,23 @@ func TestWriteFile(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(p))
 	if len(entries) != 1 {
 		t.Fatalf("temp files left behind: %v", entries)
+	}
+}
+
+// TestCreateNew: creates a file whole, never replaces one, leaves no
+// temp file.
+func TestCreateNew(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "k")
+	if err := CreateNew(p, []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateNew(p, []byte("two"), 0o600); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("replaced: %v", err)
+	}
+	b, _ := os.ReadFile(p)
+	ents, _ := os.ReadDir(dir)
+	if string(b) != "one" || len(ents) != 1 {
+		t.Fatalf("content %q, %d files", b, len(ents))
 	}
 }

@@ -193,7 +193,7 @@ func trustPolicy(p Params) (*artifact.Object, error) {
 		{KeyProviderA, []artifact.Kind{artifact.KindDeclaration}, []string{ServerDocsA}},
 		{KeyProviderB, []artifact.Kind{artifact.KindDeclaration}, []string{ServerDocsB}},
 		{KeyObserver, []artifact.Kind{artifact.KindEvidence, artifact.KindRegistryEntry}, nil},
-		{KeyAgent, []artifact.Kind{artifact.KindReceiptBatch}, []string{p.AgentID + "/*"}},
+		{KeyAgent, []artifact.Kind{artifact.KindReceiptBatch, artifact.KindDriftReport}, []string{p.AgentID + "/*"}},
 	}
 	tp := &mcpreadyv1.TrustPolicy{Provenance: provenance(Issuer, "1", p.Now, 0)}
 	for _, x := range grants {

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
+	"github.com/mcpready/mcpready/internal/testpki"
 )
 
 // Etcd starts a single-node embedded etcd on a free loopback port in a
@@ -34,4 +35,20 @@ func Client(t testing.TB, endpoints ...string) *clientv3.Client {
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// EtcdTLS starts a single-node embedded etcd that serves clients only over
+// TLS and requires a client certificate signed by the returned files' CA
+// (ClientCert and ClientKey are one); its ClientURL is https://. It stops
+// when t ends.
+func EtcdTLS(t testing.TB) (*etcdembed.Member, testpki.TLSFiles) {
+	t.Helper()
+	f := testpki.TLS(t, t.TempDir())
+	m, err := etcdembed.StartSingle(etcdembed.Options{Dir: t.TempDir(), ProgressNotifyInterval: 500 * time.Millisecond, LogLevel: "fatal",
+		ClientTLS: etcdembed.ClientTLS{CertFile: f.ServerCert, KeyFile: f.ServerKey, TrustedCAFile: f.CA}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m, f
 }

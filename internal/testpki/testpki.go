@@ -8,10 +8,12 @@
 //   - Observer: Evidence and RegistryEntry, every name (the control plane's own key).
 //   - Expired: every kind, but its grant ended an hour before New was called.
 //   - Revoked: every kind, revoked.
+//   - Agent: DriftReport and ReceiptBatch for node "host-1" (scope "host-1/*").
 package testpki
 
 import (
 	"crypto"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,7 +28,7 @@ import (
 
 // PKI is one test signing hierarchy.
 type PKI struct {
-	Root, Org, Provider, Observer, Expired, Revoked crypto.Signer
+	Root, Org, Provider, Observer, Expired, Revoked, Agent crypto.Signer
 	// TrustPolicy is the signed TrustPolicy bundle (named "test/trust", version 1).
 	TrustPolicy []byte
 }
@@ -35,7 +37,7 @@ type PKI struct {
 func New(t testing.TB) *PKI {
 	t.Helper()
 	p := &PKI{}
-	for _, k := range []*crypto.Signer{&p.Root, &p.Org, &p.Provider, &p.Observer, &p.Expired, &p.Revoked} {
+	for _, k := range []*crypto.Signer{&p.Root, &p.Org, &p.Provider, &p.Observer, &p.Expired, &p.Revoked, &p.Agent} {
 		s, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
 		if err != nil {
 			t.Fatal(err)
@@ -48,6 +50,7 @@ func New(t testing.TB) *PKI {
 		Grant(t, "org", p.Org, []string{"Declaration", "RegistryEntry", "Policy", "Evidence", "Tombstone", "ReceiptBatch"}, nil),
 		Grant(t, "provider", p.Provider, []string{"Declaration", "Tombstone"}, []string{"com.example/*"}),
 		Grant(t, "observer", p.Observer, []string{"Evidence", "RegistryEntry"}, nil),
+		Grant(t, "agent-host-1", p.Agent, []string{"DriftReport", "ReceiptBatch"}, []string{"host-1/*"}),
 	}
 	exp := Grant(t, "expired", p.Expired, []string{"*"}, nil)
 	exp.NotAfter = timestamppb.New(now.Add(-time.Hour))
@@ -114,4 +117,56 @@ func SetProvenance(spec proto.Message, pv *mcpreadyv1.Provenance) bool {
 	}
 	m.Set(fd, protoreflect.ValueOfMessage(pv.ProtoReflect()))
 	return true
+}
+
+// Tombstone returns a tombstone for the artifact in target (its kind,
+// name, exact version and bundle digest), signed by signer.
+func Tombstone(t testing.TB, target []byte, reason string, signer crypto.Signer) []byte {
+	t.Helper()
+	o, err := sign.Peek(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &mcpreadyv1.Tombstone{TargetKind: string(o.Kind), TargetName: o.Metadata.Name, Reason: reason, TargetVersion: o.Version(), TargetDigest: artifact.Digest(target)}
+	return Sign(t, artifact.New(artifact.KindTombstone, o.Metadata.Name, ts), signer)
+}
+
+// DriftReport returns the request an agent sends for drift of entry (whose
+// current bundle has digest entryDigest) observed by node: the DriftReport
+// signed by signer, issued at.
+func DriftReport(t testing.TB, signer crypto.Signer, node, entry, entryDigest string, labels []mcpreadyv1.DriftLabel, observed *mcpreadyv1.ToolIdentity, at time.Time) *mcpreadyv1.ReportDriftRequest {
+	t.Helper()
+	dr := &mcpreadyv1.DriftReport{Provenance: &mcpreadyv1.Provenance{IssuedAt: timestamppb.New(at)}, NodeId: node, EntryName: entry, EntryDigest: entryDigest,
+		Labels: labels, Observed: observed}
+	return &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: node}, Report: Sign(t, artifact.New(artifact.KindDriftReport, node+"/"+entry, dr), signer)}
+}
+
+// ChainTrust returns a TrustPolicy named name at version, signed by root,
+// superseding the TrustPolicy bundle sup (nil: the first of its chain),
+// that grants each of keys (by label) the Policy kind, revoked for the
+// labels in revoked.
+func ChainTrust(t testing.TB, root crypto.Signer, name, version string, sup []byte, keys map[string]crypto.Signer, revoked ...string) []byte {
+	t.Helper()
+	tp := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: version}}
+	if sup != nil {
+		tp.Supersedes = RefOf(t, sup)
+	}
+	for label, k := range keys {
+		g := Grant(t, label, k, []string{"Policy"}, nil)
+		if slices.Contains(revoked, label) {
+			g.Revoked, g.RevocationReason = true, "compromised"
+		}
+		tp.Keys = append(tp.Keys, g)
+	}
+	return Sign(t, artifact.New(artifact.KindTrustPolicy, name, tp), root)
+}
+
+// RefOf names a TrustPolicy bundle for TrustPolicy.supersedes.
+func RefOf(t testing.TB, bundle []byte) *mcpreadyv1.TrustPolicyRef {
+	t.Helper()
+	o, err := sign.Peek(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mcpreadyv1.TrustPolicyRef{Name: o.Metadata.Name, Version: o.Version(), Digest: artifact.Digest(bundle)}
 }

@@ -731,8 +731,12 @@ type ReportDriftRequest struct {
 	EntryName string                 `protobuf:"bytes,2,opt,name=entry_name,json=entryName,proto3" json:"entry_name,omitempty"`
 	Labels    []DriftLabel           `protobuf:"varint,3,rep,packed,name=labels,proto3,enum=mcpready.v1.DriftLabel" json:"labels,omitempty"`
 	// The identity as observed now.
-	Observed      *ToolIdentity `protobuf:"bytes,4,opt,name=observed,proto3" json:"observed,omitempty"`
-	Detail        string        `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	Observed *ToolIdentity `protobuf:"bytes,4,opt,name=observed,proto3" json:"observed,omitempty"`
+	Detail   string        `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	// The signed DriftReport bundle. Required: the control plane acts only
+	// on a signed report and refuses one that also sets entry_name, labels,
+	// observed or detail here (node stays, for the caller's node binding).
+	Report        []byte `protobuf:"bytes,50,opt,name=report,proto3" json:"report,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -800,6 +804,13 @@ func (x *ReportDriftRequest) GetDetail() string {
 		return x.Detail
 	}
 	return ""
+}
+
+func (x *ReportDriftRequest) GetReport() []byte {
+	if x != nil {
+		return x.Report
+	}
+	return nil
 }
 
 // ReportDriftResponse reports what the control plane did.
@@ -904,14 +915,15 @@ const file_mcpready_v1_admin_proto_rawDesc = "" +
 	"\x06events\x18\x05 \x03(\v2\x1b.mcpready.v1.LifecycleEventR\x06events\x12#\n" +
 	"\rsuperseded_by\x18\x06 \x01(\tR\fsupersededBy\"O\n" +
 	"\x16RegistryStatusResponse\x125\n" +
-	"\aentries\x18\x01 \x03(\v2\x1b.mcpready.v1.RegistryStatusR\aentries\"\xda\x01\n" +
+	"\aentries\x18\x01 \x03(\v2\x1b.mcpready.v1.RegistryStatusR\aentries\"\xf2\x01\n" +
 	"\x12ReportDriftRequest\x12%\n" +
 	"\x04node\x18\x01 \x01(\v2\x11.mcpready.v1.NodeR\x04node\x12\x1d\n" +
 	"\n" +
 	"entry_name\x18\x02 \x01(\tR\tentryName\x12/\n" +
 	"\x06labels\x18\x03 \x03(\x0e2\x17.mcpready.v1.DriftLabelR\x06labels\x125\n" +
 	"\bobserved\x18\x04 \x01(\v2\x19.mcpready.v1.ToolIdentityR\bobserved\x12\x16\n" +
-	"\x06detail\x18\x05 \x01(\tR\x06detail\"v\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\x12\x16\n" +
+	"\x06report\x182 \x01(\fR\x06report\"v\n" +
 	"\x13ReportDriftResponse\x128\n" +
 	"\tnew_state\x18\x01 \x01(\x0e2\x1b.mcpready.v1.LifecycleStateR\bnewState\x12%\n" +
 	"\x0ecandidate_name\x18\x02 \x01(\tR\rcandidateName2\xbe\x03\n" +

@@ -235,11 +235,16 @@ func (x *StreamResourcesRequest) GetResourceNames() []string {
 
 // StreamResourcesResponse carries the full set of one type.
 type StreamResourcesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	VersionInfo   string                 `protobuf:"bytes,1,opt,name=version_info,json=versionInfo,proto3" json:"version_info,omitempty"`
-	TypeUrl       string                 `protobuf:"bytes,2,opt,name=type_url,json=typeUrl,proto3" json:"type_url,omitempty"`
-	Nonce         string                 `protobuf:"bytes,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
-	Resources     []*Resource            `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	VersionInfo string                 `protobuf:"bytes,1,opt,name=version_info,json=versionInfo,proto3" json:"version_info,omitempty"`
+	TypeUrl     string                 `protobuf:"bytes,2,opt,name=type_url,json=typeUrl,proto3" json:"type_url,omitempty"`
+	Nonce       string                 `protobuf:"bytes,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Resources   []*Resource            `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty"`
+	// Signed tombstones of deleted artifacts of this type (each Resource's
+	// name is the target name, its bundle the Tombstone). An agent installs
+	// a full set that omits a Policy it holds only when a tombstone names
+	// that Policy's exact version and digest.
+	Tombstones    []*Resource `protobuf:"bytes,50,rep,name=tombstones,proto3" json:"tombstones,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -298,6 +303,13 @@ func (x *StreamResourcesResponse) GetNonce() string {
 func (x *StreamResourcesResponse) GetResources() []*Resource {
 	if x != nil {
 		return x.Resources
+	}
+	return nil
+}
+
+func (x *StreamResourcesResponse) GetTombstones() []*Resource {
+	if x != nil {
+		return x.Tombstones
 	}
 	return nil
 }
@@ -389,8 +401,13 @@ type DeltaResourcesResponse struct {
 	Nonce             string                 `protobuf:"bytes,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	Resources         []*Resource            `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty"`
 	RemovedResources  []string               `protobuf:"bytes,5,rep,name=removed_resources,json=removedResources,proto3" json:"removed_resources,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Signed tombstones for removed_resources that were deleted (name is the
+	// target name, bundle the Tombstone). An agent honours the removal of a
+	// Policy only with one naming the exact version it holds, and never
+	// removes its TrustPolicy (only a newer version replaces it).
+	Tombstones    []*Resource `protobuf:"bytes,50,rep,name=tombstones,proto3" json:"tombstones,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeltaResourcesResponse) Reset() {
@@ -458,6 +475,13 @@ func (x *DeltaResourcesResponse) GetRemovedResources() []string {
 	return nil
 }
 
+func (x *DeltaResourcesResponse) GetTombstones() []*Resource {
+	if x != nil {
+		return x.Tombstones
+	}
+	return nil
+}
+
 var File_mcpready_v1_discovery_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_discovery_proto_rawDesc = "" +
@@ -477,12 +501,15 @@ const file_mcpready_v1_discovery_proto_rawDesc = "" +
 	"\fversion_info\x18\x03 \x01(\tR\vversionInfo\x12%\n" +
 	"\x0eresponse_nonce\x18\x04 \x01(\tR\rresponseNonce\x12;\n" +
 	"\ferror_detail\x18\x05 \x01(\v2\x18.mcpready.v1.ErrorDetailR\verrorDetail\x12%\n" +
-	"\x0eresource_names\x18\x06 \x03(\tR\rresourceNames\"\xa2\x01\n" +
+	"\x0eresource_names\x18\x06 \x03(\tR\rresourceNames\"\xd9\x01\n" +
 	"\x17StreamResourcesResponse\x12!\n" +
 	"\fversion_info\x18\x01 \x01(\tR\vversionInfo\x12\x19\n" +
 	"\btype_url\x18\x02 \x01(\tR\atypeUrl\x12\x14\n" +
 	"\x05nonce\x18\x03 \x01(\tR\x05nonce\x123\n" +
-	"\tresources\x18\x04 \x03(\v2\x15.mcpready.v1.ResourceR\tresources\"\x86\x03\n" +
+	"\tresources\x18\x04 \x03(\v2\x15.mcpready.v1.ResourceR\tresources\x125\n" +
+	"\n" +
+	"tombstones\x182 \x03(\v2\x15.mcpready.v1.ResourceR\n" +
+	"tombstones\"\x86\x03\n" +
 	"\x15DeltaResourcesRequest\x12%\n" +
 	"\x04node\x18\x01 \x01(\v2\x11.mcpready.v1.NodeR\x04node\x12\x19\n" +
 	"\btype_url\x18\x02 \x01(\tR\atypeUrl\x12%\n" +
@@ -491,13 +518,16 @@ const file_mcpready_v1_discovery_proto_rawDesc = "" +
 	"\x19initial_resource_versions\x18\x05 \x03(\v2?.mcpready.v1.DeltaResourcesRequest.InitialResourceVersionsEntryR\x17initialResourceVersions\x1aJ\n" +
 	"\x1cInitialResourceVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\x02\n" +
 	"\x16DeltaResourcesResponse\x12.\n" +
 	"\x13system_version_info\x18\x01 \x01(\tR\x11systemVersionInfo\x12\x19\n" +
 	"\btype_url\x18\x02 \x01(\tR\atypeUrl\x12\x14\n" +
 	"\x05nonce\x18\x03 \x01(\tR\x05nonce\x123\n" +
 	"\tresources\x18\x04 \x03(\v2\x15.mcpready.v1.ResourceR\tresources\x12+\n" +
-	"\x11removed_resources\x18\x05 \x03(\tR\x10removedResources2\xd3\x01\n" +
+	"\x11removed_resources\x18\x05 \x03(\tR\x10removedResources\x125\n" +
+	"\n" +
+	"tombstones\x182 \x03(\v2\x15.mcpready.v1.ResourceR\n" +
+	"tombstones2\xd3\x01\n" +
 	"\x10DiscoveryService\x12`\n" +
 	"\x0fStreamResources\x12#.mcpready.v1.StreamResourcesRequest\x1a$.mcpready.v1.StreamResourcesResponse(\x010\x01\x12]\n" +
 	"\x0eDeltaResources\x12\".mcpready.v1.DeltaResourcesRequest\x1a#.mcpready.v1.DeltaResourcesResponse(\x010\x01B9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
@@ -526,22 +556,24 @@ var file_mcpready_v1_discovery_proto_goTypes = []any{
 	(*Node)(nil),                    // 7: mcpready.v1.Node
 }
 var file_mcpready_v1_discovery_proto_depIdxs = []int32{
-	7, // 0: mcpready.v1.StreamResourcesRequest.node:type_name -> mcpready.v1.Node
-	1, // 1: mcpready.v1.StreamResourcesRequest.error_detail:type_name -> mcpready.v1.ErrorDetail
-	0, // 2: mcpready.v1.StreamResourcesResponse.resources:type_name -> mcpready.v1.Resource
-	7, // 3: mcpready.v1.DeltaResourcesRequest.node:type_name -> mcpready.v1.Node
-	1, // 4: mcpready.v1.DeltaResourcesRequest.error_detail:type_name -> mcpready.v1.ErrorDetail
-	6, // 5: mcpready.v1.DeltaResourcesRequest.initial_resource_versions:type_name -> mcpready.v1.DeltaResourcesRequest.InitialResourceVersionsEntry
-	0, // 6: mcpready.v1.DeltaResourcesResponse.resources:type_name -> mcpready.v1.Resource
-	2, // 7: mcpready.v1.DiscoveryService.StreamResources:input_type -> mcpready.v1.StreamResourcesRequest
-	4, // 8: mcpready.v1.DiscoveryService.DeltaResources:input_type -> mcpready.v1.DeltaResourcesRequest
-	3, // 9: mcpready.v1.DiscoveryService.StreamResources:output_type -> mcpready.v1.StreamResourcesResponse
-	5, // 10: mcpready.v1.DiscoveryService.DeltaResources:output_type -> mcpready.v1.DeltaResourcesResponse
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	7,  // 0: mcpready.v1.StreamResourcesRequest.node:type_name -> mcpready.v1.Node
+	1,  // 1: mcpready.v1.StreamResourcesRequest.error_detail:type_name -> mcpready.v1.ErrorDetail
+	0,  // 2: mcpready.v1.StreamResourcesResponse.resources:type_name -> mcpready.v1.Resource
+	0,  // 3: mcpready.v1.StreamResourcesResponse.tombstones:type_name -> mcpready.v1.Resource
+	7,  // 4: mcpready.v1.DeltaResourcesRequest.node:type_name -> mcpready.v1.Node
+	1,  // 5: mcpready.v1.DeltaResourcesRequest.error_detail:type_name -> mcpready.v1.ErrorDetail
+	6,  // 6: mcpready.v1.DeltaResourcesRequest.initial_resource_versions:type_name -> mcpready.v1.DeltaResourcesRequest.InitialResourceVersionsEntry
+	0,  // 7: mcpready.v1.DeltaResourcesResponse.resources:type_name -> mcpready.v1.Resource
+	0,  // 8: mcpready.v1.DeltaResourcesResponse.tombstones:type_name -> mcpready.v1.Resource
+	2,  // 9: mcpready.v1.DiscoveryService.StreamResources:input_type -> mcpready.v1.StreamResourcesRequest
+	4,  // 10: mcpready.v1.DiscoveryService.DeltaResources:input_type -> mcpready.v1.DeltaResourcesRequest
+	3,  // 11: mcpready.v1.DiscoveryService.StreamResources:output_type -> mcpready.v1.StreamResourcesResponse
+	5,  // 12: mcpready.v1.DiscoveryService.DeltaResources:output_type -> mcpready.v1.DeltaResourcesResponse
+	11, // [11:13] is the sub-list for method output_type
+	9,  // [9:11] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_discovery_proto_init() }

@@ -647,6 +647,107 @@ func (x *LifecycleEvent) GetReporter() string {
 	return ""
 }
 
+// DriftReport is an agent's signed report that the live tool behind a
+// registry entry no longer matches the identity the entry pins. It is
+// signed by the agent's key, which the TrustPolicy must grant the
+// DriftReport kind for the scope "<node id>/*"; metadata.name is
+// "<node id>/<entry name>".
+type DriftReport struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Provenance *Provenance            `protobuf:"bytes,1,opt,name=provenance,proto3" json:"provenance,omitempty"`
+	// The reporting agent's node id.
+	NodeId    string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	EntryName string `protobuf:"bytes,3,opt,name=entry_name,json=entryName,proto3" json:"entry_name,omitempty"`
+	// sha256:<hex> of the exact RegistryEntry bundle the agent held when it
+	// saw the drift; a report about another revision changes nothing.
+	EntryDigest string       `protobuf:"bytes,4,opt,name=entry_digest,json=entryDigest,proto3" json:"entry_digest,omitempty"`
+	Labels      []DriftLabel `protobuf:"varint,5,rep,packed,name=labels,proto3,enum=mcpready.v1.DriftLabel" json:"labels,omitempty"`
+	// The identity as observed now.
+	Observed      *ToolIdentity `protobuf:"bytes,6,opt,name=observed,proto3" json:"observed,omitempty"`
+	Detail        string        `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DriftReport) Reset() {
+	*x = DriftReport{}
+	mi := &file_mcpready_v1_registry_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DriftReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DriftReport) ProtoMessage() {}
+
+func (x *DriftReport) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_registry_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DriftReport.ProtoReflect.Descriptor instead.
+func (*DriftReport) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_registry_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DriftReport) GetProvenance() *Provenance {
+	if x != nil {
+		return x.Provenance
+	}
+	return nil
+}
+
+func (x *DriftReport) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DriftReport) GetEntryName() string {
+	if x != nil {
+		return x.EntryName
+	}
+	return ""
+}
+
+func (x *DriftReport) GetEntryDigest() string {
+	if x != nil {
+		return x.EntryDigest
+	}
+	return ""
+}
+
+func (x *DriftReport) GetLabels() []DriftLabel {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *DriftReport) GetObserved() *ToolIdentity {
+	if x != nil {
+		return x.Observed
+	}
+	return nil
+}
+
+func (x *DriftReport) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_mcpready_v1_registry_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_registry_proto_rawDesc = "" +
@@ -715,7 +816,18 @@ const file_mcpready_v1_registry_proto_rawDesc = "" +
 	"\x05drift\x18\x05 \x03(\x0e2\x17.mcpready.v1.DriftLabelR\x05drift\x12*\n" +
 	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12#\n" +
 	"\rrelated_entry\x18\a \x01(\tR\frelatedEntry\x12\x1a\n" +
-	"\breporter\x18\b \x01(\tR\breporterB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
+	"\breporter\x18\b \x01(\tR\breporter\"\xa1\x02\n" +
+	"\vDriftReport\x127\n" +
+	"\n" +
+	"provenance\x18\x01 \x01(\v2\x17.mcpready.v1.ProvenanceR\n" +
+	"provenance\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"entry_name\x18\x03 \x01(\tR\tentryName\x12!\n" +
+	"\fentry_digest\x18\x04 \x01(\tR\ventryDigest\x12/\n" +
+	"\x06labels\x18\x05 \x03(\x0e2\x17.mcpready.v1.DriftLabelR\x06labels\x125\n" +
+	"\bobserved\x18\x06 \x01(\v2\x19.mcpready.v1.ToolIdentityR\bobserved\x12\x16\n" +
+	"\x06detail\x18\a \x01(\tR\x06detailB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
 
 var (
 	file_mcpready_v1_registry_proto_rawDescOnce sync.Once
@@ -729,7 +841,7 @@ func file_mcpready_v1_registry_proto_rawDescGZIP() []byte {
 	return file_mcpready_v1_registry_proto_rawDescData
 }
 
-var file_mcpready_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_mcpready_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_mcpready_v1_registry_proto_goTypes = []any{
 	(*RegistryEntry)(nil),         // 0: mcpready.v1.RegistryEntry
 	(*ToolIdentity)(nil),          // 1: mcpready.v1.ToolIdentity
@@ -737,35 +849,39 @@ var file_mcpready_v1_registry_proto_goTypes = []any{
 	(*Authority)(nil),             // 3: mcpready.v1.Authority
 	(*Qualification)(nil),         // 4: mcpready.v1.Qualification
 	(*LifecycleEvent)(nil),        // 5: mcpready.v1.LifecycleEvent
-	(*Provenance)(nil),            // 6: mcpready.v1.Provenance
-	(SideEffectClass)(0),          // 7: mcpready.v1.SideEffectClass
-	(DataAccessClass)(0),          // 8: mcpready.v1.DataAccessClass
-	(IdempotencyClass)(0),         // 9: mcpready.v1.IdempotencyClass
-	(LifecycleState)(0),           // 10: mcpready.v1.LifecycleState
-	(DriftLabel)(0),               // 11: mcpready.v1.DriftLabel
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*DriftReport)(nil),           // 6: mcpready.v1.DriftReport
+	(*Provenance)(nil),            // 7: mcpready.v1.Provenance
+	(SideEffectClass)(0),          // 8: mcpready.v1.SideEffectClass
+	(DataAccessClass)(0),          // 9: mcpready.v1.DataAccessClass
+	(IdempotencyClass)(0),         // 10: mcpready.v1.IdempotencyClass
+	(LifecycleState)(0),           // 11: mcpready.v1.LifecycleState
+	(DriftLabel)(0),               // 12: mcpready.v1.DriftLabel
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_mcpready_v1_registry_proto_depIdxs = []int32{
-	6,  // 0: mcpready.v1.RegistryEntry.provenance:type_name -> mcpready.v1.Provenance
+	7,  // 0: mcpready.v1.RegistryEntry.provenance:type_name -> mcpready.v1.Provenance
 	1,  // 1: mcpready.v1.RegistryEntry.identity:type_name -> mcpready.v1.ToolIdentity
 	2,  // 2: mcpready.v1.RegistryEntry.argument_contract:type_name -> mcpready.v1.ArgumentContract
 	3,  // 3: mcpready.v1.RegistryEntry.authority:type_name -> mcpready.v1.Authority
-	7,  // 4: mcpready.v1.RegistryEntry.side_effect:type_name -> mcpready.v1.SideEffectClass
-	8,  // 5: mcpready.v1.RegistryEntry.data_access:type_name -> mcpready.v1.DataAccessClass
-	9,  // 6: mcpready.v1.RegistryEntry.idempotency:type_name -> mcpready.v1.IdempotencyClass
+	8,  // 4: mcpready.v1.RegistryEntry.side_effect:type_name -> mcpready.v1.SideEffectClass
+	9,  // 5: mcpready.v1.RegistryEntry.data_access:type_name -> mcpready.v1.DataAccessClass
+	10, // 6: mcpready.v1.RegistryEntry.idempotency:type_name -> mcpready.v1.IdempotencyClass
 	4,  // 7: mcpready.v1.RegistryEntry.qualification:type_name -> mcpready.v1.Qualification
-	10, // 8: mcpready.v1.RegistryEntry.state:type_name -> mcpready.v1.LifecycleState
-	11, // 9: mcpready.v1.RegistryEntry.drift:type_name -> mcpready.v1.DriftLabel
-	12, // 10: mcpready.v1.Qualification.qualified_at:type_name -> google.protobuf.Timestamp
-	10, // 11: mcpready.v1.LifecycleEvent.from:type_name -> mcpready.v1.LifecycleState
-	10, // 12: mcpready.v1.LifecycleEvent.to:type_name -> mcpready.v1.LifecycleState
-	11, // 13: mcpready.v1.LifecycleEvent.drift:type_name -> mcpready.v1.DriftLabel
-	12, // 14: mcpready.v1.LifecycleEvent.at:type_name -> google.protobuf.Timestamp
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	11, // 8: mcpready.v1.RegistryEntry.state:type_name -> mcpready.v1.LifecycleState
+	12, // 9: mcpready.v1.RegistryEntry.drift:type_name -> mcpready.v1.DriftLabel
+	13, // 10: mcpready.v1.Qualification.qualified_at:type_name -> google.protobuf.Timestamp
+	11, // 11: mcpready.v1.LifecycleEvent.from:type_name -> mcpready.v1.LifecycleState
+	11, // 12: mcpready.v1.LifecycleEvent.to:type_name -> mcpready.v1.LifecycleState
+	12, // 13: mcpready.v1.LifecycleEvent.drift:type_name -> mcpready.v1.DriftLabel
+	13, // 14: mcpready.v1.LifecycleEvent.at:type_name -> google.protobuf.Timestamp
+	7,  // 15: mcpready.v1.DriftReport.provenance:type_name -> mcpready.v1.Provenance
+	12, // 16: mcpready.v1.DriftReport.labels:type_name -> mcpready.v1.DriftLabel
+	1,  // 17: mcpready.v1.DriftReport.observed:type_name -> mcpready.v1.ToolIdentity
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_registry_proto_init() }
@@ -780,7 +896,7 @@ func file_mcpready_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_registry_proto_rawDesc), len(file_mcpready_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -25,9 +25,13 @@ const (
 // TrustPolicy is signed by the organisation's root key and says which keys may
 // sign which artifact kinds, for which names.
 type TrustPolicy struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Provenance    *Provenance            `protobuf:"bytes,1,opt,name=provenance,proto3" json:"provenance,omitempty"`
-	Keys          []*KeyGrant            `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Provenance *Provenance            `protobuf:"bytes,1,opt,name=provenance,proto3" json:"provenance,omitempty"`
+	Keys       []*KeyGrant            `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	// The TrustPolicy version this one replaces. TrustPolicy versions form
+	// one chain per organisation whatever their names: empty only for the
+	// first, otherwise the active one's name, version and bundle digest.
+	Supersedes    *TrustPolicyRef `protobuf:"bytes,50,opt,name=supersedes,proto3" json:"supersedes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -76,6 +80,75 @@ func (x *TrustPolicy) GetKeys() []*KeyGrant {
 	return nil
 }
 
+func (x *TrustPolicy) GetSupersedes() *TrustPolicyRef {
+	if x != nil {
+		return x.Supersedes
+	}
+	return nil
+}
+
+// TrustPolicyRef names one signed TrustPolicy version exactly.
+type TrustPolicyRef struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// sha256:<hex> of the exact signed bundle.
+	Digest        string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrustPolicyRef) Reset() {
+	*x = TrustPolicyRef{}
+	mi := &file_mcpready_v1_trust_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrustPolicyRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrustPolicyRef) ProtoMessage() {}
+
+func (x *TrustPolicyRef) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_trust_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrustPolicyRef.ProtoReflect.Descriptor instead.
+func (*TrustPolicyRef) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_trust_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TrustPolicyRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TrustPolicyRef) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *TrustPolicyRef) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
 // KeyGrant grants one public key the right to sign some kinds within some
 // name scopes during a validity window.
 type KeyGrant struct {
@@ -96,13 +169,20 @@ type KeyGrant struct {
 	Revoked          bool                   `protobuf:"varint,8,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	RevokedAt        *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	RevocationReason string                 `protobuf:"bytes,10,opt,name=revocation_reason,json=revocationReason,proto3" json:"revocation_reason,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The claims an Evidence signed by this key may make: its
+	// provenance.issuer must be evidence_issuer and its
+	// observer.independence must be independence, when set; otherwise the
+	// Evidence is refused (claim-not-granted) by the control plane and by
+	// agents. Unset binds nothing: set both on every grant of Evidence.
+	EvidenceIssuer string `protobuf:"bytes,50,opt,name=evidence_issuer,json=evidenceIssuer,proto3" json:"evidence_issuer,omitempty"`
+	Independence   string `protobuf:"bytes,51,opt,name=independence,proto3" json:"independence,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *KeyGrant) Reset() {
 	*x = KeyGrant{}
-	mi := &file_mcpready_v1_trust_proto_msgTypes[1]
+	mi := &file_mcpready_v1_trust_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -114,7 +194,7 @@ func (x *KeyGrant) String() string {
 func (*KeyGrant) ProtoMessage() {}
 
 func (x *KeyGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_trust_proto_msgTypes[1]
+	mi := &file_mcpready_v1_trust_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -127,7 +207,7 @@ func (x *KeyGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyGrant.ProtoReflect.Descriptor instead.
 func (*KeyGrant) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_trust_proto_rawDescGZIP(), []int{1}
+	return file_mcpready_v1_trust_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *KeyGrant) GetKeyId() string {
@@ -200,20 +280,39 @@ func (x *KeyGrant) GetRevocationReason() string {
 	return ""
 }
 
+func (x *KeyGrant) GetEvidenceIssuer() string {
+	if x != nil {
+		return x.EvidenceIssuer
+	}
+	return ""
+}
+
+func (x *KeyGrant) GetIndependence() string {
+	if x != nil {
+		return x.Independence
+	}
+	return ""
+}
+
 // Tombstone is a signed request to delete an artifact. History is kept.
 type Tombstone struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Provenance    *Provenance            `protobuf:"bytes,1,opt,name=provenance,proto3" json:"provenance,omitempty"`
-	TargetKind    string                 `protobuf:"bytes,2,opt,name=target_kind,json=targetKind,proto3" json:"target_kind,omitempty"`
-	TargetName    string                 `protobuf:"bytes,3,opt,name=target_name,json=targetName,proto3" json:"target_name,omitempty"`
-	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Provenance *Provenance            `protobuf:"bytes,1,opt,name=provenance,proto3" json:"provenance,omitempty"`
+	TargetKind string                 `protobuf:"bytes,2,opt,name=target_kind,json=targetKind,proto3" json:"target_kind,omitempty"`
+	TargetName string                 `protobuf:"bytes,3,opt,name=target_name,json=targetName,proto3" json:"target_name,omitempty"`
+	Reason     string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The exact version the tombstone deletes: the target's signed
+	// provenance.version and the sha256:<hex> digest of its signed bundle.
+	// A tombstone naming any other version deletes nothing.
+	TargetVersion string `protobuf:"bytes,50,opt,name=target_version,json=targetVersion,proto3" json:"target_version,omitempty"`
+	TargetDigest  string `protobuf:"bytes,51,opt,name=target_digest,json=targetDigest,proto3" json:"target_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tombstone) Reset() {
 	*x = Tombstone{}
-	mi := &file_mcpready_v1_trust_proto_msgTypes[2]
+	mi := &file_mcpready_v1_trust_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -225,7 +324,7 @@ func (x *Tombstone) String() string {
 func (*Tombstone) ProtoMessage() {}
 
 func (x *Tombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_trust_proto_msgTypes[2]
+	mi := &file_mcpready_v1_trust_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -238,7 +337,7 @@ func (x *Tombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tombstone.ProtoReflect.Descriptor instead.
 func (*Tombstone) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_trust_proto_rawDescGZIP(), []int{2}
+	return file_mcpready_v1_trust_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Tombstone) GetProvenance() *Provenance {
@@ -269,16 +368,37 @@ func (x *Tombstone) GetReason() string {
 	return ""
 }
 
+func (x *Tombstone) GetTargetVersion() string {
+	if x != nil {
+		return x.TargetVersion
+	}
+	return ""
+}
+
+func (x *Tombstone) GetTargetDigest() string {
+	if x != nil {
+		return x.TargetDigest
+	}
+	return ""
+}
+
 var File_mcpready_v1_trust_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_trust_proto_rawDesc = "" +
 	"\n" +
-	"\x17mcpready/v1/trust.proto\x12\vmcpready.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"q\n" +
+	"\x17mcpready/v1/trust.proto\x12\vmcpready.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xae\x01\n" +
 	"\vTrustPolicy\x127\n" +
 	"\n" +
 	"provenance\x18\x01 \x01(\v2\x17.mcpready.v1.ProvenanceR\n" +
 	"provenance\x12)\n" +
-	"\x04keys\x18\x02 \x03(\v2\x15.mcpready.v1.KeyGrantR\x04keys\"\xf8\x02\n" +
+	"\x04keys\x18\x02 \x03(\v2\x15.mcpready.v1.KeyGrantR\x04keys\x12;\n" +
+	"\n" +
+	"supersedes\x182 \x01(\v2\x1b.mcpready.v1.TrustPolicyRefR\n" +
+	"supersedes\"V\n" +
+	"\x0eTrustPolicyRef\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\"\xc5\x03\n" +
 	"\bKeyGrant\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x1d\n" +
 	"\n" +
@@ -293,7 +413,9 @@ const file_mcpready_v1_trust_proto_rawDesc = "" +
 	"\n" +
 	"revoked_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12+\n" +
 	"\x11revocation_reason\x18\n" +
-	" \x01(\tR\x10revocationReason\"\x9e\x01\n" +
+	" \x01(\tR\x10revocationReason\x12'\n" +
+	"\x0fevidence_issuer\x182 \x01(\tR\x0eevidenceIssuer\x12\"\n" +
+	"\findependence\x183 \x01(\tR\findependence\"\xea\x01\n" +
 	"\tTombstone\x127\n" +
 	"\n" +
 	"provenance\x18\x01 \x01(\v2\x17.mcpready.v1.ProvenanceR\n" +
@@ -302,7 +424,9 @@ const file_mcpready_v1_trust_proto_rawDesc = "" +
 	"targetKind\x12\x1f\n" +
 	"\vtarget_name\x18\x03 \x01(\tR\n" +
 	"targetName\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reasonB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12%\n" +
+	"\x0etarget_version\x182 \x01(\tR\rtargetVersion\x12#\n" +
+	"\rtarget_digest\x183 \x01(\tR\ftargetDigestB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
 
 var (
 	file_mcpready_v1_trust_proto_rawDescOnce sync.Once
@@ -316,26 +440,28 @@ func file_mcpready_v1_trust_proto_rawDescGZIP() []byte {
 	return file_mcpready_v1_trust_proto_rawDescData
 }
 
-var file_mcpready_v1_trust_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_mcpready_v1_trust_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_mcpready_v1_trust_proto_goTypes = []any{
 	(*TrustPolicy)(nil),           // 0: mcpready.v1.TrustPolicy
-	(*KeyGrant)(nil),              // 1: mcpready.v1.KeyGrant
-	(*Tombstone)(nil),             // 2: mcpready.v1.Tombstone
-	(*Provenance)(nil),            // 3: mcpready.v1.Provenance
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*TrustPolicyRef)(nil),        // 1: mcpready.v1.TrustPolicyRef
+	(*KeyGrant)(nil),              // 2: mcpready.v1.KeyGrant
+	(*Tombstone)(nil),             // 3: mcpready.v1.Tombstone
+	(*Provenance)(nil),            // 4: mcpready.v1.Provenance
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
 }
 var file_mcpready_v1_trust_proto_depIdxs = []int32{
-	3, // 0: mcpready.v1.TrustPolicy.provenance:type_name -> mcpready.v1.Provenance
-	1, // 1: mcpready.v1.TrustPolicy.keys:type_name -> mcpready.v1.KeyGrant
-	4, // 2: mcpready.v1.KeyGrant.not_before:type_name -> google.protobuf.Timestamp
-	4, // 3: mcpready.v1.KeyGrant.not_after:type_name -> google.protobuf.Timestamp
-	4, // 4: mcpready.v1.KeyGrant.revoked_at:type_name -> google.protobuf.Timestamp
-	3, // 5: mcpready.v1.Tombstone.provenance:type_name -> mcpready.v1.Provenance
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4, // 0: mcpready.v1.TrustPolicy.provenance:type_name -> mcpready.v1.Provenance
+	2, // 1: mcpready.v1.TrustPolicy.keys:type_name -> mcpready.v1.KeyGrant
+	1, // 2: mcpready.v1.TrustPolicy.supersedes:type_name -> mcpready.v1.TrustPolicyRef
+	5, // 3: mcpready.v1.KeyGrant.not_before:type_name -> google.protobuf.Timestamp
+	5, // 4: mcpready.v1.KeyGrant.not_after:type_name -> google.protobuf.Timestamp
+	5, // 5: mcpready.v1.KeyGrant.revoked_at:type_name -> google.protobuf.Timestamp
+	4, // 6: mcpready.v1.Tombstone.provenance:type_name -> mcpready.v1.Provenance
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_trust_proto_init() }
@@ -350,7 +476,7 @@ func file_mcpready_v1_trust_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_trust_proto_rawDesc), len(file_mcpready_v1_trust_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,53 @@
+package agent
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpready/mcpready/agent/internal/cptest"
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/testpki"
+)
+
+// TestNoFallbackToAnotherPolicy is the attack of a Policy that disappears
+// (here: deleted with its signed tombstone) while another Policy, more
+// permissive, is held: the agent must not silently decide under the other
+// one; it refuses calls (no_policy) naming the Policy it uses.
+func TestNoFallbackToAnotherPolicy(t *testing.T) {
+	env := cptest.Start(t)
+	up := mcptest.New(t, mcptest.Options{})
+	publish(t, env, up)
+	env.Put(artifact.New(artifact.KindPolicy, "a-permissive", &mcpreadyv1.Policy{
+		Inventory:  []string{"test/*"},
+		Evidence:   &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
+		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "default", Allow: []string{"*"}}},
+	}))
+	dir := t.TempDir()
+	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-p", Listen: "127.0.0.1:0",
+		DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir)})
+	defer stop()
+	waitConfigured(t, a)
+	if res := callEcho(t, a.Addr()); res.IsError {
+		t.Fatalf("under the default policy: %v", textOf(res))
+	}
+	held := a.Sync().Snapshot().Get(artifact.KindPolicy, "default")
+	adm := mcpreadyv1.NewAdminServiceClient(env.Dial())
+	if _, err := adm.Delete(context.Background(), &mcpreadyv1.DeleteRequest{Tombstone: testpki.Tombstone(t, held.Bundle, "retired", env.Root)}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for s := a.Sync().Snapshot(); s.Get(artifact.KindPolicy, "default") != nil || a.Installed() < s.Generation; s = a.Sync().Snapshot() {
+		if time.Now().After(deadline) {
+			t.Fatal("the deletion never arrived")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res := callEcho(t, a.Addr()); !res.IsError || !strings.Contains(textOf(res), "no_policy") || !strings.Contains(textOf(res), `policy \"default\"`) {
+		t.Fatalf("after its policy disappeared, the agent decided under another: %v", textOf(res))
+	}
+}
