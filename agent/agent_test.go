@@ -195,11 +195,12 @@ func waitConfigured(t *testing.T, a *Agent) {
 func TestRedirectReportedToControlPlane(t *testing.T) {
 	env := cptest.Start(t)
 	up := mcptest.New(t, mcptest.Options{})
+	key := grantAgentKey(t, env, "host-3")
 	publish(t, env, up)
 	other := mcptest.New(t, mcptest.Options{})
 	dir := t.TempDir()
 	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-3", Listen: "127.0.0.1:0",
-		DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir)})
+		DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir), AgentKey: key})
 	defer stop()
 	waitConfigured(t, a)
 	up.RedirectTo(other.URL)

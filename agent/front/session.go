@@ -16,7 +16,6 @@ import (
 	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
-	"github.com/mcpready/mcpready/readiness"
 )
 
 // session is the state of one stateful front session: its dedicated
@@ -359,11 +358,12 @@ func (v *view) relay(ctx context.Context, s *session, method string, params mcp.
 // initialize lets the go-sdk negotiate the front session, then presents the
 // upstream's capabilities (transparent view) or the aggregate's (tools only).
 // On a transparent view it is decided and receipted like the view's other
-// non-tool methods (pipeline.Method): for a principal admitted to no tool
-// of the server the upstream is refused (method_not_permitted, receipted)
-// and the session is served by the agent alone (tools only, no upstream
-// session opened for it), so that each of its calls is refused with its
-// own reason.
+// non-tool methods (pipeline.Method): when it is refused (a principal
+// admitted to no tool of the server: method_not_permitted; or no usable
+// configuration on the host: no_policy, configuration_stale, ...) the
+// refusal is receipted, no upstream session is opened for it, and the
+// session is served by the agent alone (tools only), so that each of its
+// calls is refused with its own reason.
 func (v *view) initialize(ctx context.Context, s *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	if v.server == "" {
 		return v.present(ctx, s, method, req, next, false)
@@ -380,7 +380,7 @@ func (v *view) initialize(ctx context.Context, s *session, method string, req mc
 	switch {
 	case capped != nil:
 		return nil, &jsonrpc.Error{Code: codeRefused, Message: capped.Error()}
-	case errors.As(err, &me) && me.Code == readiness.CodeMethodNotPermitted:
+	case errors.As(err, &me) && me.Code != "":
 		return v.present(ctx, s, method, req, next, false)
 	}
 	return rpcError(res, err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -48,7 +49,7 @@ func newVersionedServer(t *testing.T, tool, version string) *versionedServer {
 
 // reportDrift reports, as an agent does after tools/list, that entry now
 // serves the identity enroll observes at url.
-func reportDrift(t *testing.T, admin mcpreadyv1.AdminServiceClient, entry, url string) string {
+func reportDrift(t *testing.T, admin mcpreadyv1.AdminServiceClient, agentKey crypto.Signer, entry, url string) string {
 	t.Helper()
 	ctx := context.Background()
 	server := entry[:strings.LastIndex(entry, "/")] // entries are SERVER/<tool>[+<drift>]
@@ -61,8 +62,12 @@ func reportDrift(t *testing.T, admin mcpreadyv1.AdminServiceClient, entry, url s
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := admin.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, EntryName: entry,
-		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}, Observed: fresh[0].Spec.(*mcpreadyv1.RegistryEntry).GetIdentity()})
+	cur, err := admin.Get(ctx, &mcpreadyv1.GetRequest{Kind: string(artifact.KindRegistryEntry), Name: entry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := admin.ReportDrift(ctx, testpki.DriftReport(t, agentKey, "host-1", entry, artifact.Digest(cur.Artifacts[0].Bundle),
+		[]mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}, fresh[0].Spec.(*mcpreadyv1.RegistryEntry).GetIdentity(), time.Now()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +105,9 @@ func storedEntry(t *testing.T, admin mcpreadyv1.AdminServiceClient, name string)
 
 // qualifyingControlPlane starts a control plane holding the test
 // TrustPolicy and returns its address, the organisation key file (password
-// "pw" in $MCPREADY_PASSWORD) and an Admin client.
-func qualifyingControlPlane(t *testing.T) (addr, key string, admin mcpreadyv1.AdminServiceClient) {
+// "pw" in $MCPREADY_PASSWORD), an Admin client and the agent key the
+// TrustPolicy grants drift reports for node "host-1".
+func qualifyingControlPlane(t *testing.T) (addr, key string, admin mcpreadyv1.AdminServiceClient, agentKey crypto.Signer) {
 	t.Helper()
 	p := testpki.New(t)
 	addr = startTestControlPlane(t, p, controlplane.Options{})
@@ -117,7 +123,7 @@ func qualifyingControlPlane(t *testing.T) (addr, key string, admin mcpreadyv1.Ad
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return addr, key, mcpreadyv1.NewAdminServiceClient(conn)
+	return addr, key, mcpreadyv1.NewAdminServiceClient(conn), p.Agent
 }
 
 // TestRequalifyPromotesDriftCandidate: a server enrolled and qualified at
@@ -129,7 +135,7 @@ func qualifyingControlPlane(t *testing.T) (addr, key string, admin mcpreadyv1.Ad
 // candidate stayed a candidate. A failing fixture refuses the promotion
 // and writes nothing; a new identity no drift report names is refused.
 func TestRequalifyPromotesDriftCandidate(t *testing.T) {
-	addr, key, admin := qualifyingControlPlane(t)
+	addr, key, admin, agentKey := qualifyingControlPlane(t)
 	srv := newVersionedServer(t, "echo", "2.4.1")
 	qualified := mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
 
@@ -151,7 +157,7 @@ func TestRequalifyPromotesDriftCandidate(t *testing.T) {
 	}
 
 	srv.set("2.5.0", false)
-	cand := reportDrift(t, admin, "acme/echo", srv.url)
+	cand := reportDrift(t, admin, agentKey, "acme/echo", srv.url)
 	waitState(t, admin, "acme/echo", mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED)
 	waitState(t, admin, cand, mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE)
 	_, oldRev := storedEntry(t, admin, "acme/echo")
@@ -188,7 +194,7 @@ func TestRequalifyPromotesDriftCandidate(t *testing.T) {
 
 	// 2.6.0 fails its safe call: the promotion is refused with the fixture.
 	srv.set("2.6.0", true)
-	cand2 := reportDrift(t, admin, cand, srv.url)
+	cand2 := reportDrift(t, admin, agentKey, cand, srv.url)
 	waitState(t, admin, cand2, mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE)
 	_, candRev := storedEntry(t, admin, cand2)
 	code, _, errOut = runKeyCLI(t, "registry", "qualify", "acme/echo", "--key", key, "--server", addr)
@@ -253,7 +259,7 @@ func TestOperatorQualificationSteps(t *testing.T) {
 	if len(blocks) != 2 || len(blocks[0]) != 3 || len(blocks[1]) != 3 {
 		t.Fatalf("expected two blocks of three steps, got %v", blocks)
 	}
-	addr, key, admin := qualifyingControlPlane(t)
+	addr, key, admin, agentKey := qualifyingControlPlane(t)
 	srv := newVersionedServer(t, "lookup", "2.4.1")
 	run := func(args []string) string {
 		var a []string
@@ -272,7 +278,7 @@ func TestOperatorQualificationSteps(t *testing.T) {
 	entry := "com.example/search/lookup"
 	waitState(t, admin, entry, mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED)
 	srv.set("2.5.0", false)
-	cand := reportDrift(t, admin, entry, srv.url)
+	cand := reportDrift(t, admin, agentKey, entry, srv.url)
 	waitState(t, admin, entry, mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED)
 	if out := run(blocks[1][0]); !strings.Contains(out, cand) || !strings.Contains(out, "SUSPENDED") {
 		t.Fatalf("step 4: %s", out)

@@ -99,8 +99,12 @@ func newEnv(t testing.TB, receipts int) *env {
 		apply(testpki.Sign(t, artifact.New(artifact.KindEvidence, name, ev), p.Observer))
 	}
 	observed := &mcpreadyv1.ToolIdentity{ServerName: server, ServerVersion: "2.5.0", ToolName: tool, Endpoint: "https://docs.example/mcp", InputSchemaDigest: "sha256:in17", OutputSchemaDigest: "sha256:out10"}
-	resp, err := lc.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-1"}, EntryName: oldEntry, Observed: observed,
-		Labels: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT, mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT}, Detail: "tools/list changed"})
+	cur, err := st.Get(ctx, artifact.KindRegistryEntry, oldEntry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := lc.ReportDrift(ctx, testpki.DriftReport(t, p.Agent, "host-1", oldEntry, cur.Digest,
+		[]mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT, mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT}, observed, now))
 	if err != nil {
 		t.Fatal(err)
 	}
