@@ -81,7 +81,9 @@ type Options struct {
 	// TLS is set, also in TLS on the same port (client certificates
 	// verified when given, never required: probes present none); "" means
 	// DefaultMetricsListen, "off" disables it. A non-loopback address
-	// needs TLS on the gRPC listener.
+	// needs mTLS (TLS with a client CA), and there /metrics is served only
+	// over TLS to a client certificate with the reader or admin role;
+	// /healthz stays plaintext for kubelet probes on any address.
 	MetricsListen string
 	// DataDir holds the embedded etcd in <DataDir>/etcd; required unless
 	// EtcdEndpoints is set.
@@ -140,15 +142,20 @@ type Options struct {
 
 // Server is one control-plane replica.
 type Server struct {
-	o       Options
-	lis     net.Listener
-	mlis    net.Listener
-	mtls    bool // mlis also serves TLS
-	creds   credentials.TransportCredentials
-	authz   *authz.Authorizer
-	reg     *prometheus.Registry
-	etcdErr prometheus.Counter
-	ready   chan struct{}
+	o    Options
+	lis  net.Listener
+	mlis net.Listener
+	mtls bool // mlis also serves TLS
+	// scrapeTLS: mlis is not on loopback, so /metrics needs TLS and a
+	// reader or admin client certificate.
+	scrapeTLS bool
+	// scrapeRefused counts refused /metrics requests by reason.
+	scrapeRefused *prometheus.CounterVec
+	creds         credentials.TransportCredentials
+	authz         *authz.Authorizer
+	reg           *prometheus.Registry
+	etcdErr       prometheus.Counter
+	ready         chan struct{}
 
 	mu     sync.Mutex
 	writer *writer.Writer
@@ -194,6 +201,9 @@ func New(o Options) (*Server, error) {
 	}
 	s.etcdErr = prometheus.NewCounter(prometheus.CounterOpts{Name: "mcpready_etcd_errors_total", Help: "Failed etcd operations."})
 	s.reg.MustRegister(s.etcdErr)
+	s.scrapeRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcpready_metrics_scrapes_refused_total",
+		Help: "Refused /metrics requests on a non-loopback listener, by reason (plaintext, unauthenticated, forbidden)."}, []string{"reason"})
+	s.reg.MustRegister(s.scrapeRefused)
 	if o.TLS != nil {
 		if len(o.TLS.Certificates) == 0 && o.TLS.GetCertificate == nil && o.TLS.GetConfigForClient == nil {
 			return nil, fmt.Errorf("%w: the TLS configuration has no server certificate", ErrConfig)
@@ -225,9 +235,9 @@ func New(o Options) (*Server, error) {
 	}
 	s.lis = lis
 	if o.MetricsListen != "off" {
-		if !loopback.Is(o.MetricsListen) && o.TLS == nil {
+		if s.scrapeTLS = !loopback.Is(o.MetricsListen); s.scrapeTLS && !mtls {
 			lis.Close()
-			return nil, fmt.Errorf("%w: refusing non-loopback metrics address %q without TLS on the API", ErrConfig, o.MetricsListen)
+			return nil, fmt.Errorf("%w: refusing non-loopback metrics address %q without mTLS (TLS with a client CA): /metrics off loopback is served only to reader certificates", ErrConfig, o.MetricsListen)
 		}
 		if s.mlis, err = net.Listen("tcp", o.MetricsListen); err != nil {
 			lis.Close()
@@ -402,7 +412,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle(console.Prefix, cons)
-		mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+		mux.Handle("/metrics", s.scrapers(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg})))
 		// /healthz mirrors the gRPC health state for probes that cannot
 		// speak gRPC or present a client certificate.
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -449,6 +459,31 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Wait()
 	s.o.Logger.Info("control plane stopped")
 	return runErr
+}
+
+// scrapers guards /metrics: on a loopback listener anyone who reaches it
+// may scrape; off loopback only a TLS request whose verified client
+// certificate holds the reader or admin role (console.Reader). Refusals
+// are logged and counted by reason.
+func (s *Server) scrapers(h http.Handler) http.Handler {
+	if !s.scrapeTLS {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			s.scrapeRefused.WithLabelValues("plaintext").Inc()
+			s.o.Logger.Warn("metrics scrape refused", "reason", "plaintext", "remote", r.RemoteAddr)
+			http.Error(w, "/metrics off loopback is served only over TLS with a reader certificate", http.StatusUnauthorized)
+			return
+		}
+		if ref := console.Reader(s.authz, r); ref != nil {
+			s.scrapeRefused.WithLabelValues(ref.Reason).Inc()
+			s.o.Logger.Warn("metrics scrape refused", "reason", ref.Reason, "identity", ref.Identity, "remote", r.RemoteAddr)
+			http.Error(w, ref.Error(), ref.Code())
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // console builds the read-only web console over the running services.

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -594,9 +596,9 @@ func TestOffLoopbackNeedsClientCertificates(t *testing.T) {
 
 // TestConsoleOverMutualTLS: with mTLS the console is reached over TLS on
 // the HTTP listener with a client certificate holding the reader role; an
-// agent's certificate is refused, and so is plaintext. /healthz and
-// /metrics still answer plaintext on the same port (kubelet probes cannot
-// present certificates). Before, the listener spoke plaintext only, so no
+// agent's certificate is refused, and so is plaintext. /healthz and, on
+// this loopback listener, /metrics still answer plaintext on the same port
+// (kubelet probes cannot present certificates). Before, the listener spoke plaintext only, so no
 // console request could carry a certificate: the reader's request failed.
 func TestConsoleOverMutualTLS(t *testing.T) {
 	p := testpki.New(t)
@@ -606,24 +608,6 @@ func TestConsoleOverMutualTLS(t *testing.T) {
 	consoleURL := "https://" + s.MetricsAddr() + "/console/"
 	if s.ConsoleURL() != consoleURL {
 		t.Errorf("console URL %q, want %q", s.ConsoleURL(), consoleURL)
-	}
-	get := func(url, cn string) (int, error) {
-		cfg := &tls.Config{RootCAs: pool}
-		if cn != "" {
-			certFile, keyFile := f.Client(t, cn)
-			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.Certificates = []tls.Certificate{cert}
-		}
-		c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
-		resp, err := c.Get(url)
-		if err != nil {
-			return 0, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode, nil
 	}
 	for _, tc := range []struct {
 		url, cn string
@@ -637,9 +621,82 @@ func TestConsoleOverMutualTLS(t *testing.T) {
 		{"http://" + s.MetricsAddr() + "/metrics", "", 200},
 		{"https://" + s.MetricsAddr() + "/healthz", "", 200},
 	} {
-		code, err := get(tc.url, tc.cn)
+		code, err := getAs(t, f, pool, tc.url, tc.cn)
 		if err != nil || code != tc.want {
 			t.Errorf("%s as %q: %d %v, want %d", tc.url, tc.cn, code, err, tc.want)
 		}
 	}
+}
+
+// TestMetricsOffLoopbackNeedTLS: on an HTTP listener that is not on
+// loopback, /metrics is served only over TLS to a verified client
+// certificate with the reader (or admin) role; plaintext and anonymous TLS
+// scrapes are refused (401), an agent certificate too (403), and each
+// refusal is counted by reason. /healthz stays plaintext for kubelet
+// probes. On a loopback listener plaintext scrapes stay possible
+// (TestConsoleOverMutualTLS). Off loopback without a client CA nobody
+// could be authorised to scrape, so New refuses it.
+func TestMetricsOffLoopbackNeedTLS(t *testing.T) {
+	p := testpki.New(t)
+	f := testpki.TLS(t, t.TempDir())
+	srvTLS, pool := mtls(t, f)
+	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(), MetricsListen: "0.0.0.0:0", TLS: srvTLS})
+	_, port, err := net.SplitHostPort(s.MetricsAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := net.JoinHostPort("127.0.0.1", port)
+	for _, tc := range []struct {
+		url, cn string
+		want    int
+	}{
+		{"http://" + base + "/metrics", "", http.StatusUnauthorized},
+		{"https://" + base + "/metrics", "", http.StatusUnauthorized},
+		{"https://" + base + "/metrics", "node-9", http.StatusForbidden},
+		{"https://" + base + "/metrics", "reader-prometheus", http.StatusOK},
+		{"https://" + base + "/metrics", "admin-ops", http.StatusOK},
+		{"http://" + base + "/healthz", "", http.StatusOK},
+	} {
+		if code, err := getAs(t, f, pool, tc.url, tc.cn); err != nil || code != tc.want {
+			t.Errorf("%s as %q: %d %v, want %d", tc.url, tc.cn, code, err, tc.want)
+		}
+	}
+	// One refusal counted per reason.
+	if err := testutil.GatherAndCompare(s.Registry(), strings.NewReader(`
+# HELP mcpready_metrics_scrapes_refused_total Refused /metrics requests on a non-loopback listener, by reason (plaintext, unauthenticated, forbidden).
+# TYPE mcpready_metrics_scrapes_refused_total counter
+mcpready_metrics_scrapes_refused_total{reason="forbidden"} 1
+mcpready_metrics_scrapes_refused_total{reason="plaintext"} 1
+mcpready_metrics_scrapes_refused_total{reason="unauthenticated"} 1
+`), "mcpready_metrics_scrapes_refused_total"); err != nil {
+		t.Error(err)
+	}
+
+	serverOnly := srvTLS.Clone()
+	serverOnly.ClientCAs, serverOnly.ClientAuth = nil, tls.NoClientCert
+	if _, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "0.0.0.0:0", DataDir: t.TempDir(), Root: p.Root.Public(), TLS: serverOnly}); !errors.Is(err, controlplane.ErrConfig) {
+		t.Fatalf("non-loopback metrics without a client CA: %v", err)
+	}
+}
+
+// getAs GETs url trusting pool, with a client certificate for cn issued by
+// f's CA (none when cn is ""), and returns the status code.
+func getAs(t *testing.T, f testpki.TLSFiles, pool *x509.CertPool, url, cn string) (int, error) {
+	t.Helper()
+	cfg := &tls.Config{RootCAs: pool}
+	if cn != "" {
+		certFile, keyFile := f.Client(t, cn)
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

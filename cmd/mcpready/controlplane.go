@@ -50,7 +50,9 @@ Plaintext is refused off loopback: give --tls-cert and --tls-key (and
 plane's own key for lifecycle changes (grant it Evidence and RegistryEntry in
 the TrustPolicy); its password is read as for keygen. /metrics, /healthz and
 the read-only web console (/console/, reader role) are served on
---metrics-listen. SIGINT/SIGTERM shut down cleanly.`,
+--metrics-listen; off loopback that listener needs --tls-ca, and /metrics
+there is served only over TLS to a reader or admin certificate (/healthz
+stays plaintext for probes). SIGINT/SIGTERM shut down cleanly.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -58,7 +60,7 @@ the read-only web console (/console/, reader role) are served on
 	fl.StringVar(&o.data, "data", "", "data directory (embedded etcd, receipts)")
 	fl.StringVar(&o.root, "root", "", "root public key (PEM) that signs TrustPolicies")
 	fl.StringVar(&o.listen, "listen", controlplane.DefaultListen, "gRPC listen address")
-	fl.StringVar(&o.metrics, "metrics-listen", controlplane.DefaultMetricsListen, `/metrics, /healthz and /console/ address ("off" disables)`)
+	fl.StringVar(&o.metrics, "metrics-listen", controlplane.DefaultMetricsListen, `/metrics, /healthz and /console/ address ("off" disables; off loopback: needs --tls-ca, /metrics only to reader certificates)`)
 	fl.StringVar(&o.etcd, "etcd-endpoints", "", "external etcd endpoints, comma-separated (empty: embedded etcd)")
 	fl.StringVar(&o.etcdCA, "etcd-ca", "", "CA certificate (PEM) that verifies the external etcd's server certificate; required for etcd off loopback")
 	fl.StringVar(&o.etcdCert, "etcd-cert", "", "client certificate (PEM) for etcd's client-certificate auth")

@@ -140,15 +140,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
-	id, err := c.o.Authorizer.IdentifyConn(r.TLS, remoteAddr(r.RemoteAddr))
-	switch {
-	case err != nil:
-		c.o.Logger.Warn("console request refused", "path", r.URL.Path, "reason", "unauthenticated")
-		c.fail(w, r, http.StatusUnauthorized, "no verified client certificate: the console needs a certificate mapped to the reader or admin role")
-		return
-	case !id.MayRead():
-		c.o.Logger.Warn("console request refused", "path", r.URL.Path, "identity", id.Name, "reason", "forbidden")
-		c.fail(w, r, http.StatusForbidden, fmt.Sprintf("%q holds no reader or admin role", id.Name))
+	if ref := Reader(c.o.Authorizer, r); ref != nil {
+		c.o.Logger.Warn("console request refused", "path", r.URL.Path, "identity", ref.Identity, "reason", ref.Reason)
+		c.fail(w, r, ref.Code(), ref.Error())
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -161,6 +155,50 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.mux.ServeHTTP(w, r)
+}
+
+// ReadRefusal is why a request may not read. It wraps
+// authz.ErrUnauthenticated (Reason "unauthenticated": no verified client
+// certificate, and not a loopback caller of a control plane without mTLS)
+// or authz.ErrForbidden (Reason "forbidden": an identity without the
+// reader or admin role).
+type ReadRefusal struct {
+	Reason   string
+	Identity string // the certificate's identity; "" when unauthenticated
+	err      error
+}
+
+func (e *ReadRefusal) Error() string {
+	if e.Reason != "forbidden" {
+		return "no verified client certificate: a certificate mapped to the reader or admin role is needed"
+	}
+	return fmt.Sprintf("%q holds no reader or admin role", e.Identity)
+}
+
+func (e *ReadRefusal) Unwrap() error { return e.err }
+
+// Code is the HTTP status answering the refusal: 401 unauthenticated, 403
+// forbidden.
+func (e *ReadRefusal) Code() int {
+	if e.Reason == "forbidden" {
+		return http.StatusForbidden
+	}
+	return http.StatusUnauthorized
+}
+
+// Reader identifies the caller of r with az, from the connection exactly as
+// for an RPC, and refuses one without the reader or admin role; nil means
+// it may read. Every console request is checked with it, and so is
+// /metrics on a control plane's HTTP listener off loopback.
+func Reader(az *authz.Authorizer, r *http.Request) *ReadRefusal {
+	id, err := az.IdentifyConn(r.TLS, remoteAddr(r.RemoteAddr))
+	switch {
+	case err != nil:
+		return &ReadRefusal{Reason: "unauthenticated", err: err}
+	case !id.MayRead():
+		return &ReadRefusal{Reason: "forbidden", Identity: id.Name, err: authz.ErrForbidden}
+	}
+	return nil
 }
 
 func remoteAddr(s string) net.Addr {

@@ -1,6 +1,9 @@
 package console_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"html/template"
@@ -337,5 +340,32 @@ func TestWithoutReceiptsOrFleet(t *testing.T) {
 	}
 	if _, err := console.New(console.Options{Registry: e.lc}); !errors.Is(err, console.ErrConfig) {
 		t.Errorf("incomplete options: %v", err)
+	}
+}
+
+// Reader's refusals carry their reason as a type wrapping authz's
+// sentinels, with the HTTP status to answer: the control plane's /metrics
+// guard relies on them.
+func TestReaderRefusals(t *testing.T) {
+	az, err := authz.New(authz.Options{Rules: testpki.Roles()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := func(cn string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		r.RemoteAddr = "127.0.0.1:1"
+		if cn != "" {
+			r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{Subject: pkix.Name{CommonName: cn}}}}}
+		}
+		return r
+	}
+	if ref := console.Reader(az, as("")); ref == nil || !errors.Is(ref, authz.ErrUnauthenticated) || ref.Reason != "unauthenticated" || ref.Code() != http.StatusUnauthorized {
+		t.Errorf("no certificate: %#v", ref)
+	}
+	if ref := console.Reader(az, as("node-7")); ref == nil || !errors.Is(ref, authz.ErrForbidden) || ref.Reason != "forbidden" || ref.Code() != http.StatusForbidden || ref.Identity != "node-7" {
+		t.Errorf("agent certificate: %#v", ref)
+	}
+	if ref := console.Reader(az, as("reader-alice")); ref != nil {
+		t.Errorf("reader certificate: %v", ref)
 	}
 }
