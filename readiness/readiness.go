@@ -89,12 +89,12 @@ const (
 // Codes of refusals and failures decided around the decision (by the call
 // pipeline rather than the filters).
 const (
-	CodeUnauthenticated     Code = "unauthenticated"
-	CodeNoPolicy            Code = "no_policy"
+	CodeUnauthenticated Code = "unauthenticated"
+	CodeNoPolicy        Code = "no_policy"
 	// CodeConfigurationStale refuses every request while the host's
 	// TrustPolicy or Policy was signed longer ago than its maximum
 	// staleness.
-	CodeConfigurationStale Code = "configuration_stale"
+	CodeConfigurationStale  Code = "configuration_stale"
 	CodeClassSchemaMismatch Code = "class_schema_mismatch"
 	CodeApprovalDenied      Code = "approval_denied"
 	CodeInputRoute          Code = "input_route_unavailable"
