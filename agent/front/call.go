@@ -44,19 +44,30 @@ func (v *view) caller(req mcp.Request, s *session) (caller, error) {
 			c.workflow = w
 		}
 	}
-	if sr, ok := req.(interface{ ProtocolVersion() string }); ok {
-		c.protocol = sr.ProtocolVersion()
-	}
+	c.protocol = protocolOf(req, s)
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && s != nil {
 		if ip := ss.InitializeParams(); ip != nil {
-			if c.protocol == "" {
-				c.protocol = ip.ProtocolVersion
-			}
 			c.elicit = ip.Capabilities != nil && ip.Capabilities.Elicitation != nil
 		}
 	}
 	c.elicit = c.elicit || statelessElicit(req, s)
 	return c, nil
+}
+
+// protocolOf is the protocol version req is spoken in: its own (a
+// stateless request's), else its session's ("" before initialize).
+func protocolOf(req mcp.Request, s *session) string {
+	if sr, ok := req.(interface{ ProtocolVersion() string }); ok {
+		if v := sr.ProtocolVersion(); v != "" {
+			return v
+		}
+	}
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && s != nil {
+		if ip := ss.InitializeParams(); ip != nil {
+			return ip.ProtocolVersion
+		}
+	}
+	return ""
 }
 
 // callerOf is caller, with the refusal of a caller that is

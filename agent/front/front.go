@@ -413,8 +413,8 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := f.view(server)
-	if env != nil && f.opts.Telemetry != nil {
-		r = r.WithContext(f.opts.Telemetry.WithRequestID(r.Context(), env.ID))
+	if f.opts.Telemetry != nil {
+		r = withRequestID(f.opts.Telemetry, r, env)
 	}
 	if !v.ownSession(w, r, id.Name) {
 		return

@@ -84,9 +84,12 @@ func (v *view) middleware(s *session) mcp.Middleware {
 			}
 			switch method {
 			case "initialize", "server/discover":
-				return v.initialize(ctx, s, method, req, next)
+				if v.server == "" {
+					return v.serve(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) { return v.initialize(ctx, s, method, req, next) })
+				}
+				return v.initialize(ctx, s, method, req, next) // decided and traced by the pipeline
 			case "tools/list":
-				return v.listTools(ctx, s, req.(*mcp.ListToolsRequest))
+				return v.serve(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) { return v.listTools(ctx, s, req.(*mcp.ListToolsRequest)) })
 			case "tools/call":
 				r := req.(*mcp.CallToolRequest)
 				ctx, done := s.track(ctx, r.Params.GetProgressToken())
@@ -98,8 +101,9 @@ func (v *view) middleware(s *session) mcp.Middleware {
 				defer endRound(ctx)
 				return v.callTool(ctx, s, r)
 			}
+			sdk := func(ctx context.Context) (mcp.Result, error) { return next(ctx, method, req) }
 			if v.server == "" {
-				return next(ctx, method, req)
+				return v.serve(ctx, s, method, req, sdk)
 			}
 			switch method {
 			case "logging/setLevel":
@@ -118,9 +122,9 @@ func (v *view) middleware(s *session) mcp.Middleware {
 					return v.relay(ctx, s, method, req.GetParams())
 				})
 			case "resources/subscribe", "resources/unsubscribe":
-				return v.method(ctx, s, method, req, func(ctx context.Context) (mcp.Result, error) { return next(ctx, method, req) })
+				return v.method(ctx, s, method, req, sdk)
 			}
-			return next(ctx, method, req)
+			return v.serve(ctx, s, method, req, sdk)
 		}
 	}
 }
@@ -334,21 +338,22 @@ func (v *view) relay(ctx context.Context, s *session, method string, params mcp.
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
 	}
+	t := v.f.opts.Telemetry
 	err = up.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
 		var err error
 		switch method {
 		case "resources/list":
-			res, err = cs.ListResources(ctx, forUpstream(params.(*mcp.ListResourcesParams)))
+			res, err = cs.ListResources(ctx, traceMeta(ctx, t, forUpstream(params.(*mcp.ListResourcesParams))))
 		case "resources/templates/list":
-			res, err = cs.ListResourceTemplates(ctx, forUpstream(params.(*mcp.ListResourceTemplatesParams)))
+			res, err = cs.ListResourceTemplates(ctx, traceMeta(ctx, t, forUpstream(params.(*mcp.ListResourceTemplatesParams))))
 		case "resources/read":
-			res, err = cs.ReadResource(ctx, forUpstream(params.(*mcp.ReadResourceParams)))
+			res, err = cs.ReadResource(ctx, traceMeta(ctx, t, forUpstream(params.(*mcp.ReadResourceParams))))
 		case "prompts/list":
-			res, err = cs.ListPrompts(ctx, forUpstream(params.(*mcp.ListPromptsParams)))
+			res, err = cs.ListPrompts(ctx, traceMeta(ctx, t, forUpstream(params.(*mcp.ListPromptsParams))))
 		case "prompts/get":
-			res, err = cs.GetPrompt(ctx, forUpstream(params.(*mcp.GetPromptParams)))
+			res, err = cs.GetPrompt(ctx, traceMeta(ctx, t, forUpstream(params.(*mcp.GetPromptParams))))
 		case "completion/complete":
-			res, err = cs.Complete(ctx, forUpstream(params.(*mcp.CompleteParams)))
+			res, err = cs.Complete(ctx, traceMeta(ctx, t, forUpstream(params.(*mcp.CompleteParams))))
 		}
 		return err
 	})

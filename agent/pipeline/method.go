@@ -75,8 +75,9 @@ func (p *Pipeline) Admits(st State, c Caller, server string) bool {
 
 // method runs m under st: refuse it (receipted) unless Admits, else do
 // it on the upstream, validate what came back (size and injection
-// tripwire, as for tool results) and receipt it. One receipt per request.
-func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
+// tripwire, as for tool results) and receipt it. One receipt per request,
+// returned with the answer for the request's trace.
+func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(context.Context) (mcp.Result, error)) (mcp.Result, *mcpreadyv1.Receipt, error) {
 	now := p.opts.Now()
 	rec := p.opts.Builder.Start(now)
 	rec.TraceId = telemetry.TraceID(ctx)
@@ -97,11 +98,11 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 	code, reason, unusable := st.unusable()
 	switch {
 	case m.Refusal != nil:
-		return nil, refuse(m.Refusal.Step, m.Refusal.Code, m.Refusal.Reason)
+		return nil, rec, refuse(m.Refusal.Step, m.Refusal.Code, m.Refusal.Reason)
 	case unusable:
-		return nil, refuse(readiness.StepEligibility, code, reason)
+		return nil, rec, refuse(readiness.StepEligibility, code, reason)
 	case !p.Admits(st, c, m.Server):
-		return nil, refuse(readiness.StepTrust, readiness.CodeMethodNotPermitted,
+		return nil, rec, refuse(readiness.StepTrust, readiness.CodeMethodNotPermitted,
 			fmt.Sprintf("principal %s is admitted to no tool of server %s, so not to its %s", c.Name, m.Server, m.Method))
 	}
 	// These methods read: their receipts need not be durable before the
@@ -109,7 +110,7 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 	rec.ProviderSideEffect = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY
 	rec.ConsumerSideEffect = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY
 	if err := p.accepting(false); err != nil {
-		return nil, refuse(readiness.StepNone, readiness.CodeReceiptsUnavailable,
+		return nil, rec, refuse(readiness.StepNone, readiness.CodeReceiptsUnavailable,
 			"this host cannot record the request's receipt, so it was not started: "+err.Error())
 	}
 	rec.Selected = &mcpreadyv1.Selection{ServerName: m.Server}
@@ -118,7 +119,7 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 	if err != nil {
 		out := failureOutcome(err)
 		p.Fail(rec, out, "")
-		return nil, &MethodError{Outcome: rec.Outcome, Reason: "upstream request failed: " + readiness.OutcomeName(rec.Outcome),
+		return nil, rec, &MethodError{Outcome: rec.Outcome, Reason: "upstream request failed: " + readiness.OutcomeName(rec.Outcome),
 			JSONRPCCode: out.JSONRPCCode, Receipt: rec.ReceiptId}
 	}
 	raw, err := json.Marshal(res)
@@ -132,12 +133,12 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY, Err: err}
 		}
 		p.Fail(rec, out, "")
-		return nil, &MethodError{Outcome: rec.Outcome, Reason: rec.ErrorMessage, Receipt: rec.ReceiptId}
+		return nil, rec, &MethodError{Outcome: rec.Outcome, Reason: rec.ErrorMessage, Receipt: rec.ReceiptId}
 	}
 	rec.Outcome = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
 	p.opts.Builder.Result(rec, raw)
 	_ = p.Emit(rec) // read-only: queued, never durable first
-	return res, nil
+	return res, rec, nil
 }
 
 func checker(ch *validate.Checker) *validate.Checker {

@@ -37,7 +37,8 @@ func (p *Pipeline) Call(ctx context.Context, st State, req Request, tr Transport
 func (p *Pipeline) Method(ctx context.Context, st State, m Method, do func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
 	t := p.opts.Telemetry
 	if t == nil {
-		return p.method(ctx, st, m, do)
+		res, _, err := p.method(ctx, st, m, do)
+		return res, err
 	}
 	r := telemetry.Request{Method: m.Method, Protocol: m.Caller.Protocol, Incoming: m.Incoming}
 	if strings.HasPrefix(m.Method, "resources/") {
@@ -46,7 +47,7 @@ func (p *Pipeline) Method(ctx context.Context, st State, m Method, do func(conte
 		r.Target = m.Name
 	}
 	ctx, sp := t.Server(ctx, r)
-	res, err := p.method(ctx, st, m, func(ctx context.Context) (mcp.Result, error) {
+	res, rec, err := p.method(ctx, st, m, func(ctx context.Context) (mcp.Result, error) {
 		ctx, cs := t.Client(ctx, telemetry.Attempt{Method: m.Method, Target: r.Target, Protocol: m.Caller.Protocol, Number: 1})
 		res, err := do(ctx)
 		out := invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS}
@@ -64,7 +65,10 @@ func (p *Pipeline) Method(ctx context.Context, st State, m Method, do func(conte
 			code = codeRefused
 		}
 	}
-	sp.End(nil, false, code) // the receipt (not returned here) carries the trace id
+	if ir, ok := res.(*mcp.InitializeResult); ok {
+		sp = sp.Negotiated(ir.ProtocolVersion)
+	}
+	sp.End(rec, false, code)
 
 	return res, err
 }

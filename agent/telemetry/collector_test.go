@@ -32,6 +32,15 @@ const token = "tok-dev"
 type seen struct {
 	mu           sync.Mutex
 	meta, header []string
+	// methodMeta is the params._meta traceparent of each non-tool request, by method.
+	methodMeta map[string][]string
+}
+
+func (s *seen) method(method string, meta mcp.Meta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tp, _ := meta["traceparent"].(string)
+	s.methodMeta[method] = append(s.methodMeta[method], tp)
 }
 
 // stack is an agent front with telemetry, in front of a go-sdk upstream.
@@ -44,8 +53,12 @@ type stack struct {
 
 func newStack(t testing.TB, tel *telemetry.Telemetry) *stack {
 	t.Helper()
-	st := &stack{seen: &seen{}}
-	up := mcptest.New(t, mcptest.Options{})
+	st := &stack{seen: &seen{methodMeta: map[string][]string{}}}
+	up := mcptest.New(t, mcptest.Options{ServerOptions: &mcp.ServerOptions{
+		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			st.seen.method("completion/complete", req.Params.Meta)
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"a"}}}, nil
+		}}})
 	mcptest.AddFailTool(up.Server)
 	mcp.AddTool(up.Server, &mcp.Tool{Name: "trace", Description: "Reports nothing.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, req *mcp.CallToolRequest, in mcptest.EchoInput) (*mcp.CallToolResult, any, error) {
@@ -59,8 +72,14 @@ func newStack(t testing.TB, tel *telemetry.Telemetry) *stack {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
 		})
 	up.Server.AddResource(&mcp.Resource{URI: "test://doc", Name: "doc", MIMEType: "text/plain"},
-		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			st.seen.method("resources/read", req.Params.Meta)
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://doc", Text: "hello doc"}}}, nil
+		})
+	up.Server.AddPrompt(&mcp.Prompt{Name: "greet", Description: "Greets."},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			st.seen.method("prompts/get", req.Params.Meta)
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}, nil
 		})
 	st.upstream = up.URL
 	ucfg := config.Upstream{Name: "test", URL: up.URL}
@@ -105,13 +124,21 @@ func newStack(t testing.TB, tel *telemetry.Telemetry) *stack {
 
 // bearer authenticates as the test principal and, when traceparent is
 // set, sends it as a header on every request.
-type bearer struct{ traceparent string }
+type bearer struct {
+	traceparent string
+	// requestID, when set, is sent as the header the front uses
+	// internally to carry JSON-RPC ids (a client trying to forge its trace).
+	requestID string
+}
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+token)
 	if b.traceparent != "" {
 		r.Header.Set("traceparent", b.traceparent)
+	}
+	if b.requestID != "" {
+		r.Header.Set("Mcpready-Trace-Jsonrpc-Id", b.requestID)
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }
@@ -121,9 +148,14 @@ func (st *stack) connect(t testing.TB, version string) *mcp.ClientSession {
 }
 
 func (st *stack) connectWith(t testing.TB, version string, rt bearer) *mcp.ClientSession {
+	return st.connectTo(t, "/mcp/servers/test", version, rt)
+}
+
+// connectTo opens a session on the front's view at path.
+func (st *stack) connectTo(t testing.TB, path, version string, rt bearer) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "ai-agent", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: st.url + "/mcp/servers/test",
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: st.url + path,
 		HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
@@ -218,6 +250,9 @@ func TestSpansReachCollector(t *testing.T) {
 			}
 			wantAttrs(t, srv, map[string]any{"mcp.method.name": "tools/call", "gen_ai.tool.name": "trace", "gen_ai.operation.name": "execute_tool",
 				"mcp.protocol.version": "2025-11-25", "network.transport": "tcp", "mcpready.outcome": "SUCCESS"})
+			if srv.Attrs["jsonrpc.request.id"] == nil {
+				t.Errorf("2025-11-25 server span without jsonrpc.request.id: %v", srv.Attrs)
+			}
 			if srv.Attrs["mcp.session.id"] == "" || srv.Attrs["mcp.session.id"] == nil {
 				t.Errorf("2025-11-25 server span without mcp.session.id: %v", srv.Attrs)
 			}
@@ -300,5 +335,168 @@ func TestSpansReachCollector(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSessionRequestsTraced asserts, on what the collector received, the
+// spans of the requests other than tools/call: initialize, tools/list
+// (and ping) on the transparent and aggregate views get SERVER spans with the
+// conventions' attributes (the JSON-RPC id and session id for a
+// 2025-11-25 session too, whose requests the go-sdk dispatches under the
+// session's context); resources, prompts and completion get CLIENT spans
+// naming the upstream (server.address, server.port, its session id for a
+// 2025-11-25 upstream session, never for 2026-07-28) whose trace context
+// the upstream received in params._meta; and their SERVER spans carry the
+// receipt id, in an attribute and in the decision event. A client that
+// sends the front's internal request-id header forges no span's id.
+func TestSessionRequestsTraced(t *testing.T) {
+	col := otelcoltest.Start(t)
+	tel, err := telemetry.New(context.Background(), telemetry.Options{Endpoint: col.HTTP, Protocol: telemetry.ProtocolHTTP})
+	if err != nil || tel == nil {
+		t.Fatalf("telemetry: %v %v", tel, err)
+	}
+	st := newStack(t, tel)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	transparent := st.connect(t, "2025-11-25")
+	aggregate := st.connectTo(t, "/mcp", "2025-11-25", bearer{})
+	stateless := st.connect(t, "2026-07-28")
+	forger := st.connectWith(t, "2025-11-25", bearer{requestID: `"forged"`})
+	for _, cs := range []*mcp.ClientSession{transparent, aggregate, stateless, forger} {
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := transparent.Ping(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := transparent.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://doc"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := transparent.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := transparent.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "greet"},
+		Argument: mcp.CompleteParamsArgument{Name: "who", Value: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tel.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spans := col.WaitSpans(t, 12)
+	for _, s := range spans {
+		if s.Attrs["jsonrpc.request.id"] == "forged" {
+			t.Errorf("%s %s carries the request id the client forged in a header", s.Kind, s.Name)
+		}
+	}
+
+	session := func(cs *mcp.ClientSession) []otelcoltest.Span {
+		var out []otelcoltest.Span
+		for _, s := range spans {
+			if s.Kind == "Server" && s.Attrs["mcp.session.id"] == cs.ID() {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	for name, cs := range map[string]*mcp.ClientSession{"transparent": transparent, "aggregate": aggregate} {
+		got := map[string]otelcoltest.Span{}
+		for _, s := range session(cs) {
+			got[s.Name] = s
+		}
+		methods := []string{"initialize", "tools/list"}
+		if name == "transparent" {
+			methods = append(methods, "ping")
+		}
+		for _, m := range methods {
+			s, ok := got[m]
+			if !ok {
+				t.Errorf("%s view: no SERVER span %q for session %s among %v", name, m, cs.ID(), spans)
+				continue
+			}
+			wantAttrs(t, s, map[string]any{"mcp.method.name": m, "mcp.protocol.version": "2025-11-25", "network.transport": "tcp"})
+			if s.Attrs["jsonrpc.request.id"] == nil {
+				t.Errorf("%s view: %s SERVER span without jsonrpc.request.id: %v", name, m, s.Attrs)
+			}
+		}
+	}
+	// Each request of the session carries its own JSON-RPC id, not the
+	// id of the initialize whose context the go-sdk runs the session under.
+	ids := map[string]string{}
+	for _, s := range session(transparent) {
+		id := fmt.Sprint(s.Attrs["jsonrpc.request.id"])
+		if other, dup := ids[id]; dup {
+			t.Errorf("%s and %s SERVER spans of one session both carry jsonrpc.request.id %s", other, s.Name, id)
+		}
+		ids[id] = s.Name
+	}
+	if len(ids) < 6 {
+		t.Errorf("transparent session: %d distinct request ids %v, want one per request (6)", len(ids), ids)
+	}
+	var statelessList []otelcoltest.Span
+	for _, s := range byName(spans, "tools/list", "Server") {
+		if s.Attrs["mcp.protocol.version"] == "2026-07-28" {
+			statelessList = append(statelessList, s)
+		}
+	}
+	if len(statelessList) != 1 || statelessList[0].Attrs["jsonrpc.request.id"] == nil {
+		t.Errorf("2026-07-28 tools/list SERVER spans: %+v", statelessList)
+	} else if _, ok := statelessList[0].Attrs["mcp.session.id"]; ok {
+		t.Errorf("2026-07-28 tools/list SERVER span with mcp.session.id: %v", statelessList[0].Attrs)
+	}
+
+	u, _ := url.Parse(st.upstream)
+	port, _ := strconv.Atoi(u.Port())
+	receipts := map[string]bool{}
+	st.mu.Lock()
+	for _, r := range st.recs {
+		receipts[r.GetReceiptId()] = true
+	}
+	st.mu.Unlock()
+	for _, c := range []struct{ name, method string }{
+		{"resources/read", "resources/read"}, {"prompts/get greet", "prompts/get"}, {"completion/complete", "completion/complete"},
+	} {
+		srv, cli := byName(spans, c.name, "Server"), byName(spans, c.name, "Client")
+		if len(srv) != 1 || len(cli) != 1 {
+			t.Errorf("%s: %d SERVER and %d CLIENT spans, want one each", c.name, len(srv), len(cli))
+			continue
+		}
+		s, cl := srv[0], cli[0]
+		if s.Attrs["jsonrpc.request.id"] == nil || s.Attrs["mcp.session.id"] != transparent.ID() {
+			t.Errorf("%s SERVER span: %v", c.name, s.Attrs)
+		}
+		wantAttrs(t, cl, map[string]any{"mcp.method.name": c.method, "server.address": "127.0.0.1", "server.port": port, "network.transport": "tcp"})
+		switch pv := fmt.Sprint(cl.Attrs["mcp.protocol.version"]); {
+		case pv >= "2026-07-28":
+			if _, ok := cl.Attrs["mcp.session.id"]; ok {
+				t.Errorf("%s CLIENT span of a %s upstream session with mcp.session.id", c.name, pv)
+			}
+		case pv == "2025-11-25":
+			if id, _ := cl.Attrs["mcp.session.id"].(string); id == "" {
+				t.Errorf("%s CLIENT span of a 2025-11-25 upstream session without mcp.session.id: %v", c.name, cl.Attrs)
+			}
+		default:
+			t.Errorf("%s CLIENT span protocol %q", c.name, pv)
+		}
+		st.seen.mu.Lock()
+		want := "00-" + cl.TraceID + "-" + cl.SpanID + "-01"
+		if got := st.seen.methodMeta[c.method]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s: upstream saw _meta traceparent %q, want %q", c.name, got, want)
+		}
+		st.seen.mu.Unlock()
+		id, _ := s.Attrs["mcpready.receipt.id"].(string)
+		if !receipts[id] {
+			t.Errorf("%s SERVER span receipt id %q is no emitted receipt's", c.name, id)
+		}
+		var decision map[string]any
+		for _, e := range s.Events {
+			if e.Name == "mcpready.decision" {
+				decision = e.Attrs
+			}
+		}
+		if decision == nil || decision["mcpready.receipt.id"] != id {
+			t.Errorf("%s SERVER span events %v: no decision event with receipt %s", c.name, s.Events, id)
+		}
 	}
 }

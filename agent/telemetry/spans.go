@@ -65,6 +65,10 @@ type Incoming struct {
 	// RequestID is the JSON-RPC id as it was sent (JSON text: 7 or "a");
 	// "" when not known.
 	RequestID string
+	// Requested is the protocol version an initialize asks for, the
+	// span's mcp.protocol.version while Request.Protocol is not known
+	// ("" for none).
+	Requested string
 	// Transport is network.transport: "" is "tcp" (Streamable HTTP),
 	// "pipe" for stdio.
 	Transport string
@@ -143,9 +147,13 @@ func (t *Telemetry) Server(ctx context.Context, r Request) (context.Context, Spa
 	if transport == "" {
 		transport = "tcp"
 	}
-	attrs := base(make([]attribute.KeyValue, 0, 10), r.Method, r.Target, r.Protocol)
+	protocol := r.Protocol
+	if protocol == "" {
+		protocol = r.Requested
+	}
+	attrs := base(make([]attribute.KeyValue, 0, 10), r.Method, r.Target, protocol)
 	attrs = append(attrs, attribute.String(keyTransport, transport))
-	if r.Session != "" && (r.Protocol == "" || r.Protocol < statelessProtocol) {
+	if r.Session != "" && (protocol == "" || protocol < statelessProtocol) {
 		attrs = append(attrs, attribute.String(keySession, r.Session))
 	}
 	if id := requestID(r.RequestID); id != "" {
@@ -155,7 +163,7 @@ func (t *Telemetry) Server(ctx context.Context, r Request) (context.Context, Spa
 		attrs = append(attrs, attribute.String(keyResource, r.Resource))
 	}
 	ctx, s := t.tracer.Start(ctx, spanName(r.Method, r.Target), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-	return ctx, Span{t: t, span: s, start: time.Now(), method: r.Method, target: r.Target, proto: r.Protocol, trans: transport}
+	return ctx, Span{t: t, span: s, start: time.Now(), method: r.Method, target: r.Target, proto: protocol, trans: transport}
 }
 
 // requestID is the JSON-RPC id's string form: a string id unquoted.
@@ -174,8 +182,18 @@ func (t *Telemetry) Client(ctx context.Context, a Attempt) (context.Context, Spa
 	if t == nil {
 		return ctx, Span{}
 	}
-	attrs := base(make([]attribute.KeyValue, 0, 10), a.Method, a.Target, a.Protocol)
-	if u, err := url.Parse(a.Endpoint); err == nil && u.Host != "" {
+	attrs := peer(base(make([]attribute.KeyValue, 0, 10), a.Method, a.Target, a.Protocol), a.Endpoint)
+	if a.Number > 0 {
+		attrs = append(attrs, attribute.Int(keyAttempt, a.Number))
+	}
+	ctx, s := t.tracer.Start(ctx, spanName(a.Method, a.Target), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return context.WithValue(ctx, clientKey{}, s), Span{t: t, span: s, start: time.Now(), client: true, method: a.Method, target: a.Target, proto: a.Protocol}
+}
+
+// peer appends network.transport, server.address and server.port of an
+// upstream endpoint (a URL, or "stdio:<program>" for a pipe).
+func peer(attrs []attribute.KeyValue, endpoint string) []attribute.KeyValue {
+	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
 		attrs = append(attrs, attribute.String(keyTransport, "tcp"), attribute.String(keyAddress, u.Hostname()))
 		port := u.Port()
 		if port == "" {
@@ -184,14 +202,45 @@ func (t *Telemetry) Client(ctx context.Context, a Attempt) (context.Context, Spa
 		if p, err := strconv.Atoi(port); err == nil {
 			attrs = append(attrs, attribute.Int(keyPort, p))
 		}
-	} else if a.Endpoint != "" {
+	} else if endpoint != "" {
 		attrs = append(attrs, attribute.String(keyTransport, "pipe")) // a command: stdio
 	}
-	if a.Number > 0 {
-		attrs = append(attrs, attribute.Int(keyAttempt, a.Number))
+	return attrs
+}
+
+// clientKey holds, in the context Client returns, its CLIENT span.
+type clientKey struct{}
+
+// Upstream records on the CLIENT span in ctx (none: nothing) the upstream
+// session the attempt went to, once it is known: its endpoint
+// (server.address, server.port, network.transport), the protocol version
+// it negotiated (mcp.protocol.version) and its session id
+// (mcp.session.id; never for 2026-07-28 or later). A SERVER span in ctx
+// is left alone.
+func Upstream(ctx context.Context, endpoint, session, protocol string) {
+	s, ok := ctx.Value(clientKey{}).(trace.Span)
+	if !ok || s != trace.SpanFromContext(ctx) || !s.IsRecording() {
+		return
 	}
-	ctx, s := t.tracer.Start(ctx, spanName(a.Method, a.Target), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	return ctx, Span{t: t, span: s, start: time.Now(), client: true, method: a.Method, target: a.Target, proto: a.Protocol}
+	attrs := peer(make([]attribute.KeyValue, 0, 5), endpoint)
+	if protocol != "" {
+		attrs = append(attrs, attribute.String(keyProtocol, protocol))
+	}
+	if session != "" && protocol != "" && protocol < statelessProtocol {
+		attrs = append(attrs, attribute.String(keySession, session))
+	}
+	s.SetAttributes(attrs...)
+}
+
+// Negotiated returns s recording protocol as its mcp.protocol.version
+// (an initialize's, once negotiated); "" leaves s as it is.
+func (s Span) Negotiated(protocol string) Span {
+	if s.t == nil || protocol == "" {
+		return s
+	}
+	s.span.SetAttributes(attribute.String(keyProtocol, protocol))
+	s.proto = protocol
+	return s
 }
 
 // EndAttempt ends a CLIENT span with the attempt's outcome: error.type

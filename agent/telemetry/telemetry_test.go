@@ -31,6 +31,8 @@ func TestOffAllocatesNothing(t *testing.T) {
 		}
 		cs.EndAttempt(validate.Outcome{IsError: true})
 		sp.End(rec, true, 0)
+		telemetry.Upstream(c, "http://127.0.0.1:1/mcp", "s", "2025-11-25")
+		_ = sp.Negotiated("2025-11-25")
 		_ = tel.WithRequestID(c, []byte("7"))
 		_ = telemetry.TraceID(c)
 		_ = telemetry.Carry(c, ctx)
@@ -109,6 +111,49 @@ func TestReceiptEvents(t *testing.T) {
 		if a, ok := got[name]; !ok || a != action {
 			t.Errorf("event %s: %q present %v (events %v)", name, a, ok, got)
 		}
+	}
+}
+
+// TestUpstreamPeer: Upstream names the upstream session on the CLIENT
+// span in ctx (endpoint, negotiated protocol, session id), never records
+// a session id for 2026-07-28, and leaves a SERVER span in ctx alone.
+func TestUpstreamPeer(t *testing.T) {
+	col := otelcoltest.Start(t)
+	tel, err := telemetry.New(context.Background(), telemetry.Options{Endpoint: col.HTTP, Protocol: telemetry.ProtocolHTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, sp := tel.Server(context.Background(), telemetry.Request{Method: "resources/read", Protocol: "2025-11-25"})
+	telemetry.Upstream(ctx, "https://server.example:8443/mcp", "up-sess", "2025-11-25") // a SERVER span: untouched
+	for _, c := range []struct{ target, protocol string }{{"old", "2025-11-25"}, {"new", "2026-07-28"}} {
+		cctx, cs := tel.Client(ctx, telemetry.Attempt{Method: "prompts/get", Target: c.target, Protocol: "2025-11-25", Number: 1})
+		telemetry.Upstream(cctx, "stdio:server", "up-sess", c.protocol)
+		cs.EndAttempt(validate.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS})
+	}
+	sp = sp.Negotiated("2025-06-18")
+	sp.End(nil, false, 0)
+	if err := tel.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := col.WaitSpans(t, 3)
+	srv := byName(spans, "resources/read", "Server")
+	if len(srv) != 1 {
+		t.Fatalf("%+v", spans)
+	}
+	for _, k := range []string{"server.address", "server.port"} {
+		if _, ok := srv[0].Attrs[k]; ok {
+			t.Errorf("SERVER span got the upstream's %s: %v", k, srv[0].Attrs)
+		}
+	}
+	wantAttrs(t, srv[0], map[string]any{"mcp.protocol.version": "2025-06-18"})
+	old, nw := byName(spans, "prompts/get old", "Client"), byName(spans, "prompts/get new", "Client")
+	if len(old) != 1 || len(nw) != 1 {
+		t.Fatalf("%+v", spans)
+	}
+	wantAttrs(t, old[0], map[string]any{"mcp.session.id": "up-sess", "mcp.protocol.version": "2025-11-25", "network.transport": "pipe"})
+	wantAttrs(t, nw[0], map[string]any{"mcp.protocol.version": "2026-07-28", "network.transport": "pipe"})
+	if _, ok := nw[0].Attrs["mcp.session.id"]; ok {
+		t.Errorf("2026-07-28 CLIENT span with mcp.session.id: %v", nw[0].Attrs)
 	}
 }
 

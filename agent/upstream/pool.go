@@ -359,6 +359,7 @@ func (s *Session) Close() error {
 // Do runs fn against the upstream session and classifies its error as a
 // *validate.Outcome. A transport-level failure marks the session broken.
 func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.ClientSession) error) error {
+	telemetry.Upstream(ctx, s.endpoint, s.cs.ID(), s.ProtocolVersion()) // on the attempt's CLIENT span, if any
 	ictx, cancel := isolate(ctx)
 	defer cancel()
 	cctx, x := withExchange(keepHeaders(ctx, ictx))
