@@ -10,26 +10,29 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/enroll"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/otelcoltest"
 	"github.com/mcpready/mcpready/sign"
 )
 
 // benchAgent runs a full agent (verified configuration, decision, invoke,
 // validation, receipts into the fsync'd spool) in front of up, configured
 // without a control plane by applying signed resources directly.
-func benchAgent(b *testing.B, up *mcptest.Upstream) *Agent {
+func benchAgent(b *testing.B, up *mcptest.Upstream, tel *telemetry.Telemetry) *Agent {
 	b.Helper()
 	rootKey, err := sign.GenerateKey(sign.AlgorithmEd25519)
 	if err != nil {
 		b.Fatal(err)
 	}
 	a, err := New(Options{Root: rootKey.Public(), NodeID: "bench", Listen: "127.0.0.1:0", DataDir: b.TempDir(),
-		Config: writeConfig(b, b.TempDir())})
+		Config: writeConfig(b, b.TempDir()), Telemetry: tel})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -139,9 +142,27 @@ func (g *loadGen) run(b *testing.B, d time.Duration) int64 {
 // BenchmarkProxyOverhead measures tools/call on a loopback go-sdk upstream
 // directly and through the full agent, side by side in one run, and reports
 // agent ÷ direct ratios of p50 and p99 latency and of saturation throughput.
+//
+// tracing=on runs the same agent with OpenTelemetry on (every call sampled,
+// spans and histograms exported over OTLP gRPC to a real Collector OTLP
+// receiver in this process, whose work is counted against the agent);
+// tracing=off is the production default.
 func BenchmarkProxyOverhead(b *testing.B) {
+	b.Run("tracing=off", func(b *testing.B) { proxyOverhead(b, nil) })
+	b.Run("tracing=on", func(b *testing.B) {
+		col := otelcoltest.Start(b)
+		tel, err := telemetry.New(context.Background(), telemetry.Options{Endpoint: col.GRPC, Protocol: telemetry.ProtocolGRPC, Sampler: sdktrace.AlwaysSample()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+		proxyOverhead(b, tel)
+	})
+}
+
+func proxyOverhead(b *testing.B, tel *telemetry.Telemetry) {
 	up := mcptest.New(b, mcptest.Options{})
-	a := benchAgent(b, up)
+	a := benchAgent(b, up, tel)
 	agentURL := "http://" + a.Addr() + "/mcp/servers/test"
 	direct, viaAgent := benchSession(b, up.URL), benchSession(b, agentURL)
 	for range 50 {
