@@ -10,11 +10,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/mcpready/mcpready/agent/subscribe"
 	"github.com/mcpready/mcpready/artifact"
-	"github.com/mcpready/mcpready/controlplane"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/testpki"
 )
@@ -37,29 +35,7 @@ func BenchmarkConvergenceDelta(b *testing.B) {
 }
 
 func benchConvergenceDelta(b *testing.B, n int) {
-	p := testpki.New(b)
-	s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", DataDir: b.TempDir(), Root: p.Root.Public(), Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	<-s.Ready()
-	dialCP := func() *grpc.ClientConn {
-		c, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		return c
-	}
-	adminConn := dialCP()
-	defer adminConn.Close()
-	adm := mcpreadyv1.NewAdminServiceClient(adminConn)
-	if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
-		b.Fatal(err)
-	}
+	ctx, p, dialCP, adm := benchControlPlane(b)
 	if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: testpki.Sign(b, testpki.Policy("org/p", "1", nil), p.Org)}); err != nil {
 		b.Fatal(err)
 	}

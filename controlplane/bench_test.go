@@ -39,26 +39,7 @@ func BenchmarkConvergence(b *testing.B) {
 }
 
 func benchConvergence(b *testing.B, n int) {
-	p := testpki.New(b)
-	s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", DataDir: b.TempDir(), Root: p.Root.Public(), Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	<-s.Ready()
-
-	adminConn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer adminConn.Close()
-	adm := mcpreadyv1.NewAdminServiceClient(adminConn)
-	if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
-		b.Fatal(err)
-	}
+	ctx, p, dial, adm := benchControlPlane(b)
 	r, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: testpki.Sign(b, testpki.Policy("org/p", "0", nil), p.Org)})
 	if err != nil {
 		b.Fatal(err)
@@ -77,11 +58,7 @@ func benchConvergence(b *testing.B, n int) {
 	var conns []*grpc.ClientConn
 	for i := 0; i < n; i++ {
 		if i%streamsPerConn == 0 {
-			c, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				b.Fatal(err)
-			}
-			conns = append(conns, c)
+			conns = append(conns, dial())
 		}
 		st, err := mcpreadyv1.NewDiscoveryServiceClient(conns[len(conns)-1]).StreamResources(agentCtx)
 		if err != nil {
@@ -154,4 +131,35 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse + m.StackInuse
+}
+
+// benchControlPlane starts a control plane (embedded etcd, loopback, no
+// metrics listener) for one benchmark and applies the test TrustPolicy. It
+// returns a context that ends with the benchmark, the PKI, a dialler for
+// agent connections and an Admin client; all are closed when b ends.
+func benchControlPlane(b *testing.B) (context.Context, *testpki.PKI, func() *grpc.ClientConn, mcpreadyv1.AdminServiceClient) {
+	p := testpki.New(b)
+	s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", DataDir: b.TempDir(), Root: p.Root.Public(), Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	<-s.Ready()
+	dial := func() *grpc.ClientConn {
+		c, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	adminConn := dial()
+	b.Cleanup(func() { adminConn.Close() })
+	adm := mcpreadyv1.NewAdminServiceClient(adminConn)
+	if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
+		b.Fatal(err)
+	}
+	return ctx, p, dial, adm
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/idempotency"
 	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/readiness"
@@ -274,7 +275,7 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 		pr.Caller = c.pipeline()
 	}
 	meta := metaOf(req.Params)
-	pr.IdempotencyKey, pr.HasKey = meta[MetaIdempotency].(string)
+	pr.IdempotencyKey, pr.HasKey = meta[idempotency.MetaKey].(string)
 	if len(meta) > 0 {
 		pr.Meta = forUpstream(&mcp.CallToolParams{Meta: meta}).Meta
 	}

@@ -65,11 +65,11 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
-// Header and _meta keys a client uses to name its workflow and idempotency key.
+// Header and _meta keys a client uses to name its workflow (its
+// idempotency key travels in idempotency.MetaKey).
 const (
 	HeaderWorkflow    = "Mcpready-Workflow"
 	MetaWorkflow      = "mcpready.dev/workflow"
-	MetaIdempotency   = "mcpready.dev/idempotency-key"
 	protocolHeader    = "Mcp-Protocol-Version"
 	statelessProtocol = "2026-07-28"
 )

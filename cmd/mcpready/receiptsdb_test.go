@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/mcpready/mcpready/internal/safebuf"
 	"github.com/mcpready/mcpready/agent/shipper"
 	"github.com/mcpready/mcpready/agent/spool"
 	"github.com/mcpready/mcpready/artifact"
@@ -33,7 +34,7 @@ import (
 type cpProcess struct {
 	cmd    *exec.Cmd
 	addr   string
-	stderr *syncBuffer
+	stderr *safebuf.Buffer
 	done   chan error
 }
 
@@ -50,7 +51,7 @@ func freeAddr(t *testing.T) string {
 // answers; with wait false it returns at once.
 func startCPProcess(t *testing.T, bin string, wait bool, args ...string) *cpProcess {
 	t.Helper()
-	p := &cpProcess{addr: freeAddr(t), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p := &cpProcess{addr: freeAddr(t), stderr: &safebuf.Buffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, append([]string{"controlplane", "--listen", p.addr, "--metrics-listen", "off"}, args...)...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {

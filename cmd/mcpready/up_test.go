@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/internal/safebuf"
 )
 
 // upProcess is `mcpready up` running as a real process.
@@ -31,25 +33,8 @@ type upProcess struct {
 	console          string
 	keys             string
 	data             string
-	stderr           *syncBuffer
+	stderr           *safebuf.Buffer
 	done             chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // buildBinary builds ./cmd/mcpready once per test binary run.
@@ -90,7 +75,7 @@ func startUp(t *testing.T, bin, data string, extra ...string) *upProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &upProcess{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p := &upProcess{cmd: cmd, stderr: &safebuf.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
