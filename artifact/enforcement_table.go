@@ -154,7 +154,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"authority.tenantBoundary":            no(""),
 		"sideEffect":                          yes(inDecide, "the provider side-effect class when the declaration has none"),
 		"dataAccess":                          yes(inDecide, "Policy.residency.allowedDataClasses"),
-		"networkScope":                        yes("agent/pipeline, agent/pin", "the endpoint's host must be in it before a request is sent (endpoint_out_of_scope); destinations the tool declares outside it are NETWORK_DRIFT"),
+		"networkScope":                        yes("agent/decide, agent/pin", "the endpoint's host must be in it, or the entry is ineligible for listing and calling alike (endpoint_out_of_scope, step 1); destinations the tool declares outside it are NETWORK_DRIFT"),
 		"idempotency":                         yes(inDecide, "keyed or naturally idempotent tools may be retried"),
 		"approvalRequired":                    yes(inDecide, "human approval before the call"),
 		"rollbackSupported":                   no(""),

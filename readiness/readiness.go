@@ -103,8 +103,8 @@ const (
 	// CodeMethodNotPermitted refuses a resources, prompts, completion or
 	// subscription request of a principal admitted to no tool of the server.
 	CodeMethodNotPermitted Code = "method_not_permitted"
-	// CodeEndpointOutOfScope refuses a call whose admitted routes all pin
-	// an endpoint outside their entry's networkScope.
+	// CodeEndpointOutOfScope rejects an entry whose endpoint host is outside
+	// its networkScope, for listing and calling alike.
 	CodeEndpointOutOfScope Code = "endpoint_out_of_scope"
 	// CodeReceiptsUnavailable refuses a call before it starts because the
 	// host cannot record its receipt (spool full or broken).

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpready/mcpready/agent/circuit"
+	"github.com/mcpready/mcpready/agent/pin"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
 )
@@ -334,6 +335,11 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	}
 	if eps := p.GetApprovedEndpoints(); len(eps) > 0 && !matchAny(eps, id.GetEndpoint()) {
 		set(readiness.StepEligibility, readiness.CodeEndpointNotApproved, "endpoint %q is not approved", id.GetEndpoint())
+	}
+	if ep := id.GetEndpoint(); (strings.HasPrefix(ep, "http://") || strings.HasPrefix(ep, "https://")) && !pin.InScope(re.GetNetworkScope(), []string{ep}) {
+		// No request is ever sent outside the entry's networkScope (stdio
+		// endpoints have no host); listing and calling agree on it.
+		set(readiness.StepEligibility, readiness.CodeEndpointOutOfScope, "endpoint %s is outside the entry's networkScope", ep)
 	}
 	if st := re.GetState(); st != mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED {
 		set(readiness.StepEligibility, readiness.CodeLifecycle, "lifecycle state is %s, not QUALIFIED", strings.TrimPrefix(st.String(), "LIFECYCLE_STATE_"))

@@ -188,6 +188,7 @@ func rejectionCases() []rejectionCase {
 	return []rejectionCase{
 		{"inventory", func(in *Inputs, _ *Request) { in.Policy.Inventory = []string{"docs-b", "evil"} }, "docs-a", 1, readiness.CodeNotInInventory, nil},
 		{"endpoint", func(in *Inputs, _ *Request) { in.Policy.ApprovedEndpoints = []string{"https://b.example/*"} }, "docs-a", 1, readiness.CodeEndpointNotApproved, nil},
+		{"network scope", func(in *Inputs, _ *Request) { in.Entries["docs-a"].NetworkScope = []string{"elsewhere.example"} }, "docs-a", 1, readiness.CodeEndpointOutOfScope, nil},
 		{"lifecycle", func(in *Inputs, _ *Request) {
 			in.Entries["docs-a"].State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED
 		}, "docs-a", 1, readiness.CodeLifecycle, nil},

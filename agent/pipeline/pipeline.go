@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +39,6 @@ import (
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/idempotency"
 	"github.com/mcpready/mcpready/agent/invoke"
-	agentpin "github.com/mcpready/mcpready/agent/pin"
 	"github.com/mcpready/mcpready/agent/quota"
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/telemetry"
@@ -265,7 +263,6 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
 	rec.Deadline = durationpb.New(d.Deadline)
 	pin(&d, req.Pin)
-	bind(&d)
 	var re *decide.RefusalError
 	if errors.As(d.Refusal, &re) {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
@@ -424,36 +421,6 @@ func pin(d *decide.Decision, entry string) {
 	}
 	d.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeInputRoute,
 		Reason: fmt.Sprintf("registry entry %s, which asked for input, is no longer admitted for this call", entry)}
-}
-
-// bind keeps the routes of d whose endpoint is inside their entry's
-// networkScope (an empty scope admits any; stdio endpoints have no host):
-// no request is ever sent outside it. If none is left the request is
-// refused. (Policy.approvedEndpoints is the decision's own filter.)
-func bind(d *decide.Decision) {
-	if d.Refusal != nil {
-		return
-	}
-	kept := make([]decide.Route, 0, len(d.Routes))
-	var out []string
-	for _, r := range d.Routes {
-		ep := r.Identity.GetEndpoint()
-		web := strings.HasPrefix(ep, "http://") || strings.HasPrefix(ep, "https://")
-		if web && !agentpin.InScope(r.Spec.GetNetworkScope(), []string{ep}) {
-			out = append(out, fmt.Sprintf("entry %s's endpoint %s", r.Entry, ep))
-			continue
-		}
-		kept = append(kept, r)
-	}
-	if len(kept) == len(d.Routes) {
-		return
-	}
-	if len(kept) == 0 {
-		d.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeEndpointOutOfScope,
-			Reason: strings.Join(out, "; ") + " is outside the entry's networkScope"}
-		return
-	}
-	d.Routes = kept
 }
 
 // redirected reports NETWORK_DRIFT for route r when err is a refused
