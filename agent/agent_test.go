@@ -22,8 +22,9 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
-// publish enrolls up as "test" (QUALIFIED) and stores a policy admitting it.
-func publish(t *testing.T, env *cptest.Env, up *mcptest.Upstream) {
+// publish enrolls up as "test" (QUALIFIED), each entry changed by mut, and
+// stores a policy admitting it.
+func publish(t *testing.T, env *cptest.Env, up *mcptest.Upstream, mut ...func(*mcpreadyv1.RegistryEntry)) {
 	t.Helper()
 	srv, err := enroll.List(context.Background(), config.Upstream{Name: "test", URL: up.URL})
 	if err != nil {
@@ -35,7 +36,11 @@ func publish(t *testing.T, env *cptest.Env, up *mcptest.Upstream) {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
-		o.Spec.(*mcpreadyv1.RegistryEntry).State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
+		e := o.Spec.(*mcpreadyv1.RegistryEntry)
+		e.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
+		for _, m := range mut {
+			m(e)
+		}
 		env.Put(o)
 	}
 	env.Put(artifact.New(artifact.KindPolicy, "default", &mcpreadyv1.Policy{

@@ -38,3 +38,13 @@ func accessExpect(p *mcpreadyv1.Policy, re *mcpreadyv1.RegistryEntry, decl *mcpr
 	}
 	return x
 }
+
+// AccessExpect is what a call to the named entry may present (the facts
+// step 2 checks the token against), nil for an unknown entry. The caller
+// must not modify it.
+func (s *Snapshot) AccessExpect(entry string) *access.Expect {
+	if i := s.indexOf(entry); int(i) < len(s.entries) && s.entries[i].name == entry {
+		return &s.entries[i].access
+	}
+	return nil
+}

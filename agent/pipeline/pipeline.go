@@ -18,7 +18,8 @@
 // and must not send a request anywhere but the endpoint of the route it
 // runs, and only when that endpoint's host is inside the entry's
 // networkScope (a refused redirect to another origin is reported as
-// NETWORK_DRIFT).
+// NETWORK_DRIFT, a token granting more than was qualified as
+// PERMISSION_DRIFT).
 package pipeline
 
 import (
@@ -31,6 +32,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -64,7 +66,9 @@ type Options struct {
 	Telemetry *telemetry.Telemetry
 	// ReportDrift reports to the control plane that a route's endpoint
 	// redirected to another origin (NETWORK_DRIFT), once per entry and
-	// target. Nil reports nothing.
+	// target, and that an upstream token grants more than the entry was
+	// qualified with (PERMISSION_DRIFT, permdrift.go), once per entry and
+	// granted scope set, rate-limited. Nil reports nothing.
 	ReportDrift func(context.Context, *mcpreadyv1.ReportDriftRequest) error
 	// Logger records failed drift reports; nil discards.
 	Logger *slog.Logger
@@ -98,9 +102,10 @@ type Ledger interface {
 
 // Pipeline runs requests. It is safe for concurrent use.
 type Pipeline struct {
-	opts     Options
-	reported sync.Map      // "<entry>|<target>" of redirects reported as drift
-	quota    *quota.Ledger // local quota budgets (quota.go)
+	opts       Options
+	reported   sync.Map      // "<entry>|<target>" of redirects, "permission|<entry>|<scopes>" of tokens, reported as drift
+	driftLimit *rate.Limiter // permission drift reports (permdrift.go)
+	quota      *quota.Ledger // local quota budgets (quota.go)
 }
 
 // New returns a Pipeline.
@@ -111,7 +116,7 @@ func New(opts Options) *Pipeline {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{opts: opts, quota: quota.New()}
+	return &Pipeline{opts: opts, quota: quota.New(), driftLimit: newDriftLimiter()}
 }
 
 // State is the verified configuration a request is decided under.
@@ -260,6 +265,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	dr.IdempotencyKey, dr.AllocateKey = req.HasKey, p.opts.Keys != nil
 	dr.Arguments = req.Arguments
 	d := st.Decide.Decide(dr, st.Health())
+	p.permissionDrift(&st, c, &d, now)
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
 	rec.Deadline = durationpb.New(d.Deadline)
 	pin(&d, req.Pin)
@@ -291,7 +297,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		up, err := tr.Dial(ctx, upstream.Target{Server: r.Identity.GetServerName(), Endpoint: r.Identity.GetEndpoint()})
 		if err != nil {
 			p.redirected(r, err)
-			return failureOutcome(err)
+			return p.failed(&st, c, r, err)
 		}
 		protoMu.Lock()
 		protocol[r.Entry] = up.ProtocolVersion()
@@ -305,7 +311,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		switch {
 		case err != nil:
 			p.redirected(r, err)
-			return failureOutcome(err)
+			return p.failed(&st, c, r, err)
 		case in != nil:
 			return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: input{in}}
 		}
