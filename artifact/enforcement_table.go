@@ -10,6 +10,7 @@ package artifact
 
 const (
 	inDecide    = "agent/decide"
+	inAccess    = "agent/access"
 	inInvoke    = "agent/invoke"
 	inCircuit   = "agent/circuit"
 	inValidate  = "agent/validate"
@@ -148,10 +149,11 @@ var enforcement = map[Kind]map[string]Rule{
 	}), map[string]Rule{
 		"argumentContract.requiredArguments":  no("arguments are checked against the input schema only"),
 		"argumentContract.notes":              rec(""),
-		"authority.scopes":                    yes(inDecide, "Policy.auth.permittedScopes; the token's scopes are not compared"),
-		"authority.permissionSet":             no(""),
+		"authority.scopes":                    yes(inDecide+", "+inAccess, "Policy.auth.permittedScopes; per call, a token granting scopes beyond scopes and permissionSet is PERMISSION_DRIFT (refused, reported)"),
+		"authority.permissionSet":             yes(inDecide+", "+inAccess, "per call, with scopes: the token's scopes must be within them (permission_drift)"),
 		"authority.credentialMode":            yes(inDecide, "Policy.auth.requiredSchemes"),
 		"authority.tenantBoundary":            no(""),
+		"authority.tenant":                    yes(inDecide+", "+inAccess, "per call, the token's tenant claim (oauth.tenantClaim) must equal it (tenant_mismatch)"),
 		"sideEffect":                          yes(inDecide, "the provider side-effect class when the declaration has none"),
 		"dataAccess":                          yes(inDecide, "Policy.residency.allowedDataClasses"),
 		"networkScope":                        yes("agent/decide, agent/pin", "the endpoint's host must be in it, or the entry is ineligible for listing and calling alike (endpoint_out_of_scope, step 1); destinations the tool declares outside it are NETWORK_DRIFT"),
@@ -190,8 +192,9 @@ var enforcement = map[Kind]map[string]Rule{
 		"evidence.onUnknown":                          yes(inDecide, ""),
 		"protocolVersions":                            yes(inDecide, ""),
 		"auth.requiredSchemes":                        yes(inDecide, "against the entry's credential mode and the declared methods"),
-		"auth.permittedIssuers":                       yes(inDecide, "against the declared authorisation servers; the issuer and audience of the token presented are not checked"),
-		"auth.permittedScopes":                        yes(inDecide, "against the entry's scopes, not the token's"),
+		"auth.permittedIssuers":                       yes(inDecide+", "+inAccess, "against the declared authorisation servers and, per call, the issuer of the token presented"),
+		"auth.permittedScopes":                        yes(inDecide+", "+inAccess, "against the entry's scopes and, per call, the token's"),
+		"auth.requiredTenant":                         yes(inDecide+", "+inAccess, "per call, the token's tenant claim (oauth.tenantClaim) must equal it (tenant_mismatch)"),
 		"sideEffects.match":                           yes(inDecide, ""),
 		"sideEffects.assigned":                        yes(inDecide, ""),
 		"sideEffects.assignmentEvidence":              rec(""),

@@ -128,6 +128,9 @@ const (
 	CodePermissionDrift Code = "permission_drift"
 	// CodeTokenExpired: the token expired and could not be refreshed.
 	CodeTokenExpired Code = "token_expired"
+	// CodeTenantMismatch: the token's tenant claim is not the tenant the
+	// Policy or the entry requires (or the token carries none).
+	CodeTenantMismatch Code = "tenant_mismatch"
 	// CodeIdempotencyKeyReused refuses a key bound to another payload, or
 	// to another principal class or tool, before any upstream sees it.
 	CodeIdempotencyKeyReused Code = "idempotency_key_reused"
@@ -291,6 +294,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeAudienceMismatch), 0, StepTrust, "the token's audience is not the upstream resource"},
 	{KindCode, string(CodePermissionDrift), 0, StepTrust, "PERMISSION_DRIFT: the token grants scopes beyond the entry's qualified permission set"},
 	{KindCode, string(CodeTokenExpired), 0, StepTrust, "the token for the upstream expired and was not refreshed"},
+	{KindCode, string(CodeTenantMismatch), 0, StepTrust, "the token's tenant claim (oauth.tenantClaim) is missing or not the tenant the Policy (auth.requiredTenant) or the entry (authority.tenant) requires"},
 	{KindCode, string(CodeIdempotencyKeyReused), 0, StepSideEffect, "the idempotency key is bound to another payload, principal class or tool"},
 	{KindCode, string(CodeIdempotencyKeyInvalid), 0, StepSideEffect, "the idempotency key is empty, longer than 255 bytes or not printable ASCII"},
 	{KindCode, string(CodeIdempotencyRouteUnavailable), 0, StepSideEffect, "a repeat's key is bound to a route that is no longer admitted"},

@@ -23,6 +23,9 @@ type Expect struct {
 	// QualifiedScopes are the entry's qualified authority (scopes and
 	// permission set); a token granting more is permission drift.
 	QualifiedScopes []string
+	// Tenants the token's tenant must equal: the Policy's
+	// auth.required_tenant and the entry's authority.tenant, when set.
+	Tenants []string
 }
 
 // Facts are what the agent knows of the token it is about to present, and
@@ -32,6 +35,9 @@ type Facts struct {
 	Audience []string
 	Scopes   []string
 	Expiry   time.Time
+	// Tenant is the value of the upstream's tenant claim
+	// (config.OAuth.TenantClaim), "" when not configured or absent.
+	Tenant string
 	// AuthorizationServers the protected resource's metadata named.
 	AuthorizationServers []string
 }
@@ -73,8 +79,8 @@ type Rejection struct {
 // resource names and one the Declaration declares (when it declares any),
 // and a permitted issuer; its audience is the upstream resource; its
 // scopes are within the Policy's permitted scopes and within the entry's
-// qualified authority (more is permission drift); it has not expired at
-// now. It does no I/O and does not allocate on success.
+// qualified authority (more is permission drift); its tenant is the one
+// required; it has not expired at now. It does no I/O and does not allocate on success.
 func Check(f *Facts, x *Expect, now time.Time) (Rejection, bool) {
 	if rj, ok := checkIssuer(f.Issuer, f.AuthorizationServers, x); !ok {
 		return rj, false
@@ -84,6 +90,11 @@ func Check(f *Facts, x *Expect, now time.Time) (Rejection, bool) {
 		return Rejection{readiness.CodeAudienceMismatch, "the token's audience is not the upstream resource"}, false
 	case !f.Expiry.After(now):
 		return Rejection{readiness.CodeTokenExpired, "the token expired"}, false
+	}
+	for _, t := range x.Tenants {
+		if f.Tenant != t {
+			return Rejection{readiness.CodeTenantMismatch, "the token's tenant claim is not the required tenant"}, false
+		}
 	}
 	for _, sc := range f.Scopes {
 		if len(x.PermittedScopes) > 0 && !slices.Contains(x.PermittedScopes, sc) {

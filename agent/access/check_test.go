@@ -14,10 +14,10 @@ func TestCheck(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	good := func() *Facts {
 		return &Facts{Issuer: "https://as.example", Audience: []string{"https://mcp.example/mcp"}, Scopes: []string{"read"},
-			Expiry: now.Add(time.Hour), AuthorizationServers: []string{"https://as.example"}}
+			Expiry: now.Add(time.Hour), Tenant: "t1", AuthorizationServers: []string{"https://as.example"}}
 	}
 	x := &Expect{Resource: "https://mcp.example/mcp", DeclaredIssuers: []string{"https://as.example"}, PermittedIssuers: []string{"https://as.example"},
-		PermittedScopes: []string{"read", "write"}, QualifiedScopes: []string{"read"}}
+		PermittedScopes: []string{"read", "write"}, QualifiedScopes: []string{"read"}, Tenants: []string{"t1"}}
 	if rj, ok := Check(good(), x, now); !ok {
 		t.Fatalf("good token rejected: %+v", rj)
 	}
@@ -33,6 +33,9 @@ func TestCheck(t *testing.T) {
 		"expired":                          {func(f *Facts, _ *Expect) { f.Expiry = now }, readiness.CodeTokenExpired},
 		"scope not permitted":              {func(f *Facts, _ *Expect) { f.Scopes = []string{"read", "admin"} }, readiness.CodeScopeNotPermitted},
 		"permission drift":                 {func(f *Facts, _ *Expect) { f.Scopes = []string{"read", "write"} }, readiness.CodePermissionDrift},
+		"other tenant":                     {func(f *Facts, _ *Expect) { f.Tenant = "t2" }, readiness.CodeTenantMismatch},
+		"no tenant claim":                  {func(f *Facts, _ *Expect) { f.Tenant = "" }, readiness.CodeTenantMismatch},
+		"entry and policy tenants differ":  {func(_ *Facts, x *Expect) { x.Tenants = []string{"t1", "t2"} }, readiness.CodeTenantMismatch},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -56,13 +59,13 @@ func TestLifetimeClass(t *testing.T) {
 }
 
 func FuzzCheck(f *testing.F) {
-	f.Add("https://as.example", "https://mcp.example/mcp", "read", int64(3600))
-	f.Fuzz(func(t *testing.T, iss, aud, scope string, left int64) {
+	f.Add("https://as.example", "https://mcp.example/mcp", "read", "t1", int64(3600))
+	f.Fuzz(func(t *testing.T, iss, aud, scope, tenant string, left int64) {
 		now := time.Unix(1_800_000_000, 0)
-		fa := &Facts{Issuer: iss, Audience: []string{aud}, Scopes: []string{scope}, Expiry: now.Add(time.Duration(left) * time.Second)}
-		x := &Expect{Resource: "https://mcp.example/mcp", DeclaredIssuers: []string{"https://as.example"}, QualifiedScopes: []string{"read"}}
+		fa := &Facts{Issuer: iss, Audience: []string{aud}, Scopes: []string{scope}, Tenant: tenant, Expiry: now.Add(time.Duration(left) * time.Second)}
+		x := &Expect{Resource: "https://mcp.example/mcp", DeclaredIssuers: []string{"https://as.example"}, QualifiedScopes: []string{"read"}, Tenants: []string{"t1"}}
 		rj, ok := Check(fa, x, now)
-		if ok && (iss != "https://as.example" || scope != "read" || left <= 0) {
+		if ok && (iss != "https://as.example" || scope != "read" || tenant != "t1" || left <= 0) {
 			t.Fatalf("admitted %+v", fa)
 		}
 		if !ok && rj.Code == "" {

@@ -326,7 +326,7 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 	if err != nil {
 		return nil, err
 	}
-	g := &Grant{token: tok.AccessToken, Facts: Facts{Issuer: cl.Issuer, Audience: cl.Audience, Scopes: sortedSet(cl.Scopes), Expiry: cl.Expiry, AuthorizationServers: d.AuthorizationServers}}
+	g := &Grant{token: tok.AccessToken, Facts: factsOf(cl, d, up)}
 	if !tok.Expiry.IsZero() && tok.Expiry.Before(g.Facts.Expiry) {
 		g.Facts.Expiry = tok.Expiry
 	}

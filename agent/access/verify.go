@@ -127,3 +127,17 @@ func claimsFrom(std jwt.Claims, raw map[string]any, issuer string) (*Claims, err
 	}
 	return c, nil
 }
+
+// factsOf are the facts of a verified token cl of up, discovered as d:
+// what Check checks and receipts record.
+func factsOf(cl *Claims, d *Discovery, up *Upstream) Facts {
+	return Facts{Issuer: cl.Issuer, Audience: cl.Audience, Scopes: sortedSet(cl.Scopes), Expiry: cl.Expiry,
+		Tenant: cl.Claim(up.OAuth.TenantClaim), AuthorizationServers: d.AuthorizationServers}
+}
+
+// Claim is the string value of the token's claim name, "" when name is
+// "", the claim is absent or it is not a string.
+func (c *Claims) Claim(name string) string {
+	s, _ := c.Extra[name].(string)
+	return s
+}

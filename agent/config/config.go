@@ -162,6 +162,11 @@ type OAuth struct {
 	// MaxStepUps bounds re-authorizations after insufficient_scope for one
 	// request; zero means 2.
 	MaxStepUps int `json:"maxStepUps,omitempty"`
+	// TenantClaim names the claim of this upstream's tokens that carries
+	// their tenant (e.g. "tid", "tenant"); the per-call check compares it
+	// with the tenant the Policy and the entry require. Empty reads no
+	// tenant: a token of this upstream then fails a tenant requirement.
+	TenantClaim string `json:"tenantClaim,omitempty"`
 }
 
 // ClientSecret reads the OAuth client secret, "" for TokenEndpointAuth none.

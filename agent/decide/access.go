@@ -22,8 +22,8 @@ type AccessGuard interface {
 
 // accessExpect is what a call to re may present: the Declaration's
 // authorization servers, the Policy's permitted issuers and scopes, the
-// entry's qualified scopes and permission set, and its endpoint as the
-// resource.
+// entry's qualified scopes and permission set, the tenant both require,
+// and its endpoint as the resource.
 func accessExpect(p *mcpreadyv1.Policy, re *mcpreadyv1.RegistryEntry, decl *mcpreadyv1.Declaration) access.Expect {
 	x := access.Expect{
 		DeclaredIssuers:  decl.GetAuth().GetAuthorizationServers(),
@@ -32,6 +32,11 @@ func accessExpect(p *mcpreadyv1.Policy, re *mcpreadyv1.RegistryEntry, decl *mcpr
 	}
 	if q := append(slices.Clone(re.GetAuthority().GetScopes()), re.GetAuthority().GetPermissionSet()...); len(q) > 0 {
 		x.QualifiedScopes = q
+	}
+	for _, t := range []string{p.GetAuth().GetRequiredTenant(), re.GetAuthority().GetTenant()} {
+		if t != "" && !slices.Contains(x.Tenants, t) {
+			x.Tenants = append(x.Tenants, t)
+		}
 	}
 	if ep := re.GetIdentity().GetEndpoint(); strings.HasPrefix(ep, "https://") || strings.HasPrefix(ep, "http://") {
 		x.Resource = ep

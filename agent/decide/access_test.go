@@ -67,3 +67,20 @@ func withAccess(g AccessGuard) Request {
 	r.Access = g
 	return r
 }
+
+// TestAccessTenantRequired: the Policy's auth.requiredTenant applies to
+// every candidate's token; a token of another tenant, or without the
+// tenant claim, makes the candidate ineligible at step 2 (tenant_mismatch)
+// and fallback proceeds. Failed before: the tenant was never compared.
+func TestAccessTenantRequired(t *testing.T) {
+	in := fixture()
+	in.Policy.Auth.RequiredTenant = "t1"
+	s := snap(t, in)
+	for tenant, want := range map[string]readiness.Code{"t1": "", "t2": readiness.CodeTenantMismatch, "": readiness.CodeTenantMismatch} {
+		f := &access.Facts{Issuer: "https://as.example", Audience: []string{"https://a.example/mcp"}, Scopes: []string{"docs:read"}, Expiry: t0.Add(time.Hour), Tenant: tenant}
+		d := s.Decide(withAccess(tokens{"com.example/docs": f}), nil)
+		if c := candidate(d, "docs-a"); readiness.Code(c.GetRejectionCode()) != want {
+			t.Errorf("tenant %q: docs-a = %v, want %q", tenant, c, want)
+		}
+	}
+}

@@ -425,8 +425,13 @@ type AuthRules struct {
 	RequiredSchemes  []string               `protobuf:"bytes,1,rep,name=required_schemes,json=requiredSchemes,proto3" json:"required_schemes,omitempty"`
 	PermittedIssuers []string               `protobuf:"bytes,2,rep,name=permitted_issuers,json=permittedIssuers,proto3" json:"permitted_issuers,omitempty"`
 	PermittedScopes  []string               `protobuf:"bytes,3,rep,name=permitted_scopes,json=permittedScopes,proto3" json:"permitted_scopes,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The tenant every upstream token must be issued for: the value of the
+	// upstream's tenant claim (agent configuration oauth.tenantClaim, e.g.
+	// "tid"). Empty requires none. A token without the claim, or of another
+	// tenant, is rejected at step 2 (tenant_mismatch).
+	RequiredTenant string `protobuf:"bytes,180,opt,name=required_tenant,json=requiredTenant,proto3" json:"required_tenant,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AuthRules) Reset() {
@@ -478,6 +483,13 @@ func (x *AuthRules) GetPermittedScopes() []string {
 		return x.PermittedScopes
 	}
 	return nil
+}
+
+func (x *AuthRules) GetRequiredTenant() string {
+	if x != nil {
+		return x.RequiredTenant
+	}
+	return ""
 }
 
 // SideEffectRule assigns a consumer side-effect class to tools matching a
@@ -1296,11 +1308,12 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"on_unknown\x18\x06 \x01(\x0e2\".mcpready.v1.UnknownEvidenceActionR\tonUnknown\x1aT\n" +
 	"\vMaxAgeEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05value:\x028\x01\"\x8e\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05value:\x028\x01\"\xb8\x01\n" +
 	"\tAuthRules\x12)\n" +
 	"\x10required_schemes\x18\x01 \x03(\tR\x0frequiredSchemes\x12+\n" +
 	"\x11permitted_issuers\x18\x02 \x03(\tR\x10permittedIssuers\x12)\n" +
-	"\x10permitted_scopes\x18\x03 \x03(\tR\x0fpermittedScopes\"\x91\x01\n" +
+	"\x10permitted_scopes\x18\x03 \x03(\tR\x0fpermittedScopes\x12(\n" +
+	"\x0frequired_tenant\x18\xb4\x01 \x01(\tR\x0erequiredTenant\"\x91\x01\n" +
 	"\x0eSideEffectRule\x12\x14\n" +
 	"\x05match\x18\x01 \x01(\tR\x05match\x128\n" +
 	"\bassigned\x18\x02 \x01(\x0e2\x1c.mcpready.v1.SideEffectClassR\bassigned\x12/\n" +

@@ -398,8 +398,12 @@ type Authority struct {
 	PermissionSet  []string               `protobuf:"bytes,2,rep,name=permission_set,json=permissionSet,proto3" json:"permission_set,omitempty"`
 	CredentialMode string                 `protobuf:"bytes,3,opt,name=credential_mode,json=credentialMode,proto3" json:"credential_mode,omitempty"`
 	TenantBoundary string                 `protobuf:"bytes,4,opt,name=tenant_boundary,json=tenantBoundary,proto3" json:"tenant_boundary,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The tenant the entry was qualified in: the upstream token's tenant
+	// claim must equal it (as Policy.auth.required_tenant; both apply).
+	// Empty requires none.
+	Tenant        string `protobuf:"bytes,180,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Authority) Reset() {
@@ -456,6 +460,13 @@ func (x *Authority) GetCredentialMode() string {
 func (x *Authority) GetTenantBoundary() string {
 	if x != nil {
 		return x.TenantBoundary
+	}
+	return ""
+}
+
+func (x *Authority) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -794,12 +805,13 @@ const file_mcpready_v1_registry_proto_rawDesc = "" +
 	"\x11definition_digest\x18\t \x01(\tR\x10definitionDigest\"W\n" +
 	"\x10ArgumentContract\x12-\n" +
 	"\x12required_arguments\x18\x01 \x03(\tR\x11requiredArguments\x12\x14\n" +
-	"\x05notes\x18\x02 \x01(\tR\x05notes\"\x9c\x01\n" +
+	"\x05notes\x18\x02 \x01(\tR\x05notes\"\xb5\x01\n" +
 	"\tAuthority\x12\x16\n" +
 	"\x06scopes\x18\x01 \x03(\tR\x06scopes\x12%\n" +
 	"\x0epermission_set\x18\x02 \x03(\tR\rpermissionSet\x12'\n" +
 	"\x0fcredential_mode\x18\x03 \x01(\tR\x0ecredentialMode\x12'\n" +
-	"\x0ftenant_boundary\x18\x04 \x01(\tR\x0etenantBoundary\"\x8f\x02\n" +
+	"\x0ftenant_boundary\x18\x04 \x01(\tR\x0etenantBoundary\x12\x17\n" +
+	"\x06tenant\x18\xb4\x01 \x01(\tR\x06tenant\"\x8f\x02\n" +
 	"\rQualification\x12\x14\n" +
 	"\x05suite\x18\x01 \x01(\tR\x05suite\x12!\n" +
 	"\fevidence_ref\x18\x02 \x01(\tR\vevidenceRef\x12=\n" +
