@@ -65,8 +65,9 @@ type Grant struct {
 // Client obtains, verifies and caches upstream tokens. It is safe for
 // concurrent use; tokens live in its memory only.
 type Client struct {
-	o    Options
-	keys KeySets
+	o     Options
+	keys  KeySets
+	intro introspections // results of RFC 7662 introspection (introspect.go)
 
 	mu    sync.Mutex
 	disc  map[string]*Discovery // by upstream name
@@ -322,7 +323,7 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 		}
 		return nil, notReady(ReasonTokenFailed, "the token endpoint is unreachable or answered malformed data")
 	}
-	cl, err := c.keys.Verify(ctx, tok.AccessToken, d.JWKSURI, d.Issuer)
+	cl, err := c.verify(ctx, tok, up, d)
 	if err != nil {
 		return nil, err
 	}

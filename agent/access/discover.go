@@ -51,7 +51,9 @@ type Discovery struct {
 	Issuer        string
 	TokenEndpoint string
 	JWKSURI       string
-	AuthMethods   []string
+	// IntrospectionEndpoint is the metadata's RFC 7662 endpoint, if any.
+	IntrospectionEndpoint string
+	AuthMethods           []string
 }
 
 // discover fetches the protected-resource metadata of resource (the
@@ -93,12 +95,13 @@ func discover(ctx context.Context, hc *http.Client, resource string, hdr http.He
 		return nil, notReady(ReasonIssuerMismatch, "the authorization server's metadata names another issuer")
 	}
 	return &Discovery{
-		Resource:             prm.Resource,
-		AuthorizationServers: prm.AuthorizationServers,
-		ScopesSupported:      prm.ScopesSupported,
-		Issuer:               asm.Issuer,
-		TokenEndpoint:        asm.TokenEndpoint,
-		JWKSURI:              asm.JWKSURI,
-		AuthMethods:          asm.TokenEndpointAuthMethodsSupported,
+		Resource:              prm.Resource,
+		AuthorizationServers:  prm.AuthorizationServers,
+		ScopesSupported:       prm.ScopesSupported,
+		Issuer:                asm.Issuer,
+		TokenEndpoint:         asm.TokenEndpoint,
+		JWKSURI:               asm.JWKSURI,
+		IntrospectionEndpoint: asm.IntrospectionEndpoint,
+		AuthMethods:           asm.TokenEndpointAuthMethodsSupported,
 	}, nil
 }

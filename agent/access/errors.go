@@ -6,10 +6,11 @@
 // with a limit), obtains tokens with golang.org/x/oauth2 (client
 // credentials for the agent as a service principal, RFC 8693 token exchange
 // for a local principal, both with RFC 8707 resource indicators), verifies
-// JWT access tokens against the issuer's JWKS (go-jose), caches them in
+// JWT access tokens against the issuer's JWKS (go-jose) and opaque ones by
+// RFC 7662 introspection where configured (introspect.go), caches them in
 // memory per (principal, upstream, scope set) and refreshes them ahead of
 // expiry. Check is the per-call check of decision step 2: issuer, audience,
-// scopes against the Policy and the qualified entry, expiry.
+// scopes against the Policy and the qualified entry, tenant, expiry.
 // IdentityVerifier authenticates local clients by JWTs of the
 // organisation's identity provider (their tokens are what token exchange
 // exchanges).
@@ -42,6 +43,9 @@ const (
 	ReasonStepUpExhausted   Reason = "step-up-exhausted"
 	ReasonCredentials       Reason = "client-credentials-unavailable"
 	ReasonNotConfigured     Reason = "oauth-not-configured"
+	// RFC 7662 introspection of opaque tokens (introspect.go).
+	ReasonTokenInactive            Reason = "token-inactive"
+	ReasonIntrospectionUnavailable Reason = "introspection-unavailable"
 )
 
 // ErrNotReady is wrapped by every NotReadyError (errors.Is).

@@ -79,12 +79,16 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.send(again, p, g)
 }
 
-// send checks g against the admitted expectation and sends req with it.
+// send checks g against the admitted expectation (and an introspected
+// token's activity) and sends req with it.
 func (t *transport) send(req *http.Request, p Principal, g *Grant) (*http.Response, error) {
 	if x := t.c.admitted(p, &t.up); x != nil {
 		if rj, ok := Check(&g.Facts, x, t.c.o.Now()); !ok {
 			return nil, &RejectedError{rj}
 		}
+	}
+	if err := t.c.stillActive(req.Context(), g, &t.up); err != nil {
+		return nil, err
 	}
 	r := req.Clone(req.Context())
 	r.Header.Set("Authorization", "Bearer "+g.token)

@@ -167,6 +167,20 @@ type OAuth struct {
 	// with the tenant the Policy and the entry require. Empty reads no
 	// tenant: a token of this upstream then fails a tenant requirement.
 	TenantClaim string `json:"tenantClaim,omitempty"`
+	// Introspection, when set, checks this upstream's opaque (non-JWT)
+	// access tokens by RFC 7662 token introspection, authenticated as the
+	// client above. Nil: an opaque token is refused.
+	Introspection *Introspection `json:"introspection,omitempty"`
+}
+
+// Introspection configures RFC 7662 token introspection for one upstream.
+type Introspection struct {
+	// Endpoint is the introspection endpoint (https, or http on loopback);
+	// "" means the authorization server metadata's introspection_endpoint.
+	Endpoint string `json:"endpoint,omitempty"`
+	// CacheSeconds: a result is reused for at most this long, and never
+	// past the token's expiry; zero means 60.
+	CacheSeconds int `json:"cacheSeconds,omitempty"`
 }
 
 // ClientSecret reads the OAuth client secret, "" for TokenEndpointAuth none.
@@ -222,6 +236,16 @@ func (o OAuth) validate() error {
 	}
 	if o.MaxStepUps < 0 {
 		return errors.New("oauth.maxStepUps must not be negative")
+	}
+	if in := o.Introspection; in != nil {
+		switch {
+		case o.TokenEndpointAuth == AuthNone:
+			return errors.New("oauth.introspection authenticates as the client: it needs a client secret, not tokenEndpointAuth none")
+		case in.CacheSeconds < 0:
+			return errors.New("oauth.introspection.cacheSeconds must not be negative")
+		case in.Endpoint != "" && !strings.HasPrefix(in.Endpoint, "https://") && !strings.HasPrefix(in.Endpoint, "http://127.0.0.1") && !strings.HasPrefix(in.Endpoint, "http://localhost"):
+			return fmt.Errorf("oauth.introspection.endpoint %q: want an https URL (the token is sent there; plain http on loopback only)", in.Endpoint)
+		}
 	}
 	return nil
 }

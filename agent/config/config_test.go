@@ -183,6 +183,10 @@ func TestOAuthValidation(t *testing.T) {
 		"unknown auth method":   `{grant: client_credentials, clientID: x, clientSecretEnv: E, tokenEndpointAuth: tls_client_auth}`,
 		"negative step-ups":     `{grant: client_credentials, clientID: x, clientSecretEnv: E, maxStepUps: -1}`,
 		"inline secret refused": `{grant: client_credentials, clientID: x, clientSecret: plain}`,
+		"introspection, none":   `{grant: token_exchange, clientID: x, tokenEndpointAuth: none, introspection: {}}`,
+		"introspection ttl":     `{grant: client_credentials, clientID: x, clientSecretEnv: E, introspection: {cacheSeconds: -1}}`,
+		"introspection http":    `{grant: client_credentials, clientID: x, clientSecretEnv: E, introspection: {endpoint: "http://as.example/introspect"}}`,
+		"introspection unknown": `{grant: client_credentials, clientID: x, clientSecretEnv: E, introspection: {ttl: 5}}`,
 	}
 	for name, o := range bad {
 		if _, err := Parse([]byte("upstreams:\n- name: a\n  url: https://a.example/mcp\n  oauth: " + o + "\n")); !errors.Is(err, ErrInvalid) {

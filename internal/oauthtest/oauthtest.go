@@ -48,6 +48,9 @@ type Client struct {
 	// Claims are added to the access tokens the client obtains with client
 	// credentials (e.g. an identity provider's principal claims).
 	Claims map[string]any
+	// Opaque: the client's access tokens are opaque (not JWTs), to be
+	// checked by RFC 7662 introspection (introspect.go).
+	Opaque bool
 }
 
 // Options configures a Server. The zero value issues tokens for an hour,
@@ -155,6 +158,7 @@ type storage struct {
 	kid     string
 	clients map[string]Client
 	issued  *atomic.Int64
+	intro   introspection // opaque tokens issued, for introspection (introspect.go)
 }
 
 var errUnsupported = errors.New("oauthtest: not supported")
@@ -276,7 +280,9 @@ func (s *storage) CreateAccessToken(ctx context.Context, r op.TokenRequest) (str
 	if te, ok := r.(op.TokenExchangeRequest); ok && s.o.Audience == "" && len(te.GetAudience()) == 0 {
 		return "", time.Time{}, oidc.ErrInvalidTarget().WithDescription("audience or resource is required")
 	}
-	return rand.Text(), time.Now().Add(s.o.Lifetime), nil
+	id, exp := rand.Text(), time.Now().Add(s.o.Lifetime)
+	s.remember(ctx, id, r, exp)
+	return id, exp, nil
 }
 
 func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
@@ -332,9 +338,6 @@ func (s *storage) SetUserinfoFromScopes(context.Context, *oidc.UserInfo, string,
 func (s *storage) SetUserinfoFromToken(context.Context, *oidc.UserInfo, string, string, string) error {
 	return errUnsupported
 }
-func (s *storage) SetIntrospectionFromToken(context.Context, *oidc.IntrospectionResponse, string, string, string) error {
-	return errUnsupported
-}
 func (s *storage) GetPrivateClaimsFromScopes(context.Context, string, string, []string) (map[string]any, error) {
 	return nil, nil
 }
@@ -376,7 +379,7 @@ func (c *opClient) GrantTypes() []oidc.GrantType {
 	return g
 }
 func (c *opClient) LoginURL(string) string               { return "" }
-func (c *opClient) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeJWT }
+func (c *opClient) AccessTokenType() op.AccessTokenType  { return accessTokenType(c.c) }
 func (c *opClient) IDTokenLifetime() time.Duration       { return time.Hour }
 func (c *opClient) DevMode() bool                        { return false }
 func (c *opClient) IsScopeAllowed(string) bool           { return true }
