@@ -2,6 +2,7 @@ package access
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpready/mcpready/readiness"
@@ -26,6 +27,49 @@ type Expect struct {
 	// Tenants the token's tenant must equal: the Policy's
 	// auth.required_tenant and the entry's authority.tenant, when set.
 	Tenants []string
+
+	memo *memo // nil: every check is computed (Memoized)
+}
+
+// memo remembers the last token an Expect admitted, so that checking the
+// same token against the same Expect again costs one atomic load.
+type memo struct{ last atomic.Pointer[passed] }
+
+// passed is a token (its Grant's Facts: one per token obtained, never the
+// token itself) that passed Check, valid until its expiry (unix nanos).
+type passed struct {
+	f     *Facts
+	until int64
+}
+
+// Memoized returns x with a memo of the last token it admitted. An Expect
+// is memoized where it lives as long as one verified configuration (the
+// decision snapshot's entry): a new configuration compiles new Expects,
+// so a memo never outlives the Policy, Declaration and entry it was
+// checked against, and never admits a token past its expiry. Check is a
+// function of the token's Facts, x and the time only through the expiry,
+// which is why the memo is exact.
+func (x Expect) Memoized() Expect {
+	x.memo = new(memo)
+	return x
+}
+
+// checkMemo is Check, answered from x's memo when f passed it before and
+// has not expired; a pass is remembered (the only allocation, once per
+// token and Expect).
+func checkMemo(f *Facts, x *Expect, now time.Time) (Rejection, bool) {
+	m := x.memo
+	if m == nil {
+		return Check(f, x, now)
+	}
+	if p := m.last.Load(); p != nil && p.f == f && now.UnixNano() < p.until {
+		return Rejection{}, true
+	}
+	rj, ok := Check(f, x, now)
+	if ok {
+		m.last.Store(&passed{f: f, until: f.Expiry.UnixNano()})
+	}
+	return rj, ok
 }
 
 // Facts are what the agent knows of the token it is about to present, and

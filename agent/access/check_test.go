@@ -3,6 +3,7 @@ package access
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,4 +92,55 @@ func FuzzVerify(f *testing.F) {
 			t.Fatal("an unverifiable token verified")
 		}
 	})
+}
+
+// TestCheckMemo: the memo of a passed check answers only for the same
+// token (Facts) and Expect, and never past the token's expiry: another
+// token with more scopes, the same token once expired, and the same token
+// against a recompiled (narrower) Expect are all checked afresh and
+// rejected. Concurrent checks agree with Check (run under -race).
+func TestCheckMemo(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	x := Expect{Resource: "https://mcp.example/mcp", QualifiedScopes: []string{"read"}}.Memoized()
+	good := &Facts{Issuer: "https://as.example", Audience: []string{"https://mcp.example/mcp"}, Scopes: []string{"read"}, Expiry: now.Add(time.Minute)}
+	if _, ok := checkMemo(good, &x, now); !ok {
+		t.Fatal("good token rejected")
+	}
+	if p := x.memo.last.Load(); p == nil || p.f != good {
+		t.Fatal("the pass was not remembered")
+	}
+	drift := &Facts{Issuer: good.Issuer, Audience: good.Audience, Scopes: []string{"read", "write"}, Expiry: good.Expiry}
+	if rj, ok := checkMemo(drift, &x, now); ok || rj.Code != readiness.CodePermissionDrift {
+		t.Fatalf("another token after a pass: %+v %v", rj, ok)
+	}
+	if _, ok := checkMemo(good, &x, now); !ok {
+		t.Fatal("good token rejected on the second check")
+	}
+	if rj, ok := checkMemo(good, &x, now.Add(time.Minute)); ok || rj.Code != readiness.CodeTokenExpired {
+		t.Fatalf("memoized token past its expiry: %+v %v", rj, ok)
+	}
+	narrower := Expect{Resource: x.Resource, QualifiedScopes: []string{"list"}}.Memoized() // a new configuration
+	if rj, ok := checkMemo(good, &narrower, now); ok || rj.Code != readiness.CodePermissionDrift {
+		t.Fatalf("memo outlived its configuration: %+v %v", rj, ok)
+	}
+
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 1000 {
+				f := good
+				if (i+j)%2 == 0 {
+					f = drift
+				}
+				_, want := Check(f, &x, now)
+				if _, got := checkMemo(f, &x, now); got != want {
+					t.Errorf("memo says %v, Check %v", got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -2,6 +2,7 @@ package access
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/mcpready/mcpready/readiness"
@@ -27,11 +28,23 @@ type Guard struct {
 	pair   *pair
 }
 
+// guards are released Guards, reused so that a decision allocates none.
+var guards = sync.Pool{New: func() any { return new(Guard) }}
+
 // Guard returns a Guard of p for one decision. resolve names the OAuth
 // upstream of a server (false for one without OAuth, which Guard always
-// admits).
+// admits). Release it when the decision is made.
 func (c *Client) Guard(p Principal, resolve func(server string) (*Upstream, bool)) *Guard {
-	return &Guard{c: c, p: p, resolve: resolve}
+	g := guards.Get().(*Guard)
+	*g = Guard{c: c, p: p, resolve: resolve}
+	return g
+}
+
+// Release hands g back for a later decision's Guard; g must not be used
+// afterwards. A Guard that is never released is simply collected.
+func (g *Guard) Release() {
+	*g = Guard{}
+	guards.Put(g)
 }
 
 // Check checks the access of a call to server against x: the cached
@@ -48,7 +61,7 @@ func (g *Guard) Check(server string, x *Expect, now time.Time) (Rejection, bool)
 	}
 	g.pair.expect.Store(x)
 	if g.gr != nil {
-		return Check(&g.gr.Facts, x, now)
+		return checkMemo(&g.gr.Facts, x, now)
 	}
 	if d := g.d; d != nil {
 		if g.up.OAuth.Issuer != "" && !slices.Contains(d.AuthorizationServers, g.up.OAuth.Issuer) {

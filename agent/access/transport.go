@@ -83,7 +83,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // token's activity) and sends req with it.
 func (t *transport) send(req *http.Request, p Principal, g *Grant) (*http.Response, error) {
 	if x := t.c.admitted(p, &t.up); x != nil {
-		if rj, ok := Check(&g.Facts, x, t.c.o.Now()); !ok {
+		if rj, ok := checkMemo(&g.Facts, x, t.c.o.Now()); !ok {
 			return nil, &RejectedError{rj}
 		}
 	}

@@ -359,7 +359,7 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 			set(readiness.StepTrust, readiness.CodeOwnerNotApproved, "owner %q is not approved", owner)
 		}
 	}
-	e.access = accessExpect(p, re, decl)
+	e.access = accessExpect(p, re, decl).Memoized()
 	auth := p.GetAuth()
 	if issuers := auth.GetPermittedIssuers(); len(issuers) > 0 {
 		for _, as := range decl.GetAuth().GetAuthorizationServers() {

@@ -18,6 +18,15 @@ func (p *Pipeline) accessGuard(c Caller) decide.AccessGuard {
 	return p.opts.Access.Guard(access.Principal{Name: c.Name}, p.opts.AccessUpstream)
 }
 
+// releaseGuard hands the access guard of a decision request back once the
+// decision is made (the decision keeps no reference to it).
+func releaseGuard(r *decide.Request) {
+	if g, ok := r.Access.(*access.Guard); ok {
+		r.Access = nil
+		g.Release()
+	}
+}
+
 // withPrincipal makes the upstream requests of ctx act for c (the access
 // transport reads it to pick c's tokens).
 func withPrincipal(ctx context.Context, c Caller) context.Context {

@@ -265,6 +265,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	dr.IdempotencyKey, dr.AllocateKey = req.HasKey, p.opts.Keys != nil
 	dr.Arguments = req.Arguments
 	d := st.Decide.Decide(dr, st.Health())
+	releaseGuard(&dr)
 	p.permissionDrift(&st, c, &d, now)
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
 	rec.Deadline = durationpb.New(d.Deadline)
@@ -467,7 +468,9 @@ func (p *Pipeline) Visible(st State, c Caller) []decide.Visible {
 	if _, _, ok := st.unusable(); ok {
 		return nil
 	}
-	return st.Decide.Visible(p.request(&st, c, "", p.opts.Now()), st.Health())
+	req := p.request(&st, c, "", p.opts.Now())
+	defer releaseGuard(&req)
+	return st.Decide.Visible(req, st.Health())
 }
 
 // VisibleNamed is Visible for the one class or exact tool called name.
@@ -475,5 +478,7 @@ func (p *Pipeline) VisibleNamed(st State, c Caller, name string) (decide.Visible
 	if _, _, ok := st.unusable(); ok {
 		return decide.Visible{}, false
 	}
-	return st.Decide.VisibleNamed(p.request(&st, c, "", p.opts.Now()), st.Health(), name)
+	req := p.request(&st, c, "", p.opts.Now())
+	defer releaseGuard(&req)
+	return st.Decide.VisibleNamed(req, st.Health(), name)
 }
