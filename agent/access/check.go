@@ -33,7 +33,18 @@ type Expect struct {
 
 // memo remembers the last token an Expect admitted, so that checking the
 // same token against the same Expect again costs one atomic load.
-type memo struct{ last atomic.Pointer[passed] }
+// It also remembers which upstream the entry's server resolved to.
+type memo struct {
+	last atomic.Pointer[passed]
+	up   atomic.Pointer[resolved]
+}
+
+// resolved is the upstream a Client's resolve named for the server.
+type resolved struct {
+	c  *Client
+	up *Upstream
+	ok bool
+}
 
 // passed is a token (its Grant's Facts: one per token obtained, never the
 // token itself) that passed Check, valid until its expiry (unix nanos).

@@ -19,8 +19,7 @@ type Guard struct {
 	p       Principal
 	resolve func(server string) (*Upstream, bool)
 
-	// The last server checked and its upstream's lookup.
-	server string
+	// The last upstream checked and its lookup.
 	looked bool
 	up     *Upstream
 	gr     *Grant
@@ -33,7 +32,9 @@ var guards = sync.Pool{New: func() any { return new(Guard) }}
 
 // Guard returns a Guard of p for one decision. resolve names the OAuth
 // upstream of a server (false for one without OAuth, which Guard always
-// admits). Release it when the decision is made.
+// admits); all Guards of one Client must be given the same resolve (its
+// answers are memoized in the Expects checked). Release it when the
+// decision is made.
 func (c *Client) Guard(p Principal, resolve func(server string) (*Upstream, bool)) *Guard {
 	g := guards.Get().(*Guard)
 	*g = Guard{c: c, p: p, resolve: resolve}
@@ -52,12 +53,12 @@ func (g *Guard) Release() {
 // resource named (if discovered) against x's issuers, so a resource that
 // names a foreign issuer stays ineligible until the Declaration changes.
 func (g *Guard) Check(server string, x *Expect, now time.Time) (Rejection, bool) {
-	if !g.looked || g.server != server {
-		g.lookup(server)
-	}
-	g.server = server
-	if g.up == nil {
+	up, ok := g.upstreamOf(server, x)
+	if !ok {
 		return Rejection{}, true
+	}
+	if !g.looked || g.up != up {
+		g.lookup(up)
 	}
 	g.pair.expect.Store(x)
 	if g.gr != nil {
@@ -72,20 +73,30 @@ func (g *Guard) Check(server string, x *Expect, now time.Time) (Rejection, bool)
 	return Rejection{}, true
 }
 
-func (g *Guard) lookup(server string) {
+// upstreamOf resolves server, the server of the entry x was compiled for:
+// from x's memo when this Client resolved it before (the resolve function
+// of a Client's Guards names its configuration's upstreams, which a
+// configuration change replaces together with the Expects).
+func (g *Guard) upstreamOf(server string, x *Expect) (*Upstream, bool) {
+	m := x.memo
+	if m == nil {
+		return g.resolve(server)
+	}
+	if r := m.up.Load(); r != nil && r.c == g.c {
+		return r.up, r.ok
+	}
 	up, ok := g.resolve(server)
-	if ok && g.looked && up == g.up {
-		return // another server of the same upstream
-	}
-	g.looked, g.up, g.gr, g.d, g.pair = true, nil, nil, nil, nil
-	if !ok {
-		return
-	}
+	m.up.Store(&resolved{c: g.c, up: up, ok: ok})
+	return up, ok
+}
+
+// lookup loads the principal's state at up.
+func (g *Guard) lookup(up *Upstream) {
 	c := g.c
 	pk := c.principalOf(g.p, up)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g.up = up
+	g.looked, g.up = true, up
 	g.gr = c.grantLocked(pk, up)
 	g.d = c.disc[up.Name]
 	g.pair = c.pairLocked(pk)
