@@ -1,0 +1,174 @@
+package decide
+
+import (
+	"strings"
+	"testing"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// methodFixture: dev (tenant acme) may read and list file:///public/* and
+// get and list the prompt "greet" on com.example/docs; every class ("*")
+// may complete greet there; intern has tools but no method rule.
+func methodFixture() Inputs {
+	in := fixture()
+	in.Policy.Principals[0].Methods = []*mcpreadyv1.MethodRule{
+		{Server: "com.example/*", Allow: []string{"resources/read", "resources/list", "resources/templates/list", "resources/subscribe"}, Resources: []string{"file:///public/*"}},
+		{Server: "com.example/docs", Allow: []string{"prompts/*"}, Prompts: []string{"greet"}},
+	}
+	in.Policy.Principals = append(in.Policy.Principals, &mcpreadyv1.PrincipalRule{PrincipalClass: "*",
+		Methods: []*mcpreadyv1.MethodRule{{Server: "com.example/docs", Allow: []string{"completion/complete"}, Prompts: []string{"greet"}}}})
+	return in
+}
+
+func methodReq(principal, method, name string) MethodRequest {
+	return MethodRequest{Method: method, Server: "com.example/docs", Name: name, Principal: principal, Tenant: "acme", Now: t0}
+}
+
+func TestAdmitMethod(t *testing.T) {
+	s := snap(t, methodFixture())
+	for _, tc := range []struct {
+		name string
+		req  MethodRequest
+		code readiness.Code // "" admitted
+	}{
+		{"read public", methodReq("dev", "resources/read", "file:///public/a"), ""},
+		{"read secret", methodReq("dev", "resources/read", "file:///secret/x"), readiness.CodeResourceNotPermitted},
+		{"dot-dot", methodReq("dev", "resources/read", "file:///public/../secret/x"), readiness.CodeResourceNotPermitted},
+		{"encoded dot-dot", methodReq("dev", "resources/read", "file:///public/%2E%2e/secret/x"), readiness.CodeResourceNotPermitted},
+		{"backslash dot-dot", methodReq("dev", "resources/read", `file:///public/..\secret`), readiness.CodeResourceNotPermitted},
+		{"subscribe secret", methodReq("dev", "resources/subscribe", "file:///secret/x"), readiness.CodeResourceNotPermitted},
+		{"unsubscribe public", methodReq("dev", "resources/unsubscribe", "file:///public/a"), ""},
+		{"prompt greet", methodReq("dev", "prompts/get", "greet"), ""},
+		{"prompt secret", methodReq("dev", "prompts/get", "secret"), readiness.CodePromptNotPermitted},
+		{"prompts on another server", MethodRequest{Method: "prompts/get", Server: "com.example/tickets", Name: "greet", Principal: "dev", Tenant: "acme", Now: t0}, readiness.CodeMethodNotPermitted},
+		{"other tenant", MethodRequest{Method: "resources/read", Server: "com.example/docs", Name: "file:///public/a", Principal: "dev", Tenant: "other", Now: t0}, readiness.CodeMethodNotPermitted},
+		{"no rule", methodReq("intern", "resources/read", "file:///public/a"), readiness.CodeMethodNotPermitted},
+		{"no rule list", methodReq("intern", "resources/list", ""), readiness.CodeMethodNotPermitted},
+		{"completion via *", MethodRequest{Method: "completion/complete", Server: "com.example/docs", Name: "greet", Ref: RefPrompt, Principal: "intern", Now: t0}, ""},
+		{"completion other prompt", MethodRequest{Method: "completion/complete", Server: "com.example/docs", Name: "x", Ref: RefPrompt, Principal: "intern", Now: t0}, readiness.CodePromptNotPermitted},
+		{"completion of a resource", MethodRequest{Method: "completion/complete", Server: "com.example/docs", Name: "file:///public/{x}", Ref: RefResource, Principal: "intern", Now: t0}, readiness.CodeResourceNotPermitted},
+		{"completion without ref", MethodRequest{Method: "completion/complete", Server: "com.example/docs", Principal: "intern", Now: t0}, readiness.CodeMethodNotPermitted},
+		{"initialize with tools", MethodRequest{Method: "initialize", Server: "com.example/docs", Principal: "nobody", Tools: true, Now: t0}, ""},
+		{"initialize with a rule", methodReq("dev", "initialize", ""), ""},
+		{"initialize with neither", MethodRequest{Method: "logging/setLevel", Server: "com.example/tickets", Principal: "intern", Now: t0}, readiness.CodeMethodNotPermitted},
+		{"initialize by the * rule", methodReq("nobody", "server/discover", ""), ""},
+		{"unknown server", MethodRequest{Method: "resources/read", Server: "com.example/none", Name: "file:///public/a", Principal: "dev", Tenant: "acme", Now: t0}, readiness.CodeNotInInventory},
+		{"unknown method", methodReq("dev", "resources/delete", "file:///public/a"), readiness.CodeMethodNotPermitted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, rj := s.AdmitMethod(tc.req)
+			switch {
+			case tc.code == "" && rj != nil:
+				t.Fatalf("refused: %v", rj)
+			case tc.code != "" && (rj == nil || rj.Code != tc.code):
+				t.Fatalf("got %v, want %s", rj, tc.code)
+			}
+		})
+	}
+}
+
+// The server must be eligible: a server whose entries are all out of the
+// inventory (or expired) serves no method, whatever the rules.
+func TestAdmitMethodEligibility(t *testing.T) {
+	in := methodFixture()
+	in.Policy.Inventory = []string{"com.other/*"}
+	_, rj := snap(t, in).AdmitMethod(methodReq("dev", "resources/read", "file:///public/a"))
+	if rj == nil || rj.Code != readiness.CodeNotInInventory || rj.Step != readiness.StepEligibility {
+		t.Fatalf("got %v, want not_in_inventory at eligibility", rj)
+	}
+}
+
+// Listing and reading agree: an item is shown exactly when the request
+// that reads (gets) it is admitted, and a rule that grants the listing but
+// not the read shows nothing.
+func TestMethodListingAgrees(t *testing.T) {
+	in := methodFixture()
+	in.Policy.Principals[1].Methods = []*mcpreadyv1.MethodRule{{Server: "*", Allow: []string{"resources/list"}, Resources: []string{"*"}}}
+	s := snap(t, in)
+	items := map[string][]string{
+		"resources/list":           {"file:///public/a", "file:///secret/x", "file:///public/../x", "test://doc"},
+		"resources/templates/list": {"file:///public/{name}", "file:///{+path}", "file:///public/{a}/{b}", "file:///public/{bad", "file:///public/{x}/../y"},
+		"prompts/list":             {"greet", "secret"},
+	}
+	for _, principal := range []string{"dev", "intern"} {
+		for list, names := range items {
+			acc, rj := s.AdmitMethod(methodReq(principal, list, ""))
+			if rj != nil {
+				if principal == "dev" {
+					t.Fatalf("%s %s: %v", principal, list, rj)
+				}
+				continue
+			}
+			get, kind := listed(list)
+			for _, n := range names {
+				_, rj := s.AdmitMethod(methodReq(principal, get, n))
+				refused := rj != nil
+				if kind == kindTemplate {
+					// A template is shown when every expansion may be read.
+					g, ok := templateGlob(n)
+					_, rj = s.AdmitMethod(methodReq(principal, get, g))
+					refused = rj != nil || !ok
+				}
+				if acc.Shows(n) == refused {
+					t.Errorf("%s %s %q: shown %v, read refused %v", principal, list, n, acc.Shows(n), refused)
+				}
+			}
+		}
+	}
+	acc, _ := s.AdmitMethod(methodReq("intern", "resources/list", ""))
+	if acc.Shows("test://doc") {
+		t.Error("a listing grant without a read grant shows a resource")
+	}
+}
+
+func TestTemplateGlob(t *testing.T) {
+	for tpl, want := range map[string]string{
+		"file:///public/{name}":         "file:///public/*",
+		"file:///{+path}":               "file:///*",
+		"db://{schema}/{table}{?limit}": "db://*/**",
+		"plain://x":                     "plain://x",
+		"bad://{x":                      "",
+		"bad://x}":                      "",
+		"bad://{{x}}":                   "",
+	} {
+		got, ok := templateGlob(tpl)
+		if got != want || ok != (want != "") {
+			t.Errorf("templateGlob(%q) = %q, %v; want %q", tpl, got, ok, want)
+		}
+	}
+}
+
+// FuzzTemplateCovered: whenever a resources pattern covers a template's
+// glob, it matches every expansion of the template (each expression
+// replaced by the same fill), so a listed template never leads to a URI
+// the rule does not reach.
+func FuzzTemplateCovered(f *testing.F) {
+	f.Add("file:///public/*", "file:///public/{name}", "a/../b")
+	f.Add("file:///public/*/x", "file:///public/{a}/x", "")
+	f.Add("*", "{x}", "}")
+	f.Add("db://*/t", "db://{s}/{t}", "a")
+	f.Fuzz(func(t *testing.T, pattern, tpl, fill string) {
+		g, ok := templateGlob(tpl)
+		if !ok || !match(pattern, g) {
+			return
+		}
+		var b strings.Builder
+		open := false
+		for _, c := range []byte(tpl) {
+			switch {
+			case c == '{':
+				open = true
+			case c == '}':
+				open = false
+				b.WriteString(fill)
+			case !open:
+				b.WriteByte(c)
+			}
+		}
+		if !match(pattern, b.String()) {
+			t.Fatalf("pattern %q covers template %q (glob %q) but not its expansion %q", pattern, tpl, g, b.String())
+		}
+	})
+}
