@@ -116,14 +116,30 @@ func (r *methodRule) reaches(kind int, name string) bool {
 }
 
 // dotSegments reports whether uri has a "." or ".." path segment (also
-// percent-encoded, or after a backslash), which an upstream may resolve
+// percent-encoded; segments end at "/", "\\" and their percent-encodings),
+// which an upstream may resolve
 // to a resource outside the pattern that matched the URI as written
 // ("file:///public/../secret"): such a URI reaches nothing.
 func dotSegments(uri string) bool {
-	for _, seg := range strings.FieldsFunc(uri, func(r rune) bool { return r == '/' || r == '\\' }) {
-		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "%2e", "."), "%2E", ".")
-		if seg == "." || seg == ".." {
-			return true
+	dots, other := 0, false // in the current segment
+	for i := 0; i <= len(uri); i++ {
+		esc := ""
+		if i+2 < len(uri) && uri[i] == '%' {
+			esc = strings.ToLower(uri[i+1 : i+3])
+		}
+		switch {
+		case i == len(uri) || uri[i] == '/' || uri[i] == '\\' || esc == "2f" || esc == "5c":
+			if !other && (dots == 1 || dots == 2) {
+				return true
+			}
+			dots, other = 0, false
+		case uri[i] == '.' || esc == "2e":
+			dots++
+		default:
+			other = true
+		}
+		if esc == "2e" || esc == "2f" || esc == "5c" {
+			i += 2
 		}
 	}
 	return false
@@ -172,8 +188,9 @@ func (s *Snapshot) admitMethod(req *MethodRequest) (MethodAccess, *RefusalError)
 	if rj, ok := s.methodServerEligible(req.Server, req.Now.UnixNano()); !ok {
 		return MethodAccess{}, &RefusalError{Step: readiness.StepEligibility, Code: rj.code, Reason: rj.reason}
 	}
+	var rbuf [16]int
 	var rules []*methodRule
-	for _, ri := range s.grantFor(req.Principal, req.Tenant, nil).rules {
+	for _, ri := range s.grantFor(req.Principal, req.Tenant, rbuf[:]).rules {
 		for _, r := range s.methods.byRule[ri] {
 			if match(r.server, req.Server) {
 				rules = append(rules, r)

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -169,6 +170,83 @@ func FuzzTemplateCovered(f *testing.F) {
 		}
 		if !match(pattern, b.String()) {
 			t.Fatalf("pattern %q covers template %q (glob %q) but not its expansion %q", pattern, tpl, g, b.String())
+		}
+	})
+}
+
+// BenchmarkAdmitMethod: one resources/read decision, and one
+// resources/list admission filtering 100 listed URIs.
+func BenchmarkAdmitMethod(b *testing.B) {
+	s := snap(b, methodFixture())
+	b.Run("read", func(b *testing.B) {
+		req := methodReq("dev", "resources/read", "file:///public/docs/page-42")
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, rj := s.AdmitMethod(req); rj != nil {
+				b.Fatal(rj)
+			}
+		}
+	})
+	b.Run("list100", func(b *testing.B) {
+		uris := make([]string, 100)
+		for i := range uris {
+			uris[i] = fmt.Sprintf("file:///%s/docs/page-%d", []string{"public", "secret"}[i%2], i)
+		}
+		req := methodReq("dev", "resources/list", "")
+		b.ReportAllocs()
+		for b.Loop() {
+			acc, rj := s.AdmitMethod(req)
+			if rj != nil {
+				b.Fatal(rj)
+			}
+			n := 0
+			for _, u := range uris {
+				if acc.Shows(u) {
+					n++
+				}
+			}
+			if n != 50 {
+				b.Fatal(n)
+			}
+		}
+	})
+}
+
+// dotSegmentsRef is dotSegments written plainly, for FuzzDotSegments.
+func dotSegmentsRef(uri string) bool {
+	for _, sep := range []string{"%2f", "%2F", "%5c", "%5C", "\\"} {
+		uri = strings.ReplaceAll(uri, sep, "/")
+	}
+	for _, seg := range strings.Split(uri, "/") {
+		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "%2e", "."), "%2E", ".")
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDotSegments(t *testing.T) {
+	for uri, want := range map[string]bool{
+		"file:///public/a": false, "file:///public/../x": true, "file:///public/./x": true, "file:///public/..": true,
+		"file:///public/%2E%2e/x": true, "file:///public/.%2e": true, `file:///public\..\x`: true,
+		"file:///public/...": false, "file:///public/.hidden": false, "file:///public/a..b": false, "%2e": true,
+		"file:///public/..%2fsecret": true, "file:///public/..%5Csecret": true, "file:///public/%2e%2E%2Fx": true,
+	} {
+		if got := dotSegments(uri); got != want {
+			t.Errorf("dotSegments(%q) = %v, want %v", uri, got, want)
+		}
+	}
+}
+
+// FuzzDotSegments: the allocation-free scan agrees with the plain one.
+func FuzzDotSegments(f *testing.F) {
+	for _, s := range []string{"file:///a/../b", "%2e%2E", `a\.\b`, "x/%2", "/./", "a/%2e%2", ".%2e%2e"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, uri string) {
+		if got, want := dotSegments(uri), dotSegmentsRef(uri); got != want {
+			t.Fatalf("dotSegments(%q) = %v, the plain scan says %v", uri, got, want)
 		}
 	})
 }

@@ -118,6 +118,18 @@ func TestMethodsDefaultDeny(t *testing.T) {
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("%d refused requests reached the upstream", n)
 	}
+	// ping is the agent's own: answered for a principal with neither tools
+	// nor rules, and never relayed.
+	pings := countMethods(h.up.Server, "ping")
+	guest := h.connect(t, "/mcp/servers/test", guestToken, nil, "2025-11-25")
+	for _, c := range []*mcp.ClientSession{cs, guest} {
+		if err := c.Ping(ctx, nil); err != nil {
+			t.Fatalf("ping: %v", err)
+		}
+	}
+	if pings.Load() != 0 {
+		t.Fatal("a ping reached the upstream")
+	}
 	for _, r := range []string{"resources/read test://doc", "prompts/get greet", "completion/complete greet", "resources/subscribe test://doc", "resources/list"} {
 		wantRefusedReceipt(t, h, r)
 	}
