@@ -2,6 +2,7 @@ package front
 
 import (
 	"context"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -60,6 +61,19 @@ type seen struct {
 func (s *seen) add(x string) { s.mu.Lock(); s.m = append(s.m, x); s.mu.Unlock() }
 
 func (s *seen) list() []string { s.mu.Lock(); defer s.mu.Unlock(); return slices.Clone(s.m) }
+
+// listed is what a listing (every page) shows, by name.
+func listed[T any](t *testing.T, items iter.Seq2[T, error], name func(T) string) []string {
+	t.Helper()
+	var out []string
+	for x, err := range items {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, name(x))
+	}
+	return out
+}
 
 // wantRefused fails unless err is a policy refusal naming code.
 func wantRefused(t *testing.T, what string, err error, code readiness.Code) {
@@ -156,26 +170,10 @@ func TestMethodsResourcePattern(t *testing.T) {
 			if err != nil || rr.Contents[0].Text != "contents of file:///public/a" {
 				t.Fatalf("read public: %v", err)
 			}
-			lr, err := cs.ListResources(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var uris []string
-			for _, r := range lr.Resources {
-				uris = append(uris, r.URI)
-			}
-			if !slices.Equal(uris, []string{"file:///public/a"}) {
+			if uris := listed(t, cs.Resources(ctx, nil), func(r *mcp.Resource) string { return r.URI }); !slices.Equal(uris, []string{"file:///public/a"}) {
 				t.Fatalf("resources/list shows %v, want only file:///public/a", uris)
 			}
-			lt, err := cs.ListResourceTemplates(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tpls []string
-			for _, r := range lt.ResourceTemplates {
-				tpls = append(tpls, r.URITemplate)
-			}
-			if !slices.Equal(tpls, []string{"file:///public/{name}"}) {
+			if tpls := listed(t, cs.ResourceTemplates(ctx, nil), func(r *mcp.ResourceTemplate) string { return r.URITemplate }); !slices.Equal(tpls, []string{"file:///public/{name}"}) {
 				t.Fatalf("resources/templates/list shows %v, want only file:///public/{name}", tpls)
 			}
 			_, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet"})
@@ -226,9 +224,8 @@ func TestMethodsPromptAllowList(t *testing.T) {
 	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet"}); err != nil {
 		t.Fatalf("prompts/get greet: %v", err)
 	}
-	lp, err := cs.ListPrompts(ctx, nil)
-	if err != nil || len(lp.Prompts) != 1 || lp.Prompts[0].Name != "greet" {
-		t.Fatalf("prompts/list: %v %+v, want only greet", err, lp)
+	if names := listed(t, cs.Prompts(ctx, nil), func(p *mcp.Prompt) string { return p.Name }); !slices.Equal(names, []string{"greet"}) {
+		t.Fatalf("prompts/list shows %v, want only greet", names)
 	}
 	complete := func(ref *mcp.CompleteReference) error {
 		_, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: ref, Argument: mcp.CompleteParamsArgument{Name: "who", Value: "a"}})
