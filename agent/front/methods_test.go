@@ -83,17 +83,18 @@ func wantRefused(t *testing.T, what string, err error, code readiness.Code) {
 	}
 }
 
-// wantRefusedReceipt fails unless requested has exactly one receipt, REFUSED.
-func wantRefusedReceipt(t *testing.T, h *harness, requested string) {
+// wantRefusedReceipt fails unless requested has exactly one receipt,
+// REFUSED with code.
+func wantRefusedReceipt(t *testing.T, h *harness, requested string, code readiness.Code) {
 	t.Helper()
-	var got []mcpreadyv1.OutcomeClass
+	var got []*mcpreadyv1.Receipt
 	for _, r := range h.receiptsFor(requested) {
 		if r.GetRequested() == requested {
-			got = append(got, r.GetOutcome())
+			got = append(got, r)
 		}
 	}
-	if len(got) != 1 || got[0] != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED {
-		t.Fatalf("receipts of %q: %v, want one REFUSED", requested, got)
+	if len(got) != 1 || got[0].GetOutcome() != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED || !strings.HasPrefix(got[0].GetErrorMessage(), string(code)+": ") {
+		t.Fatalf("receipts of %q: %v, want one REFUSED with %s", requested, got, code)
 	}
 }
 
@@ -145,7 +146,7 @@ func TestMethodsDefaultDeny(t *testing.T) {
 		t.Fatal("a ping reached the upstream")
 	}
 	for _, r := range []string{"resources/read test://doc", "prompts/get greet", "completion/complete greet", "resources/subscribe test://doc", "resources/list"} {
-		wantRefusedReceipt(t, h, r)
+		wantRefusedReceipt(t, h, r, readiness.CodeMethodNotPermitted)
 	}
 }
 
@@ -205,7 +206,7 @@ func TestMethodsResourcePattern(t *testing.T) {
 	if refused != 2 {
 		t.Fatalf("%d refused receipts for the secret, want 2", refused)
 	}
-	wantRefusedReceipt(t, h, "resources/subscribe file:///secret/x")
+	wantRefusedReceipt(t, h, "resources/subscribe file:///secret/x", readiness.CodeResourceNotPermitted)
 }
 
 // A prompt not on the rule's allow-list is refused (prompt_not_permitted)
@@ -246,8 +247,8 @@ func TestMethodsPromptAllowList(t *testing.T) {
 	if completes.Load() != 1 || len(reads.list()) != 0 {
 		t.Fatalf("%d completions and %v reached the upstream, want 1 and none", completes.Load(), reads.list())
 	}
-	wantRefusedReceipt(t, h, "prompts/get secret")
-	wantRefusedReceipt(t, h, "completion/complete secret")
+	wantRefusedReceipt(t, h, "prompts/get secret", readiness.CodePromptNotPermitted)
+	wantRefusedReceipt(t, h, "completion/complete secret", readiness.CodePromptNotPermitted)
 }
 
 // A principal with no tool of a server but a method rule for it opens a

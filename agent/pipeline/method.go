@@ -115,7 +115,9 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 	ctx = withPrincipal(ctx, c)
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.Workflow, c.Principal, c.Tenant
 	refuse := func(step readiness.Step, code readiness.Code, reason string) error {
-		p.Refuse(rec, step, code, reason)
+		// The receipt names the code: a refused method has no candidates
+		// to carry it.
+		p.Refuse(rec, step, code, string(code)+": "+reason)
 		return &MethodError{Code: code, Outcome: rec.Outcome, Reason: reason, Receipt: rec.ReceiptId}
 	}
 	code, reason, unusable := st.unusable()
