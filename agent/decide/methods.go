@@ -36,8 +36,10 @@ type MethodRequest struct {
 	// prompt name or URI template (Ref); "" for lists and housekeeping.
 	Name string
 	// Ref is a completion's reference type (RefPrompt, RefResource).
-	Ref               string
-	Principal, Tenant string
+	Ref string
+	// Principal and Tenant classes, Region of the host and Workflow of the
+	// caller, as for tool calls (Request).
+	Principal, Tenant, Region, Workflow string
 	// Tools: the tool admission admits the principal to at least one tool
 	// of Server (the caller asks only for Housekeeping methods).
 	Tools bool
@@ -175,18 +177,18 @@ func (s *Snapshot) AdmitMethod(req MethodRequest) (MethodAccess, *RefusalError) 
 }
 
 // admitMethod is the one admission function of non-tool methods, in the
-// decision order: the server must be eligible (step 1: some registry entry
-// of it in the inventory, at an approved endpoint, QUALIFIED, unexpired);
-// then (step 2) a method rule of the principal's class or "*" (tenant
-// classes as for tool rules) must grant the method on the server, and
-// reach what the request names. Housekeeping needs a tool of the server or
-// any method rule for it.
+// decision order: the server must pass the steps that concern a server
+// (methodServer: eligibility, static trust and tenant boundary,
+// residency); and a method rule of the principal's class or "*" (tenant
+// classes as for tool rules) must grant the method on the server and
+// reach what the request names (step 2). Housekeeping needs a tool of the
+// server or any method rule for it.
 func (s *Snapshot) admitMethod(req *MethodRequest) (MethodAccess, *RefusalError) {
 	if req.Now.IsZero() {
 		req.Now = time.Now()
 	}
-	if rj, ok := s.methodServerEligible(req.Server, req.Now.UnixNano()); !ok {
-		return MethodAccess{}, &RefusalError{Step: readiness.StepEligibility, Code: rj.code, Reason: rj.reason}
+	if step, rj, ok := s.methodServer(req); !ok {
+		return MethodAccess{}, &RefusalError{Step: step, Code: rj.code, Reason: rj.reason}
 	}
 	var rbuf [16]int
 	var rules []*methodRule
@@ -261,27 +263,48 @@ func listed(list string) (string, int) {
 	return "", kindNone
 }
 
-// methodServerEligible: some entry of server passes the request-independent
-// eligibility checks and has not expired; else the first entry's reason.
-func (s *Snapshot) methodServerEligible(server string, now int64) (rejection, bool) {
-	es := s.methods.servers[server]
+// methodServer checks the server of a request against the steps of the
+// decision order that concern the server rather than one tool: some
+// registry entry of it must pass eligibility (inventory, approved endpoint,
+// networkScope, lifecycle, protocol version, expiry, workflow allowlist),
+// the static trust checks (owner, issuers, auth scheme, scopes) and its
+// tenant boundary, and residency (regions, data classes, same region).
+// Else the rejection of the entry that got furthest.
+func (s *Snapshot) methodServer(req *MethodRequest) (readiness.Step, rejection, bool) {
+	es := s.methods.servers[req.Server]
 	if len(es) == 0 {
-		return rejection{readiness.CodeNotInInventory, fmt.Sprintf("server %s has no registry entry", server)}, false
+		return readiness.StepEligibility, rejection{readiness.CodeNotInInventory, fmt.Sprintf("server %s has no registry entry", req.Server)}, false
 	}
-	var first rejection
+	now := req.Now.UnixNano()
+	best, bestRej := readiness.Step(-1), rejection{}
 	for _, e := range es {
-		rj := e.static[readiness.StepEligibility]
+		step, rj := readiness.StepEligibility, e.static[readiness.StepEligibility]
 		if rj.code == "" {
 			rj, _ = s.expiry(e, now)
 		}
-		if rj.code == "" {
-			return rejection{}, true
+		if rj.code == "" && len(e.workflows) > 0 && !contains(e.workflows, req.Workflow) {
+			rj = rejWorkflow
 		}
-		if first.code == "" {
-			first = rejection{rj.code, e.name + ": " + rj.reason}
+		if rj.code == "" {
+			step, rj = readiness.StepTrust, e.static[readiness.StepTrust]
+			if rj.code == "" && len(e.tenants) > 0 && !contains(e.tenants, req.Tenant) {
+				rj = rejEntryTenant
+			}
+		}
+		if rj.code == "" {
+			step, rj = readiness.StepResidency, e.static[readiness.StepResidency]
+			if rj.code == "" && s.sameRegion && (e.region == "" || e.region != req.Region) {
+				rj = rejSameRegion
+			}
+		}
+		if rj.code == "" {
+			return readiness.StepNone, rejection{}, true
+		}
+		if step > best {
+			best, bestRej = step, rejection{rj.code, e.name + ": " + rj.reason}
 		}
 	}
-	return first, false
+	return best, bestRej, false
 }
 
 // templateGlob turns an RFC 6570 URI template into a glob whose every

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
@@ -70,14 +73,48 @@ func TestAdmitMethod(t *testing.T) {
 	}
 }
 
-// The server must be eligible: a server whose entries are all out of the
-// inventory (or expired) serves no method, whatever the rules.
-func TestAdmitMethodEligibility(t *testing.T) {
-	in := methodFixture()
-	in.Policy.Inventory = []string{"com.other/*"}
-	_, rj := snap(t, in).AdmitMethod(methodReq("dev", "resources/read", "file:///public/a"))
-	if rj == nil || rj.Code != readiness.CodeNotInInventory || rj.Step != readiness.StepEligibility {
-		t.Fatalf("got %v, want not_in_inventory at eligibility", rj)
+// The server must pass the steps that concern a server, whatever the
+// rules: a server out of the inventory, of an unapproved owner, outside the
+// caller's tenant, or in a denied region serves no method (not even
+// housekeeping by a rule).
+func TestAdmitMethodServer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Inputs, *MethodRequest)
+		step   readiness.Step
+		code   readiness.Code
+	}{
+		{"inventory", func(in *Inputs, _ *MethodRequest) { in.Policy.Inventory = []string{"com.other/*"} }, readiness.StepEligibility, readiness.CodeNotInInventory},
+		{"expired", func(in *Inputs, _ *MethodRequest) {
+			in.Entries["docs-a"].Provenance = &mcpreadyv1.Provenance{ExpiresAt: timestamppb.New(t0.Add(-time.Minute))}
+		}, readiness.StepEligibility, readiness.CodeEntryExpired},
+		{"workflow", func(in *Inputs, _ *MethodRequest) { in.Entries["docs-a"].WorkflowAllowlist = []string{"other"} }, readiness.StepEligibility, readiness.CodeWorkflow},
+		{"owner", func(in *Inputs, _ *MethodRequest) { in.Policy.ApprovedOwners = []string{"someone-else"} }, readiness.StepTrust, readiness.CodeOwnerNotApproved},
+		{"entry tenant", func(in *Inputs, _ *MethodRequest) { in.Entries["docs-a"].TenantClasses = []string{"globex"} }, readiness.StepTrust, readiness.CodeTenant},
+		{"denied region", func(in *Inputs, _ *MethodRequest) {
+			in.Policy.Residency = &mcpreadyv1.ResidencyRules{DeniedRegions: []string{"eu"}}
+		}, readiness.StepResidency, readiness.CodeResidency},
+		{"same region", func(in *Inputs, req *MethodRequest) {
+			in.Policy.Residency = &mcpreadyv1.ResidencyRules{SameRegionOnly: true}
+			req.Region = "us"
+		}, readiness.StepResidency, readiness.CodeResidency},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := methodFixture()
+			for _, method := range []string{"resources/read", "initialize"} {
+				req := methodReq("dev", method, "file:///public/a")
+				req.Region, req.Workflow = "eu", "wf"
+				if _, rj := snap(t, in).AdmitMethod(req); rj != nil {
+					t.Fatalf("%s refused before the change: %v", method, rj)
+				}
+				tc.mutate(&in, &req)
+				_, rj := snap(t, in).AdmitMethod(req)
+				if rj == nil || rj.Code != tc.code || rj.Step != tc.step {
+					t.Fatalf("%s: got %v, want %s at step %d", method, rj, tc.code, tc.step)
+				}
+				in = methodFixture()
+			}
+		})
 	}
 }
 

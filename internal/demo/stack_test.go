@@ -145,6 +145,16 @@ func TestStackDemoCalls(t *testing.T) {
 	if _, err := docs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "docs://docs-a.example/internal/roadmap"}); err == nil || !strings.Contains(err.Error(), string(readiness.CodeResourceNotPermitted)) {
 		t.Fatalf("the internal draft: %v, want %s", err, readiness.CodeResourceNotPermitted)
 	}
+	// The rule's server pattern also matches the US mirror, which the
+	// Policy's residency rules exclude: none of its pages either.
+	us, err := session(context.Background(), st.AgentURL+"/servers/"+ServerDocsUS, CallsOptions{}, &asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer us.Close()
+	if _, err := us.ListResources(context.Background(), nil); err == nil || !strings.Contains(err.Error(), string(readiness.CodeResidency)) {
+		t.Fatalf("the US mirror's resources/list: %v, want %s", err, readiness.CodeResidency)
+	}
 
 	// Declined approval: refused, and the upstream is never called.
 	before := st.Servers.Calls(ServerListings, ToolUpdateListingStatus)
