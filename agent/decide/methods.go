@@ -37,9 +37,9 @@ type MethodRequest struct {
 	Name string
 	// Ref is a completion's reference type (RefPrompt, RefResource).
 	Ref string
-	// Principal and Tenant classes, Region of the host and Workflow of the
-	// caller, as for tool calls (Request).
-	Principal, Tenant, Region, Workflow string
+	// Principal and Tenant classes, Region of the host, Workflow and the
+	// client's ProtocolVersion, as for tool calls (Request).
+	Principal, Tenant, Region, Workflow, ProtocolVersion string
 	// Tools: the tool admission admits the principal to at least one tool
 	// of Server (the caller asks only for Housekeeping methods).
 	Tools bool
@@ -266,7 +266,8 @@ func listed(list string) (string, int) {
 // methodServer checks the server of a request against the steps of the
 // decision order that concern the server rather than one tool: some
 // registry entry of it must pass eligibility (inventory, approved endpoint,
-// networkScope, lifecycle, protocol version, expiry, workflow allowlist),
+// networkScope, lifecycle, protocol versions (the client's too), expiry,
+// workflow allowlist),
 // the static trust checks (owner, issuers, auth scheme, scopes) and its
 // tenant boundary, and residency (regions, data classes, same region).
 // Else the rejection of the entry that got furthest.
@@ -274,6 +275,9 @@ func (s *Snapshot) methodServer(req *MethodRequest) (readiness.Step, rejection, 
 	es := s.methods.servers[req.Server]
 	if len(es) == 0 {
 		return readiness.StepEligibility, rejection{readiness.CodeNotInInventory, fmt.Sprintf("server %s has no registry entry", req.Server)}, false
+	}
+	if req.ProtocolVersion != "" && len(s.protocols) > 0 && !contains(s.protocols, req.ProtocolVersion) {
+		return readiness.StepEligibility, rejClientProtocol, false
 	}
 	now := req.Now.UnixNano()
 	best, bestRej := readiness.Step(-1), rejection{}

@@ -88,6 +88,7 @@ func TestAdmitMethodServer(t *testing.T) {
 		{"expired", func(in *Inputs, _ *MethodRequest) {
 			in.Entries["docs-a"].Provenance = &mcpreadyv1.Provenance{ExpiresAt: timestamppb.New(t0.Add(-time.Minute))}
 		}, readiness.StepEligibility, readiness.CodeEntryExpired},
+		{"client protocol", func(_ *Inputs, req *MethodRequest) { req.ProtocolVersion = "2024-11-05" }, readiness.StepEligibility, readiness.CodeProtocolVersion},
 		{"workflow", func(in *Inputs, _ *MethodRequest) { in.Entries["docs-a"].WorkflowAllowlist = []string{"other"} }, readiness.StepEligibility, readiness.CodeWorkflow},
 		{"owner", func(in *Inputs, _ *MethodRequest) { in.Policy.ApprovedOwners = []string{"someone-else"} }, readiness.StepTrust, readiness.CodeOwnerNotApproved},
 		{"entry tenant", func(in *Inputs, _ *MethodRequest) { in.Entries["docs-a"].TenantClasses = []string{"globex"} }, readiness.StepTrust, readiness.CodeTenant},

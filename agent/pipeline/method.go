@@ -78,7 +78,7 @@ func (p *Pipeline) Admits(st State, c Caller, server string) bool {
 func (p *Pipeline) admitMethod(st State, m Method, now time.Time) (decide.MethodAccess, *decide.RefusalError) {
 	c := m.Caller
 	req := decide.MethodRequest{Method: m.Method, Server: m.Server, Name: m.Name,
-		Principal: c.Principal, Tenant: c.Tenant, Region: p.opts.Region, Workflow: c.Workflow, Now: now}
+		Principal: c.Principal, Tenant: c.Tenant, Region: p.opts.Region, Workflow: c.Workflow, ProtocolVersion: c.Protocol, Now: now}
 	switch {
 	case decide.Housekeeping(m.Method):
 		req.Tools = p.Admits(st, c, m.Server)
