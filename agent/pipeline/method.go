@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -170,23 +169,34 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 
 // shown is a listing with only the items acc shows (the method rules'
 // reach); other results as they are. The upstream's result is not
-// modified.
+// modified, and an emptied list is still a list.
 func shown(res mcp.Result, acc decide.MethodAccess) mcp.Result {
 	switch r := res.(type) {
 	case *mcp.ListResourcesResult:
 		c := *r
-		c.Resources = slices.DeleteFunc(slices.Clone(r.Resources), func(x *mcp.Resource) bool { return x == nil || !acc.Shows(x.URI) })
+		c.Resources = keep(r.Resources, func(x *mcp.Resource) string { return x.URI }, acc)
 		return &c
 	case *mcp.ListResourceTemplatesResult:
 		c := *r
-		c.ResourceTemplates = slices.DeleteFunc(slices.Clone(r.ResourceTemplates), func(x *mcp.ResourceTemplate) bool { return x == nil || !acc.Shows(x.URITemplate) })
+		c.ResourceTemplates = keep(r.ResourceTemplates, func(x *mcp.ResourceTemplate) string { return x.URITemplate }, acc)
 		return &c
 	case *mcp.ListPromptsResult:
 		c := *r
-		c.Prompts = slices.DeleteFunc(slices.Clone(r.Prompts), func(x *mcp.Prompt) bool { return x == nil || !acc.Shows(x.Name) })
+		c.Prompts = keep(r.Prompts, func(x *mcp.Prompt) string { return x.Name }, acc)
 		return &c
 	}
 	return res
+}
+
+// keep is a new slice of the items of xs that acc shows, by name.
+func keep[T any](xs []*T, name func(*T) string, acc decide.MethodAccess) []*T {
+	out := make([]*T, 0, len(xs))
+	for _, x := range xs {
+		if x != nil && acc.Shows(name(x)) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func checker(ch *validate.Checker) *validate.Checker {
