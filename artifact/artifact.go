@@ -151,7 +151,10 @@ func (o *Object) Validate() error {
 	if o.Spec == nil || o.Spec.ProtoReflect().Descriptor().FullName() != o.Kind.NewSpec().ProtoReflect().Descriptor().FullName() {
 		return fmt.Errorf("%w: spec of %s must be %s", ErrInvalid, o.Kind, o.Kind.NewSpec().ProtoReflect().Descriptor().FullName())
 	}
-	return checkSemantic(o)
+	if err := checkSemantic(o); err != nil {
+		return err
+	}
+	return checkMethods(o)
 }
 
 // ValidateName checks a metadata.name: 1-253 printable characters from

@@ -16,6 +16,7 @@ const (
 	inValidate  = "agent/validate"
 	inPin       = "agent/pin"
 	inKeys      = "agent/pipeline, agent/idempotency"
+	inMethods   = "agent/decide, agent/pipeline"
 	inQuota     = "agent/pipeline, agent/quota"
 	inSign      = "sign"
 	inLifecycle = "controlplane/lifecycle"
@@ -238,6 +239,10 @@ var enforcement = map[Kind]map[string]Rule{
 		"principals.allow":                            yes(inDecide, ""),
 		"principals.deny":                             yes(inDecide, ""),
 		"principals.tenantClasses":                    yes(inDecide, ""),
+		"principals.methods.server":                   yes(inMethods, "glob over the transparent view's server name"),
+		"principals.methods.allow":                    yes(inMethods, "the methods granted (resources/subscribe also grants unsubscribe); a principal class with no rule may use none: method_not_permitted"),
+		"principals.methods.resources":                yes(inMethods, "resources/read and subscribe name a matching URI without . or .. segments (else resource_not_permitted); resources/list shows only matching resources, templates/list only templates every expansion of which matches"),
+		"principals.methods.prompts":                  yes(inMethods, "prompts/get and a completion's ref/prompt name a matching prompt (else prompt_not_permitted); prompts/list shows only matching prompts"),
 		"results.maxResultBytes":                      yes(inValidate, ""),
 		"results.injectionTripwire":                   yes(inValidate, ""),
 		"results.requireOutputSchema":                 yes(inValidate, ""),

@@ -101,8 +101,17 @@ const (
 	CodeInputUnavailable    Code = "input_unavailable"
 	CodeInputFailed         Code = "input_failed"
 	// CodeMethodNotPermitted refuses a resources, prompts, completion or
-	// subscription request of a principal admitted to no tool of the server.
+	// subscription request no method rule of the principal grants for the
+	// server (and initialize or logging/setLevel of a principal with no
+	// tool and no method rule there).
 	CodeMethodNotPermitted Code = "method_not_permitted"
+	// CodeResourceNotPermitted refuses a resource URI (read, subscribe,
+	// completion ref) outside the resources of every method rule granting
+	// the method.
+	CodeResourceNotPermitted Code = "resource_not_permitted"
+	// CodePromptNotPermitted refuses a prompt name (get, completion ref)
+	// outside the prompts of every method rule granting the method.
+	CodePromptNotPermitted Code = "prompt_not_permitted"
 	// CodeEndpointOutOfScope rejects an entry whose endpoint host is outside
 	// its networkScope, for listing and calling alike.
 	CodeEndpointOutOfScope Code = "endpoint_out_of_scope"
@@ -286,7 +295,9 @@ var codeTerms = []Term{
 	{KindCode, string(CodeApprovalDenied), 0, StepNone, "a human declined the call, or approval could not be obtained"},
 	{KindCode, string(CodeInputUnavailable), 0, StepNone, "the upstream asked for input the client cannot provide"},
 	{KindCode, string(CodeInputFailed), 0, StepNone, "the client did not provide the input the upstream asked for"},
-	{KindCode, string(CodeMethodNotPermitted), 0, StepTrust, "resources, prompts and completion of a server are for principals admitted to at least one of its tools"},
+	{KindCode, string(CodeMethodNotPermitted), 0, StepTrust, "no method rule (Policy.principals[].methods) grants the principal this method on the server; initialize and logging/setLevel need a tool of the server or a method rule for it"},
+	{KindCode, string(CodeResourceNotPermitted), 0, StepTrust, "the resource URI is outside the resources of the method rules that grant the method"},
+	{KindCode, string(CodePromptNotPermitted), 0, StepTrust, "the prompt is not on the prompts of the method rules that grant the method"},
 	{KindCode, string(CodeEndpointOutOfScope), 0, StepEligibility, "the entry's endpoint host is outside the entry's networkScope: no request is sent to it"},
 	{KindCode, string(CodeReceiptsUnavailable), 0, StepNone, "the receipt spool cannot accept receipts (full or broken): state-changing calls, and read-only ones unless configured to continue, are refused before they start"},
 	{KindCode, string(CodeReceiptNotDurable), 0, StepNone, "the receipt of a state-changing call could not be made durable, so its answer is withheld; the call may have taken effect"},

@@ -149,6 +149,8 @@ type Snapshot struct {
 	quotaLimit  int64
 	quotaWindow time.Duration
 	wfCeiling   float64
+	// methods: the method rules of non-tool requests (methods.go).
+	methods methodTable
 }
 
 // NewSnapshot precomputes everything request-independent. It fails only on
@@ -288,6 +290,7 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 		}
 	}
 	s.indexDomains()
+	s.methods = compileMethods(p, s.entries)
 	s.warnings = unknownNames(in)
 	return s, nil
 }

@@ -9,7 +9,9 @@
 // artifacts compiled into tables by NewSnapshot), filter.go (steps 1-7:
 // admit, the one admission function of calls and of tools/list
 // visibility), rank.go (step 8, hysteresis, Routes), intern.go (shared
-// records and caches), evidence.go, retry.go, glob.go.
+// records and caches), methods.go (the one admission function of the
+// non-tool methods of transparent views, from Policy.principals[].methods,
+// for requests and listings alike), evidence.go, retry.go, glob.go.
 //
 // It must not do I/O: no networking, no signature checks (the caller
 // verifies every artifact before building a Snapshot), no clocks (the
@@ -21,7 +23,8 @@
 // breaker pointers. Decisions are read-only for the same reason.
 //
 // Safe defaults, by design: an empty Policy.inventory admits nothing; a
-// principal class with no PrincipalRule (and no "*" rule) may call nothing;
+// principal class with no PrincipalRule (and no "*" rule) may call nothing,
+// and one with no method rule may use no resource, prompt or completion;
 // a tool with no Policy.side_effects rule is UNKNOWN, which is treated as
 // state-changing (called, never retried, never hedged); evidence.on_unknown
 // UNSPECIFIED behaves as ALLOW (admitted, ranked below fresh evidence), and

@@ -42,6 +42,7 @@ type harness struct {
 }
 
 // policy admits every tool of "test" for principal "dev", except "write",
+// and every non-tool method for its test:// resources and all its prompts;
 // classifies echo as read-only and requires approval for "ask".
 func testPolicy() *mcpreadyv1.Policy {
 	return &mcpreadyv1.Policy{
@@ -53,8 +54,9 @@ func testPolicy() *mcpreadyv1.Policy {
 			{Match: "test/echo", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY},
 			{Match: "test/ask", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY},
 		},
-		Approvals:          []*mcpreadyv1.ApprovalRule{{Match: "test/guarded", Required: true}},
-		Principals:         []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"test/*", "echo_anything"}, Deny: []string{"test/write"}}},
+		Approvals: []*mcpreadyv1.ApprovalRule{{Match: "test/guarded", Required: true}},
+		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"test/*", "echo_anything"}, Deny: []string{"test/write"},
+			Methods: []*mcpreadyv1.MethodRule{{Server: "test", Allow: []string{"*"}, Resources: []string{"test://*"}, Prompts: []string{"*"}}}}},
 		EquivalenceClasses: []*mcpreadyv1.EquivalenceClass{{Name: "echo_anything", Description: "Echo text.", Members: []string{"test/echo"}}},
 	}
 }
@@ -62,7 +64,13 @@ func testPolicy() *mcpreadyv1.Policy {
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	h := &harness{}
-	h.up = mcptest.New(t, mcptest.Options{})
+	h.up = mcptest.New(t, mcptest.Options{ServerOptions: &mcp.ServerOptions{
+		CompletionHandler: func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"alpha"}}}, nil
+		},
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	}})
 	mcp.AddTool(h.up.Server, &mcp.Tool{Name: "ask", Description: "Asks the user for a word.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "word?", RequestedSchema: map[string]any{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -58,12 +59,10 @@ func (e *MethodError) Error() string {
 	return fmt.Sprintf("%s: %s (receipt %s)", s, e.Reason, e.Receipt)
 }
 
-// Admits reports whether c may use server's resources, prompts and
-// completion: only when the admission of tool calls (decide's, the one
-// Visible uses) admits c to at least one exact tool of server. The
-// policy has no rules of its own for these methods; this keeps a
-// principal with no tool of a server from reading it with the agent's
-// upstream credentials.
+// Admits reports whether c is admitted to at least one exact tool of
+// server by the tool admission (decide's, the one Visible uses): what the
+// housekeeping methods (initialize, logging/setLevel) need when c has no
+// method rule for server.
 func (p *Pipeline) Admits(st State, c Caller, server string) bool {
 	for _, x := range p.Visible(st, c) {
 		if !x.Class && x.Server == server {
@@ -73,8 +72,31 @@ func (p *Pipeline) Admits(st State, c Caller, server string) bool {
 	return false
 }
 
-// method runs m under st: refuse it (receipted) unless Admits, else do
-// it on the upstream, validate what came back (size and injection
+// admitMethod decides m under the policy's method rules (decide's one
+// admission function of non-tool methods).
+func (p *Pipeline) admitMethod(st State, m Method, now time.Time) (decide.MethodAccess, *decide.RefusalError) {
+	c := m.Caller
+	req := decide.MethodRequest{Method: m.Method, Server: m.Server, Name: m.Name,
+		Principal: c.Principal, Tenant: c.Tenant, Region: p.opts.Region, Workflow: c.Workflow, ProtocolVersion: c.Protocol, Now: now}
+	switch {
+	case decide.Housekeeping(m.Method):
+		req.Tools = p.Admits(st, c, m.Server)
+	case m.Method == "completion/complete":
+		var params struct {
+			Ref struct{ Type, Name, URI string }
+		}
+		_ = json.Unmarshal(m.Params, &params)
+		req.Ref, req.Name = params.Ref.Type, params.Ref.Name
+		if req.Ref == decide.RefResource {
+			req.Name = params.Ref.URI
+		}
+	}
+	return st.Decide.AdmitMethod(req)
+}
+
+// method runs m under st: refuse it (receipted) unless the method rules
+// admit it (admitMethod), else do it on the upstream, keep only what the
+// rules reach of a listing, validate what came back (size and injection
 // tripwire, as for tool results) and receipt it. One receipt per request,
 // returned with the answer for the request's trace.
 func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(context.Context) (mcp.Result, error)) (mcp.Result, *mcpreadyv1.Receipt, error) {
@@ -92,7 +114,9 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 	ctx = withPrincipal(ctx, c)
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.Workflow, c.Principal, c.Tenant
 	refuse := func(step readiness.Step, code readiness.Code, reason string) error {
-		p.Refuse(rec, step, code, reason)
+		// The receipt names the code: a refused method has no candidates
+		// to carry it.
+		p.Refuse(rec, step, code, string(code)+": "+reason)
 		return &MethodError{Code: code, Outcome: rec.Outcome, Reason: reason, Receipt: rec.ReceiptId}
 	}
 	code, reason, unusable := st.unusable()
@@ -101,9 +125,10 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 		return nil, rec, refuse(m.Refusal.Step, m.Refusal.Code, m.Refusal.Reason)
 	case unusable:
 		return nil, rec, refuse(readiness.StepEligibility, code, reason)
-	case !p.Admits(st, c, m.Server):
-		return nil, rec, refuse(readiness.StepTrust, readiness.CodeMethodNotPermitted,
-			fmt.Sprintf("principal %s is admitted to no tool of server %s, so not to its %s", c.Name, m.Server, m.Method))
+	}
+	acc, rj := p.admitMethod(st, m, now)
+	if rj != nil {
+		return nil, rec, refuse(rj.Step, rj.Code, rj.Reason)
 	}
 	// These methods read: their receipts need not be durable before the
 	// answer, and the Ledger may let them run without one.
@@ -122,6 +147,7 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 		return nil, rec, &MethodError{Outcome: rec.Outcome, Reason: "upstream request failed: " + readiness.OutcomeName(rec.Outcome),
 			JSONRPCCode: out.JSONRPCCode, Receipt: rec.ReceiptId}
 	}
+	res = shown(res, acc)
 	raw, err := json.Marshal(res)
 	if err == nil {
 		err = checker(st.Checker).Check("", validate.Result{Size: len(raw), Text: methodTexts(res)})
@@ -139,6 +165,38 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 	p.opts.Builder.Result(rec, raw)
 	_ = p.Emit(rec) // read-only: queued, never durable first
 	return res, rec, nil
+}
+
+// shown is a listing with only the items acc shows (the method rules'
+// reach); other results as they are. The upstream's result is not
+// modified, and an emptied list is still a list.
+func shown(res mcp.Result, acc decide.MethodAccess) mcp.Result {
+	switch r := res.(type) {
+	case *mcp.ListResourcesResult:
+		c := *r
+		c.Resources = keep(r.Resources, func(x *mcp.Resource) string { return x.URI }, acc)
+		return &c
+	case *mcp.ListResourceTemplatesResult:
+		c := *r
+		c.ResourceTemplates = keep(r.ResourceTemplates, func(x *mcp.ResourceTemplate) string { return x.URITemplate }, acc)
+		return &c
+	case *mcp.ListPromptsResult:
+		c := *r
+		c.Prompts = keep(r.Prompts, func(x *mcp.Prompt) string { return x.Name }, acc)
+		return &c
+	}
+	return res
+}
+
+// keep is a new slice of the items of xs that acc shows, by name.
+func keep[T any](xs []*T, name func(*T) string, acc decide.MethodAccess) []*T {
+	out := make([]*T, 0, len(xs))
+	for _, x := range xs {
+		if x != nil && acc.Shows(name(x)) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func checker(ch *validate.Checker) *validate.Checker {

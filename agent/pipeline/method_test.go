@@ -2,11 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/decide"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
 )
@@ -39,5 +42,31 @@ func TestMethodTexts(t *testing.T) {
 	}
 	if len(want) != 0 {
 		t.Fatalf("texts %q miss %v", got, want)
+	}
+}
+
+// A listing keeps only what the method rules show, in a new list (an
+// emptied one is [] on the wire); the upstream's result is untouched.
+func TestShownListing(t *testing.T) {
+	snap, err := decide.NewSnapshot(decide.Inputs{Policy: &mcpreadyv1.Policy{Inventory: []string{"*"},
+		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Methods: []*mcpreadyv1.MethodRule{
+			{Server: "s", Allow: []string{"resources/*"}, Resources: []string{"s://public/*"}}}}}},
+		Entries: map[string]*mcpreadyv1.RegistryEntry{"e": {Identity: &mcpreadyv1.ToolIdentity{ServerName: "s", ToolName: "t"},
+			State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, rj := snap.AdmitMethod(decide.MethodRequest{Method: "resources/list", Server: "s", Principal: "dev"})
+	if rj != nil {
+		t.Fatal(rj)
+	}
+	up := &mcp.ListResourcesResult{Resources: []*mcp.Resource{{URI: "s://public/a"}, nil, {URI: "s://secret/b"}}, NextCursor: "next"}
+	got := shown(up, acc).(*mcp.ListResourcesResult)
+	if len(got.Resources) != 1 || got.Resources[0].URI != "s://public/a" || got.NextCursor != "next" || len(up.Resources) != 3 || up.Resources[2].URI != "s://secret/b" {
+		t.Fatalf("shown %+v from %+v", got, up)
+	}
+	none := shown(&mcp.ListPromptsResult{Prompts: []*mcp.Prompt{{Name: "p"}}}, acc)
+	if b, _ := json.Marshal(none); !strings.Contains(string(b), `"prompts":[]`) {
+		t.Fatalf("emptied listing %s", b)
 	}
 }

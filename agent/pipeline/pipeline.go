@@ -8,7 +8,8 @@
 // is withheld), and no call starts whose receipt the Ledger cannot take.
 // The transparent view's resources, prompts, completion and subscriptions
 // take the same path in Method (method.go): admitted per principal by the
-// tool admission, validated and receipted.
+// policy's method rules (decide.AdmitMethod; listings filtered by the same
+// admission), validated and receipted.
 //
 // It is driven without HTTP: the MCP front (package front) authenticates,
 // names and pins, then hands a Request and a Transport to Call. The

@@ -109,8 +109,9 @@ func newStack(t testing.TB, tel *telemetry.Telemetry) *stack {
 		Receipts: func(r *mcpreadyv1.Receipt) { st.mu.Lock(); st.recs = append(st.recs, r); st.mu.Unlock() }})
 	t.Cleanup(f.Close)
 	pol := &mcpreadyv1.Policy{Inventory: []string{"*"}, ProtocolVersions: mcp.SupportedProtocolVersions(),
-		Evidence:   &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
-		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"test/*"}}}}
+		Evidence: &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
+		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"test/*"},
+			Methods: []*mcpreadyv1.MethodRule{{Server: "test", Allow: []string{"*"}, Resources: []string{"test://*"}, Prompts: []string{"*"}}}}}}
 	snap, err := decide.NewSnapshot(decide.Inputs{PolicyName: "default", PolicyVersion: "7", Policy: pol, Entries: entries})
 	if err != nil {
 		t.Fatal(err)

@@ -97,9 +97,11 @@ func run(upstreamURL, name, listen, data string) error {
 		}
 	}
 	if err := apply(artifact.New(artifact.KindPolicy, "default", &mcpreadyv1.Policy{
-		Inventory:  []string{name + "/*"},
-		Evidence:   &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
-		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "default", Allow: []string{"*"}}},
+		Inventory: []string{name + "/*"},
+		Evidence:  &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
+		// The conformance client exercises every method of the server.
+		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "default", Allow: []string{"*"},
+			Methods: []*mcpreadyv1.MethodRule{{Server: name, Allow: []string{"*"}, Resources: []string{"*"}, Prompts: []string{"*"}}}}},
 	})); err != nil {
 		return err
 	}

@@ -450,6 +450,9 @@ func policy(now time.Time) *artifact.Object {
 			Allow:          []string{"*"},
 			Deny:           []string{EntryName(ServerListings, ToolDeleteListing)},
 			TenantClasses:  []string{TenantClass},
+			// On the docs servers' transparent views: list and read the
+			// published pages, nothing else.
+			Methods: []*mcpreadyv1.MethodRule{{Server: "com.example/docs-*", Allow: []string{"resources/list", "resources/read"}, Resources: []string{DocsPages}}},
 		}},
 		Results: &mcpreadyv1.ResultRules{MaxResultBytes: 1 << 20, InjectionTripwire: true},
 	}

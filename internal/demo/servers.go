@@ -216,7 +216,24 @@ func newDocsServer(name, host, description string, c *counter) *mcp.Server {
 	}, counted(c, ToolDocsLookup, func(_ context.Context, _ *mcp.CallToolRequest, in LookupInput) (*mcp.CallToolResult, LookupResult, error) {
 		return nil, lookup(host, name, in.Query), nil
 	}))
+	// The pages as resources, which the demo Policy lets read (DocsPages),
+	// and an internal draft it does not.
+	for _, p := range docPages {
+		addDocResource(s, "docs://"+host+"/pages"+p.path, p.title, p.text)
+	}
+	addDocResource(s, "docs://"+host+"/internal/roadmap", "Roadmap (internal draft)", "Unreleased plans, not for AI agents.")
 	return s
+}
+
+// DocsPages is the resource pattern of the docs servers' published pages
+// (the demo Policy's method rule); their internal drafts are outside it.
+const DocsPages = "docs://*/pages/*"
+
+func addDocResource(s *mcp.Server, uri, title, text string) {
+	s.AddResource(&mcp.Resource{URI: uri, Name: title, MIMEType: "text/plain"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: text}}}, nil
+		})
 }
 
 // newListingsServer builds the listings server with one state-changing, one

@@ -126,6 +126,36 @@ func TestStackDemoCalls(t *testing.T) {
 		}
 	}
 
+	// The docs servers' published pages are resources the developer may
+	// list and read on their transparent views; the internal draft is
+	// neither listed nor readable.
+	var asked bool
+	docs, err := session(context.Background(), st.AgentURL+"/servers/"+ServerDocsA, CallsOptions{}, &asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer docs.Close()
+	lr, err := docs.ListResources(context.Background(), nil)
+	if err != nil || len(lr.Resources) != len(docPages) {
+		t.Fatalf("resources/list: %v, %d resources, want the %d pages", err, len(lr.Resources), len(docPages))
+	}
+	if rr, err := docs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: lr.Resources[0].URI}); err != nil || rr.Contents[0].Text == "" {
+		t.Fatalf("resources/read %s: %v", lr.Resources[0].URI, err)
+	}
+	if _, err := docs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "docs://docs-a.example/internal/roadmap"}); err == nil || !strings.Contains(err.Error(), string(readiness.CodeResourceNotPermitted)) {
+		t.Fatalf("the internal draft: %v, want %s", err, readiness.CodeResourceNotPermitted)
+	}
+	// The rule's server pattern also matches the US mirror, which the
+	// Policy's residency rules exclude: none of its pages either.
+	us, err := session(context.Background(), st.AgentURL+"/servers/"+ServerDocsUS, CallsOptions{}, &asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer us.Close()
+	if _, err := us.ListResources(context.Background(), nil); err == nil || !strings.Contains(err.Error(), string(readiness.CodeResidency)) {
+		t.Fatalf("the US mirror's resources/list: %v, want %s", err, readiness.CodeResidency)
+	}
+
 	// Declined approval: refused, and the upstream is never called.
 	before := st.Servers.Calls(ServerListings, ToolUpdateListingStatus)
 	denied, err := RunCalls(context.Background(), CallsOptions{AgentURL: st.AgentURL, Deny: true})

@@ -1132,6 +1132,11 @@ type PrincipalRule struct {
 	Allow         []string `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`
 	Deny          []string `protobuf:"bytes,3,rep,name=deny,proto3" json:"deny,omitempty"`
 	TenantClasses []string `protobuf:"bytes,4,rep,name=tenant_classes,json=tenantClasses,proto3" json:"tenant_classes,omitempty"`
+	// Non-tool methods of transparent views (resources, prompts, completion,
+	// subscriptions) this principal class may use, per server. Default deny:
+	// a principal class with no rule here may use none of them; the rules of
+	// its class and of "*" (with tenantClasses as above) add up.
+	Methods       []*MethodRule `protobuf:"bytes,150,rep,name=methods,proto3" json:"methods,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1194,6 +1199,96 @@ func (x *PrincipalRule) GetTenantClasses() []string {
 	return nil
 }
 
+func (x *PrincipalRule) GetMethods() []*MethodRule {
+	if x != nil {
+		return x.Methods
+	}
+	return nil
+}
+
+// MethodRule grants a principal class non-tool methods of the servers a
+// pattern matches, and which resources and prompts they may reach.
+type MethodRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Glob over server names (Declaration.server_name), e.g.
+	// "com.example/docs-*".
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Methods granted: resources/list, resources/templates/list,
+	// resources/read, resources/subscribe (also covers unsubscribe),
+	// prompts/list, prompts/get, completion/complete; or "resources/*",
+	// "prompts/*", "*". Anything else is refused at apply.
+	Allow []string `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`
+	// Globs over resource URIs that resources/read and resources/subscribe
+	// may name, that resources/list shows, and that a listed template (or a
+	// completion's ref/resource) must stay within. Required when allow
+	// grants a resources method.
+	Resources []string `protobuf:"bytes,3,rep,name=resources,proto3" json:"resources,omitempty"`
+	// Globs over prompt names that prompts/get may name, that prompts/list
+	// shows, and that a completion's ref/prompt may name. Required when
+	// allow grants a prompts method.
+	Prompts       []string `protobuf:"bytes,4,rep,name=prompts,proto3" json:"prompts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MethodRule) Reset() {
+	*x = MethodRule{}
+	mi := &file_mcpready_v1_policy_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MethodRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MethodRule) ProtoMessage() {}
+
+func (x *MethodRule) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_policy_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MethodRule.ProtoReflect.Descriptor instead.
+func (*MethodRule) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MethodRule) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *MethodRule) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *MethodRule) GetResources() []string {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *MethodRule) GetPrompts() []string {
+	if x != nil {
+		return x.Prompts
+	}
+	return nil
+}
+
 // ResultRules controls result validation.
 type ResultRules struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -1208,7 +1303,7 @@ type ResultRules struct {
 
 func (x *ResultRules) Reset() {
 	*x = ResultRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[12]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1315,7 @@ func (x *ResultRules) String() string {
 func (*ResultRules) ProtoMessage() {}
 
 func (x *ResultRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[12]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1328,7 @@ func (x *ResultRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultRules.ProtoReflect.Descriptor instead.
 func (*ResultRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{12}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResultRules) GetMaxResultBytes() int64 {
@@ -1366,12 +1461,19 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\x11slow_start_window\x18P \x01(\v2\x19.google.protobuf.DurationR\x0fslowStartWindow\";\n" +
 	"\rIncidentOwner\x12\x14\n" +
 	"\x05match\x18\x01 \x01(\tR\x05match\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\"\x89\x01\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xbd\x01\n" +
 	"\rPrincipalRule\x12'\n" +
 	"\x0fprincipal_class\x18\x01 \x01(\tR\x0eprincipalClass\x12\x14\n" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x12\n" +
 	"\x04deny\x18\x03 \x03(\tR\x04deny\x12%\n" +
-	"\x0etenant_classes\x18\x04 \x03(\tR\rtenantClasses\"\xee\x01\n" +
+	"\x0etenant_classes\x18\x04 \x03(\tR\rtenantClasses\x122\n" +
+	"\amethods\x18\x96\x01 \x03(\v2\x17.mcpready.v1.MethodRuleR\amethods\"r\n" +
+	"\n" +
+	"MethodRule\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x14\n" +
+	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x1c\n" +
+	"\tresources\x18\x03 \x03(\tR\tresources\x12\x18\n" +
+	"\aprompts\x18\x04 \x03(\tR\aprompts\"\xee\x01\n" +
 	"\vResultRules\x12(\n" +
 	"\x10max_result_bytes\x18\x01 \x01(\x03R\x0emaxResultBytes\x12-\n" +
 	"\x12injection_tripwire\x18\x02 \x01(\bR\x11injectionTripwire\x122\n" +
@@ -1399,7 +1501,7 @@ func file_mcpready_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpready_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_mcpready_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_mcpready_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_mcpready_v1_policy_proto_goTypes = []any{
 	(SemanticFailureAction)(0),  // 0: mcpready.v1.SemanticFailureAction
 	(UnknownEvidenceAction)(0),  // 1: mcpready.v1.UnknownEvidenceAction
@@ -1415,50 +1517,52 @@ var file_mcpready_v1_policy_proto_goTypes = []any{
 	(*CircuitRules)(nil),        // 11: mcpready.v1.CircuitRules
 	(*IncidentOwner)(nil),       // 12: mcpready.v1.IncidentOwner
 	(*PrincipalRule)(nil),       // 13: mcpready.v1.PrincipalRule
-	(*ResultRules)(nil),         // 14: mcpready.v1.ResultRules
-	nil,                         // 15: mcpready.v1.Policy.SemanticValidationEntry
-	nil,                         // 16: mcpready.v1.EvidenceRules.MaxAgeEntry
-	(*Provenance)(nil),          // 17: mcpready.v1.Provenance
-	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
-	(SideEffectClass)(0),        // 19: mcpready.v1.SideEffectClass
-	(DataAccessClass)(0),        // 20: mcpready.v1.DataAccessClass
+	(*MethodRule)(nil),          // 14: mcpready.v1.MethodRule
+	(*ResultRules)(nil),         // 15: mcpready.v1.ResultRules
+	nil,                         // 16: mcpready.v1.Policy.SemanticValidationEntry
+	nil,                         // 17: mcpready.v1.EvidenceRules.MaxAgeEntry
+	(*Provenance)(nil),          // 18: mcpready.v1.Provenance
+	(*durationpb.Duration)(nil), // 19: google.protobuf.Duration
+	(SideEffectClass)(0),        // 20: mcpready.v1.SideEffectClass
+	(DataAccessClass)(0),        // 21: mcpready.v1.DataAccessClass
 }
 var file_mcpready_v1_policy_proto_depIdxs = []int32{
-	17, // 0: mcpready.v1.Policy.provenance:type_name -> mcpready.v1.Provenance
+	18, // 0: mcpready.v1.Policy.provenance:type_name -> mcpready.v1.Provenance
 	3,  // 1: mcpready.v1.Policy.evidence:type_name -> mcpready.v1.EvidenceRules
 	4,  // 2: mcpready.v1.Policy.auth:type_name -> mcpready.v1.AuthRules
 	5,  // 3: mcpready.v1.Policy.side_effects:type_name -> mcpready.v1.SideEffectRule
 	6,  // 4: mcpready.v1.Policy.approvals:type_name -> mcpready.v1.ApprovalRule
 	7,  // 5: mcpready.v1.Policy.cost:type_name -> mcpready.v1.CostRules
-	18, // 6: mcpready.v1.Policy.deadline:type_name -> google.protobuf.Duration
+	19, // 6: mcpready.v1.Policy.deadline:type_name -> google.protobuf.Duration
 	8,  // 7: mcpready.v1.Policy.residency:type_name -> mcpready.v1.ResidencyRules
 	9,  // 8: mcpready.v1.Policy.retry:type_name -> mcpready.v1.RetryRules
 	10, // 9: mcpready.v1.Policy.equivalence_classes:type_name -> mcpready.v1.EquivalenceClass
 	11, // 10: mcpready.v1.Policy.circuit:type_name -> mcpready.v1.CircuitRules
 	12, // 11: mcpready.v1.Policy.incident_owners:type_name -> mcpready.v1.IncidentOwner
 	13, // 12: mcpready.v1.Policy.principals:type_name -> mcpready.v1.PrincipalRule
-	14, // 13: mcpready.v1.Policy.results:type_name -> mcpready.v1.ResultRules
-	15, // 14: mcpready.v1.Policy.semantic_validation:type_name -> mcpready.v1.Policy.SemanticValidationEntry
-	16, // 15: mcpready.v1.EvidenceRules.max_age:type_name -> mcpready.v1.EvidenceRules.MaxAgeEntry
+	15, // 13: mcpready.v1.Policy.results:type_name -> mcpready.v1.ResultRules
+	16, // 14: mcpready.v1.Policy.semantic_validation:type_name -> mcpready.v1.Policy.SemanticValidationEntry
+	17, // 15: mcpready.v1.EvidenceRules.max_age:type_name -> mcpready.v1.EvidenceRules.MaxAgeEntry
 	1,  // 16: mcpready.v1.EvidenceRules.on_unknown:type_name -> mcpready.v1.UnknownEvidenceAction
-	19, // 17: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
+	20, // 17: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
 	1,  // 18: mcpready.v1.CostRules.on_unknown_price:type_name -> mcpready.v1.UnknownEvidenceAction
-	18, // 19: mcpready.v1.CostRules.quota_window:type_name -> google.protobuf.Duration
-	20, // 20: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
-	18, // 21: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
-	18, // 22: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
-	18, // 23: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
-	18, // 24: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
-	18, // 25: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
-	18, // 26: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
-	18, // 27: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
-	0,  // 28: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
-	18, // 29: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	19, // 19: mcpready.v1.CostRules.quota_window:type_name -> google.protobuf.Duration
+	21, // 20: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
+	19, // 21: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
+	19, // 22: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
+	19, // 23: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
+	19, // 24: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
+	19, // 25: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
+	19, // 26: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
+	19, // 27: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
+	14, // 28: mcpready.v1.PrincipalRule.methods:type_name -> mcpready.v1.MethodRule
+	0,  // 29: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
+	19, // 30: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_policy_proto_init() }
@@ -1473,7 +1577,7 @@ func file_mcpready_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_policy_proto_rawDesc), len(file_mcpready_v1_policy_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
