@@ -62,6 +62,7 @@ import (
 	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
+	"github.com/mcpready/mcpready/agent/workflow"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -162,6 +163,11 @@ type Options struct {
 	// again and checked against their pins, for upstreams that change
 	// without notifying. Zero means DefaultRelistInterval; negative never.
 	RelistInterval time.Duration
+	// Workflows, when set, tracks the workflows of calls and takes
+	// workflow reports (workflow.go): the tool mcpready.workflow.report on
+	// /mcp and WorkflowReports. Its Builder, Region, Ledger, Emit and Now
+	// are the front's. Nil tracks no workflow.
+	Workflows *workflow.Options
 	// ReadHeaderTimeout, IdleTimeout and BodyTimeout bound a client
 	// connection of the HTTP server HTTPServer returns: reading a request's
 	// headers, waiting between keep-alive requests, and reading a request
@@ -181,17 +187,18 @@ const (
 
 // Front serves the MCP endpoints. Create with New.
 type Front struct {
-	opts    Options
-	pool    *upstream.Pool
-	state   atomic.Pointer[State]
-	pins    *pins
-	metrics *metrics
-	pending *roundStore // calls waiting for a stateless client's input
-	pipe    *pipeline.Pipeline
-	caps    *limiter      // dedicated upstream sessions held, per principal and overall
-	stop    chan struct{} // closed by Close: ends the periodic re-listing
-	closing sync.Once
-	idp     *access.IdentityVerifier // nil: no identity provider configured
+	opts      Options
+	pool      *upstream.Pool
+	state     atomic.Pointer[State]
+	pins      *pins
+	metrics   *metrics
+	pending   *roundStore // calls waiting for a stateless client's input
+	pipe      *pipeline.Pipeline
+	caps      *limiter      // dedicated upstream sessions held, per principal and overall
+	stop      chan struct{} // closed by Close: ends the periodic re-listing
+	closing   sync.Once
+	idp       *access.IdentityVerifier // nil: no identity provider configured
+	workflows *workflow.Tracker        // nil: workflows not tracked
 
 	mu    sync.Mutex
 	views map[string]*view // "" is the aggregate view
@@ -229,12 +236,22 @@ func New(opts Options) *Front {
 		DefaultMaxUpstreamSessions, DefaultMaxUpstreamSessionsPerPrincipal, m.sessionsRefused, m.sessionsOpen)
 	f.idp = identityProvider(opts.Config)
 	acc, accUp := upstreamAccess(opts.Config)
-	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Telemetry: opts.Telemetry, Keys: opts.Keys, Emit: func(rec *mcpreadyv1.Receipt) {
+	emit := func(rec *mcpreadyv1.Receipt) {
 		f.observe(rec)
 		if opts.Receipts != nil {
 			opts.Receipts(rec)
 		}
-	}, Ledger: opts.Ledger, ReportDrift: opts.ReportDrift, Logger: opts.Logger, Access: acc, AccessUpstream: accUp})
+	}
+	if wo := opts.Workflows; wo != nil {
+		o := *wo
+		o.Builder, o.Region, o.Emit, o.Now = opts.Builder, opts.Region, emit, opts.Now
+		if opts.Ledger != nil {
+			o.Ledger = opts.Ledger
+		}
+		f.workflows = workflow.New(o)
+	}
+	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Telemetry: opts.Telemetry, Keys: opts.Keys, Emit: emit,
+		Ledger: opts.Ledger, ReportDrift: opts.ReportDrift, Logger: opts.Logger, Access: acc, AccessUpstream: accUp, Workflows: f.workflows})
 	f.pool = upstream.NewPool(upstream.Options{
 		Resolve:        f.resolve,
 		Logger:         opts.Logger,

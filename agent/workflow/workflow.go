@@ -45,6 +45,10 @@ import (
 // workflow receipt) through which an orchestrator reports a workflow.
 const ReportTool = "mcpready.workflow.report"
 
+// MetaReceipt is the _meta field of a workflow call's answer that names
+// the call's receipt, which a report may list as contributing.
+const MetaReceipt = "mcpready.dev/receipt"
+
 // Limits of ids and reports.
 const (
 	// MaxIDLen is the longest workflow id accepted, in bytes.
