@@ -1,8 +1,9 @@
 // Package agent wires the host agent together: the Discovery client
 // (agent/subscribe) feeding verified configuration into the decision core, the
 // MCP front (agent/front) with its upstream pool, the durable receipt spool
-// and its shipper, drift reports to the control plane, and the HTTP server
-// for /mcp, /mcp/servers/<name>, /metrics and /healthz.
+// and its shipper, drift reports to the control plane, workflow tracking
+// (agent/workflow), and the HTTP server for /mcp, /mcp/servers/<name>,
+// /workflows/report, /metrics and /healthz.
 //
 // It starts from the last known good configuration on disk and keeps routing
 // when the control plane is unreachable. It binds loopback only unless told

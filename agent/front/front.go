@@ -19,7 +19,10 @@
 //     upstream's missing-capability refusal, progress, checked
 //     Mcp-Param-* headers.
 //   - /mcp is the aggregate view: each equivalence class of the Policy as one
-//     capability tool, and every other permitted tool as <server>__<tool>.
+//     capability tool, and every other permitted tool as <server>__<tool>;
+//     with workflow tracking, also mcpready.workflow.report for principals
+//     that may report workflows (workflow.go, which also serves
+//     WorkflowReports, the same report over HTTP).
 //
 // Both eras are served: requests carrying MCP-Protocol-Version 2026-07-28 or
 // later go to a stateless handler (server/discover), others to a session

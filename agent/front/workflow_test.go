@@ -3,6 +3,7 @@ package front
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -166,9 +167,68 @@ func TestWorkflowReportEndpoint(t *testing.T) {
 			t.Errorf("%.60s: %d, want %d", c.body, got, c.want)
 		}
 	}
+	orch := h.connect(t, "/mcp", orchToken, nil, "2025-11-25")
+	if res := callIn(t, orch, "w", "echo_anything", map[string]any{"text": "hi"}); res.IsError {
+		t.Fatalf("call: %+v", res.Content)
+	}
+	if got := post(orchToken, `{"workflow":"w","state":"completed"}`); got != http.StatusOK {
+		t.Errorf("report: %d", got)
+	}
+	if got := post(orchToken, `{"workflow":"w","state":"completed"}`); got != http.StatusConflict {
+		t.Errorf("second report: %d, want 409", got)
+	}
 	plain := httptest.NewServer(newHarness(t).front.WorkflowReports())
 	defer plain.Close()
 	if resp, err := http.Post(plain.URL, "application/json", bytes.NewBufferString(`{}`)); err != nil || resp.StatusCode != http.StatusNotFound {
 		t.Errorf("front without workflows: %v %v", resp.StatusCode, err)
+	}
+}
+
+// failDurable records queued receipts and fails every durable one.
+type failDurable struct{}
+
+func (failDurable) Accepting(bool) error { return nil }
+func (failDurable) Record(_ *mcpreadyv1.Receipt, durable bool) error {
+	if durable {
+		return errors.New("disk full")
+	}
+	return nil
+}
+
+// TestWorkflowReportNotDurable: a report whose workflow receipt cannot be
+// made durable is refused (503, receipt_not_durable) and the workflow
+// stays open for a later report.
+func TestWorkflowReportNotDurable(t *testing.T) {
+	h := newHarness(t)
+	cfg, err := config.New(config.File{Principals: []config.Principal{
+		{Identity: config.Identity{Name: "orchestrator", PrincipalClass: "dev", ReportWorkflows: true}, TokenSHA256: config.TokenDigest(orchToken)}},
+		Upstreams: []config.Upstream{{Name: "test", URL: h.up.URL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New(Options{Config: cfg, Workflows: &workflow.Options{}, Ledger: failDurable{}})
+	t.Cleanup(f.Close)
+	f.SetState(h.front.state.Load())
+	hs := httptest.NewServer(f)
+	t.Cleanup(hs.Close)
+	h.front, h.url = f, hs.URL
+	orch := h.connect(t, "/mcp", orchToken, nil, "2025-11-25")
+	if res := callIn(t, orch, "w", "echo_anything", map[string]any{"text": "hi"}); res.IsError {
+		t.Fatalf("call: %+v", res.Content)
+	}
+	rep := httptest.NewServer(f.WorkflowReports())
+	t.Cleanup(rep.Close)
+	req, _ := http.NewRequest(http.MethodPost, rep.URL, bytes.NewBufferString(`{"workflow":"w","state":"completed"}`))
+	req.Header.Set("Authorization", "Bearer "+orchToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("status %d, want 503", resp.StatusCode)
+	}
+	if f.Workflows().Open() != 1 {
+		t.Error("the workflow was closed without its receipt")
 	}
 }

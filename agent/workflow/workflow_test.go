@@ -303,3 +303,10 @@ func FuzzParseReport(f *testing.F) {
 		}
 	})
 }
+
+func TestDefaults(t *testing.T) {
+	o := New(Options{}).opts
+	if o.MaxOpen != 10000 || o.MaxOpenPerPrincipal != 256 || o.MaxCalls != 512 || o.IdleTimeout != time.Hour {
+		t.Errorf("defaults %+v", o)
+	}
+}
