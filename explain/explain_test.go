@@ -77,7 +77,7 @@ func TestExplainWorkflow(t *testing.T) {
 		"Workflow receipt w1",
 		"Workflow nightly-1 of principal class \"employee\"",
 		"ended completed at an unknown time (as its orchestrator reported).",
-		"Calls of the workflow: 2 listed, 2 more past the agent's per-workflow cap.",
+		"Calls of the workflow: 2 listed, 2 more past the agent's caps.",
 		"  - receipt r1, \"docs_lookup\": b/lookup [b/lookup], success after 2 attempt(s) through a fallback route; contributed.",
 		"  - receipt r2, \"nope\": no route (refused before one was selected), refused after 0 attempt(s) through the primary route; did not contribute.",
 		"  Fallback used: 1 of 1 contributing call(s) answered through a fallback route.",

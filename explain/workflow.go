@@ -43,7 +43,7 @@ func workflow(sr *mcpreadyv1.StoredReceipt) []Paragraph {
 		}
 		para(fmt.Sprintf("Workflow %s of %s%s ended %s %s (%s).", r.GetWorkflowId(), who, opened, state, when, by))
 	}
-	calls := []string{fmt.Sprintf("Calls of the workflow: %d listed%s.", len(wf.GetCalls()), countNote(wf.GetCallsDropped(), " more past the agent's per-workflow cap"))}
+	calls := []string{fmt.Sprintf("Calls of the workflow: %d listed%s.", len(wf.GetCalls()), countNote(wf.GetCallsDropped(), " more past the agent's caps"))}
 	contributing, viaFallback := 0, 0
 	for _, c := range wf.GetCalls() {
 		s := c.GetSelected()

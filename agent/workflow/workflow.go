@@ -64,6 +64,7 @@ const (
 	DefaultMaxOpen             = 10000
 	DefaultMaxOpenPerPrincipal = 256
 	DefaultMaxCalls            = 512
+	DefaultMaxCallsTotal       = 65536
 	DefaultIdleTimeout         = time.Hour
 )
 
@@ -185,9 +186,10 @@ type Options struct {
 	// DefaultMaxOpenPerPrincipal. Reported workflows are remembered (so
 	// they take no more calls) up to MaxOpen more, oldest forgotten first.
 	MaxOpen, MaxOpenPerPrincipal int
-	// MaxCalls is how many calls one workflow lists; later ones are
-	// counted only (calls_dropped). Zero means DefaultMaxCalls.
-	MaxCalls int
+	// MaxCalls is how many calls one workflow lists, and MaxCallsTotal how
+	// many all open workflows list together; later ones are counted only
+	// (calls_dropped). Zero means DefaultMaxCalls and DefaultMaxCallsTotal.
+	MaxCalls, MaxCallsTotal int
 	// IdleTimeout is how long a workflow stays open without a call or a
 	// report; then Sweep records it abandoned (expired). Zero means
 	// DefaultIdleTimeout.
@@ -222,6 +224,7 @@ type Tracker struct {
 	mu          sync.Mutex
 	open        map[string]*flow
 	perOwner    map[string]int
+	calls       int               // calls listed by the open workflows
 	closed      map[string]string // reported workflow -> owner name
 	closedOrder []string          // closed ids, oldest first
 }
@@ -236,6 +239,9 @@ func New(opts Options) *Tracker {
 	}
 	if opts.MaxCalls <= 0 {
 		opts.MaxCalls = DefaultMaxCalls
+	}
+	if opts.MaxCallsTotal <= 0 {
+		opts.MaxCallsTotal = DefaultMaxCallsTotal
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
@@ -292,11 +298,12 @@ func (t *Tracker) Note(p Principal, id string, rec *mcpreadyv1.Receipt) {
 		return
 	}
 	f.last = t.opts.Now()
-	if len(f.calls) >= t.opts.MaxCalls {
+	if len(f.calls) >= t.opts.MaxCalls || t.calls >= t.opts.MaxCallsTotal {
 		f.dropped++
 		return
 	}
 	f.calls = append(f.calls, c)
+	t.calls++
 }
 
 // CallOf is the workflow's record of a request receipt: its id, the tool
@@ -305,8 +312,8 @@ func (t *Tracker) Note(p Principal, id string, rec *mcpreadyv1.Receipt) {
 func CallOf(rec *mcpreadyv1.Receipt) *mcpreadyv1.WorkflowCall {
 	c := &mcpreadyv1.WorkflowCall{ReceiptId: rec.GetReceiptId(), Requested: rec.GetRequested(), Outcome: rec.GetOutcome(), Attempts: rec.GetAttemptCount()}
 	if s := rec.GetSelected(); s != nil {
-		c.Selected = proto.Clone(s).(*mcpreadyv1.Selection)
-		c.Selected.Access = nil
+		c.Selected = &mcpreadyv1.Selection{Entry: s.GetEntry(), Endpoint: s.GetEndpoint(), ServerName: s.GetServerName(), ServerVersion: s.GetServerVersion(),
+			ToolName: s.GetToolName(), InputSchemaDigest: s.GetInputSchemaDigest(), OutputSchemaDigest: s.GetOutputSchemaDigest(), ProtocolVersion: s.GetProtocolVersion()}
 		for _, a := range rec.GetActions() {
 			if a.GetKind() == mcpreadyv1.ActionKind_ACTION_KIND_FALLBACK && a.GetEntry() == s.GetEntry() {
 				c.Fallback = true
@@ -408,11 +415,13 @@ func (t *Tracker) reopen(id string, f *flow) {
 	if t.open[id] == nil {
 		t.open[id] = f
 		t.perOwner[f.owner.Name]++
+		t.calls += len(f.calls)
 	}
 }
 
 func (t *Tracker) forgetLocked(id string, f *flow) {
 	delete(t.open, id)
+	t.calls -= len(f.calls)
 	if t.perOwner[f.owner.Name]--; t.perOwner[f.owner.Name] <= 0 {
 		delete(t.perOwner, f.owner.Name)
 	}

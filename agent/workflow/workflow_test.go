@@ -217,6 +217,32 @@ func TestNoteIsBoundedAndOwned(t *testing.T) {
 	}
 }
 
+// TestCallsBoundedOverall: all open workflows together list at most
+// MaxCallsTotal calls; a closed workflow's calls free the budget.
+func TestCallsBoundedOverall(t *testing.T) {
+	l := &ledger{}
+	tr, _ := newTracker(l, func(o *Options) { o.MaxCallsTotal = 3 })
+	for _, wf := range []string{"w1", "w2"} {
+		_ = tr.Admit(alice, wf)
+		for _, id := range []string{"a", "b"} {
+			tr.Note(alice, wf, call(wf+id, "e", mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, 1, false))
+		}
+	}
+	if _, _, err := tr.Report(alice, []byte(`{"workflow":"w2","state":"completed"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if wf := l.last().GetWorkflow(); len(wf.GetCalls()) != 1 || wf.GetCallsDropped() != 1 {
+		t.Errorf("w2: %d calls, %d dropped; want 1 and 1", len(wf.GetCalls()), wf.GetCallsDropped())
+	}
+	tr.Note(alice, "w1", call("w1c", "e", mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, 1, false))
+	if _, _, err := tr.Report(alice, []byte(`{"workflow":"w1","state":"completed"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if wf := l.last().GetWorkflow(); len(wf.GetCalls()) != 3 || wf.GetCallsDropped() != 0 {
+		t.Errorf("w1: %d calls, %d dropped; want 3 and 0 (w2's report freed the budget)", len(wf.GetCalls()), wf.GetCallsDropped())
+	}
+}
+
 func TestSweepRecordsAbandoned(t *testing.T) {
 	l := &ledger{}
 	tr, now := newTracker(l, func(o *Options) { o.IdleTimeout = time.Minute })
@@ -306,7 +332,7 @@ func FuzzParseReport(f *testing.F) {
 
 func TestDefaults(t *testing.T) {
 	o := New(Options{}).opts
-	if o.MaxOpen != 10000 || o.MaxOpenPerPrincipal != 256 || o.MaxCalls != 512 || o.IdleTimeout != time.Hour {
+	if o.MaxOpen != 10000 || o.MaxOpenPerPrincipal != 256 || o.MaxCalls != 512 || o.MaxCallsTotal != 65536 || o.IdleTimeout != time.Hour {
 		t.Errorf("defaults %+v", o)
 	}
 }

@@ -213,7 +213,7 @@ func (a *Aggregator) workflowEvidence(k workflowKey, w *workflowAcc, now time.Ti
 		Workflow:         rates,
 	}
 	if w.dropped > 0 {
-		ev.BlindSpots = append(ev.BlindSpots, fmt.Sprintf("%d calls past the agents' per-workflow cap not counted per tool", w.dropped))
+		ev.BlindSpots = append(ev.BlindSpots, fmt.Sprintf("%d calls past the agents' caps not counted per tool", w.dropped))
 	}
 	return artifact.New(artifact.KindEvidence, WorkflowEvidenceName(a.opts.NamePrefix, k.principal, k.tenant, k.region), ev)
 }

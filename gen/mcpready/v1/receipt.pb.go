@@ -699,8 +699,8 @@ type WorkflowRecord struct {
 	// The tool calls the agent recorded in the workflow for its principal,
 	// in order (empty on a refused report).
 	Calls []*WorkflowCall `protobuf:"bytes,3,rep,name=calls,proto3" json:"calls,omitempty"`
-	// Calls of the workflow past the agent's per-workflow cap: counted, not
-	// listed.
+	// Calls of the workflow past the agent's caps (per workflow, and over all
+	// open workflows): counted, not listed.
 	CallsDropped int64 `protobuf:"varint,4,opt,name=calls_dropped,json=callsDropped,proto3" json:"calls_dropped,omitempty"`
 	// The code of a refused report (workflow_unknown, workflow_foreign,
 	// workflow_closed, workflow_report_invalid, workflow_report_not_permitted);
