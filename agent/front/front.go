@@ -418,10 +418,8 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	id, err := f.authenticate(r.Header)
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpready-agent"`)
-		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
+	id, ok := f.authenticated(w, r)
+	if !ok {
 		return
 	}
 	env, ok := precheck(w, r, f.opts.BodyTimeout, f.metrics.slowBodies.Inc)
@@ -476,6 +474,17 @@ func (v *view) ownSession(w http.ResponseWriter, r *http.Request, principal stri
 	v.f.metrics.sessionsForeign.Inc()
 	writeRPCError(w, http.StatusForbidden, nil, codeRefused, "this session belongs to another principal; initialize a session of your own")
 	return false
+}
+
+// authenticated is r's identity, or false after answering 401.
+func (f *Front) authenticated(w http.ResponseWriter, r *http.Request) (config.Identity, bool) {
+	id, err := f.authenticate(r.Header)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpready-agent"`)
+		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
+		return id, false
+	}
+	return id, true
 }
 
 // authenticate maps the request's bearer token to its identity: a

@@ -85,10 +85,8 @@ func (f *Front) WorkflowReports() http.Handler {
 			http.Error(w, "workflow reports are POSTed", http.StatusMethodNotAllowed)
 			return
 		}
-		id, err := f.authenticate(r.Header)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpready-agent"`)
-			http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
+		id, ok := f.authenticated(w, r)
+		if !ok {
 			return
 		}
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(f.opts.BodyTimeout))
