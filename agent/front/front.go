@@ -190,18 +190,19 @@ const (
 
 // Front serves the MCP endpoints. Create with New.
 type Front struct {
-	opts      Options
-	pool      *upstream.Pool
-	state     atomic.Pointer[State]
-	pins      *pins
-	metrics   *metrics
-	pending   *roundStore // calls waiting for a stateless client's input
-	pipe      *pipeline.Pipeline
-	caps      *limiter      // dedicated upstream sessions held, per principal and overall
-	stop      chan struct{} // closed by Close: ends the periodic re-listing
-	closing   sync.Once
-	idp       *access.IdentityVerifier // nil: no identity provider configured
-	workflows *workflow.Tracker        // nil: workflows not tracked
+	opts    Options
+	pool    *upstream.Pool
+	state   atomic.Pointer[State]
+	pins    *pins
+	metrics *metrics
+	pending *roundStore // calls waiting for a stateless client's input
+	pipe    *pipeline.Pipeline
+	caps    *limiter      // dedicated upstream sessions held, per principal and overall
+	stop    chan struct{} // closed by Close: ends the periodic re-listing
+	closing sync.Once
+	idp     *access.IdentityVerifier // nil: no identity provider configured
+
+	workflows *workflow.Tracker // nil: workflows not tracked
 
 	mu    sync.Mutex
 	views map[string]*view // "" is the aggregate view
