@@ -135,8 +135,9 @@ type Aggregator struct {
 
 	mu           sync.Mutex
 	windows      map[windowKey]*acc
-	workflows    map[workflowKey]*workflowAcc // workflow receipts (workflow.go)
-	emittedUntil int64                        // windows starting before this were emitted
+	emittedUntil int64 // windows starting before this were emitted
+
+	workflows map[workflowKey]*workflowAcc // windows of workflow receipts (workflow.go)
 
 	late, emitted, failed prometheus.Counter
 	lateN                 int64
