@@ -1,8 +1,9 @@
 // Package agent wires the host agent together: the Discovery client
 // (agent/subscribe) feeding verified configuration into the decision core, the
 // MCP front (agent/front) with its upstream pool, the durable receipt spool
-// and its shipper, drift reports to the control plane, and the HTTP server
-// for /mcp, /mcp/servers/<name>, /metrics and /healthz.
+// and its shipper, drift reports to the control plane, workflow tracking
+// (agent/workflow), and the HTTP server for /mcp, /mcp/servers/<name>,
+// /workflows/report, /metrics and /healthz.
 //
 // It starts from the last known good configuration on disk and keeps routing
 // when the control plane is unreachable. It binds loopback only unless told
@@ -46,6 +47,7 @@ import (
 	"github.com/mcpready/mcpready/agent/subscribe"
 	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/agent/validate"
+	"github.com/mcpready/mcpready/agent/workflow"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/loopback"
@@ -126,6 +128,11 @@ type Options struct {
 	// PolicyName is the Policy this agent decides under; "" means
 	// "default". No other Policy is ever used in its place.
 	PolicyName string
+	// Workflows bounds the workflow tracking of calls and reports
+	// (agent/workflow: open workflows per principal and overall, calls
+	// listed per workflow, idle timeout); its zero value takes the
+	// package's defaults. Workflows are always tracked.
+	Workflows workflow.Options
 }
 
 // Agent is a configured host agent. Run it once.
@@ -235,6 +242,7 @@ func New(opts Options) (*Agent, error) {
 		Ledger:     a.rw,
 		Registerer: opts.Metrics,
 		Telemetry:  opts.Telemetry,
+		Workflows:  &opts.Workflows,
 	}
 	if a.conn != nil {
 		admin := mcpreadyv1.NewAdminServiceClient(a.conn)
@@ -395,11 +403,13 @@ func buildState(s *subscribe.Snapshot, policy string, prev *front.State, prevPol
 	return st, pol, nil
 }
 
-// Handler is the agent's HTTP handler: /mcp, /mcp/servers/<name>, /metrics, /healthz.
+// Handler is the agent's HTTP handler: /mcp, /mcp/servers/<name>,
+// /workflows/report, /metrics, /healthz.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", a.front)
 	mux.Handle("/mcp/", a.front)
+	mux.Handle("/workflows/report", a.front.WorkflowReports())
 	mux.Handle("/metrics", promhttp.HandlerFor(a.opts.Metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		s := a.sync.Snapshot()
@@ -439,9 +449,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			_ = a.conn.Close()
 		}
 	}()
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); a.rw.Run(ctx) }()
 	go func() { defer wg.Done(); a.follow(ctx) }()
+	go func() { defer wg.Done(); a.front.Workflows().Run(ctx) }()
 	if a.conn != nil {
 		wg.Add(2)
 		go func() { defer wg.Done(); _ = a.sync.Run(ctx) }()

@@ -312,7 +312,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"confidenceMethod":        rec("confidence is always the Wilson lower bound"),
 		"receiptsDigest":          rec(""),
 		"receiptCount":            rec(""),
-	}),
+	}, under("workflow", workflowRateFields())),
 
 	KindReceiptBatch: merge(map[string]Rule{
 		"agentId":         yes(inChain, "one hash chain per agent"),
@@ -373,11 +373,35 @@ func receiptFields() map[string]Rule {
 		"attempts.transportStatus", "attempts.jsonrpcCode", "attempts.isError", "attempts.hedged",
 		"idempotencyKeyRef", "startedAt", "endedAt", "latency", "outcome", "failedLayer", "transportStatus", "jsonrpcCode",
 		"isError", "schemaValidation", "semanticValidation", "semanticValidatorVersion", "actions.kind", "actions.entry", "actions.detail", "cost",
-		"workflowContribution", "resultDigest", "errorMessage",
+		"resultDigest", "errorMessage",
 		"failureDomains", "quota", "idempotency.keyRef", "idempotency.scope", "idempotency.retention", "idempotency.allocated", "idempotency.repeat", "idempotency.carried",
 	} {
 		out[p] = rec("")
 	}
-	out["workflowOutcome"] = no("no orchestrator reports workflow outcomes yet; the field stays empty")
+	out["workflowOutcome"] = rec("set on workflow receipts (agent/workflow): the end state reported")
+	out["workflowContribution"] = rec("never set on a request receipt: a call's contribution is known only when its workflow ends, in the workflow receipt's workflow.calls.contributed")
+	for _, p := range []string{
+		"endState", "expired", "callsDropped", "refusalCode", "openedAt",
+		"calls.receiptId", "calls.requested", "calls.outcome", "calls.attempts", "calls.fallback", "calls.contributed",
+		"calls.selected.entry", "calls.selected.endpoint", "calls.selected.serverName", "calls.selected.serverVersion", "calls.selected.toolName",
+		"calls.selected.inputSchemaDigest", "calls.selected.outputSchemaDigest", "calls.selected.protocolVersion",
+		"calls.selected.access.issuer", "calls.selected.access.audience", "calls.selected.access.grantedScopes", "calls.selected.access.lifetimeClass", "calls.selected.access.grant",
+	} {
+		out["workflow."+p] = rec("")
+	}
+	return out
+}
+
+// workflowRateFields classifies Evidence.workflow: workflow figures for
+// reviewers (controlplane/aggregate), never routing inputs (workflow
+// evidence names no server or tool subject, which the decision drops).
+func workflowRateFields() map[string]Rule {
+	out := map[string]Rule{}
+	for _, p := range []string{
+		"workflows", "completed", "completionRate", "attemptsInCompleted", "attemptsPerSuccess", "completedViaFallback", "fallbackDivergence",
+		"tools.serverName", "tools.toolName", "tools.calls", "tools.contributing", "tools.contributionRate", "tools.succeededInUnsuccessful",
+	} {
+		out[p] = rec("workflow evidence is not a routing input")
+	}
 	return out
 }

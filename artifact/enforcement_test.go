@@ -36,7 +36,6 @@ func TestKnownUnenforcedFields(t *testing.T) {
 	}{
 		{artifact.KindPolicy, "incidentOwners.owner"},
 		{artifact.KindDeclaration, "tools.humanConfirmation"},
-		{artifact.KindReceiptBatch, "receipts.workflowOutcome"},
 	} {
 		r, ok := artifact.RuleFor(c.k, c.path)
 		if !ok || r.Status != artifact.NotEnforced {

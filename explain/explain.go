@@ -1,6 +1,8 @@
 // Package explain turns one stored receipt into plain words: what was
 // requested and for whom, every candidate and why each rejected one was
-// excluded, the policy and evidence used, every attempt and the outcome.
+// excluded, the policy and evidence used, every attempt and the outcome;
+// for a workflow receipt, how the workflow ended, its calls, and whether
+// a fallback route answered.
 // `mcpready explain` prints it as text and the control plane's console
 // renders the same paragraphs as HTML, so both say the same thing.
 //
@@ -83,6 +85,9 @@ func or(s, dflt string) string {
 // Of explains the decision recorded in sr in plain words, as paragraphs.
 func Of(sr *mcpreadyv1.StoredReceipt) []Paragraph {
 	r := sr.GetReceipt()
+	if r.GetWorkflow() != nil {
+		return workflow(sr)
+	}
 	out := []Paragraph{{}}
 	p := func(format string, args ...any) {
 		if format == "" {

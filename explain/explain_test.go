@@ -58,3 +58,45 @@ func TestWriteIsTheParagraphs(t *testing.T) {
 		t.Errorf("candidate line %+v", l)
 	}
 }
+
+// A workflow receipt is explained as the workflow: end state and who said
+// so, each call with its route, and whether a fallback answered.
+func TestExplainWorkflow(t *testing.T) {
+	r := &mcpreadyv1.Receipt{ReceiptId: "w1", Requested: "mcpready.workflow.report", WorkflowId: "nightly-1", PrincipalClass: "employee",
+		Workflow: &mcpreadyv1.WorkflowRecord{EndState: mcpreadyv1.WorkflowEndState_WORKFLOW_END_STATE_COMPLETED, CallsDropped: 2,
+			Calls: []*mcpreadyv1.WorkflowCall{
+				{ReceiptId: "r1", Requested: "docs_lookup", Outcome: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Attempts: 2, Fallback: true, Contributed: true,
+					Selected: &mcpreadyv1.Selection{Entry: "b/lookup", ServerName: "b", ToolName: "lookup"}},
+				{ReceiptId: "r2", Requested: "nope", Outcome: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED},
+			}}}
+	var buf bytes.Buffer
+	if err := explain.Write(&buf, &mcpreadyv1.StoredReceipt{Receipt: r}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Workflow receipt w1",
+		"Workflow nightly-1 of principal class \"employee\"",
+		"ended completed at an unknown time (as its orchestrator reported).",
+		"Calls of the workflow: 2 listed, 2 more past the agent's caps.",
+		"  - receipt r1, \"docs_lookup\": b/lookup [b/lookup], success after 2 attempt(s) through a fallback route; contributed.",
+		"  - receipt r2, \"nope\": no route (refused before one was selected), refused after 0 attempt(s) through the primary route; did not contribute.",
+		"  Fallback used: 1 of 1 contributing call(s) answered through a fallback route.",
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("explain lacks %q:\n%s", want, buf.String())
+		}
+	}
+	r.Workflow = &mcpreadyv1.WorkflowRecord{RefusalCode: "workflow_foreign"}
+	r.ErrorMessage = "workflow nightly-1 belongs to another principal"
+	buf.Reset()
+	_ = explain.Write(&buf, &mcpreadyv1.StoredReceipt{Receipt: r})
+	if !strings.Contains(buf.String(), "was refused at an unknown time: workflow_foreign: workflow nightly-1 belongs to another principal.") {
+		t.Errorf("refused report:\n%s", buf.String())
+	}
+	r.Workflow = &mcpreadyv1.WorkflowRecord{EndState: mcpreadyv1.WorkflowEndState_WORKFLOW_END_STATE_ABANDONED, Expired: true}
+	buf.Reset()
+	_ = explain.Write(&buf, &mcpreadyv1.StoredReceipt{Receipt: r})
+	if !strings.Contains(buf.String(), "ended abandoned at an unknown time (recorded by the agent: no call or report arrived for the idle timeout).") {
+		t.Errorf("expired workflow:\n%s", buf.String())
+	}
+}

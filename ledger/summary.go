@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -18,7 +19,7 @@ import (
 var SummaryFields = []protoreflect.Name{
 	"receipt_id", "emitted_at", "workflow_id", "principal_class", "tenant_class", "region",
 	"selected", "consumer_side_effect", "attempt_count", "attempts", "started_at", "ended_at",
-	"latency", "outcome", "failed_layer", "transport_status", "jsonrpc_code",
+	"latency", "outcome", "failed_layer", "transport_status", "jsonrpc_code", "workflow",
 }
 
 var (
@@ -130,6 +131,11 @@ func DecodeSummary(encoded []byte) (*mcpreadyv1.Receipt, error) {
 				r.Latency, err = duration(r.Latency, v)
 			case 32:
 				r.TransportStatus, err = str(v)
+			case 190:
+				if r.Workflow == nil {
+					r.Workflow = &mcpreadyv1.WorkflowRecord{}
+				}
+				err = proto.UnmarshalOptions{Merge: true, DiscardUnknown: true}.Unmarshal(payload(v), r.Workflow)
 			default:
 				return false, nil
 			}

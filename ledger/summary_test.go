@@ -82,14 +82,31 @@ func full(t testing.TB) []byte {
 	return e
 }
 
+// workflowReceipt is a workflow receipt (Receipt.workflow) with two calls.
+func workflowReceipt(t testing.TB) []byte {
+	r := ledgertest.Realistic(8, time.Unix(1700000000, 5))
+	r.Workflow = &mcpreadyv1.WorkflowRecord{EndState: mcpreadyv1.WorkflowEndState_WORKFLOW_END_STATE_COMPLETED, CallsDropped: 1,
+		Calls: []*mcpreadyv1.WorkflowCall{{ReceiptId: "R1", Outcome: 1, Attempts: 2, Fallback: true, Contributed: true,
+			Selected: &mcpreadyv1.Selection{Entry: "e", ServerName: "s", ToolName: "t"}}, {ReceiptId: "R2", Requested: "x"}}}
+	e, err := ledger.Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func TestDecodeSummary(t *testing.T) {
 	real := full(t)
+	wf := workflowReceipt(t)
 	sel := protowire.AppendBytes(protowire.AppendTag(nil, 18, protowire.BytesType), protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), "srv"))
 	badUTF8 := func(num protowire.Number) []byte {
 		return protowire.AppendBytes(protowire.AppendTag(append([]byte{}, real...), num, protowire.BytesType), []byte{0xff, 0xfe})
 	}
 	for name, in := range map[string][]byte{
 		"realistic":             real,
+		"workflow receipt":      wf,
+		"workflow twice":        append(append([]byte{}, wf...), wf...),
+		"bad utf8 in workflow":  protowire.AppendBytes(protowire.AppendTag(nil, 190, protowire.BytesType), protowire.AppendBytes(protowire.AppendTag(nil, 5, protowire.BytesType), []byte{0xff})),
 		"empty":                 nil,
 		"truncated":             real[:len(real)-3],
 		"bad utf8 kept field":   badUTF8(1),
@@ -113,6 +130,7 @@ func FuzzDecodeSummary(f *testing.F) {
 	real := full(f)
 	f.Add(real)
 	f.Add(real[:40])
+	f.Add(workflowReceipt(f))
 	f.Add([]byte{0x7a, 0x03, 0x0a, 0x01, 0xff})
 	f.Fuzz(func(t *testing.T, e []byte) { checkSummary(t, e) })
 }

@@ -123,6 +123,29 @@ const (
 	CodeReceiptNotDurable Code = "receipt_not_durable"
 )
 
+// Codes of workflow tracking and workflow reports (agent/workflow): a call
+// in a workflow, and the orchestrator's report of its end state.
+const (
+	// CodeWorkflowIDInvalid refuses an empty, oversized or malformed workflow id.
+	CodeWorkflowIDInvalid Code = "workflow_id_invalid"
+	// CodeWorkflowForeign refuses a call or report in a workflow another
+	// principal opened.
+	CodeWorkflowForeign Code = "workflow_foreign"
+	// CodeWorkflowClosed refuses a call or report in a workflow already reported.
+	CodeWorkflowClosed Code = "workflow_closed"
+	// CodeWorkflowLimit refuses a call that would open a workflow past the
+	// agent's caps (per principal or overall).
+	CodeWorkflowLimit Code = "workflow_limit"
+	// CodeWorkflowUnknown refuses a report of a workflow the agent has no
+	// call of.
+	CodeWorkflowUnknown Code = "workflow_unknown"
+	// CodeWorkflowReportInvalid refuses a malformed report.
+	CodeWorkflowReportInvalid Code = "workflow_report_invalid"
+	// CodeWorkflowReportNotPermitted refuses a report from a principal not
+	// allowed to report workflows.
+	CodeWorkflowReportNotPermitted Code = "workflow_report_not_permitted"
+)
+
 // Codes of the per-call access checks (step 2, agent/access): the token
 // about to be presented against the Policy, the Declaration and the
 // qualified entry.
@@ -311,6 +334,13 @@ var codeTerms = []Term{
 	{KindCode, string(CodeIdempotencyRouteUnavailable), 0, StepSideEffect, "a repeat's key is bound to a route that is no longer admitted"},
 	{KindCode, string(CodeIdempotencyStore), 0, StepSideEffect, "the idempotency binding could not be made durable"},
 	{KindCode, string(CodeSemanticInvalid), 0, StepNone, "a semantic validator (Policy.semanticValidation) rejected the result, or could not evaluate it"},
+	{KindCode, string(CodeWorkflowIDInvalid), 0, StepEligibility, "the workflow id is empty, longer than 128 bytes, or not letters, digits and . _ - : / @"},
+	{KindCode, string(CodeWorkflowForeign), 0, StepEligibility, "the workflow was opened by another principal: its calls and report are that principal's"},
+	{KindCode, string(CodeWorkflowClosed), 0, StepEligibility, "the workflow was already reported (or idled out): it takes no more calls or reports"},
+	{KindCode, string(CodeWorkflowLimit), 0, StepEligibility, "the agent tracks as many open workflows as it may (per principal or overall): report or finish one first"},
+	{KindCode, string(CodeWorkflowUnknown), 0, StepNone, "a report names a workflow of which this agent recorded no call"},
+	{KindCode, string(CodeWorkflowReportInvalid), 0, StepNone, "the workflow report is malformed: unknown field, bad end state, or a contributing receipt that is not a call of the workflow"},
+	{KindCode, string(CodeWorkflowReportNotPermitted), 0, StepTrust, "the principal may not report workflows (agent config reportWorkflows)"},
 }
 
 var actionTerms = []Term{

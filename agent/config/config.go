@@ -45,6 +45,12 @@ type Identity struct {
 	TenantClass    string `json:"tenantClass,omitempty"`
 	// Workflows the client may name. Empty means any workflow.
 	Workflows []string `json:"workflows,omitempty"`
+	// ReportWorkflows lets the client (an orchestrator) report the end
+	// state of the workflows it opened (agent/workflow): the
+	// mcpready.workflow.report tool is listed to it and the agent's
+	// /workflows/report endpoint accepts its reports. False refuses them
+	// (workflow_report_not_permitted).
+	ReportWorkflows bool `json:"reportWorkflows,omitempty"`
 }
 
 // AllowsWorkflow reports whether id may act within workflow w ("" is always allowed).

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpready/mcpready/agent/idempotency"
 	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/agent/upstream"
+	"github.com/mcpready/mcpready/agent/workflow"
 	"github.com/mcpready/mcpready/readiness"
 )
 
@@ -177,6 +178,9 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 			out.Tools = append(out.Tools, &t)
 		}
 	}
+	if v.f.workflows != nil && c.id.ReportWorkflows {
+		out.Tools = append(out.Tools, reportTool)
+	}
 	return out, nil
 }
 
@@ -253,6 +257,11 @@ func (v *view) resolveName(st *State, c caller, name string) (string, []upstream
 // approval request the pipeline returns becomes an input round.
 func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	f := v.f
+	if v.server == "" && req.Params.Name == workflow.ReportTool && f.workflows != nil {
+		if c, err := v.caller(req, s); err == nil {
+			return f.reportTool(c.id, req.Params.Arguments), nil
+		}
+	}
 	st := f.state.Load()
 	pr := pipeline.Request{Requested: req.Params.Name, Arguments: req.Params.Arguments}
 	c, refusal := v.callerOf(req, s)

@@ -19,7 +19,10 @@
 //     upstream's missing-capability refusal, progress, checked
 //     Mcp-Param-* headers.
 //   - /mcp is the aggregate view: each equivalence class of the Policy as one
-//     capability tool, and every other permitted tool as <server>__<tool>.
+//     capability tool, and every other permitted tool as <server>__<tool>;
+//     with workflow tracking, also mcpready.workflow.report for principals
+//     that may report workflows (workflow.go, which also serves
+//     WorkflowReports, the same report over HTTP).
 //
 // Both eras are served: requests carrying MCP-Protocol-Version 2026-07-28 or
 // later go to a stateless handler (server/discover), others to a session
@@ -62,6 +65,7 @@ import (
 	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
+	"github.com/mcpready/mcpready/agent/workflow"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -162,6 +166,11 @@ type Options struct {
 	// again and checked against their pins, for upstreams that change
 	// without notifying. Zero means DefaultRelistInterval; negative never.
 	RelistInterval time.Duration
+	// Workflows, when set, tracks the workflows of calls and takes
+	// workflow reports (workflow.go): the tool mcpready.workflow.report on
+	// /mcp and WorkflowReports. Its Builder, Region, Ledger, Emit and Now
+	// are the front's. Nil tracks no workflow.
+	Workflows *workflow.Options
 	// ReadHeaderTimeout, IdleTimeout and BodyTimeout bound a client
 	// connection of the HTTP server HTTPServer returns: reading a request's
 	// headers, waiting between keep-alive requests, and reading a request
@@ -192,6 +201,8 @@ type Front struct {
 	stop    chan struct{} // closed by Close: ends the periodic re-listing
 	closing sync.Once
 	idp     *access.IdentityVerifier // nil: no identity provider configured
+
+	workflows *workflow.Tracker // nil: workflows not tracked
 
 	mu    sync.Mutex
 	views map[string]*view // "" is the aggregate view
@@ -229,12 +240,22 @@ func New(opts Options) *Front {
 		DefaultMaxUpstreamSessions, DefaultMaxUpstreamSessionsPerPrincipal, m.sessionsRefused, m.sessionsOpen)
 	f.idp = identityProvider(opts.Config)
 	acc, accUp := upstreamAccess(opts.Config)
-	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Telemetry: opts.Telemetry, Keys: opts.Keys, Emit: func(rec *mcpreadyv1.Receipt) {
+	emit := func(rec *mcpreadyv1.Receipt) {
 		f.observe(rec)
 		if opts.Receipts != nil {
 			opts.Receipts(rec)
 		}
-	}, Ledger: opts.Ledger, ReportDrift: opts.ReportDrift, Logger: opts.Logger, Access: acc, AccessUpstream: accUp})
+	}
+	if wo := opts.Workflows; wo != nil {
+		o := *wo
+		o.Builder, o.Region, o.Emit, o.Now = opts.Builder, opts.Region, emit, opts.Now
+		if opts.Ledger != nil {
+			o.Ledger = opts.Ledger
+		}
+		f.workflows = workflow.New(o)
+	}
+	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Telemetry: opts.Telemetry, Keys: opts.Keys, Emit: emit,
+		Ledger: opts.Ledger, ReportDrift: opts.ReportDrift, Logger: opts.Logger, Access: acc, AccessUpstream: accUp, Workflows: f.workflows})
 	f.pool = upstream.NewPool(upstream.Options{
 		Resolve:        f.resolve,
 		Logger:         opts.Logger,
@@ -398,10 +419,8 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	id, err := f.authenticate(r.Header)
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpready-agent"`)
-		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
+	id, ok := f.authenticated(w, r)
+	if !ok {
 		return
 	}
 	env, ok := precheck(w, r, f.opts.BodyTimeout, f.metrics.slowBodies.Inc)
@@ -456,6 +475,17 @@ func (v *view) ownSession(w http.ResponseWriter, r *http.Request, principal stri
 	v.f.metrics.sessionsForeign.Inc()
 	writeRPCError(w, http.StatusForbidden, nil, codeRefused, "this session belongs to another principal; initialize a session of your own")
 	return false
+}
+
+// authenticated is r's identity, or false after answering 401.
+func (f *Front) authenticated(w http.ResponseWriter, r *http.Request) (config.Identity, bool) {
+	id, err := f.authenticate(r.Header)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpready-agent"`)
+		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
+		return id, false
+	}
+	return id, true
 }
 
 // authenticate maps the request's bearer token to its identity: a

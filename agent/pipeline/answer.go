@@ -123,6 +123,9 @@ type ToolError struct {
 	Receipt           string   `json:"receipt"`
 }
 
+// ErrorResult is the structured tool error result carrying te.
+func ErrorResult(te ToolError) *mcp.CallToolResult { return errorResult(te) }
+
 func errorResult(te ToolError) *mcp.CallToolResult {
 	b, _ := json.Marshal(struct {
 		Error ToolError `json:"mcpreadyError"`

@@ -47,6 +47,7 @@ import (
 	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
+	"github.com/mcpready/mcpready/agent/workflow"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
 )
@@ -87,6 +88,11 @@ type Options struct {
 	// nothing and allocates nothing: a client's key is still checked and
 	// carried, and receipts hold its plain digest.
 	Keys *idempotency.Store
+	// Workflows tracks the workflows calls name (agent/workflow): a call in
+	// a workflow it does not admit is refused with the tracker's code, and
+	// every answered call is recorded in its workflow, its answer's _meta
+	// naming its receipt (workflow.MetaReceipt). Nil tracks none.
+	Workflows *workflow.Tracker
 }
 
 // Ledger is where receipts are recorded (package spool's Writer).
@@ -242,7 +248,7 @@ type ask struct{ v any }
 
 // call runs req under st: refuse, or decide, approve each route before its
 // first attempt, invoke on the route's endpoint, validate, and receipt.
-func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport) Result {
+func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport) (res Result) {
 	now := p.opts.Now()
 	rec := p.opts.Builder.Start(now)
 	rec.TraceId = telemetry.TraceID(ctx)
@@ -261,6 +267,13 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	}
 	if code, reason, ok := st.unusable(); ok {
 		return Result{Answer: p.Refuse(rec, readiness.StepEligibility, code, reason), Receipt: rec}
+	}
+	if wf := p.opts.Workflows; wf != nil && c.Workflow != "" {
+		wp := workflow.Principal{Name: c.Name, Class: c.Principal, Tenant: c.Tenant}
+		if err := wf.Admit(wp, c.Workflow); err != nil {
+			return Result{Answer: p.Refuse(rec, readiness.StepEligibility, workflow.Code(err), err.Error()), Receipt: rec}
+		}
+		defer func() { workflowAnswered(wf, wp, c.Workflow, res) }()
 	}
 	dr := p.request(&st, c, req.Tool, now)
 	dr.IdempotencyKey, dr.AllocateKey = req.HasKey, p.opts.Keys != nil
@@ -370,6 +383,20 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		rec.SchemaValidation = "passed"
 	}
 	return Result{Answer: p.Fail(rec, out, code), Receipt: rec, Route: run.Route}
+}
+
+// workflowAnswered records an answered call in its workflow and names its
+// receipt in the answer's _meta; a round waiting for input is not a call
+// of the workflow yet (the round that answers is).
+func workflowAnswered(wf *workflow.Tracker, p workflow.Principal, id string, res Result) {
+	if res.Answer == nil {
+		return
+	}
+	wf.Note(p, id, res.Receipt)
+	if res.Answer.Meta == nil {
+		res.Answer.Meta = mcp.Meta{}
+	}
+	res.Answer.Meta[workflow.MetaReceipt] = res.Receipt.GetReceiptId()
 }
 
 // stateChanging: some route may change state (decide's Route.ReadOnly).

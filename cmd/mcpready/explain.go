@@ -20,8 +20,10 @@ func newExplainCmd() *cobra.Command {
 		Long: `Reconstruct one decision from its signed receipt: what was requested and
 for whom, which candidates were considered and why each rejected one was
 excluded, the policy version and evidence used, every attempt, and the
-outcome. The default (table) prints the explanation in words; -o json or
-yaml prints the stored receipt itself.`,
+outcome. A workflow receipt is explained as its workflow: how it ended and
+who said so, each call with the route that answered it, and whether a
+fallback route answered a contributing call. The default (table) prints
+the explanation in words; -o json or yaml prints the stored receipt itself.`,
 		Args: oneArg,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
 	}

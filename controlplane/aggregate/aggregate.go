@@ -9,6 +9,9 @@
 // control plane the one verified write path (a *writer.Writer), which
 // stores it as an artifact that agents receive.
 //
+// Workflow receipts are folded apart, per principal class, tenant class,
+// region and window, into workflow Evidence (workflow.go).
+//
 // Aggregation is incremental: Observe only updates counters, so ingest
 // stays fast. Receipts arriving after their window was emitted are counted
 // as late and not folded in (the window's evidence is never rewritten with
@@ -134,6 +137,8 @@ type Aggregator struct {
 	windows      map[windowKey]*acc
 	emittedUntil int64 // windows starting before this were emitted
 
+	workflows map[workflowKey]*workflowAcc // windows of workflow receipts (workflow.go)
+
 	late, emitted, failed prometheus.Counter
 	lateN                 int64
 }
@@ -249,6 +254,13 @@ func (a *Aggregator) Observe(agentID string, receipts []*mcpreadyv1.Receipt, dig
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i, r := range receipts {
+		var digest string
+		if i < len(digests) {
+			digest = digests[i]
+		}
+		if a.observeWorkflow(agentID, r, digest) {
+			continue
+		}
 		sub, ok := subjectOf(r)
 		if !ok {
 			continue
@@ -268,8 +280,8 @@ func (a *Aggregator) Observe(agentID string, receipts []*mcpreadyv1.Receipt, dig
 		}
 		a.fold(w, r)
 		w.agents[agentID] = struct{}{}
-		if i < len(digests) {
-			w.digests = append(w.digests, digests[i])
+		if digest != "" {
+			w.digests = append(w.digests, digest)
 		}
 		if at.After(w.last) {
 			w.last = at
@@ -345,12 +357,17 @@ func (a *Aggregator) Flush(ctx context.Context, all bool) (int, error) {
 			a.emittedUntil = k.start + win
 		}
 	}
+	wready := a.takeWorkflows(all, cutoff)
 	a.mu.Unlock()
 	sort.Slice(keys, func(i, j int) bool { return keys[i].start < keys[j].start })
+	objs := make([]*artifact.Object, 0, len(keys)+len(wready))
+	for _, k := range keys {
+		objs = append(objs, a.evidence(k, ready[k], now))
+	}
+	objs = append(objs, a.workflowObjects(wready, now)...)
 	var errs []error
 	n := 0
-	for _, k := range keys {
-		obj := a.evidence(k, ready[k], now)
+	for _, obj := range objs {
 		bundle, _, err := sign.Sign(obj, a.opts.Signer)
 		if err == nil {
 			err = a.opts.Sink.ApplyEvidence(ctx, bundle)
@@ -396,7 +413,7 @@ func (a *Aggregator) Run(ctx context.Context) error {
 func (a *Aggregator) Resume(resume time.Time) {
 	win := resume.UnixNano() - resume.UnixNano()%int64(a.opts.Window)
 	a.mu.Lock()
-	a.windows = map[windowKey]*acc{}
+	a.windows, a.workflows = map[windowKey]*acc{}, nil
 	a.emittedUntil = max(a.emittedUntil, win)
 	a.mu.Unlock()
 }

@@ -48,6 +48,8 @@ type StackOptions struct {
 	// ReceiptsStore is "" (receipt segments in DataDir) or a postgres://
 	// URL of a receipt database (controlplane.ReceiptOptions.Store).
 	ReceiptsStore string
+	// AgentConfig is the agent's configuration file; "" means AgentConfig.
+	AgentConfig string
 }
 
 // Stack is the whole demo running in this process: the demo servers, a
@@ -227,10 +229,14 @@ func (st *Stack) startAgent(o StackOptions, keys Keys) error {
 	}
 	// The configuration is written beside the agent's data for the user to
 	// read; the agent takes it parsed.
-	if err := atomicfile.WriteFile(filepath.Join(dir, "config.yaml"), []byte(AgentConfig), 0o600); err != nil {
+	text := AgentConfig
+	if o.AgentConfig != "" {
+		text = o.AgentConfig
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dir, "config.yaml"), []byte(text), 0o600); err != nil {
 		return err
 	}
-	cfg, err := config.Parse([]byte(AgentConfig))
+	cfg, err := config.Parse([]byte(text))
 	if err != nil {
 		return err
 	}

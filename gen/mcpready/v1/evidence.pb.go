@@ -54,8 +54,12 @@ type Evidence struct {
 	// Digest of the receipts or traces this evidence was computed from.
 	ReceiptsDigest string `protobuf:"bytes,27,opt,name=receipts_digest,json=receiptsDigest,proto3" json:"receipts_digest,omitempty"`
 	ReceiptCount   int64  `protobuf:"varint,28,opt,name=receipt_count,json=receiptCount,proto3" json:"receipt_count,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Workflow outcomes (layer 7) folded from workflow receipts: set only on
+	// workflow evidence (subject_id "workflows/..."; no server or tool, so
+	// routing never uses it).
+	Workflow      *WorkflowRates `protobuf:"bytes,190,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Evidence) Reset() {
@@ -284,6 +288,214 @@ func (x *Evidence) GetReceiptCount() int64 {
 	return 0
 }
 
+func (x *Evidence) GetWorkflow() *WorkflowRates {
+	if x != nil {
+		return x.Workflow
+	}
+	return nil
+}
+
+// WorkflowRates are the workflow figures of one principal class, tenant
+// class and region in one window, each with its denominator.
+type WorkflowRates struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Workflow receipts (reported or expired) in the window, and those that
+	// completed.
+	Workflows int64 `protobuf:"varint,1,opt,name=workflows,proto3" json:"workflows,omitempty"`
+	Completed int64 `protobuf:"varint,2,opt,name=completed,proto3" json:"completed,omitempty"`
+	// completed / workflows.
+	CompletionRate float64 `protobuf:"fixed64,3,opt,name=completion_rate,json=completionRate,proto3" json:"completion_rate,omitempty"`
+	// Attempts of every call of the completed workflows, and attempts per
+	// completed workflow (recovery cost).
+	AttemptsInCompleted int64   `protobuf:"varint,4,opt,name=attempts_in_completed,json=attemptsInCompleted,proto3" json:"attempts_in_completed,omitempty"`
+	AttemptsPerSuccess  float64 `protobuf:"fixed64,5,opt,name=attempts_per_success,json=attemptsPerSuccess,proto3" json:"attempts_per_success,omitempty"`
+	// Completed workflows at least one of whose contributing calls was
+	// answered through a fallback route, and their share of completed
+	// (fallback divergence).
+	CompletedViaFallback int64   `protobuf:"varint,6,opt,name=completed_via_fallback,json=completedViaFallback,proto3" json:"completed_via_fallback,omitempty"`
+	FallbackDivergence   float64 `protobuf:"fixed64,7,opt,name=fallback_divergence,json=fallbackDivergence,proto3" json:"fallback_divergence,omitempty"`
+	// Per tool: how its calls in these workflows contributed.
+	Tools         []*WorkflowToolRate `protobuf:"bytes,8,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkflowRates) Reset() {
+	*x = WorkflowRates{}
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkflowRates) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkflowRates) ProtoMessage() {}
+
+func (x *WorkflowRates) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkflowRates.ProtoReflect.Descriptor instead.
+func (*WorkflowRates) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WorkflowRates) GetWorkflows() int64 {
+	if x != nil {
+		return x.Workflows
+	}
+	return 0
+}
+
+func (x *WorkflowRates) GetCompleted() int64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *WorkflowRates) GetCompletionRate() float64 {
+	if x != nil {
+		return x.CompletionRate
+	}
+	return 0
+}
+
+func (x *WorkflowRates) GetAttemptsInCompleted() int64 {
+	if x != nil {
+		return x.AttemptsInCompleted
+	}
+	return 0
+}
+
+func (x *WorkflowRates) GetAttemptsPerSuccess() float64 {
+	if x != nil {
+		return x.AttemptsPerSuccess
+	}
+	return 0
+}
+
+func (x *WorkflowRates) GetCompletedViaFallback() int64 {
+	if x != nil {
+		return x.CompletedViaFallback
+	}
+	return 0
+}
+
+func (x *WorkflowRates) GetFallbackDivergence() float64 {
+	if x != nil {
+		return x.FallbackDivergence
+	}
+	return 0
+}
+
+func (x *WorkflowRates) GetTools() []*WorkflowToolRate {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// WorkflowToolRate is one tool's contribution to the workflows of a window.
+type WorkflowToolRate struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ServerName string                 `protobuf:"bytes,1,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	ToolName   string                 `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The tool's calls in the window's workflows (the denominator).
+	Calls int64 `protobuf:"varint,3,opt,name=calls,proto3" json:"calls,omitempty"`
+	// Calls that contributed to a completed workflow.
+	Contributing int64 `protobuf:"varint,4,opt,name=contributing,proto3" json:"contributing,omitempty"`
+	// contributing / calls (tool contribution rate).
+	ContributionRate float64 `protobuf:"fixed64,5,opt,name=contribution_rate,json=contributionRate,proto3" json:"contribution_rate,omitempty"`
+	// Calls that succeeded in a workflow that did not complete: counted in
+	// calls, never in contributing.
+	SucceededInUnsuccessful int64 `protobuf:"varint,6,opt,name=succeeded_in_unsuccessful,json=succeededInUnsuccessful,proto3" json:"succeeded_in_unsuccessful,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *WorkflowToolRate) Reset() {
+	*x = WorkflowToolRate{}
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkflowToolRate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkflowToolRate) ProtoMessage() {}
+
+func (x *WorkflowToolRate) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkflowToolRate.ProtoReflect.Descriptor instead.
+func (*WorkflowToolRate) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WorkflowToolRate) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *WorkflowToolRate) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *WorkflowToolRate) GetCalls() int64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *WorkflowToolRate) GetContributing() int64 {
+	if x != nil {
+		return x.Contributing
+	}
+	return 0
+}
+
+func (x *WorkflowToolRate) GetContributionRate() float64 {
+	if x != nil {
+		return x.ContributionRate
+	}
+	return 0
+}
+
+func (x *WorkflowToolRate) GetSucceededInUnsuccessful() int64 {
+	if x != nil {
+		return x.SucceededInUnsuccessful
+	}
+	return 0
+}
+
 // Observer identifies who measured.
 type Observer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -296,7 +508,7 @@ type Observer struct {
 
 func (x *Observer) Reset() {
 	*x = Observer{}
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[1]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -308,7 +520,7 @@ func (x *Observer) String() string {
 func (*Observer) ProtoMessage() {}
 
 func (x *Observer) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[1]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -321,7 +533,7 @@ func (x *Observer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Observer.ProtoReflect.Descriptor instead.
 func (*Observer) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{1}
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Observer) GetId() string {
@@ -358,7 +570,7 @@ type Sample struct {
 
 func (x *Sample) Reset() {
 	*x = Sample{}
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[2]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +582,7 @@ func (x *Sample) String() string {
 func (*Sample) ProtoMessage() {}
 
 func (x *Sample) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[2]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +595,7 @@ func (x *Sample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sample.ProtoReflect.Descriptor instead.
 func (*Sample) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{2}
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Sample) GetAttempted() int64 {
@@ -429,7 +641,7 @@ type LayerRate struct {
 
 func (x *LayerRate) Reset() {
 	*x = LayerRate{}
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[3]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -441,7 +653,7 @@ func (x *LayerRate) String() string {
 func (*LayerRate) ProtoMessage() {}
 
 func (x *LayerRate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[3]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -454,7 +666,7 @@ func (x *LayerRate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayerRate.ProtoReflect.Descriptor instead.
 func (*LayerRate) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{3}
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LayerRate) GetLayer() ReadinessLayer {
@@ -513,7 +725,7 @@ type Latency struct {
 
 func (x *Latency) Reset() {
 	*x = Latency{}
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[4]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +737,7 @@ func (x *Latency) String() string {
 func (*Latency) ProtoMessage() {}
 
 func (x *Latency) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[4]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +750,7 @@ func (x *Latency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Latency.ProtoReflect.Descriptor instead.
 func (*Latency) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{4}
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Latency) GetP50Ms() float64 {
@@ -589,7 +801,7 @@ type ErrorCount struct {
 
 func (x *ErrorCount) Reset() {
 	*x = ErrorCount{}
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[5]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +813,7 @@ func (x *ErrorCount) String() string {
 func (*ErrorCount) ProtoMessage() {}
 
 func (x *ErrorCount) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[5]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +826,7 @@ func (x *ErrorCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorCount.ProtoReflect.Descriptor instead.
 func (*ErrorCount) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{5}
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ErrorCount) GetLayer() ReadinessLayer {
@@ -649,7 +861,8 @@ var File_mcpready_v1_evidence_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_evidence_proto_rawDesc = "" +
 	"\n" +
-	"\x1amcpready/v1/evidence.proto\x12\vmcpready.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xe6\t\n" +
+	"\x1amcpready/v1/evidence.proto\x12\vmcpready.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\x9f\n" +
+	"\n" +
 	"\bEvidence\x127\n" +
 	"\n" +
 	"provenance\x18\x01 \x01(\v2\x17.mcpready.v1.ProvenanceR\n" +
@@ -688,7 +901,25 @@ const file_mcpready_v1_evidence_proto_rawDesc = "" +
 	"blindSpots\x12+\n" +
 	"\x11confidence_method\x18\x1a \x01(\tR\x10confidenceMethod\x12'\n" +
 	"\x0freceipts_digest\x18\x1b \x01(\tR\x0ereceiptsDigest\x12#\n" +
-	"\rreceipt_count\x18\x1c \x01(\x03R\freceiptCount\"Z\n" +
+	"\rreceipt_count\x18\x1c \x01(\x03R\freceiptCount\x127\n" +
+	"\bworkflow\x18\xbe\x01 \x01(\v2\x1a.mcpready.v1.WorkflowRatesR\bworkflow\"\xf6\x02\n" +
+	"\rWorkflowRates\x12\x1c\n" +
+	"\tworkflows\x18\x01 \x01(\x03R\tworkflows\x12\x1c\n" +
+	"\tcompleted\x18\x02 \x01(\x03R\tcompleted\x12'\n" +
+	"\x0fcompletion_rate\x18\x03 \x01(\x01R\x0ecompletionRate\x122\n" +
+	"\x15attempts_in_completed\x18\x04 \x01(\x03R\x13attemptsInCompleted\x120\n" +
+	"\x14attempts_per_success\x18\x05 \x01(\x01R\x12attemptsPerSuccess\x124\n" +
+	"\x16completed_via_fallback\x18\x06 \x01(\x03R\x14completedViaFallback\x12/\n" +
+	"\x13fallback_divergence\x18\a \x01(\x01R\x12fallbackDivergence\x123\n" +
+	"\x05tools\x18\b \x03(\v2\x1d.mcpready.v1.WorkflowToolRateR\x05tools\"\xf3\x01\n" +
+	"\x10WorkflowToolRate\x12\x1f\n" +
+	"\vserver_name\x18\x01 \x01(\tR\n" +
+	"serverName\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x14\n" +
+	"\x05calls\x18\x03 \x01(\x03R\x05calls\x12\"\n" +
+	"\fcontributing\x18\x04 \x01(\x03R\fcontributing\x12+\n" +
+	"\x11contribution_rate\x18\x05 \x01(\x01R\x10contributionRate\x12:\n" +
+	"\x19succeeded_in_unsuccessful\x18\x06 \x01(\x03R\x17succeededInUnsuccessful\"Z\n" +
 	"\bObserver\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bsoftware\x18\x02 \x01(\tR\bsoftware\x12\"\n" +
@@ -733,46 +964,50 @@ func file_mcpready_v1_evidence_proto_rawDescGZIP() []byte {
 	return file_mcpready_v1_evidence_proto_rawDescData
 }
 
-var file_mcpready_v1_evidence_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_mcpready_v1_evidence_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_mcpready_v1_evidence_proto_goTypes = []any{
 	(*Evidence)(nil),              // 0: mcpready.v1.Evidence
-	(*Observer)(nil),              // 1: mcpready.v1.Observer
-	(*Sample)(nil),                // 2: mcpready.v1.Sample
-	(*LayerRate)(nil),             // 3: mcpready.v1.LayerRate
-	(*Latency)(nil),               // 4: mcpready.v1.Latency
-	(*ErrorCount)(nil),            // 5: mcpready.v1.ErrorCount
-	nil,                           // 6: mcpready.v1.Sample.ExclusionReasonsEntry
-	(*Provenance)(nil),            // 7: mcpready.v1.Provenance
-	(*Subject)(nil),               // 8: mcpready.v1.Subject
-	(EvidenceMethod)(0),           // 9: mcpready.v1.EvidenceMethod
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(DriftLabel)(0),               // 11: mcpready.v1.DriftLabel
-	(ReadinessLayer)(0),           // 12: mcpready.v1.ReadinessLayer
-	(OutcomeClass)(0),             // 13: mcpready.v1.OutcomeClass
+	(*WorkflowRates)(nil),         // 1: mcpready.v1.WorkflowRates
+	(*WorkflowToolRate)(nil),      // 2: mcpready.v1.WorkflowToolRate
+	(*Observer)(nil),              // 3: mcpready.v1.Observer
+	(*Sample)(nil),                // 4: mcpready.v1.Sample
+	(*LayerRate)(nil),             // 5: mcpready.v1.LayerRate
+	(*Latency)(nil),               // 6: mcpready.v1.Latency
+	(*ErrorCount)(nil),            // 7: mcpready.v1.ErrorCount
+	nil,                           // 8: mcpready.v1.Sample.ExclusionReasonsEntry
+	(*Provenance)(nil),            // 9: mcpready.v1.Provenance
+	(*Subject)(nil),               // 10: mcpready.v1.Subject
+	(EvidenceMethod)(0),           // 11: mcpready.v1.EvidenceMethod
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(DriftLabel)(0),               // 13: mcpready.v1.DriftLabel
+	(ReadinessLayer)(0),           // 14: mcpready.v1.ReadinessLayer
+	(OutcomeClass)(0),             // 15: mcpready.v1.OutcomeClass
 }
 var file_mcpready_v1_evidence_proto_depIdxs = []int32{
-	7,  // 0: mcpready.v1.Evidence.provenance:type_name -> mcpready.v1.Provenance
-	8,  // 1: mcpready.v1.Evidence.subject:type_name -> mcpready.v1.Subject
-	1,  // 2: mcpready.v1.Evidence.observer:type_name -> mcpready.v1.Observer
-	9,  // 3: mcpready.v1.Evidence.method:type_name -> mcpready.v1.EvidenceMethod
-	10, // 4: mcpready.v1.Evidence.window_start:type_name -> google.protobuf.Timestamp
-	10, // 5: mcpready.v1.Evidence.window_end:type_name -> google.protobuf.Timestamp
-	10, // 6: mcpready.v1.Evidence.observed_at:type_name -> google.protobuf.Timestamp
-	10, // 7: mcpready.v1.Evidence.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 8: mcpready.v1.Evidence.sample:type_name -> mcpready.v1.Sample
-	3,  // 9: mcpready.v1.Evidence.rates:type_name -> mcpready.v1.LayerRate
-	4,  // 10: mcpready.v1.Evidence.latency:type_name -> mcpready.v1.Latency
-	5,  // 11: mcpready.v1.Evidence.errors:type_name -> mcpready.v1.ErrorCount
-	11, // 12: mcpready.v1.Evidence.drift_observed:type_name -> mcpready.v1.DriftLabel
-	6,  // 13: mcpready.v1.Sample.exclusion_reasons:type_name -> mcpready.v1.Sample.ExclusionReasonsEntry
-	12, // 14: mcpready.v1.LayerRate.layer:type_name -> mcpready.v1.ReadinessLayer
-	12, // 15: mcpready.v1.ErrorCount.layer:type_name -> mcpready.v1.ReadinessLayer
-	13, // 16: mcpready.v1.ErrorCount.outcome:type_name -> mcpready.v1.OutcomeClass
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	9,  // 0: mcpready.v1.Evidence.provenance:type_name -> mcpready.v1.Provenance
+	10, // 1: mcpready.v1.Evidence.subject:type_name -> mcpready.v1.Subject
+	3,  // 2: mcpready.v1.Evidence.observer:type_name -> mcpready.v1.Observer
+	11, // 3: mcpready.v1.Evidence.method:type_name -> mcpready.v1.EvidenceMethod
+	12, // 4: mcpready.v1.Evidence.window_start:type_name -> google.protobuf.Timestamp
+	12, // 5: mcpready.v1.Evidence.window_end:type_name -> google.protobuf.Timestamp
+	12, // 6: mcpready.v1.Evidence.observed_at:type_name -> google.protobuf.Timestamp
+	12, // 7: mcpready.v1.Evidence.expires_at:type_name -> google.protobuf.Timestamp
+	4,  // 8: mcpready.v1.Evidence.sample:type_name -> mcpready.v1.Sample
+	5,  // 9: mcpready.v1.Evidence.rates:type_name -> mcpready.v1.LayerRate
+	6,  // 10: mcpready.v1.Evidence.latency:type_name -> mcpready.v1.Latency
+	7,  // 11: mcpready.v1.Evidence.errors:type_name -> mcpready.v1.ErrorCount
+	13, // 12: mcpready.v1.Evidence.drift_observed:type_name -> mcpready.v1.DriftLabel
+	1,  // 13: mcpready.v1.Evidence.workflow:type_name -> mcpready.v1.WorkflowRates
+	2,  // 14: mcpready.v1.WorkflowRates.tools:type_name -> mcpready.v1.WorkflowToolRate
+	8,  // 15: mcpready.v1.Sample.exclusion_reasons:type_name -> mcpready.v1.Sample.ExclusionReasonsEntry
+	14, // 16: mcpready.v1.LayerRate.layer:type_name -> mcpready.v1.ReadinessLayer
+	14, // 17: mcpready.v1.ErrorCount.layer:type_name -> mcpready.v1.ReadinessLayer
+	15, // 18: mcpready.v1.ErrorCount.outcome:type_name -> mcpready.v1.OutcomeClass
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_evidence_proto_init() }
@@ -787,7 +1022,7 @@ func file_mcpready_v1_evidence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_evidence_proto_rawDesc), len(file_mcpready_v1_evidence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

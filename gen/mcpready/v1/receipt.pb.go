@@ -23,6 +23,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// WorkflowEndState is how a workflow ended (layer 7).
+type WorkflowEndState int32
+
+const (
+	// Not a workflow receipt.
+	WorkflowEndState_WORKFLOW_END_STATE_UNSPECIFIED WorkflowEndState = 0
+	// The workflow reached its objective.
+	WorkflowEndState_WORKFLOW_END_STATE_COMPLETED WorkflowEndState = 1
+	// The workflow ended without reaching its objective.
+	WorkflowEndState_WORKFLOW_END_STATE_FAILED WorkflowEndState = 2
+	// The workflow was given up, or idled out on the agent without a report.
+	WorkflowEndState_WORKFLOW_END_STATE_ABANDONED WorkflowEndState = 3
+)
+
+// Enum value maps for WorkflowEndState.
+var (
+	WorkflowEndState_name = map[int32]string{
+		0: "WORKFLOW_END_STATE_UNSPECIFIED",
+		1: "WORKFLOW_END_STATE_COMPLETED",
+		2: "WORKFLOW_END_STATE_FAILED",
+		3: "WORKFLOW_END_STATE_ABANDONED",
+	}
+	WorkflowEndState_value = map[string]int32{
+		"WORKFLOW_END_STATE_UNSPECIFIED": 0,
+		"WORKFLOW_END_STATE_COMPLETED":   1,
+		"WORKFLOW_END_STATE_FAILED":      2,
+		"WORKFLOW_END_STATE_ABANDONED":   3,
+	}
+)
+
+func (x WorkflowEndState) Enum() *WorkflowEndState {
+	p := new(WorkflowEndState)
+	*p = x
+	return p
+}
+
+func (x WorkflowEndState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WorkflowEndState) Descriptor() protoreflect.EnumDescriptor {
+	return file_mcpready_v1_receipt_proto_enumTypes[0].Descriptor()
+}
+
+func (WorkflowEndState) Type() protoreflect.EnumType {
+	return &file_mcpready_v1_receipt_proto_enumTypes[0]
+}
+
+func (x WorkflowEndState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WorkflowEndState.Descriptor instead.
+func (WorkflowEndState) EnumDescriptor() ([]byte, []int) {
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{0}
+}
+
 // DecisionStep is the step of the agent's decision (the decision order in docs/architecture.md)
 // that rejected a candidate or refused a call. The values 1-8 are the hard
 // filters in order; UNSPECIFIED on a Candidate means no step rejected it.
@@ -91,11 +148,11 @@ func (x DecisionStep) String() string {
 }
 
 func (DecisionStep) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpready_v1_receipt_proto_enumTypes[0].Descriptor()
+	return file_mcpready_v1_receipt_proto_enumTypes[1].Descriptor()
 }
 
 func (DecisionStep) Type() protoreflect.EnumType {
-	return &file_mcpready_v1_receipt_proto_enumTypes[0]
+	return &file_mcpready_v1_receipt_proto_enumTypes[1]
 }
 
 func (x DecisionStep) Number() protoreflect.EnumNumber {
@@ -104,7 +161,7 @@ func (x DecisionStep) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DecisionStep.Descriptor instead.
 func (DecisionStep) EnumDescriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{0}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
 }
 
 // ActionKind is one thing the executor did while running a decision.
@@ -183,11 +240,11 @@ func (x ActionKind) String() string {
 }
 
 func (ActionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpready_v1_receipt_proto_enumTypes[1].Descriptor()
+	return file_mcpready_v1_receipt_proto_enumTypes[2].Descriptor()
 }
 
 func (ActionKind) Type() protoreflect.EnumType {
-	return &file_mcpready_v1_receipt_proto_enumTypes[1]
+	return &file_mcpready_v1_receipt_proto_enumTypes[2]
 }
 
 func (x ActionKind) Number() protoreflect.EnumNumber {
@@ -196,7 +253,7 @@ func (x ActionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ActionKind.Descriptor instead.
 func (ActionKind) EnumDescriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{2}
 }
 
 // Receipt records one decision and the invocation that followed. It holds
@@ -262,7 +319,12 @@ type Receipt struct {
 	FailureDomains []string `protobuf:"bytes,81,rep,name=failure_domains,json=failureDomains,proto3" json:"failure_domains,omitempty"`
 	// The local quota effect: "<units> <unit> (<used>/<limit> per <window>)",
 	// "" when no local budget applies.
-	Quota         string `protobuf:"bytes,82,opt,name=quota,proto3" json:"quota,omitempty"`
+	Quota string `protobuf:"bytes,82,opt,name=quota,proto3" json:"quota,omitempty"`
+	// Set only on a workflow receipt (requested "mcpready.workflow.report"):
+	// the end state of the workflow workflow_id, as its orchestrator reported
+	// it (or as the agent recorded it when the workflow idled out), and the
+	// request receipts of that workflow, by receipt id.
+	Workflow      *WorkflowRecord `protobuf:"bytes,190,opt,name=workflow,proto3" json:"workflow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -619,6 +681,209 @@ func (x *Receipt) GetQuota() string {
 	return ""
 }
 
+func (x *Receipt) GetWorkflow() *WorkflowRecord {
+	if x != nil {
+		return x.Workflow
+	}
+	return nil
+}
+
+// WorkflowRecord is what a workflow receipt says about the workflow.
+type WorkflowRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The end state reported (UNSPECIFIED on a refused report).
+	EndState WorkflowEndState `protobuf:"varint,1,opt,name=end_state,json=endState,proto3,enum=mcpready.v1.WorkflowEndState" json:"end_state,omitempty"`
+	// The agent recorded the workflow as abandoned because no call or report
+	// arrived for its idle timeout (no orchestrator reported it).
+	Expired bool `protobuf:"varint,2,opt,name=expired,proto3" json:"expired,omitempty"`
+	// The tool calls the agent recorded in the workflow for its principal,
+	// in order (empty on a refused report).
+	Calls []*WorkflowCall `protobuf:"bytes,3,rep,name=calls,proto3" json:"calls,omitempty"`
+	// Calls of the workflow past the agent's caps (per workflow, and over all
+	// open workflows): counted, not listed.
+	CallsDropped int64 `protobuf:"varint,4,opt,name=calls_dropped,json=callsDropped,proto3" json:"calls_dropped,omitempty"`
+	// The code of a refused report (workflow_unknown, workflow_foreign,
+	// workflow_closed, workflow_report_invalid, workflow_report_not_permitted);
+	// "" when the report was accepted.
+	RefusalCode string `protobuf:"bytes,5,opt,name=refusal_code,json=refusalCode,proto3" json:"refusal_code,omitempty"`
+	// When the workflow's first call was admitted.
+	OpenedAt      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=opened_at,json=openedAt,proto3" json:"opened_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkflowRecord) Reset() {
+	*x = WorkflowRecord{}
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkflowRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkflowRecord) ProtoMessage() {}
+
+func (x *WorkflowRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkflowRecord.ProtoReflect.Descriptor instead.
+func (*WorkflowRecord) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WorkflowRecord) GetEndState() WorkflowEndState {
+	if x != nil {
+		return x.EndState
+	}
+	return WorkflowEndState_WORKFLOW_END_STATE_UNSPECIFIED
+}
+
+func (x *WorkflowRecord) GetExpired() bool {
+	if x != nil {
+		return x.Expired
+	}
+	return false
+}
+
+func (x *WorkflowRecord) GetCalls() []*WorkflowCall {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
+func (x *WorkflowRecord) GetCallsDropped() int64 {
+	if x != nil {
+		return x.CallsDropped
+	}
+	return 0
+}
+
+func (x *WorkflowRecord) GetRefusalCode() string {
+	if x != nil {
+		return x.RefusalCode
+	}
+	return ""
+}
+
+func (x *WorkflowRecord) GetOpenedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OpenedAt
+	}
+	return nil
+}
+
+// WorkflowCall is one request receipt of a workflow, as the agent recorded
+// it when the call ended.
+type WorkflowCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request receipt's id (in the same agent's chain).
+	ReceiptId string `protobuf:"bytes,1,opt,name=receipt_id,json=receiptId,proto3" json:"receipt_id,omitempty"`
+	// The tool as the AI agent named it.
+	Requested string `protobuf:"bytes,2,opt,name=requested,proto3" json:"requested,omitempty"`
+	// The route that answered (no access facts); absent when none was tried.
+	Selected *Selection   `protobuf:"bytes,3,opt,name=selected,proto3" json:"selected,omitempty"`
+	Outcome  OutcomeClass `protobuf:"varint,4,opt,name=outcome,proto3,enum=mcpready.v1.OutcomeClass" json:"outcome,omitempty"`
+	Attempts int32        `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// The answer came through a fallback route: not the first admitted one.
+	Fallback bool `protobuf:"varint,6,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	// The report named this call as contributing to the workflow (every call
+	// when it named none).
+	Contributed   bool `protobuf:"varint,7,opt,name=contributed,proto3" json:"contributed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkflowCall) Reset() {
+	*x = WorkflowCall{}
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkflowCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkflowCall) ProtoMessage() {}
+
+func (x *WorkflowCall) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkflowCall.ProtoReflect.Descriptor instead.
+func (*WorkflowCall) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WorkflowCall) GetReceiptId() string {
+	if x != nil {
+		return x.ReceiptId
+	}
+	return ""
+}
+
+func (x *WorkflowCall) GetRequested() string {
+	if x != nil {
+		return x.Requested
+	}
+	return ""
+}
+
+func (x *WorkflowCall) GetSelected() *Selection {
+	if x != nil {
+		return x.Selected
+	}
+	return nil
+}
+
+func (x *WorkflowCall) GetOutcome() OutcomeClass {
+	if x != nil {
+		return x.Outcome
+	}
+	return OutcomeClass_OUTCOME_CLASS_UNSPECIFIED
+}
+
+func (x *WorkflowCall) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *WorkflowCall) GetFallback() bool {
+	if x != nil {
+		return x.Fallback
+	}
+	return false
+}
+
+func (x *WorkflowCall) GetContributed() bool {
+	if x != nil {
+		return x.Contributed
+	}
+	return false
+}
+
 // IdempotencyRecord is what a receipt says about a call's idempotency key:
 // a keyed reference, never the key.
 type IdempotencyRecord struct {
@@ -645,7 +910,7 @@ type IdempotencyRecord struct {
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[1]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +922,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[1]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +935,7 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *IdempotencyRecord) GetKeyRef() string {
@@ -730,7 +995,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[2]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +1007,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[2]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +1020,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{2}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Action) GetKind() ActionKind {
@@ -798,7 +1063,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[3]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +1075,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[3]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +1088,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{3}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Candidate) GetEntry() string {
@@ -902,7 +1167,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1179,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[4]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1192,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{4}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Selection) GetEntry() string {
@@ -1010,7 +1275,7 @@ type AccessFacts struct {
 
 func (x *AccessFacts) Reset() {
 	*x = AccessFacts{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1287,7 @@ func (x *AccessFacts) String() string {
 func (*AccessFacts) ProtoMessage() {}
 
 func (x *AccessFacts) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[5]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1300,7 @@ func (x *AccessFacts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessFacts.ProtoReflect.Descriptor instead.
 func (*AccessFacts) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{5}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AccessFacts) GetIssuer() string {
@@ -1091,7 +1356,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[6]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1368,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[6]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1381,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{6}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Attempt) GetNumber() int32 {
@@ -1208,7 +1473,7 @@ type ReceiptBatch struct {
 
 func (x *ReceiptBatch) Reset() {
 	*x = ReceiptBatch{}
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[7]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1485,7 @@ func (x *ReceiptBatch) String() string {
 func (*ReceiptBatch) ProtoMessage() {}
 
 func (x *ReceiptBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_receipt_proto_msgTypes[7]
+	mi := &file_mcpready_v1_receipt_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1498,7 @@ func (x *ReceiptBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptBatch.ProtoReflect.Descriptor instead.
 func (*ReceiptBatch) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{7}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReceiptBatch) GetAgentId() string {
@@ -1289,7 +1554,7 @@ var File_mcpready_v1_receipt_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\n" +
-	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xab\x11\n" +
+	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xe5\x11\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12\x1d\n" +
@@ -1345,10 +1610,27 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\aactions\x18, \x03(\v2\x13.mcpready.v1.ActionR\aactions\x12@\n" +
 	"\vidempotency\x18P \x01(\v2\x1e.mcpready.v1.IdempotencyRecordR\vidempotency\x12'\n" +
 	"\x0ffailure_domains\x18Q \x03(\tR\x0efailureDomains\x12\x14\n" +
-	"\x05quota\x18R \x01(\tR\x05quota\x1a@\n" +
+	"\x05quota\x18R \x01(\tR\x05quota\x128\n" +
+	"\bworkflow\x18\xbe\x01 \x01(\v2\x1b.mcpready.v1.WorkflowRecordR\bworkflow\x1a@\n" +
 	"\x12KeptArgumentsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b&\x10'\"\xcb\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b&\x10'\"\x98\x02\n" +
+	"\x0eWorkflowRecord\x12:\n" +
+	"\tend_state\x18\x01 \x01(\x0e2\x1d.mcpready.v1.WorkflowEndStateR\bendState\x12\x18\n" +
+	"\aexpired\x18\x02 \x01(\bR\aexpired\x12/\n" +
+	"\x05calls\x18\x03 \x03(\v2\x19.mcpready.v1.WorkflowCallR\x05calls\x12#\n" +
+	"\rcalls_dropped\x18\x04 \x01(\x03R\fcallsDropped\x12!\n" +
+	"\frefusal_code\x18\x05 \x01(\tR\vrefusalCode\x127\n" +
+	"\topened_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bopenedAt\"\x8e\x02\n" +
+	"\fWorkflowCall\x12\x1d\n" +
+	"\n" +
+	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12\x1c\n" +
+	"\trequested\x18\x02 \x01(\tR\trequested\x122\n" +
+	"\bselected\x18\x03 \x01(\v2\x16.mcpready.v1.SelectionR\bselected\x123\n" +
+	"\aoutcome\x18\x04 \x01(\x0e2\x19.mcpready.v1.OutcomeClassR\aoutcome\x12\x1a\n" +
+	"\battempts\x18\x05 \x01(\x05R\battempts\x12\x1a\n" +
+	"\bfallback\x18\x06 \x01(\bR\bfallback\x12 \n" +
+	"\vcontributed\x18\a \x01(\bR\vcontributed\"\xcb\x01\n" +
 	"\x11IdempotencyRecord\x12\x17\n" +
 	"\akey_ref\x18\x01 \x01(\tR\x06keyRef\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x127\n" +
@@ -1406,7 +1688,12 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\breceipts\x18\x05 \x03(\v2\x14.mcpready.v1.ReceiptR\breceipts\x12'\n" +
 	"\x0freceipt_digests\x18\x06 \x03(\tR\x0ereceiptDigests\x129\n" +
 	"\n" +
-	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt*\xa7\x02\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt*\x99\x01\n" +
+	"\x10WorkflowEndState\x12\"\n" +
+	"\x1eWORKFLOW_END_STATE_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cWORKFLOW_END_STATE_COMPLETED\x10\x01\x12\x1d\n" +
+	"\x19WORKFLOW_END_STATE_FAILED\x10\x02\x12 \n" +
+	"\x1cWORKFLOW_END_STATE_ABANDONED\x10\x03*\xa7\x02\n" +
 	"\fDecisionStep\x12\x1d\n" +
 	"\x19DECISION_STEP_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19DECISION_STEP_ELIGIBILITY\x10\x01\x12\x17\n" +
@@ -1445,59 +1732,68 @@ func file_mcpready_v1_receipt_proto_rawDescGZIP() []byte {
 	return file_mcpready_v1_receipt_proto_rawDescData
 }
 
-var file_mcpready_v1_receipt_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_mcpready_v1_receipt_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_mcpready_v1_receipt_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_mcpready_v1_receipt_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_mcpready_v1_receipt_proto_goTypes = []any{
-	(DecisionStep)(0),             // 0: mcpready.v1.DecisionStep
-	(ActionKind)(0),               // 1: mcpready.v1.ActionKind
-	(*Receipt)(nil),               // 2: mcpready.v1.Receipt
-	(*IdempotencyRecord)(nil),     // 3: mcpready.v1.IdempotencyRecord
-	(*Action)(nil),                // 4: mcpready.v1.Action
-	(*Candidate)(nil),             // 5: mcpready.v1.Candidate
-	(*Selection)(nil),             // 6: mcpready.v1.Selection
-	(*AccessFacts)(nil),           // 7: mcpready.v1.AccessFacts
-	(*Attempt)(nil),               // 8: mcpready.v1.Attempt
-	(*ReceiptBatch)(nil),          // 9: mcpready.v1.ReceiptBatch
-	nil,                           // 10: mcpready.v1.Receipt.KeptArgumentsEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(SideEffectClass)(0),          // 12: mcpready.v1.SideEffectClass
-	(ApprovalState)(0),            // 13: mcpready.v1.ApprovalState
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(OutcomeClass)(0),             // 15: mcpready.v1.OutcomeClass
-	(ReadinessLayer)(0),           // 16: mcpready.v1.ReadinessLayer
+	(WorkflowEndState)(0),         // 0: mcpready.v1.WorkflowEndState
+	(DecisionStep)(0),             // 1: mcpready.v1.DecisionStep
+	(ActionKind)(0),               // 2: mcpready.v1.ActionKind
+	(*Receipt)(nil),               // 3: mcpready.v1.Receipt
+	(*WorkflowRecord)(nil),        // 4: mcpready.v1.WorkflowRecord
+	(*WorkflowCall)(nil),          // 5: mcpready.v1.WorkflowCall
+	(*IdempotencyRecord)(nil),     // 6: mcpready.v1.IdempotencyRecord
+	(*Action)(nil),                // 7: mcpready.v1.Action
+	(*Candidate)(nil),             // 8: mcpready.v1.Candidate
+	(*Selection)(nil),             // 9: mcpready.v1.Selection
+	(*AccessFacts)(nil),           // 10: mcpready.v1.AccessFacts
+	(*Attempt)(nil),               // 11: mcpready.v1.Attempt
+	(*ReceiptBatch)(nil),          // 12: mcpready.v1.ReceiptBatch
+	nil,                           // 13: mcpready.v1.Receipt.KeptArgumentsEntry
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(SideEffectClass)(0),          // 15: mcpready.v1.SideEffectClass
+	(ApprovalState)(0),            // 16: mcpready.v1.ApprovalState
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(OutcomeClass)(0),             // 18: mcpready.v1.OutcomeClass
+	(ReadinessLayer)(0),           // 19: mcpready.v1.ReadinessLayer
 }
 var file_mcpready_v1_receipt_proto_depIdxs = []int32{
-	11, // 0: mcpready.v1.Receipt.emitted_at:type_name -> google.protobuf.Timestamp
-	10, // 1: mcpready.v1.Receipt.kept_arguments:type_name -> mcpready.v1.Receipt.KeptArgumentsEntry
-	5,  // 2: mcpready.v1.Receipt.candidates:type_name -> mcpready.v1.Candidate
-	6,  // 3: mcpready.v1.Receipt.selected:type_name -> mcpready.v1.Selection
-	12, // 4: mcpready.v1.Receipt.provider_side_effect:type_name -> mcpready.v1.SideEffectClass
-	12, // 5: mcpready.v1.Receipt.consumer_side_effect:type_name -> mcpready.v1.SideEffectClass
-	13, // 6: mcpready.v1.Receipt.approval:type_name -> mcpready.v1.ApprovalState
-	14, // 7: mcpready.v1.Receipt.deadline:type_name -> google.protobuf.Duration
-	14, // 8: mcpready.v1.Receipt.per_attempt_timeout:type_name -> google.protobuf.Duration
-	8,  // 9: mcpready.v1.Receipt.attempts:type_name -> mcpready.v1.Attempt
-	11, // 10: mcpready.v1.Receipt.started_at:type_name -> google.protobuf.Timestamp
-	11, // 11: mcpready.v1.Receipt.ended_at:type_name -> google.protobuf.Timestamp
-	14, // 12: mcpready.v1.Receipt.latency:type_name -> google.protobuf.Duration
-	15, // 13: mcpready.v1.Receipt.outcome:type_name -> mcpready.v1.OutcomeClass
-	16, // 14: mcpready.v1.Receipt.failed_layer:type_name -> mcpready.v1.ReadinessLayer
-	4,  // 15: mcpready.v1.Receipt.actions:type_name -> mcpready.v1.Action
-	3,  // 16: mcpready.v1.Receipt.idempotency:type_name -> mcpready.v1.IdempotencyRecord
-	14, // 17: mcpready.v1.IdempotencyRecord.retention:type_name -> google.protobuf.Duration
-	1,  // 18: mcpready.v1.Action.kind:type_name -> mcpready.v1.ActionKind
-	0,  // 19: mcpready.v1.Candidate.rejected_at_step:type_name -> mcpready.v1.DecisionStep
-	7,  // 20: mcpready.v1.Selection.access:type_name -> mcpready.v1.AccessFacts
-	11, // 21: mcpready.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	14, // 22: mcpready.v1.Attempt.latency:type_name -> google.protobuf.Duration
-	15, // 23: mcpready.v1.Attempt.outcome:type_name -> mcpready.v1.OutcomeClass
-	2,  // 24: mcpready.v1.ReceiptBatch.receipts:type_name -> mcpready.v1.Receipt
-	11, // 25: mcpready.v1.ReceiptBatch.created_at:type_name -> google.protobuf.Timestamp
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	14, // 0: mcpready.v1.Receipt.emitted_at:type_name -> google.protobuf.Timestamp
+	13, // 1: mcpready.v1.Receipt.kept_arguments:type_name -> mcpready.v1.Receipt.KeptArgumentsEntry
+	8,  // 2: mcpready.v1.Receipt.candidates:type_name -> mcpready.v1.Candidate
+	9,  // 3: mcpready.v1.Receipt.selected:type_name -> mcpready.v1.Selection
+	15, // 4: mcpready.v1.Receipt.provider_side_effect:type_name -> mcpready.v1.SideEffectClass
+	15, // 5: mcpready.v1.Receipt.consumer_side_effect:type_name -> mcpready.v1.SideEffectClass
+	16, // 6: mcpready.v1.Receipt.approval:type_name -> mcpready.v1.ApprovalState
+	17, // 7: mcpready.v1.Receipt.deadline:type_name -> google.protobuf.Duration
+	17, // 8: mcpready.v1.Receipt.per_attempt_timeout:type_name -> google.protobuf.Duration
+	11, // 9: mcpready.v1.Receipt.attempts:type_name -> mcpready.v1.Attempt
+	14, // 10: mcpready.v1.Receipt.started_at:type_name -> google.protobuf.Timestamp
+	14, // 11: mcpready.v1.Receipt.ended_at:type_name -> google.protobuf.Timestamp
+	17, // 12: mcpready.v1.Receipt.latency:type_name -> google.protobuf.Duration
+	18, // 13: mcpready.v1.Receipt.outcome:type_name -> mcpready.v1.OutcomeClass
+	19, // 14: mcpready.v1.Receipt.failed_layer:type_name -> mcpready.v1.ReadinessLayer
+	7,  // 15: mcpready.v1.Receipt.actions:type_name -> mcpready.v1.Action
+	6,  // 16: mcpready.v1.Receipt.idempotency:type_name -> mcpready.v1.IdempotencyRecord
+	4,  // 17: mcpready.v1.Receipt.workflow:type_name -> mcpready.v1.WorkflowRecord
+	0,  // 18: mcpready.v1.WorkflowRecord.end_state:type_name -> mcpready.v1.WorkflowEndState
+	5,  // 19: mcpready.v1.WorkflowRecord.calls:type_name -> mcpready.v1.WorkflowCall
+	14, // 20: mcpready.v1.WorkflowRecord.opened_at:type_name -> google.protobuf.Timestamp
+	9,  // 21: mcpready.v1.WorkflowCall.selected:type_name -> mcpready.v1.Selection
+	18, // 22: mcpready.v1.WorkflowCall.outcome:type_name -> mcpready.v1.OutcomeClass
+	17, // 23: mcpready.v1.IdempotencyRecord.retention:type_name -> google.protobuf.Duration
+	2,  // 24: mcpready.v1.Action.kind:type_name -> mcpready.v1.ActionKind
+	1,  // 25: mcpready.v1.Candidate.rejected_at_step:type_name -> mcpready.v1.DecisionStep
+	10, // 26: mcpready.v1.Selection.access:type_name -> mcpready.v1.AccessFacts
+	14, // 27: mcpready.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	17, // 28: mcpready.v1.Attempt.latency:type_name -> google.protobuf.Duration
+	18, // 29: mcpready.v1.Attempt.outcome:type_name -> mcpready.v1.OutcomeClass
+	3,  // 30: mcpready.v1.ReceiptBatch.receipts:type_name -> mcpready.v1.Receipt
+	14, // 31: mcpready.v1.ReceiptBatch.created_at:type_name -> google.protobuf.Timestamp
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_receipt_proto_init() }
@@ -1511,8 +1807,8 @@ func file_mcpready_v1_receipt_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_receipt_proto_rawDesc), len(file_mcpready_v1_receipt_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   9,
+			NumEnums:      3,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
