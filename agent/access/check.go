@@ -34,6 +34,9 @@ type Facts struct {
 	Expiry   time.Time
 	// AuthorizationServers the protected resource's metadata named.
 	AuthorizationServers []string
+	// Unverified: the token was not verified (tokenVerification
+	// unverified); the facts are the token response's.
+	Unverified bool
 }
 
 // Lifetime classes of a token's remaining lifetime (receipts record the

@@ -42,6 +42,12 @@ const (
 	ReasonStepUpExhausted   Reason = "step-up-exhausted"
 	ReasonCredentials       Reason = "client-credentials-unavailable"
 	ReasonNotConfigured     Reason = "oauth-not-configured"
+	// The authorization-code flow's: the user has not completed it yet,
+	// it failed (denied, state mismatch, no code), or no client
+	// registration applies at the authorization server.
+	ReasonAuthorizationPending Reason = "authorization-pending"
+	ReasonAuthorizationFailed  Reason = "authorization-failed"
+	ReasonRegistration         Reason = "client-registration-failed"
 )
 
 // ErrNotReady is wrapped by every NotReadyError (errors.Is).
