@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 const maxEvent = 1 << 20
@@ -65,4 +66,15 @@ func FuzzReadEvent(f *testing.F) {
 		}
 		t.Fatal("readEvent did not reach the end of its input")
 	})
+}
+
+func TestReadEventMeta(t *testing.T) {
+	r := bufio.NewReader(strings.NewReader("id: e1\nretry: 500\ndata: a\n\nid: bad\x00\nretry: x\ndata: b\n\n"))
+	var m Meta
+	if d, err := ReadEventMeta(r, maxEvent, &m); err != nil || string(d) != "a" || m.LastID != "e1" || m.Retry != 500*time.Millisecond {
+		t.Fatalf("first = %q %v %+v", d, err, m)
+	}
+	if d, err := ReadEventMeta(r, maxEvent, &m); err != nil || string(d) != "b" || m.LastID != "e1" || m.Retry != 500*time.Millisecond {
+		t.Fatalf("an id with NUL and a malformed retry change nothing: %q %v %+v", d, err, m)
+	}
 }
