@@ -124,11 +124,7 @@ func (c *Client) runFlow(f *flow, p Principal, up *Upstream, d *Discovery, pk pa
 
 // refresh redeems a refresh token (with the resource indicator).
 func (c *Client) refresh(ctx context.Context, up *Upstream, d *Discovery, refresh string) (*oauth2.Token, error) {
-	reg, err := c.register(ctx, up, d)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := newClientAuth(up.OAuth, reg.id, reg.secret, reg.method, d, c.o.Now())
+	ca, err := c.clientAuth(ctx, up, d)
 	if err != nil {
 		return nil, err
 	}
@@ -145,17 +141,23 @@ func (c *Client) refresh(ctx context.Context, up *Upstream, d *Discovery, refres
 	return tok, nil
 }
 
+// clientAuth is how the agent's client at d's authorization server (see
+// register) authenticates now.
+func (c *Client) clientAuth(ctx context.Context, up *Upstream, d *Discovery) (*clientAuth, error) {
+	reg, err := c.register(ctx, up, d)
+	if err != nil {
+		return nil, err
+	}
+	return newClientAuth(up.OAuth, reg.id, reg.secret, reg.method, d, c.o.Now())
+}
+
 // authorizeCode runs one authorization-code flow with PKCE (S256), the
 // resource indicator and the RFC 9207 issuer check.
 func (c *Client) authorizeCode(ctx context.Context, p Principal, up *Upstream, d *Discovery, scopes []string) (*oauth2.Token, error) {
 	if d.AuthorizationEndpoint == "" {
 		return nil, notReady(ReasonASMetadataInvalid, "the authorization server has no authorization endpoint")
 	}
-	reg, err := c.register(ctx, up, d)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := newClientAuth(up.OAuth, reg.id, reg.secret, reg.method, d, c.o.Now())
+	ca, err := c.clientAuth(ctx, up, d)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +182,7 @@ func (c *Client) authorizeCode(ctx context.Context, p Principal, up *Upstream, d
 	}
 	// The registration's authentication again: a private_key_jwt assertion
 	// may have expired while the user took their time.
-	if ca, err = newClientAuth(up.OAuth, reg.id, reg.secret, reg.method, d, c.o.Now()); err != nil {
+	if ca, err = c.clientAuth(ctx, up, d); err != nil {
 		return nil, err
 	}
 	tok, err := cfg.Exchange(ctx, res.Code, append(ca.options(), oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", resource))...)
@@ -268,6 +270,15 @@ func (c *Client) register(ctx context.Context, up *Upstream, d *Discovery) (regi
 }
 
 type regKey struct{ upstream, issuer string }
+
+// Verification names how the token of f was checked: VerifyJWT or
+// VerifyUnverified (receipts record it).
+func (f *Facts) Verification() string {
+	if f.Unverified {
+		return config.VerifyUnverified
+	}
+	return config.VerifyJWT
+}
 
 // grantedScopes are a token's scopes as facts: offline_access, which
 // grants a refresh token at the authorization server and no authority at

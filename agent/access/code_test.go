@@ -262,7 +262,7 @@ func TestUnverifiedTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := c.Lookup(Principal{}, &r.upstream)
-	if g == nil || !g.Facts.Unverified || g.Facts.Issuer != as.Issuer || g.Facts.Audience[0] != r.url || strings.Join(g.Facts.Scopes, " ") != "read" {
+	if g == nil || !g.Facts.Unverified || g.Facts.Verification() != config.VerifyUnverified || g.Facts.Issuer != as.Issuer || g.Facts.Audience[0] != r.url || strings.Join(g.Facts.Scopes, " ") != "read" {
 		t.Fatalf("facts = %+v", g)
 	}
 }

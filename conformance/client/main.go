@@ -48,6 +48,10 @@ type suiteContext struct {
 	ClientID      string `json:"client_id"`
 	ClientSecret  string `json:"client_secret"`
 	PrivateKeyPEM string `json:"private_key_pem"`
+	ToolCalls     []struct {
+		Name      string         `json:"name"`
+		Arguments map[string]any `json:"arguments"`
+	} `json:"toolCalls"`
 }
 
 // arguments the suite's scenarios expect for the tools they offer.
@@ -80,6 +84,9 @@ func run(url string) error {
 		return err
 	}
 	up.OAuth = o
+	if o != nil && o.PrivateKeyFile != "" {
+		defer os.Remove(o.PrivateKeyFile)
+	}
 	if _, err := config.New(config.File{Upstreams: []config.Upstream{up}}); err != nil {
 		return err
 	}
@@ -98,13 +105,48 @@ func run(url string) error {
 	if err != nil {
 		return err
 	}
+	return callsFor(scenario, sc, tools, func(name string, args map[string]any) error {
+		if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args}); err != nil {
+			return fmt.Errorf("tools/call %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// callsFor makes the calls scenario expects after listing tools: none for
+// json-schema-ref-no-deref (the listing is the test), the focal tool's
+// input schema echoed for json-schema-2020-12-preservation (what the
+// agent's client kept of it), the suite's toolCalls when the context names
+// any (their failures are the suite's to judge), else every tool once.
+func callsFor(scenario string, sc suiteContext, tools []*mcp.Tool, call func(string, map[string]any) error) error {
+	switch {
+	case scenario == "json-schema-ref-no-deref":
+		return nil
+	case scenario == "json-schema-2020-12-preservation":
+		for _, t := range tools {
+			if t.Name == "json_schema_2020_12_tool" {
+				return call("json_schema_echo", map[string]any{"schema": t.InputSchema})
+			}
+		}
+		return fmt.Errorf("tool json_schema_2020_12_tool not listed")
+	case len(sc.ToolCalls) > 0:
+		for _, tc := range sc.ToolCalls {
+			if tc.Arguments == nil {
+				tc.Arguments = map[string]any{}
+			}
+			if err := call(tc.Name, tc.Arguments); err != nil {
+				fmt.Fprintln(os.Stderr, "client:", err)
+			}
+		}
+		return nil
+	}
 	for _, t := range tools {
 		args := arguments[t.Name]
 		if args == nil {
 			args = map[string]any{}
 		}
-		if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: t.Name, Arguments: args}); err != nil {
-			return fmt.Errorf("tools/call %s: %w", t.Name, err)
+		if err := call(t.Name, args); err != nil {
+			return err
 		}
 	}
 	return nil
