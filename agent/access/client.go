@@ -178,7 +178,8 @@ func (c *Client) Lookup(p Principal, up *Upstream) *Grant {
 }
 
 // selectionLocked is the current scope selection of pk: what a challenge
-// or a step-up selected, else the configured scopes, else the metadata's
+// or a step-up selected, else the configured scopes, else the scope of the
+// upstream's last 401 challenge (to any principal), else the metadata's
 // scopes_supported.
 func (c *Client) selectionLocked(pk pairKey, up *Upstream) []string {
 	if pr := c.pairs[pk]; pr != nil && pr.sel != nil {
@@ -188,6 +189,9 @@ func (c *Client) selectionLocked(pk pairKey, up *Upstream) []string {
 		return sortedSet(up.OAuth.Scopes)
 	}
 	if d := c.disc[up.Name]; d != nil {
+		if len(d.ChallengeScopes) > 0 {
+			return sortedSet(d.ChallengeScopes)
+		}
 		return sortedSet(d.ScopesSupported)
 	}
 	return nil
@@ -279,6 +283,9 @@ func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, statu
 // Guard keeps rejecting it.
 func (c *Client) discover(ctx context.Context, up *Upstream, hdr http.Header) (*Discovery, error) {
 	d, err := discover(ctx, c.o.HTTP, up.URL, hdr, up.OAuth.Issuer)
+	if ch := ParseChallenge(hdr); d != nil && ch.Error == "" {
+		d.ChallengeScopes = ch.Scopes
+	}
 	if d != nil {
 		c.mu.Lock()
 		c.disc[up.Name] = d

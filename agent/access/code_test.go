@@ -111,12 +111,14 @@ func TestAuthorizationCodeFlow(t *testing.T) {
 }
 
 // TestAuthorizationCodeRegistration: without a client id the agent
-// registers (RFC 7591) once and runs the flow as that client; an
+// registers (RFC 7591) once and runs the flow as that client (the second
+// principal asks for the scope the first one's challenge named, no
+// step-up; failed before with 3 approvals); an
 // authorization server without registration is a typed error.
 func TestAuthorizationCodeRegistration(t *testing.T) {
 	o := config.OAuth{Grant: config.GrantAuthorizationCode, DynamicRegistration: true, RedirectURL: testRedirect}
 	as := oauthtest.Start(t, oauthtest.Options{Registration: true})
-	r := newRig(t, as, oauthtest.Resource{Scopes: []string{"read"}, ScopesSupported: []string{"read"}}, o)
+	r := newRig(t, as, oauthtest.Resource{Scopes: []string{"read"}}, o)
 	c := New(Options{Authorizer: browser(nil)})
 	for _, p := range []string{"alice", "bob"} {
 		if err := r.call(WithPrincipal(context.Background(), Principal{Name: p}), c); err != nil {
@@ -345,16 +347,19 @@ func TestLoopbackAuthorizer(t *testing.T) {
 	redirect := "http://" + addr + "/callback"
 	done := make(chan *AuthorizationResponse, 1)
 	go func() {
-		res, err := a(context.Background(), &AuthorizationRequest{Upstream: "tickets", Principal: "alice", URL: "https://as.example/authorize?x=1", RedirectURL: redirect})
+		res, err := a(context.Background(), &AuthorizationRequest{Upstream: "tickets", Principal: "alice", URL: "https://as.example/authorize?x=1&state=s1", RedirectURL: redirect})
 		if err != nil {
 			t.Error(err)
 		}
 		done <- res
 	}()
 	for i := 0; ; i++ {
-		resp, err := http.Get(redirect + "?code=c1&state=s1&iss=https%3A%2F%2Fas.example")
+		resp, err := http.Get(redirect + "?code=forged&state=other")
 		if err == nil {
 			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("a redirect with another state = HTTP %d", resp.StatusCode)
+			}
 			break
 		}
 		if i > 50 {
@@ -362,10 +367,15 @@ func TestLoopbackAuthorizer(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	resp, err := http.Get(redirect + "?code=c1&state=s1&iss=https%3A%2F%2Fas.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	if res := <-done; res == nil || res.Code != "c1" || res.State != "s1" || res.Iss != "https://as.example" {
 		t.Fatalf("response = %+v", res)
 	}
-	if !strings.Contains(logs.String(), "https://as.example/authorize?x=1") || !strings.Contains(logs.String(), "alice") {
+	if !strings.Contains(logs.String(), "https://as.example/authorize?x=1&state=s1") || !strings.Contains(logs.String(), "alice") {
 		t.Fatalf("log = %s", logs.String())
 	}
 	if _, err := a(context.Background(), &AuthorizationRequest{RedirectURL: "http://agent.example:8/cb"}); !errors.Is(err, ErrRedirectURL) {

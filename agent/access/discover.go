@@ -49,6 +49,9 @@ type Discovery struct {
 	AuthorizationServers []string
 	// ScopesSupported by the protected resource.
 	ScopesSupported []string
+	// ChallengeScopes are the scope of the 401 challenge that led to this
+	// discovery, if it named any.
+	ChallengeScopes []string
 	// Issuer is the chosen authorization server's issuer (its metadata's).
 	Issuer        string
 	TokenEndpoint string

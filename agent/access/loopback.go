@@ -17,7 +17,8 @@ var ErrRedirectURL = errors.New("redirect URL: want http on a loopback address w
 // the redirect URL on its loopback address and logs the authorization URL
 // once (with the upstream and principal, never a token) for the user to
 // open; the flow ends when the authorization server redirects the user's
-// browser back, or when ctx ends. Flows with the same redirect URL run one
+// browser back with the flow's state (a redirect with another state is
+// refused and the flow goes on), or when ctx ends. Flows with the same redirect URL run one
 // at a time (the port is the flow's).
 func LoopbackAuthorizer(log *slog.Logger) Authorizer {
 	return func(ctx context.Context, r *AuthorizationRequest) (*AuthorizationResponse, error) {
@@ -32,6 +33,10 @@ func LoopbackAuthorizer(log *slog.Logger) Authorizer {
 		if err != nil {
 			return nil, err
 		}
+		var state string
+		if au, err := url.Parse(r.URL); err == nil {
+			state = au.Query().Get("state")
+		}
 		got := make(chan *AuthorizationResponse, 1)
 		srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			if req.URL.Path != u.Path {
@@ -39,6 +44,11 @@ func LoopbackAuthorizer(log *slog.Logger) Authorizer {
 				return
 			}
 			q := req.URL.Query()
+			if q.Get("state") != state {
+				// Not this flow's redirect (a forged or stale one): ignored.
+				http.Error(w, "unknown authorization state", http.StatusBadRequest)
+				return
+			}
 			res := &AuthorizationResponse{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}
 			select {
 			case got <- res:
