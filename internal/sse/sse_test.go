@@ -57,10 +57,15 @@ func TestReadEvent(t *testing.T) {
 func FuzzReadEvent(f *testing.F) {
 	f.Add("event: message\ndata: {}\n\n")
 	f.Add("data: a\r\ndata: b\r\n\r\n: c\n")
+	f.Add("id: e1\nretry: 500\n\ndata: x\n\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		r := bufio.NewReaderSize(strings.NewReader(in), 16)
+		var m Meta
 		for range len(in) + 2 {
-			if _, err := ReadEvent(r, maxEvent); err != nil {
+			if _, err := ReadEventMeta(r, maxEvent, &m); err != nil {
+				if m.Retry < 0 || strings.ContainsRune(m.LastID, 0) {
+					t.Fatalf("meta = %+v", m)
+				}
 				return
 			}
 		}
