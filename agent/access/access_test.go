@@ -334,4 +334,22 @@ func TestSecretsNeverInErrors(t *testing.T) {
 	if ReasonOf(err) != ReasonTokenFailed || strings.Contains(err.Error(), "wrong-secret-value") {
 		t.Fatalf("err = %v", err)
 	}
+	// The authorization-code flow: neither the code nor the secret.
+	co, coc := codeClient(t)
+	co.ClientSecretFile = ""
+	co.ClientSecretEnv = "ACCESS_TEST_SECRET_UNSET"
+	cas := oauthtest.Start(t, oauthtest.Options{Clients: []oauthtest.Client{coc}})
+	cr := newRig(t, cas, oauthtest.Resource{}, co)
+	var code string
+	spy := func(ctx context.Context, ar *AuthorizationRequest) (*AuthorizationResponse, error) {
+		res, err := browser(nil)(ctx, ar)
+		if err == nil {
+			code = res.Code
+		}
+		return res, err
+	}
+	err = cr.call(WithPrincipal(context.Background(), Principal{Name: "alice"}), New(Options{Authorizer: spy}))
+	if ReasonOf(err) != ReasonTokenFailed || code == "" || strings.Contains(err.Error(), code) || strings.Contains(err.Error(), "wrong-secret-value") {
+		t.Fatalf("code flow with a wrong secret = %v", err)
+	}
 }

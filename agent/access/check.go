@@ -95,6 +95,9 @@ type Facts struct {
 	Tenant string
 	// AuthorizationServers the protected resource's metadata named.
 	AuthorizationServers []string
+	// Unverified: the token was not verified (tokenVerification
+	// unverified); the facts are the token response's.
+	Unverified bool
 }
 
 // Lifetime classes of a token's remaining lifetime (receipts record the

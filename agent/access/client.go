@@ -53,7 +53,17 @@ type Options struct {
 	RefreshAhead time.Duration
 	// Now is the clock; nil uses time.Now.
 	Now func() time.Time
+	// Authorizer has the user complete authorization-code flows; nil
+	// makes grant authorization_code ACCESS_NOT_READY (oauth-not-configured).
+	Authorizer Authorizer
+	// AuthorizationTimeout bounds one authorization-code flow (the user's
+	// time included); zero means 5 minutes.
+	AuthorizationTimeout time.Duration
 }
+
+// unverifiedLifetime is how long a token response without expires_in is
+// presented when tokens are not verified.
+const unverifiedLifetime = 5 * time.Minute
 
 // Grant is a verified token and its facts. The token is only for the
 // Authorization header; Facts are what may be recorded.
@@ -72,6 +82,7 @@ type Client struct {
 	mu    sync.Mutex
 	disc  map[string]*Discovery // by upstream name
 	pairs map[pairKey]*pair     // per principal and upstream
+	regs  map[regKey]registration
 }
 
 type pairKey struct{ principal, upstream string }
@@ -81,6 +92,10 @@ type pair struct {
 	sel    *selection        // nil: the default selection (selectionLocked)
 	grants map[string]*Grant // by scope set (joined, sorted)
 	expect atomic.Pointer[Expect]
+	// The authorization-code flow's: the pending flow, and the refresh
+	// token of the last one with its scope set.
+	flow                *flow
+	refresh, refreshKey string
 }
 
 type selection struct {
@@ -100,7 +115,10 @@ func New(o Options) *Client {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Client{o: o, keys: KeySets{HTTP: o.HTTP}, disc: map[string]*Discovery{}, pairs: map[pairKey]*pair{}}
+	if o.AuthorizationTimeout == 0 {
+		o.AuthorizationTimeout = 5 * time.Minute
+	}
+	return &Client{o: o, keys: KeySets{HTTP: o.HTTP}, disc: map[string]*Discovery{}, pairs: map[pairKey]*pair{}, regs: map[regKey]registration{}}
 }
 
 func (c *Client) principalOf(p Principal, up *Upstream) pairKey {
@@ -161,7 +179,8 @@ func (c *Client) Lookup(p Principal, up *Upstream) *Grant {
 }
 
 // selectionLocked is the current scope selection of pk: what a challenge
-// or a step-up selected, else the configured scopes, else the metadata's
+// or a step-up selected, else the configured scopes, else the scope of the
+// upstream's last 401 challenge (to any principal), else the metadata's
 // scopes_supported.
 func (c *Client) selectionLocked(pk pairKey, up *Upstream) []string {
 	if pr := c.pairs[pk]; pr != nil && pr.sel != nil {
@@ -171,6 +190,9 @@ func (c *Client) selectionLocked(pk pairKey, up *Upstream) []string {
 		return sortedSet(up.OAuth.Scopes)
 	}
 	if d := c.disc[up.Name]; d != nil {
+		if len(d.ChallengeScopes) > 0 {
+			return sortedSet(d.ChallengeScopes)
+		}
 		return sortedSet(d.ScopesSupported)
 	}
 	return nil
@@ -262,6 +284,9 @@ func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, statu
 // Guard keeps rejecting it.
 func (c *Client) discover(ctx context.Context, up *Upstream, hdr http.Header) (*Discovery, error) {
 	d, err := discover(ctx, c.o.HTTP, up.URL, hdr, up.OAuth.Issuer)
+	if ch := ParseChallenge(hdr); d != nil && ch.Error == "" {
+		d.ChallengeScopes = ch.Scopes
+	}
 	if d != nil {
 		c.mu.Lock()
 		c.disc[up.Name] = d
@@ -277,65 +302,67 @@ func (c *Client) discover(ctx context.Context, up *Upstream, hdr http.Header) (*
 // it under (principal, upstream, scopes).
 func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Discovery, pk pairKey, scopes []string) (*Grant, error) {
 	o := up.OAuth
-	secret, err := o.ClientSecret()
-	if err != nil {
-		return nil, notReady(ReasonCredentials, "%v", err)
-	}
-	resource := d.Resource
-	if resource == "" {
-		resource = up.URL
-	}
-	style := oauth2.AuthStyleInHeader
-	if o.TokenEndpointAuth == config.AuthClientSecretPost || o.TokenEndpointAuth == config.AuthNone {
-		style = oauth2.AuthStyleInParams
-	}
+	resource := resourceOf(up, d)
 	hctx := context.WithValue(ctx, oauth2.HTTPClient, c.o.HTTP)
 	var tok *oauth2.Token
-	switch grantOf(p, up) {
-	case config.GrantClientCredentials:
-		cc := clientcredentials.Config{ClientID: o.ClientID, ClientSecret: secret, TokenURL: d.TokenEndpoint, Scopes: scopes,
-			AuthStyle: style, EndpointParams: url.Values{"resource": {resource}}}
-		tok, err = cc.Token(hctx)
-	case config.GrantTokenExchange:
-		if p.SubjectToken == "" {
-			return nil, notReady(ReasonNoSubjectToken, "token exchange needs the principal's own token; principal %q has none", p.Name)
+	asked := scopes
+	switch grant := grantOf(p, up); grant {
+	case config.GrantAuthorizationCode:
+		var err error
+		if tok, err = c.codeToken(ctx, p, up, d, pk, scopes); err != nil {
+			return nil, err
 		}
-		cfg := oauth2.Config{ClientID: o.ClientID, ClientSecret: secret, Endpoint: oauth2.Endpoint{TokenURL: d.TokenEndpoint, AuthStyle: style}}
-		opts := []oauth2.AuthCodeOption{
-			oauth2.SetAuthURLParam("grant_type", grantTypeExchange),
-			oauth2.SetAuthURLParam("subject_token", p.SubjectToken),
-			oauth2.SetAuthURLParam("subject_token_type", tokenTypeAccessToken),
-			oauth2.SetAuthURLParam("requested_token_type", tokenTypeAccessToken),
-			oauth2.SetAuthURLParam("audience", resource),
-			oauth2.SetAuthURLParam("resource", resource),
+		asked = askedScopes(scopes, d)
+	case config.GrantClientCredentials, config.GrantTokenExchange:
+		secret, err := o.ClientSecret()
+		if err != nil {
+			return nil, notReady(ReasonCredentials, "%v", err)
 		}
-		if len(scopes) > 0 {
-			opts = append(opts, oauth2.SetAuthURLParam("scope", strings.Join(scopes, " ")))
+		ca, err := newClientAuth(o, o.ClientID, secret, "", d, c.o.Now())
+		if err != nil {
+			return nil, err
 		}
-		tok, err = cfg.Exchange(hctx, "", opts...)
+		if grant == config.GrantClientCredentials {
+			params := url.Values{"resource": {resource}}
+			for k, v := range ca.params {
+				params[k] = v
+			}
+			cc := clientcredentials.Config{ClientID: ca.id, ClientSecret: ca.secret, TokenURL: d.TokenEndpoint, Scopes: scopes,
+				AuthStyle: ca.style, EndpointParams: params}
+			tok, err = cc.Token(hctx)
+		} else {
+			if p.SubjectToken == "" {
+				return nil, notReady(ReasonNoSubjectToken, "token exchange needs the principal's own token; principal %q has none", p.Name)
+			}
+			cfg := oauth2.Config{ClientID: ca.id, ClientSecret: ca.secret, Endpoint: oauth2.Endpoint{TokenURL: d.TokenEndpoint, AuthStyle: ca.style}}
+			opts := append(ca.options(),
+				oauth2.SetAuthURLParam("grant_type", grantTypeExchange),
+				oauth2.SetAuthURLParam("subject_token", p.SubjectToken),
+				oauth2.SetAuthURLParam("subject_token_type", tokenTypeAccessToken),
+				oauth2.SetAuthURLParam("requested_token_type", tokenTypeAccessToken),
+				oauth2.SetAuthURLParam("audience", resource),
+				oauth2.SetAuthURLParam("resource", resource),
+			)
+			if len(scopes) > 0 {
+				opts = append(opts, oauth2.SetAuthURLParam("scope", strings.Join(scopes, " ")))
+			}
+			tok, err = cfg.Exchange(hctx, "", opts...)
+		}
+		if err != nil {
+			return nil, tokenError(err)
+		}
 	default:
 		return nil, notReady(ReasonNotConfigured, "unknown grant %q", o.Grant)
 	}
-	if err != nil {
-		var re *oauth2.RetrieveError
-		if errors.As(err, &re) && re.ErrorCode != "" {
-			return nil, notReady(ReasonTokenFailed, "the token endpoint answered %s", re.ErrorCode)
-		}
-		return nil, notReady(ReasonTokenFailed, "the token endpoint is unreachable or answered malformed data")
-	}
-	cl, err := c.verify(ctx, tok, up, d)
+	g, err := c.grantOf(ctx, tok, up, d, asked)
 	if err != nil {
 		return nil, err
 	}
-	g := &Grant{token: tok.AccessToken, Facts: factsOf(cl, d, up)}
-	if !tok.Expiry.IsZero() && tok.Expiry.Before(g.Facts.Expiry) {
-		g.Facts.Expiry = tok.Expiry
-	}
 	// What the upstream and this request allow, before anything is cached.
 	switch {
-	case !oauthex.MatchesResource(cl.Audience, resource):
+	case !oauthex.MatchesResource(g.Facts.Audience, resource):
 		return nil, notReady(ReasonAudienceMismatch, "the token is not for the upstream resource")
-	case len(scopes) > 0 && !subset(g.Facts.Scopes, scopes):
+	case len(asked) > 0 && !subset(g.Facts.Scopes, asked):
 		return nil, notReady(ReasonScopeExceeded, "the authorization server granted more scopes than were asked for")
 	case !g.Facts.Expiry.After(c.o.Now()):
 		return nil, notReady(ReasonExpired, "the token endpoint issued an expired token")
@@ -348,6 +375,49 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 	pr.grants[joined(scopes)] = g
 	c.mu.Unlock()
 	return g, nil
+}
+
+// grantOf makes tok a Grant: a JWT verified against the issuer's JWKS
+// (its claims are the facts), or, under tokenVerification unverified, the
+// token response's facts (the resource asked for as the audience, the
+// scopes it names, its expires_in, else unverifiedLifetime).
+func (c *Client) grantOf(ctx context.Context, tok *oauth2.Token, up *Upstream, d *Discovery, asked []string) (*Grant, error) {
+	if up.OAuth.TokenVerification == config.VerifyUnverified {
+		f := Facts{Issuer: d.Issuer, Audience: []string{resourceOf(up, d)}, Scopes: grantedScopes(responseScopes(tok, asked)),
+			Expiry: tok.Expiry, AuthorizationServers: d.AuthorizationServers, Unverified: true}
+		if f.Expiry.IsZero() {
+			f.Expiry = c.o.Now().Add(unverifiedLifetime)
+		}
+		return &Grant{token: tok.AccessToken, Facts: f}, nil
+	}
+	cl, err := c.verify(ctx, tok, up, d)
+	if err != nil {
+		return nil, err
+	}
+	g := &Grant{token: tok.AccessToken, Facts: factsOf(cl, d, up)}
+	if !tok.Expiry.IsZero() && tok.Expiry.Before(g.Facts.Expiry) {
+		g.Facts.Expiry = tok.Expiry
+	}
+	return g, nil
+}
+
+// resourceOf is the RFC 8707 resource of up: the protected resource's
+// identifier, else its URL.
+func resourceOf(up *Upstream, d *Discovery) string {
+	if d.Resource != "" {
+		return d.Resource
+	}
+	return up.URL
+}
+
+// tokenError is a failed token request as a NotReadyError: the error
+// code the token endpoint answered, never its description.
+func tokenError(err error) error {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) && re.ErrorCode != "" {
+		return notReady(ReasonTokenFailed, "the token endpoint answered %s", re.ErrorCode)
+	}
+	return notReady(ReasonTokenFailed, "the token endpoint is unreachable or answered malformed data")
 }
 
 // sortedSet is s sorted without duplicates (a new slice).

@@ -2,6 +2,8 @@ package access
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -47,6 +49,9 @@ type Discovery struct {
 	AuthorizationServers []string
 	// ScopesSupported by the protected resource.
 	ScopesSupported []string
+	// ChallengeScopes are the scope of the 401 challenge that led to this
+	// discovery, if it named any.
+	ChallengeScopes []string
 	// Issuer is the chosen authorization server's issuer (its metadata's).
 	Issuer        string
 	TokenEndpoint string
@@ -54,7 +59,23 @@ type Discovery struct {
 	// IntrospectionEndpoint is the metadata's RFC 7662 endpoint, if any.
 	IntrospectionEndpoint string
 	AuthMethods           []string
+	// The authorization-code flow's: endpoints, whether client ID metadata
+	// documents and the RFC 9207 iss parameter are supported, and the
+	// authorization server's scopes_supported.
+	AuthorizationEndpoint string
+	RegistrationEndpoint  string
+	CIMDSupported         bool
+	IssParameter          bool
+	ServerScopes          []string
 }
+
+// sameIssuer compares issuer identifiers, ignoring one trailing slash
+// (as the go-sdk's metadata validation does).
+func sameIssuer(a, b string) bool { return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/") }
+
+// notFound reports whether a go-sdk metadata fetch failed with HTTP 404
+// (its error type is unexported; TestLegacyDiscovery pins the text).
+func notFound(err error) bool { return err != nil && strings.Contains(err.Error(), "bad status 404") }
 
 // discover fetches the protected-resource metadata of resource (the
 // challenge's resource_metadata, then the well-known URIs) and the metadata of the authorization server it names;
@@ -66,12 +87,23 @@ func discover(ctx context.Context, hc *http.Client, resource string, hdr http.He
 		return nil, notReady(ReasonMetadataInvalid, "the upstream URL does not parse")
 	}
 	var prm *oauthex.ProtectedResourceMetadata
-	for _, mu := range resourcemeta.URLs(ru, hdr) {
+	absent := true // every location answered 404
+	urls := resourcemeta.URLs(ru, hdr)
+	for i, mu := range urls {
 		m, err := oauthex.GetProtectedResourceMetadata(ctx, mu, resource, hc)
+		if err != nil && i == len(urls)-1 && ru.Path != "" {
+			// The root location may describe the origin as the resource
+			// (RFC 9728 §3.3: the identifier the location was formed from).
+			m, err = oauthex.GetProtectedResourceMetadata(ctx, mu, ru.Scheme+"://"+ru.Host, hc)
+		}
 		if err == nil && m != nil {
 			prm = m
 			break
 		}
+		absent = absent && notFound(err)
+	}
+	if prm == nil && absent {
+		return legacyDiscover(ctx, hc, ru, issuer)
 	}
 	if prm == nil {
 		return nil, notReady(ReasonMetadataInvalid, "no valid protected-resource metadata (RFC 9728) for the upstream")
@@ -91,9 +123,14 @@ func discover(ctx context.Context, hc *http.Client, resource string, hdr http.He
 	if err != nil || asm == nil || asm.TokenEndpoint == "" {
 		return nil, notReady(ReasonASMetadataInvalid, "the authorization server's metadata (RFC 8414 / OpenID) is missing or invalid")
 	}
-	if asm.Issuer != as {
+	if !sameIssuer(asm.Issuer, as) {
 		return nil, notReady(ReasonIssuerMismatch, "the authorization server's metadata names another issuer")
 	}
+	return discovery(prm, asm), nil
+}
+
+// discovery is what prm and asm say.
+func discovery(prm *oauthex.ProtectedResourceMetadata, asm *oauthex.AuthServerMeta) *Discovery {
 	return &Discovery{
 		Resource:              prm.Resource,
 		AuthorizationServers:  prm.AuthorizationServers,
@@ -101,7 +138,58 @@ func discover(ctx context.Context, hc *http.Client, resource string, hdr http.He
 		Issuer:                asm.Issuer,
 		TokenEndpoint:         asm.TokenEndpoint,
 		JWKSURI:               asm.JWKSURI,
-		IntrospectionEndpoint: asm.IntrospectionEndpoint,
 		AuthMethods:           asm.TokenEndpointAuthMethodsSupported,
-	}, nil
+		IntrospectionEndpoint: asm.IntrospectionEndpoint,
+
+		AuthorizationEndpoint: asm.AuthorizationEndpoint,
+		RegistrationEndpoint:  asm.RegistrationEndpoint,
+		CIMDSupported:         asm.ClientIDMetadataDocumentSupported,
+		IssParameter:          asm.AuthorizationResponseIssParameterSupported,
+		ServerScopes:          asm.ScopesSupported,
+	}
+}
+
+// maxMetadata bounds a metadata document.
+const maxMetadata = 1 << 20
+
+// legacyDiscover is the discovery of a 2025-03-26 server, which publishes
+// no protected-resource metadata: its origin is its authorization server,
+// whose RFC 8414 metadata is at the origin's well-known URI (its issuer
+// and endpoints must be on that origin; that version did not require the
+// issuer to be the origin itself), else the default endpoints /authorize,
+// /token and /register. issuer, when set, must be the one found.
+func legacyDiscover(ctx context.Context, hc *http.Client, ru *url.URL, issuer string) (*Discovery, error) {
+	origin := ru.Scheme + "://" + ru.Host
+	asm := &oauthex.AuthServerMeta{Issuer: origin, AuthorizationEndpoint: origin + "/authorize",
+		TokenEndpoint: origin + "/token", RegistrationEndpoint: origin + "/register"}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, origin+"/.well-known/oauth-authorization-server", nil)
+	if err != nil {
+		return nil, notReady(ReasonMetadataInvalid, "the upstream URL does not parse")
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, notReady(ReasonASMetadataInvalid, "the authorization server is unreachable")
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+	case http.StatusOK:
+		var m oauthex.AuthServerMeta
+		if json.NewDecoder(io.LimitReader(resp.Body, maxMetadata)).Decode(&m) != nil || m.TokenEndpoint == "" {
+			return nil, notReady(ReasonASMetadataInvalid, "the authorization server's metadata (RFC 8414) is malformed")
+		}
+		for _, u := range []string{m.Issuer, m.AuthorizationEndpoint, m.TokenEndpoint, m.RegistrationEndpoint, m.JWKSURI} {
+			if u != "" && u != origin && !strings.HasPrefix(u, origin+"/") {
+				return nil, notReady(ReasonIssuerMismatch, "the 2025-03-26 authorization server's metadata names another origin")
+			}
+		}
+		asm = &m
+	default:
+		return nil, notReady(ReasonASMetadataInvalid, "the authorization server's metadata answered HTTP %d", resp.StatusCode)
+	}
+	if issuer != "" && !sameIssuer(issuer, asm.Issuer) {
+		return &Discovery{AuthorizationServers: []string{asm.Issuer}, Issuer: asm.Issuer},
+			notReady(ReasonIssuerMismatch, "the upstream's authorization server is not the configured issuer")
+	}
+	return discovery(&oauthex.ProtectedResourceMetadata{Resource: ru.String(), AuthorizationServers: []string{asm.Issuer}}, asm), nil
 }

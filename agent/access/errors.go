@@ -46,6 +46,12 @@ const (
 	// RFC 7662 introspection of opaque tokens (introspect.go).
 	ReasonTokenInactive            Reason = "token-inactive"
 	ReasonIntrospectionUnavailable Reason = "introspection-unavailable"
+	// The authorization-code flow's: the user has not completed it yet,
+	// it failed (denied, state mismatch, no code), or no client
+	// registration applies at the authorization server.
+	ReasonAuthorizationPending Reason = "authorization-pending"
+	ReasonAuthorizationFailed  Reason = "authorization-failed"
+	ReasonRegistration         Reason = "client-registration-failed"
 )
 
 // ErrNotReady is wrapped by every NotReadyError (errors.Is).

@@ -54,9 +54,12 @@ func (e *RejectedError) Unwrap() error { return ErrNotReady }
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	p := PrincipalFrom(ctx)
-	g, err := t.c.Token(ctx, p, &t.up)
-	if err != nil {
-		return nil, err
+	var g *Grant
+	var err error
+	if !t.c.challengeFirst(p, &t.up) {
+		if g, err = t.c.Token(ctx, p, &t.up); err != nil {
+			return nil, err
+		}
 	}
 	resp, err := t.send(req, p, g)
 	if err != nil || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
@@ -80,8 +83,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // send checks g against the admitted expectation (and an introspected
-// token's activity) and sends req with it.
+// token's activity) and sends req with it (without a token when g is nil).
 func (t *transport) send(req *http.Request, p Principal, g *Grant) (*http.Response, error) {
+	if g == nil {
+		return t.base.RoundTrip(req)
+	}
 	if x := t.c.admitted(p, &t.up); x != nil {
 		if rj, ok := checkMemo(&g.Facts, x, t.c.o.Now()); !ok {
 			return nil, &RejectedError{rj}

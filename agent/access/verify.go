@@ -131,7 +131,7 @@ func claimsFrom(std jwt.Claims, raw map[string]any, issuer string) (*Claims, err
 // factsOf are the facts of a verified token cl of up, discovered as d:
 // what Check checks and receipts record.
 func factsOf(cl *Claims, d *Discovery, up *Upstream) Facts {
-	return Facts{Issuer: cl.Issuer, Audience: cl.Audience, Scopes: sortedSet(cl.Scopes), Expiry: cl.Expiry,
+	return Facts{Issuer: cl.Issuer, Audience: cl.Audience, Scopes: grantedScopes(cl.Scopes), Expiry: cl.Expiry,
 		Tenant: cl.Claim(up.OAuth.TenantClaim), AuthorizationServers: d.AuthorizationServers}
 }
 

@@ -21,6 +21,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -135,6 +137,11 @@ const (
 	// organisation's identity provider) is exchanged (RFC 8693) for an
 	// upstream token on its behalf.
 	GrantTokenExchange = "token_exchange"
+	// GrantAuthorizationCode: the user completes the authorization-code
+	// flow with PKCE (OAuth 2.1) at the upstream's authorization server in
+	// a browser, once per principal; the agent keeps the tokens (and the
+	// refresh token) in memory.
+	GrantAuthorizationCode = "authorization_code"
 )
 
 // Token endpoint client authentication methods (OAuth.TokenEndpointAuth).
@@ -142,23 +149,57 @@ const (
 	AuthClientSecretBasic = "client_secret_basic"
 	AuthClientSecretPost  = "client_secret_post"
 	AuthNone              = "none"
+	// AuthPrivateKeyJWT: a JWT signed with PrivateKeyFile's key (RFC 7523).
+	AuthPrivateKeyJWT = "private_key_jwt"
+)
+
+// Token verification modes (OAuth.TokenVerification).
+const (
+	// VerifyJWT: the access token must be a JWT signed by the issuer's
+	// JWKS, carrying its issuer, audience, scopes and expiry.
+	VerifyJWT = "jwt"
+	// VerifyUnverified: the token is presented as the authorization server
+	// issued it, unverified (an opaque token); its facts are those of the
+	// token response and receipts record verification "unverified".
+	VerifyUnverified = "unverified"
 )
 
 // OAuth is one upstream's OAuth client settings. The client secret comes
 // from a file or an environment variable only, read when a token is
 // requested.
 type OAuth struct {
-	// Grant is GrantClientCredentials or GrantTokenExchange. Required.
+	// Grant is GrantClientCredentials, GrantTokenExchange or
+	// GrantAuthorizationCode. Required.
 	Grant string `json:"grant"`
-	// ClientID is the pre-registered client's id. Required.
-	ClientID string `json:"clientID"`
+	// ClientID is the pre-registered client's id. Required, except for
+	// authorization_code with ClientIDMetadataURL or DynamicRegistration.
+	ClientID string `json:"clientID,omitempty"`
 	// ClientSecretFile or ClientSecretEnv hold the client secret; exactly
-	// one for client_secret_basic and client_secret_post, neither for none.
+	// one for client_secret_basic and client_secret_post, neither for none
+	// and private_key_jwt.
 	ClientSecretFile string `json:"clientSecretFile,omitempty"`
 	ClientSecretEnv  string `json:"clientSecretEnv,omitempty"`
 	// TokenEndpointAuth is how the client authenticates at the token
-	// endpoint; "" means client_secret_basic.
+	// endpoint; "" means client_secret_basic (for a dynamically registered
+	// client: what the registration answered).
 	TokenEndpointAuth string `json:"tokenEndpointAuth,omitempty"`
+	// PrivateKeyFile is the PEM private key (PKCS #8, EC or RSA) that signs
+	// private_key_jwt client assertions; required for it, refused otherwise.
+	PrivateKeyFile string `json:"privateKeyFile,omitempty"`
+	// RedirectURL is where the authorization server sends the user back
+	// (authorization_code only, required there): an http URL on a loopback
+	// address with a port, served by the agent while a flow is pending.
+	RedirectURL string `json:"redirectURL,omitempty"`
+	// ClientIDMetadataURL is the agent's client ID metadata document (an
+	// https URL with a path), used as the client id where the authorization
+	// server supports client ID metadata documents (authorization_code).
+	ClientIDMetadataURL string `json:"clientIDMetadataURL,omitempty"`
+	// DynamicRegistration registers a client (RFC 7591) at an authorization
+	// server that offers it when neither the metadata document nor ClientID
+	// applies (authorization_code).
+	DynamicRegistration bool `json:"dynamicRegistration,omitempty"`
+	// TokenVerification is VerifyJWT ("" is jwt) or VerifyUnverified.
+	TokenVerification string `json:"tokenVerification,omitempty"`
 	// Scopes to ask for. Empty: the 401 challenge's scope, else the
 	// protected resource's scopes_supported.
 	Scopes []string `json:"scopes,omitempty"`
@@ -215,36 +256,50 @@ func readSecret(file, env string) (string, error) {
 }
 
 func (o OAuth) validate() error {
-	if o.Grant != GrantClientCredentials && o.Grant != GrantTokenExchange {
-		return fmt.Errorf("oauth.grant %q: want %s or %s", o.Grant, GrantClientCredentials, GrantTokenExchange)
+	code := o.Grant == GrantAuthorizationCode
+	if o.Grant != GrantClientCredentials && o.Grant != GrantTokenExchange && !code {
+		return fmt.Errorf("oauth.grant %q: want %s, %s or %s", o.Grant, GrantClientCredentials, GrantTokenExchange, GrantAuthorizationCode)
 	}
-	if o.ClientID == "" {
-		return errors.New("oauth.clientID is required")
+	if err := o.validateCode(); err != nil {
+		return err
 	}
 	if o.ClientSecretFile != "" && o.ClientSecretEnv != "" {
 		return errors.New("oauth: set at most one of clientSecretFile and clientSecretEnv")
 	}
 	hasSecret := o.ClientSecretFile != "" || o.ClientSecretEnv != ""
+	if o.PrivateKeyFile != "" && o.TokenEndpointAuth != AuthPrivateKeyJWT {
+		return errors.New("oauth: privateKeyFile is only for tokenEndpointAuth private_key_jwt")
+	}
 	switch o.TokenEndpointAuth {
 	case "", AuthClientSecretBasic, AuthClientSecretPost:
-		if !hasSecret {
+		// A code-flow client without ClientID registers (or uses its
+		// metadata document) and gets its secret, if any, from that.
+		if !hasSecret && (!code || o.ClientID != "") {
 			return errors.New("oauth: a client secret (clientSecretFile or clientSecretEnv) is required")
 		}
-	case AuthNone:
+	case AuthNone, AuthPrivateKeyJWT:
 		if hasSecret {
-			return errors.New("oauth: tokenEndpointAuth none takes no client secret")
+			return fmt.Errorf("oauth: tokenEndpointAuth %s takes no client secret", o.TokenEndpointAuth)
 		}
-		if o.Grant == GrantClientCredentials {
+		if o.TokenEndpointAuth == AuthNone && o.Grant == GrantClientCredentials {
 			return errors.New("oauth: client_credentials needs a confidential client, not tokenEndpointAuth none")
 		}
+		if o.TokenEndpointAuth == AuthPrivateKeyJWT && o.PrivateKeyFile == "" {
+			return errors.New("oauth: tokenEndpointAuth private_key_jwt needs privateKeyFile")
+		}
 	default:
-		return fmt.Errorf("oauth.tokenEndpointAuth %q: want %s, %s or %s", o.TokenEndpointAuth, AuthClientSecretBasic, AuthClientSecretPost, AuthNone)
+		return fmt.Errorf("oauth.tokenEndpointAuth %q: want %s, %s, %s or %s", o.TokenEndpointAuth, AuthClientSecretBasic, AuthClientSecretPost, AuthPrivateKeyJWT, AuthNone)
+	}
+	if o.TokenVerification != "" && o.TokenVerification != VerifyJWT && o.TokenVerification != VerifyUnverified {
+		return fmt.Errorf("oauth.tokenVerification %q: want %s or %s", o.TokenVerification, VerifyJWT, VerifyUnverified)
 	}
 	if o.MaxStepUps < 0 {
 		return errors.New("oauth.maxStepUps must not be negative")
 	}
 	if in := o.Introspection; in != nil {
 		switch {
+		case o.TokenVerification == VerifyUnverified:
+			return errors.New("oauth: introspection checks opaque tokens; it cannot be combined with tokenVerification unverified")
 		case o.TokenEndpointAuth == AuthNone:
 			return errors.New("oauth.introspection authenticates as the client: it needs a client secret, not tokenEndpointAuth none")
 		case in.CacheSeconds < 0:
@@ -254,6 +309,53 @@ func (o OAuth) validate() error {
 		}
 	}
 	return nil
+}
+
+// validateCode checks the authorization-code settings: a loopback
+// redirect URL and a way to have a client id, none of them for the other
+// grants.
+func (o OAuth) validateCode() error {
+	if o.Grant != GrantAuthorizationCode {
+		switch {
+		case o.ClientID == "":
+			return errors.New("oauth.clientID is required")
+		case o.RedirectURL != "" || o.ClientIDMetadataURL != "" || o.DynamicRegistration:
+			return errors.New("oauth: redirectURL, clientIDMetadataURL and dynamicRegistration are for grant authorization_code")
+		}
+		return nil
+	}
+	if o.ClientID == "" && o.ClientIDMetadataURL == "" && !o.DynamicRegistration {
+		return errors.New("oauth: authorization_code needs clientID, clientIDMetadataURL or dynamicRegistration")
+	}
+	if o.ClientIDMetadataURL != "" {
+		u, err := url.Parse(o.ClientIDMetadataURL)
+		if err != nil || u.Scheme != "https" || u.Host == "" || u.Path == "" || u.Path == "/" {
+			return errors.New("oauth.clientIDMetadataURL must be an https URL with a path")
+		}
+	}
+	u, err := url.Parse(o.RedirectURL)
+	if err != nil || u.Scheme != "http" || u.Port() == "" || !isLoopbackHost(u.Hostname()) || u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("oauth.redirectURL must be an http URL on a loopback address with a port (e.g. http://127.0.0.1:8765/callback), without query")
+	}
+	return nil
+}
+
+// isLoopbackHost reports whether host is localhost or a loopback address.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// PrivateKey reads the PEM private key of private_key_jwt.
+func (o OAuth) PrivateKey() ([]byte, error) {
+	b, err := os.ReadFile(o.PrivateKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("private key file: %w", err)
+	}
+	return b, nil
 }
 
 // Token reads the upstream's bearer token, "" when none is configured.

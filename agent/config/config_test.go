@@ -164,6 +164,15 @@ func TestOAuthValidation(t *testing.T) {
 - name: b
   url: https://b.example/mcp
   oauth: {grant: token_exchange, clientID: agent, tokenEndpointAuth: none}
+- name: c
+  url: https://c.example/mcp
+  oauth: {grant: authorization_code, redirectURL: "http://127.0.0.1:8765/cb", clientIDMetadataURL: "https://agent.example/client.json", dynamicRegistration: true, tokenVerification: unverified}
+- name: d
+  url: https://d.example/mcp
+  oauth: {grant: client_credentials, clientID: svc, tokenEndpointAuth: private_key_jwt, privateKeyFile: /etc/key.pem}
+- name: e
+  url: https://e.example/mcp
+  oauth: {grant: authorization_code, clientID: app, tokenEndpointAuth: none, redirectURL: "http://localhost:9/cb"}
 `
 	c, err := Parse([]byte(ok))
 	if err != nil {
@@ -174,19 +183,33 @@ func TestOAuthValidation(t *testing.T) {
 		t.Fatalf("secret = %q, %v", s, err)
 	}
 	bad := map[string]string{
-		"unknown grant":         `{grant: password, clientID: x, clientSecretEnv: E}`,
-		"no client id":          `{grant: client_credentials, clientSecretEnv: E}`,
-		"no secret":             `{grant: client_credentials, clientID: x}`,
-		"two secrets":           `{grant: client_credentials, clientID: x, clientSecretEnv: E, clientSecretFile: /f}`,
-		"none with secret":      `{grant: token_exchange, clientID: x, tokenEndpointAuth: none, clientSecretEnv: E}`,
-		"none for service":      `{grant: client_credentials, clientID: x, tokenEndpointAuth: none}`,
-		"unknown auth method":   `{grant: client_credentials, clientID: x, clientSecretEnv: E, tokenEndpointAuth: tls_client_auth}`,
-		"negative step-ups":     `{grant: client_credentials, clientID: x, clientSecretEnv: E, maxStepUps: -1}`,
-		"inline secret refused": `{grant: client_credentials, clientID: x, clientSecret: plain}`,
-		"introspection, none":   `{grant: token_exchange, clientID: x, tokenEndpointAuth: none, introspection: {}}`,
-		"introspection ttl":     `{grant: client_credentials, clientID: x, clientSecretEnv: E, introspection: {cacheSeconds: -1}}`,
-		"introspection http":    `{grant: client_credentials, clientID: x, clientSecretEnv: E, introspection: {endpoint: "http://as.example/introspect"}}`,
-		"introspection unknown": `{grant: client_credentials, clientID: x, clientSecretEnv: E, introspection: {ttl: 5}}`,
+		"unknown grant":                      `{grant: password, clientID: x, clientSecretEnv: E}`,
+		"no client id":                       `{grant: client_credentials, clientSecretEnv: E}`,
+		"no secret":                          `{grant: client_credentials, clientID: x}`,
+		"two secrets":                        `{grant: client_credentials, clientID: x, clientSecretEnv: E, clientSecretFile: /f}`,
+		"none with secret":                   `{grant: token_exchange, clientID: x, tokenEndpointAuth: none, clientSecretEnv: E}`,
+		"none for service":                   `{grant: client_credentials, clientID: x, tokenEndpointAuth: none}`,
+		"unknown auth method":                `{grant: client_credentials, clientID: x, clientSecretEnv: E, tokenEndpointAuth: tls_client_auth}`,
+		"negative step-ups":                  `{grant: client_credentials, clientID: x, clientSecretEnv: E, maxStepUps: -1}`,
+		"inline secret refused":              `{grant: client_credentials, clientID: x, clientSecret: plain}`,
+		"code without client":                `{grant: authorization_code, redirectURL: "http://127.0.0.1:1/cb"}`,
+		"code without redirect":              `{grant: authorization_code, dynamicRegistration: true}`,
+		"non-loopback redirect":              `{grant: authorization_code, dynamicRegistration: true, redirectURL: "http://agent.example:1/cb"}`,
+		"https redirect":                     `{grant: authorization_code, dynamicRegistration: true, redirectURL: "https://127.0.0.1:1/cb"}`,
+		"redirect without port":              `{grant: authorization_code, dynamicRegistration: true, redirectURL: "http://127.0.0.1/cb"}`,
+		"http metadata URL":                  `{grant: authorization_code, clientIDMetadataURL: "http://agent.example/c.json", redirectURL: "http://127.0.0.1:1/cb"}`,
+		"root metadata URL":                  `{grant: authorization_code, clientIDMetadataURL: "https://agent.example/", redirectURL: "http://127.0.0.1:1/cb"}`,
+		"pre-registered code without secret": `{grant: authorization_code, clientID: x, redirectURL: "http://127.0.0.1:1/cb"}`,
+		"redirect for service":               `{grant: client_credentials, clientID: x, clientSecretEnv: E, redirectURL: "http://127.0.0.1:1/cb"}`,
+		"jwt without key":                    `{grant: client_credentials, clientID: x, tokenEndpointAuth: private_key_jwt}`,
+		"jwt with secret":                    `{grant: client_credentials, clientID: x, tokenEndpointAuth: private_key_jwt, privateKeyFile: /k, clientSecretEnv: E}`,
+		"key without jwt":                    `{grant: client_credentials, clientID: x, clientSecretEnv: E, privateKeyFile: /k}`,
+		"unknown verification":               `{grant: client_credentials, clientID: x, clientSecretEnv: E, tokenVerification: introspection}`,
+		"introspection, none":                `{grant: token_exchange, clientID: x, tokenEndpointAuth: none, introspection: {}}`,
+		"introspection, unverified":          `{grant: client_credentials, clientID: x, clientSecretEnv: E, tokenVerification: unverified, introspection: {}}`,
+		"introspection ttl":                  `{grant: client_credentials, clientID: x, clientSecretEnv: E, introspection: {cacheSeconds: -1}}`,
+		"introspection http":                 `{grant: client_credentials, clientID: x, clientSecretEnv: E, introspection: {endpoint: "http://as.example/introspect"}}`,
+		"introspection unknown":              `{grant: client_credentials, clientID: x, clientSecretEnv: E, introspection: {ttl: 5}}`,
 	}
 	for name, o := range bad {
 		if _, err := Parse([]byte("upstreams:\n- name: a\n  url: https://a.example/mcp\n  oauth: " + o + "\n")); !errors.Is(err, ErrInvalid) {

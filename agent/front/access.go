@@ -2,6 +2,7 @@ package front
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -12,7 +13,8 @@ import (
 
 // upstreamAccess is the access client of the configuration's OAuth
 // upstreams (nil when none has oauth) and their lookup by server name.
-func upstreamAccess(cfg *config.Config) (*access.Client, func(server string) (*access.Upstream, bool)) {
+// Authorization-code flows log their authorization URL to log.
+func upstreamAccess(cfg *config.Config, log *slog.Logger) (*access.Client, func(server string) (*access.Upstream, bool)) {
 	ups := map[string]*access.Upstream{}
 	for _, u := range cfg.Upstreams() {
 		if u.OAuth != nil {
@@ -22,7 +24,7 @@ func upstreamAccess(cfg *config.Config) (*access.Client, func(server string) (*a
 	if len(ups) == 0 {
 		return nil, nil
 	}
-	return access.New(access.Options{}), func(server string) (*access.Upstream, bool) {
+	return access.New(access.Options{Authorizer: access.LoopbackAuthorizer(log)}), func(server string) (*access.Upstream, bool) {
 		u, ok := ups[server]
 		return u, ok
 	}

@@ -120,7 +120,8 @@ func TestOAuthUpstreamThroughFront(t *testing.T) {
 	h.mu.Unlock()
 	af := rec.GetSelected().GetAccess()
 	if af.GetIssuer() != as.Issuer || len(af.GetAudience()) != 1 || af.GetAudience()[0] != url || strings.Join(af.GetGrantedScopes(), " ") != "read" ||
-		af.GetLifetimeClass() != "1h-or-more" && af.GetLifetimeClass() != "under-1h" || af.GetGrant() != config.GrantClientCredentials {
+		af.GetLifetimeClass() != "1h-or-more" && af.GetLifetimeClass() != "under-1h" || af.GetGrant() != config.GrantClientCredentials ||
+		af.GetVerification() != config.VerifyJWT {
 		t.Fatalf("receipt access facts = %v", af)
 	}
 	if b, _ := protojson.Marshal(rec); bytes.Contains(b, []byte("eyJ")) {

@@ -239,7 +239,7 @@ func New(opts Options) *Front {
 	f.caps = newLimiter("dedicated upstream sessions", errTooManySessions, opts.MaxUpstreamSessions, opts.MaxUpstreamSessionsPerPrincipal,
 		DefaultMaxUpstreamSessions, DefaultMaxUpstreamSessionsPerPrincipal, m.sessionsRefused, m.sessionsOpen)
 	f.idp = identityProvider(opts.Config)
-	acc, accUp := upstreamAccess(opts.Config)
+	acc, accUp := upstreamAccess(opts.Config, opts.Logger)
 	emit := func(rec *mcpreadyv1.Receipt) {
 		f.observe(rec)
 		if opts.Receipts != nil {

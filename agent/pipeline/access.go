@@ -49,5 +49,5 @@ func (p *Pipeline) accessFacts(c Caller, server string, now time.Time) *mcpready
 	}
 	f := &g.Facts
 	return &mcpreadyv1.AccessFacts{Issuer: f.Issuer, Audience: f.Audience, GrantedScopes: f.Scopes,
-		LifetimeClass: access.LifetimeClass(f.Expiry, now), Grant: up.OAuth.Grant}
+		LifetimeClass: access.LifetimeClass(f.Expiry, now), Grant: up.OAuth.Grant, Verification: f.Verification()}
 }

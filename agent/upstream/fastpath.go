@@ -154,11 +154,17 @@ func (s *Session) readResponse(ctx context.Context, resp *http.Response, id stri
 		return s.handle(ctx, b, id)
 	case "text/event-stream":
 		r := bufio.NewReader(resp.Body)
+		st := &stream{body: resp.Body}
+		defer st.close()
 		for {
-			data, err := sse.ReadEvent(r, maxEventSize)
+			data, err := sse.ReadEventMeta(r, maxEventSize, &st.meta)
 			if err != nil {
 				if errors.Is(err, sse.ErrTooLarge) {
 					return nil, fmt.Errorf("%w: %w", errMalformed, err)
+				}
+				if s.resume(ctx, st) {
+					r.Reset(st.body)
+					continue
 				}
 				return nil, fmt.Errorf("%w: %w", errStreamLost, err)
 			}

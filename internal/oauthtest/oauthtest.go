@@ -2,9 +2,12 @@
 // server in-process for tests: zitadel/oidc's op package over an in-memory
 // storage, on a loopback httptest server. It issues signed JWT access tokens
 // (RS256, keys served at the JWKS endpoint), supports client credentials
-// (client_secret_basic and client_secret_post) and RFC 8693 token exchange,
-// and honours RFC 8707 resource indicators by making the resource the
-// token's audience.
+// (client_secret_basic, client_secret_post and private_key_jwt), RFC 8693
+// token exchange, and the authorization-code flow with PKCE and refresh
+// tokens whose authorization endpoint approves every request at once (no
+// login page: the user is "user"), optionally with RFC 7591 dynamic client
+// registration (authcode.go); it honours RFC 8707 resource indicators by
+// making the resource the token's audience.
 //
 // Protect wraps an MCP handler as a protected resource (RFC 9728 metadata,
 // WWW-Authenticate challenges, bearer tokens verified against the server's
@@ -22,6 +25,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -51,6 +55,12 @@ type Client struct {
 	// Opaque: the client's access tokens are opaque (not JWTs), to be
 	// checked by RFC 7662 introspection (introspect.go).
 	Opaque bool
+	// PublicKey verifies the client's private_key_jwt assertions
+	// (AuthMethod oidc.AuthMethodPrivateKeyJWT).
+	PublicKey any
+	// RedirectURIs permit the authorization-code flow (loopback http URIs:
+	// a native client).
+	RedirectURIs []string
 }
 
 // Options configures a Server. The zero value issues tokens for an hour,
@@ -66,6 +76,9 @@ type Options struct {
 	// Audience, when set, replaces the resource indicator as every token's
 	// audience (a token minted for another resource).
 	Audience string
+	// Registration serves RFC 7591 dynamic client registration at
+	// /register and advertises it in the metadata.
+	Registration bool
 }
 
 // Server is a running authorization server.
@@ -75,6 +88,12 @@ type Server struct {
 	srv    *httptest.Server
 	st     *storage
 	tokens atomic.Int64
+	// approvals counts the authorization requests approved.
+	approvals atomic.Int64
+	// provider is the op package's handler; callback its authorization
+	// callback URL of a request id.
+	provider http.Handler
+	callback func(context.Context, string) string
 }
 
 // Start starts a server and stops it when t ends.
@@ -97,7 +116,7 @@ func New(o Options) (*Server, error) {
 	if o.Lifetime == 0 {
 		o.Lifetime = time.Hour
 	}
-	st := &storage{o: o, key: key, kid: "k1", clients: map[string]Client{}}
+	st := &storage{o: o, key: key, kid: "k1", clients: map[string]Client{}, codes: newCodeStore()}
 	for _, c := range o.Clients {
 		if c.AuthMethod == "" {
 			c.AuthMethod = oidc.AuthMethodBasic
@@ -111,11 +130,22 @@ func New(o Options) (*Server, error) {
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.RLock()
 		defer mu.RUnlock()
+		if s.serveExtra(w, r) {
+			return
+		}
 		// RFC 8707: the op package parses resource for token exchange but
-		// not for client credentials; carry it to the storage.
-		if r.URL.Path == "/oauth/token" {
+		// not for client credentials or authorization requests; carry it
+		// to the storage.
+		switch r.URL.Path {
+		case "/oauth/token":
 			_ = r.ParseForm()
-			r = r.WithContext(context.WithValue(r.Context(), resourceKey{}, r.PostForm["resource"]))
+			ctx := context.WithValue(r.Context(), resourceKey{}, r.PostForm["resource"])
+			if a := r.PostForm.Get("client_assertion"); a != "" && r.PostForm.Get("grant_type") == string(oidc.GrantTypeClientCredentials) {
+				ctx = s.assertClient(ctx, a)
+			}
+			r = r.WithContext(ctx)
+		case "/authorize":
+			r = r.WithContext(context.WithValue(r.Context(), resourceKey{}, r.URL.Query()["resource"]))
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -125,13 +155,15 @@ func New(o Options) (*Server, error) {
 		s.srv.Close()
 		return nil, err
 	}
-	p, err := op.NewProvider(&op.Config{CryptoKey: ck, AuthMethodPost: true, CodeMethodS256: true}, st, op.StaticIssuer(s.Issuer), op.WithAllowInsecure())
+	p, err := op.NewProvider(&op.Config{CryptoKey: ck, AuthMethodPost: true, CodeMethodS256: true, AuthMethodPrivateKeyJWT: true, GrantTypeRefreshToken: true},
+		st, op.StaticIssuer(s.Issuer), op.WithAllowInsecure())
 	if err != nil {
 		s.srv.Close()
 		return nil, err
 	}
 	mu.Lock()
 	h = p
+	s.provider, s.callback = p, op.AuthCallbackURL(p)
 	mu.Unlock()
 	return s, nil
 }
@@ -156,9 +188,19 @@ type storage struct {
 	o       Options
 	key     *rsa.PrivateKey
 	kid     string
+	mu      sync.Mutex // guards clients (dynamic registration adds some)
 	clients map[string]Client
 	issued  *atomic.Int64
 	intro   introspection // opaque tokens issued, for introspection (introspect.go)
+	codes   *codeStore
+}
+
+// lookup is the registered client id.
+func (s *storage) lookup(id string) (Client, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clients[id]
+	return c, ok
 }
 
 var errUnsupported = errors.New("oauthtest: not supported")
@@ -199,15 +241,24 @@ func (s *storage) audience(ctx context.Context, asked []string) []string {
 }
 
 func (s *storage) client(id, secret string) (Client, error) {
-	c, ok := s.clients[id]
+	c, ok := s.lookup(id)
 	if !ok || c.AuthMethod != oidc.AuthMethodNone && c.Secret != secret {
 		return Client{}, errors.New("oauthtest: unknown client or wrong secret")
 	}
 	return c, nil
 }
 
-// ClientCredentials implements op.ClientCredentialsStorage.
-func (s *storage) ClientCredentials(_ context.Context, id, secret string) (op.Client, error) {
+// ClientCredentials implements op.ClientCredentialsStorage. A
+// private_key_jwt client is the one whose assertion the request carried
+// (verified by assertClient).
+func (s *storage) ClientCredentials(ctx context.Context, id, secret string) (op.Client, error) {
+	if asserted, _ := ctx.Value(assertedKey{}).(string); asserted != "" {
+		c, ok := s.lookup(asserted)
+		if !ok || c.AuthMethod != oidc.AuthMethodPrivateKeyJWT || id != "" && id != asserted {
+			return nil, errors.New("oauthtest: assertion of another client")
+		}
+		return &opClient{c}, nil
+	}
 	c, err := s.client(id, secret)
 	if err != nil {
 		return nil, err
@@ -217,7 +268,11 @@ func (s *storage) ClientCredentials(_ context.Context, id, secret string) (op.Cl
 
 // ClientCredentialsTokenRequest implements op.ClientCredentialsStorage.
 func (s *storage) ClientCredentialsTokenRequest(ctx context.Context, id string, scopes []string) (op.TokenRequest, error) {
-	sc, err := s.grant(s.clients[id], scopes)
+	if asserted, _ := ctx.Value(assertedKey{}).(string); asserted != "" {
+		id = asserted
+	}
+	c, _ := s.lookup(id)
+	sc, err := s.grant(c, scopes)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +293,8 @@ func (s *storage) ValidateTokenExchangeRequest(_ context.Context, r op.TokenExch
 	if r.GetRequestedTokenType() != oidc.AccessTokenType {
 		return oidc.ErrInvalidRequest().WithDescription("only access tokens are issued")
 	}
-	sc, err := s.grant(s.clients[r.GetClientID()], r.GetScopes())
+	c, _ := s.lookup(r.GetClientID())
+	sc, err := s.grant(c, r.GetScopes())
 	if err != nil {
 		return err
 	}
@@ -269,7 +325,8 @@ func (s *storage) SetUserinfoFromTokenExchangeRequest(context.Context, *oidc.Use
 // the granted scopes travel in the JWT's scope claim.
 func (s *storage) GetPrivateClaimsFromRequest(_ context.Context, r op.TokenRequest, _ []string) (map[string]any, error) {
 	claims := map[string]any{"scope": strings.Join(r.GetScopes(), " ")}
-	for k, v := range s.clients[r.GetSubject()].Claims {
+	c, _ := s.lookup(r.GetSubject())
+	for k, v := range c.Claims {
 		claims[k] = v
 	}
 	return claims, nil
@@ -286,7 +343,7 @@ func (s *storage) CreateAccessToken(ctx context.Context, r op.TokenRequest) (str
 }
 
 func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
-	c, ok := s.clients[id]
+	c, ok := s.lookup(id)
 	if !ok {
 		return nil, errors.New("oauthtest: unknown client")
 	}
@@ -305,26 +362,9 @@ func (s *storage) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgorith
 func (s *storage) KeySet(context.Context) ([]op.Key, error) { return []op.Key{publicKey{s}}, nil }
 func (s *storage) Health(context.Context) error             { return nil }
 
-// The rest of op.Storage serves flows these tests do not use (authorization
-// code, refresh, revocation, userinfo); each refuses.
+// The rest of op.Storage serves flows these tests do not use (revocation,
+// userinfo, sessions); each refuses.
 
-func (s *storage) CreateAuthRequest(context.Context, *oidc.AuthRequest, string) (op.AuthRequest, error) {
-	return nil, errUnsupported
-}
-func (s *storage) AuthRequestByID(context.Context, string) (op.AuthRequest, error) {
-	return nil, errUnsupported
-}
-func (s *storage) AuthRequestByCode(context.Context, string) (op.AuthRequest, error) {
-	return nil, errUnsupported
-}
-func (s *storage) SaveAuthCode(context.Context, string, string) error { return errUnsupported }
-func (s *storage) DeleteAuthRequest(context.Context, string) error    { return errUnsupported }
-func (s *storage) CreateAccessAndRefreshTokens(context.Context, op.TokenRequest, string) (string, string, time.Time, error) {
-	return "", "", time.Time{}, errUnsupported
-}
-func (s *storage) TokenRequestByRefreshToken(context.Context, string) (op.RefreshTokenRequest, error) {
-	return nil, op.ErrInvalidRefreshToken
-}
 func (s *storage) TerminateSession(context.Context, string, string) error { return errUnsupported }
 func (s *storage) RevokeToken(context.Context, string, string, string) *oidc.Error {
 	return oidc.ErrUnsupportedGrantType()
@@ -340,9 +380,6 @@ func (s *storage) SetUserinfoFromToken(context.Context, *oidc.UserInfo, string, 
 }
 func (s *storage) GetPrivateClaimsFromScopes(context.Context, string, string, []string) (map[string]any, error) {
 	return nil, nil
-}
-func (s *storage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.JSONWebKey, error) {
-	return nil, errUnsupported
 }
 func (s *storage) ValidateJWTProfileScopes(context.Context, string, []string) ([]string, error) {
 	return nil, errUnsupported
@@ -365,20 +402,33 @@ func (k publicKey) Key() any                           { return &k.s.key.PublicK
 // access tokens, client credentials and (when allowed) token exchange.
 type opClient struct{ c Client }
 
-func (c *opClient) GetID() string                       { return c.c.ID }
-func (c *opClient) RedirectURIs() []string              { return nil }
-func (c *opClient) PostLogoutRedirectURIs() []string    { return nil }
-func (c *opClient) ApplicationType() op.ApplicationType { return op.ApplicationTypeWeb }
-func (c *opClient) AuthMethod() oidc.AuthMethod         { return c.c.AuthMethod }
-func (c *opClient) ResponseTypes() []oidc.ResponseType  { return nil }
+func (c *opClient) GetID() string                    { return c.c.ID }
+func (c *opClient) RedirectURIs() []string           { return c.c.RedirectURIs }
+func (c *opClient) PostLogoutRedirectURIs() []string { return nil }
+func (c *opClient) ApplicationType() op.ApplicationType {
+	if len(c.c.RedirectURIs) > 0 {
+		return op.ApplicationTypeNative // loopback redirects
+	}
+	return op.ApplicationTypeWeb
+}
+func (c *opClient) AuthMethod() oidc.AuthMethod { return c.c.AuthMethod }
+func (c *opClient) ResponseTypes() []oidc.ResponseType {
+	if len(c.c.RedirectURIs) > 0 {
+		return []oidc.ResponseType{oidc.ResponseTypeCode}
+	}
+	return nil
+}
 func (c *opClient) GrantTypes() []oidc.GrantType {
 	g := []oidc.GrantType{oidc.GrantTypeClientCredentials}
+	if len(c.c.RedirectURIs) > 0 {
+		g = append(g, oidc.GrantTypeCode, oidc.GrantTypeRefreshToken)
+	}
 	if c.c.TokenExchange {
 		g = append(g, oidc.GrantTypeTokenExchange)
 	}
 	return g
 }
-func (c *opClient) LoginURL(string) string               { return "" }
+func (c *opClient) LoginURL(id string) string            { return approvePath + "?id=" + url.QueryEscape(id) }
 func (c *opClient) AccessTokenType() op.AccessTokenType  { return accessTokenType(c.c) }
 func (c *opClient) IDTokenLifetime() time.Duration       { return time.Hour }
 func (c *opClient) DevMode() bool                        { return false }

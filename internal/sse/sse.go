@@ -3,7 +3,7 @@
 // a bound on the size of one event.
 //
 // It only frames events: it never interprets their data (JSON-RPC or
-// otherwise), and never reconnects.
+// otherwise), and never reconnects (Meta is what a caller that does needs).
 package sse
 
 import (
@@ -12,16 +12,35 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"time"
 )
 
 // ErrTooLarge is an event larger than the caller's bound.
 var ErrTooLarge = errors.New("sse: event too large")
+
+// Meta is what a stream's events said about resuming it: the last event
+// id and the reconnection time (the retry field), each as last seen.
+type Meta struct {
+	LastID string
+	Retry  time.Duration
+}
+
+// ReadEventMeta is ReadEvent that also records the id and retry fields of
+// the events it reads in m.
+func ReadEventMeta(r *bufio.Reader, limit int, m *Meta) ([]byte, error) {
+	return readEvent(r, limit, m)
+}
 
 // ReadEvent returns the data of the next event in r ("" for an event
 // without data lines; several data lines are joined with "\n"). An event
 // over limit bytes is refused with ErrTooLarge; io.EOF (or the reader's error)
 // ends the stream.
 func ReadEvent(r *bufio.Reader, limit int) ([]byte, error) {
+	return readEvent(r, limit, nil)
+}
+
+func readEvent(r *bufio.Reader, limit int, m *Meta) ([]byte, error) {
 	var data []byte
 	size := 0
 	var long []byte // a line longer than r's buffer, gathered
@@ -50,11 +69,20 @@ func ReadEvent(r *bufio.Reader, limit int) ([]byte, error) {
 		}
 		field, value, _ := bytes.Cut(line, []byte(":"))
 		value = bytes.TrimPrefix(value, []byte(" "))
-		if string(field) == "data" {
+		switch string(field) {
+		case "data":
 			if data != nil {
 				data = append(data, '\n')
 			}
 			data = append(data, value...)
+		case "id":
+			if m != nil && !bytes.ContainsRune(value, 0) {
+				m.LastID = string(value)
+			}
+		case "retry":
+			if ms, err := strconv.ParseUint(string(value), 10, 32); m != nil && err == nil {
+				m.Retry = time.Duration(ms) * time.Millisecond
+			}
 		}
 		if err != nil {
 			return data, nil

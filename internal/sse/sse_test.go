@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 const maxEvent = 1 << 20
@@ -56,13 +57,29 @@ func TestReadEvent(t *testing.T) {
 func FuzzReadEvent(f *testing.F) {
 	f.Add("event: message\ndata: {}\n\n")
 	f.Add("data: a\r\ndata: b\r\n\r\n: c\n")
+	f.Add("id: e1\nretry: 500\n\ndata: x\n\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		r := bufio.NewReaderSize(strings.NewReader(in), 16)
+		var m Meta
 		for range len(in) + 2 {
-			if _, err := ReadEvent(r, maxEvent); err != nil {
+			if _, err := ReadEventMeta(r, maxEvent, &m); err != nil {
+				if m.Retry < 0 || strings.ContainsRune(m.LastID, 0) {
+					t.Fatalf("meta = %+v", m)
+				}
 				return
 			}
 		}
 		t.Fatal("readEvent did not reach the end of its input")
 	})
+}
+
+func TestReadEventMeta(t *testing.T) {
+	r := bufio.NewReader(strings.NewReader("id: e1\nretry: 500\ndata: a\n\nid: bad\x00\nretry: x\ndata: b\n\n"))
+	var m Meta
+	if d, err := ReadEventMeta(r, maxEvent, &m); err != nil || string(d) != "a" || m.LastID != "e1" || m.Retry != 500*time.Millisecond {
+		t.Fatalf("first = %q %v %+v", d, err, m)
+	}
+	if d, err := ReadEventMeta(r, maxEvent, &m); err != nil || string(d) != "b" || m.LastID != "e1" || m.Retry != 500*time.Millisecond {
+		t.Fatalf("an id with NUL and a malformed retry change nothing: %q %v %+v", d, err, m)
+	}
 }

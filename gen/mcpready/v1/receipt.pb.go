@@ -1267,8 +1267,14 @@ type AccessFacts struct {
 	// Remaining lifetime when presented: expired, under-1m, under-10m,
 	// under-1h or 1h-or-more.
 	LifetimeClass string `protobuf:"bytes,4,opt,name=lifetime_class,json=lifetimeClass,proto3" json:"lifetime_class,omitempty"`
-	// How it was obtained: client_credentials or token_exchange.
-	Grant         string `protobuf:"bytes,5,opt,name=grant,proto3" json:"grant,omitempty"`
+	// How it was obtained: client_credentials, token_exchange or
+	// authorization_code.
+	Grant string `protobuf:"bytes,5,opt,name=grant,proto3" json:"grant,omitempty"`
+	// How the token was checked before it was presented: jwt (signature
+	// against the issuer's JWKS, its claims are the facts) or unverified
+	// (tokenVerification unverified: an opaque token, the facts are the token
+	// response's).
+	Verification  string `protobuf:"bytes,170,opt,name=verification,proto3" json:"verification,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1334,6 +1340,13 @@ func (x *AccessFacts) GetLifetimeClass() string {
 func (x *AccessFacts) GetGrant() string {
 	if x != nil {
 		return x.Grant
+	}
+	return ""
+}
+
+func (x *AccessFacts) GetVerification() string {
+	if x != nil {
+		return x.Verification
 	}
 	return ""
 }
@@ -1662,13 +1675,14 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\x13input_schema_digest\x18\x06 \x01(\tR\x11inputSchemaDigest\x120\n" +
 	"\x14output_schema_digest\x18\a \x01(\tR\x12outputSchemaDigest\x12)\n" +
 	"\x10protocol_version\x18\b \x01(\tR\x0fprotocolVersion\x120\n" +
-	"\x06access\x18d \x01(\v2\x18.mcpready.v1.AccessFactsR\x06access\"\xa5\x01\n" +
+	"\x06access\x18d \x01(\v2\x18.mcpready.v1.AccessFactsR\x06access\"\xca\x01\n" +
 	"\vAccessFacts\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1a\n" +
 	"\baudience\x18\x02 \x03(\tR\baudience\x12%\n" +
 	"\x0egranted_scopes\x18\x03 \x03(\tR\rgrantedScopes\x12%\n" +
 	"\x0elifetime_class\x18\x04 \x01(\tR\rlifetimeClass\x12\x14\n" +
-	"\x05grant\x18\x05 \x01(\tR\x05grant\"\xdd\x02\n" +
+	"\x05grant\x18\x05 \x01(\tR\x05grant\x12#\n" +
+	"\fverification\x18\xaa\x01 \x01(\tR\fverification\"\xdd\x02\n" +
 	"\aAttempt\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x14\n" +
 	"\x05entry\x18\x02 \x01(\tR\x05entry\x129\n" +
