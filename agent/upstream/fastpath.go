@@ -21,6 +21,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,7 @@ var errStreamLost = errors.New("response stream lost")
 type httpSession struct {
 	endpoint string
 	client   *http.Client
+	rt       *roundTripper // client's transport (nil: send through client)
 	relay    *Relay
 	onTools  func()
 }
@@ -74,12 +76,7 @@ type wireMessage struct {
 // callFast performs one tools/call over a plain POST.
 func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (Result, error) {
 	id := "mcpready-" + strconv.FormatUint(fastCallIDs.Add(1), 10)
-	body, err := json.Marshal(struct {
-		JSONRPC string              `json:"jsonrpc"`
-		ID      string              `json:"id"`
-		Method  string              `json:"method"`
-		Params  *mcp.CallToolParams `json:"params"`
-	}{"2.0", id, "tools/call", params})
+	body, err := callRequest(id, params)
 	if err != nil {
 		return Result{}, fmt.Errorf("encoding tools/call: %w", err)
 	}
@@ -113,18 +110,69 @@ func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (Res
 	return Result{CallToolResult: res, JSON: msg.Result}, nil
 }
 
-// post sends one JSON-RPC message on the session.
+// callRequest encodes the tools/call request id (a plain ASCII string) for
+// params. The common call (raw JSON arguments, a plain tool name, no _meta,
+// no input responses) is written directly, its arguments copied as they
+// are once checked to be JSON; any other goes through encoding/json.
+func callRequest(id string, params *mcp.CallToolParams) ([]byte, error) {
+	args, raw := params.Arguments.(json.RawMessage)
+	if !raw || len(args) == 0 || len(params.Meta) > 0 || params.InputResponses != nil || params.RequestState != "" ||
+		!plainString(params.Name) || !json.Valid(args) {
+		return json.Marshal(struct {
+			JSONRPC string              `json:"jsonrpc"`
+			ID      string              `json:"id"`
+			Method  string              `json:"method"`
+			Params  *mcp.CallToolParams `json:"params"`
+		}{"2.0", id, "tools/call", params})
+	}
+	b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":"","method":"tools/call","params":{"name":"","arguments":}}`)+len(id)+len(params.Name)+len(args))
+	b = append(b, `{"jsonrpc":"2.0","id":"`...)
+	b = append(b, id...)
+	b = append(b, `","method":"tools/call","params":{"name":"`...)
+	b = append(b, params.Name...)
+	b = append(b, `","arguments":`...)
+	b = append(b, args...)
+	return append(b, "}}"...), nil
+}
+
+// plainString reports whether s is printable ASCII that JSON quotes as it
+// is (no quote, backslash, or character encoding/json would escape).
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// post sends one JSON-RPC message on the session: straight through the
+// session's roundTripper (credentials, headers, exchange, redirects
+// refused), as its http.Client would send it, without the client's copy
+// of the request. A URL with user info goes through the client, which
+// turns it into basic authentication.
 func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.http.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", s.cs.ID())
-	req.Header.Set("Mcp-Protocol-Version", s.ProtocolVersion())
-	return s.http.client.Do(req)
+	// The shared value slices are never written to: Set replaces them.
+	req.Header = http.Header{"Content-Type": postContentType, "Accept": postAccept,
+		"Mcp-Session-Id": {s.cs.ID()}, "Mcp-Protocol-Version": {s.ProtocolVersion()}}
+	if s.http.rt == nil || req.URL.User != nil {
+		return s.http.client.Do(req)
+	}
+	resp, err := s.http.rt.send(req)
+	if err != nil {
+		return nil, &url.Error{Op: "Post", URL: s.http.endpoint, Err: err}
+	}
+	return resp, nil
 }
+
+var (
+	postContentType = []string{"application/json"}
+	postAccept      = []string{"application/json, text/event-stream"}
+)
 
 // drainWait bounds how long finish waits for the end of a response stream.
 const drainWait = 100 * time.Millisecond

@@ -235,7 +235,7 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 			HTTPClient: hc,
 			MaxRetries: 2,
 		}
-		s.http = &httpSession{endpoint: up.URL, client: hc, relay: relay, onTools: func() {
+		s.http = &httpSession{endpoint: up.URL, client: hc, rt: rt, relay: relay, onTools: func() {
 			if p.opts.OnToolsChanged != nil {
 				go p.opts.OnToolsChanged(t)
 			}

@@ -1,0 +1,87 @@
+package upstream
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// marshalCall is the reference encoding of a tools/call request.
+func marshalCall(t testing.TB, id string, p *mcp.CallToolParams) any {
+	t.Helper()
+	b, err := json.Marshal(struct {
+		JSONRPC string              `json:"jsonrpc"`
+		ID      string              `json:"id"`
+		Method  string              `json:"method"`
+		Params  *mcp.CallToolParams `json:"params"`
+	}{"2.0", id, "tools/call", p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// checkCallRequest: callRequest encodes the same JSON value as encoding/json.
+func checkCallRequest(t testing.TB, p *mcp.CallToolParams) {
+	t.Helper()
+	want := marshalCall(t, "mcpready-7", p)
+	b, err := callRequest("mcpready-7", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("callRequest wrote invalid JSON %s: %v", b, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("callRequest = %s, want the value of %v", b, want)
+	}
+}
+
+func TestCallRequest(t *testing.T) {
+	for _, p := range []*mcp.CallToolParams{
+		{Name: "echo", Arguments: json.RawMessage(`{"text":"benchmark"}`)},
+		{Name: "echo", Arguments: json.RawMessage(" {\n \"a\" : [1, 2.50, {\"b\":null}] } ")},
+		{Name: "echo", Arguments: map[string]any{}},
+		{Name: `quo"te\back</script>&é`, Arguments: json.RawMessage(`{}`)},
+		{Name: "echo", Arguments: json.RawMessage(`{"text":"<tag> & \u2028"}`)},
+		{Name: "echo", Meta: mcp.Meta{"progressToken": "p1", "io.example/k": 3}, Arguments: json.RawMessage(`{"x":1}`)},
+		{Name: "echo", Arguments: json.RawMessage(`{"x":1}`), RequestState: "s"},
+		{Name: "echo", Arguments: json.RawMessage(nil)},
+	} {
+		checkCallRequest(t, p)
+	}
+	// Arguments that are not JSON are refused as encoding/json refuses them.
+	if _, err := callRequest("mcpready-1", &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(`{"x":`)}); err == nil {
+		t.Fatal("callRequest accepted truncated arguments")
+	}
+}
+
+func FuzzCallRequest(f *testing.F) {
+	f.Add("echo", []byte(`{"text":"benchmark"}`))
+	f.Add(`a"b\c`, []byte(` {"k" : [true,null,-0.0e1]}`))
+	f.Add("échø", []byte(`{"s":"\ud83d\ude00"}`))
+	f.Fuzz(func(t *testing.T, name string, args []byte) {
+		p := &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)}
+		_, refErr := json.Marshal(struct {
+			P *mcp.CallToolParams `json:"params"`
+		}{p})
+		b, err := callRequest("mcpready-1", p)
+		if (err != nil) != (refErr != nil) {
+			t.Fatalf("callRequest error %v, encoding/json %v", err, refErr)
+		}
+		if err != nil {
+			return
+		}
+		if !json.Valid(b) {
+			t.Fatalf("invalid JSON %q", b)
+		}
+		checkCallRequest(t, p)
+	})
+}
