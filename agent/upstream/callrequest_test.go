@@ -85,3 +85,23 @@ func FuzzCallRequest(f *testing.F) {
 		checkCallRequest(t, p)
 	})
 }
+
+// TestDecodeCallResultStructured: the structuredContent JSON comes back as
+// received (what the output schema is checked against), nil when absent or
+// null or when the go-sdk decoded the result.
+func TestDecodeCallResultStructured(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"content":[{"type":"text","text":"x"}],"structuredContent":{"n":12345678901234567890,"s":"é"}}`, `{"n":12345678901234567890,"s":"é"}`},
+		{`{"content":[{"type":"text","text":"x"}]}`, ""},
+		{`{"content":[],"structuredContent":null}`, ""},
+		{`{"content":[{"type":"image","data":"AA==","mimeType":"image/png"}],"structuredContent":{"a":1}}`, ""},
+	} {
+		res, got, err := decodeCallResult(json.RawMessage(tc.in))
+		if err != nil || res == nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if string(got) != tc.want {
+			t.Errorf("%s: structured %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

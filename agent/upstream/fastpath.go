@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -103,11 +104,11 @@ func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (Res
 	if msg.Error != nil {
 		return Result{}, msg.Error
 	}
-	res, err := decodeCallResult(msg.Result)
+	res, structured, err := decodeCallResult(msg.Result)
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{CallToolResult: res, JSON: msg.Result}, nil
+	return Result{CallToolResult: res, JSON: msg.Result, Structured: structured}, nil
 }
 
 // callRequest encodes the tools/call request id (a plain ASCII string) for
@@ -187,6 +188,9 @@ func finish(body io.ReadCloser) {
 	body.Close()
 }
 
+// sseReaders are the buffered readers of response streams, reused.
+var sseReaders = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
+
 // readResponse reads the answer to request id, relaying what comes before it.
 func (s *Session) readResponse(ctx context.Context, resp *http.Response, id string) (*wireMessage, error) {
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
@@ -201,7 +205,9 @@ func (s *Session) readResponse(ctx context.Context, resp *http.Response, id stri
 		}
 		return s.handle(ctx, b, id)
 	case "text/event-stream":
-		r := bufio.NewReader(resp.Body)
+		r := sseReaders.Get().(*bufio.Reader)
+		r.Reset(resp.Body)
+		defer func() { r.Reset(nil); sseReaders.Put(r) }() // events are copied out of its buffer
 		for {
 			data, err := sse.ReadEvent(r, maxEventSize)
 			if err != nil {
@@ -339,10 +345,11 @@ func (s *Session) cancelUpstream(id string) {
 	}()
 }
 
-// decodeCallResult decodes a CallToolResult. Results whose content is only
-// text (the common case) are built directly; others go through the go-sdk's
-// own decoding of content types.
-func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
+// decodeCallResult decodes a CallToolResult, and returns the JSON of its
+// structuredContent as received when it decoded that itself. Results whose
+// content is only text (the common case) are built directly; others go
+// through the go-sdk's own decoding of content types.
+func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, json.RawMessage, error) {
 	var wire struct {
 		Meta              mcp.Meta        `json:"_meta"`
 		Content           []textContent   `json:"content"`
@@ -351,25 +358,26 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 		ResultType        string          `json:"resultType"`
 	}
 	if err := json.Unmarshal(raw, &wire); err != nil {
-		return nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
+		return nil, nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
 	}
 	res := &mcp.CallToolResult{Meta: wire.Meta, IsError: wire.IsError, Content: make([]mcp.Content, 0, len(wire.Content))}
 	for _, c := range wire.Content {
 		if c.Type != "text" || c.Text == nil || wire.ResultType != "" {
 			res = &mcp.CallToolResult{}
 			if err := res.UnmarshalJSON(raw); err != nil {
-				return nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
+				return nil, nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
 			}
-			return res, nil
+			return res, nil, nil
 		}
 		res.Content = append(res.Content, &mcp.TextContent{Text: *c.Text, Meta: c.Meta, Annotations: c.Annotations})
 	}
-	if len(wire.StructuredContent) > 0 && string(wire.StructuredContent) != "null" {
-		if err := json.Unmarshal(wire.StructuredContent, &res.StructuredContent); err != nil {
-			return nil, fmt.Errorf("%w: structuredContent: %w", errMalformed, err)
-		}
+	if len(wire.StructuredContent) == 0 || string(wire.StructuredContent) == "null" {
+		return res, nil, nil
 	}
-	return res, nil
+	if err := json.Unmarshal(wire.StructuredContent, &res.StructuredContent); err != nil {
+		return nil, nil, fmt.Errorf("%w: structuredContent: %w", errMalformed, err)
+	}
+	return res, wire.StructuredContent, nil
 }
 
 type textContent struct {

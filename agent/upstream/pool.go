@@ -390,6 +390,9 @@ func (s *Session) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mc
 type Result struct {
 	*mcp.CallToolResult
 	JSON json.RawMessage
+	// Structured is the JSON of the result's structuredContent as received,
+	// when the agent decoded it itself (nil otherwise, or when absent).
+	Structured json.RawMessage
 }
 
 // Call is CallTool that also returns the result's JSON as received, so that
