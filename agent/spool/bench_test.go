@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,4 +82,35 @@ func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "receipts/s")
 	b.ReportMetric(float64(b.N)/(ledgertest.CPUTime()-cpu).Seconds(), "receipts/cpu-s")
+}
+
+// BenchmarkWriterRecord is what the answer of a read-only call waits for
+// (Writer.Record of a queued receipt), one caller recording every 200 µs
+// (a call rate like BenchmarkProxyOverhead's) while Run appends groups:
+// record-ns is the mean time inside Record.
+func BenchmarkWriterRecord(b *testing.B) {
+	key, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := Open(b.TempDir(), Options{AgentID: "agent-1", Signer: key, MaxBytes: 4 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	w := NewWriter(s, WriterOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	r := ledgertest.Realistic(0, time.Now())
+	var in time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		_ = w.Record(r, false)
+		in += time.Since(t0)
+		time.Sleep(200 * time.Microsecond)
+	}
+	b.ReportMetric(float64(in.Nanoseconds())/float64(b.N), "record-ns")
 }
