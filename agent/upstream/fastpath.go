@@ -19,10 +19,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -193,7 +193,7 @@ var sseReaders = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
 
 // readResponse reads the answer to request id, relaying what comes before it.
 func (s *Session) readResponse(ctx context.Context, resp *http.Response, id string) (*wireMessage, error) {
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ct := mediaType(resp.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
 		b, err := io.ReadAll(io.LimitReader(resp.Body, maxEventSize+1))
@@ -237,8 +237,7 @@ func (s *Session) handle(ctx context.Context, data []byte, id string) (*wireMess
 	}
 	switch {
 	case m.Method == "" && len(m.ID) > 0:
-		var got string
-		if json.Unmarshal(m.ID, &got) != nil || got != id {
+		if !isID(m.ID, id) {
 			return nil, fmt.Errorf("%w: response to an unknown request", errMalformed)
 		}
 		if m.Error == nil && len(m.Result) == 0 {
@@ -253,6 +252,29 @@ func (s *Session) handle(ctx context.Context, data []byte, id string) (*wireMess
 		return nil, fmt.Errorf("%w: not a JSON-RPC message", errMalformed)
 	}
 	return nil, nil
+}
+
+// isID reports whether the JSON value raw is the string id: compared as
+// written when it is written plainly, else decoded.
+func isID(raw json.RawMessage, id string) bool {
+	if len(raw) == len(id)+2 && raw[0] == '"' && raw[len(raw)-1] == '"' && string(raw[1:len(raw)-1]) == id {
+		return true
+	}
+	var got string
+	return json.Unmarshal(raw, &got) == nil && got == id
+}
+
+// mediaType is the lower-cased media type of a Content-Type value, without
+// parameters.
+func mediaType(contentType string) string {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.TrimSpace(mt)
+	for i := 0; i < len(mt); i++ {
+		if c := mt[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(mt)
+		}
+	}
+	return mt
 }
 
 // serverRequestParams are the server-to-client requests a Relay answers.

@@ -105,3 +105,25 @@ func TestDecodeCallResultStructured(t *testing.T) {
 		}
 	}
 }
+
+func TestIsID(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`"mcpready-12"`: true, `"mcpready\u002d12"`: true, `"mcpready-1"`: false, `"mcpready-123"`: false,
+		`12`: false, `"mcpready-12`: false, `null`: false, `"mcpready-12" `: true, `["mcpready-12"]`: false,
+	} {
+		if got := isID(json.RawMessage(raw), "mcpready-12"); got != want {
+			t.Errorf("isID(%s) = %v, want %v", raw, got, want)
+		}
+	}
+}
+
+func TestMediaType(t *testing.T) {
+	for ct, want := range map[string]string{
+		"text/event-stream": "text/event-stream", "Text/Event-Stream; charset=utf-8": "text/event-stream",
+		" application/json ;charset=utf-8": "application/json", "": "", "application/jsonx": "application/jsonx",
+	} {
+		if got := mediaType(ct); got != want {
+			t.Errorf("mediaType(%q) = %q, want %q", ct, got, want)
+		}
+	}
+}
