@@ -27,9 +27,9 @@ func BenchmarkSpoolAppendBatch(b *testing.B) {
 	benchAppend(b, 256, func(s *Spool, rs []*mcpreadyv1.Receipt) error { _, err := s.AppendBatch(rs); return err })
 }
 
-// benchAppend runs b.N receipts through add, per call group receipts from
-// 16 (group 1) or 1 (larger groups) concurrent callers.
-func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt) error) {
+// benchSpool opens a spool for a benchmark (closed at its end), signing
+// with a fresh ECDSA P-256 key.
+func benchSpool(b *testing.B) *Spool {
 	key, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
 	if err != nil {
 		b.Fatal(err)
@@ -38,7 +38,14 @@ func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// benchAppend runs b.N receipts through add, per call group receipts from
+// 16 (group 1) or 1 (larger groups) concurrent callers.
+func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt) error) {
+	s := benchSpool(b)
 	done := make(chan struct{})
 	go func() { // acknowledge sealed batches so the spool stays small
 		for {
@@ -89,15 +96,7 @@ func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt
 // (a call rate like BenchmarkProxyOverhead's) while Run appends groups:
 // record-ns is the mean time inside Record.
 func BenchmarkWriterRecord(b *testing.B) {
-	key, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := Open(b.TempDir(), Options{AgentID: "agent-1", Signer: key, MaxBytes: 4 << 30})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := benchSpool(b)
 	w := NewWriter(s, WriterOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
