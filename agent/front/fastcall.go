@@ -192,19 +192,10 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 	ctx, done := s.track(ctx, nil)
 	res, err := v.callTool(ctx, s, req)
 	done()
-	msg := struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Result  any             `json:"result,omitempty"`
-		Error   *jsonrpc.Error  `json:"error,omitempty"`
-	}{JSONRPC: "2.0", ID: c.id, Result: res}
-	if err != nil {
-		msg.Result, msg.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-	}
 	// One SSE "message" event, encoded in place after its prefix.
 	out := bytes.NewBuffer(make([]byte, 0, 512))
 	out.WriteString(ssePrefix)
-	if err := json.NewEncoder(out).Encode(msg); err != nil {
+	if err := encodeResponse(out, c.id, res, err); err != nil {
 		out.Reset()
 		out.WriteString(ssePrefix)
 		_ = json.NewEncoder(out).Encode(struct {
@@ -222,6 +213,35 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out.Bytes()) // one write: net/http frames it with a Content-Length
 	return true
+}
+
+// encodeResponse writes the JSON-RPC response to id, ended by a newline:
+// res, or callErr as an internal error. A result is written as its own
+// MarshalJSON gives it (encoding/json would only check and compact those
+// bytes once more); id is the request's, as decoded from it.
+func encodeResponse(out *bytes.Buffer, id json.RawMessage, res *mcp.CallToolResult, callErr error) error {
+	if callErr == nil && res != nil {
+		b, err := res.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		out.WriteString(`{"jsonrpc":"2.0","id":`)
+		out.Write(id)
+		out.WriteString(`,"result":`)
+		out.Write(b)
+		out.WriteString("}\n")
+		return nil
+	}
+	msg := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result,omitempty"`
+		Error   *jsonrpc.Error  `json:"error,omitempty"`
+	}{JSONRPC: "2.0", ID: id, Result: res}
+	if callErr != nil {
+		msg.Result, msg.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: callErr.Error()}
+	}
+	return json.NewEncoder(out).Encode(msg)
 }
 
 // The fast path's response framing, as the go-sdk handler writes it (the

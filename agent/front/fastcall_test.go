@@ -93,6 +93,8 @@ func TestFastCallAnswersLikeTheSDK(t *testing.T) {
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`,
 		`{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"k":"v"}}}`,
+		`{"jsonrpc":"2.0","id":"y-2","method":"tools/call","params":{"name":"echo","arguments":{"text":"<b> & \u00e9 \u2028 \"q\""}}}`,
+		`{"jsonrpc":"2.0","id":-7,"method":"tools/call","params":{"name":"echo","arguments":{"text":""}}}`,
 	} {
 		fs, fct, fb, viaFast := post(fast, body)
 		ss, sct, sb, viaFastToo := post(sdk, body)

@@ -48,7 +48,10 @@ func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invo
 		}
 	}
 	vr := validate.Result{Size: len(b), IsError: res.IsError}
-	if res.StructuredContent != nil {
+	switch {
+	case ans.Structured != nil: // the upstream's own JSON: nothing to encode again
+		vr.Structured = ans.Structured
+	case res.StructuredContent != nil:
 		vr.Structured = SchemaOf(res.StructuredContent)
 	}
 	for _, c := range res.Content {

@@ -21,12 +21,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"regexp"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/canonjson"
 	"github.com/mcpready/mcpready/ledger"
@@ -162,9 +162,16 @@ func Redact(r *mcpreadyv1.Receipt, args json.RawMessage, pol Redaction) {
 
 // ArgumentsDigest is the digest of the RFC 8785 canonical JSON of args
 // (the same bytes as artifact.Canonicalize), or of the raw bytes when they
-// are not valid JSON. Empty args digest as "{}".
+// are not valid JSON. Empty args digest as "{}". It is artifact.Digest of
+// those bytes, computed in reused buffers.
 func ArgumentsDigest(args json.RawMessage) string {
-	return artifact.Digest(digestInput(args))
+	buf := digestBufs.Get().(*[]byte)
+	defer putDigestBuf(buf)
+	sum := sha256.Sum256(digestInput(buf, args))
+	var out [len("sha256:") + 2*sha256.Size]byte
+	copy(out[:], "sha256:")
+	hex.Encode(out[len("sha256:"):], sum[:])
+	return string(out[:])
 }
 
 // KeyedDigest is the keyed receipt digest of arguments or a result:
@@ -173,17 +180,35 @@ func ArgumentsDigest(args json.RawMessage) string {
 // when empty, else the bytes). Compliance computes it from a guessed value
 // and the organisation's key and compares it with the receipt.
 func KeyedDigest(key, b []byte) string {
+	buf := digestBufs.Get().(*[]byte)
+	defer putDigestBuf(buf)
 	m := hmac.New(sha256.New, key)
-	m.Write(digestInput(b))
-	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
+	m.Write(digestInput(buf, b))
+	var sum [sha256.Size]byte
+	var out [len("hmac-sha256:") + 2*sha256.Size]byte
+	copy(out[:], "hmac-sha256:")
+	hex.Encode(out[len("hmac-sha256:"):], m.Sum(sum[:0]))
+	return string(out[:])
 }
 
-// digestInput is what a receipt digest is computed over.
-func digestInput(b []byte) []byte {
+// digestBufs hold canonical JSON while it is digested.
+var digestBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+func putDigestBuf(buf *[]byte) {
+	if cap(*buf) <= 64<<10 {
+		digestBufs.Put(buf)
+	}
+}
+
+// digestInput is what a receipt digest is computed over, canonicalised
+// into *buf (which it keeps, grown) when b is JSON.
+func digestInput(buf *[]byte, b []byte) []byte {
 	if len(b) == 0 {
 		b = []byte("{}")
 	}
-	if c, err := canonjson.Transform(b); err == nil {
+	c, err := canonjson.Append((*buf)[:0], b)
+	*buf = c
+	if err == nil {
 		return c
 	}
 	return b

@@ -1,11 +1,15 @@
 package receipt
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/ledger"
 )
 
@@ -65,5 +69,34 @@ func TestSafeError(t *testing.T) {
 	}
 	if len(SafeError(strings.Repeat("x", 5000))) > maxErrorMessage+4 {
 		t.Fatal("not bounded")
+	}
+}
+
+// TestDigestsMatchDefinition: the digests computed in reused buffers are
+// exactly their definitions (artifact.Digest of the canonical JSON, or of
+// the raw bytes when not JSON; HMAC-SHA256 of the same bytes), call after
+// call, whatever was digested before.
+func TestDigestsMatchDefinition(t *testing.T) {
+	key := []byte("k")
+	inputs := []string{`{"b":1, "a":[2,{"d":"\u00e9","c":null}]}`, `{"text":"benchmark"}`, ``, `not json`, `{"a":1,"a":2}`,
+		`"esc\"aped\\"`, strings.Repeat(`{"x":`, 50) + `1` + strings.Repeat(`}`, 50)}
+	for range 2 {
+		for _, in := range inputs {
+			want := []byte(in)
+			if len(want) == 0 {
+				want = []byte("{}")
+			}
+			if c, err := artifact.Canonicalize(want); err == nil {
+				want = c
+			}
+			if got, w := ArgumentsDigest(json.RawMessage(in)), artifact.Digest(want); got != w {
+				t.Errorf("ArgumentsDigest(%q) = %s, want %s", in, got, w)
+			}
+			m := hmac.New(sha256.New, key)
+			m.Write(want)
+			if got, w := KeyedDigest(key, []byte(in)), "hmac-sha256:"+hex.EncodeToString(m.Sum(nil)); got != w {
+				t.Errorf("KeyedDigest(%q) = %s, want %s", in, got, w)
+			}
+		}
 	}
 }

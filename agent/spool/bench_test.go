@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,9 +27,9 @@ func BenchmarkSpoolAppendBatch(b *testing.B) {
 	benchAppend(b, 256, func(s *Spool, rs []*mcpreadyv1.Receipt) error { _, err := s.AppendBatch(rs); return err })
 }
 
-// benchAppend runs b.N receipts through add, per call group receipts from
-// 16 (group 1) or 1 (larger groups) concurrent callers.
-func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt) error) {
+// benchSpool opens a spool for a benchmark (closed at its end), signing
+// with a fresh ECDSA P-256 key.
+func benchSpool(b *testing.B) *Spool {
 	key, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
 	if err != nil {
 		b.Fatal(err)
@@ -37,7 +38,14 @@ func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// benchAppend runs b.N receipts through add, per call group receipts from
+// 16 (group 1) or 1 (larger groups) concurrent callers.
+func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt) error) {
+	s := benchSpool(b)
 	done := make(chan struct{})
 	go func() { // acknowledge sealed batches so the spool stays small
 		for {
@@ -81,4 +89,27 @@ func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "receipts/s")
 	b.ReportMetric(float64(b.N)/(ledgertest.CPUTime()-cpu).Seconds(), "receipts/cpu-s")
+}
+
+// BenchmarkWriterRecord is what the answer of a read-only call waits for
+// (Writer.Record of a queued receipt), one caller recording every 200 µs
+// (a call rate like BenchmarkProxyOverhead's) while Run appends groups:
+// record-ns is the mean time inside Record.
+func BenchmarkWriterRecord(b *testing.B) {
+	s := benchSpool(b)
+	w := NewWriter(s, WriterOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	r := ledgertest.Realistic(0, time.Now())
+	var in time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		_ = w.Record(r, false)
+		in += time.Since(t0)
+		time.Sleep(200 * time.Microsecond)
+	}
+	b.ReportMetric(float64(in.Nanoseconds())/float64(b.N), "record-ns")
 }

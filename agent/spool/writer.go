@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -43,7 +44,12 @@ type WriterOptions struct {
 type Writer struct {
 	s    *Spool
 	opts WriterOptions
-	q    chan *mcpreadyv1.Receipt
+
+	mu     sync.Mutex
+	queued []*mcpreadyv1.Receipt // waiting for Run, in Record order
+	// wake holds one token for Run: the queue became non-empty, or grew to
+	// a whole group. Receipts queued in between wake nobody.
+	wake chan struct{}
 }
 
 // NewWriter returns a Writer for s; start Run for the background groups.
@@ -60,7 +66,7 @@ func NewWriter(s *Spool, opts WriterOptions) *Writer {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{s: s, opts: opts, q: make(chan *mcpreadyv1.Receipt, opts.Queue)}
+	return &Writer{s: s, opts: opts, wake: make(chan struct{}, 1)}
 }
 
 // Accepting returns nil when a call may start: its receipt can be
@@ -87,12 +93,45 @@ func (w *Writer) Record(r *mcpreadyv1.Receipt, durable bool) error {
 		}
 		return err
 	}
-	select {
-	case w.q <- r:
-	default:
+	w.mu.Lock()
+	if len(w.queued) >= w.opts.Queue {
+		w.mu.Unlock()
 		w.append(r)
+		return nil
+	}
+	w.queued = append(w.queued, r)
+	n := len(w.queued)
+	w.mu.Unlock()
+	if n == 1 || n == w.opts.Group {
+		select {
+		case w.wake <- struct{}{}:
+		default: // Run has a token already
+		}
 	}
 	return nil
+}
+
+// take moves up to one group of queued receipts into group (empty, reused)
+// and reports how many are still queued after them.
+func (w *Writer) take(group []*mcpreadyv1.Receipt) ([]*mcpreadyv1.Receipt, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queued) <= w.opts.Group {
+		group, w.queued = w.queued, group // the two buffers change places
+		return group, 0
+	}
+	group = append(group, w.queued[:w.opts.Group]...)
+	n := copy(w.queued, w.queued[w.opts.Group:])
+	clear(w.queued[n:])
+	w.queued = w.queued[:n]
+	return group, n
+}
+
+// queuedLen is how many receipts wait.
+func (w *Writer) queuedLen() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queued)
 }
 
 func (w *Writer) append(r *mcpreadyv1.Receipt) {
@@ -101,54 +140,65 @@ func (w *Writer) append(r *mcpreadyv1.Receipt) {
 	}
 }
 
-// Run appends the queued receipts until ctx ends: it takes what is
-// queued (waiting up to Linger for more, at most Group) and appends the
-// group with one Spool.AppendBatch before gathering the next. Call Drain
-// after it returns.
+// Run appends the queued receipts until ctx ends: once receipts wait, it
+// waits up to Linger for more (less when a whole Group is queued), then
+// appends what is queued, a Group per Spool.AppendBatch, before waiting
+// again. Call Drain after it returns.
 func (w *Writer) Run(ctx context.Context) {
-	group := make([]*mcpreadyv1.Receipt, 0, w.opts.Group)
+	var group []*mcpreadyv1.Receipt
+	linger := time.NewTimer(w.opts.Linger)
+	linger.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case r := <-w.q:
-			group = append(group[:0], r)
+		case <-w.wake:
 		}
-		linger := time.NewTimer(w.opts.Linger)
-	gather:
-		for len(group) < w.opts.Group {
+		if w.queuedLen() < w.opts.Group {
+			linger.Reset(w.opts.Linger)
 			select {
-			case r := <-w.q:
-				group = append(group, r)
 			case <-linger.C:
-				break gather
+			case <-w.wake: // a whole group is queued
+				linger.Stop()
 			}
 		}
-		linger.Stop()
-		n, err := w.s.AppendBatch(group)
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrEncode):
-			// Nothing was written: append one by one so that only the
-			// receipt that cannot be encoded is lost.
-			for _, r := range group {
-				w.append(r)
-			}
-		default:
-			w.opts.Logger.Error("receipts not spooled", "err", err, "receipts", len(group)-n)
+		group = w.appendQueued(group)
+	}
+}
+
+// appendQueued appends every queued receipt, a group at a time, and
+// returns the emptied group buffer for reuse.
+func (w *Writer) appendQueued(group []*mcpreadyv1.Receipt) []*mcpreadyv1.Receipt {
+	for {
+		var left int
+		group, left = w.take(group[:0])
+		if len(group) > 0 {
+			w.appendGroup(group)
+			clear(group) // the spool keeps its own copies
 		}
-		clear(group) // the spool keeps its own copies
+		if left == 0 {
+			return group[:0]
+		}
+	}
+}
+
+// appendGroup appends one group with one Spool.AppendBatch.
+func (w *Writer) appendGroup(group []*mcpreadyv1.Receipt) {
+	n, err := w.s.AppendBatch(group)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrEncode):
+		// Nothing was written: append one by one so that only the
+		// receipt that cannot be encoded is lost.
+		for _, r := range group {
+			w.append(r)
+		}
+	default:
+		w.opts.Logger.Error("receipts not spooled", "err", err, "receipts", len(group)-n)
 	}
 }
 
 // Drain appends every queued receipt (after Run returned).
 func (w *Writer) Drain() {
-	for {
-		select {
-		case r := <-w.q:
-			w.append(r)
-		default:
-			return
-		}
-	}
+	w.appendQueued(nil)
 }

@@ -137,3 +137,47 @@ func TestWriterDurableAndQueued(t *testing.T) {
 		t.Fatalf("%d receipts sealed, want 100", len(got))
 	}
 }
+
+// Queued receipts reach the spool while Run runs (not only at Drain): a
+// lone receipt after about Linger, a burst of several groups in groups of
+// at most Group, and the queue bound makes Record append itself rather
+// than lose a receipt.
+func TestWriterAppendsQueuedWhileRunning(t *testing.T) {
+	key := testKey(t)
+	s := open(t, t.TempDir(), key, func(o *Options) { o.BatchInterval = time.Hour; o.BatchSize = 100000 })
+	defer s.Close()
+	w := NewWriter(s, WriterOptions{Linger: time.Millisecond, Group: 64, Queue: 300})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	depth := func(want int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); s.Stats().Depth < want; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d receipts in the spool, want %d (queued %d)", s.Stats().Depth, want, w.queuedLen())
+			}
+		}
+	}
+	if err := w.Record(mk(0), false); err != nil {
+		t.Fatal(err)
+	}
+	depth(1)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 250 {
+				if err := w.Record(mk(1+g*250+i), false); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	depth(1001)
+	if n := w.queuedLen(); n != 0 {
+		t.Fatalf("%d receipts still queued", n)
+	}
+}

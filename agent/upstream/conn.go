@@ -61,6 +61,13 @@ type directConn struct {
 var past = time.Unix(1, 0)
 
 func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.roundTrip(req, nil)
+}
+
+// roundTrip is RoundTrip, recording in x (when not nil) that the request
+// was possibly sent once its writing begins, as a client trace's
+// WroteRequest would.
+func (t *directTransport) roundTrip(req *http.Request, x *exchange) (*http.Response, error) {
 	if req.URL == nil || (req.URL.Scheme != "http" && req.URL.Scheme != "https") {
 		closeBody(req)
 		return nil, fmt.Errorf("%w %q", errUnsupportedScheme, req.URL.Scheme)
@@ -88,6 +95,9 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// Request.Write reports WroteRequest to a client trace (before the
 	// flush: a failed flush still counts as possibly sent).
+	if x != nil {
+		x.markSent()
+	}
 	err = req.Write(dc.bw)
 	if err == nil {
 		err = dc.bw.Flush()

@@ -43,6 +43,13 @@ func withExchange(ctx context.Context) (context.Context, *exchange) {
 	return context.WithValue(ctx, exchangeKey{}, x), x
 }
 
+// markSent records that the request was (possibly) sent: its writing began.
+func (x *exchange) markSent() {
+	x.mu.Lock()
+	x.sent = true
+	x.mu.Unlock()
+}
+
 func (x *exchange) snapshot() (sent bool, status int, h http.Header, ctype string, crossOrigin bool, target string) {
 	if x == nil {
 		return false, 0, nil, "", false, ""
@@ -125,7 +132,14 @@ type roundTripper struct {
 }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
+	return rt.send(req.Clone(req.Context()))
+}
+
+// send is RoundTrip of a request the caller owns: its headers are changed
+// in place instead of on a clone. Over the agent's own base transport the
+// exchange learns that the request was (possibly) sent from the transport
+// itself; over any other it learns it from a client trace.
+func (rt *roundTripper) send(req *http.Request) (*http.Response, error) {
 	for k, v := range headersOf(req.Context()) {
 		req.Header[k] = v
 	}
@@ -135,6 +149,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rt.token != nil {
 		tok, err := rt.token()
 		if err != nil {
+			closeBody(req)
 			return nil, fmt.Errorf("upstream credentials: %w", err)
 		}
 		if tok != "" {
@@ -142,22 +157,28 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	x, _ := req.Context().Value(exchangeKey{}).(*exchange)
-	if x != nil && req.Method == http.MethodPost {
-		trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
-			x.mu.Lock()
-			x.sent = true
-			x.mu.Unlock()
-		}}
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	if req.Method != http.MethodPost {
+		x = nil
 	}
-	resp, err := rt.base.RoundTrip(req)
+	var resp *http.Response
+	var err error
+	if d, ok := rt.base.(*directTransport); ok {
+		resp, err = d.roundTrip(req, x)
+	} else {
+		if x != nil {
+			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { x.markSent() }}
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+		}
+		resp, err = rt.base.RoundTrip(req)
+	}
 	if err != nil || resp == nil {
 		return resp, err
 	}
 	redirect := resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("Location") != ""
-	if x != nil && req.Method == http.MethodPost {
+	if x != nil {
 		x.mu.Lock()
-		x.status, x.header, x.ctype = resp.StatusCode, resp.Header.Clone(), resp.Header.Get("Content-Type")
+		// The response's own header map: nothing changes it afterwards.
+		x.status, x.header, x.ctype = resp.StatusCode, resp.Header, resp.Header.Get("Content-Type")
 		x.crossOrigin = redirect && crossOrigin(req, resp)
 		if x.crossOrigin {
 			x.target = redirectTarget(resp)

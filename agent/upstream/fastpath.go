@@ -19,9 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +50,7 @@ var errStreamLost = errors.New("response stream lost")
 type httpSession struct {
 	endpoint string
 	client   *http.Client
+	rt       *roundTripper // client's transport (nil: send through client)
 	relay    *Relay
 	onTools  func()
 }
@@ -74,12 +77,7 @@ type wireMessage struct {
 // callFast performs one tools/call over a plain POST.
 func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (Result, error) {
 	id := "mcpready-" + strconv.FormatUint(fastCallIDs.Add(1), 10)
-	body, err := json.Marshal(struct {
-		JSONRPC string              `json:"jsonrpc"`
-		ID      string              `json:"id"`
-		Method  string              `json:"method"`
-		Params  *mcp.CallToolParams `json:"params"`
-	}{"2.0", id, "tools/call", params})
+	body, err := callRequest(id, params)
 	if err != nil {
 		return Result{}, fmt.Errorf("encoding tools/call: %w", err)
 	}
@@ -106,25 +104,76 @@ func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (Res
 	if msg.Error != nil {
 		return Result{}, msg.Error
 	}
-	res, err := decodeCallResult(msg.Result)
+	res, structured, err := decodeCallResult(msg.Result)
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{CallToolResult: res, JSON: msg.Result}, nil
+	return Result{CallToolResult: res, JSON: msg.Result, Structured: structured}, nil
 }
 
-// post sends one JSON-RPC message on the session.
+// callRequest encodes the tools/call request id (a plain ASCII string) for
+// params. The common call (raw JSON arguments, a plain tool name, no _meta,
+// no input responses) is written directly, its arguments copied as they
+// are once checked to be JSON; any other goes through encoding/json.
+func callRequest(id string, params *mcp.CallToolParams) ([]byte, error) {
+	args, raw := params.Arguments.(json.RawMessage)
+	if !raw || len(args) == 0 || len(params.Meta) > 0 || params.InputResponses != nil || params.RequestState != "" ||
+		!plainString(params.Name) || !json.Valid(args) {
+		return json.Marshal(struct {
+			JSONRPC string              `json:"jsonrpc"`
+			ID      string              `json:"id"`
+			Method  string              `json:"method"`
+			Params  *mcp.CallToolParams `json:"params"`
+		}{"2.0", id, "tools/call", params})
+	}
+	b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":"","method":"tools/call","params":{"name":"","arguments":}}`)+len(id)+len(params.Name)+len(args))
+	b = append(b, `{"jsonrpc":"2.0","id":"`...)
+	b = append(b, id...)
+	b = append(b, `","method":"tools/call","params":{"name":"`...)
+	b = append(b, params.Name...)
+	b = append(b, `","arguments":`...)
+	b = append(b, args...)
+	return append(b, "}}"...), nil
+}
+
+// plainString reports whether s is printable ASCII that JSON quotes as it
+// is (no quote, backslash, or character encoding/json would escape).
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// post sends one JSON-RPC message on the session: straight through the
+// session's roundTripper (credentials, headers, exchange, redirects
+// refused), as its http.Client would send it, without the client's copy
+// of the request. A URL with user info goes through the client, which
+// turns it into basic authentication.
 func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.http.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", s.cs.ID())
-	req.Header.Set("Mcp-Protocol-Version", s.ProtocolVersion())
-	return s.http.client.Do(req)
+	// The shared value slices are never written to: Set replaces them.
+	req.Header = http.Header{"Content-Type": postContentType, "Accept": postAccept,
+		"Mcp-Session-Id": {s.cs.ID()}, "Mcp-Protocol-Version": {s.ProtocolVersion()}}
+	if s.http.rt == nil || req.URL.User != nil {
+		return s.http.client.Do(req)
+	}
+	resp, err := s.http.rt.send(req)
+	if err != nil {
+		return nil, &url.Error{Op: "Post", URL: s.http.endpoint, Err: err}
+	}
+	return resp, nil
 }
+
+var (
+	postContentType = []string{"application/json"}
+	postAccept      = []string{"application/json, text/event-stream"}
+)
 
 // drainWait bounds how long finish waits for the end of a response stream.
 const drainWait = 100 * time.Millisecond
@@ -139,9 +188,12 @@ func finish(body io.ReadCloser) {
 	body.Close()
 }
 
+// sseReaders are the buffered readers of response streams, reused.
+var sseReaders = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
+
 // readResponse reads the answer to request id, relaying what comes before it.
 func (s *Session) readResponse(ctx context.Context, resp *http.Response, id string) (*wireMessage, error) {
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ct := mediaType(resp.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
 		b, err := io.ReadAll(io.LimitReader(resp.Body, maxEventSize+1))
@@ -153,7 +205,9 @@ func (s *Session) readResponse(ctx context.Context, resp *http.Response, id stri
 		}
 		return s.handle(ctx, b, id)
 	case "text/event-stream":
-		r := bufio.NewReader(resp.Body)
+		r := sseReaders.Get().(*bufio.Reader)
+		r.Reset(resp.Body)
+		defer func() { r.Reset(nil); sseReaders.Put(r) }() // events are copied out of its buffer
 		st := &stream{body: resp.Body}
 		defer st.close()
 		for {
@@ -189,8 +243,7 @@ func (s *Session) handle(ctx context.Context, data []byte, id string) (*wireMess
 	}
 	switch {
 	case m.Method == "" && len(m.ID) > 0:
-		var got string
-		if json.Unmarshal(m.ID, &got) != nil || got != id {
+		if !isID(m.ID, id) {
 			return nil, fmt.Errorf("%w: response to an unknown request", errMalformed)
 		}
 		if m.Error == nil && len(m.Result) == 0 {
@@ -205,6 +258,29 @@ func (s *Session) handle(ctx context.Context, data []byte, id string) (*wireMess
 		return nil, fmt.Errorf("%w: not a JSON-RPC message", errMalformed)
 	}
 	return nil, nil
+}
+
+// isID reports whether the JSON value raw is the string id: compared as
+// written when it is written plainly, else decoded.
+func isID(raw json.RawMessage, id string) bool {
+	if len(raw) == len(id)+2 && raw[0] == '"' && raw[len(raw)-1] == '"' && string(raw[1:len(raw)-1]) == id {
+		return true
+	}
+	var got string
+	return json.Unmarshal(raw, &got) == nil && got == id
+}
+
+// mediaType is the lower-cased media type of a Content-Type value, without
+// parameters.
+func mediaType(contentType string) string {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.TrimSpace(mt)
+	for i := 0; i < len(mt); i++ {
+		if c := mt[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(mt)
+		}
+	}
+	return mt
 }
 
 // serverRequestParams are the server-to-client requests a Relay answers.
@@ -297,10 +373,11 @@ func (s *Session) cancelUpstream(id string) {
 	}()
 }
 
-// decodeCallResult decodes a CallToolResult. Results whose content is only
-// text (the common case) are built directly; others go through the go-sdk's
-// own decoding of content types.
-func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
+// decodeCallResult decodes a CallToolResult, and returns the JSON of its
+// structuredContent as received when it decoded that itself. Results whose
+// content is only text (the common case) are built directly; others go
+// through the go-sdk's own decoding of content types.
+func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, json.RawMessage, error) {
 	var wire struct {
 		Meta              mcp.Meta        `json:"_meta"`
 		Content           []textContent   `json:"content"`
@@ -309,25 +386,26 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 		ResultType        string          `json:"resultType"`
 	}
 	if err := json.Unmarshal(raw, &wire); err != nil {
-		return nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
+		return nil, nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
 	}
 	res := &mcp.CallToolResult{Meta: wire.Meta, IsError: wire.IsError, Content: make([]mcp.Content, 0, len(wire.Content))}
 	for _, c := range wire.Content {
 		if c.Type != "text" || c.Text == nil || wire.ResultType != "" {
 			res = &mcp.CallToolResult{}
 			if err := res.UnmarshalJSON(raw); err != nil {
-				return nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
+				return nil, nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
 			}
-			return res, nil
+			return res, nil, nil
 		}
 		res.Content = append(res.Content, &mcp.TextContent{Text: *c.Text, Meta: c.Meta, Annotations: c.Annotations})
 	}
-	if len(wire.StructuredContent) > 0 && string(wire.StructuredContent) != "null" {
-		if err := json.Unmarshal(wire.StructuredContent, &res.StructuredContent); err != nil {
-			return nil, fmt.Errorf("%w: structuredContent: %w", errMalformed, err)
-		}
+	if len(wire.StructuredContent) == 0 || string(wire.StructuredContent) == "null" {
+		return res, nil, nil
 	}
-	return res, nil
+	if err := json.Unmarshal(wire.StructuredContent, &res.StructuredContent); err != nil {
+		return nil, nil, fmt.Errorf("%w: structuredContent: %w", errMalformed, err)
+	}
+	return res, wire.StructuredContent, nil
 }
 
 type textContent struct {

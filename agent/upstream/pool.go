@@ -235,7 +235,7 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 			HTTPClient: hc,
 			MaxRetries: 2,
 		}
-		s.http = &httpSession{endpoint: up.URL, client: hc, relay: relay, onTools: func() {
+		s.http = &httpSession{endpoint: up.URL, client: hc, rt: rt, relay: relay, onTools: func() {
 			if p.opts.OnToolsChanged != nil {
 				go p.opts.OnToolsChanged(t)
 			}
@@ -390,6 +390,9 @@ func (s *Session) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mc
 type Result struct {
 	*mcp.CallToolResult
 	JSON json.RawMessage
+	// Structured is the JSON of the result's structuredContent as received,
+	// when the agent decoded it itself (nil otherwise, or when absent).
+	Structured json.RawMessage
 }
 
 // Call is CallTool that also returns the result's JSON as received, so that

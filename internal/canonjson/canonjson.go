@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -38,7 +39,14 @@ type canon struct {
 	out   []byte
 	depth int
 	keys  [][]member // per-depth scratch
+	tmp   []byte     // scratch: a re-ordered object's members, an escaped string's bytes
 }
+
+// maxScratch bounds the scratch a pooled canon keeps between calls.
+const maxScratch = 64 << 10
+
+// canons are reused between calls: their scratch slices keep their capacity.
+var canons = sync.Pool{New: func() any { return new(canon) }}
 
 func (c *canon) fail(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format+" (at byte %d)", append([]any{ErrSyntax}, append(args, c.i)...)...)
@@ -49,13 +57,39 @@ func Transform(data []byte) ([]byte, error) {
 	if data == nil {
 		return nil, fmt.Errorf("%w: no JSON data", ErrSyntax)
 	}
-	c := &canon{in: data, out: make([]byte, 0, len(data))}
-	if err := c.value(); err != nil {
+	out, err := Append(make([]byte, 0, len(data)), data)
+	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// Append appends the RFC 8785 canonical form of data to dst and returns
+// the extended buffer (on error, dst may hold part of it). Reusing dst
+// makes canonicalising allocation-free once the scratch space is warm.
+func Append(dst, data []byte) ([]byte, error) {
+	if data == nil {
+		return dst, fmt.Errorf("%w: no JSON data", ErrSyntax)
+	}
+	c := canons.Get().(*canon)
+	c.in, c.i, c.out, c.depth = data, 0, dst, 0
+	defer func() {
+		for k := range c.keys {
+			clear(c.keys[k]) // no references into data or out survive
+			c.keys[k] = c.keys[k][:0]
+		}
+		c.in, c.out = nil, nil
+		if cap(c.tmp) > maxScratch {
+			c.tmp = nil
+		}
+		canons.Put(c)
+	}()
+	if err := c.value(); err != nil {
+		return c.out, err
 	}
 	c.ws()
 	if c.i != len(c.in) {
-		return nil, c.fail("trailing data")
+		return c.out, c.fail("trailing data")
 	}
 	return c.out, nil
 }
@@ -82,7 +116,7 @@ func (c *canon) value() error {
 		return c.array()
 	case '"':
 		c.i++
-		s, err := c.str()
+		s, err := c.str(true)
 		if err != nil {
 			return err
 		}
@@ -182,7 +216,7 @@ func (c *canon) object() error {
 		if err := c.expect('"'); err != nil {
 			return err
 		}
-		key, err := c.str()
+		key, err := c.str(false)
 		if err != nil {
 			return err
 		}
@@ -216,7 +250,8 @@ func (c *canon) object() error {
 				return c.fail("duplicate key %q", ms[k].key)
 			}
 		}
-		tmp := append([]byte(nil), c.out[base:]...)
+		// Member keys alias the input or their own bytes, never out or tmp.
+		tmp := append(c.tmp[:0], c.out[base:]...)
 		c.out = c.out[:base+1]
 		for k, m := range ms {
 			if k > 0 {
@@ -224,6 +259,7 @@ func (c *canon) object() error {
 			}
 			c.out = append(c.out, tmp[m.start-base:m.end-base]...)
 		}
+		c.tmp = tmp[:0]
 	}
 	c.out = append(c.out, '}')
 	return nil
@@ -251,8 +287,11 @@ func compareKeys(a, b []byte) int {
 }
 
 // str reads a string body after the opening quote and returns its decoded
-// bytes (aliasing the input when it has no escapes).
-func (c *canon) str() ([]byte, error) {
+// bytes (aliasing the input when it has no escapes). With scratch, the
+// decoded bytes of an escaped string may live in c.tmp, valid until the
+// next use of c.tmp (a value string, written out at once); without, they
+// are the caller's to keep (an object key, kept until its object ends).
+func (c *canon) str(scratch bool) ([]byte, error) {
 	start := c.i
 	for c.i < len(c.in) {
 		b := c.in[c.i]
@@ -265,7 +304,12 @@ func (c *canon) str() ([]byte, error) {
 			}
 			return s, nil
 		case b == '\\':
-			return c.strSlow(start)
+			if scratch {
+				s, err := c.strSlow(start, c.tmp[:0])
+				c.tmp = s[:0]
+				return s, err
+			}
+			return c.strSlow(start, nil)
 		case b < 0x20:
 			return nil, c.fail("control character in string")
 		}
@@ -274,9 +318,9 @@ func (c *canon) str() ([]byte, error) {
 	return nil, c.fail("unterminated string")
 }
 
-func (c *canon) strSlow(start int) ([]byte, error) {
+// strSlow decodes the string body at start, appending it to s.
+func (c *canon) strSlow(start int, s []byte) ([]byte, error) {
 	c.i = start
-	var s []byte
 	for {
 		if c.i >= len(c.in) {
 			return nil, c.fail("unterminated string")

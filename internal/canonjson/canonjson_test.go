@@ -78,3 +78,35 @@ func BenchmarkTransform(b *testing.B) {
 		}
 	})
 }
+
+// TestAppendReuse: Append into reused buffers, with pooled scratch, gives
+// Transform's output for every sample one after another (no scratch state
+// leaks from one input into the next), and leaves dst's prefix alone.
+func TestAppendReuse(t *testing.T) {
+	buf := []byte("prefix:")
+	for round := 0; round < 3; round++ {
+		for _, s := range samples {
+			want, werr := jcs.Transform([]byte(s))
+			out, err := Append(buf[:len("prefix:")], []byte(s))
+			if (werr == nil) != (err == nil) {
+				t.Fatalf("%q: error %v, reference %v", s, err, werr)
+			}
+			if !bytes.HasPrefix(out, []byte("prefix:")) {
+				t.Fatalf("%q: prefix overwritten: %q", s, out)
+			}
+			if err == nil && !bytes.Equal(out[len("prefix:"):], want) {
+				t.Fatalf("%q: got %q, reference %q", s, out[len("prefix:"):], want)
+			}
+			buf = out
+		}
+	}
+}
+
+func BenchmarkAppendSmall(b *testing.B) {
+	in := []byte(`{"content":[{"type":"text","text":"{\"echo\":\"benchmark\"}"}],"structuredContent":{"echo":"benchmark"}}`)
+	b.ReportAllocs()
+	var buf []byte
+	for b.Loop() {
+		buf, _ = Append(buf[:0], in)
+	}
+}

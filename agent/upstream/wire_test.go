@@ -1,0 +1,129 @@
+package upstream
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// marshalCall is the reference encoding of a tools/call request.
+func marshalCall(t testing.TB, id string, p *mcp.CallToolParams) any {
+	t.Helper()
+	b, err := json.Marshal(struct {
+		JSONRPC string              `json:"jsonrpc"`
+		ID      string              `json:"id"`
+		Method  string              `json:"method"`
+		Params  *mcp.CallToolParams `json:"params"`
+	}{"2.0", id, "tools/call", p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// checkCallRequest: callRequest encodes the same JSON value as encoding/json.
+func checkCallRequest(t testing.TB, p *mcp.CallToolParams) {
+	t.Helper()
+	want := marshalCall(t, "mcpready-7", p)
+	b, err := callRequest("mcpready-7", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("callRequest wrote invalid JSON %s: %v", b, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("callRequest = %s, want the value of %v", b, want)
+	}
+}
+
+func TestCallRequest(t *testing.T) {
+	for _, p := range []*mcp.CallToolParams{
+		{Name: "echo", Arguments: json.RawMessage(`{"text":"benchmark"}`)},
+		{Name: "echo", Arguments: json.RawMessage(" {\n \"a\" : [1, 2.50, {\"b\":null}] } ")},
+		{Name: "echo", Arguments: map[string]any{}},
+		{Name: `quo"te\back</script>&é`, Arguments: json.RawMessage(`{}`)},
+		{Name: "echo", Arguments: json.RawMessage(`{"text":"<tag> & \u2028"}`)},
+		{Name: "echo", Meta: mcp.Meta{"progressToken": "p1", "io.example/k": 3}, Arguments: json.RawMessage(`{"x":1}`)},
+		{Name: "echo", Arguments: json.RawMessage(`{"x":1}`), RequestState: "s"},
+		{Name: "echo", Arguments: json.RawMessage(nil)},
+	} {
+		checkCallRequest(t, p)
+	}
+	// Arguments that are not JSON are refused as encoding/json refuses them.
+	if _, err := callRequest("mcpready-1", &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(`{"x":`)}); err == nil {
+		t.Fatal("callRequest accepted truncated arguments")
+	}
+}
+
+func FuzzCallRequest(f *testing.F) {
+	f.Add("echo", []byte(`{"text":"benchmark"}`))
+	f.Add(`a"b\c`, []byte(` {"k" : [true,null,-0.0e1]}`))
+	f.Add("échø", []byte(`{"s":"\ud83d\ude00"}`))
+	f.Fuzz(func(t *testing.T, name string, args []byte) {
+		p := &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)}
+		_, refErr := json.Marshal(struct {
+			P *mcp.CallToolParams `json:"params"`
+		}{p})
+		b, err := callRequest("mcpready-1", p)
+		if (err != nil) != (refErr != nil) {
+			t.Fatalf("callRequest error %v, encoding/json %v", err, refErr)
+		}
+		if err != nil {
+			return
+		}
+		if !json.Valid(b) {
+			t.Fatalf("invalid JSON %q", b)
+		}
+		checkCallRequest(t, p)
+	})
+}
+
+// TestDecodeCallResultStructured: the structuredContent JSON comes back as
+// received (what the output schema is checked against), nil when absent or
+// null or when the go-sdk decoded the result.
+func TestDecodeCallResultStructured(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"content":[{"type":"text","text":"x"}],"structuredContent":{"n":12345678901234567890,"s":"é"}}`, `{"n":12345678901234567890,"s":"é"}`},
+		{`{"content":[{"type":"text","text":"x"}]}`, ""},
+		{`{"content":[],"structuredContent":null}`, ""},
+		{`{"content":[{"type":"image","data":"AA==","mimeType":"image/png"}],"structuredContent":{"a":1}}`, ""},
+	} {
+		res, got, err := decodeCallResult(json.RawMessage(tc.in))
+		if err != nil || res == nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if string(got) != tc.want {
+			t.Errorf("%s: structured %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestIsID(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`"mcpready-12"`: true, `"mcpready\u002d12"`: true, `"mcpready-1"`: false, `"mcpready-123"`: false,
+		`12`: false, `"mcpready-12`: false, `null`: false, `"mcpready-12" `: true, `["mcpready-12"]`: false,
+	} {
+		if got := isID(json.RawMessage(raw), "mcpready-12"); got != want {
+			t.Errorf("isID(%s) = %v, want %v", raw, got, want)
+		}
+	}
+}
+
+func TestMediaType(t *testing.T) {
+	for ct, want := range map[string]string{
+		"text/event-stream": "text/event-stream", "Text/Event-Stream; charset=utf-8": "text/event-stream",
+		" application/json ;charset=utf-8": "application/json", "": "", "application/jsonx": "application/jsonx",
+	} {
+		if got := mediaType(ct); got != want {
+			t.Errorf("mediaType(%q) = %q, want %q", ct, got, want)
+		}
+	}
+}
