@@ -304,7 +304,15 @@ var enforcement = map[Kind]map[string]Rule{
 		"confidenceMethod":        rec("confidence is always the Wilson lower bound"),
 		"receiptsDigest":          rec(""),
 		"receiptCount":            rec(""),
-	}),
+	}, under("coldLatency", latencyRecord()), under("warmLatency", latencyRecord()),
+		under("semanticValid", map[string]Rule{
+			"layer": rec("always SEMANTIC"), "successes": rec("reported; routing confidence scores layers reachability to result validity only"),
+			"denominator": rec("results that met at least one semantic validator"), "excluded": rec("results no validator applied to"),
+			"successDefinition": rec(""), "rate": rec(""),
+		}), under("accessRates", map[string]Rule{
+			"denominator": rec("calls that reached the access layer"), "unauthorized": rec(""), "paymentRequired": rec(""),
+			"forbidden": rec(""), "rateLimited": rec(""), "tokenFailures": rec(""),
+		})),
 
 	KindReceiptBatch: merge(map[string]Rule{
 		"agentId":         yes(inChain, "one hash chain per agent"),
@@ -348,6 +356,11 @@ var enforcement = map[Kind]map[string]Rule{
 	}),
 }
 
+// latencyRecord classifies a Latency block that routing does not read.
+func latencyRecord() map[string]Rule {
+	return map[string]Rule{"p50Ms": rec(""), "p90Ms": rec(""), "p95Ms": rec(""), "p99Ms": rec(""), "count": rec("")}
+}
+
 // receiptFields classifies a receipt: everything in it is what happened,
 // recorded, signed and digested; nothing in it is a rule.
 func receiptFields() map[string]Rule {
@@ -367,6 +380,7 @@ func receiptFields() map[string]Rule {
 		"isError", "schemaValidation", "semanticValidation", "semanticValidatorVersion", "actions.kind", "actions.entry", "actions.detail", "cost",
 		"workflowContribution", "resultDigest", "errorMessage",
 		"failureDomains", "quota", "idempotency.keyRef", "idempotency.scope", "idempotency.retention", "idempotency.allocated", "idempotency.repeat", "idempotency.carried",
+		"warmth", "authClass",
 	} {
 		out[p] = rec("")
 	}

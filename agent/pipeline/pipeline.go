@@ -82,6 +82,9 @@ type Options struct {
 	// nothing and allocates nothing: a client's key is still checked and
 	// carried, and receipts hold its plain digest.
 	Keys *idempotency.Store
+	// ColdAfter is how long an upstream session may sit idle before its
+	// next call counts as cold (Receipt.warmth); zero is DefaultColdAfter.
+	ColdAfter time.Duration
 }
 
 // Ledger is where receipts are recorded (package spool's Writer).
@@ -101,6 +104,7 @@ type Pipeline struct {
 	opts     Options
 	reported sync.Map      // "<entry>|<target>" of redirects reported as drift
 	quota    *quota.Ledger // local quota budgets (quota.go)
+	warm     *warmth       // last use of each upstream session (warmth.go)
 }
 
 // New returns a Pipeline.
@@ -111,7 +115,7 @@ func New(opts Options) *Pipeline {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{opts: opts, quota: quota.New()}
+	return &Pipeline{opts: opts, quota: quota.New(), warm: newWarmth(opts.ColdAfter)}
 }
 
 // State is the verified configuration a request is decided under.
@@ -287,14 +291,19 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 
 	var protoMu sync.Mutex
 	protocol := map[string]string{}
+	var warmth mcpreadyv1.CallWarmth // of the call's first attempt
 	attempt := p.traced(func(ctx context.Context, r decide.Route, n int) invoke.Outcome {
 		up, err := tr.Dial(ctx, upstream.Target{Server: r.Identity.GetServerName(), Endpoint: r.Identity.GetEndpoint()})
 		if err != nil {
 			p.redirected(r, err)
 			return failureOutcome(err)
 		}
+		w := p.warm.touch(up, p.opts.Now())
 		protoMu.Lock()
 		protocol[r.Entry] = up.ProtocolVersion()
+		if warmth == mcpreadyv1.CallWarmth_CALL_WARMTH_UNSPECIFIED {
+			warmth = w
+		}
 		protoMu.Unlock()
 		ctx, meta, args := key.carry(ctx, r, req.Meta, req.Arguments)
 		params := &mcp.CallToolParams{Meta: p.opts.Telemetry.Inject(ctx, meta), Name: r.Identity.GetToolName(), Arguments: args}
@@ -326,7 +335,11 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
 		rec.Cost = r.Cost
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
+		rec.AuthClass = p.authClass(r)
 	}
+	protoMu.Lock()
+	rec.Warmth = warmth
+	protoMu.Unlock()
 	out := run.Final
 	if run.Route != nil {
 		p.finishKey(key, run.Route.Entry, out.Class)

@@ -23,6 +23,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CallWarmth says whether a call met a warm upstream session.
+type CallWarmth int32
+
+const (
+	// Nothing was attempted.
+	CallWarmth_CALL_WARMTH_UNSPECIFIED CallWarmth = 0
+	// The session had been used within the cold threshold.
+	CallWarmth_CALL_WARMTH_WARM CallWarmth = 1
+	// The first attempt ran on a newly opened upstream session.
+	CallWarmth_CALL_WARMTH_COLD_NEW_SESSION CallWarmth = 2
+	// The session had been idle longer than the cold threshold.
+	CallWarmth_CALL_WARMTH_COLD_IDLE CallWarmth = 3
+)
+
+// Enum value maps for CallWarmth.
+var (
+	CallWarmth_name = map[int32]string{
+		0: "CALL_WARMTH_UNSPECIFIED",
+		1: "CALL_WARMTH_WARM",
+		2: "CALL_WARMTH_COLD_NEW_SESSION",
+		3: "CALL_WARMTH_COLD_IDLE",
+	}
+	CallWarmth_value = map[string]int32{
+		"CALL_WARMTH_UNSPECIFIED":      0,
+		"CALL_WARMTH_WARM":             1,
+		"CALL_WARMTH_COLD_NEW_SESSION": 2,
+		"CALL_WARMTH_COLD_IDLE":        3,
+	}
+)
+
+func (x CallWarmth) Enum() *CallWarmth {
+	p := new(CallWarmth)
+	*p = x
+	return p
+}
+
+func (x CallWarmth) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CallWarmth) Descriptor() protoreflect.EnumDescriptor {
+	return file_mcpready_v1_receipt_proto_enumTypes[0].Descriptor()
+}
+
+func (CallWarmth) Type() protoreflect.EnumType {
+	return &file_mcpready_v1_receipt_proto_enumTypes[0]
+}
+
+func (x CallWarmth) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CallWarmth.Descriptor instead.
+func (CallWarmth) EnumDescriptor() ([]byte, []int) {
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{0}
+}
+
 // DecisionStep is the step of the agent's decision (the decision order in docs/architecture.md)
 // that rejected a candidate or refused a call. The values 1-8 are the hard
 // filters in order; UNSPECIFIED on a Candidate means no step rejected it.
@@ -91,11 +148,11 @@ func (x DecisionStep) String() string {
 }
 
 func (DecisionStep) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpready_v1_receipt_proto_enumTypes[0].Descriptor()
+	return file_mcpready_v1_receipt_proto_enumTypes[1].Descriptor()
 }
 
 func (DecisionStep) Type() protoreflect.EnumType {
-	return &file_mcpready_v1_receipt_proto_enumTypes[0]
+	return &file_mcpready_v1_receipt_proto_enumTypes[1]
 }
 
 func (x DecisionStep) Number() protoreflect.EnumNumber {
@@ -104,7 +161,7 @@ func (x DecisionStep) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DecisionStep.Descriptor instead.
 func (DecisionStep) EnumDescriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{0}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
 }
 
 // ActionKind is one thing the executor did while running a decision.
@@ -183,11 +240,11 @@ func (x ActionKind) String() string {
 }
 
 func (ActionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpready_v1_receipt_proto_enumTypes[1].Descriptor()
+	return file_mcpready_v1_receipt_proto_enumTypes[2].Descriptor()
 }
 
 func (ActionKind) Type() protoreflect.EnumType {
-	return &file_mcpready_v1_receipt_proto_enumTypes[1]
+	return &file_mcpready_v1_receipt_proto_enumTypes[2]
 }
 
 func (x ActionKind) Number() protoreflect.EnumNumber {
@@ -196,7 +253,7 @@ func (x ActionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ActionKind.Descriptor instead.
 func (ActionKind) EnumDescriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{2}
 }
 
 // Receipt records one decision and the invocation that followed. It holds
@@ -262,7 +319,17 @@ type Receipt struct {
 	FailureDomains []string `protobuf:"bytes,81,rep,name=failure_domains,json=failureDomains,proto3" json:"failure_domains,omitempty"`
 	// The local quota effect: "<units> <unit> (<used>/<limit> per <window>)",
 	// "" when no local budget applies.
-	Quota         string `protobuf:"bytes,82,opt,name=quota,proto3" json:"quota,omitempty"`
+	Quota string `protobuf:"bytes,82,opt,name=quota,proto3" json:"quota,omitempty"`
+	// Whether the call met a warm upstream session: cold when its first
+	// attempt opened a new upstream session or reused one idle longer than
+	// the agent's cold threshold, warm otherwise. UNSPECIFIED when nothing
+	// was attempted.
+	Warmth CallWarmth `protobuf:"varint,200,opt,name=warmth,proto3,enum=mcpready.v1.CallWarmth" json:"warmth,omitempty"`
+	// How the agent authenticated to the selected route's upstream:
+	// "oauth:<grant>" (client_credentials, token_exchange) for an OAuth
+	// upstream, else the entry's qualified authority.credential_mode, else
+	// "unclassified"; "" when nothing was selected.
+	AuthClass     string `protobuf:"bytes,201,opt,name=auth_class,json=authClass,proto3" json:"auth_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -615,6 +682,20 @@ func (x *Receipt) GetFailureDomains() []string {
 func (x *Receipt) GetQuota() string {
 	if x != nil {
 		return x.Quota
+	}
+	return ""
+}
+
+func (x *Receipt) GetWarmth() CallWarmth {
+	if x != nil {
+		return x.Warmth
+	}
+	return CallWarmth_CALL_WARMTH_UNSPECIFIED
+}
+
+func (x *Receipt) GetAuthClass() string {
+	if x != nil {
+		return x.AuthClass
 	}
 	return ""
 }
@@ -1289,7 +1370,7 @@ var File_mcpready_v1_receipt_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\n" +
-	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xab\x11\n" +
+	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xfd\x11\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12\x1d\n" +
@@ -1345,7 +1426,10 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\aactions\x18, \x03(\v2\x13.mcpready.v1.ActionR\aactions\x12@\n" +
 	"\vidempotency\x18P \x01(\v2\x1e.mcpready.v1.IdempotencyRecordR\vidempotency\x12'\n" +
 	"\x0ffailure_domains\x18Q \x03(\tR\x0efailureDomains\x12\x14\n" +
-	"\x05quota\x18R \x01(\tR\x05quota\x1a@\n" +
+	"\x05quota\x18R \x01(\tR\x05quota\x120\n" +
+	"\x06warmth\x18\xc8\x01 \x01(\x0e2\x17.mcpready.v1.CallWarmthR\x06warmth\x12\x1e\n" +
+	"\n" +
+	"auth_class\x18\xc9\x01 \x01(\tR\tauthClass\x1a@\n" +
 	"\x12KeptArgumentsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b&\x10'\"\xcb\x01\n" +
@@ -1406,7 +1490,13 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\breceipts\x18\x05 \x03(\v2\x14.mcpready.v1.ReceiptR\breceipts\x12'\n" +
 	"\x0freceipt_digests\x18\x06 \x03(\tR\x0ereceiptDigests\x129\n" +
 	"\n" +
-	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt*\xa7\x02\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt*|\n" +
+	"\n" +
+	"CallWarmth\x12\x1b\n" +
+	"\x17CALL_WARMTH_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10CALL_WARMTH_WARM\x10\x01\x12 \n" +
+	"\x1cCALL_WARMTH_COLD_NEW_SESSION\x10\x02\x12\x19\n" +
+	"\x15CALL_WARMTH_COLD_IDLE\x10\x03*\xa7\x02\n" +
 	"\fDecisionStep\x12\x1d\n" +
 	"\x19DECISION_STEP_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19DECISION_STEP_ELIGIBILITY\x10\x01\x12\x17\n" +
@@ -1445,59 +1535,61 @@ func file_mcpready_v1_receipt_proto_rawDescGZIP() []byte {
 	return file_mcpready_v1_receipt_proto_rawDescData
 }
 
-var file_mcpready_v1_receipt_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_mcpready_v1_receipt_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_mcpready_v1_receipt_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_mcpready_v1_receipt_proto_goTypes = []any{
-	(DecisionStep)(0),             // 0: mcpready.v1.DecisionStep
-	(ActionKind)(0),               // 1: mcpready.v1.ActionKind
-	(*Receipt)(nil),               // 2: mcpready.v1.Receipt
-	(*IdempotencyRecord)(nil),     // 3: mcpready.v1.IdempotencyRecord
-	(*Action)(nil),                // 4: mcpready.v1.Action
-	(*Candidate)(nil),             // 5: mcpready.v1.Candidate
-	(*Selection)(nil),             // 6: mcpready.v1.Selection
-	(*AccessFacts)(nil),           // 7: mcpready.v1.AccessFacts
-	(*Attempt)(nil),               // 8: mcpready.v1.Attempt
-	(*ReceiptBatch)(nil),          // 9: mcpready.v1.ReceiptBatch
-	nil,                           // 10: mcpready.v1.Receipt.KeptArgumentsEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(SideEffectClass)(0),          // 12: mcpready.v1.SideEffectClass
-	(ApprovalState)(0),            // 13: mcpready.v1.ApprovalState
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(OutcomeClass)(0),             // 15: mcpready.v1.OutcomeClass
-	(ReadinessLayer)(0),           // 16: mcpready.v1.ReadinessLayer
+	(CallWarmth)(0),               // 0: mcpready.v1.CallWarmth
+	(DecisionStep)(0),             // 1: mcpready.v1.DecisionStep
+	(ActionKind)(0),               // 2: mcpready.v1.ActionKind
+	(*Receipt)(nil),               // 3: mcpready.v1.Receipt
+	(*IdempotencyRecord)(nil),     // 4: mcpready.v1.IdempotencyRecord
+	(*Action)(nil),                // 5: mcpready.v1.Action
+	(*Candidate)(nil),             // 6: mcpready.v1.Candidate
+	(*Selection)(nil),             // 7: mcpready.v1.Selection
+	(*AccessFacts)(nil),           // 8: mcpready.v1.AccessFacts
+	(*Attempt)(nil),               // 9: mcpready.v1.Attempt
+	(*ReceiptBatch)(nil),          // 10: mcpready.v1.ReceiptBatch
+	nil,                           // 11: mcpready.v1.Receipt.KeptArgumentsEntry
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(SideEffectClass)(0),          // 13: mcpready.v1.SideEffectClass
+	(ApprovalState)(0),            // 14: mcpready.v1.ApprovalState
+	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(OutcomeClass)(0),             // 16: mcpready.v1.OutcomeClass
+	(ReadinessLayer)(0),           // 17: mcpready.v1.ReadinessLayer
 }
 var file_mcpready_v1_receipt_proto_depIdxs = []int32{
-	11, // 0: mcpready.v1.Receipt.emitted_at:type_name -> google.protobuf.Timestamp
-	10, // 1: mcpready.v1.Receipt.kept_arguments:type_name -> mcpready.v1.Receipt.KeptArgumentsEntry
-	5,  // 2: mcpready.v1.Receipt.candidates:type_name -> mcpready.v1.Candidate
-	6,  // 3: mcpready.v1.Receipt.selected:type_name -> mcpready.v1.Selection
-	12, // 4: mcpready.v1.Receipt.provider_side_effect:type_name -> mcpready.v1.SideEffectClass
-	12, // 5: mcpready.v1.Receipt.consumer_side_effect:type_name -> mcpready.v1.SideEffectClass
-	13, // 6: mcpready.v1.Receipt.approval:type_name -> mcpready.v1.ApprovalState
-	14, // 7: mcpready.v1.Receipt.deadline:type_name -> google.protobuf.Duration
-	14, // 8: mcpready.v1.Receipt.per_attempt_timeout:type_name -> google.protobuf.Duration
-	8,  // 9: mcpready.v1.Receipt.attempts:type_name -> mcpready.v1.Attempt
-	11, // 10: mcpready.v1.Receipt.started_at:type_name -> google.protobuf.Timestamp
-	11, // 11: mcpready.v1.Receipt.ended_at:type_name -> google.protobuf.Timestamp
-	14, // 12: mcpready.v1.Receipt.latency:type_name -> google.protobuf.Duration
-	15, // 13: mcpready.v1.Receipt.outcome:type_name -> mcpready.v1.OutcomeClass
-	16, // 14: mcpready.v1.Receipt.failed_layer:type_name -> mcpready.v1.ReadinessLayer
-	4,  // 15: mcpready.v1.Receipt.actions:type_name -> mcpready.v1.Action
-	3,  // 16: mcpready.v1.Receipt.idempotency:type_name -> mcpready.v1.IdempotencyRecord
-	14, // 17: mcpready.v1.IdempotencyRecord.retention:type_name -> google.protobuf.Duration
-	1,  // 18: mcpready.v1.Action.kind:type_name -> mcpready.v1.ActionKind
-	0,  // 19: mcpready.v1.Candidate.rejected_at_step:type_name -> mcpready.v1.DecisionStep
-	7,  // 20: mcpready.v1.Selection.access:type_name -> mcpready.v1.AccessFacts
-	11, // 21: mcpready.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	14, // 22: mcpready.v1.Attempt.latency:type_name -> google.protobuf.Duration
-	15, // 23: mcpready.v1.Attempt.outcome:type_name -> mcpready.v1.OutcomeClass
-	2,  // 24: mcpready.v1.ReceiptBatch.receipts:type_name -> mcpready.v1.Receipt
-	11, // 25: mcpready.v1.ReceiptBatch.created_at:type_name -> google.protobuf.Timestamp
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	12, // 0: mcpready.v1.Receipt.emitted_at:type_name -> google.protobuf.Timestamp
+	11, // 1: mcpready.v1.Receipt.kept_arguments:type_name -> mcpready.v1.Receipt.KeptArgumentsEntry
+	6,  // 2: mcpready.v1.Receipt.candidates:type_name -> mcpready.v1.Candidate
+	7,  // 3: mcpready.v1.Receipt.selected:type_name -> mcpready.v1.Selection
+	13, // 4: mcpready.v1.Receipt.provider_side_effect:type_name -> mcpready.v1.SideEffectClass
+	13, // 5: mcpready.v1.Receipt.consumer_side_effect:type_name -> mcpready.v1.SideEffectClass
+	14, // 6: mcpready.v1.Receipt.approval:type_name -> mcpready.v1.ApprovalState
+	15, // 7: mcpready.v1.Receipt.deadline:type_name -> google.protobuf.Duration
+	15, // 8: mcpready.v1.Receipt.per_attempt_timeout:type_name -> google.protobuf.Duration
+	9,  // 9: mcpready.v1.Receipt.attempts:type_name -> mcpready.v1.Attempt
+	12, // 10: mcpready.v1.Receipt.started_at:type_name -> google.protobuf.Timestamp
+	12, // 11: mcpready.v1.Receipt.ended_at:type_name -> google.protobuf.Timestamp
+	15, // 12: mcpready.v1.Receipt.latency:type_name -> google.protobuf.Duration
+	16, // 13: mcpready.v1.Receipt.outcome:type_name -> mcpready.v1.OutcomeClass
+	17, // 14: mcpready.v1.Receipt.failed_layer:type_name -> mcpready.v1.ReadinessLayer
+	5,  // 15: mcpready.v1.Receipt.actions:type_name -> mcpready.v1.Action
+	4,  // 16: mcpready.v1.Receipt.idempotency:type_name -> mcpready.v1.IdempotencyRecord
+	0,  // 17: mcpready.v1.Receipt.warmth:type_name -> mcpready.v1.CallWarmth
+	15, // 18: mcpready.v1.IdempotencyRecord.retention:type_name -> google.protobuf.Duration
+	2,  // 19: mcpready.v1.Action.kind:type_name -> mcpready.v1.ActionKind
+	1,  // 20: mcpready.v1.Candidate.rejected_at_step:type_name -> mcpready.v1.DecisionStep
+	8,  // 21: mcpready.v1.Selection.access:type_name -> mcpready.v1.AccessFacts
+	12, // 22: mcpready.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	15, // 23: mcpready.v1.Attempt.latency:type_name -> google.protobuf.Duration
+	16, // 24: mcpready.v1.Attempt.outcome:type_name -> mcpready.v1.OutcomeClass
+	3,  // 25: mcpready.v1.ReceiptBatch.receipts:type_name -> mcpready.v1.Receipt
+	12, // 26: mcpready.v1.ReceiptBatch.created_at:type_name -> google.protobuf.Timestamp
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_receipt_proto_init() }
@@ -1511,7 +1603,7 @@ func file_mcpready_v1_receipt_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_receipt_proto_rawDesc), len(file_mcpready_v1_receipt_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
