@@ -152,7 +152,7 @@ type Aggregator struct {
 	windows      map[windowKey]*acc
 	emittedUntil int64 // windows starting before this were emitted
 
-	contrib      map[agentWindow]*contribution // subjects.go
+	contrib map[agentWindow]*contribution // subjects.go
 
 	late, emitted, failed prometheus.Counter
 	refused               *prometheus.CounterVec
@@ -501,7 +501,6 @@ func (s subject) digest() string {
 	}
 	return artifact.Digest([]byte(strings.Join(parts, "\x00")))
 }
-
 
 // evidenceVersion is the signed version of a window's evidence: the
 // window start, then the time of folding, so a later fold of the same
