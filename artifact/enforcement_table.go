@@ -114,7 +114,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"retryableConditions":           yes(inDecide, "narrows the policy's retryable conditions"),
 		"quota.unit":                    rec("names the unit in receipts' quota; every call counts one unit"),
 		"quota.partitionKeys":           yes(inQuota, "\"tenant\" keeps local budgets per tenant too; other keys are not read"),
-		"quota.limit":                   no("the provider's limit is not a local budget; Policy.cost.maxQuotaUnits is"),
+		"quota.limit":                   no("a limit without a window cannot be a local budget (Policy.cost.maxQuotaUnits per quotaWindow is); the upstream's RateLimit response hints are read instead"),
 		"pricing.source":                rec(""),
 		"pricing.unit":                  no("the amount is taken as per call"),
 		"pricing.currency":              yes(inDecide, "compared with Policy.cost.currency"),

@@ -105,6 +105,7 @@ type Pipeline struct {
 	reported sync.Map      // "<entry>|<target>" of redirects reported as drift
 	quota    *quota.Ledger // local quota budgets (quota.go)
 	warm     *warmth       // last use of each upstream session (warmth.go)
+	hints    *quota.Hints  // the upstreams' RateLimit hints (ratelimit.go)
 }
 
 // New returns a Pipeline.
@@ -115,7 +116,7 @@ func New(opts Options) *Pipeline {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{opts: opts, quota: quota.New(), warm: newWarmth(opts.ColdAfter)}
+	return &Pipeline{opts: opts, quota: quota.New(), warm: newWarmth(opts.ColdAfter), hints: quota.NewHints()}
 }
 
 // State is the verified configuration a request is decided under.
@@ -277,6 +278,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	if re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
 	}
+	p.rankByHints(&d, now)
 	key, re := p.keys(rec, &d, &req)
 	if re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
@@ -305,7 +307,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 			warmth = w
 		}
 		protoMu.Unlock()
-		ctx, meta, args := key.carry(ctx, r, req.Meta, req.Arguments)
+		ctx, meta, args := key.carry(p.observeRateLimit(ctx, r), r, req.Meta, req.Arguments)
 		params := &mcp.CallToolParams{Meta: p.opts.Telemetry.Inject(ctx, meta), Name: r.Identity.GetToolName(), Arguments: args}
 		if len(args) == 0 {
 			params.Arguments = map[string]any{}

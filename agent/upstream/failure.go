@@ -154,6 +154,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp == nil {
 		return resp, err
 	}
+	observeResponse(req.Context(), resp.Header)
 	redirect := resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("Location") != ""
 	if x != nil && req.Method == http.MethodPost {
 		x.mu.Lock()
