@@ -19,8 +19,10 @@ func newExplainCmd() *cobra.Command {
 		Short: "Explain in plain words why a call was routed, refused or failed",
 		Long: `Reconstruct one decision from its signed receipt: what was requested and
 for whom, which candidates were considered and why each rejected one was
-excluded, the policy version and evidence used, every attempt, and the
-outcome. The default (table) prints the explanation in words; -o json or
+excluded, the policy version and evidence used, every attempt (with the
+idempotency binding, the failure domains tried, the quota and cost effect,
+whether the call met a cold upstream session), and the outcome (with the
+semantic validators' versions). The default (table) prints the explanation in words; -o json or
 yaml prints the stored receipt itself.`,
 		Args: oneArg,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
