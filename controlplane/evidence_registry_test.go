@@ -33,6 +33,8 @@ func applyRealisticEntry(t *testing.T, adm mcpreadyv1.AdminServiceClient, p *tes
 // registry does not hold besides receipts for a registered entry; the
 // control plane stores passive Evidence for the registered subject only.
 // Before, it minted and stored Evidence for whatever the receipts named.
+// The receipts' warmth, auth class and semantic outcome reach the stored
+// Evidence (the ingest summary carries them).
 func TestPassiveEvidenceOnlyForRegisteredSubjects(t *testing.T) {
 	p := testpki.New(t)
 	cli, m := etcdtest.Etcd(t)
@@ -51,6 +53,8 @@ func TestPassiveEvidenceOnlyForRegisteredSubjects(t *testing.T) {
 	defer sp.Close()
 	for i := range 40 {
 		rc := ledgertest.Realistic(i, time.Now())
+		rc.Warmth, rc.AuthClass = mcpreadyv1.CallWarmth_CALL_WARMTH_WARM, "oauth:client_credentials"
+		rc.SemanticValidation, rc.SemanticValidatorVersion = "passed", "fresh=cel:0123456789ab"
 		if i%2 == 1 {
 			rc.Selected.ServerName, rc.Selected.Entry = "com.evil/fabricated", "fabricated"
 		}
@@ -67,7 +71,7 @@ func TestPassiveEvidenceOnlyForRegisteredSubjects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		counted := int64(0)
+		counted, warm, valid := int64(0), int64(0), int64(0)
 		for _, rec := range latest {
 			obj, err := sign.Peek(rec.Bundle)
 			if err != nil {
@@ -77,13 +81,22 @@ func TestPassiveEvidenceOnlyForRegisteredSubjects(t *testing.T) {
 			if ev.GetSubject().GetServerName() != "com.example/docs-a" {
 				t.Fatalf("evidence stored for unregistered subject %q", ev.GetSubject().GetServerName())
 			}
+			if ev.GetAuthClass() != "oauth:client_credentials" {
+				t.Fatalf("evidence auth class %q: the receipt's did not reach the aggregator", ev.GetAuthClass())
+			}
 			hist, _ := st.History(context.Background(), artifact.KindEvidence, rec.Name)
 			for _, h := range hist {
 				o, _ := sign.Peek(h.Bundle)
-				counted += o.Spec.(*mcpreadyv1.Evidence).GetReceiptCount()
+				e := o.Spec.(*mcpreadyv1.Evidence)
+				counted += e.GetReceiptCount()
+				warm += e.GetWarmLatency().GetCount()
+				valid += e.GetSemanticValid().GetSuccesses()
 			}
 		}
 		if counted == 20 {
+			if warm != 20 || valid != 20 {
+				t.Fatalf("warm latencies %d, semantic-valid %d, want 20 each: the receipts' fields did not reach the aggregator", warm, valid)
+			}
 			return
 		}
 		if counted > 20 || time.Now().After(deadline) {
