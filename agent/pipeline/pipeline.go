@@ -278,7 +278,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	if re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
 	}
-	p.rankByHints(&d, now)
+	hinted := p.rankByHints(&d, now)
 	key, re := p.keys(rec, &d, &req)
 	if re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
@@ -326,7 +326,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		return p.approve(ctx, rec, tr, r, c.Name)
 	}
 	run := invoke.Run(ctx, d, attempt, invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: p.opts.Now, Approve: approve})
-	rec.Attempts, rec.Actions, rec.FailureDomains = run.Attempts, run.Actions, run.Domains
+	rec.Attempts, rec.Actions, rec.FailureDomains = run.Attempts, append(hinted, run.Actions...), run.Domains
 	rec.AttemptCount = int32(len(run.Attempts))
 	if r := run.Route; r != nil {
 		id := r.Identity

@@ -14,6 +14,8 @@ import (
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/quota"
 	"github.com/mcpready/mcpready/agent/upstream"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // observeRateLimit makes the responses to route r's requests under ctx
@@ -29,9 +31,10 @@ func (p *Pipeline) observeRateLimit(ctx context.Context, r decide.Route) context
 }
 
 // rankByHints moves the routes whose endpoint's last hint said its quota
-// is spent after the others, keeping the order within each group. d's
-// routes are shared, so a reordered list is a new slice.
-func (p *Pipeline) rankByHints(d *decide.Decision, now time.Time) {
+// is spent after the others, keeping the order within each group, and
+// returns an action per route moved (for the receipt). d's routes are
+// shared, so a reordered list is a new slice.
+func (p *Pipeline) rankByHints(d *decide.Decision, now time.Time) []*mcpreadyv1.Action {
 	var spent []int
 	for i := range d.Routes {
 		if p.hints.Exhausted(d.Routes[i].Identity.GetEndpoint(), now) {
@@ -39,7 +42,7 @@ func (p *Pipeline) rankByHints(d *decide.Decision, now time.Time) {
 		}
 	}
 	if len(spent) == 0 || len(spent) == len(d.Routes) {
-		return
+		return nil
 	}
 	out := make([]decide.Route, 0, len(d.Routes))
 	j := 0
@@ -50,8 +53,11 @@ func (p *Pipeline) rankByHints(d *decide.Decision, now time.Time) {
 		}
 		out = append(out, d.Routes[i])
 	}
+	var acts []*mcpreadyv1.Action
 	for _, i := range spent {
 		out = append(out, d.Routes[i])
+		acts = append(acts, readiness.NewAction(readiness.ActionRateLimitHint, d.Routes[i].Entry))
 	}
 	d.Routes = out
+	return acts
 }

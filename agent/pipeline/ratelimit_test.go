@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // limited is a real go-sdk server whose responses carry the RateLimit
@@ -42,12 +44,14 @@ func TestRateLimitHintLowersRank(t *testing.T) {
 	urlB, fieldB := limited(t)
 	pl, st, _ := setup(t, policy(), map[string]*mcpreadyv1.RegistryEntry{"a": entry("a", urlA), "b": entry("b", urlB)})
 	tr := newFake(t)
+	var last *mcpreadyv1.Receipt
 	serve := func() string {
 		t.Helper()
 		res := pl.Call(context.Background(), st, request("echo_any"), tr)
 		if res.Answer == nil || res.Answer.IsError || res.Route == nil {
 			t.Fatalf("call failed: %+v", res.Answer)
 		}
+		last = res.Receipt
 		return res.Route.Entry
 	}
 	if got := serve(); got != "a" {
@@ -59,6 +63,9 @@ func TestRateLimitHintLowersRank(t *testing.T) {
 	}
 	if got := serve(); got != "b" {
 		t.Fatalf("after a said its quota is spent, the call went to %s, want b", got)
+	}
+	if acts := readiness.ActionStrings(last.GetActions()); !slices.Equal(acts, []string{"rate-limit-hint:a"}) {
+		t.Fatalf("receipt actions %v, want the hint that moved a", acts)
 	}
 	fieldB.Store(`limit=100, remaining=0, reset=60`) // the older form
 	if got := serve(); got != "b" {

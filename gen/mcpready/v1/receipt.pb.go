@@ -195,23 +195,27 @@ const (
 	// A fallback route was skipped: it shares a failure domain with a route
 	// that failed in this call (detail names the domain).
 	ActionKind_ACTION_KIND_SAME_DOMAIN ActionKind = 81
+	// A route was ranked after the others: its upstream's last RateLimit
+	// field said its quota is spent (a hint, never a refusal).
+	ActionKind_ACTION_KIND_RATE_LIMIT_HINT ActionKind = 200
 )
 
 // Enum value maps for ActionKind.
 var (
 	ActionKind_name = map[int32]string{
-		0:  "ACTION_KIND_UNSPECIFIED",
-		1:  "ACTION_KIND_RETRY",
-		2:  "ACTION_KIND_HEDGE",
-		3:  "ACTION_KIND_FALLBACK",
-		4:  "ACTION_KIND_CIRCUIT_OPEN",
-		5:  "ACTION_KIND_RETRY_BUDGET_EXHAUSTED",
-		6:  "ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE",
-		7:  "ACTION_KIND_AMBIGUOUS_NO_RETRY",
-		8:  "ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED",
-		9:  "ACTION_KIND_INPUT_REQUIRED",
-		80: "ACTION_KIND_SLOW_START",
-		81: "ACTION_KIND_SAME_DOMAIN",
+		0:   "ACTION_KIND_UNSPECIFIED",
+		1:   "ACTION_KIND_RETRY",
+		2:   "ACTION_KIND_HEDGE",
+		3:   "ACTION_KIND_FALLBACK",
+		4:   "ACTION_KIND_CIRCUIT_OPEN",
+		5:   "ACTION_KIND_RETRY_BUDGET_EXHAUSTED",
+		6:   "ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE",
+		7:   "ACTION_KIND_AMBIGUOUS_NO_RETRY",
+		8:   "ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED",
+		9:   "ACTION_KIND_INPUT_REQUIRED",
+		80:  "ACTION_KIND_SLOW_START",
+		81:  "ACTION_KIND_SAME_DOMAIN",
+		200: "ACTION_KIND_RATE_LIMIT_HINT",
 	}
 	ActionKind_value = map[string]int32{
 		"ACTION_KIND_UNSPECIFIED":                  0,
@@ -226,6 +230,7 @@ var (
 		"ACTION_KIND_INPUT_REQUIRED":               9,
 		"ACTION_KIND_SLOW_START":                   80,
 		"ACTION_KIND_SAME_DOMAIN":                  81,
+		"ACTION_KIND_RATE_LIMIT_HINT":              200,
 	}
 )
 
@@ -1507,7 +1512,7 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\x14DECISION_STEP_HEALTH\x10\x06\x12\x18\n" +
 	"\x14DECISION_STEP_BUDGET\x10\a\x12\x19\n" +
 	"\x15DECISION_STEP_LATENCY\x10\b\x12\x19\n" +
-	"\x15DECISION_STEP_RESOLVE\x10\t*\x8f\x03\n" +
+	"\x15DECISION_STEP_RESOLVE\x10\t*\xb1\x03\n" +
 	"\n" +
 	"ActionKind\x12\x1b\n" +
 	"\x17ACTION_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -1521,7 +1526,8 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"'ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED\x10\b\x12\x1e\n" +
 	"\x1aACTION_KIND_INPUT_REQUIRED\x10\t\x12\x1a\n" +
 	"\x16ACTION_KIND_SLOW_START\x10P\x12\x1b\n" +
-	"\x17ACTION_KIND_SAME_DOMAIN\x10QB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
+	"\x17ACTION_KIND_SAME_DOMAIN\x10Q\x12 \n" +
+	"\x1bACTION_KIND_RATE_LIMIT_HINT\x10\xc8\x01B9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
 
 var (
 	file_mcpready_v1_receipt_proto_rawDescOnce sync.Once
