@@ -51,6 +51,6 @@ func (rs *registrySubjects) apply(r store.Record) {
 		return
 	}
 	if e, ok := obj.Spec.(*mcpreadyv1.RegistryEntry); ok {
-		rs.idx.Set(r.Name, e.GetIdentity())
+		rs.idx.Set(r.Name, e)
 	}
 }

@@ -49,8 +49,8 @@ func TestEvidenceRatesDenominatorsAndSignature(t *testing.T) {
 	other := identity()
 	other.ToolName = "other"
 	reg := NewRegistrySubjects()
-	reg.Set("lookup", identity())
-	reg.Set("other", other)
+	reg.Set("lookup", &mcpreadyv1.RegistryEntry{Identity: identity()})
+	reg.Set("other", &mcpreadyv1.RegistryEntry{Identity: other})
 	a, err := New(Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Subjects: reg, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestResumeFoldsEachWindowOnce(t *testing.T) {
 	sk := &sink{}
 	now := t0.Add(17 * time.Minute)
 	reg := NewRegistrySubjects()
-	reg.Set("lookup", identity())
+	reg.Set("lookup", &mcpreadyv1.RegistryEntry{Identity: identity()})
 	a, err := New(Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Subjects: reg, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,10 @@ package aggregate
 // flood the evidence of real ones.
 
 import (
+	"strings"
 	"sync"
 
+	"github.com/mcpready/mcpready/controlplane/lifecycle"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -45,12 +47,19 @@ func NewRegistrySubjects() *RegistrySubjects {
 	return &RegistrySubjects{byEntry: map[string]identityKey{}, count: map[identityKey]int{}}
 }
 
-// Set records the identity of registry entry name (replacing what it had).
-func (s *RegistrySubjects) Set(name string, id *mcpreadyv1.ToolIdentity) {
+// Set records the identity of registry entry name (replacing what it
+// had). A CANDIDATE created from a drift report is left out: its identity
+// is whatever the reporting agent said it observed, and no honest receipt
+// names it (it is never routable).
+func (s *RegistrySubjects) Set(name string, e *mcpreadyv1.RegistryEntry) {
+	id := e.GetIdentity()
 	k := identityKey{id.GetServerName(), id.GetServerVersion(), id.GetToolName(), id.GetEndpoint(), id.GetInputSchemaDigest(), id.GetOutputSchemaDigest()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.remove(name)
+	if e.GetState() == mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE && strings.HasPrefix(e.GetDiscoverySource(), lifecycle.DriftReportSource) {
+		return
+	}
 	s.byEntry[name] = k
 	s.count[k]++
 }

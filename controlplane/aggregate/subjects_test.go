@@ -29,7 +29,7 @@ func newAgg(t *testing.T, mod func(*Options), ids ...*mcpreadyv1.ToolIdentity) (
 		ids = append(ids, identity())
 	}
 	for i, id := range ids {
-		reg.Set(fmt.Sprintf("entry-%d", i), id)
+		reg.Set(fmt.Sprintf("entry-%d", i), &mcpreadyv1.RegistryEntry{Identity: id})
 	}
 	sk := &sink{}
 	now := t0.Add(2 * time.Minute)
@@ -151,5 +151,32 @@ func TestSubjectsRequired(t *testing.T) {
 	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
 	if _, err := New(Options{Signer: key, Sink: SinkFunc((&sink{}).ApplyEvidence)}); !errors.Is(err, ErrOptions) {
 		t.Fatalf("New without Subjects: %v", err)
+	}
+}
+
+// Attack: an agent reports drift with an identity of its choosing, which
+// the control plane records as a CANDIDATE, then ships receipts naming
+// that identity; no Evidence is minted for it. Once the organisation
+// qualifies an entry with that identity, it is a subject like any other.
+func TestDriftCandidateMintsNoEvidence(t *testing.T) {
+	a, sk, _ := newAgg(t, nil)
+	forged := identity()
+	forged.ServerVersion = "6.6.6"
+	cand := &mcpreadyv1.RegistryEntry{Identity: forged, State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE, DiscoverySource: "drift-report:host-evil"}
+	reg := a.opts.Subjects.(*RegistrySubjects)
+	reg.Set("docs+forged", cand)
+	rs := []*mcpreadyv1.Receipt{rc(success, 1, 5, func(r *mcpreadyv1.Receipt) { r.Selected.ServerVersion = "6.6.6" })}
+	a.Observe("host-evil", rs, digestsFor(rs))
+	if evs := flushAll(t, a, sk); len(evs) != 0 {
+		t.Fatalf("evidence minted for a drift-report candidate: %v", evs)
+	}
+	qualified := &mcpreadyv1.RegistryEntry{Identity: forged, State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED, DiscoverySource: "drift-report:host-evil"}
+	reg.Set("docs+forged", qualified)
+	later := []*mcpreadyv1.Receipt{rc(success, 1, 5, func(r *mcpreadyv1.Receipt) {
+		r.Selected.ServerVersion, r.EndedAt.Seconds = "6.6.6", r.EndedAt.Seconds+600
+	})}
+	a.Observe("host-1", later, digestsFor(later))
+	if evs := flushAll(t, a, sk); len(evs) != 1 {
+		t.Fatalf("%d evidence for the qualified entry, want 1", len(evs))
 	}
 }
