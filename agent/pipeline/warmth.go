@@ -16,8 +16,9 @@ import (
 // DefaultColdAfter is Options.ColdAfter's zero value.
 const DefaultColdAfter = time.Minute
 
-// maxWarmSessions bounds the sessions whose last use is remembered.
-const maxWarmSessions = 4096
+// maxWarmSessions bounds the sessions whose last use is remembered (a
+// remembered session stays referenced until it is forgotten).
+const maxWarmSessions = 1024
 
 // warmth remembers when each upstream session was last used. Safe for
 // concurrent use.
@@ -35,9 +36,9 @@ func newWarmth(idle time.Duration) *warmth {
 }
 
 // touch records a use of session at now and says whether it was cold.
-// When the table is full, sessions idle past the threshold are forgotten
-// first (their next use is cold either way), then arbitrary ones (their
-// next use counts as a new session's).
+// When the table is full, closed sessions and those idle past the
+// threshold are forgotten first (their next use is cold either way), then
+// arbitrary ones (their next use counts as a new session's).
 func (w *warmth) touch(session any, now time.Time) mcpreadyv1.CallWarmth {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -58,7 +59,7 @@ func (w *warmth) touch(session any, now time.Time) mcpreadyv1.CallWarmth {
 // evict makes room for one session; w.mu is held.
 func (w *warmth) evict(now time.Time) {
 	for s, t := range w.last {
-		if now.Sub(t) > w.idle {
+		if b, ok := s.(interface{ Broken() bool }); now.Sub(t) > w.idle || ok && b.Broken() {
 			delete(w.last, s)
 		}
 	}

@@ -68,3 +68,23 @@ func TestWarmthBounded(t *testing.T) {
 }
 
 type sessionKey int
+
+// closedKey is a session that reports itself broken (closed).
+type closedKey struct{ n int }
+
+func (closedKey) Broken() bool { return true }
+
+// A full table forgets closed sessions before open ones that are still
+// warm.
+func TestWarmthForgetsClosedFirst(t *testing.T) {
+	w := newWarmth(time.Minute)
+	now := time.Unix(1_800_000_000, 0)
+	w.touch(sessionKey(-1), now)
+	for i := range maxWarmSessions - 1 {
+		w.touch(&closedKey{i}, now)
+	}
+	w.touch(sessionKey(-2), now) // full: the closed ones go
+	if got := w.touch(sessionKey(-1), now.Add(time.Second)); got != mcpreadyv1.CallWarmth_CALL_WARMTH_WARM {
+		t.Fatalf("a warm open session was forgotten: %v", got)
+	}
+}
