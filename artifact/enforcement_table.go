@@ -116,7 +116,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"retryableConditions":           yes(inDecide, "narrows the policy's retryable conditions"),
 		"quota.unit":                    rec("names the unit in receipts' quota; every call counts one unit"),
 		"quota.partitionKeys":           yes(inQuota, "\"tenant\" keeps local budgets per tenant too; other keys are not read"),
-		"quota.limit":                   no("the provider's limit is not a local budget; Policy.cost.maxQuotaUnits is"),
+		"quota.limit":                   no("a limit without a window cannot be a local budget (Policy.cost.maxQuotaUnits per quotaWindow is); the upstream's RateLimit response hints are read instead"),
 		"pricing.source":                rec(""),
 		"pricing.unit":                  no("the amount is taken as per call"),
 		"pricing.currency":              yes(inDecide, "compared with Policy.cost.currency"),
@@ -312,7 +312,15 @@ var enforcement = map[Kind]map[string]Rule{
 		"confidenceMethod":        rec("confidence is always the Wilson lower bound"),
 		"receiptsDigest":          rec(""),
 		"receiptCount":            rec(""),
-	}, under("workflow", workflowRateFields())),
+	}, under("workflow", workflowRateFields()), under("coldLatency", latencyRecord()), under("warmLatency", latencyRecord()),
+		under("semanticValid", map[string]Rule{
+			"layer": rec("always SEMANTIC"), "successes": rec("reported; routing confidence scores layers reachability to result validity only"),
+			"denominator": rec("results that met at least one semantic validator"), "excluded": rec("results no validator applied to"),
+			"successDefinition": rec(""), "rate": rec(""),
+		}), under("accessRates", map[string]Rule{
+			"denominator": rec("calls that reached the access layer"), "unauthorized": rec(""), "paymentRequired": rec(""),
+			"forbidden": rec(""), "rateLimited": rec(""), "tokenFailures": rec(""),
+		})),
 
 	KindReceiptBatch: merge(map[string]Rule{
 		"agentId":         yes(inChain, "one hash chain per agent"),
@@ -356,6 +364,11 @@ var enforcement = map[Kind]map[string]Rule{
 	}),
 }
 
+// latencyRecord classifies a Latency block that routing does not read.
+func latencyRecord() map[string]Rule {
+	return map[string]Rule{"p50Ms": rec(""), "p90Ms": rec(""), "p95Ms": rec(""), "p99Ms": rec(""), "count": rec("")}
+}
+
 // receiptFields classifies a receipt: everything in it is what happened,
 // recorded, signed and digested; nothing in it is a rule.
 func receiptFields() map[string]Rule {
@@ -367,7 +380,7 @@ func receiptFields() map[string]Rule {
 		"candidates.rejectedAtStep", "candidates.rejectionCode", "candidates.rejectionReason", "evidenceIds", "policyVersion",
 		"selected.entry", "selected.endpoint", "selected.serverName", "selected.serverVersion", "selected.toolName",
 		"selected.inputSchemaDigest", "selected.outputSchemaDigest", "selected.protocolVersion",
-		"selected.access.issuer", "selected.access.audience", "selected.access.grantedScopes", "selected.access.lifetimeClass", "selected.access.grant",
+		"selected.access.issuer", "selected.access.audience", "selected.access.grantedScopes", "selected.access.lifetimeClass", "selected.access.grant", "selected.access.verification",
 		"providerSideEffect", "consumerSideEffect", "approval", "deadline", "perAttemptTimeout", "attemptCount",
 		"attempts.number", "attempts.entry", "attempts.startedAt", "attempts.latency", "attempts.outcome",
 		"attempts.transportStatus", "attempts.jsonrpcCode", "attempts.isError", "attempts.hedged",
@@ -375,6 +388,7 @@ func receiptFields() map[string]Rule {
 		"isError", "schemaValidation", "semanticValidation", "semanticValidatorVersion", "actions.kind", "actions.entry", "actions.detail", "cost",
 		"resultDigest", "errorMessage",
 		"failureDomains", "quota", "idempotency.keyRef", "idempotency.scope", "idempotency.retention", "idempotency.allocated", "idempotency.repeat", "idempotency.carried",
+		"warmth", "authClass",
 	} {
 		out[p] = rec("")
 	}
@@ -385,7 +399,7 @@ func receiptFields() map[string]Rule {
 		"calls.receiptId", "calls.requested", "calls.outcome", "calls.attempts", "calls.fallback", "calls.contributed",
 		"calls.selected.entry", "calls.selected.endpoint", "calls.selected.serverName", "calls.selected.serverVersion", "calls.selected.toolName",
 		"calls.selected.inputSchemaDigest", "calls.selected.outputSchemaDigest", "calls.selected.protocolVersion",
-		"calls.selected.access.issuer", "calls.selected.access.audience", "calls.selected.access.grantedScopes", "calls.selected.access.lifetimeClass", "calls.selected.access.grant",
+		"calls.selected.access.issuer", "calls.selected.access.audience", "calls.selected.access.grantedScopes", "calls.selected.access.lifetimeClass", "calls.selected.access.grant", "calls.selected.access.verification",
 	} {
 		out["workflow."+p] = rec("")
 	}

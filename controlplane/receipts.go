@@ -17,6 +17,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/leader"
 	"github.com/mcpready/mcpready/controlplane/receiptdb"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
+	"github.com/mcpready/mcpready/controlplane/store"
 	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
@@ -59,13 +60,14 @@ type receiptPipeline struct {
 	retain func(context.Context) (int, error) // nil without retention
 	svc    *ingest.Service
 	agg    *aggregate.Aggregator // nil without an observer key
+	subj   *registrySubjects     // the registry the aggregator folds for (with agg)
 }
 
 // openReceipts opens the receipt store and builds ingest and aggregation.
 // Passive Evidence is applied through adm, so it is verified and stored
 // like any other artifact. Chain heads are shared through cli, or live in
 // the receipt database.
-func (s *Server) openReceipts(ctx context.Context, w *writer.Writer, cli *clientv3.Client) (*receiptPipeline, error) {
+func (s *Server) openReceipts(ctx context.Context, w *writer.Writer, st *store.Store, cli *clientv3.Client) (*receiptPipeline, error) {
 	o := s.o.Receipts
 	p := &receiptPipeline{cli: cli}
 	io := ingest.Options{Trust: w.Current, Registry: s.reg, Logger: s.o.Logger}
@@ -100,16 +102,21 @@ func (s *Server) openReceipts(ctx context.Context, w *writer.Writer, cli *client
 		p.retain = nil
 	}
 	if s.o.ObserverKey != nil {
+		var err error
+		if p.subj, err = loadSubjects(ctx, st, s.o.Logger); err != nil {
+			p.close()
+			return nil, fmt.Errorf("registry for aggregation: %w", err)
+		}
 		ao := aggregate.Options{
 			Signer:   s.o.ObserverKey,
 			Sink:     w, // Evidence only, through the one write path
+			Subjects: p.subj.idx,
 			Registry: s.reg,
 			Logger:   s.o.Logger,
 		}
 		if w := o.EvidenceWindow; w > 0 {
 			ao.Window, ao.Grace, ao.FlushEvery = w, w/2, w/4
 		}
-		var err error
 		if p.agg, err = aggregate.New(ao); err != nil {
 			p.close()
 			return nil, fmt.Errorf("%w: aggregator: %w", ErrConfig, err)
@@ -189,6 +196,9 @@ func (p *receiptPipeline) register(gs *grpc.Server) {
 
 // run aggregates and applies retention until ctx ends.
 func (p *receiptPipeline) run(ctx context.Context, s *Server, wg *sync.WaitGroup) {
+	if p.subj != nil {
+		wg.Go(func() { p.subj.watch(ctx) })
+	}
 	switch {
 	case p.agg != nil && p.db != nil:
 		wg.Go(func() {

@@ -33,9 +33,11 @@ func TestSharedAggregationByOneReplica(t *testing.T) {
 		rs = append(rs, start(t, controlplane.Options{EtcdEndpoints: []string{m.ClientURL}, DataDir: t.TempDir(), Root: p.Root.Public(), ObserverKey: p.Observer,
 			Receipts: &controlplane.ReceiptOptions{Store: pg.DSN, EvidenceWindow: 2 * time.Second}}))
 	}
-	if _, err := mcpreadyv1.NewAdminServiceClient(dial(t, rs[0].Addr())).Apply(context.Background(), &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
+	adm := mcpreadyv1.NewAdminServiceClient(dial(t, rs[0].Addr()))
+	if _, err := adm.Apply(context.Background(), &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
 		t.Fatal(err)
 	}
+	applyRealisticEntry(t, adm, p)
 	sp, err := spool.Open(t.TempDir(), spool.Options{AgentID: "agent-1", Signer: p.Org, BatchSize: 5, BatchInterval: 10 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -359,7 +359,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	var receipts *receiptPipeline
 	if s.o.Receipts != nil {
-		if receipts, err = s.openReceipts(ctx, w, cli); err != nil {
+		if receipts, err = s.openReceipts(ctx, w, st, cli); err != nil {
 			return err
 		}
 		defer receipts.close()

@@ -91,7 +91,7 @@ func TestEveryWriterGoesThroughTheWriter(t *testing.T) {
 		key    crypto.Signer
 		stored int
 	}{{stranger, 0}, {p.Observer, 1}} {
-		agg, err := aggregate.New(aggregate.Options{Signer: c.key, Sink: w})
+		agg, err := aggregate.New(aggregate.Options{Signer: c.key, Sink: w, Subjects: aggregate.SubjectFunc(func(*mcpreadyv1.Selection) bool { return true })})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -141,16 +141,16 @@ func Of(sr *mcpreadyv1.StoredReceipt) []Paragraph {
 		p("  No evidence was used (health was UNKNOWN or not required by the policy).")
 	}
 	if s := r.GetSelected(); s.GetToolName() != "" {
-		p("  Routed to %s version %s, tool %s at %s over protocol %s (input schema %s, output schema %s).",
+		p("  Routed to %s version %s, tool %s at %s over protocol %s (input schema %s, output schema %s)%s.",
 			s.GetServerName(), or(s.GetServerVersion(), "?"), s.GetToolName(), s.GetEndpoint(), or(s.GetProtocolVersion(), "?"),
-			or(s.GetInputSchemaDigest(), "?"), or(s.GetOutputSchemaDigest(), "?"))
+			or(s.GetInputSchemaDigest(), "?"), or(s.GetOutputSchemaDigest(), "?"), authNote(r))
 	}
 	p("  Side effects: provider declares %s, consumer classifies %s; approval %s.",
 		EnumWord(r.GetProviderSideEffect().String(), "SIDE_EFFECT_CLASS_"), EnumWord(r.GetConsumerSideEffect().String(), "SIDE_EFFECT_CLASS_"),
 		EnumWord(r.GetApproval().String(), "APPROVAL_STATE_"))
 	p("")
 	p("Execution: deadline %s, per-attempt timeout %s, %d attempt(s)%s.", r.GetDeadline().AsDuration(), r.GetPerAttemptTimeout().AsDuration(),
-		r.GetAttemptCount(), prefixed(", idempotency key ", r.GetIdempotencyKeyRef()))
+		r.GetAttemptCount(), keyRef(r))
 	for _, a := range r.GetAttempts() {
 		hedged := ""
 		if a.GetHedged() {
@@ -162,6 +162,9 @@ func Of(sr *mcpreadyv1.StoredReceipt) []Paragraph {
 	if acts := r.GetActions(); len(acts) > 0 {
 		p("  Actions: %s.", strings.Join(readiness.ActionStrings(acts), ", "))
 	}
+	for _, l := range recovery(r) {
+		p("  %s", l)
+	}
 	p("")
 	p("Outcome: %s%s after %s%s%s.", OutcomeWord(r.GetOutcome()), failedAt(r), r.GetLatency().AsDuration(),
 		prefixed(", transport ", r.GetTransportStatus()), jsonrpcNote(r.GetJsonrpcCode()))
@@ -169,7 +172,7 @@ func Of(sr *mcpreadyv1.StoredReceipt) []Paragraph {
 		p("  The tool answered with isError: a tool failure inside a protocol success.")
 	}
 	p("  Result digest %s; schema validation %s; semantic validation %s.", or(r.GetResultDigest(), "(none)"), or(r.GetSchemaValidation(), "not run"),
-		or(r.GetSemanticValidation(), "not run"))
+		semanticWords(r))
 	if r.GetErrorMessage() != "" {
 		p("  Error: %s", r.GetErrorMessage())
 	}

@@ -20,6 +20,7 @@ var SummaryFields = []protoreflect.Name{
 	"receipt_id", "emitted_at", "workflow_id", "principal_class", "tenant_class", "region",
 	"selected", "consumer_side_effect", "attempt_count", "attempts", "started_at", "ended_at",
 	"latency", "outcome", "failed_layer", "transport_status", "jsonrpc_code", "workflow",
+	"semantic_validation", "semantic_validator_version", "warmth", "auth_class",
 }
 
 var (
@@ -136,6 +137,12 @@ func DecodeSummary(encoded []byte) (*mcpreadyv1.Receipt, error) {
 					r.Workflow = &mcpreadyv1.WorkflowRecord{}
 				}
 				err = proto.UnmarshalOptions{Merge: true, DiscardUnknown: true}.Unmarshal(payload(v), r.Workflow)
+			case 36:
+				r.SemanticValidation, err = str(v)
+			case 37:
+				r.SemanticValidatorVersion, err = str(v)
+			case 201:
+				r.AuthClass, err = str(v)
 			default:
 				return false, nil
 			}
@@ -152,6 +159,8 @@ func DecodeSummary(encoded []byte) (*mcpreadyv1.Receipt, error) {
 				r.FailedLayer = mcpreadyv1.ReadinessLayer(int32(x))
 			case 33:
 				r.JsonrpcCode = int32(x)
+			case 200:
+				r.Warmth = mcpreadyv1.CallWarmth(int32(x))
 			default:
 				return false, nil
 			}

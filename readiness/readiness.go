@@ -195,6 +195,7 @@ const (
 	ActionInputRequired             ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_INPUT_REQUIRED
 	ActionSlowStart                 ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_SLOW_START
 	ActionSameDomain                ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_SAME_DOMAIN
+	ActionRateLimitHint             ActionKind = mcpreadyv1.ActionKind_ACTION_KIND_RATE_LIMIT_HINT
 )
 
 // NewAction is an action of kind concerning entry ("" for the whole call).
@@ -210,7 +211,7 @@ func NewAction(kind ActionKind, entry string) *mcpreadyv1.Action {
 func ActionString(a *mcpreadyv1.Action) string {
 	name := actionName(a.GetKind())
 	switch a.GetKind() {
-	case ActionRetry, ActionHedge, ActionFallback, ActionCircuitOpen, ActionSlowStart:
+	case ActionRetry, ActionHedge, ActionFallback, ActionCircuitOpen, ActionSlowStart, ActionRateLimitHint:
 		if a.GetEntry() != "" {
 			return name + ":" + a.GetEntry()
 		}
@@ -355,6 +356,7 @@ var actionTerms = []Term{
 	{KindAction, "input_required", int32(ActionInputRequired), StepNone, "the round ended in an input request to the client"},
 	{KindAction, "slow-start", int32(ActionSlowStart), StepNone, "a route was skipped: its breaker is re-admitting traffic gradually and the call was outside its share"},
 	{KindAction, "same-domain", int32(ActionSameDomain), StepNone, "a fallback route was skipped: it shares a failure domain (the detail) with a route that failed in this call"},
+	{KindAction, "rate-limit-hint", int32(ActionRateLimitHint), StepNone, "a route was ranked after the others: its upstream's RateLimit field said its quota is spent until a reset"},
 }
 
 var outcomeTerms = []Term{

@@ -93,6 +93,9 @@ type Options struct {
 	// every answered call is recorded in its workflow, its answer's _meta
 	// naming its receipt (workflow.MetaReceipt). Nil tracks none.
 	Workflows *workflow.Tracker
+	// ColdAfter is how long an upstream session may sit idle before its
+	// next call counts as cold (Receipt.warmth); zero is DefaultColdAfter.
+	ColdAfter time.Duration
 }
 
 // Ledger is where receipts are recorded (package spool's Writer).
@@ -113,6 +116,8 @@ type Pipeline struct {
 	reported   sync.Map      // "<entry>|<target>" of redirects, "permission|<entry>|<scopes>" of tokens, reported as drift
 	driftLimit *rate.Limiter // permission drift reports (permdrift.go)
 	quota      *quota.Ledger // local quota budgets (quota.go)
+	warm       *warmth       // last use of each upstream session (warmth.go)
+	hints      *quota.Hints  // the upstreams' RateLimit hints (ratelimit.go)
 }
 
 // New returns a Pipeline.
@@ -123,7 +128,7 @@ func New(opts Options) *Pipeline {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{opts: opts, quota: quota.New(), driftLimit: newDriftLimiter()}
+	return &Pipeline{opts: opts, quota: quota.New(), driftLimit: newDriftLimiter(), warm: newWarmth(opts.ColdAfter), hints: quota.NewHints()}
 }
 
 // State is the verified configuration a request is decided under.
@@ -294,6 +299,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	if re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
 	}
+	hinted := p.rankByHints(&d, now)
 	key, re := p.keys(rec, &d, &req)
 	if re != nil {
 		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
@@ -308,16 +314,21 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 
 	var protoMu sync.Mutex
 	protocol := map[string]string{}
+	var warmth mcpreadyv1.CallWarmth // of the call's first attempt
 	attempt := p.traced(func(ctx context.Context, r decide.Route, n int) invoke.Outcome {
 		up, err := tr.Dial(ctx, upstream.Target{Server: r.Identity.GetServerName(), Endpoint: r.Identity.GetEndpoint()})
 		if err != nil {
 			p.redirected(r, err)
 			return p.failed(&st, c, r, err)
 		}
+		w := p.warm.touch(up, p.opts.Now())
 		protoMu.Lock()
 		protocol[r.Entry] = up.ProtocolVersion()
+		if warmth == mcpreadyv1.CallWarmth_CALL_WARMTH_UNSPECIFIED {
+			warmth = w
+		}
 		protoMu.Unlock()
-		ctx, meta, args := key.carry(ctx, r, req.Meta, req.Arguments)
+		ctx, meta, args := key.carry(p.observeRateLimit(ctx, r), r, req.Meta, req.Arguments)
 		params := &mcp.CallToolParams{Meta: p.opts.Telemetry.Inject(ctx, meta), Name: r.Identity.GetToolName(), Arguments: args}
 		if len(args) == 0 {
 			params.Arguments = map[string]any{}
@@ -336,7 +347,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		return p.approve(ctx, rec, tr, r, c.Name)
 	}
 	run := invoke.Run(ctx, d, attempt, invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: p.opts.Now, Approve: approve})
-	rec.Attempts, rec.Actions, rec.FailureDomains = run.Attempts, run.Actions, run.Domains
+	rec.Attempts, rec.Actions, rec.FailureDomains = run.Attempts, append(hinted, run.Actions...), run.Domains
 	rec.AttemptCount = int32(len(run.Attempts))
 	if r := run.Route; r != nil {
 		id := r.Identity
@@ -347,7 +358,11 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
 		rec.Cost = r.Cost
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
+		rec.AuthClass = p.authClass(r)
 	}
+	protoMu.Lock()
+	rec.Warmth = warmth
+	protoMu.Unlock()
 	out := run.Final
 	if run.Route != nil {
 		p.finishKey(key, run.Route.Entry, out.Class)

@@ -3,8 +3,13 @@
 // by it) in fixed windows, so a principal cannot spend a tool's quota past
 // the policy's budget (Policy.cost.maxQuotaUnits per quotaWindow).
 //
-// It only counts. It must not decide (package decide and the call
-// pipeline do) nor treat a provider's RateLimit hints as reservations.
+// It also parses a provider's RateLimit and RateLimit-Policy response
+// fields and remembers which endpoints said their quota is spent
+// (ratelimit.go).
+//
+// It only counts and remembers. It must not decide (package decide and
+// the call pipeline do) nor treat a provider's RateLimit hints as
+// reservations.
 package quota
 
 import (

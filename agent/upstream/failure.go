@@ -174,6 +174,7 @@ func (rt *roundTripper) send(req *http.Request) (*http.Response, error) {
 	if err != nil || resp == nil {
 		return resp, err
 	}
+	observeResponse(req.Context(), resp.Header)
 	redirect := resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("Location") != ""
 	if x != nil {
 		x.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/interpreter"
 
@@ -78,7 +79,7 @@ func CompileSemantic(exprs map[string]string, action mcpreadyv1.SemanticFailureA
 		if err != nil {
 			return nil, err
 		}
-		prg, err := env.Program(ast, cel.CostLimit(SemanticCostLimit), cel.EvalOptions(cel.OptOptimize))
+		prg, err := env.Program(ast, programOptions(env, ast)...)
 		if err != nil {
 			return nil, &artifact.SemanticError{Key: key, Reason: err.Error()}
 		}
@@ -88,6 +89,27 @@ func CompileSemantic(exprs map[string]string, action mcpreadyv1.SemanticFailureA
 	}
 	sort.Slice(s.validators, func(i, j int) bool { return s.validators[i].Key < s.validators[j].Key })
 	return s, nil
+}
+
+// programOptions are the options of one validator's program: the runtime
+// cost limit unless the expression's static worst-case cost, with every
+// size unknown (so at its maximum), is already within it; then tracking
+// the cost at run time would only slow every evaluation down.
+func programOptions(env *cel.Env, ast *cel.Ast) []cel.ProgramOption {
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	if est, err := env.EstimateCost(ast, unknownSizes{}); err != nil || est.Max > SemanticCostLimit {
+		opts = append(opts, cel.CostLimit(SemanticCostLimit))
+	}
+	return opts
+}
+
+// unknownSizes estimates nothing: the checker assumes every size and call
+// cost at its maximum.
+type unknownSizes struct{}
+
+func (unknownSizes) EstimateSize(checker.AstNode) *checker.SizeEstimate { return nil }
+func (unknownSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
 }
 
 // SemanticInput is what a validator sees.
@@ -154,7 +176,7 @@ func (s *Semantic) Check(applies func(key string) bool, in SemanticInput) (v Sem
 var emptyArgs = map[string]any{}
 
 // activation resolves the validator variables from in without building a
-// map per call.
+// map per call, converting each only when an expression reads it.
 type activation struct{ in *SemanticInput }
 
 func (a activation) ResolveName(name string) (any, bool) {
@@ -170,9 +192,9 @@ func (a activation) ResolveName(name string) (any, bool) {
 		}
 		return a.in.Result, true
 	case "tool":
-		return a.in.Tool, true
+		return types.String(a.in.Tool), true
 	case "now":
-		return a.in.Now, true
+		return types.Timestamp{Time: a.in.Now}, true // a CEL value already: no conversion
 	}
 	return nil, false
 }

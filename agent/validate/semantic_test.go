@@ -121,3 +121,28 @@ func BenchmarkSemantic(b *testing.B) {
 		})
 	}
 }
+
+// The runtime cost limit is dropped only for an expression whose static
+// worst case, every size unknown, is within it; any expression whose cost
+// grows with its input keeps it.
+func TestCostLimitKeptUnlessBounded(t *testing.T) {
+	env, err := artifact.SemanticEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for expr, tracked := range map[string]bool{
+		"size(result.items) > 0":                        false,
+		"timestamp(result.asOf) > now - duration('5m')": false,
+		"result.currency == args.currency":              true, // dyn equality: size-dependent
+		"args.list.all(x, x > 0)":                       true,
+		"result.name.contains('a')":                     true,
+	} {
+		ast, err := artifact.CompileSemantic("k", expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(programOptions(env, ast)) == 2; got != tracked {
+			t.Errorf("%s: cost tracked %v, want %v", expr, got, tracked)
+		}
+	}
+}

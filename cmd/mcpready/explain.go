@@ -19,11 +19,14 @@ func newExplainCmd() *cobra.Command {
 		Short: "Explain in plain words why a call was routed, refused or failed",
 		Long: `Reconstruct one decision from its signed receipt: what was requested and
 for whom, which candidates were considered and why each rejected one was
-excluded, the policy version and evidence used, every attempt, and the
-outcome. A workflow receipt is explained as its workflow: how it ended and
-who said so, each call with the route that answered it, and whether a
-fallback route answered a contributing call. The default (table) prints
-the explanation in words; -o json or yaml prints the stored receipt itself.`,
+excluded, the policy version and evidence used, every attempt (with the
+idempotency binding, the failure domains tried, the quota and cost effect,
+whether the call met a cold upstream session), and the outcome (with the
+semantic validators' versions). A workflow receipt is explained as its
+workflow: how it ended and who said so, each call with the route that
+answered it, and whether a fallback route answered a contributing call.
+The default (table) prints the explanation in words; -o json or yaml
+prints the stored receipt itself.`,
 		Args: oneArg,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
 	}

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/mcpready/mcpready/internal/safebuf"
 	"github.com/mcpready/mcpready/agent/shipper"
 	"github.com/mcpready/mcpready/agent/spool"
 	"github.com/mcpready/mcpready/artifact"
@@ -26,6 +25,7 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/etcdtest"
 	"github.com/mcpready/mcpready/internal/pgtest"
+	"github.com/mcpready/mcpready/internal/safebuf"
 	"github.com/mcpready/mcpready/ledger/ledgertest"
 	"github.com/mcpready/mcpready/sign"
 )

@@ -11,6 +11,13 @@
 //
 // Workflow receipts are folded apart, per principal class, tenant class,
 // region and window, into workflow Evidence (workflow.go).
+// Only subjects the registry holds get evidence (Options.Subjects), and
+// one agent contributes to at most so many subjects and receipts per
+// window (subjects.go). Cold and warm calls keep separate latency
+// distributions; the semantic-valid rate and the access refusals by kind
+// (401, 402, 403, 429, token failures) are reported with their
+// denominators, per subject, whose key includes the principal and auth
+// classes, so no rate is averaged across principals.
 //
 // Aggregation is incremental: Observe only updates counters, so ingest
 // stays fast. Receipts arriving after their window was emitted are counted
@@ -25,8 +32,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -79,6 +84,14 @@ type Options struct {
 	// MaxLatencySamples bounds the latency sample per subject and window
 	// (reservoir sampling beyond it); default 4096.
 	MaxLatencySamples int
+	// Subjects is the registry's view: a receipt whose selected identity
+	// it does not hold is not folded (counted as refused). Required.
+	Subjects SubjectIndex
+	// MaxSubjectsPerAgent bounds how many subjects one agent contributes
+	// to per window, MaxReceiptsPerAgent how many receipts; receipts past
+	// either are not folded (counted as refused). Defaults 256 and 100000.
+	MaxSubjectsPerAgent int
+	MaxReceiptsPerAgent int
 	// Registry receives metrics; nil registers none.
 	Registry prometheus.Registerer
 	// Logger; nil discards.
@@ -87,9 +100,12 @@ type Options struct {
 	Now func() time.Time
 }
 
+// ErrOptions reports unusable Options.
+var ErrOptions = errors.New("aggregate: invalid options")
+
 // subject is the readiness subject of a receipt.
 type subject struct {
-	server, version, tool, endpoint, inSchema, outSchema, protocol, principal, tenant, region string
+	server, version, tool, endpoint, inSchema, outSchema, protocol, principal, tenant, region, auth string
 }
 
 type windowKey struct {
@@ -119,8 +135,9 @@ type acc struct {
 	attempted, excluded, ambiguous int64
 	reasons                        map[string]int64
 	reached, succeeded             [5]int64
-	latencies                      []float64
-	seenLatencies                  int64
+	latency, cold, warm            reservoir
+	semantic                       semanticCount
+	access                         accessCount
 	errors                         map[errKey]int64
 	write                          bool
 	agents                         map[string]struct{}
@@ -137,16 +154,24 @@ type Aggregator struct {
 	windows      map[windowKey]*acc
 	emittedUntil int64 // windows starting before this were emitted
 
-	workflows map[workflowKey]*workflowAcc // windows of workflow receipts (workflow.go)
+	workflows map[workflowKey]*workflowAcc  // windows of workflow receipts (workflow.go)
+	contrib   map[agentWindow]*contribution // subjects.go
 
 	late, emitted, failed prometheus.Counter
+	refused               *prometheus.CounterVec
 	lateN                 int64
 }
 
 // New returns an aggregator.
 func New(opts Options) (*Aggregator, error) {
-	if opts.Signer == nil || opts.Sink == nil {
-		return nil, errors.New("aggregate: Signer and Sink are required")
+	if opts.Signer == nil || opts.Sink == nil || opts.Subjects == nil {
+		return nil, fmt.Errorf("%w: Signer, Sink and Subjects are required", ErrOptions)
+	}
+	if opts.MaxSubjectsPerAgent <= 0 {
+		opts.MaxSubjectsPerAgent = 256
+	}
+	if opts.MaxReceiptsPerAgent <= 0 {
+		opts.MaxReceiptsPerAgent = 100_000
 	}
 	if opts.ObserverID == "" {
 		opts.ObserverID = "mcpready-controlplane"
@@ -178,12 +203,14 @@ func New(opts Options) (*Aggregator, error) {
 	c := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "mcpready", Subsystem: "aggregate", Name: name, Help: help})
 	}
-	a := &Aggregator{opts: opts, log: opts.Logger.With("component", "aggregate"), windows: map[windowKey]*acc{},
+	a := &Aggregator{opts: opts, log: opts.Logger.With("component", "aggregate"), windows: map[windowKey]*acc{}, contrib: map[agentWindow]*contribution{},
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mcpready", Subsystem: "aggregate", Name: "refused_receipts_total",
+			Help: "Receipts not folded into evidence, by reason: unregistered-subject, agent-bound."}, []string{"reason"}),
 		late:    c("late_receipts_total", "Receipts that arrived after their window's evidence was emitted."),
 		emitted: c("evidence_emitted_total", "Signed passive evidence handed to the sink."),
 		failed:  c("evidence_failed_total", "Evidence that could not be signed or applied.")}
 	if opts.Registry != nil {
-		opts.Registry.MustRegister(a.late, a.emitted, a.failed)
+		opts.Registry.MustRegister(a.late, a.emitted, a.failed, a.refused)
 	}
 	return a, nil
 }
@@ -194,7 +221,7 @@ func subjectOf(r *mcpreadyv1.Receipt) (subject, bool) {
 		return subject{}, false // refused before any candidate was selected: no subject
 	}
 	return subject{s.GetServerName(), s.GetServerVersion(), s.GetToolName(), s.GetEndpoint(), s.GetInputSchemaDigest(), s.GetOutputSchemaDigest(),
-		s.GetProtocolVersion(), r.GetPrincipalClass(), r.GetTenantClass(), r.GetRegion()}, true
+		s.GetProtocolVersion(), r.GetPrincipalClass(), r.GetTenantClass(), r.GetRegion(), r.GetAuthClass()}, true
 }
 
 func receiptTime(r *mcpreadyv1.Receipt) time.Time {
@@ -272,6 +299,14 @@ func (a *Aggregator) Observe(agentID string, receipts []*mcpreadyv1.Receipt, dig
 			a.late.Inc()
 			continue
 		}
+		if !a.opts.Subjects.Registered(r.GetSelected()) {
+			a.refused.WithLabelValues(reasonUnregistered).Inc()
+			continue
+		}
+		if !a.admit(agentID, sub, start) {
+			a.refused.WithLabelValues(reasonAgentBound).Inc()
+			continue
+		}
 		k := windowKey{sub, start}
 		w := a.windows[k]
 		if w == nil {
@@ -323,13 +358,21 @@ func (a *Aggregator) fold(w *acc, r *mcpreadyv1.Receipt) {
 		}
 		w.errors[errKey{layers[fl].layer, r.GetOutcome(), code}]++
 	}
+	if fl >= accessLayer {
+		w.access.add(r, fl == accessLayer)
+	}
+	if fl == len(layers) {
+		w.semantic.add(r)
+	}
 	if lat := r.GetLatency(); lat != nil {
 		ms := float64(lat.AsDuration()) / float64(time.Millisecond)
-		w.seenLatencies++
-		if len(w.latencies) < a.opts.MaxLatencySamples {
-			w.latencies = append(w.latencies, ms)
-		} else if j := rand.Int64N(w.seenLatencies); j < int64(len(w.latencies)) {
-			w.latencies[j] = ms
+		max := a.opts.MaxLatencySamples
+		w.latency.add(ms, max)
+		switch r.GetWarmth() {
+		case mcpreadyv1.CallWarmth_CALL_WARMTH_WARM:
+			w.warm.add(ms, max)
+		case mcpreadyv1.CallWarmth_CALL_WARMTH_COLD_NEW_SESSION, mcpreadyv1.CallWarmth_CALL_WARMTH_COLD_IDLE:
+			w.cold.add(ms, max)
 		}
 	}
 }
@@ -358,6 +401,7 @@ func (a *Aggregator) Flush(ctx context.Context, all bool) (int, error) {
 		}
 	}
 	wready := a.takeWorkflows(all, cutoff)
+	a.forgetContributions(a.emittedUntil)
 	a.mu.Unlock()
 	sort.Slice(keys, func(i, j int) bool { return keys[i].start < keys[j].start })
 	objs := make([]*artifact.Object, 0, len(keys)+len(wready))
@@ -414,6 +458,7 @@ func (a *Aggregator) Resume(resume time.Time) {
 	win := resume.UnixNano() - resume.UnixNano()%int64(a.opts.Window)
 	a.mu.Lock()
 	a.windows, a.workflows = map[windowKey]*acc{}, nil
+	a.contrib = map[agentWindow]*contribution{}
 	a.emittedUntil = max(a.emittedUntil, win)
 	a.mu.Unlock()
 }
@@ -465,15 +510,11 @@ func EvidenceName(prefix string, server, tool string, subjectDigest string) stri
 }
 
 func (s subject) digest() string {
-	return artifact.Digest([]byte(strings.Join([]string{s.server, s.version, s.tool, s.endpoint, s.inSchema, s.outSchema, s.protocol, s.principal, s.tenant, s.region}, "\x00")))
-}
-
-func percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
+	parts := []string{s.server, s.version, s.tool, s.endpoint, s.inSchema, s.outSchema, s.protocol, s.principal, s.tenant, s.region}
+	if s.auth != "" { // receipts without an auth class keep their subjects' digests
+		parts = append(parts, s.auth)
 	}
-	i := int(p*float64(len(sorted))+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
+	return artifact.Digest([]byte(strings.Join(parts, "\x00")))
 }
 
 // evidenceVersion is the signed version of a window's evidence: the
@@ -496,6 +537,7 @@ func (a *Aggregator) evidence(k windowKey, w *acc, now time.Time) *artifact.Obje
 			InputSchemaDigest: k.inSchema, OutputSchemaDigest: k.outSchema, PrincipalClass: k.principal, TenantClass: k.tenant, Region: k.region},
 		Observer:        &mcpreadyv1.Observer{Id: a.opts.ObserverID, Software: "mcpready/aggregate", Independence: "consumer-passive"},
 		Method:          mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_PASSIVE,
+		AuthClass:       k.auth,
 		TenantClass:     k.tenant,
 		PrincipalClass:  k.principal,
 		Region:          k.region,
@@ -524,9 +566,9 @@ func (a *Aggregator) evidence(k windowKey, w *acc, now time.Time) *artifact.Obje
 		}
 		ev.Rates = append(ev.Rates, lr)
 	}
-	lat := slices.Clone(w.latencies)
-	slices.Sort(lat)
-	ev.Latency = &mcpreadyv1.Latency{P50Ms: percentile(lat, .50), P90Ms: percentile(lat, .90), P95Ms: percentile(lat, .95), P99Ms: percentile(lat, .99), Count: w.seenLatencies}
+	ev.Latency, ev.ColdLatency, ev.WarmLatency = w.latency.summary(), w.cold.summary(), w.warm.summary()
+	ev.SemanticValid = w.semantic.rate()
+	ev.AccessRates = w.access.rates()
 	for ek, n := range w.errors {
 		ev.Errors = append(ev.Errors, &mcpreadyv1.ErrorCount{Layer: ek.layer, Outcome: ek.outcome, Code: ek.code, Count: n})
 	}
@@ -540,7 +582,10 @@ func (a *Aggregator) evidence(k windowKey, w *acc, now time.Time) *artifact.Obje
 		}
 		return x.Code < y.Code
 	})
-	ev.BlindSpots = []string{"passive only: no synthetic probes", "semantic usefulness and workflow contribution not measured"}
+	ev.BlindSpots = []string{"passive only: no synthetic probes", "workflow contribution not measured"}
+	if ev.SemanticValid.GetDenominator() == 0 {
+		ev.BlindSpots = append(ev.BlindSpots, "no semantic validator applied")
+	}
 	if !w.write {
 		ev.BlindSpots = append(ev.BlindSpots, "no write tools observed")
 	}

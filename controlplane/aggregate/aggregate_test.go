@@ -46,7 +46,12 @@ func TestEvidenceRatesDenominatorsAndSignature(t *testing.T) {
 	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
 	sk := &sink{}
 	now := t0.Add(2 * time.Minute)
-	a, err := New(Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Now: func() time.Time { return now }})
+	other := identity()
+	other.ToolName = "other"
+	reg := NewRegistrySubjects()
+	reg.Set("lookup", &mcpreadyv1.RegistryEntry{Identity: identity()})
+	reg.Set("other", &mcpreadyv1.RegistryEntry{Identity: other})
+	a, err := New(Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Subjects: reg, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +179,9 @@ func TestResumeFoldsEachWindowOnce(t *testing.T) {
 	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
 	sk := &sink{}
 	now := t0.Add(17 * time.Minute)
-	a, err := New(Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Now: func() time.Time { return now }})
+	reg := NewRegistrySubjects()
+	reg.Set("lookup", &mcpreadyv1.RegistryEntry{Identity: identity()})
+	a, err := New(Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Subjects: reg, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

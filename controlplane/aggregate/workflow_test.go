@@ -13,10 +13,7 @@ import (
 	"github.com/mcpready/mcpready/sign"
 )
 
-const (
-	success = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
-	timeout = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT
-)
+const timeout = mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT // success: layers_test.go
 
 func wfCall(tool string, outcome mcpreadyv1.OutcomeClass, attempts int32, fallback, contributed bool) *mcpreadyv1.WorkflowCall {
 	return &mcpreadyv1.WorkflowCall{ReceiptId: ledger.NewID(), Requested: tool, Outcome: outcome, Attempts: attempts, Fallback: fallback, Contributed: contributed,
@@ -62,7 +59,9 @@ func workflowEvidenceOf(t *testing.T, a *Aggregator, sk *sink) (*mcpreadyv1.Evid
 func TestWorkflowFigures(t *testing.T) {
 	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
 	sk := &sink{}
-	a, err := New(Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Now: func() time.Time { return t0.Add(10 * time.Minute) }})
+	reg := NewRegistrySubjects()
+	reg.Set("lookup", &mcpreadyv1.RegistryEntry{Identity: identity()})
+	a, err := New(Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Subjects: reg, Now: func() time.Time { return t0.Add(10 * time.Minute) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +125,7 @@ func TestWorkflowFigures(t *testing.T) {
 func TestWorkflowLate(t *testing.T) {
 	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
 	sk := &sink{}
-	a, _ := New(Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Now: func() time.Time { return t0.Add(10 * time.Minute) }})
+	a, _ := New(Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Subjects: NewRegistrySubjects(), Now: func() time.Time { return t0.Add(10 * time.Minute) }})
 	a.Observe("agent-1", []*mcpreadyv1.Receipt{wfReceipt(mcpreadyv1.WorkflowEndState_WORKFLOW_END_STATE_COMPLETED)}, []string{"sha256:aa"})
 	if n, err := a.Flush(context.Background(), false); n != 1 || err != nil {
 		t.Fatalf("flushed %d, %v", n, err)

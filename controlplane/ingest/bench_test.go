@@ -168,7 +168,7 @@ func benchAggregator(b *testing.B) *aggregate.Aggregator {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a, err := aggregate.New(aggregate.Options{Signer: k, Sink: discard{}})
+	a, err := aggregate.New(aggregate.Options{Signer: k, Sink: discard{}, Subjects: aggregate.SubjectFunc(func(*mcpreadyv1.Selection) bool { return true })})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -154,6 +154,11 @@ type entry struct {
 	state  mcpreadyv1.LifecycleState
 }
 
+// DriftReportSource prefixes the discovery_source (and issuer) of a
+// CANDIDATE created from a drift report, followed by the reporter: its
+// identity is what the reporter says it observed.
+const DriftReportSource = "drift-report:"
+
 func (m *Manager) load(ctx context.Context, rec store.Record) (*entry, error) {
 	obj, err := sign.Peek(rec.Bundle)
 	if err != nil {
@@ -485,9 +490,9 @@ func (m *Manager) ReportDrift(ctx context.Context, sreq *mcpreadyv1.ReportDriftR
 	cand.Identity = proto.Clone(req.GetObserved()).(*mcpreadyv1.ToolIdentity)
 	cand.Supersedes = rec.Name
 	cand.Qualification = nil // never inherited
-	cand.DiscoverySource = "drift-report:" + reporter
+	cand.DiscoverySource = DriftReportSource + reporter
 	if cand.Provenance != nil { // the observer signs it, but qualified nothing
-		cand.Provenance.Issuer, cand.Provenance.ApprovalRef = "drift-report:"+reporter, ""
+		cand.Provenance.Issuer, cand.Provenance.ApprovalRef = DriftReportSource+reporter, ""
 	}
 	if err := m.publishSpec(ctx, e, candName, cand); err != nil {
 		return nil, err

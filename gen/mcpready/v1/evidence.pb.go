@@ -57,7 +57,19 @@ type Evidence struct {
 	// Workflow outcomes (layer 7) folded from workflow receipts: set only on
 	// workflow evidence (subject_id "workflows/..."; no server or tool, so
 	// routing never uses it).
-	Workflow      *WorkflowRates `protobuf:"bytes,190,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	Workflow *WorkflowRates `protobuf:"bytes,190,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	// Latency of cold calls (a new upstream session, or one idle past the
+	// agent's cold threshold) and of warm calls, kept apart; latency above
+	// covers both.
+	ColdLatency *Latency `protobuf:"bytes,200,opt,name=cold_latency,json=coldLatency,proto3" json:"cold_latency,omitempty"`
+	WarmLatency *Latency `protobuf:"bytes,201,opt,name=warm_latency,json=warmLatency,proto3" json:"warm_latency,omitempty"`
+	// Semantic validity (layer SEMANTIC): successes are results every
+	// applicable validator passed; the denominator is the results that
+	// passed result validity and met at least one validator; excluded are
+	// those that passed result validity with no validator applying.
+	SemanticValid *LayerRate `protobuf:"bytes,202,opt,name=semantic_valid,json=semanticValid,proto3" json:"semantic_valid,omitempty"`
+	// Access refusals by kind, for this subject's principal class alone.
+	AccessRates   *PassiveAccessRates `protobuf:"bytes,203,opt,name=access_rates,json=accessRates,proto3" json:"access_rates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -295,6 +307,34 @@ func (x *Evidence) GetWorkflow() *WorkflowRates {
 	return nil
 }
 
+func (x *Evidence) GetColdLatency() *Latency {
+	if x != nil {
+		return x.ColdLatency
+	}
+	return nil
+}
+
+func (x *Evidence) GetWarmLatency() *Latency {
+	if x != nil {
+		return x.WarmLatency
+	}
+	return nil
+}
+
+func (x *Evidence) GetSemanticValid() *LayerRate {
+	if x != nil {
+		return x.SemanticValid
+	}
+	return nil
+}
+
+func (x *Evidence) GetAccessRates() *PassiveAccessRates {
+	if x != nil {
+		return x.AccessRates
+	}
+	return nil
+}
+
 // WorkflowRates are the workflow figures of one principal class, tenant
 // class and region in one window, each with its denominator.
 type WorkflowRates struct {
@@ -496,6 +536,98 @@ func (x *WorkflowToolRate) GetSucceededInUnsuccessful() int64 {
 	return 0
 }
 
+// PassiveAccessRates counts the access-layer refusals of the calls that
+// reached the access layer (the denominator).
+type PassiveAccessRates struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Denominator int64                  `protobuf:"varint,1,opt,name=denominator,proto3" json:"denominator,omitempty"`
+	// HTTP 401.
+	Unauthorized int64 `protobuf:"varint,2,opt,name=unauthorized,proto3" json:"unauthorized,omitempty"`
+	// HTTP 402.
+	PaymentRequired int64 `protobuf:"varint,3,opt,name=payment_required,json=paymentRequired,proto3" json:"payment_required,omitempty"`
+	// HTTP 403.
+	Forbidden int64 `protobuf:"varint,4,opt,name=forbidden,proto3" json:"forbidden,omitempty"`
+	// HTTP 429.
+	RateLimited int64 `protobuf:"varint,5,opt,name=rate_limited,json=rateLimited,proto3" json:"rate_limited,omitempty"`
+	// The agent could not obtain or present a token (ACCESS_NOT_READY
+	// without an HTTP refusal).
+	TokenFailures int64 `protobuf:"varint,6,opt,name=token_failures,json=tokenFailures,proto3" json:"token_failures,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PassiveAccessRates) Reset() {
+	*x = PassiveAccessRates{}
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PassiveAccessRates) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PassiveAccessRates) ProtoMessage() {}
+
+func (x *PassiveAccessRates) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PassiveAccessRates.ProtoReflect.Descriptor instead.
+func (*PassiveAccessRates) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PassiveAccessRates) GetDenominator() int64 {
+	if x != nil {
+		return x.Denominator
+	}
+	return 0
+}
+
+func (x *PassiveAccessRates) GetUnauthorized() int64 {
+	if x != nil {
+		return x.Unauthorized
+	}
+	return 0
+}
+
+func (x *PassiveAccessRates) GetPaymentRequired() int64 {
+	if x != nil {
+		return x.PaymentRequired
+	}
+	return 0
+}
+
+func (x *PassiveAccessRates) GetForbidden() int64 {
+	if x != nil {
+		return x.Forbidden
+	}
+	return 0
+}
+
+func (x *PassiveAccessRates) GetRateLimited() int64 {
+	if x != nil {
+		return x.RateLimited
+	}
+	return 0
+}
+
+func (x *PassiveAccessRates) GetTokenFailures() int64 {
+	if x != nil {
+		return x.TokenFailures
+	}
+	return 0
+}
+
 // Observer identifies who measured.
 type Observer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -508,7 +640,7 @@ type Observer struct {
 
 func (x *Observer) Reset() {
 	*x = Observer{}
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[3]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +652,7 @@ func (x *Observer) String() string {
 func (*Observer) ProtoMessage() {}
 
 func (x *Observer) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[3]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +665,7 @@ func (x *Observer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Observer.ProtoReflect.Descriptor instead.
 func (*Observer) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{3}
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Observer) GetId() string {
@@ -570,7 +702,7 @@ type Sample struct {
 
 func (x *Sample) Reset() {
 	*x = Sample{}
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[4]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +714,7 @@ func (x *Sample) String() string {
 func (*Sample) ProtoMessage() {}
 
 func (x *Sample) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[4]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +727,7 @@ func (x *Sample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sample.ProtoReflect.Descriptor instead.
 func (*Sample) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{4}
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Sample) GetAttempted() int64 {
@@ -641,7 +773,7 @@ type LayerRate struct {
 
 func (x *LayerRate) Reset() {
 	*x = LayerRate{}
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[5]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +785,7 @@ func (x *LayerRate) String() string {
 func (*LayerRate) ProtoMessage() {}
 
 func (x *LayerRate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[5]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +798,7 @@ func (x *LayerRate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayerRate.ProtoReflect.Descriptor instead.
 func (*LayerRate) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{5}
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LayerRate) GetLayer() ReadinessLayer {
@@ -725,7 +857,7 @@ type Latency struct {
 
 func (x *Latency) Reset() {
 	*x = Latency{}
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[6]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +869,7 @@ func (x *Latency) String() string {
 func (*Latency) ProtoMessage() {}
 
 func (x *Latency) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[6]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +882,7 @@ func (x *Latency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Latency.ProtoReflect.Descriptor instead.
 func (*Latency) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{6}
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Latency) GetP50Ms() float64 {
@@ -801,7 +933,7 @@ type ErrorCount struct {
 
 func (x *ErrorCount) Reset() {
 	*x = ErrorCount{}
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[7]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +945,7 @@ func (x *ErrorCount) String() string {
 func (*ErrorCount) ProtoMessage() {}
 
 func (x *ErrorCount) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_evidence_proto_msgTypes[7]
+	mi := &file_mcpready_v1_evidence_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +958,7 @@ func (x *ErrorCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorCount.ProtoReflect.Descriptor instead.
 func (*ErrorCount) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{7}
+	return file_mcpready_v1_evidence_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ErrorCount) GetLayer() ReadinessLayer {
@@ -861,8 +993,7 @@ var File_mcpready_v1_evidence_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_evidence_proto_rawDesc = "" +
 	"\n" +
-	"\x1amcpready/v1/evidence.proto\x12\vmcpready.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\x9f\n" +
-	"\n" +
+	"\x1amcpready/v1/evidence.proto\x12\vmcpready.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\x98\f\n" +
 	"\bEvidence\x127\n" +
 	"\n" +
 	"provenance\x18\x01 \x01(\v2\x17.mcpready.v1.ProvenanceR\n" +
@@ -902,7 +1033,11 @@ const file_mcpready_v1_evidence_proto_rawDesc = "" +
 	"\x11confidence_method\x18\x1a \x01(\tR\x10confidenceMethod\x12'\n" +
 	"\x0freceipts_digest\x18\x1b \x01(\tR\x0ereceiptsDigest\x12#\n" +
 	"\rreceipt_count\x18\x1c \x01(\x03R\freceiptCount\x127\n" +
-	"\bworkflow\x18\xbe\x01 \x01(\v2\x1a.mcpready.v1.WorkflowRatesR\bworkflow\"\xf6\x02\n" +
+	"\bworkflow\x18\xbe\x01 \x01(\v2\x1a.mcpready.v1.WorkflowRatesR\bworkflow\x128\n" +
+	"\fcold_latency\x18\xc8\x01 \x01(\v2\x14.mcpready.v1.LatencyR\vcoldLatency\x128\n" +
+	"\fwarm_latency\x18\xc9\x01 \x01(\v2\x14.mcpready.v1.LatencyR\vwarmLatency\x12>\n" +
+	"\x0esemantic_valid\x18\xca\x01 \x01(\v2\x16.mcpready.v1.LayerRateR\rsemanticValid\x12C\n" +
+	"\faccess_rates\x18\xcb\x01 \x01(\v2\x1f.mcpready.v1.PassiveAccessRatesR\vaccessRates\"\xf6\x02\n" +
 	"\rWorkflowRates\x12\x1c\n" +
 	"\tworkflows\x18\x01 \x01(\x03R\tworkflows\x12\x1c\n" +
 	"\tcompleted\x18\x02 \x01(\x03R\tcompleted\x12'\n" +
@@ -919,7 +1054,14 @@ const file_mcpready_v1_evidence_proto_rawDesc = "" +
 	"\x05calls\x18\x03 \x01(\x03R\x05calls\x12\"\n" +
 	"\fcontributing\x18\x04 \x01(\x03R\fcontributing\x12+\n" +
 	"\x11contribution_rate\x18\x05 \x01(\x01R\x10contributionRate\x12:\n" +
-	"\x19succeeded_in_unsuccessful\x18\x06 \x01(\x03R\x17succeededInUnsuccessful\"Z\n" +
+	"\x19succeeded_in_unsuccessful\x18\x06 \x01(\x03R\x17succeededInUnsuccessful\"\xed\x01\n" +
+	"\x12PassiveAccessRates\x12 \n" +
+	"\vdenominator\x18\x01 \x01(\x03R\vdenominator\x12\"\n" +
+	"\funauthorized\x18\x02 \x01(\x03R\funauthorized\x12)\n" +
+	"\x10payment_required\x18\x03 \x01(\x03R\x0fpaymentRequired\x12\x1c\n" +
+	"\tforbidden\x18\x04 \x01(\x03R\tforbidden\x12!\n" +
+	"\frate_limited\x18\x05 \x01(\x03R\vrateLimited\x12%\n" +
+	"\x0etoken_failures\x18\x06 \x01(\x03R\rtokenFailures\"Z\n" +
 	"\bObserver\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bsoftware\x18\x02 \x01(\tR\bsoftware\x12\"\n" +
@@ -964,50 +1106,55 @@ func file_mcpready_v1_evidence_proto_rawDescGZIP() []byte {
 	return file_mcpready_v1_evidence_proto_rawDescData
 }
 
-var file_mcpready_v1_evidence_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_mcpready_v1_evidence_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_mcpready_v1_evidence_proto_goTypes = []any{
 	(*Evidence)(nil),              // 0: mcpready.v1.Evidence
 	(*WorkflowRates)(nil),         // 1: mcpready.v1.WorkflowRates
 	(*WorkflowToolRate)(nil),      // 2: mcpready.v1.WorkflowToolRate
-	(*Observer)(nil),              // 3: mcpready.v1.Observer
-	(*Sample)(nil),                // 4: mcpready.v1.Sample
-	(*LayerRate)(nil),             // 5: mcpready.v1.LayerRate
-	(*Latency)(nil),               // 6: mcpready.v1.Latency
-	(*ErrorCount)(nil),            // 7: mcpready.v1.ErrorCount
-	nil,                           // 8: mcpready.v1.Sample.ExclusionReasonsEntry
-	(*Provenance)(nil),            // 9: mcpready.v1.Provenance
-	(*Subject)(nil),               // 10: mcpready.v1.Subject
-	(EvidenceMethod)(0),           // 11: mcpready.v1.EvidenceMethod
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(DriftLabel)(0),               // 13: mcpready.v1.DriftLabel
-	(ReadinessLayer)(0),           // 14: mcpready.v1.ReadinessLayer
-	(OutcomeClass)(0),             // 15: mcpready.v1.OutcomeClass
+	(*PassiveAccessRates)(nil),    // 3: mcpready.v1.PassiveAccessRates
+	(*Observer)(nil),              // 4: mcpready.v1.Observer
+	(*Sample)(nil),                // 5: mcpready.v1.Sample
+	(*LayerRate)(nil),             // 6: mcpready.v1.LayerRate
+	(*Latency)(nil),               // 7: mcpready.v1.Latency
+	(*ErrorCount)(nil),            // 8: mcpready.v1.ErrorCount
+	nil,                           // 9: mcpready.v1.Sample.ExclusionReasonsEntry
+	(*Provenance)(nil),            // 10: mcpready.v1.Provenance
+	(*Subject)(nil),               // 11: mcpready.v1.Subject
+	(EvidenceMethod)(0),           // 12: mcpready.v1.EvidenceMethod
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(DriftLabel)(0),               // 14: mcpready.v1.DriftLabel
+	(ReadinessLayer)(0),           // 15: mcpready.v1.ReadinessLayer
+	(OutcomeClass)(0),             // 16: mcpready.v1.OutcomeClass
 }
 var file_mcpready_v1_evidence_proto_depIdxs = []int32{
-	9,  // 0: mcpready.v1.Evidence.provenance:type_name -> mcpready.v1.Provenance
-	10, // 1: mcpready.v1.Evidence.subject:type_name -> mcpready.v1.Subject
-	3,  // 2: mcpready.v1.Evidence.observer:type_name -> mcpready.v1.Observer
-	11, // 3: mcpready.v1.Evidence.method:type_name -> mcpready.v1.EvidenceMethod
-	12, // 4: mcpready.v1.Evidence.window_start:type_name -> google.protobuf.Timestamp
-	12, // 5: mcpready.v1.Evidence.window_end:type_name -> google.protobuf.Timestamp
-	12, // 6: mcpready.v1.Evidence.observed_at:type_name -> google.protobuf.Timestamp
-	12, // 7: mcpready.v1.Evidence.expires_at:type_name -> google.protobuf.Timestamp
-	4,  // 8: mcpready.v1.Evidence.sample:type_name -> mcpready.v1.Sample
-	5,  // 9: mcpready.v1.Evidence.rates:type_name -> mcpready.v1.LayerRate
-	6,  // 10: mcpready.v1.Evidence.latency:type_name -> mcpready.v1.Latency
-	7,  // 11: mcpready.v1.Evidence.errors:type_name -> mcpready.v1.ErrorCount
-	13, // 12: mcpready.v1.Evidence.drift_observed:type_name -> mcpready.v1.DriftLabel
+	10, // 0: mcpready.v1.Evidence.provenance:type_name -> mcpready.v1.Provenance
+	11, // 1: mcpready.v1.Evidence.subject:type_name -> mcpready.v1.Subject
+	4,  // 2: mcpready.v1.Evidence.observer:type_name -> mcpready.v1.Observer
+	12, // 3: mcpready.v1.Evidence.method:type_name -> mcpready.v1.EvidenceMethod
+	13, // 4: mcpready.v1.Evidence.window_start:type_name -> google.protobuf.Timestamp
+	13, // 5: mcpready.v1.Evidence.window_end:type_name -> google.protobuf.Timestamp
+	13, // 6: mcpready.v1.Evidence.observed_at:type_name -> google.protobuf.Timestamp
+	13, // 7: mcpready.v1.Evidence.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 8: mcpready.v1.Evidence.sample:type_name -> mcpready.v1.Sample
+	6,  // 9: mcpready.v1.Evidence.rates:type_name -> mcpready.v1.LayerRate
+	7,  // 10: mcpready.v1.Evidence.latency:type_name -> mcpready.v1.Latency
+	8,  // 11: mcpready.v1.Evidence.errors:type_name -> mcpready.v1.ErrorCount
+	14, // 12: mcpready.v1.Evidence.drift_observed:type_name -> mcpready.v1.DriftLabel
 	1,  // 13: mcpready.v1.Evidence.workflow:type_name -> mcpready.v1.WorkflowRates
-	2,  // 14: mcpready.v1.WorkflowRates.tools:type_name -> mcpready.v1.WorkflowToolRate
-	8,  // 15: mcpready.v1.Sample.exclusion_reasons:type_name -> mcpready.v1.Sample.ExclusionReasonsEntry
-	14, // 16: mcpready.v1.LayerRate.layer:type_name -> mcpready.v1.ReadinessLayer
-	14, // 17: mcpready.v1.ErrorCount.layer:type_name -> mcpready.v1.ReadinessLayer
-	15, // 18: mcpready.v1.ErrorCount.outcome:type_name -> mcpready.v1.OutcomeClass
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	7,  // 14: mcpready.v1.Evidence.cold_latency:type_name -> mcpready.v1.Latency
+	7,  // 15: mcpready.v1.Evidence.warm_latency:type_name -> mcpready.v1.Latency
+	6,  // 16: mcpready.v1.Evidence.semantic_valid:type_name -> mcpready.v1.LayerRate
+	3,  // 17: mcpready.v1.Evidence.access_rates:type_name -> mcpready.v1.PassiveAccessRates
+	2,  // 18: mcpready.v1.WorkflowRates.tools:type_name -> mcpready.v1.WorkflowToolRate
+	9,  // 19: mcpready.v1.Sample.exclusion_reasons:type_name -> mcpready.v1.Sample.ExclusionReasonsEntry
+	15, // 20: mcpready.v1.LayerRate.layer:type_name -> mcpready.v1.ReadinessLayer
+	15, // 21: mcpready.v1.ErrorCount.layer:type_name -> mcpready.v1.ReadinessLayer
+	16, // 22: mcpready.v1.ErrorCount.outcome:type_name -> mcpready.v1.OutcomeClass
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_evidence_proto_init() }
@@ -1022,7 +1169,7 @@ func file_mcpready_v1_evidence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_evidence_proto_rawDesc), len(file_mcpready_v1_evidence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

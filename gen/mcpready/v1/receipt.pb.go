@@ -80,6 +80,63 @@ func (WorkflowEndState) EnumDescriptor() ([]byte, []int) {
 	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{0}
 }
 
+// CallWarmth says whether a call met a warm upstream session.
+type CallWarmth int32
+
+const (
+	// Nothing was attempted.
+	CallWarmth_CALL_WARMTH_UNSPECIFIED CallWarmth = 0
+	// The session had been used within the cold threshold.
+	CallWarmth_CALL_WARMTH_WARM CallWarmth = 1
+	// The first attempt ran on a newly opened upstream session.
+	CallWarmth_CALL_WARMTH_COLD_NEW_SESSION CallWarmth = 2
+	// The session had been idle longer than the cold threshold.
+	CallWarmth_CALL_WARMTH_COLD_IDLE CallWarmth = 3
+)
+
+// Enum value maps for CallWarmth.
+var (
+	CallWarmth_name = map[int32]string{
+		0: "CALL_WARMTH_UNSPECIFIED",
+		1: "CALL_WARMTH_WARM",
+		2: "CALL_WARMTH_COLD_NEW_SESSION",
+		3: "CALL_WARMTH_COLD_IDLE",
+	}
+	CallWarmth_value = map[string]int32{
+		"CALL_WARMTH_UNSPECIFIED":      0,
+		"CALL_WARMTH_WARM":             1,
+		"CALL_WARMTH_COLD_NEW_SESSION": 2,
+		"CALL_WARMTH_COLD_IDLE":        3,
+	}
+)
+
+func (x CallWarmth) Enum() *CallWarmth {
+	p := new(CallWarmth)
+	*p = x
+	return p
+}
+
+func (x CallWarmth) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CallWarmth) Descriptor() protoreflect.EnumDescriptor {
+	return file_mcpready_v1_receipt_proto_enumTypes[1].Descriptor()
+}
+
+func (CallWarmth) Type() protoreflect.EnumType {
+	return &file_mcpready_v1_receipt_proto_enumTypes[1]
+}
+
+func (x CallWarmth) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CallWarmth.Descriptor instead.
+func (CallWarmth) EnumDescriptor() ([]byte, []int) {
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
+}
+
 // DecisionStep is the step of the agent's decision (the decision order in docs/architecture.md)
 // that rejected a candidate or refused a call. The values 1-8 are the hard
 // filters in order; UNSPECIFIED on a Candidate means no step rejected it.
@@ -148,11 +205,11 @@ func (x DecisionStep) String() string {
 }
 
 func (DecisionStep) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpready_v1_receipt_proto_enumTypes[1].Descriptor()
+	return file_mcpready_v1_receipt_proto_enumTypes[2].Descriptor()
 }
 
 func (DecisionStep) Type() protoreflect.EnumType {
-	return &file_mcpready_v1_receipt_proto_enumTypes[1]
+	return &file_mcpready_v1_receipt_proto_enumTypes[2]
 }
 
 func (x DecisionStep) Number() protoreflect.EnumNumber {
@@ -161,7 +218,7 @@ func (x DecisionStep) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DecisionStep.Descriptor instead.
 func (DecisionStep) EnumDescriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{1}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{2}
 }
 
 // ActionKind is one thing the executor did while running a decision.
@@ -195,23 +252,27 @@ const (
 	// A fallback route was skipped: it shares a failure domain with a route
 	// that failed in this call (detail names the domain).
 	ActionKind_ACTION_KIND_SAME_DOMAIN ActionKind = 81
+	// A route was ranked after the others: its upstream's last RateLimit
+	// field said its quota is spent (a hint, never a refusal).
+	ActionKind_ACTION_KIND_RATE_LIMIT_HINT ActionKind = 200
 )
 
 // Enum value maps for ActionKind.
 var (
 	ActionKind_name = map[int32]string{
-		0:  "ACTION_KIND_UNSPECIFIED",
-		1:  "ACTION_KIND_RETRY",
-		2:  "ACTION_KIND_HEDGE",
-		3:  "ACTION_KIND_FALLBACK",
-		4:  "ACTION_KIND_CIRCUIT_OPEN",
-		5:  "ACTION_KIND_RETRY_BUDGET_EXHAUSTED",
-		6:  "ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE",
-		7:  "ACTION_KIND_AMBIGUOUS_NO_RETRY",
-		8:  "ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED",
-		9:  "ACTION_KIND_INPUT_REQUIRED",
-		80: "ACTION_KIND_SLOW_START",
-		81: "ACTION_KIND_SAME_DOMAIN",
+		0:   "ACTION_KIND_UNSPECIFIED",
+		1:   "ACTION_KIND_RETRY",
+		2:   "ACTION_KIND_HEDGE",
+		3:   "ACTION_KIND_FALLBACK",
+		4:   "ACTION_KIND_CIRCUIT_OPEN",
+		5:   "ACTION_KIND_RETRY_BUDGET_EXHAUSTED",
+		6:   "ACTION_KIND_RETRY_AFTER_EXCEEDS_DEADLINE",
+		7:   "ACTION_KIND_AMBIGUOUS_NO_RETRY",
+		8:   "ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED",
+		9:   "ACTION_KIND_INPUT_REQUIRED",
+		80:  "ACTION_KIND_SLOW_START",
+		81:  "ACTION_KIND_SAME_DOMAIN",
+		200: "ACTION_KIND_RATE_LIMIT_HINT",
 	}
 	ActionKind_value = map[string]int32{
 		"ACTION_KIND_UNSPECIFIED":                  0,
@@ -226,6 +287,7 @@ var (
 		"ACTION_KIND_INPUT_REQUIRED":               9,
 		"ACTION_KIND_SLOW_START":                   80,
 		"ACTION_KIND_SAME_DOMAIN":                  81,
+		"ACTION_KIND_RATE_LIMIT_HINT":              200,
 	}
 )
 
@@ -240,11 +302,11 @@ func (x ActionKind) String() string {
 }
 
 func (ActionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpready_v1_receipt_proto_enumTypes[2].Descriptor()
+	return file_mcpready_v1_receipt_proto_enumTypes[3].Descriptor()
 }
 
 func (ActionKind) Type() protoreflect.EnumType {
-	return &file_mcpready_v1_receipt_proto_enumTypes[2]
+	return &file_mcpready_v1_receipt_proto_enumTypes[3]
 }
 
 func (x ActionKind) Number() protoreflect.EnumNumber {
@@ -253,7 +315,7 @@ func (x ActionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ActionKind.Descriptor instead.
 func (ActionKind) EnumDescriptor() ([]byte, []int) {
-	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{2}
+	return file_mcpready_v1_receipt_proto_rawDescGZIP(), []int{3}
 }
 
 // Receipt records one decision and the invocation that followed. It holds
@@ -324,7 +386,17 @@ type Receipt struct {
 	// the end state of the workflow workflow_id, as its orchestrator reported
 	// it (or as the agent recorded it when the workflow idled out), and the
 	// request receipts of that workflow, by receipt id.
-	Workflow      *WorkflowRecord `protobuf:"bytes,190,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	Workflow *WorkflowRecord `protobuf:"bytes,190,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	// Whether the call met a warm upstream session: cold when its first
+	// attempt opened a new upstream session or reused one idle longer than
+	// the agent's cold threshold, warm otherwise. UNSPECIFIED when nothing
+	// was attempted.
+	Warmth CallWarmth `protobuf:"varint,200,opt,name=warmth,proto3,enum=mcpready.v1.CallWarmth" json:"warmth,omitempty"`
+	// How the agent authenticated to the selected route's upstream:
+	// "oauth:<grant>" (client_credentials, token_exchange) for an OAuth
+	// upstream, else the entry's qualified authority.credential_mode, else
+	// "unclassified"; "" when nothing was selected.
+	AuthClass     string `protobuf:"bytes,201,opt,name=auth_class,json=authClass,proto3" json:"auth_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,6 +758,20 @@ func (x *Receipt) GetWorkflow() *WorkflowRecord {
 		return x.Workflow
 	}
 	return nil
+}
+
+func (x *Receipt) GetWarmth() CallWarmth {
+	if x != nil {
+		return x.Warmth
+	}
+	return CallWarmth_CALL_WARMTH_UNSPECIFIED
+}
+
+func (x *Receipt) GetAuthClass() string {
+	if x != nil {
+		return x.AuthClass
+	}
+	return ""
 }
 
 // WorkflowRecord is what a workflow receipt says about the workflow.
@@ -1567,7 +1653,7 @@ var File_mcpready_v1_receipt_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\n" +
-	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xe5\x11\n" +
+	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xb7\x12\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12\x1d\n" +
@@ -1624,7 +1710,10 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\vidempotency\x18P \x01(\v2\x1e.mcpready.v1.IdempotencyRecordR\vidempotency\x12'\n" +
 	"\x0ffailure_domains\x18Q \x03(\tR\x0efailureDomains\x12\x14\n" +
 	"\x05quota\x18R \x01(\tR\x05quota\x128\n" +
-	"\bworkflow\x18\xbe\x01 \x01(\v2\x1b.mcpready.v1.WorkflowRecordR\bworkflow\x1a@\n" +
+	"\bworkflow\x18\xbe\x01 \x01(\v2\x1b.mcpready.v1.WorkflowRecordR\bworkflow\x120\n" +
+	"\x06warmth\x18\xc8\x01 \x01(\x0e2\x17.mcpready.v1.CallWarmthR\x06warmth\x12\x1e\n" +
+	"\n" +
+	"auth_class\x18\xc9\x01 \x01(\tR\tauthClass\x1a@\n" +
 	"\x12KeptArgumentsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b&\x10'\"\x98\x02\n" +
@@ -1707,7 +1796,13 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\x1eWORKFLOW_END_STATE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cWORKFLOW_END_STATE_COMPLETED\x10\x01\x12\x1d\n" +
 	"\x19WORKFLOW_END_STATE_FAILED\x10\x02\x12 \n" +
-	"\x1cWORKFLOW_END_STATE_ABANDONED\x10\x03*\xa7\x02\n" +
+	"\x1cWORKFLOW_END_STATE_ABANDONED\x10\x03*|\n" +
+	"\n" +
+	"CallWarmth\x12\x1b\n" +
+	"\x17CALL_WARMTH_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10CALL_WARMTH_WARM\x10\x01\x12 \n" +
+	"\x1cCALL_WARMTH_COLD_NEW_SESSION\x10\x02\x12\x19\n" +
+	"\x15CALL_WARMTH_COLD_IDLE\x10\x03*\xa7\x02\n" +
 	"\fDecisionStep\x12\x1d\n" +
 	"\x19DECISION_STEP_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19DECISION_STEP_ELIGIBILITY\x10\x01\x12\x17\n" +
@@ -1718,7 +1813,7 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\x14DECISION_STEP_HEALTH\x10\x06\x12\x18\n" +
 	"\x14DECISION_STEP_BUDGET\x10\a\x12\x19\n" +
 	"\x15DECISION_STEP_LATENCY\x10\b\x12\x19\n" +
-	"\x15DECISION_STEP_RESOLVE\x10\t*\x8f\x03\n" +
+	"\x15DECISION_STEP_RESOLVE\x10\t*\xb1\x03\n" +
 	"\n" +
 	"ActionKind\x12\x1b\n" +
 	"\x17ACTION_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -1732,7 +1827,8 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"'ACTION_KIND_RETRY_CONDITION_NOT_ALLOWED\x10\b\x12\x1e\n" +
 	"\x1aACTION_KIND_INPUT_REQUIRED\x10\t\x12\x1a\n" +
 	"\x16ACTION_KIND_SLOW_START\x10P\x12\x1b\n" +
-	"\x17ACTION_KIND_SAME_DOMAIN\x10QB9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
+	"\x17ACTION_KIND_SAME_DOMAIN\x10Q\x12 \n" +
+	"\x1bACTION_KIND_RATE_LIMIT_HINT\x10\xc8\x01B9Z7github.com/mcpready/mcpready/gen/mcpready/v1;mcpreadyv1b\x06proto3"
 
 var (
 	file_mcpready_v1_receipt_proto_rawDescOnce sync.Once
@@ -1746,68 +1842,70 @@ func file_mcpready_v1_receipt_proto_rawDescGZIP() []byte {
 	return file_mcpready_v1_receipt_proto_rawDescData
 }
 
-var file_mcpready_v1_receipt_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_mcpready_v1_receipt_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_mcpready_v1_receipt_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_mcpready_v1_receipt_proto_goTypes = []any{
 	(WorkflowEndState)(0),         // 0: mcpready.v1.WorkflowEndState
-	(DecisionStep)(0),             // 1: mcpready.v1.DecisionStep
-	(ActionKind)(0),               // 2: mcpready.v1.ActionKind
-	(*Receipt)(nil),               // 3: mcpready.v1.Receipt
-	(*WorkflowRecord)(nil),        // 4: mcpready.v1.WorkflowRecord
-	(*WorkflowCall)(nil),          // 5: mcpready.v1.WorkflowCall
-	(*IdempotencyRecord)(nil),     // 6: mcpready.v1.IdempotencyRecord
-	(*Action)(nil),                // 7: mcpready.v1.Action
-	(*Candidate)(nil),             // 8: mcpready.v1.Candidate
-	(*Selection)(nil),             // 9: mcpready.v1.Selection
-	(*AccessFacts)(nil),           // 10: mcpready.v1.AccessFacts
-	(*Attempt)(nil),               // 11: mcpready.v1.Attempt
-	(*ReceiptBatch)(nil),          // 12: mcpready.v1.ReceiptBatch
-	nil,                           // 13: mcpready.v1.Receipt.KeptArgumentsEntry
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(SideEffectClass)(0),          // 15: mcpready.v1.SideEffectClass
-	(ApprovalState)(0),            // 16: mcpready.v1.ApprovalState
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(OutcomeClass)(0),             // 18: mcpready.v1.OutcomeClass
-	(ReadinessLayer)(0),           // 19: mcpready.v1.ReadinessLayer
+	(CallWarmth)(0),               // 1: mcpready.v1.CallWarmth
+	(DecisionStep)(0),             // 2: mcpready.v1.DecisionStep
+	(ActionKind)(0),               // 3: mcpready.v1.ActionKind
+	(*Receipt)(nil),               // 4: mcpready.v1.Receipt
+	(*WorkflowRecord)(nil),        // 5: mcpready.v1.WorkflowRecord
+	(*WorkflowCall)(nil),          // 6: mcpready.v1.WorkflowCall
+	(*IdempotencyRecord)(nil),     // 7: mcpready.v1.IdempotencyRecord
+	(*Action)(nil),                // 8: mcpready.v1.Action
+	(*Candidate)(nil),             // 9: mcpready.v1.Candidate
+	(*Selection)(nil),             // 10: mcpready.v1.Selection
+	(*AccessFacts)(nil),           // 11: mcpready.v1.AccessFacts
+	(*Attempt)(nil),               // 12: mcpready.v1.Attempt
+	(*ReceiptBatch)(nil),          // 13: mcpready.v1.ReceiptBatch
+	nil,                           // 14: mcpready.v1.Receipt.KeptArgumentsEntry
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(SideEffectClass)(0),          // 16: mcpready.v1.SideEffectClass
+	(ApprovalState)(0),            // 17: mcpready.v1.ApprovalState
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(OutcomeClass)(0),             // 19: mcpready.v1.OutcomeClass
+	(ReadinessLayer)(0),           // 20: mcpready.v1.ReadinessLayer
 }
 var file_mcpready_v1_receipt_proto_depIdxs = []int32{
-	14, // 0: mcpready.v1.Receipt.emitted_at:type_name -> google.protobuf.Timestamp
-	13, // 1: mcpready.v1.Receipt.kept_arguments:type_name -> mcpready.v1.Receipt.KeptArgumentsEntry
-	8,  // 2: mcpready.v1.Receipt.candidates:type_name -> mcpready.v1.Candidate
-	9,  // 3: mcpready.v1.Receipt.selected:type_name -> mcpready.v1.Selection
-	15, // 4: mcpready.v1.Receipt.provider_side_effect:type_name -> mcpready.v1.SideEffectClass
-	15, // 5: mcpready.v1.Receipt.consumer_side_effect:type_name -> mcpready.v1.SideEffectClass
-	16, // 6: mcpready.v1.Receipt.approval:type_name -> mcpready.v1.ApprovalState
-	17, // 7: mcpready.v1.Receipt.deadline:type_name -> google.protobuf.Duration
-	17, // 8: mcpready.v1.Receipt.per_attempt_timeout:type_name -> google.protobuf.Duration
-	11, // 9: mcpready.v1.Receipt.attempts:type_name -> mcpready.v1.Attempt
-	14, // 10: mcpready.v1.Receipt.started_at:type_name -> google.protobuf.Timestamp
-	14, // 11: mcpready.v1.Receipt.ended_at:type_name -> google.protobuf.Timestamp
-	17, // 12: mcpready.v1.Receipt.latency:type_name -> google.protobuf.Duration
-	18, // 13: mcpready.v1.Receipt.outcome:type_name -> mcpready.v1.OutcomeClass
-	19, // 14: mcpready.v1.Receipt.failed_layer:type_name -> mcpready.v1.ReadinessLayer
-	7,  // 15: mcpready.v1.Receipt.actions:type_name -> mcpready.v1.Action
-	6,  // 16: mcpready.v1.Receipt.idempotency:type_name -> mcpready.v1.IdempotencyRecord
-	4,  // 17: mcpready.v1.Receipt.workflow:type_name -> mcpready.v1.WorkflowRecord
-	0,  // 18: mcpready.v1.WorkflowRecord.end_state:type_name -> mcpready.v1.WorkflowEndState
-	5,  // 19: mcpready.v1.WorkflowRecord.calls:type_name -> mcpready.v1.WorkflowCall
-	14, // 20: mcpready.v1.WorkflowRecord.opened_at:type_name -> google.protobuf.Timestamp
-	9,  // 21: mcpready.v1.WorkflowCall.selected:type_name -> mcpready.v1.Selection
-	18, // 22: mcpready.v1.WorkflowCall.outcome:type_name -> mcpready.v1.OutcomeClass
-	17, // 23: mcpready.v1.IdempotencyRecord.retention:type_name -> google.protobuf.Duration
-	2,  // 24: mcpready.v1.Action.kind:type_name -> mcpready.v1.ActionKind
-	1,  // 25: mcpready.v1.Candidate.rejected_at_step:type_name -> mcpready.v1.DecisionStep
-	10, // 26: mcpready.v1.Selection.access:type_name -> mcpready.v1.AccessFacts
-	14, // 27: mcpready.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	17, // 28: mcpready.v1.Attempt.latency:type_name -> google.protobuf.Duration
-	18, // 29: mcpready.v1.Attempt.outcome:type_name -> mcpready.v1.OutcomeClass
-	3,  // 30: mcpready.v1.ReceiptBatch.receipts:type_name -> mcpready.v1.Receipt
-	14, // 31: mcpready.v1.ReceiptBatch.created_at:type_name -> google.protobuf.Timestamp
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	15, // 0: mcpready.v1.Receipt.emitted_at:type_name -> google.protobuf.Timestamp
+	14, // 1: mcpready.v1.Receipt.kept_arguments:type_name -> mcpready.v1.Receipt.KeptArgumentsEntry
+	9,  // 2: mcpready.v1.Receipt.candidates:type_name -> mcpready.v1.Candidate
+	10, // 3: mcpready.v1.Receipt.selected:type_name -> mcpready.v1.Selection
+	16, // 4: mcpready.v1.Receipt.provider_side_effect:type_name -> mcpready.v1.SideEffectClass
+	16, // 5: mcpready.v1.Receipt.consumer_side_effect:type_name -> mcpready.v1.SideEffectClass
+	17, // 6: mcpready.v1.Receipt.approval:type_name -> mcpready.v1.ApprovalState
+	18, // 7: mcpready.v1.Receipt.deadline:type_name -> google.protobuf.Duration
+	18, // 8: mcpready.v1.Receipt.per_attempt_timeout:type_name -> google.protobuf.Duration
+	12, // 9: mcpready.v1.Receipt.attempts:type_name -> mcpready.v1.Attempt
+	15, // 10: mcpready.v1.Receipt.started_at:type_name -> google.protobuf.Timestamp
+	15, // 11: mcpready.v1.Receipt.ended_at:type_name -> google.protobuf.Timestamp
+	18, // 12: mcpready.v1.Receipt.latency:type_name -> google.protobuf.Duration
+	19, // 13: mcpready.v1.Receipt.outcome:type_name -> mcpready.v1.OutcomeClass
+	20, // 14: mcpready.v1.Receipt.failed_layer:type_name -> mcpready.v1.ReadinessLayer
+	8,  // 15: mcpready.v1.Receipt.actions:type_name -> mcpready.v1.Action
+	7,  // 16: mcpready.v1.Receipt.idempotency:type_name -> mcpready.v1.IdempotencyRecord
+	5,  // 17: mcpready.v1.Receipt.workflow:type_name -> mcpready.v1.WorkflowRecord
+	1,  // 18: mcpready.v1.Receipt.warmth:type_name -> mcpready.v1.CallWarmth
+	0,  // 19: mcpready.v1.WorkflowRecord.end_state:type_name -> mcpready.v1.WorkflowEndState
+	6,  // 20: mcpready.v1.WorkflowRecord.calls:type_name -> mcpready.v1.WorkflowCall
+	15, // 21: mcpready.v1.WorkflowRecord.opened_at:type_name -> google.protobuf.Timestamp
+	10, // 22: mcpready.v1.WorkflowCall.selected:type_name -> mcpready.v1.Selection
+	19, // 23: mcpready.v1.WorkflowCall.outcome:type_name -> mcpready.v1.OutcomeClass
+	18, // 24: mcpready.v1.IdempotencyRecord.retention:type_name -> google.protobuf.Duration
+	3,  // 25: mcpready.v1.Action.kind:type_name -> mcpready.v1.ActionKind
+	2,  // 26: mcpready.v1.Candidate.rejected_at_step:type_name -> mcpready.v1.DecisionStep
+	11, // 27: mcpready.v1.Selection.access:type_name -> mcpready.v1.AccessFacts
+	15, // 28: mcpready.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	18, // 29: mcpready.v1.Attempt.latency:type_name -> google.protobuf.Duration
+	19, // 30: mcpready.v1.Attempt.outcome:type_name -> mcpready.v1.OutcomeClass
+	4,  // 31: mcpready.v1.ReceiptBatch.receipts:type_name -> mcpready.v1.Receipt
+	15, // 32: mcpready.v1.ReceiptBatch.created_at:type_name -> google.protobuf.Timestamp
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_receipt_proto_init() }
@@ -1821,7 +1919,7 @@ func file_mcpready_v1_receipt_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_receipt_proto_rawDesc), len(file_mcpready_v1_receipt_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -1,0 +1,140 @@
+package aggregate
+
+// Which receipts may become evidence: only those whose selected identity
+// the registry holds (SubjectIndex), and from one agent only so many per
+// window (Options.MaxSubjectsPerAgent, MaxReceiptsPerAgent), so that a
+// compromised agent can neither mint Evidence for a subject it invents nor
+// flood the evidence of real ones.
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/mcpready/mcpready/controlplane/lifecycle"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// SubjectIndex says which subjects are in the registry.
+type SubjectIndex interface {
+	// Registered reports whether a registry entry has exactly sel's server
+	// name and version, tool, endpoint and schema digests.
+	Registered(sel *mcpreadyv1.Selection) bool
+}
+
+// SubjectFunc adapts a function to SubjectIndex.
+type SubjectFunc func(sel *mcpreadyv1.Selection) bool
+
+// Registered calls f.
+func (f SubjectFunc) Registered(sel *mcpreadyv1.Selection) bool { return f(sel) }
+
+// identityKey is the part of a tool identity a receipt's selection must
+// match.
+type identityKey struct {
+	server, version, tool, endpoint, inSchema, outSchema string
+}
+
+// RegistrySubjects is a SubjectIndex kept from registry entries by name:
+// the control plane sets each stored entry and removes deleted ones. Safe
+// for concurrent use; the zero value is not usable (NewRegistrySubjects).
+type RegistrySubjects struct {
+	mu      sync.RWMutex
+	byEntry map[string]identityKey
+	count   map[identityKey]int // entries holding each identity
+}
+
+// NewRegistrySubjects returns an empty index.
+func NewRegistrySubjects() *RegistrySubjects {
+	return &RegistrySubjects{byEntry: map[string]identityKey{}, count: map[identityKey]int{}}
+}
+
+// Set records the identity of registry entry name (replacing what it
+// had). A CANDIDATE created from a drift report is left out: its identity
+// is whatever the reporting agent said it observed, and no honest receipt
+// names it (it is never routable).
+func (s *RegistrySubjects) Set(name string, e *mcpreadyv1.RegistryEntry) {
+	id := e.GetIdentity()
+	k := identityKey{id.GetServerName(), id.GetServerVersion(), id.GetToolName(), id.GetEndpoint(), id.GetInputSchemaDigest(), id.GetOutputSchemaDigest()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.remove(name)
+	if e.GetState() == mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE && strings.HasPrefix(e.GetDiscoverySource(), lifecycle.DriftReportSource) {
+		return
+	}
+	s.byEntry[name] = k
+	s.count[k]++
+}
+
+// Remove forgets registry entry name.
+func (s *RegistrySubjects) Remove(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.remove(name)
+}
+
+func (s *RegistrySubjects) remove(name string) {
+	k, ok := s.byEntry[name]
+	if !ok {
+		return
+	}
+	delete(s.byEntry, name)
+	if s.count[k]--; s.count[k] <= 0 {
+		delete(s.count, k)
+	}
+}
+
+// Registered implements SubjectIndex.
+func (s *RegistrySubjects) Registered(sel *mcpreadyv1.Selection) bool {
+	k := identityKey{sel.GetServerName(), sel.GetServerVersion(), sel.GetToolName(), sel.GetEndpoint(), sel.GetInputSchemaDigest(), sel.GetOutputSchemaDigest()}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.count[k] > 0
+}
+
+// Reasons a receipt is not folded (label of refused_receipts_total).
+const (
+	reasonUnregistered = "unregistered-subject"
+	reasonAgentBound   = "agent-bound"
+)
+
+// agentWindow is one agent's contribution to one window.
+type agentWindow struct {
+	agent string
+	start int64
+}
+
+type contribution struct {
+	subjects map[subject]struct{}
+	receipts int
+}
+
+// admit says whether agent may contribute one more receipt about sub to
+// the window starting at start, and counts it; a.mu is held.
+func (a *Aggregator) admit(agent string, sub subject, start int64) bool {
+	k := agentWindow{agent, start}
+	c := a.contrib[k]
+	if c == nil {
+		c = &contribution{subjects: map[subject]struct{}{}}
+		a.contrib[k] = c
+	}
+	if c.receipts >= a.opts.MaxReceiptsPerAgent {
+		return false
+	}
+	if _, ok := c.subjects[sub]; !ok {
+		if len(c.subjects) >= a.opts.MaxSubjectsPerAgent {
+			return false
+		}
+		c.subjects[sub] = struct{}{}
+	}
+	c.receipts++
+	return true
+}
+
+// forgetContributions drops the contributions to windows starting before
+// until (emitted); a.mu is held.
+func (a *Aggregator) forgetContributions(until int64) {
+	for k := range a.contrib {
+		if k.start < until {
+			delete(a.contrib, k)
+		}
+	}
+}

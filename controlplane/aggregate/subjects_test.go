@@ -1,0 +1,182 @@
+package aggregate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// identity is the registered identity rc's receipts name.
+func identity() *mcpreadyv1.ToolIdentity {
+	return &mcpreadyv1.ToolIdentity{ServerName: "com.example/docs-a", ServerVersion: "1.4.2", ToolName: "lookup", Endpoint: "https://a/mcp"}
+}
+
+// newAgg is an aggregator over a registry holding ids (identity() when
+// none are given), its sink, and a settable clock.
+func newAgg(t *testing.T, mod func(*Options), ids ...*mcpreadyv1.ToolIdentity) (*Aggregator, *sink, *time.Time) {
+	t.Helper()
+	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
+	reg := NewRegistrySubjects()
+	if len(ids) == 0 {
+		ids = append(ids, identity())
+	}
+	for i, id := range ids {
+		reg.Set(fmt.Sprintf("entry-%d", i), &mcpreadyv1.RegistryEntry{Identity: id})
+	}
+	sk := &sink{}
+	now := t0.Add(2 * time.Minute)
+	o := Options{Signer: key, Sink: SinkFunc(sk.ApplyEvidence), Subjects: reg, Now: func() time.Time { return now }}
+	if mod != nil {
+		mod(&o)
+	}
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, sk, &now
+}
+
+// flushAll emits every window and returns the evidence.
+func flushAll(t *testing.T, a *Aggregator, sk *sink) []*mcpreadyv1.Evidence {
+	t.Helper()
+	if _, err := a.Flush(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	var out []*mcpreadyv1.Evidence
+	for _, b := range sk.bundles {
+		obj, err := sign.Peek(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, obj.Spec.(*mcpreadyv1.Evidence))
+	}
+	return out
+}
+
+func digestsFor(rs []*mcpreadyv1.Receipt) []string {
+	d := make([]string, len(rs))
+	for i := range rs {
+		d[i] = fmt.Sprintf("sha256:%064d", i)
+	}
+	return d
+}
+
+// Attack: an agent names a server, a version, a tool or an endpoint the
+// registry does not hold, in as many receipts as it likes; no Evidence is
+// minted for it (only the registered subject gets some), and the refusals
+// are counted. Before, every subject named in a receipt got Evidence.
+func TestUnregisteredSubjectsMintNoEvidence(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, sk, _ := newAgg(t, func(o *Options) { o.Registry = reg })
+	O := mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+	var rs []*mcpreadyv1.Receipt
+	for i := range 1000 {
+		rs = append(rs,
+			rc(O, 1, 10, func(r *mcpreadyv1.Receipt) { r.Selected.ServerName = fmt.Sprintf("evil/%d", i) }),
+			rc(O, 1, 10, func(r *mcpreadyv1.Receipt) { r.Selected.ServerVersion = "9.9.9" }),
+			rc(O, 1, 10, func(r *mcpreadyv1.Receipt) { r.Selected.ToolName = "transfer" }),
+			rc(O, 1, 10, func(r *mcpreadyv1.Receipt) { r.Selected.Endpoint = "https://evil/mcp" }))
+	}
+	rs = append(rs, rc(O, 1, 10))
+	a.Observe("agent-1", rs, digestsFor(rs))
+	evs := flushAll(t, a, sk)
+	if len(evs) != 1 || evs[0].GetSubject().GetServerVersion() != "1.4.2" || evs[0].GetSubject().GetEndpoint() != "https://a/mcp" || evs[0].GetSample().GetAttempted() != 1 {
+		t.Fatalf("%d evidence, want the registered subject's only: %v", len(evs), evs)
+	}
+	if n := testutil.ToFloat64(a.refused.WithLabelValues(reasonUnregistered)); n != 4000 {
+		t.Fatalf("refused unregistered %v, want 4000", n)
+	}
+	// An entry removed from the registry gets no more evidence.
+	a.opts.Subjects.(*RegistrySubjects).Remove("entry-0")
+	sk.bundles = nil
+	a.Observe("agent-1", rs[len(rs)-1:], []string{"sha256:1"})
+	if evs := flushAll(t, a, sk); len(evs) != 0 {
+		t.Fatalf("evidence for a removed entry: %v", evs)
+	}
+}
+
+// Attack: one agent key floods a window with receipts over many
+// registered subjects; it contributes to at most MaxSubjectsPerAgent
+// subjects and MaxReceiptsPerAgent receipts per window, while another
+// agent is unaffected. Before, one agent could contribute without bound.
+func TestAgentContributionBounded(t *testing.T) {
+	var ids []*mcpreadyv1.ToolIdentity
+	for i := range 20 {
+		id := identity()
+		id.ToolName = fmt.Sprintf("tool-%d", i)
+		ids = append(ids, id)
+	}
+	a, sk, _ := newAgg(t, func(o *Options) { o.MaxSubjectsPerAgent, o.MaxReceiptsPerAgent = 5, 50 }, ids...)
+	O := mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+	var flood []*mcpreadyv1.Receipt
+	for i := range 1000 {
+		flood = append(flood, rc(O, 1, 10, func(r *mcpreadyv1.Receipt) { r.Selected.ToolName = fmt.Sprintf("tool-%d", i%20) }))
+	}
+	a.Observe("agent-evil", flood, digestsFor(flood))
+	honest := []*mcpreadyv1.Receipt{rc(O, 1, 10, func(r *mcpreadyv1.Receipt) { r.Selected.ToolName = "tool-19" })}
+	a.Observe("agent-honest", honest, digestsFor(honest))
+	evs := flushAll(t, a, sk)
+	var total int64
+	tools := map[string]int64{}
+	for _, ev := range evs {
+		total += ev.GetSample().GetAttempted()
+		tools[ev.GetSubject().GetToolName()] += ev.GetSample().GetAttempted()
+	}
+	if total != 51 || len(tools) != 6 || tools["tool-19"] != 1 {
+		t.Fatalf("folded %d receipts over %v; want 50 from the flooding agent over 5 subjects and the honest one's", total, tools)
+	}
+	if n := testutil.ToFloat64(a.refused.WithLabelValues(reasonAgentBound)); n != 950 {
+		t.Fatalf("refused over the agent bound %v, want 950", n)
+	}
+	// The next window starts a fresh budget.
+	later := rc(O, 1, 10, func(r *mcpreadyv1.Receipt) { r.Selected.ToolName, r.EndedAt.Seconds = "tool-0", r.EndedAt.Seconds+600 })
+	sk.bundles = nil
+	a.Observe("agent-evil", []*mcpreadyv1.Receipt{later}, []string{"sha256:2"})
+	if evs := flushAll(t, a, sk); len(evs) != 1 {
+		t.Fatalf("next window: %d evidence", len(evs))
+	}
+}
+
+// New refuses an aggregator without a registry view: without one it could
+// only mint evidence for whatever receipts name.
+func TestSubjectsRequired(t *testing.T) {
+	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
+	if _, err := New(Options{Signer: key, Sink: SinkFunc((&sink{}).ApplyEvidence)}); !errors.Is(err, ErrOptions) {
+		t.Fatalf("New without Subjects: %v", err)
+	}
+}
+
+// Attack: an agent reports drift with an identity of its choosing, which
+// the control plane records as a CANDIDATE, then ships receipts naming
+// that identity; no Evidence is minted for it. Once the organisation
+// qualifies an entry with that identity, it is a subject like any other.
+func TestDriftCandidateMintsNoEvidence(t *testing.T) {
+	a, sk, _ := newAgg(t, nil)
+	forged := identity()
+	forged.ServerVersion = "6.6.6"
+	cand := &mcpreadyv1.RegistryEntry{Identity: forged, State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE, DiscoverySource: "drift-report:host-evil"}
+	reg := a.opts.Subjects.(*RegistrySubjects)
+	reg.Set("docs+forged", cand)
+	rs := []*mcpreadyv1.Receipt{rc(success, 1, 5, func(r *mcpreadyv1.Receipt) { r.Selected.ServerVersion = "6.6.6" })}
+	a.Observe("host-evil", rs, digestsFor(rs))
+	if evs := flushAll(t, a, sk); len(evs) != 0 {
+		t.Fatalf("evidence minted for a drift-report candidate: %v", evs)
+	}
+	qualified := &mcpreadyv1.RegistryEntry{Identity: forged, State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED, DiscoverySource: "drift-report:host-evil"}
+	reg.Set("docs+forged", qualified)
+	later := []*mcpreadyv1.Receipt{rc(success, 1, 5, func(r *mcpreadyv1.Receipt) {
+		r.Selected.ServerVersion, r.EndedAt.Seconds = "6.6.6", r.EndedAt.Seconds+600
+	})}
+	a.Observe("host-1", later, digestsFor(later))
+	if evs := flushAll(t, a, sk); len(evs) != 1 {
+		t.Fatalf("%d evidence for the qualified entry, want 1", len(evs))
+	}
+}
