@@ -10,12 +10,14 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/mcpready/mcpready/controlplane/authz"
+	"github.com/mcpready/mcpready/nodelabel"
 )
 
 // TLSFiles are PEM files for a test mTLS setup under one directory.
@@ -88,6 +90,27 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 // f's CA, into the CA's directory; it returns the certificate and key files.
 func (f TLSFiles) Client(t testing.TB, cn string) (cert, key string) {
 	t.Helper()
+	return f.client(t, cn, nil)
+}
+
+// ClientLabelled is Client for a certificate that also binds node labels:
+// one URI SAN per value (nodelabel.CertURI).
+func (f TLSFiles) ClientLabelled(t testing.TB, cn string, labels map[nodelabel.Key][]string) (cert, key string) {
+	t.Helper()
+	var uris []*url.URL
+	for k, vs := range labels {
+		for _, v := range vs {
+			u, err := url.Parse(nodelabel.CertURI(k, v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			uris = append(uris, u)
+		}
+	}
+	return f.client(t, cn, uris)
+}
+
+func (f TLSFiles) client(t testing.TB, cn string, uris []*url.URL) (cert, key string) {
 	pair, err := tls.LoadX509KeyPair(f.CA, f.CAKey)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +122,7 @@ func (f TLSFiles) Client(t testing.TB, cn string) (cert, key string) {
 	k := newTLSKey(t)
 	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
 	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+		NotAfter: time.Now().Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature, URIs: uris}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, k.Public(), pair.PrivateKey)
 	if err != nil {
 		t.Fatal(err)
