@@ -245,8 +245,11 @@ func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Re
 // kept, except in a full set) and named in the returned error while the
 // others apply, since the control plane keeps such artifacts and a whole
 // set must not be refused for one that aged out. So is one whose signed
-// node-label scope does not include this agent (ErrOutOfScope); a held
-// version of it is removed, as the newer signed one moves it out of scope.
+// node-label scope does not include this agent (ErrOutOfScope), except
+// that when this agent holds a version of it, the held one is removed
+// without an error: the newer signed version moves it out of scope (how
+// the control plane tells an agent, on either variant, that what it holds
+// is no longer for it; the agent never falls back to another resource).
 //
 // A removal of a Policy (in removed, or a held one a full set omits) is
 // honoured only with one of tombstones naming its exact version and digest
@@ -304,10 +307,16 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 			continue
 		}
 		if err := c.inScope(v); err != nil {
-			// left out; a held version goes, as this newer signed one
-			// moves the artifact out of this agent's scope
-			leftOut = errors.Join(leftOut, err)
+			// Left out. A held version goes, as this newer signed one
+			// moves the artifact out of this agent's scope: a signed
+			// change, not a refusal. One this agent does not hold is
+			// mis-scoped: named in the error.
 			outOfScope = append(outOfScope, v.Name)
+			if res[k][v.Name] == nil {
+				leftOut = errors.Join(leftOut, err)
+			} else {
+				c.opts.Logger.Info("sync: dropping a resource whose newer signed version is scoped away from this agent", "kind", k, "name", v.Name, "version", v.Version)
+			}
 			continue
 		}
 		verified = append(verified, v)
@@ -545,7 +554,9 @@ func (c *Client) runSotW(ctx context.Context, dc mcpreadyv1.DiscoveryServiceClie
 	}
 	c.mu.Unlock()
 	for _, k := range c.kinds() {
-		if err := stream.Send(&mcpreadyv1.StreamResourcesRequest{Node: c.opts.Node, TypeUrl: k.TypeURL(), VersionInfo: versions[k]}); err != nil {
+		// held_resource_versions: so that what moved out of this agent's
+		// scope while it was away is sent, and dropped
+		if err := stream.Send(&mcpreadyv1.StreamResourcesRequest{Node: c.opts.Node, TypeUrl: k.TypeURL(), VersionInfo: versions[k], HeldResourceVersions: c.Snapshot().Versions(k)}); err != nil {
 			return false, err
 		}
 	}
