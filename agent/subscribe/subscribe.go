@@ -115,6 +115,7 @@ type Client struct {
 	parked  map[artifact.Kind]map[string]*mcpreadyv1.Resource // received, not (yet) verifiable
 	sotw    map[artifact.Kind]string                          // accepted version_info per type
 	marks   marks                                             // highest signed version installed per artifact
+	picked  map[string]trustPick                              // verified chain per offered TrustPolicy set (trustmemo.go)
 	loading bool                                              // Load is installing the LKG file: do not rewrite it
 }
 
@@ -146,7 +147,7 @@ func New(opts Options) (*Client, error) {
 		opts.MaxParked = DefaultMaxParked
 	}
 	c := &Client{opts: opts, node: nodelabel.ValuesOf(opts.Node.GetLabels()), changed: make(chan struct{}), parked: map[artifact.Kind]map[string]*mcpreadyv1.Resource{},
-		sotw: map[artifact.Kind]string{}, marks: marks{}}
+		sotw: map[artifact.Kind]string{}, marks: marks{}, picked: map[string]trustPick{}}
 	c.cur.Store(&Snapshot{resources: map[artifact.Kind]map[string]*Resource{}})
 	return c, nil
 }
@@ -215,16 +216,28 @@ func verify(trust *sign.Trust, k artifact.Kind, r *mcpreadyv1.Resource, now time
 // whatever its name). Store revisions and names play no part. c.mu must
 // be held.
 func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Resource, error) {
-	bundles := make([][]byte, 0, len(rs))
 	byDigest := make(map[string]*mcpreadyv1.Resource, len(rs))
 	for _, r := range rs {
-		bundles = append(bundles, r.GetBundle())
 		byDigest[artifact.Digest(r.GetBundle())] = r
 	}
-	t, ref, err := sign.PickTrust(bundles, c.opts.Root, c.opts.Now())
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: %w", ErrRejected, ref.Name, err)
+	key := trustKey(rs)
+	p, ok := c.picked[key]
+	if !ok {
+		bundles := make([][]byte, 0, len(rs))
+		for _, r := range rs {
+			bundles = append(bundles, r.GetBundle())
+		}
+		t, ref, err := sign.PickTrust(bundles, c.opts.Root, c.opts.Now())
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: TrustPolicy %q: %w", ErrRejected, ref.Name, err)
+		}
+		if len(c.picked) >= maxTrustMemo {
+			clear(c.picked)
+		}
+		p = trustPick{trust: t, ref: ref}
+		c.picked[key] = p
 	}
+	t, ref := p.trust, p.ref
 	best := byDigest[ref.Digest]
 	if best.GetName() != ref.Name {
 		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: bundle holds %q", ErrRejected, best.GetName(), ref.Name)
