@@ -7,7 +7,8 @@
 //     id only (the node id a request names must be its certificate's), and
 //     with the node labels (region, tenant classes, host) bound to its
 //     identity only: those its certificate carries as node-label URI SANs
-//     (nodelabel.CertURI) and those Options.NodeLabels grants it. A request
+//     (nodelabel.CertURI), those Options.NodeLabels grants it, and host
+//     equal to its own node id. A request
 //     claiming any other value is refused (ErrWrongLabels), so an agent
 //     cannot ask for what is scoped to another region or tenant;
 //   - reader: get, history, registry status, receipt queries, tail, export.
@@ -331,7 +332,8 @@ func (a *Authorizer) checkLabels(id Identity, n *mcpreadyv1.Node) error {
 	claimed := nodelabel.ValuesOf(n.GetLabels())
 	for i, key := range nodelabel.Dimensions {
 		for _, v := range claimed[i] {
-			granted := slices.Contains(id.Labels[key], v)
+			// host = the certificate's own node id is bound by the identity
+			granted := slices.Contains(id.Labels[key], v) || (key == nodelabel.Host && v == id.NodeID)
 			for _, lr := range a.o.NodeLabels {
 				if ok, _ := path.Match(lr.Match, id.Name); ok && slices.Contains(lr.Labels[key], v) {
 					granted = true

@@ -107,14 +107,23 @@ func TestNodeLabelsFromCertificate(t *testing.T) {
 		{L{"region": "eu-west"}, codes.PermissionDenied},
 		{L{"tenant-class": "gold,silver"}, codes.PermissionDenied},
 		{L{"host": "host-3"}, codes.PermissionDenied},
+		{L{"host": "host-2,host-3"}, codes.PermissionDenied},
 		{L{"tenant-classes": "platinum"}, codes.PermissionDenied},
 	} {
 		if _, err := adm.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-2", Labels: c.labels}}); status.Code(err) != c.want {
 			t.Errorf("%v: %v, want %v", c.labels, err, c.want)
 		}
 	}
-	if got := testutil.ToFloat64(a.RefusedCounter().WithLabelValues(method, "wrong-labels")) - before; got != 4 {
-		t.Errorf("wrong-labels refusals counted %v, want 4", got)
+	if got := testutil.ToFloat64(a.RefusedCounter().WithLabelValues(method, "wrong-labels")) - before; got != 5 {
+		t.Errorf("wrong-labels refusals counted %v, want 5", got)
+	}
+	// host equal to the certificate's own node id needs no grant.
+	own := p.issueURIs(t, "z", x509.ExtKeyUsageClientAuth, "spiffe://example.org/agent/host-5")
+	ownAdm := mcpreadyv1.NewAdminServiceClient(dial(t, addr, clientCreds(p, &own)))
+	for host, want := range map[string]codes.Code{"host-5": codes.Unimplemented, "host-2": codes.PermissionDenied} {
+		if _, err := ownAdm.ReportDrift(ctx, &mcpreadyv1.ReportDriftRequest{Node: &mcpreadyv1.Node{Id: "host-5", Labels: L{"host": host}}}); status.Code(err) != want {
+			t.Errorf("host-5 claiming host=%s: %v, want %v", host, err, want)
+		}
 	}
 	bad := p.issueURIs(t, "y", x509.ExtKeyUsageClientAuth, "spiffe://example.org/agent/host-4", nodelabel.CertURIPrefix+"planet:earth")
 	badAdm := mcpreadyv1.NewAdminServiceClient(dial(t, addr, clientCreds(p, &bad)))
