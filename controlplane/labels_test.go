@@ -2,13 +2,11 @@ package controlplane_test
 
 import (
 	"context"
-	"crypto/tls"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/mcpready/mcpready/artifact"
@@ -28,19 +26,9 @@ import (
 func TestAgentCannotClaimAnotherTenantsLabels(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
-	srvTLS, pool := mtls(t, f)
-	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(), TLS: srvTLS})
+	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(), TLS: f.ServerMTLS(t)})
 	conn := func(certFile, keyFile string) *grpc.ClientConn {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}})))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
+		return dialTLS(t, s.Addr(), f.ClientTLS(t, certFile, keyFile))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

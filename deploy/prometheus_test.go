@@ -2,8 +2,6 @@ package deploy
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"net"
 	"net/http"
 	"os"
@@ -95,15 +93,8 @@ func TestPrometheusScrapesOverMutualTLS(t *testing.T) {
 
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
-	pool := x509.NewCertPool()
-	ca, _ := os.ReadFile(f.CA)
-	pool.AppendCertsFromPEM(ca)
-	srvCert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "0.0.0.0:0", DataDir: t.TempDir(), Root: p.Root.Public(), Roles: shippedRoles(t),
-		TLS: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}})
+		TLS: f.ServerMTLS(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,16 +111,11 @@ func TestPrometheusScrapesOverMutualTLS(t *testing.T) {
 	}
 	_, port, _ := net.SplitHostPort(s.MetricsAddr())
 	get := func(scheme, cn string) int {
-		c := &tls.Config{RootCAs: pool}
+		var certFile, keyFile string
 		if cn != "" {
-			certFile, keyFile := f.Client(t, cn)
-			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.Certificates = []tls.Certificate{cert}
+			certFile, keyFile = f.Client(t, cn)
 		}
-		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: c}, Timeout: 10 * time.Second}
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: f.ClientTLS(t, certFile, keyFile)}, Timeout: 10 * time.Second}
 		resp, err := hc.Get(scheme + "://" + net.JoinHostPort("127.0.0.1", port) + "/metrics")
 		if err != nil {
 			t.Fatal(err)

@@ -25,16 +25,7 @@ import (
 // not granted is refused (wrong-labels); the granted values pass.
 func TestNodeLabelsBound(t *testing.T) {
 	p := newPKI(t)
-	lr, err := authz.ParseLabelRule("spiffe://example.org/agent/*=region:eu-west|eu-north;host:host-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := authz.New(authz.Options{Rules: []authz.Rule{{Match: "spiffe://example.org/agent/*", Role: authz.RoleAgent}}, NodeLabels: []authz.LabelRule{lr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := serveReading(t, a, credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{p.serve}, ClientCAs: p.pool,
-		ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}))
+	_, addr := labelServer(t, p, "spiffe://example.org/agent/*=region:eu-west|eu-north;host:host-1")
 	cert := p.issue(t, "x", "spiffe://example.org/agent/host-1", x509.ExtKeyUsageClientAuth)
 	adm := mcpreadyv1.NewAdminServiceClient(dial(t, addr, clientCreds(p, &cert)))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -61,6 +52,23 @@ func TestNodeLabelsBound(t *testing.T) {
 	}
 }
 
+// labelServer serves the reading services over TLS (client certificates
+// verified when given) behind an Authorizer whose agents are
+// spiffe://example.org/agent/* with the node-label rule rule.
+func labelServer(t *testing.T, p *pki, rule string) (*authz.Authorizer, string) {
+	t.Helper()
+	lr, err := authz.ParseLabelRule(rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := authz.New(authz.Options{Rules: []authz.Rule{{Match: "spiffe://example.org/agent/*", Role: authz.RoleAgent}}, NodeLabels: []authz.LabelRule{lr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, serveReading(t, a, credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{p.serve}, ClientCAs: p.pool,
+		ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}))
+}
+
 func splitLabels(s string) [][2]string {
 	var out [][2]string
 	for _, kv := range strings.Split(s, ",") {
@@ -78,16 +86,7 @@ func splitLabels(s string) [][2]string {
 // certificate unauthenticated rather than binding nothing silently.
 func TestNodeLabelsFromCertificate(t *testing.T) {
 	p := newPKI(t)
-	lr, err := authz.ParseLabelRule("spiffe://example.org/agent/host-2=host:host-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := authz.New(authz.Options{Rules: []authz.Rule{{Match: "spiffe://example.org/agent/*", Role: authz.RoleAgent}}, NodeLabels: []authz.LabelRule{lr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := serveReading(t, a, credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{p.serve}, ClientCAs: p.pool,
-		ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}))
+	a, addr := labelServer(t, p, "spiffe://example.org/agent/host-2=host:host-2")
 	// The label URI comes first: the identity is still the SPIFFE URI.
 	cert := p.issueURIs(t, "x", x509.ExtKeyUsageClientAuth, nodelabel.CertURI(nodelabel.Region, "us-east"), "spiffe://example.org/agent/host-2",
 		nodelabel.CertURI(nodelabel.TenantClass, "gold"))

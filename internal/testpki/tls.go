@@ -145,3 +145,43 @@ func Roles() []authz.Rule {
 	return []authz.Rule{{Match: "agent", Role: authz.RoleAdmin}, {Match: "agent", Role: authz.RoleAgent}, {Match: "agent", Role: authz.RoleReader},
 		{Match: "admin-*", Role: authz.RoleAdmin}, {Match: "reader-*", Role: authz.RoleReader}, {Match: "node-*", Role: authz.RoleAgent}}
 }
+
+// Pool is a certificate pool holding f's CA.
+func (f TLSFiles) Pool(t testing.TB) *x509.CertPool {
+	t.Helper()
+	ca, err := os.ReadFile(f.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		t.Fatal("testpki: no CA certificate in " + f.CA)
+	}
+	return pool
+}
+
+// ServerMTLS is the server side of f: its certificate, requiring client
+// certificates from its CA.
+func (f TLSFiles) ServerMTLS(t testing.TB) *tls.Config {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: f.Pool(t), ClientAuth: tls.RequireAndVerifyClientCert}
+}
+
+// ClientTLS is a client configuration trusting f's CA that presents the
+// certificate and key in certFile and keyFile (none when certFile is "").
+func (f TLSFiles) ClientTLS(t testing.TB, certFile, keyFile string) *tls.Config {
+	t.Helper()
+	cfg := &tls.Config{RootCAs: f.Pool(t)}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg
+}
