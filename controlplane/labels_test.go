@@ -2,6 +2,8 @@ package controlplane_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/safebuf"
 	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/nodelabel"
 )
@@ -77,5 +80,27 @@ func TestAgentCannotClaimAnotherTenantsLabels(t *testing.T) {
 	}
 	if _, code := subscribe(bound, "node-b", map[string]string{string(nodelabel.Region): "us-east"}, 0); code != codes.PermissionDenied {
 		t.Fatalf("node-b claiming a region its certificate lacks: %v, want PermissionDenied", code)
+	}
+}
+
+// TestQuickstartSaysLabelsAreSelfAsserted: without client certificates
+// (the loopback quickstart) the control plane says at start that callers
+// hold every role and node labels are self-asserted; under mTLS it does
+// not.
+func TestQuickstartSaysLabelsAreSelfAsserted(t *testing.T) {
+	p := testpki.New(t)
+	f := testpki.TLS(t, t.TempDir())
+	for _, mtls := range []bool{false, true} {
+		var log safebuf.Buffer
+		o := controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", DataDir: t.TempDir(), Root: p.Root.Public(), Logger: slog.New(slog.NewTextHandler(&log, nil))}
+		if mtls {
+			o.TLS, o.Roles = f.ServerMTLS(t), testpki.Roles()
+		}
+		if _, err := controlplane.New(o); err != nil {
+			t.Fatal(err)
+		}
+		if said := strings.Contains(log.String(), "node labels (region, tenant classes, host) are self-asserted"); said == mtls {
+			t.Errorf("mTLS %v: start log %q", mtls, log.String())
+		}
 	}
 }
