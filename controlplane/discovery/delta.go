@@ -63,7 +63,10 @@ func (sub *deltaSub) push() error {
 	for _, r := range resp.Resources {
 		sub.held[r.Name] = r.Version
 	}
-	for _, name := range append(resp.RemovedResources, scopedOut...) {
+	for _, name := range resp.RemovedResources {
+		delete(sub.held, name)
+	}
+	for _, name := range scopedOut {
 		delete(sub.held, name)
 	}
 	sub.lastNonce = sub.s.nextNonce()
