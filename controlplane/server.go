@@ -114,9 +114,12 @@ type Options struct {
 	// only) every loopback caller holds every role: the single-machine
 	// quickstart. Zero: no certificate holds a role.
 	Roles []authz.Rule
-	// NodeLabels binds the node labels agents may claim to their
-	// certificate identities (authz.Options.NodeLabels); nil leaves them
-	// self-asserted (a warning is logged when mTLS is on).
+	// NodeLabels grants node labels to agents' certificate identities
+	// beyond those their certificates carry (authz.Options.NodeLabels).
+	// Under mTLS an agent may claim only labels bound to its identity
+	// either way; nil: only its certificate's. Without client
+	// certificates (the loopback quickstart) labels are self-asserted,
+	// and New logs so.
 	NodeLabels []authz.LabelRule
 	// ObserverKey is the control plane's own signing key, used for
 	// lifecycle state changes (see package lifecycle); nil means state
@@ -222,8 +225,8 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("%w: mTLS without role rules authorises nobody: map certificate identities to admin, agent and reader", ErrConfig)
 	}
 	az, err := authz.New(authz.Options{Rules: o.Roles, NodeLabels: o.NodeLabels, LocalPlaintext: !mtls, Logger: o.Logger, Registerer: s.reg})
-	if mtls && len(o.NodeLabels) == 0 {
-		o.Logger.Warn("agents' node labels (region, tenant classes, host) are self-asserted: bind them to certificate identities with node-label rules")
+	if !mtls {
+		o.Logger.Warn("loopback quickstart: callers without a client certificate hold every role and agents' node labels (region, tenant classes, host) are self-asserted; give a client CA (mTLS) to bind them to certificate identities")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)

@@ -493,18 +493,15 @@ func TestLifecycleFollowsEveryReplicasWrites(t *testing.T) {
 	}
 }
 
-// mtls is the server side of f: its certificate, requiring client
-// certificates from its CA, and that CA as a pool for clients.
-func mtls(t *testing.T, f testpki.TLSFiles) (*tls.Config, *x509.CertPool) {
+// dialTLS dials addr with the client configuration cfg until the test ends.
+func dialTLS(t *testing.T, addr string, cfg *tls.Config) *grpc.ClientConn {
 	t.Helper()
-	pool := x509.NewCertPool()
-	ca, _ := os.ReadFile(f.CA)
-	pool.AppendCertsFromPEM(ca)
-	srvCert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}, pool
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // TestCallersNeedTheirRole is the attack on an mTLS control plane: a
@@ -515,20 +512,11 @@ func mtls(t *testing.T, f testpki.TLSFiles) (*tls.Config, *x509.CertPool) {
 func TestCallersNeedTheirRole(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
-	srvTLS, pool := mtls(t, f)
+	srvTLS := f.ServerMTLS(t)
 	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(), TLS: srvTLS})
 	conn := func(cn string) *grpc.ClientConn {
 		certFile, keyFile := f.Client(t, cn)
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}})))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
+		return dialTLS(t, s.Addr(), f.ClientTLS(t, certFile, keyFile))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -603,7 +591,7 @@ func TestOffLoopbackNeedsClientCertificates(t *testing.T) {
 func TestConsoleOverMutualTLS(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
-	srvTLS, pool := mtls(t, f)
+	srvTLS := f.ServerMTLS(t)
 	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(), MetricsListen: "127.0.0.1:0", TLS: srvTLS})
 	consoleURL := "https://" + s.MetricsAddr() + "/console/"
 	if s.ConsoleURL() != consoleURL {
@@ -621,7 +609,7 @@ func TestConsoleOverMutualTLS(t *testing.T) {
 		{"http://" + s.MetricsAddr() + "/metrics", "", 200},
 		{"https://" + s.MetricsAddr() + "/healthz", "", 200},
 	} {
-		code, err := getAs(t, f, pool, tc.url, tc.cn)
+		code, err := getAs(t, f, tc.url, tc.cn)
 		if err != nil || code != tc.want {
 			t.Errorf("%s as %q: %d %v, want %d", tc.url, tc.cn, code, err, tc.want)
 		}
@@ -639,7 +627,7 @@ func TestConsoleOverMutualTLS(t *testing.T) {
 func TestMetricsOffLoopbackNeedTLS(t *testing.T) {
 	p := testpki.New(t)
 	f := testpki.TLS(t, t.TempDir())
-	srvTLS, pool := mtls(t, f)
+	srvTLS := f.ServerMTLS(t)
 	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(), MetricsListen: "0.0.0.0:0", TLS: srvTLS})
 	_, port, err := net.SplitHostPort(s.MetricsAddr())
 	if err != nil {
@@ -657,7 +645,7 @@ func TestMetricsOffLoopbackNeedTLS(t *testing.T) {
 		{"https://" + base + "/metrics", "admin-ops", http.StatusOK},
 		{"http://" + base + "/healthz", "", http.StatusOK},
 	} {
-		if code, err := getAs(t, f, pool, tc.url, tc.cn); err != nil || code != tc.want {
+		if code, err := getAs(t, f, tc.url, tc.cn); err != nil || code != tc.want {
 			t.Errorf("%s as %q: %d %v, want %d", tc.url, tc.cn, code, err, tc.want)
 		}
 	}
@@ -681,18 +669,13 @@ mcpready_metrics_scrapes_refused_total{reason="unauthenticated"} 1
 
 // getAs GETs url trusting pool, with a client certificate for cn issued by
 // f's CA (none when cn is ""), and returns the status code.
-func getAs(t *testing.T, f testpki.TLSFiles, pool *x509.CertPool, url, cn string) (int, error) {
+func getAs(t *testing.T, f testpki.TLSFiles, url, cn string) (int, error) {
 	t.Helper()
-	cfg := &tls.Config{RootCAs: pool}
+	var certFile, keyFile string
 	if cn != "" {
-		certFile, keyFile := f.Client(t, cn)
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
+		certFile, keyFile = f.Client(t, cn)
 	}
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: f.ClientTLS(t, certFile, keyFile)}, Timeout: 10 * time.Second}
 	resp, err := c.Get(url)
 	if err != nil {
 		return 0, err

@@ -496,6 +496,9 @@ func TestTLSToEtcdAndNetworkPolicy(t *testing.T) {
 	if !strings.Contains(raw, `"app.kubernetes.io/name":"mcpready-controlplane"`) || !strings.Contains(raw, "2379") || strings.Contains(raw, "namespaceSelector") {
 		t.Errorf("the etcd NetworkPolicy does not admit only the control plane:\n%s", raw)
 	}
+	if strings.Contains(raw, "2381") {
+		t.Errorf("the etcd NetworkPolicy admits pods to etcd's plaintext metrics port 2381:\n%s", raw)
+	}
 	if _, ok := find(objs, "NetworkPolicy", "mcpready-controlplane"); !ok {
 		t.Error("no NetworkPolicy for the control plane")
 	}

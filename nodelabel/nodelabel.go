@@ -9,6 +9,9 @@
 //     only if, for every scope label present, its matching node label has
 //     one of the listed values.
 //
+// Under mTLS an agent may claim only node labels bound to its identity;
+// CertURI is the URI SAN that binds one to a client certificate.
+//
 // Nobody spells these keys as string literals elsewhere. The package names
 // the keys and holds the one scope rule (Scope.Includes), which the
 // Discovery server applies when it sends and the agent again when it
@@ -16,6 +19,8 @@
 package nodelabel
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -133,4 +138,47 @@ func (s *Scope) Includes(n *Values) bool {
 		}
 	}
 	return true
+}
+
+// CertURIPrefix starts the URI SANs that bind node labels to a client
+// certificate: "urn:mcpready:node-label:KEY:VALUE", one SAN per value, KEY
+// one of Dimensions (region, tenant-class, host), VALUE a single value
+// (no comma). For example a certificate with the URI SANs
+// "urn:mcpready:node-label:region:eu-west" and
+// "urn:mcpready:node-label:tenant-class:gold" may claim region eu-west and
+// tenant class gold. Such SANs never name the certificate's identity.
+const CertURIPrefix = "urn:mcpready:node-label:"
+
+// ErrCertURI: a URI SAN starts with CertURIPrefix but is not KEY:VALUE
+// with a known key and one non-empty value.
+var ErrCertURI = errors.New("malformed node-label URI SAN")
+
+// CertURI is the URI SAN that binds value of key k to a certificate.
+func CertURI(k Key, value string) string { return CertURIPrefix + string(k) + ":" + value }
+
+// IsCertURI reports whether uri is a node-label URI SAN (well formed or not).
+func IsCertURI(uri string) bool { return strings.HasPrefix(uri, CertURIPrefix) }
+
+// FromCertURIs returns the node labels a certificate's URI SANs bind, per
+// key; URIs without CertURIPrefix are ignored. A malformed node-label URI
+// is an error wrapping ErrCertURI (the certificate binds nothing).
+func FromCertURIs(uris []string) (map[Key][]string, error) {
+	var out map[Key][]string
+	for _, u := range uris {
+		if !IsCertURI(u) {
+			continue
+		}
+		k, v, ok := strings.Cut(strings.TrimPrefix(u, CertURIPrefix), ":")
+		key := Key(k)
+		if !ok || !slices.Contains(Dimensions[:], key) || v == "" || strings.ContainsAny(v, ", ") {
+			return nil, fmt.Errorf("%w: %q (want %sKEY:VALUE, KEY one of region, tenant-class, host)", ErrCertURI, u, CertURIPrefix)
+		}
+		if out == nil {
+			out = map[Key][]string{}
+		}
+		if !slices.Contains(out[key], v) {
+			out[key] = append(out[key], v)
+		}
+	}
+	return out, nil
 }

@@ -1,6 +1,7 @@
 package nodelabel
 
 import (
+	"errors"
 	"slices"
 	"testing"
 )
@@ -28,4 +29,38 @@ func TestSplit(t *testing.T) {
 	if got := Split(""); got == nil || len(got) != 0 {
 		t.Fatalf("empty value: %#v", got)
 	}
+}
+
+func TestFromCertURIs(t *testing.T) {
+	got, err := FromCertURIs([]string{"spiffe://example.org/agent/a", CertURI(Region, "eu-west"), CertURI(TenantClass, "gold"), CertURI(TenantClass, "silver"), CertURI(Region, "eu-west")})
+	if err != nil || !slices.Equal(got[Region], []string{"eu-west"}) || !slices.Equal(got[TenantClass], []string{"gold", "silver"}) || len(got) != 2 {
+		t.Fatalf("%v %v", got, err)
+	}
+	for _, bad := range []string{CertURIPrefix + "planet:earth", CertURIPrefix + "region", CertURIPrefix + "region:", CertURIPrefix + "region:a,b", CertURIPrefix + "tenant-classes:gold"} {
+		if _, err := FromCertURIs([]string{bad}); !errors.Is(err, ErrCertURI) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	if got, err := FromCertURIs([]string{"spiffe://x/y"}); err != nil || got != nil {
+		t.Fatalf("no label URIs: %v %v", got, err)
+	}
+}
+
+func FuzzFromCertURIs(f *testing.F) {
+	f.Add(CertURI(Region, "eu-west"))
+	f.Add(CertURIPrefix + "host:")
+	f.Fuzz(func(t *testing.T, u string) {
+		got, err := FromCertURIs([]string{u})
+		if err != nil {
+			if !errors.Is(err, ErrCertURI) || got != nil {
+				t.Fatalf("%q: %v %v", u, got, err)
+			}
+			return
+		}
+		for k, vs := range got {
+			if !slices.Contains(Dimensions[:], k) || len(vs) != 1 || vs[0] == "" || CertURI(k, vs[0]) != u {
+				t.Fatalf("%q gave %v", u, got)
+			}
+		}
+	})
 }

@@ -115,6 +115,7 @@ type Client struct {
 	parked  map[artifact.Kind]map[string]*mcpreadyv1.Resource // received, not (yet) verifiable
 	sotw    map[artifact.Kind]string                          // accepted version_info per type
 	marks   marks                                             // highest signed version installed per artifact
+	picked  map[string]trustPick                              // verified chain per offered TrustPolicy set (trustmemo.go)
 	loading bool                                              // Load is installing the LKG file: do not rewrite it
 }
 
@@ -146,7 +147,7 @@ func New(opts Options) (*Client, error) {
 		opts.MaxParked = DefaultMaxParked
 	}
 	c := &Client{opts: opts, node: nodelabel.ValuesOf(opts.Node.GetLabels()), changed: make(chan struct{}), parked: map[artifact.Kind]map[string]*mcpreadyv1.Resource{},
-		sotw: map[artifact.Kind]string{}, marks: marks{}}
+		sotw: map[artifact.Kind]string{}, marks: marks{}, picked: map[string]trustPick{}}
 	c.cur.Store(&Snapshot{resources: map[artifact.Kind]map[string]*Resource{}})
 	return c, nil
 }
@@ -215,16 +216,28 @@ func verify(trust *sign.Trust, k artifact.Kind, r *mcpreadyv1.Resource, now time
 // whatever its name). Store revisions and names play no part. c.mu must
 // be held.
 func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Resource, error) {
-	bundles := make([][]byte, 0, len(rs))
 	byDigest := make(map[string]*mcpreadyv1.Resource, len(rs))
 	for _, r := range rs {
-		bundles = append(bundles, r.GetBundle())
 		byDigest[artifact.Digest(r.GetBundle())] = r
 	}
-	t, ref, err := sign.PickTrust(bundles, c.opts.Root, c.opts.Now())
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: %w", ErrRejected, ref.Name, err)
+	key := trustKey(rs)
+	p, ok := c.picked[key]
+	if !ok {
+		bundles := make([][]byte, 0, len(rs))
+		for _, r := range rs {
+			bundles = append(bundles, r.GetBundle())
+		}
+		t, ref, err := sign.PickTrust(bundles, c.opts.Root, c.opts.Now())
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: TrustPolicy %q: %w", ErrRejected, ref.Name, err)
+		}
+		if len(c.picked) >= maxTrustMemo {
+			clear(c.picked)
+		}
+		p = trustPick{trust: t, ref: ref}
+		c.picked[key] = p
 	}
+	t, ref := p.trust, p.ref
 	best := byDigest[ref.Digest]
 	if best.GetName() != ref.Name {
 		return nil, nil, fmt.Errorf("%w: TrustPolicy %q: bundle holds %q", ErrRejected, best.GetName(), ref.Name)
@@ -245,8 +258,11 @@ func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Re
 // kept, except in a full set) and named in the returned error while the
 // others apply, since the control plane keeps such artifacts and a whole
 // set must not be refused for one that aged out. So is one whose signed
-// node-label scope does not include this agent (ErrOutOfScope); a held
-// version of it is removed, as the newer signed one moves it out of scope.
+// node-label scope does not include this agent (ErrOutOfScope), except
+// that when this agent holds a version of it, the held one is removed
+// without an error: the newer signed version moves it out of scope (how
+// the control plane tells an agent, on either variant, that what it holds
+// is no longer for it; the agent never falls back to another resource).
 //
 // A removal of a Policy (in removed, or a held one a full set omits) is
 // honoured only with one of tombstones naming its exact version and digest
@@ -304,10 +320,16 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 			continue
 		}
 		if err := c.inScope(v); err != nil {
-			// left out; a held version goes, as this newer signed one
-			// moves the artifact out of this agent's scope
-			leftOut = errors.Join(leftOut, err)
+			// Left out. A held version goes, as this newer signed one
+			// moves the artifact out of this agent's scope: a signed
+			// change, not a refusal. One this agent does not hold is
+			// mis-scoped: named in the error.
 			outOfScope = append(outOfScope, v.Name)
+			if res[k][v.Name] == nil {
+				leftOut = errors.Join(leftOut, err)
+			} else {
+				c.opts.Logger.Info("sync: dropping a resource whose newer signed version is scoped away from this agent", "kind", k, "name", v.Name, "version", v.Version)
+			}
 			continue
 		}
 		verified = append(verified, v)
@@ -545,7 +567,9 @@ func (c *Client) runSotW(ctx context.Context, dc mcpreadyv1.DiscoveryServiceClie
 	}
 	c.mu.Unlock()
 	for _, k := range c.kinds() {
-		if err := stream.Send(&mcpreadyv1.StreamResourcesRequest{Node: c.opts.Node, TypeUrl: k.TypeURL(), VersionInfo: versions[k]}); err != nil {
+		// held_resource_versions: so that what moved out of this agent's
+		// scope while it was away is sent, and dropped
+		if err := stream.Send(&mcpreadyv1.StreamResourcesRequest{Node: c.opts.Node, TypeUrl: k.TypeURL(), VersionInfo: versions[k], HeldResourceVersions: c.Snapshot().Versions(k)}); err != nil {
 			return false, err
 		}
 	}

@@ -70,7 +70,7 @@ stays plaintext for probes). SIGINT/SIGTERM shut down cleanly.`,
 	fl.StringVar(&o.tlsCert, "tls-cert", "", "server certificate (PEM)")
 	fl.StringVar(&o.tlsKey, "tls-key", "", "server private key (PEM)")
 	fl.StringVar(&o.tlsCA, "tls-ca", "", "CA that client certificates must chain to (enables mTLS)")
-	fl.StringArrayVar(&o.nodeLabels, "node-labels", nil, `node labels the agents matching PATTERN may claim: PATTERN=region:eu-west|eu-north;tenant-class:gold;host:h1, repeatable; without any, labels are self-asserted`)
+	fl.StringArrayVar(&o.nodeLabels, "node-labels", nil, `node labels the agents matching PATTERN may claim besides those their certificates carry (URI SANs urn:mcpready:node-label:KEY:VALUE): PATTERN=region:eu-west|eu-north;tenant-class:gold;host:h1, repeatable; under mTLS any other claimed label is refused`)
 	fl.StringArrayVar(&o.roles, "role", nil, `grant a role to client-certificate identities: PATTERN=admin|agent|reader, repeatable (required with --tls-ca); PATTERN matches the certificate's first URI SAN, else DNS SAN, else CN ("*" within one "/" segment)`)
 	fl.StringVar(&o.observerKey, "observer-key", "", "control plane's own signing key for lifecycle changes and passive Evidence")
 	fl.DurationVar(&o.retention, "receipt-retention", 0, "drop receipt segments (database: whole days) older than this (0 keeps everything)")

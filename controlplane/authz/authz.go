@@ -4,13 +4,20 @@
 //
 //   - admin: apply and delete artifacts;
 //   - agent: Discovery, receipt upload and drift reports, for its own node
-//     id only (the node id a request names must be its certificate's);
+//     id only (the node id a request names must be its certificate's), and
+//     with the node labels (region, tenant classes, host) bound to its
+//     identity only: those its certificate carries as node-label URI SANs
+//     (nodelabel.CertURI), those Options.NodeLabels grants it, and host
+//     equal to its own node id. A request
+//     claiming any other value is refused (ErrWrongLabels), so an agent
+//     cannot ask for what is scoped to another region or tenant;
 //   - reader: get, history, registry status, receipt queries, tail, export.
 //
 // Admins may also read. A caller on a loopback connection without a client
 // certificate is the single-machine quickstart and holds every role, but
-// only when Options.LocalPlaintext says so; anything else without a certificate is
-// refused as unauthenticated. A method the table does not name is refused:
+// only when Options.LocalPlaintext says so (its node labels are
+// self-asserted); anything else without a certificate is refused as
+// unauthenticated. A method the table does not name is refused:
 // the table fails closed.
 //
 // It must not verify artifacts or inspect anything of a request but its
@@ -70,7 +77,7 @@ var (
 	// ErrWrongNode: an agent named a node id other than its certificate's.
 	ErrWrongNode = errors.New("node id is not the caller's")
 	// ErrWrongLabels: an agent claimed node labels its identity is not
-	// granted (Options.NodeLabels).
+	// bound to (neither its certificate nor Options.NodeLabels).
 	ErrWrongLabels = errors.New("node labels are not the caller's")
 )
 
@@ -141,6 +148,9 @@ type Identity struct {
 	// NodeID is the node id an agent with this identity may use: the last
 	// "/"-separated segment of Name.
 	NodeID string
+	// Labels are the node-label values the certificate binds (its
+	// node-label URI SANs, nodelabel.FromCertURIs), per key.
+	Labels map[nodelabel.Key][]string
 	// Local is a plaintext loopback caller (the quickstart).
 	Local bool
 	Roles []Role
@@ -167,14 +177,16 @@ type Options struct {
 	// Rules map certificate identities to roles. An identity matching no
 	// rule holds no role. Zero: no certificate holds a role.
 	Rules []Rule
-	// NodeLabels binds the node labels agents may claim to their
-	// certificate identities: a node-bound request whose labels claim a
-	// value no matching rule grants is refused (ErrWrongLabels). Zero:
-	// labels are self-asserted.
+	// NodeLabels grants node-label values to certificate identities, in
+	// addition to those their certificates carry: a node-bound request
+	// whose labels claim a value neither its certificate nor a matching
+	// rule binds is refused (ErrWrongLabels). Zero: only the certificates'
+	// labels (a certificate without node-label URI SANs may claim none).
 	NodeLabels []LabelRule
 	// LocalPlaintext grants every role to callers on loopback connections
 	// that present no client certificate, over plaintext or server-only
-	// TLS (the single-machine quickstart). Zero: they are refused.
+	// TLS (the single-machine quickstart), with self-asserted node labels.
+	// Zero: they are refused.
 	LocalPlaintext bool
 	// Logger receives one line per refusal (method, identity, reason; no
 	// request content). Nil discards.
@@ -233,11 +245,20 @@ func (a *Authorizer) Identify(ctx context.Context) (Identity, error) {
 // under the same rules.
 func (a *Authorizer) IdentifyConn(state *tls.ConnectionState, addr net.Addr) (Identity, error) {
 	if state != nil && len(state.VerifiedChains) > 0 && len(state.VerifiedChains[0]) > 0 {
-		name := certName(state.VerifiedChains[0][0])
+		leaf := state.VerifiedChains[0][0]
+		name := certName(leaf)
 		if name == "" {
 			return Identity{}, fmt.Errorf("%w: client certificate names no identity", ErrUnauthenticated)
 		}
-		id := Identity{Name: name, NodeID: name[strings.LastIndexByte(name, '/')+1:]}
+		uris := make([]string, len(leaf.URIs))
+		for i, u := range leaf.URIs {
+			uris[i] = u.String()
+		}
+		labels, err := nodelabel.FromCertURIs(uris)
+		if err != nil {
+			return Identity{Name: name}, fmt.Errorf("%w: client certificate: %w", ErrUnauthenticated, err)
+		}
+		id := Identity{Name: name, NodeID: name[strings.LastIndexByte(name, '/')+1:], Labels: labels}
 		for _, r := range a.o.Rules {
 			if ok, _ := path.Match(r.Match, name); ok && !id.Has(r.Role) {
 				id.Roles = append(id.Roles, r.Role)
@@ -251,11 +272,15 @@ func (a *Authorizer) IdentifyConn(state *tls.ConnectionState, addr net.Addr) (Id
 	return Identity{}, fmt.Errorf("%w: caller %s presented no verified client certificate", ErrUnauthenticated, addr)
 }
 
+// certName is the certificate's first URI SAN that is not a node-label
+// URI, else its first DNS SAN, else its subject common name.
 func certName(c *x509.Certificate) string {
-	switch {
-	case len(c.URIs) > 0:
-		return c.URIs[0].String()
-	case len(c.DNSNames) > 0:
+	for _, u := range c.URIs {
+		if s := u.String(); !nodelabel.IsCertURI(s) {
+			return s
+		}
+	}
+	if len(c.DNSNames) > 0 {
 		return c.DNSNames[0]
 	}
 	return c.Subject.CommonName
@@ -297,22 +322,25 @@ func rolesText(rs []Role) string {
 	return strings.Join(s, " or ")
 }
 
-// checkLabels refuses node labels that id is not granted.
+// checkLabels refuses node labels that are not bound to id: by its
+// certificate or by a node-label rule. A local (quickstart) caller's
+// labels are self-asserted.
 func (a *Authorizer) checkLabels(id Identity, n *mcpreadyv1.Node) error {
-	if len(a.o.NodeLabels) == 0 || id.Local {
+	if id.Local {
 		return nil
 	}
 	claimed := nodelabel.ValuesOf(n.GetLabels())
 	for i, key := range nodelabel.Dimensions {
 		for _, v := range claimed[i] {
-			granted := false
+			// host = the certificate's own node id is bound by the identity
+			granted := slices.Contains(id.Labels[key], v) || (key == nodelabel.Host && v == id.NodeID)
 			for _, lr := range a.o.NodeLabels {
 				if ok, _ := path.Match(lr.Match, id.Name); ok && slices.Contains(lr.Labels[key], v) {
 					granted = true
 				}
 			}
 			if !granted {
-				return fmt.Errorf("%w: %s=%s is not granted to %q", ErrWrongLabels, key, v, id.Name)
+				return fmt.Errorf("%w: %s=%s is bound to %q neither by its certificate (node-label URI SANs) nor by a node-label rule", ErrWrongLabels, key, v, id.Name)
 			}
 		}
 	}

@@ -59,6 +59,15 @@ var serial int64 = 10
 
 func (p *pki) issue(t *testing.T, cn, uri string, usage x509.ExtKeyUsage) tls.Certificate {
 	t.Helper()
+	if uri == "" {
+		return p.issueURIs(t, cn, usage)
+	}
+	return p.issueURIs(t, cn, usage, uri)
+}
+
+// issueURIs is issue with any number of URI SANs, in order.
+func (p *pki) issueURIs(t *testing.T, cn string, usage x509.ExtKeyUsage, uris ...string) tls.Certificate {
+	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	serial++
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour),
@@ -66,9 +75,12 @@ func (p *pki) issue(t *testing.T, cn, uri string, usage x509.ExtKeyUsage) tls.Ce
 	if usage == x509.ExtKeyUsageServerAuth {
 		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
 	}
-	if uri != "" {
-		u, _ := url.Parse(uri)
-		tmpl.URIs = []*url.URL{u}
+	for _, uri := range uris {
+		u, err := url.Parse(uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.URIs = append(tmpl.URIs, u)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, key.Public(), p.key)
 	if err != nil {

@@ -1,8 +1,6 @@
 package discovery
 
 import (
-	"maps"
-
 	"google.golang.org/grpc"
 
 	"github.com/mcpready/mcpready/artifact"
@@ -38,6 +36,7 @@ func (sub *deltaSub) push() error {
 			resp.Resources = append(resp.Resources, r)
 		}
 	}
+	var scopedOut []string
 	for name := range sub.held {
 		if live[name] {
 			continue
@@ -45,9 +44,11 @@ func (sub *deltaSub) push() error {
 		if r := sn.resource(name); r != nil {
 			// Still stored, but its newer signed version is scoped away
 			// from this node: that version tells the agent, which drops
-			// the one it holds (a bare removal it would refuse).
+			// the one it holds (a bare removal it would refuse). It is
+			// then no longer held, so later versions are not sent.
 			if sub.held[name] != r.pb.Version {
 				resp.Resources = append(resp.Resources, r.pb)
+				scopedOut = append(scopedOut, name)
 			}
 			continue
 		}
@@ -65,6 +66,9 @@ func (sub *deltaSub) push() error {
 	for _, name := range resp.RemovedResources {
 		delete(sub.held, name)
 	}
+	for _, name := range scopedOut {
+		delete(sub.held, name)
+	}
 	sub.lastNonce = sub.s.nextNonce()
 	resp.Nonce = sub.lastNonce
 	return sub.s.send(sub.stream, resp, sub.kind.TypeURL(), sn.built)
@@ -73,12 +77,13 @@ func (sub *deltaSub) push() error {
 // DeltaResources implements the incremental variant. The agent's
 // initial_resource_versions seed what it holds, so a reconnect resends
 // nothing it already has; what is sent is then assumed held (a NACK does
-// not cause a resend).
+// not cause a resend). A held name now scoped away from the agent counts
+// only when the version named was in its scope (Server.entitled).
 func (s *Server) DeltaResources(stream mcpreadyv1.DiscoveryService_DeltaResourcesServer) error {
 	return serve(s, stream, stream.Recv, func(stream grpc.ServerStream, ns *nodeScope, k artifact.Kind, req *mcpreadyv1.DeltaResourcesRequest) (subscription, error) {
-		held := maps.Clone(req.GetInitialResourceVersions())
-		if held == nil {
-			held = map[string]string{}
+		held, err := s.entitled(stream.Context(), k, ns, req.GetInitialResourceVersions())
+		if err != nil {
+			return nil, err
 		}
 		sub := &deltaSub{s: s, stream: stream, ns: ns, kind: k, held: held}
 		return sub, sub.push()

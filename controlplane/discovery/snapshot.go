@@ -1,10 +1,15 @@
 package discovery
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/store"
@@ -33,6 +38,9 @@ type snapshot struct {
 
 // resource returns the live resource named name whatever its scope, or nil.
 func (s *snapshot) resource(name string) *resource {
+	if s == nil {
+		return nil
+	}
 	i, ok := slices.BinarySearchFunc(s.resources, name, func(r *resource, n string) int { return strings.Compare(r.pb.Name, n) })
 	if !ok {
 		return nil
@@ -85,4 +93,47 @@ func (s *snapshot) filter(ns *nodeScope, names []string) []*mcpreadyv1.Resource 
 		}
 	}
 	return out
+}
+
+// entitled returns held (name -> version an agent says it holds) without
+// the names whose current version is scoped away from ns, unless the
+// version the agent names was itself within ns's scope. Only an agent
+// that held a resource is sent its scoped-away successor (which is how it
+// learns to drop it); naming another tenant's resource gets nothing.
+func (s *Server) entitled(ctx context.Context, k artifact.Kind, ns *nodeScope, held map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(held))
+	sn := s.snapshot(k)
+	for name, v := range held {
+		if r := sn.resource(name); r != nil && !r.visibleTo(ns) {
+			ok, err := s.heldInScope(ctx, k, name, v, ns)
+			if err != nil {
+				return nil, status.Errorf(codes.Unavailable, "checking held %s %q: %v", k, name, err)
+			}
+			if !ok {
+				s.o.Logger.Warn("discovery: ignoring a held resource that was never in the agent's scope", "kind", k, "name", name, "version", v)
+				continue
+			}
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+// heldInScope reports whether revision version of (k, name) exists and
+// was scoped to ns.
+func (s *Server) heldInScope(ctx context.Context, k artifact.Kind, name, version string, ns *nodeScope) (bool, error) {
+	recs, err := s.st.History(ctx, k, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, r := range recs {
+		if strconv.FormatInt(r.Revision, 10) == version && !r.Deleted {
+			sc := nodelabel.ScopeOf(r.Labels)
+			return sc.Includes(ns), nil
+		}
+	}
+	return false, nil
 }

@@ -10,12 +10,14 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/mcpready/mcpready/controlplane/authz"
+	"github.com/mcpready/mcpready/nodelabel"
 )
 
 // TLSFiles are PEM files for a test mTLS setup under one directory.
@@ -88,6 +90,27 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 // f's CA, into the CA's directory; it returns the certificate and key files.
 func (f TLSFiles) Client(t testing.TB, cn string) (cert, key string) {
 	t.Helper()
+	return f.client(t, cn, nil)
+}
+
+// ClientLabelled is Client for a certificate that also binds node labels:
+// one URI SAN per value (nodelabel.CertURI).
+func (f TLSFiles) ClientLabelled(t testing.TB, cn string, labels map[nodelabel.Key][]string) (cert, key string) {
+	t.Helper()
+	var uris []*url.URL
+	for k, vs := range labels {
+		for _, v := range vs {
+			u, err := url.Parse(nodelabel.CertURI(k, v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			uris = append(uris, u)
+		}
+	}
+	return f.client(t, cn, uris)
+}
+
+func (f TLSFiles) client(t testing.TB, cn string, uris []*url.URL) (cert, key string) {
 	pair, err := tls.LoadX509KeyPair(f.CA, f.CAKey)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +122,7 @@ func (f TLSFiles) Client(t testing.TB, cn string) (cert, key string) {
 	k := newTLSKey(t)
 	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
 	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+		NotAfter: time.Now().Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature, URIs: uris}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, k.Public(), pair.PrivateKey)
 	if err != nil {
 		t.Fatal(err)
@@ -121,4 +144,44 @@ func (f TLSFiles) Client(t testing.TB, cn string) (cert, key string) {
 func Roles() []authz.Rule {
 	return []authz.Rule{{Match: "agent", Role: authz.RoleAdmin}, {Match: "agent", Role: authz.RoleAgent}, {Match: "agent", Role: authz.RoleReader},
 		{Match: "admin-*", Role: authz.RoleAdmin}, {Match: "reader-*", Role: authz.RoleReader}, {Match: "node-*", Role: authz.RoleAgent}}
+}
+
+// Pool is a certificate pool holding f's CA.
+func (f TLSFiles) Pool(t testing.TB) *x509.CertPool {
+	t.Helper()
+	ca, err := os.ReadFile(f.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		t.Fatal("testpki: no CA certificate in " + f.CA)
+	}
+	return pool
+}
+
+// ServerMTLS is the server side of f: its certificate, requiring client
+// certificates from its CA.
+func (f TLSFiles) ServerMTLS(t testing.TB) *tls.Config {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: f.Pool(t), ClientAuth: tls.RequireAndVerifyClientCert}
+}
+
+// ClientTLS is a client configuration trusting f's CA that presents the
+// certificate and key in certFile and keyFile (none when certFile is "").
+func (f TLSFiles) ClientTLS(t testing.TB, certFile, keyFile string) *tls.Config {
+	t.Helper()
+	cfg := &tls.Config{RootCAs: f.Pool(t)}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg
 }

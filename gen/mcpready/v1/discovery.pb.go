@@ -157,8 +157,15 @@ type StreamResourcesRequest struct {
 	// Set on NACK; version_info then names the version still in use.
 	ErrorDetail   *ErrorDetail `protobuf:"bytes,5,opt,name=error_detail,json=errorDetail,proto3" json:"error_detail,omitempty"`
 	ResourceNames []string     `protobuf:"bytes,6,rep,name=resource_names,json=resourceNames,proto3" json:"resource_names,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// On the first request of a type: the resources of that type the agent
+	// holds (name -> version), e.g. after a reconnect. The server then also
+	// sends the current version of a held resource that is now scoped away
+	// from the agent, so the agent sees from that signed version that it is
+	// no longer for it and drops it; only when the held version named was
+	// within the agent's scope (nothing else is sent out of scope).
+	HeldResourceVersions map[string]string `protobuf:"bytes,130,rep,name=held_resource_versions,json=heldResourceVersions,proto3" json:"held_resource_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *StreamResourcesRequest) Reset() {
@@ -229,6 +236,13 @@ func (x *StreamResourcesRequest) GetErrorDetail() *ErrorDetail {
 func (x *StreamResourcesRequest) GetResourceNames() []string {
 	if x != nil {
 		return x.ResourceNames
+	}
+	return nil
+}
+
+func (x *StreamResourcesRequest) GetHeldResourceVersions() map[string]string {
+	if x != nil {
+		return x.HeldResourceVersions
 	}
 	return nil
 }
@@ -494,14 +508,18 @@ const file_mcpready_v1_discovery_proto_rawDesc = "" +
 	"\x06bundle\x18\x04 \x01(\fR\x06bundle\";\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x88\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xc7\x03\n" +
 	"\x16StreamResourcesRequest\x12%\n" +
 	"\x04node\x18\x01 \x01(\v2\x11.mcpready.v1.NodeR\x04node\x12\x19\n" +
 	"\btype_url\x18\x02 \x01(\tR\atypeUrl\x12!\n" +
 	"\fversion_info\x18\x03 \x01(\tR\vversionInfo\x12%\n" +
 	"\x0eresponse_nonce\x18\x04 \x01(\tR\rresponseNonce\x12;\n" +
 	"\ferror_detail\x18\x05 \x01(\v2\x18.mcpready.v1.ErrorDetailR\verrorDetail\x12%\n" +
-	"\x0eresource_names\x18\x06 \x03(\tR\rresourceNames\"\xd9\x01\n" +
+	"\x0eresource_names\x18\x06 \x03(\tR\rresourceNames\x12t\n" +
+	"\x16held_resource_versions\x18\x82\x01 \x03(\v2=.mcpready.v1.StreamResourcesRequest.HeldResourceVersionsEntryR\x14heldResourceVersions\x1aG\n" +
+	"\x19HeldResourceVersionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd9\x01\n" +
 	"\x17StreamResourcesResponse\x12!\n" +
 	"\fversion_info\x18\x01 \x01(\tR\vversionInfo\x12\x19\n" +
 	"\btype_url\x18\x02 \x01(\tR\atypeUrl\x12\x14\n" +
@@ -544,7 +562,7 @@ func file_mcpready_v1_discovery_proto_rawDescGZIP() []byte {
 	return file_mcpready_v1_discovery_proto_rawDescData
 }
 
-var file_mcpready_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_mcpready_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_mcpready_v1_discovery_proto_goTypes = []any{
 	(*Resource)(nil),                // 0: mcpready.v1.Resource
 	(*ErrorDetail)(nil),             // 1: mcpready.v1.ErrorDetail
@@ -552,28 +570,30 @@ var file_mcpready_v1_discovery_proto_goTypes = []any{
 	(*StreamResourcesResponse)(nil), // 3: mcpready.v1.StreamResourcesResponse
 	(*DeltaResourcesRequest)(nil),   // 4: mcpready.v1.DeltaResourcesRequest
 	(*DeltaResourcesResponse)(nil),  // 5: mcpready.v1.DeltaResourcesResponse
-	nil,                             // 6: mcpready.v1.DeltaResourcesRequest.InitialResourceVersionsEntry
-	(*Node)(nil),                    // 7: mcpready.v1.Node
+	nil,                             // 6: mcpready.v1.StreamResourcesRequest.HeldResourceVersionsEntry
+	nil,                             // 7: mcpready.v1.DeltaResourcesRequest.InitialResourceVersionsEntry
+	(*Node)(nil),                    // 8: mcpready.v1.Node
 }
 var file_mcpready_v1_discovery_proto_depIdxs = []int32{
-	7,  // 0: mcpready.v1.StreamResourcesRequest.node:type_name -> mcpready.v1.Node
+	8,  // 0: mcpready.v1.StreamResourcesRequest.node:type_name -> mcpready.v1.Node
 	1,  // 1: mcpready.v1.StreamResourcesRequest.error_detail:type_name -> mcpready.v1.ErrorDetail
-	0,  // 2: mcpready.v1.StreamResourcesResponse.resources:type_name -> mcpready.v1.Resource
-	0,  // 3: mcpready.v1.StreamResourcesResponse.tombstones:type_name -> mcpready.v1.Resource
-	7,  // 4: mcpready.v1.DeltaResourcesRequest.node:type_name -> mcpready.v1.Node
-	1,  // 5: mcpready.v1.DeltaResourcesRequest.error_detail:type_name -> mcpready.v1.ErrorDetail
-	6,  // 6: mcpready.v1.DeltaResourcesRequest.initial_resource_versions:type_name -> mcpready.v1.DeltaResourcesRequest.InitialResourceVersionsEntry
-	0,  // 7: mcpready.v1.DeltaResourcesResponse.resources:type_name -> mcpready.v1.Resource
-	0,  // 8: mcpready.v1.DeltaResourcesResponse.tombstones:type_name -> mcpready.v1.Resource
-	2,  // 9: mcpready.v1.DiscoveryService.StreamResources:input_type -> mcpready.v1.StreamResourcesRequest
-	4,  // 10: mcpready.v1.DiscoveryService.DeltaResources:input_type -> mcpready.v1.DeltaResourcesRequest
-	3,  // 11: mcpready.v1.DiscoveryService.StreamResources:output_type -> mcpready.v1.StreamResourcesResponse
-	5,  // 12: mcpready.v1.DiscoveryService.DeltaResources:output_type -> mcpready.v1.DeltaResourcesResponse
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	6,  // 2: mcpready.v1.StreamResourcesRequest.held_resource_versions:type_name -> mcpready.v1.StreamResourcesRequest.HeldResourceVersionsEntry
+	0,  // 3: mcpready.v1.StreamResourcesResponse.resources:type_name -> mcpready.v1.Resource
+	0,  // 4: mcpready.v1.StreamResourcesResponse.tombstones:type_name -> mcpready.v1.Resource
+	8,  // 5: mcpready.v1.DeltaResourcesRequest.node:type_name -> mcpready.v1.Node
+	1,  // 6: mcpready.v1.DeltaResourcesRequest.error_detail:type_name -> mcpready.v1.ErrorDetail
+	7,  // 7: mcpready.v1.DeltaResourcesRequest.initial_resource_versions:type_name -> mcpready.v1.DeltaResourcesRequest.InitialResourceVersionsEntry
+	0,  // 8: mcpready.v1.DeltaResourcesResponse.resources:type_name -> mcpready.v1.Resource
+	0,  // 9: mcpready.v1.DeltaResourcesResponse.tombstones:type_name -> mcpready.v1.Resource
+	2,  // 10: mcpready.v1.DiscoveryService.StreamResources:input_type -> mcpready.v1.StreamResourcesRequest
+	4,  // 11: mcpready.v1.DiscoveryService.DeltaResources:input_type -> mcpready.v1.DeltaResourcesRequest
+	3,  // 12: mcpready.v1.DiscoveryService.StreamResources:output_type -> mcpready.v1.StreamResourcesResponse
+	5,  // 13: mcpready.v1.DiscoveryService.DeltaResources:output_type -> mcpready.v1.DeltaResourcesResponse
+	12, // [12:14] is the sub-list for method output_type
+	10, // [10:12] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_discovery_proto_init() }
@@ -588,7 +608,7 @@ func file_mcpready_v1_discovery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_discovery_proto_rawDesc), len(file_mcpready_v1_discovery_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,64 @@
+package artifact
+
+// Advisories: warnings about what an artifact means rather than which
+// fields it sets (Unenforced covers those). An advised artifact parses,
+// verifies and is stored; the advisory says that it binds less than it
+// seems to. apply prints them, the writer logs them when it stores one.
+
+import (
+	"fmt"
+	"slices"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// Advisory is one semantic warning about an artifact.
+type Advisory struct {
+	// Path is the spec field path it is about, e.g. "keys[0].evidenceIssuer".
+	Path string
+	// Message says what the artifact fails to bind and what to set.
+	Message string
+}
+
+func (a Advisory) String() string { return "spec." + a.Path + ": " + a.Message }
+
+// advisers are the semantic checks, per kind.
+var advisers = map[Kind]func(*Object) []Advisory{
+	KindTrustPolicy: adviseTrustPolicy,
+}
+
+// Advise returns o's advisories, in field order. An object whose spec is
+// nil (or of a kind without checks) has none.
+func Advise(o *Object) []Advisory {
+	if o == nil || o.Spec == nil || advisers[o.Kind] == nil {
+		return nil
+	}
+	return advisers[o.Kind](o)
+}
+
+// adviseTrustPolicy: a key that may sign Evidence without evidenceIssuer
+// may state any provenance.issuer, and without independence any
+// observer.independence, so a Policy's acceptedIssuers and
+// requiredIndependence do not constrain what it signs (sign.Trust binds a
+// claim only to what the grant names). A revoked grant signs nothing.
+func adviseTrustPolicy(o *Object) []Advisory {
+	tp, ok := o.Spec.(*mcpreadyv1.TrustPolicy)
+	if !ok {
+		return nil
+	}
+	var out []Advisory
+	for i, kg := range tp.GetKeys() {
+		if kg.GetRevoked() || !slices.ContainsFunc(kg.GetKinds(), func(k string) bool { return k == "*" || k == string(KindEvidence) }) {
+			continue
+		}
+		if kg.GetEvidenceIssuer() == "" {
+			out = append(out, Advisory{Path: fmt.Sprintf("keys[%d].evidenceIssuer", i),
+				Message: fmt.Sprintf("key %q may sign Evidence but binds no issuer: its Evidence may state any provenance.issuer, so acceptedIssuers does not constrain it; set evidenceIssuer", kg.GetName())})
+		}
+		if kg.GetIndependence() == "" {
+			out = append(out, Advisory{Path: fmt.Sprintf("keys[%d].independence", i),
+				Message: fmt.Sprintf("key %q may sign Evidence but binds no independence: its Evidence may state any observer.independence, so requiredIndependence does not constrain it; set independence", kg.GetName())})
+		}
+	}
+	return out
+}
