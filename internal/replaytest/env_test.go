@@ -1,0 +1,442 @@
+package replaytest_test
+
+import (
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mcpready/mcpready/agent/subscribe"
+	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane"
+	"github.com/mcpready/mcpready/controlplane/authz"
+	"github.com/mcpready/mcpready/controlplane/store"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/etcdtest"
+	"github.com/mcpready/mcpready/internal/safebuf"
+	"github.com/mcpready/mcpready/internal/testpki"
+	"github.com/mcpready/mcpready/sign"
+)
+
+// node is the agent's node id; its client certificate names it, and
+// testpki's Agent key is granted DriftReport for it.
+const node = "host-1"
+
+// roles: "admin-*" apply and delete, "reader-*" read, "host-*" are agents
+// (node id: the certificate name).
+var roles = []authz.Rule{{Match: "admin-*", Role: authz.RoleAdmin}, {Match: "reader-*", Role: authz.RoleReader}, {Match: "host-*", Role: authz.RoleAgent}}
+
+// env is one control plane on its own etcd, and the clients of the suite.
+type env struct {
+	t     *testing.T
+	pki   *testpki.PKI
+	files testpki.TLSFiles
+	pool  *x509.CertPool
+	srv   *controlplane.Server
+	reg   *prometheus.Registry
+	log   *safebuf.Buffer
+	etcd  *clientv3.Client
+	// hostile writes straight into the control plane's etcd, past the
+	// write path: a compromised control plane or etcd.
+	hostile *store.Store
+	admin   mcpreadyv1.AdminServiceClient
+	// head is the TrustPolicy bundle last accepted by Admin (what the
+	// next one supersedes).
+	head []byte
+}
+
+func start(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, pki: testpki.New(t), files: testpki.TLS(t, t.TempDir()), reg: prometheus.NewRegistry(), log: &safebuf.Buffer{}}
+	cli, m := etcdtest.Etcd(t)
+	e.etcd, e.hostile = cli, store.New(cli, store.Options{})
+	e.pool = x509.NewCertPool()
+	ca, err := os.ReadFile(e.files.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pool.AppendCertsFromPEM(ca)
+	srvCert, err := tls.LoadX509KeyPair(e.files.ServerCert, e.files.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", EtcdEndpoints: []string{m.ClientURL}, Root: e.pki.Root.Public(),
+		TLS:   &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: e.pool, ClientAuth: tls.RequireAndVerifyClientCert},
+		Roles: roles, Registry: e.reg, Debounce: 10 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("control plane: %v", err)
+		}
+	})
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("control plane: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("control plane not ready")
+	}
+	e.srv = s
+	e.admin = mcpreadyv1.NewAdminServiceClient(e.dial("admin-ops"))
+	e.apply(e.pki.TrustPolicy)
+	t.Cleanup(func() { e.noSecrets(e.log.String()) })
+	return e
+}
+
+// dial connects with a fresh client certificate named cn.
+func (e *env) dial(cn string) *grpc.ClientConn {
+	e.t.Helper()
+	certFile, keyFile := e.files.Client(e.t, cn)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c, err := grpc.NewClient(e.srv.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: e.pool, Certificates: []tls.Certificate{cert}})))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// apply applies b as the admin and fails the test when it is refused.
+func (e *env) apply(b []byte) {
+	e.t.Helper()
+	if _, err := e.admin.Apply(ctx(e.t), &mcpreadyv1.ApplyRequest{Bundle: b}); err != nil {
+		e.t.Fatalf("apply: %v", err)
+	}
+	if o, err := sign.Peek(b); err == nil && o.Kind == artifact.KindTrustPolicy {
+		e.head = b
+	}
+}
+
+// nameOf is the name the suite gives an artifact of kind k.
+func nameOf(k artifact.Kind) string {
+	if k == artifact.KindTrustPolicy {
+		return "test/trust"
+	}
+	return "org/" + strings.ToLower(string(k))
+}
+
+// signerOf is the key that signs the suite's artifacts of kind k.
+func (e *env) signerOf(k artifact.Kind) crypto.Signer {
+	if k == artifact.KindTrustPolicy {
+		return e.pki.Root
+	}
+	return e.pki.Org
+}
+
+// version signs an artifact of kind k (named nameOf(k)) at version; salt
+// changes its content, a non-zero expires sets provenance.expiresAt. A
+// TrustPolicy keeps testpki's grants and supersedes e.head.
+func (e *env) version(k artifact.Kind, version, salt string, expires time.Time) []byte {
+	e.t.Helper()
+	return e.versionBy(k, version, salt, expires, e.signerOf(k))
+}
+
+func (e *env) versionBy(k artifact.Kind, version, salt string, expires time.Time, signer crypto.Signer) []byte {
+	e.t.Helper()
+	pv := &mcpreadyv1.Provenance{Issuer: "test" + salt, Version: version, IssuedAt: timestamppb.Now()}
+	if !expires.IsZero() {
+		pv.ExpiresAt = timestamppb.New(expires)
+	}
+	var spec proto.Message
+	if k == artifact.KindTrustPolicy {
+		v, err := sign.Peek(e.pki.TrustPolicy)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		tp := proto.Clone(v.Spec).(*mcpreadyv1.TrustPolicy)
+		tp.Supersedes = testpki.RefOf(e.t, e.head)
+		spec = tp
+	}
+	return testpki.Sign(e.t, testpki.Versioned(k, nameOf(k), spec, pv), signer)
+}
+
+// history is the number of stored revisions of (k, name).
+func (e *env) history(k artifact.Kind, name string) int {
+	e.t.Helper()
+	h, err := e.hostile.History(ctx(e.t), k, name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return len(h)
+}
+
+// etcdRevision is etcd's current revision: any write raises it.
+func (e *env) etcdRevision() int64 {
+	e.t.Helper()
+	r, err := e.etcd.Get(ctx(e.t), "/mcpready/v1/latest/", clientv3.WithCountOnly())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r.Header.Revision
+}
+
+// plant stores bundle as the latest revision of (k, name) straight in
+// etcd, as a compromised control plane or etcd can: the store's own
+// rollback check is passed with a made-up version, so what reaches the
+// agents is theirs to refuse.
+func (e *env) plant(k artifact.Kind, name string, bundle []byte, deleted bool) {
+	e.t.Helper()
+	held := ""
+	if r, err := e.hostile.Get(ctx(e.t), k, name); err == nil {
+		held = r.HighWater
+	}
+	rec := store.Record{Kind: k, Name: name, Bundle: bundle, Deleted: deleted}
+	if !deleted {
+		rec.Version = artifact.NextVersion(held)
+	}
+	if _, _, err := e.hostile.Put(ctx(e.t), rec); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// counter is the value of the counter name with labels (0 when absent).
+func (e *env) counter(name string, labels map[string]string) float64 {
+	e.t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			n := 0
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v == l.GetValue() {
+					n++
+				}
+			}
+			if n == len(labels) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// noSecrets fails the test when a log holds private key material: the
+// signing keys of the test PKI (PKCS #8, base64 or PEM) or the TLS keys.
+func (e *env) noSecrets(logs ...string) {
+	e.t.Helper()
+	var secrets []string
+	for _, k := range []crypto.Signer{e.pki.Root, e.pki.Org, e.pki.Provider, e.pki.Observer, e.pki.Agent} {
+		der, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		secrets = append(secrets, base64.StdEncoding.EncodeToString(der)[:40], base64.RawURLEncoding.EncodeToString(der)[:40], fmt.Sprintf("%x", der)[:40])
+	}
+	for _, f := range []string{e.files.ServerKey, e.files.ClientKey, e.files.CAKey} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		blk, _ := pem.Decode(b)
+		secrets = append(secrets, base64.StdEncoding.EncodeToString(blk.Bytes)[:40])
+	}
+	for _, l := range logs {
+		if strings.Contains(l, "PRIVATE KEY") {
+			e.t.Error("a log holds a PEM private key")
+		}
+		for _, s := range secrets {
+			if strings.Contains(l, s) {
+				e.t.Errorf("a log holds private key material (%s...)", s[:8])
+			}
+		}
+	}
+}
+
+// agent is one real subscribing agent with its last-known-good file.
+type agent struct {
+	e      *env
+	c      *subscribe.Client
+	lkg    string
+	log    *safebuf.Buffer
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startAgent starts an agent on the Discovery stream over mTLS (as
+// certificate "host-1"), after loading lkg (in dir).
+func (e *env) startAgent(dir string) *agent {
+	e.t.Helper()
+	a := &agent{e: e, lkg: filepath.Join(dir, "lkg.json"), log: &safebuf.Buffer{}, done: make(chan struct{})}
+	c, err := subscribe.New(subscribe.Options{Conn: e.dial(node), Root: e.pki.Root.Public(), Node: &mcpreadyv1.Node{Id: node}, LKGPath: a.lkg,
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(a.log, nil))})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := c.Load(); err != nil {
+		e.t.Fatalf("load: %v", err)
+	}
+	a.c = c
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	go func() { _ = c.Run(ctx); close(a.done) }()
+	e.t.Cleanup(a.stop)
+	e.t.Cleanup(func() { e.noSecrets(a.log.String()) })
+	return a
+}
+
+// stop ends the agent (a restart is stop, then startAgent on its dir).
+func (a *agent) stop() {
+	a.cancel()
+	<-a.done
+}
+
+// held is the signed version the agent holds for (k, name), "" for an
+// unversioned one and "<none>" when it holds nothing; its bundle too.
+func (a *agent) held(k artifact.Kind, name string) (string, []byte) {
+	s := a.c.Snapshot()
+	if k == artifact.KindTrustPolicy {
+		if s.Trust == nil {
+			return "<none>", nil
+		}
+		r := s.Get(k, s.Trust.Ref().Name)
+		return s.Trust.Policy().Object.Version(), r.Bundle
+	}
+	r := s.Get(k, name)
+	if r == nil {
+		return "<none>", nil
+	}
+	return r.Verified.Object.Version(), r.Bundle
+}
+
+// waitHeld waits until the agent holds exactly bundle for (k, name).
+func (a *agent) waitHeld(k artifact.Kind, name string, bundle []byte) {
+	a.e.t.Helper()
+	a.wait(fmt.Sprintf("%s %q installed", k, name), func() bool { _, b := a.held(k, name); return string(b) == string(bundle) })
+}
+
+func (a *agent) wait(what string, cond func() bool) {
+	a.e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			a.e.t.Fatalf("timed out waiting for %s; agent log:\n%s", what, a.log.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// nacks counts the agent's NACK log lines whose error contains every one
+// of words.
+func (a *agent) nacks(words ...string) int {
+	n := 0
+	for line := range strings.SplitSeq(a.log.String(), "\n") {
+		var l struct {
+			Msg string `json:"msg"`
+			Err string `json:"err"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "sync: NACK" {
+			continue
+		}
+		ok := true
+		for _, w := range words {
+			ok = ok && strings.Contains(l.Err, w)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+// refuses runs attack and waits for one more NACK naming words.
+func (a *agent) refuses(what string, attack func(), words ...string) {
+	a.e.t.Helper()
+	before := a.nacks(words...)
+	attack()
+	a.wait(what+": NACK "+strings.Join(words, " "), func() bool { return a.nacks(words...) > before })
+}
+
+// lkgHolds reports whether the agent's last-known-good file holds bundle.
+func (a *agent) lkgHolds(bundle []byte) bool {
+	data, err := os.ReadFile(a.lkg)
+	if err != nil {
+		return false
+	}
+	var f struct {
+		Resources []struct {
+			Bundle []byte `json:"bundle"`
+		} `json:"resources"`
+	}
+	if json.Unmarshal(data, &f) != nil {
+		return false
+	}
+	for _, r := range f.Resources {
+		if string(r.Bundle) == string(bundle) {
+			return true
+		}
+	}
+	return false
+}
+
+// acks is how many answers of result ("ack", "nack") the control plane
+// received from agents for kind k.
+func (e *env) acks(k artifact.Kind, result string) float64 {
+	return e.counter("mcpready_discovery_acks_total", map[string]string{"type_url": k.TypeURL(), "result": result})
+}
+
+// answered runs attack and waits until the control plane received one
+// more answer (ACK or NACK) for kind k: the agent has processed it.
+func (a *agent) answered(k artifact.Kind, what string, attack func()) {
+	a.e.t.Helper()
+	before := a.e.acks(k, "ack") + a.e.acks(k, "nack")
+	attack()
+	a.wait(what+": answered", func() bool { return a.e.acks(k, "ack")+a.e.acks(k, "nack") > before })
+}
+
+// logged counts the control plane's log lines with message msg whose
+// attributes include attrs.
+func (e *env) logged(msg string, attrs map[string]string) int {
+	n := 0
+	for line := range strings.SplitSeq(e.log.String(), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) != nil || l["msg"] != msg {
+			continue
+		}
+		ok := true
+		for k, v := range attrs {
+			ok = ok && fmt.Sprint(l[k]) == v
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
