@@ -5,7 +5,9 @@ package subscribe
 // is installed only when artifact.CheckNewer accepts it against its mark
 // (strictly newer, or the very bundle the mark came from) and
 // artifact.CheckExpiry accepts it; a removal keeps the mark, so a removed
-// artifact comes back only at a newer version.
+// artifact comes back only at a newer version. A removal carrying a
+// signed tombstone for the exact version held marks it deleted: then not
+// even the very bundle it came from is accepted again.
 //
 // The marks are kept in their own file (Options.HighWaterPath, by default
 // the last known good path + ".versions"), written atomically before the
@@ -32,16 +34,18 @@ import (
 type mark struct {
 	Version string `json:"version"`
 	Digest  string `json:"digest"`
+	// Deleted: a signed tombstone removed this exact version.
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 type marks map[artifact.Kind]map[string]mark
 
-// raise sets the mark of (k, name) to m when m is higher; it reports
-// whether anything changed.
+// raise sets the mark of (k, name) to m when m is higher, or when it
+// marks the same version deleted; it reports whether anything changed.
 func (ms marks) raise(k artifact.Kind, name string, m mark) bool {
 	cur, ok := ms[k][name]
 	if ok {
-		if c, err := artifact.CompareVersions(m.Version, cur.Version); err != nil || c <= 0 {
+		if c, err := artifact.CompareVersions(m.Version, cur.Version); err != nil || c < 0 || (c == 0 && (!m.Deleted || cur.Deleted)) {
 			return false
 		}
 	}
@@ -115,16 +119,19 @@ func (c *Client) fresh(r *Resource, now time.Time) error {
 		return fmt.Errorf("%w: %w", ErrRejected, err)
 	}
 	held, ok := c.marks[r.Kind][r.Name]
+	if held.Deleted {
+		held.Digest = "" // deleted by a signed tombstone: the same bundle is a rollback too
+	}
 	if err := artifact.CheckNewer(r.Kind, r.Name, obj.Version(), artifact.Digest(r.Bundle), held.Version, held.Digest, ok); err != nil {
 		return fmt.Errorf("%w: %w", ErrRejected, err)
 	}
 	return nil
 }
 
-// raiseMarks raises the marks to the versions res holds and, when any
-// rose, writes them (merged with the file) before anything is published.
-// c.mu must be held.
-func (c *Client) raiseMarks(res map[artifact.Kind]map[string]*Resource) error {
+// raiseMarks raises the marks to the versions res holds, marks deleted
+// the ones a signed tombstone removed and, when any changed, writes them
+// (merged with the file) before anything is published. c.mu must be held.
+func (c *Client) raiseMarks(res map[artifact.Kind]map[string]*Resource, deleted []*Resource) error {
 	next := marks{}
 	for k, m := range c.marks {
 		for n, v := range m {
@@ -137,6 +144,11 @@ func (c *Client) raiseMarks(res map[artifact.Kind]map[string]*Resource) error {
 			if next.raise(k, n, mark{Version: r.Verified.Object.Version(), Digest: artifact.Digest(r.Bundle)}) {
 				changed = true
 			}
+		}
+	}
+	for _, r := range deleted {
+		if next.raise(r.Kind, r.Name, mark{Version: r.Verified.Object.Version(), Digest: artifact.Digest(r.Bundle), Deleted: true}) {
+			changed = true
 		}
 	}
 	if !changed {

@@ -169,11 +169,12 @@ func (c *Client) kinds() []artifact.Kind {
 	return append([]artifact.Kind{artifact.KindTrustPolicy}, c.opts.Kinds...)
 }
 
-// install raises the high-water marks to res, then publishes it as the
-// new snapshot; nothing is published when the marks cannot be persisted.
+// install raises the high-water marks to res (and marks deleted the held
+// resources a signed tombstone removed), then publishes it as the new
+// snapshot; nothing is published when the marks cannot be persisted.
 // c.mu must be held.
-func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Resource) error {
-	if err := c.raiseMarks(res); err != nil {
+func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Resource, deleted ...*Resource) error {
+	if err := c.raiseMarks(res, deleted); err != nil {
 		c.opts.Logger.Error("sync: not installing", "err", err)
 		return err
 	}
@@ -333,12 +334,17 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		}
 	}
 	var refused error
+	var deleted []*Resource // removed with a signed tombstone: never again at that version
 	for _, n := range removed {
 		delete(c.parked[k], n)
-		if h := res[k][n]; h != nil && tombstoned[k] {
-			if err := checkRemoval(snap.Trust, h, tombstones, now); err != nil {
+		if h := res[k][n]; h != nil {
+			err := checkRemoval(snap.Trust, h, tombstones, now)
+			if err != nil && tombstoned[k] {
 				refused = errors.Join(refused, err)
 				continue
+			}
+			if err == nil {
+				deleted = append(deleted, h)
 			}
 		}
 		delete(res[k], n)
@@ -351,7 +357,7 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		res[k][v.Name] = v
 		delete(c.parked[k], v.Name)
 	}
-	if err := c.install(snap.Trust, res); err != nil {
+	if err := c.install(snap.Trust, res, deleted...); err != nil {
 		return err
 	}
 	return errors.Join(refused, leftOut)
