@@ -349,7 +349,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	lc, err := lifecycle.New(lifecycle.Options{Writer: w, Signer: s.o.ObserverKey, Logger: s.o.Logger})
+	lc, err := lifecycle.New(lifecycle.Options{Writer: w, Signer: s.o.ObserverKey, Logger: s.o.Logger, Registerer: s.reg})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -2,33 +2,44 @@
 // chain. It runs a real control plane (controlplane.Server on embedded
 // etcd, gRPC with mTLS certificates from internal/testpki and the admin,
 // agent and reader roles of controlplane/authz) and real subscribing
-// agents (agent/subscribe over the Discovery stream), and replays every
-// signed artifact kind at every older version against both sides:
+// agents (agent/subscribe over the incremental Discovery stream), and
+// replays every signed artifact kind at every older version against both
+// sides:
 //
-//   - the control plane's Apply must refuse each replay with its typed
-//     reason (rollback, expired) and store nothing (history and etcd
-//     revision unchanged), counting and logging the refusal;
-//   - an agent fed the same bundles by a hostile control plane (written
-//     straight into etcd, past the write path) must NACK each with its
-//     reason and keep the version it holds, also after a restart, with its
-//     last-known-good file rewritten to an older signed set, or with its
-//     high-water marks file deleted;
-//   - nothing revoked comes back: after a TrustPolicy rotation revokes a
-//     key, every older TrustPolicy and everything the revoked key signed
-//     is refused on both sides;
-//   - tombstones delete only the exact version and digest they name, a
-//     replayed one deletes nothing, and an unsigned removal of a Policy is
-//     refused by the agent;
-//   - drift reports naming an older entry revision, stale or unsigned are
-//     refused and create nothing;
-//   - calls without the role for an RPC are refused and store nothing.
-//     The full matrix of every RPC against every wrong role (and an agent
-//     naming another node) is controlplane/authz's
+//   - TestReplayEveryKindBothSides: versions 1..4 of TrustPolicy,
+//     Declaration, RegistryEntry, Policy and Evidence, then every older
+//     version, the held version with other content, an unversioned and a
+//     newer but expired one. The control plane's Apply refuses each with
+//     its typed reason (rollback, expired) and stores nothing (history and
+//     etcd revision unchanged), logging and counting it. Planted straight
+//     into etcd, past the write path (a compromised control plane or
+//     etcd), each reaches the agent, which NACKs it with its reason and
+//     keeps version 4 (the control plane counts the NACKs), also after a
+//     restart, with its high-water marks file deleted, and with its
+//     last-known-good file rewritten to the signed set it held at version 2.
+//   - TestNothingRevokedComesBack: a TrustPolicy rotation revokes the org
+//     key (and a rotation to a new name follows); every older TrustPolicy
+//     and everything the revoked key signed, older and newer, is refused
+//     on both sides, before and after an agent restart.
+//   - TestTombstoneReplayBothSides: tombstones delete only the exact
+//     version and digest they name; replayed, or for an older version,
+//     they delete nothing; unsigned removals of a Policy or a TrustPolicy
+//     are refused by the agent; a deleted version never comes back.
+//   - TestDriftReportReplay: drift reports about an older entry revision,
+//     stale, expired, unsigned, signed by the wrong key or about another
+//     node are refused, counted and logged and create nothing; the genuine
+//     one replayed changes nothing, a flood is rate-limited, and the
+//     entry's earlier versions cannot lift the suspension.
+//   - TestWrongRoleStoresNothing: writes by callers without the admin role
+//     store nothing and are counted. The matrix of every RPC against every
+//     wrong role (and an agent naming another node) is controlplane/authz's
 //     TestEveryRPCEveryWrongRole; controlplane's TestCallersNeedTheirRole
-//     runs the same refusals against the real server. This suite adds that
-//     a refused write stores nothing and is counted.
+//     runs the same refusals against the real server.
+//   - TestEveryKindIsReplayed fails when artifact gains a kind no test of
+//     the suite replays (a ReceiptBatch, unversioned, is chained instead:
+//     controlplane/ingest's TestRejectsBadBatches).
 //
-// Logs of both sides are captured and searched for key material.
+// Every test searches the logs of both sides for key material.
 //
 // Shipped code must not import this package (it has no non-test code).
 package replaytest

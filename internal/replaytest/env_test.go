@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/authz"
 	"github.com/mcpready/mcpready/controlplane/store"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/cprun"
 	"github.com/mcpready/mcpready/internal/etcdtest"
 	"github.com/mcpready/mcpready/internal/safebuf"
 	"github.com/mcpready/mcpready/internal/testpki"
@@ -64,6 +66,13 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith is start with the control plane's options changed by opts
+// (given the env, whose test PKI is made).
+func startWith(t *testing.T, opts func(*env, *controlplane.Options)) *env {
+	t.Helper()
 	e := &env{t: t, pki: testpki.New(t), files: testpki.TLS(t, t.TempDir()), reg: prometheus.NewRegistry(), log: &safebuf.Buffer{}}
 	cli, m := etcdtest.Etcd(t)
 	e.etcd, e.hostile = cli, store.New(cli, store.Options{})
@@ -77,29 +86,13 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", EtcdEndpoints: []string{m.ClientURL}, Root: e.pki.Root.Public(),
+	o := controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", EtcdEndpoints: []string{m.ClientURL}, Root: e.pki.Root.Public(),
 		TLS:   &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: e.pool, ClientAuth: tls.RequireAndVerifyClientCert},
-		Roles: roles, Registry: e.reg, Debounce: 10 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
+		Roles: roles, Registry: e.reg, Debounce: 10 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if opts != nil {
+		opts(e, &o)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("control plane: %v", err)
-		}
-	})
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		t.Fatalf("control plane: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("control plane not ready")
-	}
-	e.srv = s
+	e.srv = cprun.Start(t, o)
 	e.admin = mcpreadyv1.NewAdminServiceClient(e.dial("admin-ops"))
 	e.apply(e.pki.TrustPolicy)
 	t.Cleanup(func() { e.noSecrets(e.log.String()) })
@@ -182,6 +175,19 @@ func (e *env) versionBy(k artifact.Kind, version, salt string, expires time.Time
 	return testpki.Sign(e.t, testpki.Versioned(k, nameOf(k), spec, pv), signer)
 }
 
+// publish applies versions 1..versions of kind k (not TrustPolicy)
+// through Admin and returns them (vs[i] is version i+1).
+func (e *env) publish(k artifact.Kind) [][]byte {
+	e.t.Helper()
+	var vs [][]byte
+	for i := 1; i <= versions; i++ {
+		b := e.version(k, strconv.Itoa(i), "", time.Time{})
+		e.apply(b)
+		vs = append(vs, b)
+	}
+	return vs
+}
+
 // history is the number of stored revisions of (k, name).
 func (e *env) history(k artifact.Kind, name string) int {
 	e.t.Helper()
@@ -192,8 +198,21 @@ func (e *env) history(k artifact.Kind, name string) int {
 	return len(h)
 }
 
-// etcdRevision is etcd's current revision: any write raises it.
+// etcdRevision is etcd's current revision once it has not moved for
+// 100ms (the lifecycle records applied revisions asynchronously): any
+// write raises it.
 func (e *env) etcdRevision() int64 {
+	e.t.Helper()
+	last := e.rawRevision()
+	for stable := time.Now(); time.Since(stable) < 100*time.Millisecond; time.Sleep(10 * time.Millisecond) {
+		if r := e.rawRevision(); r != last {
+			last, stable = r, time.Now()
+		}
+	}
+	return last
+}
+
+func (e *env) rawRevision() int64 {
 	e.t.Helper()
 	r, err := e.etcd.Get(ctx(e.t), "/mcpready/v1/latest/", clientv3.WithCountOnly())
 	if err != nil {
@@ -376,12 +395,13 @@ func (a *agent) nacks(words ...string) int {
 	return n
 }
 
-// refuses runs attack and waits for one more NACK naming words.
-func (a *agent) refuses(what string, attack func(), words ...string) {
+// refuses runs attack and waits for one more NACK of kind k naming
+// words, and for the control plane to have received it.
+func (a *agent) refuses(k artifact.Kind, what string, attack func(), words ...string) {
 	a.e.t.Helper()
-	before := a.nacks(words...)
+	before, counted := a.nacks(words...), a.e.acks(k, "nack")
 	attack()
-	a.wait(what+": NACK "+strings.Join(words, " "), func() bool { return a.nacks(words...) > before })
+	a.wait(what+": NACK "+strings.Join(words, " "), func() bool { return a.nacks(words...) > before && a.e.acks(k, "nack") > counted })
 }
 
 // lkgHolds reports whether the agent's last-known-good file holds bundle.

@@ -156,7 +156,7 @@ func TestReplayEveryKindBothSides(t *testing.T) {
 			// (b) a hostile control plane serves each replay to the agent
 			nacked := e.counter("mcpready_discovery_acks_total", map[string]string{"type_url": k.TypeURL(), "result": "nack"})
 			for _, r := range attacks {
-				a.refuses("agent, "+r.label, func() { e.plant(k, name, r.bundle, false) }, r.words...)
+				a.refuses(k, "agent, "+r.label, func() { e.plant(k, name, r.bundle, false) }, r.words...)
 				if v, b := a.held(k, name); string(b) != string(latest) {
 					t.Fatalf("agent, %s: holds version %q, want version %d kept", r.label, v, versions)
 				}
@@ -171,7 +171,7 @@ func TestReplayEveryKindBothSides(t *testing.T) {
 			if v, b := a.held(k, name); string(b) != string(latest) {
 				t.Fatalf("restart: holds version %q, want %d", v, versions)
 			}
-			a.refuses("after a restart, version 1", func() { e.plant(k, name, vs[0], false) }, attacks[0].words...)
+			a.refuses(k, "after a restart, version 1", func() { e.plant(k, name, vs[0], false) }, attacks[0].words...)
 			a.stop()
 			if err := os.Remove(a.lkg + ".versions"); err != nil {
 				t.Fatal(err)
@@ -180,7 +180,7 @@ func TestReplayEveryKindBothSides(t *testing.T) {
 			if v, b := a.held(k, name); string(b) != string(latest) {
 				t.Fatalf("restart without the marks file: holds version %q, want %d", v, versions)
 			}
-			a.refuses("without the marks file, version 2", func() { e.plant(k, name, vs[1], false) }, attacks[1].words...)
+			a.refuses(k, "without the marks file, version 2", func() { e.plant(k, name, vs[1], false) }, attacks[1].words...)
 			a.stop()
 			if err := os.WriteFile(a.lkg, lkgAt2, 0o600); err != nil {
 				t.Fatal(err)
@@ -189,7 +189,7 @@ func TestReplayEveryKindBothSides(t *testing.T) {
 			if v, _ := a.held(k, name); v != "<none>" && v != strconv.Itoa(versions) {
 				t.Fatalf("a last-known-good file rewritten at version 2 rolled the agent back to version %q", v)
 			}
-			a.refuses("rewritten last-known-good file, version 1", func() { e.plant(k, name, vs[0], false) }, attacks[0].words...)
+			a.refuses(k, "rewritten last-known-good file, version 1", func() { e.plant(k, name, vs[0], false) }, attacks[0].words...)
 			if v, _ := a.held(k, name); v != "<none>" && v != strconv.Itoa(versions) {
 				t.Fatalf("rewritten last-known-good file: holds version %q", v)
 			}

@@ -123,7 +123,7 @@ func TestNothingRevokedComesBack(t *testing.T) {
 		}
 		for k, bs := range revokedKey {
 			for _, b := range bs {
-				a.refuses(string(k)+" of the revoked key", func() { e.plant(k, nameOf(k), b, false) }, string(k), string(sign.ReasonKeyRevoked))
+				a.refuses(k, string(k)+" of the revoked key", func() { e.plant(k, nameOf(k), b, false) }, string(k), string(sign.ReasonKeyRevoked))
 				if _, held := a.held(k, nameOf(k)); string(held) != string(byOrg2[k]) {
 					t.Fatalf("round %d: %s signed by the revoked key replaced version 4", round, k)
 				}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strconv"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,7 +30,8 @@ func (e *env) tombstoneFor(k artifact.Kind, version string, digestOf []byte) []b
 // kind-not-allowed) and stores nothing; planted straight into etcd as
 // deletions, the agent NACKs each and keeps version 4. An unsigned
 // removal (a bare delta removal, a full set that omits the Policy, a
-// deletion record whose tombstone is not signed) is refused too. The exact
+// deletion record whose tombstone is not signed) is refused too, and a
+// TrustPolicy is not removed even with its exact tombstone. The exact
 // tombstone for version 4 deletes it on both sides; replayed, it deletes
 // nothing more, and version 4 and every older one stay refused, also after
 // an agent restart.
@@ -40,12 +40,7 @@ func TestTombstoneReplayBothSides(t *testing.T) {
 	dir := t.TempDir()
 	a := e.startAgent(dir)
 	k, name := artifact.KindPolicy, nameOf(artifact.KindPolicy)
-	var vs [][]byte
-	for i := 1; i <= versions; i++ {
-		b := e.version(k, strconv.Itoa(i), "", time.Time{})
-		e.apply(b)
-		vs = append(vs, b)
-	}
+	vs := e.publish(k)
 	latest := vs[versions-1]
 	a.waitHeld(k, name, latest)
 	type attack struct {
@@ -80,7 +75,7 @@ func TestTombstoneReplayBothSides(t *testing.T) {
 	}
 	unsigned := []byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json"}`)
 	for _, at := range append(attacks, attack{"an unsigned tombstone", "", unsigned}) {
-		a.refuses("agent, "+at.label, func() { e.plant(k, name, at.bundle, true) }, "Policy", strconv.Quote(name), "tombstone", at.reason)
+		a.refuses(k, "agent, "+at.label, func() { e.plant(k, name, at.bundle, true) }, "Policy", strconv.Quote(name), "tombstone", at.reason)
 		if _, b := a.held(k, name); string(b) != string(latest) {
 			t.Fatalf("agent, %s: version 4 removed", at.label)
 		}
@@ -95,6 +90,19 @@ func TestTombstoneReplayBothSides(t *testing.T) {
 	}
 	if _, b := a.held(k, name); string(b) != string(latest) {
 		t.Fatal("an unsigned removal removed version 4")
+	}
+
+	// a TrustPolicy is never removed, not even with its exact tombstone
+	tpTomb := testpki.Tombstone(t, e.pki.TrustPolicy, "retired", e.pki.Root)
+	if _, err := e.admin.Delete(ctx(t), &mcpreadyv1.DeleteRequest{Tombstone: tpTomb}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("control plane, deleting the TrustPolicy: %v", err)
+	}
+	for _, b := range [][]byte{tpTomb, unsigned} {
+		a.refuses(artifact.KindTrustPolicy, "agent, removing the TrustPolicy", func() { e.plant(artifact.KindTrustPolicy, "test/trust", b, true) }, "TrustPolicy")
+		if _, held := a.held(artifact.KindTrustPolicy, ""); string(held) != string(e.pki.TrustPolicy) {
+			t.Fatal("a removal took the agent's TrustPolicy")
+		}
+		a.answered(artifact.KindTrustPolicy, "the TrustPolicy again", func() { e.plant(artifact.KindTrustPolicy, "test/trust", e.pki.TrustPolicy, false) })
 	}
 
 	// the exact tombstone deletes; replayed, nothing more
@@ -117,7 +125,7 @@ func TestTombstoneReplayBothSides(t *testing.T) {
 	}
 	for round := range 2 {
 		for i, b := range vs {
-			a.refuses("agent, version "+strconv.Itoa(i+1)+" after the deletion", func() { e.plant(k, name, b, false) }, "rollback", "Policy")
+			a.refuses(k, "agent, version "+strconv.Itoa(i+1)+" after the deletion", func() { e.plant(k, name, b, false) }, "rollback", "Policy")
 			if v, _ := a.held(k, name); v != "<none>" {
 				t.Fatalf("round %d: the deleted Policy came back at version %q", round, v)
 			}
