@@ -11,7 +11,8 @@
 // provenance.version is not newer than the highest installed for its kind
 // and name, or whose provenance.expiresAt has passed, is NACKed with the
 // reason (artifact.ReasonRollback, artifact.ReasonExpired) and the
-// previous version is kept. The high-water marks are persisted beside the
+// previous version is kept. Every NACK is logged and counted by type and
+// reason (mcpready_agent_discovery_nacks_total). The high-water marks are persisted beside the
 // last known good configuration and only ever raised (see highwater.go).
 //
 // At install it logs, once per installed version, every artifact that sets
@@ -33,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
@@ -98,6 +100,9 @@ type Options struct {
 	// verify yet (until a TrustPolicy arrives that verifies them); zero
 	// means DefaultMaxParked. Beyond it they are dropped.
 	MaxParked int
+	// Registerer receives mcpready_agent_discovery_nacks_total; nil
+	// records nothing.
+	Registerer prometheus.Registerer
 }
 
 // DefaultMaxParked is Options.MaxParked's zero value.
@@ -116,6 +121,7 @@ type Client struct {
 	sotw    map[artifact.Kind]string                          // accepted version_info per type
 	marks   marks                                             // highest signed version installed per artifact
 	loading bool                                              // Load is installing the LKG file: do not rewrite it
+	nacks   *prometheus.CounterVec                            // NACKs by type and reason
 }
 
 // New returns a client holding an empty snapshot. Call Load to start from the
@@ -145,8 +151,12 @@ func New(opts Options) (*Client, error) {
 	if opts.MaxParked <= 0 {
 		opts.MaxParked = DefaultMaxParked
 	}
+	nacks, err := newNacks(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("sync: metrics: %w", err)
+	}
 	c := &Client{opts: opts, node: nodelabel.ValuesOf(opts.Node.GetLabels()), changed: make(chan struct{}), parked: map[artifact.Kind]map[string]*mcpreadyv1.Resource{},
-		sotw: map[artifact.Kind]string{}, marks: marks{}}
+		sotw: map[artifact.Kind]string{}, marks: marks{}, nacks: nacks}
 	c.cur.Store(&Snapshot{resources: map[artifact.Kind]map[string]*Resource{}})
 	return c, nil
 }
@@ -530,11 +540,15 @@ func (c *Client) runStream(ctx context.Context) (received bool, err error) {
 // variant; a non-nil error is the reason to NACK it.
 func (c *Client) applyResponse(typeURL string, res []*mcpreadyv1.Resource, removed []string, tombstones []*mcpreadyv1.Resource, sotw bool) (artifact.Kind, error) {
 	k, err := artifact.KindFromTypeURL(typeURL)
+	label := "unknown" // what a control plane names: known types only
 	if err == nil {
+		label = typeURL
 		err = c.Apply(k, res, removed, sotw, tombstones...)
 	}
 	if err != nil {
-		c.opts.Logger.Warn("sync: NACK", "type", typeURL, "err", err)
+		reason := nackReason(err)
+		c.nacks.WithLabelValues(label, reason).Inc()
+		c.opts.Logger.Warn("sync: NACK", "type", typeURL, "reason", reason, "err", err)
 	}
 	return k, err
 }

@@ -240,12 +240,18 @@ func (e *env) plant(k artifact.Kind, name string, bundle []byte, deleted bool) {
 	}
 }
 
-// counter is the value of the counter name with labels (0 when absent).
+// counter is the sum of the control plane's counters name with labels
+// (0 when absent).
 func (e *env) counter(name string, labels map[string]string) float64 {
 	e.t.Helper()
-	mfs, err := e.reg.Gather()
+	return counter(e.t, e.reg, name, labels)
+}
+
+func counter(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	sum := 0.0
 	for _, mf := range mfs {
@@ -305,6 +311,7 @@ type agent struct {
 	c      *subscribe.Client
 	lkg    string
 	log    *safebuf.Buffer
+	reg    *prometheus.Registry
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -313,9 +320,9 @@ type agent struct {
 // certificate "host-1"), after loading lkg (in dir).
 func (e *env) startAgent(dir string) *agent {
 	e.t.Helper()
-	a := &agent{e: e, lkg: filepath.Join(dir, "lkg.json"), log: &safebuf.Buffer{}, done: make(chan struct{})}
+	a := &agent{e: e, lkg: filepath.Join(dir, "lkg.json"), log: &safebuf.Buffer{}, reg: prometheus.NewRegistry(), done: make(chan struct{})}
 	c, err := subscribe.New(subscribe.Options{Conn: e.dial(node), Root: e.pki.Root.Public(), Node: &mcpreadyv1.Node{Id: node}, LKGPath: a.lkg,
-		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(a.log, nil))})
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(a.log, nil)), Registerer: a.reg})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -370,6 +377,11 @@ func (a *agent) wait(what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// counted is the agent's own count of NACKs of kind k with reason.
+func (a *agent) counted(k artifact.Kind, reason string) float64 {
+	return counter(a.e.t, a.reg, "mcpready_agent_discovery_nacks_total", map[string]string{"type_url": k.TypeURL(), "reason": reason})
 }
 
 // nacks counts the agent's NACK log lines whose error contains every one

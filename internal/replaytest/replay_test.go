@@ -164,6 +164,15 @@ func TestReplayEveryKindBothSides(t *testing.T) {
 			a.wait("the control plane to count the NACKs", func() bool {
 				return e.counter("mcpready_discovery_acks_total", map[string]string{"type_url": k.TypeURL(), "result": "nack"}) >= nacked+float64(len(attacks))
 			})
+			byReason := map[string]float64{}
+			for _, r := range attacks {
+				byReason[r.reason]++
+			}
+			for reason, n := range byReason {
+				if got := a.counted(k, reason); got != n {
+					t.Errorf("the agent counted %v NACKs with reason %s, want %v", got, reason, n)
+				}
+			}
 
 			// (c) restarts: the marks come back from disk
 			a.stop()

@@ -129,6 +129,11 @@ func TestNothingRevokedComesBack(t *testing.T) {
 				}
 			}
 		}
+		for k, bs := range revokedKey {
+			if got := a.counted(k, string(sign.ReasonKeyRevoked)); got < float64(len(bs)) {
+				t.Errorf("round %d: the agent counted %v key-revoked NACKs of %s, want at least %d", round, got, k, len(bs))
+			}
+		}
 		a.stop()
 		a = e.startAgent(dir)
 		if _, held := a.held(artifact.KindTrustPolicy, ""); string(held) != string(renamed) {

@@ -81,6 +81,9 @@ func TestTombstoneReplayBothSides(t *testing.T) {
 		}
 		relive()
 	}
+	if got := a.counted(k, artifact.ReasonTombstone); got != float64(len(attacks)-1) {
+		t.Errorf("the agent counted %v tombstone NACKs, want %d", got, len(attacks)-1)
+	}
 	// unsigned removals fed straight to the agent: no tombstone at all
 	if err := a.c.Apply(k, nil, []string{name}, false); !errors.Is(err, subscribe.ErrUnsignedRemoval) {
 		t.Errorf("a bare delta removal: %v", err)
