@@ -1,6 +1,7 @@
 // Package replaytest holds only tests: the adversarial suite of the trust
-// chain. It runs a real control plane (controlplane.Server on embedded
-// etcd, gRPC with mTLS certificates from internal/testpki and the admin,
+// chain. It runs a real control plane (controlplane.Server on an embedded
+// etcd that serves only TLS and requires client certificates, gRPC with
+// mTLS certificates from internal/testpki and the admin,
 // agent and reader roles of controlplane/authz) and real subscribing
 // agents (agent/subscribe over the incremental Discovery stream), and
 // replays every signed artifact kind at every older version against both

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
@@ -50,6 +51,7 @@ type env struct {
 	t     *testing.T
 	pki   *testpki.PKI
 	files testpki.TLSFiles
+	etcdF testpki.TLSFiles // etcd's server, CA and client certificate files
 	pool  *x509.CertPool
 	srv   *controlplane.Server
 	reg   *prometheus.Registry
@@ -74,7 +76,19 @@ func start(t *testing.T) *env {
 func startWith(t *testing.T, opts func(*env, *controlplane.Options)) *env {
 	t.Helper()
 	e := &env{t: t, pki: testpki.New(t), files: testpki.TLS(t, t.TempDir()), reg: prometheus.NewRegistry(), log: &safebuf.Buffer{}}
-	cli, m := etcdtest.Etcd(t)
+	// etcd serves only TLS and requires client certificates; the hostile
+	// writer holds one, as a compromised control plane does
+	m, ef := etcdtest.EtcdTLS(t)
+	e.etcdF = ef
+	etcdTLS, err := controlplane.EtcdClientTLS(ef.CA, ef.ClientCert, ef.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, TLS: etcdTLS, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
 	e.etcd, e.hostile = cli, store.New(cli, store.Options{})
 	e.pool = x509.NewCertPool()
 	ca, err := os.ReadFile(e.files.CA)
@@ -86,7 +100,7 @@ func startWith(t *testing.T, opts func(*env, *controlplane.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", EtcdEndpoints: []string{m.ClientURL}, Root: e.pki.Root.Public(),
+	o := controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", EtcdEndpoints: []string{m.ClientURL}, EtcdTLS: etcdTLS, Root: e.pki.Root.Public(),
 		TLS:   &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: e.pool, ClientAuth: tls.RequireAndVerifyClientCert},
 		Roles: roles, Registry: e.reg, Debounce: 10 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if opts != nil {
@@ -274,7 +288,8 @@ func counter(t *testing.T, reg prometheus.Gatherer, name string, labels map[stri
 }
 
 // noSecrets fails the test when a log holds private key material: the
-// signing keys of the test PKI (PKCS #8, base64 or PEM) or the TLS keys.
+// signing keys of the test PKI (PKCS #8, base64 or PEM) or the TLS keys
+// of the control plane and of etcd.
 func (e *env) noSecrets(logs ...string) {
 	e.t.Helper()
 	var secrets []string
@@ -285,7 +300,7 @@ func (e *env) noSecrets(logs ...string) {
 		}
 		secrets = append(secrets, base64.StdEncoding.EncodeToString(der)[:40], base64.RawURLEncoding.EncodeToString(der)[:40], fmt.Sprintf("%x", der)[:40])
 	}
-	for _, f := range []string{e.files.ServerKey, e.files.ClientKey, e.files.CAKey} {
+	for _, f := range []string{e.files.ServerKey, e.files.ClientKey, e.files.CAKey, e.etcdF.ServerKey, e.etcdF.ClientKey, e.etcdF.CAKey} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			e.t.Fatal(err)
