@@ -253,7 +253,8 @@ func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Re
 // returned error is the NACK reason. An expired resource, or one whose
 // signed version is not a version (e.g. stored before versions were
 // checked), is the exception: it is left out (a held version of it is
-// kept, except in a full set) and named in the returned error while the
+// kept, except in a full set, where only a Policy is kept unless a signed
+// tombstone removes it) and named in the returned error while the
 // others apply, since the control plane keeps such artifacts and a whole
 // set must not be refused for one that aged out. So is one whose signed
 // node-label scope does not include this agent (ErrOutOfScope); a held
@@ -335,9 +336,16 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		for _, r := range upserts {
 			offered[r.GetName()] = true
 		}
+		replaced := make(map[string]bool, len(verified)+len(outOfScope))
+		for _, v := range verified {
+			replaced[v.Name] = true
+		}
+		for _, n := range outOfScope {
+			replaced[n] = true
+		}
 		for n := range res[k] {
-			if !offered[n] {
-				removed = append(removed, n)
+			if !offered[n] || (!replaced[n] && tombstoned[k]) {
+				removed = append(removed, n) // a Policy left out (expired) is a removal too
 			} else {
 				delete(res[k], n) // offered: replaced below, or left out (expired)
 			}

@@ -3,7 +3,7 @@
 // etcd that serves only TLS and requires client certificates, gRPC with
 // mTLS certificates from internal/testpki and the admin,
 // agent and reader roles of controlplane/authz) and real subscribing
-// agents (agent/subscribe over the incremental Discovery stream), and
+// agents (agent/subscribe over the Discovery stream), and
 // replays every signed artifact kind at every older version against both
 // sides:
 //
@@ -15,7 +15,9 @@
 //     etcd revision unchanged), logging and counting it. Planted straight
 //     into etcd, past the write path (a compromised control plane or
 //     etcd), each reaches the agent, which NACKs it with its reason and
-//     keeps version 4 (the control plane counts the NACKs), also after a
+//     keeps version 4 (both sides count the NACKs), over both Discovery
+//     variants (in a state-of-the-world set an expired resource is left out
+//     and the held one dropped, as withholding may, except a Policy), after a
 //     restart, with its high-water marks file deleted, and with its
 //     last-known-good file rewritten to the signed set it held at version 2.
 //   - TestNothingRevokedComesBack: a TrustPolicy rotation revokes the org

@@ -327,17 +327,24 @@ type agent struct {
 	lkg    string
 	log    *safebuf.Buffer
 	reg    *prometheus.Registry
+	mode   subscribe.Mode
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// startAgent starts an agent on the Discovery stream over mTLS (as
-// certificate "host-1"), after loading lkg (in dir).
+// startAgent starts an agent on the incremental Discovery stream over
+// mTLS (as certificate "host-1"), after loading lkg (in dir).
 func (e *env) startAgent(dir string) *agent {
 	e.t.Helper()
-	a := &agent{e: e, lkg: filepath.Join(dir, "lkg.json"), log: &safebuf.Buffer{}, reg: prometheus.NewRegistry(), done: make(chan struct{})}
+	return e.startAgentMode(dir, subscribe.ModeDelta)
+}
+
+// startAgentMode is startAgent on the Discovery variant mode.
+func (e *env) startAgentMode(dir string, mode subscribe.Mode) *agent {
+	e.t.Helper()
+	a := &agent{e: e, lkg: filepath.Join(dir, "lkg.json"), log: &safebuf.Buffer{}, reg: prometheus.NewRegistry(), mode: mode, done: make(chan struct{})}
 	c, err := subscribe.New(subscribe.Options{Conn: e.dial(node), Root: e.pki.Root.Public(), Node: &mcpreadyv1.Node{Id: node}, LKGPath: a.lkg,
-		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(a.log, nil)), Registerer: a.reg})
+		Mode: mode, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(a.log, nil)), Registerer: a.reg})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -353,10 +360,17 @@ func (e *env) startAgent(dir string) *agent {
 	return a
 }
 
-// stop ends the agent (a restart is stop, then startAgent on its dir).
+// stop ends the agent (a restart is stop, then restart).
 func (a *agent) stop() {
 	a.cancel()
 	<-a.done
+}
+
+// restart stops the agent and starts another on its directory and mode.
+func (a *agent) restart() *agent {
+	a.e.t.Helper()
+	a.stop()
+	return a.e.startAgentMode(filepath.Dir(a.lkg), a.mode)
 }
 
 // held is the signed version the agent holds for (k, name), "" for an

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mcpready/mcpready/agent/subscribe"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/sign"
@@ -97,122 +98,139 @@ func (e *env) replays(k artifact.Kind, vs [][]byte) []replay {
 // deleted, and after the last-known-good file is rewritten with the
 // signed set it held at version 2.
 func TestReplayEveryKindBothSides(t *testing.T) {
-	for _, k := range distributed {
-		t.Run(string(k), func(t *testing.T) {
-			e := start(t)
-			dir := t.TempDir()
-			a := e.startAgent(dir)
-			name := nameOf(k)
-			a.waitHeld(artifact.KindTrustPolicy, nameOf(artifact.KindTrustPolicy), e.pki.TrustPolicy)
-			var vs [][]byte
-			var lkgAt2 []byte
-			for i := 1; i <= versions; i++ {
-				b := e.pki.TrustPolicy
-				if k != artifact.KindTrustPolicy || i > 1 {
-					b = e.version(k, strconv.Itoa(i), "", time.Time{})
-					e.apply(b)
-				}
-				a.waitHeld(k, name, b)
-				vs = append(vs, b)
-				if i == 2 {
-					a.wait("the last-known-good file at version 2", func() bool { return a.lkgHolds(b) })
-					var err error
-					if lkgAt2, err = os.ReadFile(a.lkg); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			latest := vs[versions-1]
-			attacks := e.replays(k, vs)
-
-			// (a) the control plane
-			hist, rev := e.history(k, name), e.etcdRevision()
-			counted := map[string]float64{}
-			for _, r := range attacks {
-				counted[r.reason] = e.counter("mcpready_controlplane_writes_refused_total", map[string]string{"kind": string(k), "reason": r.reason})
-			}
-			for _, r := range attacks {
-				_, err := e.admin.Apply(ctx(t), &mcpreadyv1.ApplyRequest{Bundle: r.bundle})
-				code := status.Code(err)
-				if !strings.Contains(status.Convert(err).Message(), r.reason) || (code != codes.FailedPrecondition && !(k == artifact.KindTrustPolicy && code == codes.PermissionDenied)) {
-					t.Errorf("control plane, %s: %v, want FailedPrecondition %s", r.label, err, r.reason)
-				}
-			}
-			if h, rv := e.history(k, name), e.etcdRevision(); h != hist || rv != rev {
-				t.Fatalf("refused replays wrote: %d revisions (was %d), etcd revision %d (was %d)", h, hist, rv, rev)
-			}
-			for _, r := range attacks {
-				counted[r.reason]--
-			}
-			for reason, n := range counted {
-				if got := e.counter("mcpready_controlplane_writes_refused_total", map[string]string{"kind": string(k), "reason": reason}); got != -n {
-					t.Errorf("refused writes counted with reason %s: %v, want %v", reason, got, -n)
-				}
-				if got := e.logged("write refused", map[string]string{"kind": string(k), "reason": reason}); float64(got) != -n {
-					t.Errorf("refused writes logged with reason %s: %d, want %v", reason, got, -n)
-				}
-			}
-
-			// (b) a hostile control plane serves each replay to the agent
-			nacked := e.counter("mcpready_discovery_acks_total", map[string]string{"type_url": k.TypeURL(), "result": "nack"})
-			for _, r := range attacks {
-				a.refuses(k, "agent, "+r.label, func() { e.plant(k, name, r.bundle, false) }, r.words...)
-				if v, b := a.held(k, name); string(b) != string(latest) {
-					t.Fatalf("agent, %s: holds version %q, want version %d kept", r.label, v, versions)
-				}
-			}
-			a.wait("the control plane to count the NACKs", func() bool {
-				return e.counter("mcpready_discovery_acks_total", map[string]string{"type_url": k.TypeURL(), "result": "nack"}) >= nacked+float64(len(attacks))
+	for _, mode := range []subscribe.Mode{subscribe.ModeDelta, subscribe.ModeStateOfTheWorld} {
+		for _, k := range distributed {
+			t.Run(modeName[mode]+"/"+string(k), func(t *testing.T) {
+				t.Parallel() // each on its own control plane, etcd and agent
+				replayKind(t, k, mode)
 			})
-			byReason := map[string]float64{}
-			for _, r := range attacks {
-				byReason[r.reason]++
-			}
-			for reason, n := range byReason {
-				if got := a.counted(k, reason); got != n {
-					t.Errorf("the agent counted %v NACKs with reason %s, want %v", got, reason, n)
-				}
-			}
-
-			// (c) restarts: the marks come back from disk
-			a.stop()
-			a = e.startAgent(dir)
-			if v, b := a.held(k, name); string(b) != string(latest) {
-				t.Fatalf("restart: holds version %q, want %d", v, versions)
-			}
-			a.refuses(k, "after a restart, version 1", func() { e.plant(k, name, vs[0], false) }, attacks[0].words...)
-			a.stop()
-			if err := os.Remove(a.lkg + ".versions"); err != nil {
-				t.Fatal(err)
-			}
-			a = e.startAgent(dir)
-			if v, b := a.held(k, name); string(b) != string(latest) {
-				t.Fatalf("restart without the marks file: holds version %q, want %d", v, versions)
-			}
-			a.refuses(k, "without the marks file, version 2", func() { e.plant(k, name, vs[1], false) }, attacks[1].words...)
-			a.stop()
-			if err := os.WriteFile(a.lkg, lkgAt2, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			a = e.startAgent(dir)
-			if v, _ := a.held(k, name); v != "<none>" && v != strconv.Itoa(versions) {
-				t.Fatalf("a last-known-good file rewritten at version 2 rolled the agent back to version %q", v)
-			}
-			a.refuses(k, "rewritten last-known-good file, version 1", func() { e.plant(k, name, vs[0], false) }, attacks[0].words...)
-			if v, _ := a.held(k, name); v != "<none>" && v != strconv.Itoa(versions) {
-				t.Fatalf("rewritten last-known-good file: holds version %q", v)
-			}
-			if k == artifact.KindTrustPolicy {
-				return // the planted TrustPolicies poisoned the control plane's own trust
-			}
-			// A newer version is still installed: the agent is not stuck.
-			cur, err := e.hostile.Get(ctx(t), k, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			next := e.version(k, artifact.NextVersion(cur.HighWater), "", time.Time{})
-			e.apply(next)
-			a.waitHeld(k, name, next)
-		})
+		}
 	}
+}
+
+var modeName = map[subscribe.Mode]string{subscribe.ModeDelta: "delta", subscribe.ModeStateOfTheWorld: "sotw"}
+
+func replayKind(t *testing.T, k artifact.Kind, mode subscribe.Mode) {
+	e := start(t)
+	a := e.startAgentMode(t.TempDir(), mode)
+	name := nameOf(k)
+	a.waitHeld(artifact.KindTrustPolicy, nameOf(artifact.KindTrustPolicy), e.pki.TrustPolicy)
+	var vs [][]byte
+	var lkgAt2 []byte
+	for i := 1; i <= versions; i++ {
+		b := e.pki.TrustPolicy
+		if k != artifact.KindTrustPolicy || i > 1 {
+			b = e.version(k, strconv.Itoa(i), "", time.Time{})
+			e.apply(b)
+		}
+		a.waitHeld(k, name, b)
+		vs = append(vs, b)
+		if i == 2 {
+			a.wait("the last-known-good file at version 2", func() bool { return a.lkgHolds(b) })
+			var err error
+			if lkgAt2, err = os.ReadFile(a.lkg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	latest := vs[versions-1]
+	attacks := e.replays(k, vs)
+
+	// (a) the control plane
+	hist, rev := e.history(k, name), e.etcdRevision()
+	counted := map[string]float64{}
+	for _, r := range attacks {
+		counted[r.reason] = e.counter("mcpready_controlplane_writes_refused_total", map[string]string{"kind": string(k), "reason": r.reason})
+	}
+	for _, r := range attacks {
+		_, err := e.admin.Apply(ctx(t), &mcpreadyv1.ApplyRequest{Bundle: r.bundle})
+		code := status.Code(err)
+		if !strings.Contains(status.Convert(err).Message(), r.reason) || (code != codes.FailedPrecondition && !(k == artifact.KindTrustPolicy && code == codes.PermissionDenied)) {
+			t.Errorf("control plane, %s: %v, want FailedPrecondition %s", r.label, err, r.reason)
+		}
+	}
+	if h, rv := e.history(k, name), e.etcdRevision(); h != hist || rv != rev {
+		t.Fatalf("refused replays wrote: %d revisions (was %d), etcd revision %d (was %d)", h, hist, rv, rev)
+	}
+	for _, r := range attacks {
+		counted[r.reason]--
+	}
+	for reason, n := range counted {
+		if got := e.counter("mcpready_controlplane_writes_refused_total", map[string]string{"kind": string(k), "reason": reason}); got != -n {
+			t.Errorf("refused writes counted with reason %s: %v, want %v", reason, got, -n)
+		}
+		if got := e.logged("write refused", map[string]string{"kind": string(k), "reason": reason}); float64(got) != -n {
+			t.Errorf("refused writes logged with reason %s: %d, want %v", reason, got, -n)
+		}
+	}
+
+	// (b) a hostile control plane serves each replay to the agent
+	nacked := e.counter("mcpready_discovery_acks_total", map[string]string{"type_url": k.TypeURL(), "result": "nack"})
+	for _, r := range attacks {
+		a.refuses(k, "agent, "+r.label, func() { e.plant(k, name, r.bundle, false) }, r.words...)
+		v, b := a.held(k, name)
+		if string(b) == string(latest) {
+			continue
+		}
+		if withheld := mode == subscribe.ModeStateOfTheWorld && r.reason == artifact.ReasonExpired && k != artifact.KindPolicy && v == "<none>"; !withheld {
+			t.Fatalf("agent, %s: holds version %q, want version %d kept", r.label, v, versions)
+		}
+		// A full set whose resource is expired leaves it out and drops the
+		// held one: withholding, which a control plane may do for any kind
+		// but a Policy (that goes only with its signed tombstone). Served
+		// again, version 4 is installed again.
+		a.answered(k, "version 4 again", func() { e.plant(k, name, latest, false) })
+		a.waitHeld(k, name, latest)
+	}
+	a.wait("the control plane to count the NACKs", func() bool {
+		return e.counter("mcpready_discovery_acks_total", map[string]string{"type_url": k.TypeURL(), "result": "nack"}) >= nacked+float64(len(attacks))
+	})
+	byReason := map[string]float64{}
+	for _, r := range attacks {
+		byReason[r.reason]++
+	}
+	for reason, n := range byReason {
+		if got := a.counted(k, reason); got != n {
+			t.Errorf("the agent counted %v NACKs with reason %s, want %v", got, reason, n)
+		}
+	}
+
+	// (c) restarts: the marks come back from disk
+	a = a.restart()
+	if v, b := a.held(k, name); string(b) != string(latest) {
+		t.Fatalf("restart: holds version %q, want %d", v, versions)
+	}
+	a.refuses(k, "after a restart, version 1", func() { e.plant(k, name, vs[0], false) }, attacks[0].words...)
+	a.stop()
+	if err := os.Remove(a.lkg + ".versions"); err != nil {
+		t.Fatal(err)
+	}
+	a = a.restart()
+	if v, b := a.held(k, name); string(b) != string(latest) {
+		t.Fatalf("restart without the marks file: holds version %q, want %d", v, versions)
+	}
+	a.refuses(k, "without the marks file, version 2", func() { e.plant(k, name, vs[1], false) }, attacks[1].words...)
+	a.stop()
+	if err := os.WriteFile(a.lkg, lkgAt2, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a = a.restart()
+	if v, _ := a.held(k, name); v != "<none>" && v != strconv.Itoa(versions) {
+		t.Fatalf("a last-known-good file rewritten at version 2 rolled the agent back to version %q", v)
+	}
+	a.refuses(k, "rewritten last-known-good file, version 1", func() { e.plant(k, name, vs[0], false) }, attacks[0].words...)
+	if v, _ := a.held(k, name); v != "<none>" && v != strconv.Itoa(versions) {
+		t.Fatalf("rewritten last-known-good file: holds version %q", v)
+	}
+	if k == artifact.KindTrustPolicy {
+		return // the planted TrustPolicies poisoned the control plane's own trust
+	}
+	// A newer version is still installed: the agent is not stuck.
+	cur, err := e.hostile.Get(ctx(t), k, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := e.version(k, artifact.NextVersion(cur.HighWater), "", time.Time{})
+	e.apply(next)
+	a.waitHeld(k, name, next)
 }
