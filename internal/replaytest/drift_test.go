@@ -25,6 +25,7 @@ import (
 // the organisation's versions 1..4 replayed do not reverse the suspension,
 // on the control plane or on the agent.
 func TestDriftReportReplay(t *testing.T) {
+	t.Parallel()
 	e := startWith(t, func(e *env, o *controlplane.Options) { o.ObserverKey = e.pki.Observer })
 	a := e.startAgent(t.TempDir())
 	adm := mcpreadyv1.NewAdminServiceClient(e.dial(node)) // the agent's own certificate

@@ -404,7 +404,7 @@ func (a *agent) wait(what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			a.e.t.Fatalf("timed out waiting for %s; agent log:\n%s", what, a.log.String())
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -422,7 +422,7 @@ func (a *agent) nacks(words ...string) int {
 			Msg string `json:"msg"`
 			Err string `json:"err"`
 		}
-		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "sync: NACK" {
+		if !strings.Contains(line, `"sync: NACK"`) || json.Unmarshal([]byte(line), &l) != nil || l.Msg != "sync: NACK" {
 			continue
 		}
 		ok := true

@@ -19,6 +19,7 @@ import (
 // the history of what it runs. The matrix of every RPC against every
 // wrong role is controlplane/authz's TestEveryRPCEveryWrongRole.
 func TestWrongRoleStoresNothing(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	k, name := artifact.KindPolicy, nameOf(artifact.KindPolicy)
 	v1 := e.version(k, "1", "", time.Time{})

@@ -36,9 +36,17 @@ func (e *env) tombstoneFor(k artifact.Kind, version string, digestOf []byte) []b
 // nothing more, and version 4 and every older one stay refused, also after
 // an agent restart.
 func TestTombstoneReplayBothSides(t *testing.T) {
+	for _, mode := range []subscribe.Mode{subscribe.ModeDelta, subscribe.ModeStateOfTheWorld} {
+		t.Run(modeName[mode], func(t *testing.T) {
+			t.Parallel()
+			tombstoneReplay(t, mode)
+		})
+	}
+}
+
+func tombstoneReplay(t *testing.T, mode subscribe.Mode) {
 	e := start(t)
-	dir := t.TempDir()
-	a := e.startAgent(dir)
+	a := e.startAgentMode(t.TempDir(), mode)
 	k, name := artifact.KindPolicy, nameOf(artifact.KindPolicy)
 	vs := e.publish(k)
 	latest := vs[versions-1]
@@ -133,7 +141,6 @@ func TestTombstoneReplayBothSides(t *testing.T) {
 				t.Fatalf("round %d: the deleted Policy came back at version %q", round, v)
 			}
 		}
-		a.stop()
-		a = e.startAgent(dir)
+		a = a.restart()
 	}
 }
