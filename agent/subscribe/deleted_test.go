@@ -2,6 +2,7 @@ package subscribe
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,8 +15,9 @@ import (
 // serves the exact bundle a signed tombstone deleted: the agent, which
 // honoured the deletion, must refuse it as a rollback (before, the
 // deleted bundle passed as "the held bundle again" and came back), also
-// after a restart; an unsigned removal does not mark anything deleted, and
-// a newer version is installed.
+// after a restart, also with the marks file deleted (before, a removed
+// artifact's mark lived only there); an unsigned removal does not mark
+// anything deleted, and a newer version is installed.
 func TestDeletedVersionNeverReturns(t *testing.T) {
 	env := cptest.Start(t)
 	lkg := filepath.Join(t.TempDir(), "lkg.json")
@@ -53,7 +55,22 @@ func TestDeletedVersionNeverReturns(t *testing.T) {
 	if err := offer(c2, artifact.KindPolicy, "org/p", deleted[artifact.KindPolicy]); !errors.Is(err, artifact.ErrRollback) {
 		t.Fatalf("after a restart, version 1 again: %v", err)
 	}
-	if err := offer(c2, artifact.KindPolicy, "org/p", env.Sign(sample(artifact.KindPolicy, "org/p", "2", "", time.Time{}))); err != nil {
+	// the marks file deleted: the last known good file's copy of the marks
+	// still knows the deletion, and the marks file is written again
+	if err := os.Remove(lkg + ".versions"); err != nil {
+		t.Fatal(err)
+	}
+	c3, _ := New(Options{Root: env.RootPub, Node: c.opts.Node, LKGPath: lkg})
+	if _, err := c3.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if err := offer(c3, artifact.KindPolicy, "org/p", deleted[artifact.KindPolicy]); !errors.Is(err, artifact.ErrRollback) {
+		t.Fatalf("without the marks file, the deleted bundle again: %v", err)
+	}
+	if _, err := os.Stat(lkg + ".versions"); err != nil {
+		t.Fatalf("the marks file was not written again: %v", err)
+	}
+	if err := offer(c3, artifact.KindPolicy, "org/p", env.Sign(sample(artifact.KindPolicy, "org/p", "2", "", time.Time{}))); err != nil {
 		t.Fatalf("a newer version after the deletion: %v", err)
 	}
 }

@@ -12,10 +12,12 @@ package subscribe
 // The marks are kept in their own file (Options.HighWaterPath, by default
 // the last known good path + ".versions"), written atomically before the
 // snapshot that raised them is published, and only ever raised: a write
-// merges with what the file already holds. Load takes, per artifact, the
-// higher of the marks file and the versions in the last known good file,
-// so rewriting either file alone (an older LKG, a deleted or lowered marks
-// file) cannot roll the agent back.
+// merges with what the file already holds. The last known good file
+// carries a copy of the marks, and Load takes, per artifact, the highest
+// of the marks file, that copy and the versions in the last known good
+// file, so rewriting either file alone (an older LKG, a deleted or lowered
+// marks file) cannot roll the agent back, not even for an artifact it
+// removed.
 
 import (
 	"encoding/json"
@@ -154,6 +156,12 @@ func (c *Client) raiseMarks(res map[artifact.Kind]map[string]*Resource, deleted 
 	if !changed {
 		return nil
 	}
+	return c.writeMarks(next)
+}
+
+// writeMarks merges next with the marks file, writes it and makes it the
+// held marks. c.mu must be held.
+func (c *Client) writeMarks(next marks) error {
 	if path := c.marksPath(); path != "" {
 		onDisk, err := readMarks(path)
 		if err != nil {

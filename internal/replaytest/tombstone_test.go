@@ -2,6 +2,7 @@ package replaytest_test
 
 import (
 	"errors"
+	"os"
 	"strconv"
 	"testing"
 
@@ -134,11 +135,18 @@ func tombstoneReplay(t *testing.T, mode subscribe.Mode) {
 	if r := e.etcdRevision(); r != rev {
 		t.Fatalf("refused writes after the deletion wrote (etcd revision %d, was %d)", r, rev)
 	}
-	for round := range 2 {
+	// as held, after a restart, and after a restart without the marks file
+	for round := range 3 {
 		for i, b := range vs {
 			a.refuses(k, "agent, version "+strconv.Itoa(i+1)+" after the deletion", func() { e.plant(k, name, b, false) }, "rollback", "Policy")
 			if v, _ := a.held(k, name); v != "<none>" {
 				t.Fatalf("round %d: the deleted Policy came back at version %q", round, v)
+			}
+		}
+		a.stop()
+		if round == 1 {
+			if err := os.Remove(a.lkg + ".versions"); err != nil {
+				t.Fatal(err)
 			}
 		}
 		a = a.restart()
