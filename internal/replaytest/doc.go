@@ -24,6 +24,9 @@
 //     key (and a rotation to a new name follows); every older TrustPolicy
 //     and everything the revoked key signed, older and newer, is refused
 //     on both sides, before and after an agent restart.
+//   - TestCompromisedEtcdIsDenialOnly: etcd holding the TrustPolicy from
+//     before a revocation again makes the control plane accept the revoked
+//     key (a known gap, docs/threat-model.md), never the agent.
 //   - TestTombstoneReplayBothSides (over both Discovery variants):
 //     tombstones delete only the exact version and digest they name;
 //     replayed, or for an older version, they delete nothing; unsigned

@@ -153,3 +153,40 @@ func TestNothingRevokedComesBack(t *testing.T) {
 func says(err error, reason string) bool {
 	return err != nil && strings.Contains(status.Convert(err).Message(), reason)
 }
+
+// TestCompromisedEtcdIsDenialOnly: etcd, compromised, holds the
+// TrustPolicy from before a revocation again. The control plane's write
+// path picks its chain head from etcd, so it accepts a Policy the revoked
+// key signs (the known gap in docs/threat-model.md: when that changes,
+// change this test); the agent, whose marks hold the chain head, refuses
+// the older TrustPolicy and the revoked key's Policy, and keeps the
+// version it had.
+func TestCompromisedEtcdIsDenialOnly(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	a := e.startAgent(t.TempDir())
+	k, name := artifact.KindPolicy, nameOf(artifact.KindPolicy)
+	org2, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rot := e.rotation("test/trust", "2", org2)
+	e.apply(rot)
+	good := e.versionBy(k, "1", "", time.Time{}, org2)
+	e.apply(good)
+	a.waitHeld(k, name, good)
+
+	a.refuses(artifact.KindTrustPolicy, "the older TrustPolicy", func() { e.plant(artifact.KindTrustPolicy, "test/trust", e.pki.TrustPolicy, false) }, "rollback", "TrustPolicy")
+	bad := e.version(k, "2", "", time.Time{}) // signed by the revoked org key
+	a.wait("the control plane to accept the revoked key again", func() bool {
+		_, err := e.admin.Apply(ctx(t), &mcpreadyv1.ApplyRequest{Bundle: bad})
+		return err == nil
+	})
+	a.wait("the agent to refuse the revoked key's Policy", func() bool { return a.nacks("Policy", string(sign.ReasonKeyRevoked)) > 0 })
+	if _, held := a.held(k, name); string(held) != string(good) {
+		t.Fatal("the revoked key's Policy replaced the agent's")
+	}
+	if _, held := a.held(artifact.KindTrustPolicy, ""); string(held) != string(rot) {
+		t.Fatal("the agent's TrustPolicy is not the chain head")
+	}
+}
