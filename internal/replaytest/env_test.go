@@ -3,6 +3,7 @@ package replaytest_test
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -287,34 +288,42 @@ func counter(t *testing.T, reg prometheus.Gatherer, name string, labels map[stri
 	return sum
 }
 
-// noSecrets fails the test when a log holds private key material: the
-// signing keys of the test PKI (PKCS #8, base64 or PEM) or the TLS keys
-// of the control plane and of etcd.
+// noSecrets fails the test when a log holds private key material: any
+// PEM or PKCS #8 P-256 private key, or the private scalar (base64 or hex)
+// of a signing key of the test PKI or of a TLS key of the control plane or
+// etcd.
 func (e *env) noSecrets(logs ...string) {
 	e.t.Helper()
-	var secrets []string
-	for _, k := range []crypto.Signer{e.pki.Root, e.pki.Org, e.pki.Provider, e.pki.Observer, e.pki.Agent} {
-		der, err := x509.MarshalPKCS8PrivateKey(k)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		secrets = append(secrets, base64.StdEncoding.EncodeToString(der)[:40], base64.RawURLEncoding.EncodeToString(der)[:40], fmt.Sprintf("%x", der)[:40])
-	}
+	keys := []crypto.Signer{e.pki.Root, e.pki.Org, e.pki.Provider, e.pki.Observer, e.pki.Agent}
 	for _, f := range []string{e.files.ServerKey, e.files.ClientKey, e.files.CAKey, e.etcdF.ServerKey, e.etcdF.ClientKey, e.etcdF.CAKey} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		blk, _ := pem.Decode(b)
-		secrets = append(secrets, base64.StdEncoding.EncodeToString(blk.Bytes)[:40])
+		k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		keys = append(keys, k.(crypto.Signer))
+	}
+	var secrets []string
+	for _, k := range keys {
+		der, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		d := k.(*ecdsa.PrivateKey).D.Bytes()
+		// the PKCS #8 header every P-256 private key starts with, and this key's scalar
+		secrets = append(secrets, base64.StdEncoding.EncodeToString(der)[:40], base64.StdEncoding.EncodeToString(d)[:24], base64.RawURLEncoding.EncodeToString(d)[:24], fmt.Sprintf("%x", d)[:32])
 	}
 	for _, l := range logs {
 		if strings.Contains(l, "PRIVATE KEY") {
 			e.t.Error("a log holds a PEM private key")
 		}
-		for _, s := range secrets {
+		for i, s := range secrets {
 			if strings.Contains(l, s) {
-				e.t.Errorf("a log holds private key material (%s...)", s[:8])
+				e.t.Errorf("a log holds private key material (pattern %d of key %d)", i%4, i/4)
 			}
 		}
 	}
