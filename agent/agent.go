@@ -215,7 +215,7 @@ func New(opts Options) (*Agent, error) {
 		}
 	}
 	sopts := subscribe.Options{Root: opts.Root, Node: node, LKGPath: filepath.Join(opts.DataDir, "lkg.json"),
-		Logger: opts.Logger, Mode: opts.SyncMode}
+		Logger: opts.Logger, Mode: opts.SyncMode, Registerer: opts.Metrics}
 	if a.conn != nil {
 		sopts.Conn = a.conn
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/cprun"
 	"github.com/mcpready/mcpready/internal/testpki"
 )
 
@@ -139,15 +140,8 @@ func heapInUse() uint64 {
 // agent connections and an Admin client; all are closed when b ends.
 func benchControlPlane(b *testing.B) (context.Context, *testpki.PKI, func() *grpc.ClientConn, mcpreadyv1.AdminServiceClient) {
 	p := testpki.New(b)
-	s, err := controlplane.New(controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", DataDir: b.TempDir(), Root: p.Root.Public(), Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
-	<-s.Ready()
+	s := cprun.Start(b, controlplane.Options{Listen: "127.0.0.1:0", MetricsListen: "off", DataDir: b.TempDir(), Root: p.Root.Public(), Logger: quiet})
+	ctx := b.Context()
 	dial := func() *grpc.ClientConn {
 		c, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {

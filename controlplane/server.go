@@ -348,11 +348,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	st := store.New(cli, store.Options{MaxBytes: s.o.MaxArtifactBytes, OnError: func(error) { s.etcdErr.Inc() }})
-	w, err := writer.New(writer.Options{Store: st, Root: s.o.Root, Logger: s.o.Logger})
+	w, err := writer.New(writer.Options{Store: st, Root: s.o.Root, Logger: s.o.Logger, Registerer: s.reg})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	lc, err := lifecycle.New(lifecycle.Options{Writer: w, Signer: s.o.ObserverKey, Logger: s.o.Logger})
+	lc, err := lifecycle.New(lifecycle.Options{Writer: w, Signer: s.o.ObserverKey, Logger: s.o.Logger, Registerer: s.reg})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane"
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/cprun"
 	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/sign"
 )
@@ -48,27 +49,7 @@ func start(t *testing.T, o controlplane.Options) *controlplane.Server {
 	if o.Debounce == 0 {
 		o.Debounce = 20 * time.Millisecond
 	}
-	s, err := controlplane.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("server not ready")
-	}
-	return s
+	return cprun.Start(t, o)
 }
 
 func dial(t *testing.T, addr string) *grpc.ClientConn {

@@ -5,15 +5,19 @@ package subscribe
 // is installed only when artifact.CheckNewer accepts it against its mark
 // (strictly newer, or the very bundle the mark came from) and
 // artifact.CheckExpiry accepts it; a removal keeps the mark, so a removed
-// artifact comes back only at a newer version.
+// artifact comes back only at a newer version. A removal carrying a
+// signed tombstone for the exact version held marks it deleted: then not
+// even the very bundle it came from is accepted again.
 //
 // The marks are kept in their own file (Options.HighWaterPath, by default
 // the last known good path + ".versions"), written atomically before the
 // snapshot that raised them is published, and only ever raised: a write
-// merges with what the file already holds. Load takes, per artifact, the
-// higher of the marks file and the versions in the last known good file,
-// so rewriting either file alone (an older LKG, a deleted or lowered marks
-// file) cannot roll the agent back.
+// merges with what the file already holds. The last known good file
+// carries a copy of the marks, and Load takes, per artifact, the highest
+// of the marks file, that copy and the versions in the last known good
+// file, so rewriting either file alone (an older LKG, a deleted or lowered
+// marks file) cannot roll the agent back, not even for an artifact it
+// removed.
 
 import (
 	"encoding/json"
@@ -32,16 +36,18 @@ import (
 type mark struct {
 	Version string `json:"version"`
 	Digest  string `json:"digest"`
+	// Deleted: a signed tombstone removed this exact version.
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 type marks map[artifact.Kind]map[string]mark
 
-// raise sets the mark of (k, name) to m when m is higher; it reports
-// whether anything changed.
+// raise sets the mark of (k, name) to m when m is higher, or when it
+// marks the same version deleted; it reports whether anything changed.
 func (ms marks) raise(k artifact.Kind, name string, m mark) bool {
 	cur, ok := ms[k][name]
 	if ok {
-		if c, err := artifact.CompareVersions(m.Version, cur.Version); err != nil || c <= 0 {
+		if c, err := artifact.CompareVersions(m.Version, cur.Version); err != nil || c < 0 || (c == 0 && (!m.Deleted || cur.Deleted)) {
 			return false
 		}
 	}
@@ -115,16 +121,19 @@ func (c *Client) fresh(r *Resource, now time.Time) error {
 		return fmt.Errorf("%w: %w", ErrRejected, err)
 	}
 	held, ok := c.marks[r.Kind][r.Name]
+	if held.Deleted {
+		held.Digest = "" // deleted by a signed tombstone: the same bundle is a rollback too
+	}
 	if err := artifact.CheckNewer(r.Kind, r.Name, obj.Version(), artifact.Digest(r.Bundle), held.Version, held.Digest, ok); err != nil {
 		return fmt.Errorf("%w: %w", ErrRejected, err)
 	}
 	return nil
 }
 
-// raiseMarks raises the marks to the versions res holds and, when any
-// rose, writes them (merged with the file) before anything is published.
-// c.mu must be held.
-func (c *Client) raiseMarks(res map[artifact.Kind]map[string]*Resource) error {
+// raiseMarks raises the marks to the versions res holds, marks deleted
+// the ones a signed tombstone removed and, when any changed, writes them
+// (merged with the file) before anything is published. c.mu must be held.
+func (c *Client) raiseMarks(res map[artifact.Kind]map[string]*Resource, deleted []*Resource) error {
 	next := marks{}
 	for k, m := range c.marks {
 		for n, v := range m {
@@ -139,9 +148,20 @@ func (c *Client) raiseMarks(res map[artifact.Kind]map[string]*Resource) error {
 			}
 		}
 	}
+	for _, r := range deleted {
+		if next.raise(r.Kind, r.Name, mark{Version: r.Verified.Object.Version(), Digest: artifact.Digest(r.Bundle), Deleted: true}) {
+			changed = true
+		}
+	}
 	if !changed {
 		return nil
 	}
+	return c.writeMarks(next)
+}
+
+// writeMarks merges next with the marks file, writes it and makes it the
+// held marks. c.mu must be held.
+func (c *Client) writeMarks(next marks) error {
 	if path := c.marksPath(); path != "" {
 		onDisk, err := readMarks(path)
 		if err != nil {

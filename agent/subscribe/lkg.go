@@ -14,11 +14,14 @@ import (
 )
 
 // lkgFile is the on-disk last known good configuration: the exact bundles,
-// re-verified whenever they are loaded.
+// re-verified whenever they are loaded, and a copy of the high-water
+// marks (those of removed artifacts are in no bundle), so that deleting
+// the marks file alone rolls nothing back.
 type lkgFile struct {
 	Format    int               `json:"format"`
 	Resources []lkgResource     `json:"resources"`
 	SotW      map[string]string `json:"sotwVersions,omitempty"`
+	Marks     marks             `json:"marks,omitempty"`
 }
 
 type lkgResource struct {
@@ -35,7 +38,7 @@ func (c *Client) saveLKG() error {
 		return nil
 	}
 	snap := c.cur.Load()
-	f := lkgFile{Format: 1, SotW: map[string]string{}}
+	f := lkgFile{Format: 1, SotW: map[string]string{}, Marks: c.marks}
 	for _, k := range c.kinds() {
 		for _, r := range snap.List(k) {
 			f.Resources = append(f.Resources, lkgResource{Kind: k, Name: r.Name, Version: r.Version, Bundle: r.Bundle})
@@ -96,6 +99,22 @@ func (c *Client) Load() (dropped int, err error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return 0, fmt.Errorf("sync: last known good file %s: %w", c.opts.LKGPath, err)
 	}
+	c.mu.Lock()
+	repair := false // the copy holds marks the marks file lacks (it was deleted or lowered)
+	for k, m := range f.Marks {
+		for n, v := range m {
+			if artifact.ValidVersion(v.Version) == nil && c.marks.raise(k, n, v) {
+				repair = true
+			}
+		}
+	}
+	if repair {
+		if err := c.writeMarks(c.marks); err != nil {
+			c.mu.Unlock()
+			return 0, err
+		}
+	}
+	c.mu.Unlock()
 	byKind := map[artifact.Kind][]*mcpreadyv1.Resource{}
 	for _, r := range f.Resources {
 		byKind[r.Kind] = append(byKind[r.Kind], &mcpreadyv1.Resource{Name: r.Name, TypeUrl: r.Kind.TypeURL(), Version: r.Version, Bundle: r.Bundle})

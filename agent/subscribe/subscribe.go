@@ -11,7 +11,8 @@
 // provenance.version is not newer than the highest installed for its kind
 // and name, or whose provenance.expiresAt has passed, is NACKed with the
 // reason (artifact.ReasonRollback, artifact.ReasonExpired) and the
-// previous version is kept. The high-water marks are persisted beside the
+// previous version is kept. Every NACK is logged and counted by type and
+// reason (mcpready_agent_discovery_nacks_total). The high-water marks are persisted beside the
 // last known good configuration and only ever raised (see highwater.go).
 //
 // At install it logs, once per installed version, every artifact that sets
@@ -33,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
@@ -98,6 +100,9 @@ type Options struct {
 	// verify yet (until a TrustPolicy arrives that verifies them); zero
 	// means DefaultMaxParked. Beyond it they are dropped.
 	MaxParked int
+	// Registerer receives mcpready_agent_discovery_nacks_total; nil
+	// records nothing.
+	Registerer prometheus.Registerer
 }
 
 // DefaultMaxParked is Options.MaxParked's zero value.
@@ -117,6 +122,7 @@ type Client struct {
 	marks   marks                                             // highest signed version installed per artifact
 	picked  map[string]trustPick                              // verified chain per offered TrustPolicy set (trustmemo.go)
 	loading bool                                              // Load is installing the LKG file: do not rewrite it
+	nacks   *prometheus.CounterVec                            // NACKs by type and reason
 }
 
 // New returns a client holding an empty snapshot. Call Load to start from the
@@ -146,8 +152,12 @@ func New(opts Options) (*Client, error) {
 	if opts.MaxParked <= 0 {
 		opts.MaxParked = DefaultMaxParked
 	}
+	nacks, err := newNacks(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("sync: metrics: %w", err)
+	}
 	c := &Client{opts: opts, node: nodelabel.ValuesOf(opts.Node.GetLabels()), changed: make(chan struct{}), parked: map[artifact.Kind]map[string]*mcpreadyv1.Resource{},
-		sotw: map[artifact.Kind]string{}, marks: marks{}, picked: map[string]trustPick{}}
+		sotw: map[artifact.Kind]string{}, marks: marks{}, picked: map[string]trustPick{}, nacks: nacks}
 	c.cur.Store(&Snapshot{resources: map[artifact.Kind]map[string]*Resource{}})
 	return c, nil
 }
@@ -170,11 +180,12 @@ func (c *Client) kinds() []artifact.Kind {
 	return append([]artifact.Kind{artifact.KindTrustPolicy}, c.opts.Kinds...)
 }
 
-// install raises the high-water marks to res, then publishes it as the
-// new snapshot; nothing is published when the marks cannot be persisted.
+// install raises the high-water marks to res (and marks deleted the held
+// resources a signed tombstone removed), then publishes it as the new
+// snapshot; nothing is published when the marks cannot be persisted.
 // c.mu must be held.
-func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Resource) error {
-	if err := c.raiseMarks(res); err != nil {
+func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Resource, deleted ...*Resource) error {
+	if err := c.raiseMarks(res, deleted); err != nil {
 		c.opts.Logger.Error("sync: not installing", "err", err)
 		return err
 	}
@@ -255,7 +266,8 @@ func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Re
 // returned error is the NACK reason. An expired resource, or one whose
 // signed version is not a version (e.g. stored before versions were
 // checked), is the exception: it is left out (a held version of it is
-// kept, except in a full set) and named in the returned error while the
+// kept, except in a full set, where only a Policy is kept unless a signed
+// tombstone removes it) and named in the returned error while the
 // others apply, since the control plane keeps such artifacts and a whole
 // set must not be refused for one that aged out. So is one whose signed
 // node-label scope does not include this agent (ErrOutOfScope), except
@@ -346,21 +358,33 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		for _, r := range upserts {
 			offered[r.GetName()] = true
 		}
+		replaced := make(map[string]bool, len(verified)+len(outOfScope))
+		for _, v := range verified {
+			replaced[v.Name] = true
+		}
+		for _, n := range outOfScope {
+			replaced[n] = true
+		}
 		for n := range res[k] {
-			if !offered[n] {
-				removed = append(removed, n)
+			if !offered[n] || (!replaced[n] && tombstoned[k]) {
+				removed = append(removed, n) // a Policy left out (expired) is a removal too
 			} else {
 				delete(res[k], n) // offered: replaced below, or left out (expired)
 			}
 		}
 	}
 	var refused error
+	var deleted []*Resource // removed with a signed tombstone: never again at that version
 	for _, n := range removed {
 		delete(c.parked[k], n)
-		if h := res[k][n]; h != nil && tombstoned[k] {
-			if err := checkRemoval(snap.Trust, h, tombstones, now); err != nil {
+		if h := res[k][n]; h != nil {
+			err := checkRemoval(snap.Trust, h, tombstones, now)
+			if err != nil && tombstoned[k] {
 				refused = errors.Join(refused, err)
 				continue
+			}
+			if err == nil {
+				deleted = append(deleted, h)
 			}
 		}
 		delete(res[k], n)
@@ -373,7 +397,7 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		res[k][v.Name] = v
 		delete(c.parked[k], v.Name)
 	}
-	if err := c.install(snap.Trust, res); err != nil {
+	if err := c.install(snap.Trust, res, deleted...); err != nil {
 		return err
 	}
 	return errors.Join(refused, leftOut)
@@ -546,11 +570,15 @@ func (c *Client) runStream(ctx context.Context) (received bool, err error) {
 // variant; a non-nil error is the reason to NACK it.
 func (c *Client) applyResponse(typeURL string, res []*mcpreadyv1.Resource, removed []string, tombstones []*mcpreadyv1.Resource, sotw bool) (artifact.Kind, error) {
 	k, err := artifact.KindFromTypeURL(typeURL)
+	label := "unknown" // what a control plane names: known types only
 	if err == nil {
+		label = typeURL
 		err = c.Apply(k, res, removed, sotw, tombstones...)
 	}
 	if err != nil {
-		c.opts.Logger.Warn("sync: NACK", "type", typeURL, "err", err)
+		reason := nackReason(err)
+		c.nacks.WithLabelValues(label, reason).Inc()
+		c.opts.Logger.Warn("sync: NACK", "type", typeURL, "reason", reason, "err", err)
 	}
 	return k, err
 }

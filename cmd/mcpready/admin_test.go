@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"io"
 	"log/slog"
@@ -10,11 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/cprun"
 	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/sign"
 )
@@ -25,22 +24,7 @@ func startTestControlPlane(t *testing.T, p *testpki.PKI, o controlplane.Options)
 	t.Helper()
 	o.Listen, o.MetricsListen, o.DataDir, o.Root, o.ObserverKey = "127.0.0.1:0", "off", t.TempDir(), p.Root.Public(), p.Observer
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := controlplane.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		t.Fatal(err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("control plane not ready")
-	}
-	return s.Addr()
+	return cprun.Start(t, o).Addr()
 }
 
 // testServerTLS builds the control plane's TLS configuration from f's

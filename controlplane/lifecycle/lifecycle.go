@@ -37,7 +37,8 @@
 //     holding the agent role may report drift, for their own node id
 //     (controlplane/authz), and only in a DriftReport signed by a key the
 //     TrustPolicy grants for that node (report.go), rate-limited, with a
-//     bound on the candidates per entry.
+//     bound on the candidates per entry. A refused report is logged and
+//     counted by reason (mcpready_controlplane_drift_reports_refused_total).
 //   - Sweep marks QUALIFIED entries STALE (drift EVIDENCE_STALE) when their
 //     qualification evidence (the Evidence their qualification's
 //     evidence_ref names) has expired. Other evidence about the same
@@ -64,6 +65,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -108,6 +110,9 @@ type Options struct {
 	// MaxCandidatesPerEntry bounds the candidates drift reports create
 	// for one entry; zero means DefaultMaxCandidatesPerEntry.
 	MaxCandidatesPerEntry int
+	// Registerer receives mcpready_controlplane_drift_reports_refused_total;
+	// nil records nothing.
+	Registerer prometheus.Registerer
 }
 
 // Manager records and serves the registry lifecycle. It is safe for
@@ -118,6 +123,7 @@ type Manager struct {
 	signerID string
 	mu       sync.Mutex // serialises handling of organisation revisions
 	reports  limiters
+	refused  *prometheus.CounterVec // drift reports refused, by reason
 }
 
 // New returns a Manager, or an error wrapping ErrConfig.
@@ -131,9 +137,16 @@ func New(o Options) (*Manager, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{o: o, st: o.Writer.Store(), reports: limiters{perMin: o.ReportsPerMinute}}
+	m := &Manager{o: o, st: o.Writer.Store(), reports: limiters{perMin: o.ReportsPerMinute},
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcpready_controlplane_drift_reports_refused_total",
+			Help: "Drift reports refused, by reason (unsigned, signer, stale, revision, rate, candidates)."}, []string{"reason"})}
 	if m.reports.perMin <= 0 {
 		m.reports.perMin = DefaultReportsPerMinute
+	}
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(m.refused); err != nil {
+			return nil, fmt.Errorf("%w: metrics: %w", ErrConfig, err)
+		}
 	}
 	if o.Signer != nil {
 		id, err := sign.KeyID(o.Signer.Public())
@@ -425,10 +438,20 @@ func CandidateName(old string, observed *mcpreadyv1.ToolIdentity) string {
 // ReportDrift suspends the reported entry and creates a fresh candidate for
 // the observed identity, from a signed report only (see report.go).
 // Reporting the same drift again changes nothing.
+// A refused report is logged ("drift report refused": node, reason,
+// error) and counted by reason.
 func (m *Manager) ReportDrift(ctx context.Context, sreq *mcpreadyv1.ReportDriftRequest) (*mcpreadyv1.ReportDriftResponse, error) {
+	resp, err := m.reportDrift(ctx, sreq)
+	if reason := refusalReason(err); reason != "" {
+		m.refused.WithLabelValues(reason).Inc()
+		m.o.Logger.Warn("drift report refused", "node", sreq.GetNode().GetId(), "reason", reason, "err", err)
+	}
+	return resp, err
+}
+
+func (m *Manager) reportDrift(ctx context.Context, sreq *mcpreadyv1.ReportDriftRequest) (*mcpreadyv1.ReportDriftResponse, error) {
 	req, err := m.verifyReport(ctx, sreq)
 	if err != nil {
-		m.o.Logger.Warn("lifecycle: drift report refused", "node", sreq.GetNode().GetId(), "err", err)
 		return nil, err
 	}
 	labels := slices.DeleteFunc(slices.Clone(req.GetLabels()), func(l mcpreadyv1.DriftLabel) bool { return l == mcpreadyv1.DriftLabel_DRIFT_LABEL_UNSPECIFIED })

@@ -74,6 +74,19 @@ func refuse(code codes.Code, reason error, format string, args ...any) error {
 	return &reportError{code: code, reason: reason, detail: fmt.Sprintf(format, args...)}
 }
 
+// refusalReasons are the metric and log reasons of the refusal sentinels.
+var refusalReasons = map[error]string{ErrUnsignedReport: "unsigned", ErrReportSigner: "signer", ErrReportStale: "stale",
+	ErrReportRevision: "revision", ErrReportRate: "rate", ErrTooManyCandidates: "candidates"}
+
+// refusalReason is the reason of a report refusal, or "" when err is none.
+func refusalReason(err error) string {
+	var re *reportError
+	if errors.As(err, &re) {
+		return refusalReasons[re.reason]
+	}
+	return ""
+}
+
 // limiters holds one token bucket per reporting node.
 type limiters struct {
 	mu     sync.Mutex

@@ -3,8 +3,13 @@ package writer_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -14,6 +19,7 @@ import (
 	"github.com/mcpready/mcpready/controlplane/writer"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/etcdtest"
+	"github.com/mcpready/mcpready/internal/safebuf"
 	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/sign"
 )
@@ -186,5 +192,58 @@ func TestLegacyRecordsAreCompared(t *testing.T) {
 	}
 	if _, _, err := w.Apply(ctx, kindSample(t, w, p, k, "3", "", time.Time{})); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRefusalsCountedAndLogged: a refused write is counted by operation,
+// kind and reason and logged without the bundle; a stored one is not
+// counted. Before, refusals were neither counted nor logged.
+func TestRefusalsCountedAndLogged(t *testing.T) {
+	cli, _ := etcdtest.Etcd(t)
+	p := testpki.New(t)
+	reg := prometheus.NewRegistry()
+	var log safebuf.Buffer
+	w, err := writer.New(writer.Options{Store: store.New(cli, store.Options{}), Root: p.Root.Public(), Registerer: reg, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, err := w.Apply(ctx, p.TrustPolicy); err != nil {
+		t.Fatal(err)
+	}
+	v2 := testpki.Sign(t, testpki.Policy("org/p", "2", nil), p.Org)
+	if _, _, err := w.Apply(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	v1 := testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org)
+	for range 2 {
+		if _, _, err := w.Apply(ctx, v1); !errors.Is(err, artifact.ErrRollback) {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := w.Apply(ctx, testpki.Sign(t, testpki.Policy("org/p", "3", nil), p.Revoked)); sign.ReasonOf(err) != sign.ReasonKeyRevoked {
+		t.Fatal(err)
+	}
+	if _, err := w.Delete(ctx, testpki.Tombstone(t, v1, "", p.Org)); !errors.Is(err, writer.ErrTombstone) {
+		t.Fatal(err)
+	}
+	if err := w.ApplyEvidence(ctx, v2); !errors.Is(err, writer.ErrWrongKind) {
+		t.Fatal(err)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP mcpready_controlplane_writes_refused_total Writes (apply, delete) the write path refused, by operation, kind and reason (e.g. rollback, expired, key-revoked, tombstone).
+# TYPE mcpready_controlplane_writes_refused_total counter
+mcpready_controlplane_writes_refused_total{kind="Policy",op="apply",reason="key-revoked"} 1
+mcpready_controlplane_writes_refused_total{kind="Policy",op="apply",reason="rollback"} 2
+mcpready_controlplane_writes_refused_total{kind="Policy",op="apply",reason="wrong-kind"} 1
+mcpready_controlplane_writes_refused_total{kind="Tombstone",op="delete",reason="tombstone"} 1
+`)); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(log.String(), `"msg":"write refused"`); n != 5 {
+		t.Fatalf("%d refusals logged, want 5:\n%s", n, log.String())
+	}
+	if strings.Contains(log.String(), string(v1)) || strings.Contains(log.String(), "PRIVATE KEY") {
+		t.Fatal("a refusal logged the bundle or key material")
 	}
 }

@@ -12,6 +12,11 @@
 // changes it signs) and aggregation (the passive Evidence it signs). Nothing
 // else calls store.Put.
 //
+// Every refused write is logged (operation, kind, reason, the error; never
+// the bundle) and counted in mcpready_controlplane_writes_refused_total by
+// operation, kind and reason (the artifact.VersionError or
+// sign.VerifyError reason, or the write path's own).
+//
 // The package never signs anything, never rewrites stored bytes and never
 // tells anyone about a write: readers learn of new revisions from the store
 // watch.
@@ -26,6 +31,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/store"
@@ -59,13 +66,18 @@ type Options struct {
 	Root crypto.PublicKey
 	// Now is the clock verification uses; nil means time.Now.
 	Now func() time.Time
-	// Logger receives one line per stored revision; nil discards.
+	// Logger receives one line per stored revision and per refused
+	// write; nil discards.
 	Logger *slog.Logger
+	// Registerer receives mcpready_controlplane_writes_refused_total; nil
+	// records nothing.
+	Registerer prometheus.Registerer
 }
 
 // Writer verifies and stores bundles. It is safe for concurrent use.
 type Writer struct {
-	o Options
+	o       Options
+	refused *prometheus.CounterVec
 
 	mu       sync.Mutex
 	trust    *sign.Trust
@@ -83,7 +95,56 @@ func New(o Options) (*Writer, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{o: o}, nil
+	w := &Writer{o: o, refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcpready_controlplane_writes_refused_total",
+		Help: "Writes (apply, delete) the write path refused, by operation, kind and reason (e.g. rollback, expired, key-revoked, tombstone)."}, []string{"op", "kind", "reason"})}
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(w.refused); err != nil {
+			return nil, fmt.Errorf("%w: metrics: %w", ErrConfig, err)
+		}
+	}
+	return w, nil
+}
+
+// refusal logs and counts a refused write of bundle by op ("apply",
+// "delete"); errors that are no refusal (etcd, the context) are neither.
+func (w *Writer) refusal(op string, bundle []byte, err error) {
+	reason := refusalReason(err)
+	if reason == "" {
+		return
+	}
+	kind := "unknown" // the label comes from an unverified bundle: known kinds only
+	if o, perr := sign.Peek(bundle); perr == nil && o.Kind.NewSpec() != nil {
+		kind = string(o.Kind)
+	}
+	w.refused.WithLabelValues(op, kind, reason).Inc()
+	w.o.Logger.Warn("write refused", "op", op, "kind", kind, "reason", reason, "err", err)
+}
+
+// refusalReason is the stable reason of a refused write, or "" when err
+// is no refusal.
+func refusalReason(err error) string {
+	var ve *artifact.VersionError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &ve):
+		return ve.Reason
+	case sign.ReasonOf(err) != "":
+		return string(sign.ReasonOf(err))
+	}
+	for _, r := range []struct {
+		err    error
+		reason string
+	}{
+		{sign.ErrTrustChain, "trust-chain"}, {ErrNoTrustPolicy, "no-trust-policy"}, {ErrTrustExpired, "trust-expired"}, {ErrWrongKind, "wrong-kind"},
+		{ErrTombstone, "tombstone"}, {ErrNotPermitted, "not-permitted"}, {ErrDeleted, "deleted"}, {store.ErrNotFound, "not-found"},
+		{store.ErrTooLarge, "too-large"}, {store.ErrInvalid, "invalid"}, {artifact.ErrUnknownKind, "unknown-kind"},
+	} {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
+	}
+	return ""
 }
 
 // Store is the store the Writer writes to (for reads).
@@ -204,7 +265,9 @@ func (w *Writer) verify(ctx context.Context, bundle []byte) (*sign.Verified, err
 // (nothing is written). ReceiptBatch, Tombstone and DriftReport are
 // refused with ErrWrongKind.
 func (w *Writer) Apply(ctx context.Context, bundle []byte) (rec store.Record, unchanged bool, err error) {
-	return w.apply(ctx, bundle, "")
+	rec, unchanged, err = w.apply(ctx, bundle, "")
+	w.refusal("apply", bundle, err)
+	return rec, unchanged, err
 }
 
 // apply is Apply, refusing every kind but only when only is set.
@@ -281,6 +344,12 @@ func (w *Writer) legacyHighWater(ctx context.Context, k artifact.Kind, name stri
 // the exact version it deletes (artifact.CheckTombstone), so it deletes
 // nothing once that version is superseded: it cannot be replayed.
 func (w *Writer) Delete(ctx context.Context, tombstone []byte) (store.Record, error) {
+	rec, err := w.delete(ctx, tombstone)
+	w.refusal("delete", tombstone, err)
+	return rec, err
+}
+
+func (w *Writer) delete(ctx context.Context, tombstone []byte) (store.Record, error) {
 	v, err := w.verify(ctx, tombstone)
 	if err != nil {
 		return store.Record{}, err
@@ -336,6 +405,7 @@ func (w *Writer) Delete(ctx context.Context, tombstone []byte) (store.Record, er
 // package's EvidenceSink.
 func (w *Writer) ApplyEvidence(ctx context.Context, bundle []byte) error {
 	_, _, err := w.apply(ctx, bundle, artifact.KindEvidence)
+	w.refusal("apply", bundle, err)
 	return err
 }
 

@@ -1,0 +1,41 @@
+// Package cprun runs a real control plane (controlplane.Server) for a
+// test or benchmark: New with the caller's options, Run until the test
+// ends (a Run error then fails it), and a wait for Ready. It only runs
+// what it is given: it fills in no options. It is for tests only;
+// shipped code must not import it.
+package cprun
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/mcpready/mcpready/controlplane"
+)
+
+// Start runs a control plane with o until t ends and returns it once it
+// is ready (at most 30 s).
+func Start(t testing.TB, o controlplane.Options) *controlplane.Server {
+	t.Helper()
+	s, err := controlplane.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("control plane: %v", err)
+		}
+	})
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("control plane: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("control plane not ready")
+	}
+	return s
+}
