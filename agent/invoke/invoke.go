@@ -336,7 +336,15 @@ func (rn *runner) attempt(ctx context.Context, r *decide.Route) Outcome {
 	per := r.PerAttempt
 	if dl, ok := ctx.Deadline(); ok {
 		if rem := dl.Sub(rn.opts.Now()); per <= 0 || rem < per {
-			per = rem
+			per = 0 // the call's deadline comes first: no deadline of the attempt's own
+			if rem <= 0 {
+				return rn.finish(r, rn.start(r, false), time.Time{}, Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
+					Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: context.DeadlineExceeded}, nil)
+			}
+			if !r.ReadOnly || r.HedgeAfter <= 0 || r.HedgeAfter >= rem {
+				return rn.single(ctx, r, 0, false)
+			}
+			return rn.hedged(ctx, r, 0)
 		}
 	}
 	if per <= 0 {
@@ -349,10 +357,17 @@ func (rn *runner) attempt(ctx context.Context, r *decide.Route) Outcome {
 	return rn.hedged(ctx, r, per)
 }
 
-// single runs one attempt synchronously with its own per-attempt timeout.
+// single runs one attempt synchronously with its own per-attempt timeout
+// per; with per 0 the attempt runs under ctx's own deadline, and ctx (the
+// call's, cancelled when Run returns) needs no timer of its own for it: a
+// synchronous attempt leaves nothing running when it returns.
 func (rn *runner) single(ctx context.Context, r *decide.Route, per time.Duration, hedge bool) Outcome {
-	actx, cancel := context.WithTimeout(ctx, per)
-	defer cancel()
+	actx := ctx
+	if per > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, per)
+		defer cancel()
+	}
 	rec := rn.start(r, hedge)
 	started := rn.opts.Now()
 	out := rn.do(actx, *r, int(rec.GetNumber()))

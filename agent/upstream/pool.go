@@ -485,17 +485,36 @@ func endpointOf(up config.Upstream) string {
 // isolate returns a context with ctx's deadline and cancellation but none of
 // its values: values of an incoming front request (such as the protocol
 // version the AI agent speaks) must not leak into upstream requests. The
-// one exception is the access principal (carryPrincipal).
+// one exception is the access principal (carryPrincipal). It starts no
+// timer of its own: ctx's deadline cancels ctx, and that cancels it, with
+// ctx's error.
 func isolate(ctx context.Context) (context.Context, context.CancelFunc) {
-	var out context.Context
-	var cancel context.CancelFunc
-	if dl, ok := ctx.Deadline(); ok {
-		out, cancel = context.WithDeadline(context.Background(), dl)
-	} else {
-		out, cancel = context.WithCancel(context.Background())
-	}
+	out, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
+	dl, hasDL := ctx.Deadline()
+	out = &isolated{Context: out, parent: ctx, deadline: dl, hasDeadline: hasDL}
 	out = telemetry.Carry(ctx, out) // the trace context continues upstream
 	out = carryPrincipal(ctx, out)  // and the access principal
-	stop := context.AfterFunc(ctx, cancel)
 	return out, func() { stop(); cancel() }
+}
+
+// isolated is a cancellable context without values that reports its
+// parent's deadline, and its parent's error once cancelled by the parent.
+type isolated struct {
+	context.Context // context.WithCancel(context.Background())
+	parent          context.Context
+	deadline        time.Time
+	hasDeadline     bool
+}
+
+func (c *isolated) Deadline() (time.Time, bool) { return c.deadline, c.hasDeadline }
+
+func (c *isolated) Err() error {
+	err := c.Context.Err()
+	if err != nil {
+		if perr := c.parent.Err(); perr != nil {
+			return perr // context.DeadlineExceeded when the deadline passed
+		}
+	}
+	return err
 }
