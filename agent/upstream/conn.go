@@ -259,6 +259,15 @@ func (b *directBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// bound limits the rest of the body's reads to wait from now, by a read
+// deadline on its connection; false when it cannot (the body is read to
+// its end or closed, and its connection may serve another request).
+func (b *directBody) bound(wait time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.done && b.dc.conn.SetReadDeadline(time.Now().Add(wait)) == nil
+}
+
 func (b *directBody) Close() error {
 	b.finish(false)
 	return nil

@@ -180,8 +180,15 @@ const drainWait = 100 * time.Millisecond
 
 // finish reads the rest of a response body (an SSE stream normally ends
 // right after the response) so that its connection is reused, and closes it.
-// A stream that stays open longer than drainWait is closed.
+// A stream that stays open longer than drainWait is closed: over the
+// agent's own transport by a read deadline on the connection (no timer of
+// its own; release clears the deadline), else by a timer.
 func finish(body io.ReadCloser) {
+	if db, ok := body.(*directBody); ok && db.bound(drainWait) {
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, maxEventSize))
+		body.Close()
+		return
+	}
 	t := time.AfterFunc(drainWait, func() { body.Close() })
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxEventSize))
 	t.Stop()
