@@ -313,7 +313,9 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	}
 
 	var protoMu sync.Mutex
-	protocol := map[string]string{}
+	// The protocol version of the last route dialled, which is the route
+	// that ran when it is that route's (routes run one after another).
+	var protoEntry, protoVersion string
 	var warmth mcpreadyv1.CallWarmth // of the call's first attempt
 	attempt := p.traced(func(ctx context.Context, r decide.Route, n int) invoke.Outcome {
 		up, err := tr.Dial(ctx, upstream.Target{Server: r.Identity.GetServerName(), Endpoint: r.Identity.GetEndpoint()})
@@ -323,7 +325,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		}
 		w := p.warm.touch(up, p.opts.Now())
 		protoMu.Lock()
-		protocol[r.Entry] = up.ProtocolVersion()
+		protoEntry, protoVersion = r.Entry, up.ProtocolVersion()
 		if warmth == mcpreadyv1.CallWarmth_CALL_WARMTH_UNSPECIFIED {
 			warmth = w
 		}
@@ -351,9 +353,15 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	rec.AttemptCount = int32(len(run.Attempts))
 	if r := run.Route; r != nil {
 		id := r.Identity
+		protoMu.Lock()
+		protocol := protoVersion
+		if protoEntry != r.Entry {
+			protocol = ""
+		}
+		protoMu.Unlock()
 		rec.Selected = &mcpreadyv1.Selection{Entry: r.Entry, Endpoint: id.GetEndpoint(), ServerName: id.GetServerName(),
 			ServerVersion: id.GetServerVersion(), ToolName: id.GetToolName(), InputSchemaDigest: id.GetInputSchemaDigest(),
-			OutputSchemaDigest: id.GetOutputSchemaDigest(), ProtocolVersion: protocol[r.Entry], Access: p.accessFacts(c, id.GetServerName(), p.opts.Now())}
+			OutputSchemaDigest: id.GetOutputSchemaDigest(), ProtocolVersion: protocol, Access: p.accessFacts(c, id.GetServerName(), p.opts.Now())}
 		rec.PerAttemptTimeout = durationpb.New(r.PerAttempt)
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
 		rec.Cost = r.Cost
