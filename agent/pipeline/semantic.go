@@ -35,11 +35,7 @@ func semantic(ch *validate.Checker, r decide.Route, args json.RawMessage, now ti
 	}
 	tool := r.Identity.GetServerName() + "/" + r.Identity.GetToolName()
 	applies := func(key string) bool { return (r.Class != "" && decide.Match(key, r.Class)) || decide.Match(key, tool) }
-	in := validate.SemanticInput{Tool: tool, Now: now, Result: c.res.StructuredContent}
-	var decoded map[string]any
-	if json.Unmarshal(args, &decoded) == nil {
-		in.Args = decoded
-	}
+	in := validate.SemanticInput{Tool: tool, Now: now, Result: c.res.StructuredContent, ArgsJSON: args}
 	c.sem = s.Check(applies, in)
 	if f := c.sem.Failure; f != nil {
 		if s.Annotate {

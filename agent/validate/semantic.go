@@ -8,6 +8,7 @@ package validate
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -114,8 +115,13 @@ func (unknownSizes) EstimateCallCost(string, string, *checker.AstNode, []checker
 
 // SemanticInput is what a validator sees.
 type SemanticInput struct {
-	// Args are the call's arguments (nil: an empty map).
+	// Args are the call's arguments (nil: ArgsJSON decoded, else an empty
+	// map).
 	Args map[string]any
+	// ArgsJSON are the call's arguments as JSON, decoded only when a
+	// validator reads args and Args is nil (not a JSON object: an empty
+	// map).
+	ArgsJSON json.RawMessage
 	// Result is the structured result (nil: null).
 	Result any
 	// Tool is "<server>/<tool>"; Now the evaluation time.
@@ -182,6 +188,13 @@ type activation struct{ in *SemanticInput }
 func (a activation) ResolveName(name string) (any, bool) {
 	switch name {
 	case "args":
+		if a.in.Args == nil && len(a.in.ArgsJSON) > 0 {
+			var m map[string]any
+			if json.Unmarshal(a.in.ArgsJSON, &m) == nil {
+				a.in.Args = m
+			}
+			a.in.ArgsJSON = nil // decoded once per Check
+		}
 		if a.in.Args == nil {
 			return emptyArgs, true
 		}

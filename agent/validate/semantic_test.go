@@ -67,6 +67,34 @@ func TestSemanticCheck(t *testing.T) {
 	}
 }
 
+// Arguments given as JSON are what a validator reads as args (decoded
+// only then); JSON that is not an object reads as an empty map.
+func TestSemanticArgsJSON(t *testing.T) {
+	s, err := CompileSemantic(map[string]string{"c-currency": "result.currency == args.currency"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := quote()
+	in.Args, in.ArgsJSON = nil, []byte(`{"currency":"EUR"}`)
+	if v := s.Check(all, in); v.Outcome != "passed" {
+		t.Fatalf("EUR: %+v", v)
+	}
+	in.ArgsJSON = []byte(`{"currency":"USD"}`)
+	if v := s.Check(all, in); v.Outcome != "failed:c-currency" {
+		t.Fatalf("USD: %+v", v)
+	}
+	for _, raw := range []string{`[1]`, `null`, `{"currency":`} {
+		in.ArgsJSON = []byte(raw)
+		if v := s.Check(all, in); v.Outcome != "error:c-currency" {
+			t.Fatalf("%s: %+v", raw, v)
+		}
+	}
+	in.Args, in.ArgsJSON = map[string]any{"currency": "EUR"}, []byte(`{"currency":"USD"}`)
+	if v := s.Check(all, in); v.Outcome != "passed" {
+		t.Fatalf("Args first: %+v", v)
+	}
+}
+
 // A validator that would run long stops at the cost limit as an error;
 // one that does not compile is refused with its position.
 func TestSemanticBounded(t *testing.T) {
