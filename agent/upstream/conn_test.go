@@ -280,3 +280,55 @@ func hostKey(url string) string {
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	return req.URL.Scheme + "://" + hostPort(req)
 }
+
+// A response stream the upstream keeps open after the response is closed
+// by finish after drainWait (a read deadline on the connection), and its
+// connection is not reused; a stream that ends is drained and its
+// connection reused, with no deadline left on it.
+func TestFinishBoundsAnOpenStream(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {}\n\n")
+		w.(http.Flusher).Flush()
+		if r.URL.Query().Get("hold") != "" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	var dials atomic.Int64
+	rt := countingTransport(&dials)
+	defer rt.CloseIdleConnections()
+	post := func(url string) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rt.roundTrip(req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	start := time.Now()
+	finish(post(srv.URL + "?hold=1").Body)
+	if took := time.Since(start); took < drainWait || took > drainWait+2*time.Second {
+		t.Fatalf("finish of an open stream took %v, want about %v", took, drainWait)
+	}
+	resp := post(srv.URL)
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("dials = %d, want 2 (the held connection closed)", n)
+	}
+	finish(resp.Body)
+	time.Sleep(2 * drainWait) // a deadline left on the reused connection would fire now
+	finish(post(srv.URL).Body)
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("dials = %d, want 2 (a drained connection reused)", n)
+	}
+}
