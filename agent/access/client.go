@@ -122,7 +122,9 @@ func New(o Options) *Client {
 }
 
 func (c *Client) principalOf(p Principal, up *Upstream) pairKey {
-	if grantOf(p, up) == config.GrantClientCredentials {
+	switch grantOf(p, up) {
+	case config.GrantClientCredentials, config.GrantJWTBearer, config.GrantIDJAG:
+		// The agent's own identity (its credentials, its files), not p's.
 		return pairKey{"", up.Name}
 	}
 	return pairKey{p.Name, up.Name}
@@ -313,7 +315,7 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 			return nil, err
 		}
 		asked = askedScopes(scopes, d)
-	case config.GrantClientCredentials, config.GrantTokenExchange:
+	case config.GrantClientCredentials, config.GrantTokenExchange, config.GrantJWTBearer, config.GrantIDJAG:
 		secret, err := o.ClientSecret()
 		if err != nil {
 			return nil, notReady(ReasonCredentials, "%v", err)
@@ -322,7 +324,12 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 		if err != nil {
 			return nil, err
 		}
-		if grant == config.GrantClientCredentials {
+		switch grant {
+		case config.GrantJWTBearer, config.GrantIDJAG:
+			if tok, err = c.bearerGrant(hctx, up, d, ca, resource, scopes); err != nil {
+				return nil, err
+			}
+		case config.GrantClientCredentials:
 			params := url.Values{"resource": {resource}}
 			for k, v := range ca.params {
 				params[k] = v
@@ -330,23 +337,17 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 			cc := clientcredentials.Config{ClientID: ca.id, ClientSecret: ca.secret, TokenURL: d.TokenEndpoint, Scopes: scopes,
 				AuthStyle: ca.style, EndpointParams: params}
 			tok, err = cc.Token(hctx)
-		} else {
+		default:
 			if p.SubjectToken == "" {
 				return nil, notReady(ReasonNoSubjectToken, "token exchange needs the principal's own token; principal %q has none", p.Name)
 			}
-			cfg := oauth2.Config{ClientID: ca.id, ClientSecret: ca.secret, Endpoint: oauth2.Endpoint{TokenURL: d.TokenEndpoint, AuthStyle: ca.style}}
-			opts := append(ca.options(),
-				oauth2.SetAuthURLParam("grant_type", grantTypeExchange),
-				oauth2.SetAuthURLParam("subject_token", p.SubjectToken),
-				oauth2.SetAuthURLParam("subject_token_type", tokenTypeAccessToken),
-				oauth2.SetAuthURLParam("requested_token_type", tokenTypeAccessToken),
-				oauth2.SetAuthURLParam("audience", resource),
-				oauth2.SetAuthURLParam("resource", resource),
-			)
-			if len(scopes) > 0 {
-				opts = append(opts, oauth2.SetAuthURLParam("scope", strings.Join(scopes, " ")))
-			}
-			tok, err = cfg.Exchange(hctx, "", opts...)
+			tok, err = tokenRequest(hctx, ca, d.TokenEndpoint, scopes,
+				"grant_type", grantTypeExchange,
+				"subject_token", p.SubjectToken,
+				"subject_token_type", tokenTypeAccessToken,
+				"requested_token_type", tokenTypeAccessToken,
+				"audience", resource,
+				"resource", resource)
 		}
 		if err != nil {
 			return nil, tokenError(err)
