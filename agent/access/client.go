@@ -78,6 +78,7 @@ type Client struct {
 	o     Options
 	keys  KeySets
 	intro introspections // results of RFC 7662 introspection (introspect.go)
+	dpop  sync.Map       // upstream name → *dpopState (dpop.go)
 
 	mu    sync.Mutex
 	disc  map[string]*Discovery // by upstream name
@@ -305,7 +306,11 @@ func (c *Client) discover(ctx context.Context, up *Upstream, hdr http.Header) (*
 func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Discovery, pk pairKey, scopes []string) (*Grant, error) {
 	o := up.OAuth
 	resource := resourceOf(up, d)
-	hctx := context.WithValue(ctx, oauth2.HTTPClient, c.o.HTTP)
+	hc, err := c.tokenHTTP(up, d)
+	if err != nil {
+		return nil, err
+	}
+	hctx := context.WithValue(ctx, oauth2.HTTPClient, hc)
 	var tok *oauth2.Token
 	asked := scopes
 	switch grant := grantOf(p, up); grant {
@@ -354,6 +359,9 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 		}
 	default:
 		return nil, notReady(ReasonNotConfigured, "unknown grant %q", o.Grant)
+	}
+	if err := dpopBound(up, tok.TokenType); err != nil {
+		return nil, err
 	}
 	g, err := c.grantOf(ctx, tok, up, d, asked)
 	if err != nil {

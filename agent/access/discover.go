@@ -31,7 +31,7 @@ func ParseChallenge(h http.Header) Challenge {
 		return c
 	}
 	for _, x := range cs {
-		if x.Scheme != "bearer" {
+		if x.Scheme != "bearer" && x.Scheme != "dpop" {
 			continue
 		}
 		c.Scopes = strings.Fields(x.Params["scope"])

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -112,4 +113,13 @@ func (o OAuth) validateExt() error {
 // secureURL reports whether u is an https URL, or an http one on loopback.
 func secureURL(u string) bool {
 	return strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://127.0.0.1") || strings.HasPrefix(u, "http://localhost")
+}
+
+// Key reads DPoP's key file (KeyFile must be set).
+func (d DPoP) Key() ([]byte, error) {
+	b, err := os.ReadFile(d.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	return b, nil
 }
