@@ -385,6 +385,7 @@ func (s *storage) SetUserinfoFromToken(context.Context, *oidc.UserInfo, string, 
 func (s *storage) GetPrivateClaimsFromScopes(context.Context, string, string, []string) (map[string]any, error) {
 	return nil, nil
 }
+
 // ValidateJWTProfileScopes admits a JWT-bearer grant of a JWTBearer
 // client (the assertion's issuer) for the scopes it may be granted.
 func (s *storage) ValidateJWTProfileScopes(_ context.Context, issuer string, scopes []string) ([]string, error) {
