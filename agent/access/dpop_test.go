@@ -282,3 +282,29 @@ func FuzzUseDPoPNonce(f *testing.F) {
 		}
 	})
 }
+
+// TestDPoPProofHTU: htu never carries the request's query or fragment
+// (RFC 9449 §4.2), and each proof has its own jti.
+func TestDPoPProofHTU(t *testing.T) {
+	s, err := newDPoP(&config.DPoP{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "https://up.example/mcp?session=secret#frag", nil)
+	var jtis []string
+	for range 2 {
+		p, err := s.proof(req.Method, req.URL, "tok", "", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{"Dpop": {p}}
+		c, _, bad := checkProof(h, http.MethodGet, "https://up.example/mcp")
+		if bad != "" {
+			t.Fatalf("proof: %s", bad)
+		}
+		jtis = append(jtis, c.JTI)
+	}
+	if jtis[0] == jtis[1] {
+		t.Fatal("two proofs share a jti")
+	}
+}
