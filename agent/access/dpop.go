@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,7 @@ import (
 // dpopState is one upstream's DPoP key and nonces.
 type dpopState struct {
 	signer  jose.Signer
+	alg     jose.SignatureAlgorithm
 	retries int
 
 	mu               sync.Mutex
@@ -84,7 +86,7 @@ func newDPoP(o *config.DPoP) (*dpopState, error) {
 	if retries == 0 {
 		retries = 1
 	}
-	return &dpopState{signer: signer, retries: retries}, nil
+	return &dpopState{signer: signer, alg: alg, retries: retries}, nil
 }
 
 // proof is a DPoP proof for method at u (its query and fragment dropped),
@@ -205,6 +207,9 @@ func (c *Client) tokenHTTP(up *Upstream, d *Discovery) (*http.Client, error) {
 	s, err := c.dpopOf(up)
 	if err != nil || s == nil {
 		return c.o.HTTP, err
+	}
+	if len(d.DPoPAlgs) > 0 && !slices.Contains(d.DPoPAlgs, string(s.alg)) {
+		return nil, notReady(ReasonNotConfigured, "the upstream accepts DPoP proofs signed with %d algorithm(s), not the key's %s", len(d.DPoPAlgs), s.alg)
 	}
 	hc := *c.o.HTTP
 	base := hc.Transport

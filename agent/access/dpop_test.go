@@ -71,6 +71,8 @@ type dpopRig struct {
 	mu        sync.Mutex
 	as, rs    *httptest.Server
 	tokenType string
+	// algs is the resource's dpop_signing_alg_values_supported.
+	algs []string
 	// rotate makes the token endpoint demand a new nonce every time.
 	rotate                bool
 	tokenRequests, nonces int
@@ -140,7 +142,7 @@ func newDPoPRig(t *testing.T) *dpopRig {
 	d.rs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/.well-known/oauth-protected-resource") {
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]any{"resource": d.rs.URL + "/mcp", "authorization_servers": []string{d.as.URL}})
+			_ = json.NewEncoder(w).Encode(map[string]any{"resource": d.rs.URL + "/mcp", "authorization_servers": []string{d.as.URL}, "dpop_signing_alg_values_supported": d.algs})
 			return
 		}
 		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -241,7 +243,7 @@ func TestDPoPKeyFile(t *testing.T) {
 }
 
 // TestDPoPRefusals: a bearer token where DPoP is configured is refused,
-// and a token endpoint that demands a new nonce every time is given up on
+// a key of an algorithm the resource does not list is not used, and a token endpoint that demands a new nonce every time is given up on
 // after MaxNonceRetries resends.
 func TestDPoPRefusals(t *testing.T) {
 	d := newDPoPRig(t)
@@ -251,7 +253,12 @@ func TestDPoPRefusals(t *testing.T) {
 	if ReasonOf(err) != ReasonTokenFailed || strings.Contains(err.Error(), "dpop-bound-token") {
 		t.Fatalf("bearer token for a DPoP upstream: %v", err)
 	}
-	d.tokenType, d.rotate, d.tokenRequests = "DPoP", true, 0
+	d.tokenType, d.algs, d.tokenRequests = "DPoP", []string{"RS256"}, 0
+	_, err = New(Options{}).Token(context.Background(), Principal{}, &up)
+	if ReasonOf(err) != ReasonNotConfigured || d.tokenRequests != 0 {
+		t.Fatalf("key algorithm the resource does not accept: %v after %d token requests", err, d.tokenRequests)
+	}
+	d.algs, d.rotate, d.tokenRequests = []string{"ES256"}, true, 0
 	up = d.upstream(&config.DPoP{MaxNonceRetries: 3})
 	_, err = New(Options{}).Token(context.Background(), Principal{}, &up)
 	if ReasonOf(err) != ReasonTokenFailed || d.tokenRequests != 4 {
