@@ -78,6 +78,7 @@ type Client struct {
 	o     Options
 	keys  KeySets
 	intro introspections // results of RFC 7662 introspection (introspect.go)
+	dpop  sync.Map       // upstream name → *dpopState (dpop.go)
 
 	mu    sync.Mutex
 	disc  map[string]*Discovery // by upstream name
@@ -122,7 +123,9 @@ func New(o Options) *Client {
 }
 
 func (c *Client) principalOf(p Principal, up *Upstream) pairKey {
-	if grantOf(p, up) == config.GrantClientCredentials {
+	switch grantOf(p, up) {
+	case config.GrantClientCredentials, config.GrantJWTBearer, config.GrantIDJAG:
+		// The agent's own identity (its credentials, its files), not p's.
 		return pairKey{"", up.Name}
 	}
 	return pairKey{p.Name, up.Name}
@@ -303,7 +306,11 @@ func (c *Client) discover(ctx context.Context, up *Upstream, hdr http.Header) (*
 func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Discovery, pk pairKey, scopes []string) (*Grant, error) {
 	o := up.OAuth
 	resource := resourceOf(up, d)
-	hctx := context.WithValue(ctx, oauth2.HTTPClient, c.o.HTTP)
+	hc, err := c.tokenHTTP(up, d)
+	if err != nil {
+		return nil, err
+	}
+	hctx := context.WithValue(ctx, oauth2.HTTPClient, hc)
 	var tok *oauth2.Token
 	asked := scopes
 	switch grant := grantOf(p, up); grant {
@@ -313,7 +320,7 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 			return nil, err
 		}
 		asked = askedScopes(scopes, d)
-	case config.GrantClientCredentials, config.GrantTokenExchange:
+	case config.GrantClientCredentials, config.GrantTokenExchange, config.GrantJWTBearer, config.GrantIDJAG:
 		secret, err := o.ClientSecret()
 		if err != nil {
 			return nil, notReady(ReasonCredentials, "%v", err)
@@ -322,7 +329,12 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 		if err != nil {
 			return nil, err
 		}
-		if grant == config.GrantClientCredentials {
+		switch grant {
+		case config.GrantJWTBearer, config.GrantIDJAG:
+			if tok, err = c.bearerGrant(hctx, up, d, ca, resource, scopes); err != nil {
+				return nil, err
+			}
+		case config.GrantClientCredentials:
 			params := url.Values{"resource": {resource}}
 			for k, v := range ca.params {
 				params[k] = v
@@ -330,29 +342,26 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 			cc := clientcredentials.Config{ClientID: ca.id, ClientSecret: ca.secret, TokenURL: d.TokenEndpoint, Scopes: scopes,
 				AuthStyle: ca.style, EndpointParams: params}
 			tok, err = cc.Token(hctx)
-		} else {
+		default:
 			if p.SubjectToken == "" {
 				return nil, notReady(ReasonNoSubjectToken, "token exchange needs the principal's own token; principal %q has none", p.Name)
 			}
-			cfg := oauth2.Config{ClientID: ca.id, ClientSecret: ca.secret, Endpoint: oauth2.Endpoint{TokenURL: d.TokenEndpoint, AuthStyle: ca.style}}
-			opts := append(ca.options(),
-				oauth2.SetAuthURLParam("grant_type", grantTypeExchange),
-				oauth2.SetAuthURLParam("subject_token", p.SubjectToken),
-				oauth2.SetAuthURLParam("subject_token_type", tokenTypeAccessToken),
-				oauth2.SetAuthURLParam("requested_token_type", tokenTypeAccessToken),
-				oauth2.SetAuthURLParam("audience", resource),
-				oauth2.SetAuthURLParam("resource", resource),
-			)
-			if len(scopes) > 0 {
-				opts = append(opts, oauth2.SetAuthURLParam("scope", strings.Join(scopes, " ")))
-			}
-			tok, err = cfg.Exchange(hctx, "", opts...)
+			tok, err = tokenRequest(hctx, ca, d.TokenEndpoint, scopes,
+				"grant_type", grantTypeExchange,
+				"subject_token", p.SubjectToken,
+				"subject_token_type", tokenTypeAccessToken,
+				"requested_token_type", tokenTypeAccessToken,
+				"audience", resource,
+				"resource", resource)
 		}
 		if err != nil {
 			return nil, tokenError(err)
 		}
 	default:
 		return nil, notReady(ReasonNotConfigured, "unknown grant %q", o.Grant)
+	}
+	if err := dpopBound(up, tok.TokenType); err != nil {
+		return nil, err
 	}
 	g, err := c.grantOf(ctx, tok, up, d, asked)
 	if err != nil {

@@ -103,11 +103,14 @@ func (c *Client) codeToken(ctx context.Context, p Principal, up *Upstream, d *Di
 func (c *Client) runFlow(f *flow, p Principal, up *Upstream, d *Discovery, pk pairKey, scopes []string, refresh string) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.o.AuthorizationTimeout)
 	defer cancel()
-	ctx = context.WithValue(ctx, oauth2.HTTPClient, c.o.HTTP)
-	if refresh != "" {
+	hc, err := c.tokenHTTP(up, d) // DPoP proofs, when up has them
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, hc)
+	if err == nil && refresh != "" {
 		f.tok, f.err = c.refresh(ctx, up, d, refresh)
 	}
-	if refresh == "" || f.err != nil {
+	if err != nil {
+		f.err = err
+	} else if refresh == "" || f.err != nil {
 		f.tok, f.err = c.authorizeCode(ctx, p, up, d, scopes)
 	}
 	c.mu.Lock()

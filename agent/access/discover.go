@@ -31,7 +31,7 @@ func ParseChallenge(h http.Header) Challenge {
 		return c
 	}
 	for _, x := range cs {
-		if x.Scheme != "bearer" {
+		if x.Scheme != "bearer" && x.Scheme != "dpop" {
 			continue
 		}
 		c.Scopes = strings.Fields(x.Params["scope"])
@@ -55,7 +55,10 @@ type Discovery struct {
 	// Issuer is the chosen authorization server's issuer (its metadata's).
 	Issuer        string
 	TokenEndpoint string
-	JWKSURI       string
+	// DPoPAlgs are the protected resource's dpop_signing_alg_values_supported
+	// (empty: not stated).
+	DPoPAlgs []string
+	JWKSURI  string
 	// IntrospectionEndpoint is the metadata's RFC 7662 endpoint, if any.
 	IntrospectionEndpoint string
 	AuthMethods           []string
@@ -146,6 +149,7 @@ func discovery(prm *oauthex.ProtectedResourceMetadata, asm *oauthex.AuthServerMe
 		CIMDSupported:         asm.ClientIDMetadataDocumentSupported,
 		IssParameter:          asm.AuthorizationResponseIssParameterSupported,
 		ServerScopes:          asm.ScopesSupported,
+		DPoPAlgs:              prm.DPOPSigningAlgValuesSupported,
 	}
 }
 

@@ -96,7 +96,5 @@ func (t *transport) send(req *http.Request, p Principal, g *Grant) (*http.Respon
 	if err := t.c.stillActive(req.Context(), g, &t.up); err != nil {
 		return nil, err
 	}
-	r := req.Clone(req.Context())
-	r.Header.Set("Authorization", "Bearer "+g.token)
-	return t.base.RoundTrip(r)
+	return t.c.present(t.base, req, g, &t.up)
 }

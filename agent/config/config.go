@@ -168,8 +168,8 @@ const (
 // from a file or an environment variable only, read when a token is
 // requested.
 type OAuth struct {
-	// Grant is GrantClientCredentials, GrantTokenExchange or
-	// GrantAuthorizationCode. Required.
+	// Grant is GrantClientCredentials, GrantTokenExchange,
+	// GrantAuthorizationCode, GrantJWTBearer or GrantIDJAG. Required.
 	Grant string `json:"grant"`
 	// ClientID is the pre-registered client's id. Required, except for
 	// authorization_code with ClientIDMetadataURL or DynamicRegistration.
@@ -218,6 +218,13 @@ type OAuth struct {
 	// access tokens by RFC 7662 token introspection, authenticated as the
 	// client above. Nil: an opaque token is refused.
 	Introspection *Introspection `json:"introspection,omitempty"`
+	// AssertionFile or AssertionEnv hold GrantJWTBearer's JWT (oauthext.go).
+	AssertionFile string `json:"assertionFile,omitempty"`
+	AssertionEnv  string `json:"assertionEnv,omitempty"`
+	// EnterpriseIdP is GrantIDJAG's enterprise identity provider.
+	EnterpriseIdP *EnterpriseIdP `json:"enterpriseIdP,omitempty"`
+	// DPoP, when set, sender-constrains this upstream's tokens (RFC 9449).
+	DPoP *DPoP `json:"dpop,omitempty"`
 }
 
 // Introspection configures RFC 7662 token introspection for one upstream.
@@ -257,8 +264,13 @@ func readSecret(file, env string) (string, error) {
 
 func (o OAuth) validate() error {
 	code := o.Grant == GrantAuthorizationCode
-	if o.Grant != GrantClientCredentials && o.Grant != GrantTokenExchange && !code {
-		return fmt.Errorf("oauth.grant %q: want %s, %s or %s", o.Grant, GrantClientCredentials, GrantTokenExchange, GrantAuthorizationCode)
+	switch o.Grant {
+	case GrantClientCredentials, GrantTokenExchange, GrantAuthorizationCode, GrantJWTBearer, GrantIDJAG:
+	default:
+		return fmt.Errorf("oauth.grant %q: want %s, %s, %s, %s or %s", o.Grant, GrantClientCredentials, GrantTokenExchange, GrantAuthorizationCode, GrantJWTBearer, GrantIDJAG)
+	}
+	if err := o.validateExt(); err != nil {
+		return err
 	}
 	if err := o.validateCode(); err != nil {
 		return err
@@ -304,7 +316,7 @@ func (o OAuth) validate() error {
 			return errors.New("oauth.introspection authenticates as the client: it needs a client secret, not tokenEndpointAuth none")
 		case in.CacheSeconds < 0:
 			return errors.New("oauth.introspection.cacheSeconds must not be negative")
-		case in.Endpoint != "" && !strings.HasPrefix(in.Endpoint, "https://") && !strings.HasPrefix(in.Endpoint, "http://127.0.0.1") && !strings.HasPrefix(in.Endpoint, "http://localhost"):
+		case in.Endpoint != "" && !secureURL(in.Endpoint):
 			return fmt.Errorf("oauth.introspection.endpoint %q: want an https URL (the token is sent there; plain http on loopback only)", in.Endpoint)
 		}
 	}

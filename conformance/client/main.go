@@ -7,9 +7,12 @@
 // For the suite's auth/* scenarios (MCP_CONFORMANCE_SCENARIO) the upstream
 // is configured for OAuth: client credentials (client secret, or
 // private_key_jwt with the suite's key) for auth/client-credentials-*, else
+// the JWT-bearer grant of the suite's workload token for
+// auth/wif-jwt-bearer, the ID-JAG grant with the suite's identity provider
+// where the context names one, else
 // the authorization-code flow (client ID metadata document, the suite's
 // pre-registered client when MCP_CONFORMANCE_CONTEXT names one, dynamic
-// registration), whose redirect the harness follows itself: the suite's
+// registration; with DPoP for auth/dpop*), whose redirect the harness follows itself: the suite's
 // authorization server approves at once. Secrets reach the configuration
 // through an environment variable or a file, as the agent requires. The
 // suite's authorization server issues opaque tokens, so the upstream says
@@ -48,7 +51,14 @@ type suiteContext struct {
 	ClientID      string `json:"client_id"`
 	ClientSecret  string `json:"client_secret"`
 	PrivateKeyPEM string `json:"private_key_pem"`
-	ToolCalls     []struct {
+	// auth/wif-jwt-bearer's workload identity token.
+	ValidJWT string `json:"valid_jwt"`
+	// The enterprise identity provider of auth/enterprise-managed-authorization
+	// (auth/cross-app-access-complete-flow in 0.1.16).
+	IdPClientID      string `json:"idp_client_id"`
+	IdPIDToken       string `json:"idp_id_token"`
+	IdPTokenEndpoint string `json:"idp_token_endpoint"`
+	ToolCalls        []struct {
 		Name      string         `json:"name"`
 		Arguments map[string]any `json:"arguments"`
 	} `json:"toolCalls"`
@@ -84,9 +94,7 @@ func run(url string) error {
 		return err
 	}
 	up.OAuth = o
-	if o != nil && o.PrivateKeyFile != "" {
-		defer os.Remove(o.PrivateKeyFile)
-	}
+	defer removeFiles()
 	if _, err := config.New(config.File{Upstreams: []config.Upstream{up}}); err != nil {
 		return err
 	}
@@ -166,22 +174,59 @@ func oauthFor(scenario string, sc suiteContext) (*config.OAuth, error) {
 		o.ClientSecretEnv = secretEnv
 	}
 	if sc.PrivateKeyPEM != "" {
-		f, err := os.CreateTemp("", "mcpready-conformance-key-*.pem")
+		f, err := tempFile("key", sc.PrivateKeyPEM)
 		if err != nil {
 			return nil, err
 		}
-		defer f.Close()
-		if _, err := f.WriteString(sc.PrivateKeyPEM); err != nil {
-			return nil, err
-		}
-		o.TokenEndpointAuth, o.PrivateKeyFile = config.AuthPrivateKeyJWT, f.Name()
+		o.TokenEndpointAuth, o.PrivateKeyFile = config.AuthPrivateKeyJWT, f
 	}
-	if strings.HasPrefix(scenario, "auth/client-credentials") {
+	switch {
+	case strings.HasPrefix(scenario, "auth/client-credentials"):
 		o.Grant = config.GrantClientCredentials
 		return o, nil
+	case scenario == "auth/wif-jwt-bearer":
+		f, err := tempFile("workload-token", sc.ValidJWT)
+		if err != nil {
+			return nil, err
+		}
+		o.Grant, o.TokenEndpointAuth, o.AssertionFile = config.GrantJWTBearer, config.AuthNone, f
+		return o, nil
+	case sc.IdPTokenEndpoint != "":
+		f, err := tempFile("id-token", sc.IdPIDToken)
+		if err != nil {
+			return nil, err
+		}
+		o.Grant = config.GrantIDJAG
+		o.EnterpriseIdP = &config.EnterpriseIdP{TokenEndpoint: sc.IdPTokenEndpoint, ClientID: sc.IdPClientID, IDTokenFile: f}
+		return o, nil
+	}
+	if strings.HasPrefix(scenario, "auth/dpop") {
+		o.DPoP = &config.DPoP{}
 	}
 	o.Grant, o.RedirectURL, o.ClientIDMetadataURL, o.DynamicRegistration = config.GrantAuthorizationCode, redirectURL, metadataURL, true
 	return o, nil
+}
+
+// files are the temporary files the harness wrote.
+var files []string
+
+// tempFile writes content (a key or token of the suite's) to a new
+// temporary file, as the agent reads them from files only.
+func tempFile(kind, content string) (string, error) {
+	f, err := os.CreateTemp("", "mcpready-conformance-"+kind+"-*")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	files = append(files, f.Name())
+	_, err = f.WriteString(content)
+	return f.Name(), err
+}
+
+func removeFiles() {
+	for _, f := range files {
+		_ = os.Remove(f)
+	}
 }
 
 // followRedirect completes an authorization the way the suite's

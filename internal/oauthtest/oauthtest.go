@@ -61,6 +61,10 @@ type Client struct {
 	// RedirectURIs permit the authorization-code flow (loopback http URIs:
 	// a native client).
 	RedirectURIs []string
+	// JWTBearer permits the RFC 7523 JWT-bearer grant of assertions whose
+	// issuer and subject are the client's ID, signed by PublicKey (a
+	// workload identity token the client holds).
+	JWTBearer bool
 }
 
 // Options configures a Server. The zero value issues tokens for an hour,
@@ -381,8 +385,15 @@ func (s *storage) SetUserinfoFromToken(context.Context, *oidc.UserInfo, string, 
 func (s *storage) GetPrivateClaimsFromScopes(context.Context, string, string, []string) (map[string]any, error) {
 	return nil, nil
 }
-func (s *storage) ValidateJWTProfileScopes(context.Context, string, []string) ([]string, error) {
-	return nil, errUnsupported
+
+// ValidateJWTProfileScopes admits a JWT-bearer grant of a JWTBearer
+// client (the assertion's issuer) for the scopes it may be granted.
+func (s *storage) ValidateJWTProfileScopes(_ context.Context, issuer string, scopes []string) ([]string, error) {
+	c, ok := s.lookup(issuer)
+	if !ok || !c.JWTBearer {
+		return nil, oidc.ErrUnauthorizedClient().WithDescription("the JWT-bearer grant is not permitted for this issuer")
+	}
+	return s.grant(c, scopes)
 }
 
 type signingKey struct{ s *storage }
