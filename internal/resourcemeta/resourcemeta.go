@@ -12,13 +12,14 @@ import (
 )
 
 // URLs lists where to look for resource's protected-resource metadata, in
-// order: the resource_metadata of hdr's Bearer challenges, then the
+// order: the resource_metadata of hdr's Bearer and DPoP (RFC 9449)
+// challenges, then the
 // path-specific and the root well-known URIs (RFC 9728 §3.1).
 func URLs(resource *url.URL, hdr http.Header) []string {
 	var out []string
 	if cs, err := oauthex.ParseWWWAuthenticate(hdr.Values("WWW-Authenticate")); err == nil {
 		for _, c := range cs {
-			if c.Scheme == "bearer" && c.Params["resource_metadata"] != "" {
+			if (c.Scheme == "bearer" || c.Scheme == "dpop") && c.Params["resource_metadata"] != "" {
 				out = append(out, c.Params["resource_metadata"])
 			}
 		}

@@ -15,6 +15,11 @@ func TestURLs(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("URLs = %q, want %q", got, want)
 	}
+	// RFC 9449 §7.1: a DPoP-bound resource challenges with scheme DPoP.
+	dpop := http.Header{"Www-Authenticate": {`DPoP algs="ES256", resource_metadata="https://mcp.example/meta"`}}
+	if got := URLs(u, dpop); !slices.Equal(got, want) {
+		t.Fatalf("URLs of a DPoP challenge = %q, want %q", got, want)
+	}
 	root, _ := url.Parse("https://mcp.example")
 	if got := URLs(root, http.Header{}); !slices.Equal(got, want[2:]) {
 		t.Fatalf("root resource without a challenge = %q", got)
