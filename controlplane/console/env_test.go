@@ -205,7 +205,7 @@ func (e *env) handler(t testing.TB, rules []authz.Rule) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := console.New(console.Options{Registry: e.lc, Artifacts: e.st, Receipts: e.rs, Fleet: e.ds, Authorizer: az})
+	c, err := console.New(console.Options{Registry: e.lc, Artifacts: e.st, Receipts: e.rs, Fleet: e.ds, Authorizer: az, Now: func() time.Time { return e.now }})
 	if err != nil {
 		t.Fatal(err)
 	}
