@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/front"
+	"github.com/mcpready/mcpready/agent/pipeline"
+	"github.com/mcpready/mcpready/agent/workflow"
 	"github.com/mcpready/mcpready/agent/internal/cptest"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -136,5 +140,38 @@ mcpready_agent_upstream_sessions_refused_total{scope="principal"} 1
 	_, _ = io.ReadAll(conn)
 	if took := time.Since(began); took > 4*time.Second {
 		t.Errorf("slow headers held the connection %s, want about the configured 1s", took)
+	}
+}
+
+// TestExampleLimitsAreDefaults: the limits the shipped example
+// configuration spells out are valid and are the defaults, as its comment
+// says (a changed default shows here).
+func TestExampleLimitsAreDefaults(t *testing.T) {
+	b, err := os.ReadFile("../deploy/examples/agent-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := config.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.New(config.File{Limits: f.Limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fo front.Options
+	var wo workflow.Options
+	withLimits(&fo, &wo, c.Limits())
+	want := front.Options{MaxUpstreamSessions: front.DefaultMaxUpstreamSessions, MaxUpstreamSessionsPerPrincipal: front.DefaultMaxUpstreamSessionsPerPrincipal,
+		MaxHeldCalls: front.DefaultMaxHeldCalls, MaxHeldCallsPerPrincipal: front.DefaultMaxHeldCallsPerPrincipal,
+		MaxPendingRounds: front.DefaultMaxPendingRounds, MaxPendingRoundsPerPrincipal: front.DefaultMaxPendingRoundsPerPrincipal,
+		ReadHeaderTimeout: front.DefaultReadHeaderTimeout, IdleTimeout: front.DefaultIdleTimeout, BodyTimeout: front.DefaultBodyTimeout,
+		SessionIdleTimeout: front.DefaultSessionIdleTimeout, ColdAfter: pipeline.DefaultColdAfter}
+	if !reflect.DeepEqual(fo, want) {
+		t.Errorf("example front limits %+v, want the defaults %+v", fo, want)
+	}
+	if !reflect.DeepEqual(wo, workflow.Options{MaxOpen: workflow.DefaultMaxOpen, MaxOpenPerPrincipal: workflow.DefaultMaxOpenPerPrincipal,
+		MaxCalls: workflow.DefaultMaxCalls, IdleTimeout: workflow.DefaultIdleTimeout}) {
+		t.Errorf("example workflow limits %+v, want the defaults", wo)
 	}
 }

@@ -523,19 +523,32 @@ func Load(path string) (*Config, error) {
 
 // Parse validates configuration data. Nil or empty data is the empty configuration.
 func Parse(data []byte) (*Config, error) {
-	var f File
-	if len(bytes.TrimSpace(data)) > 0 {
-		j, err := yaml.YAMLToJSONStrict(data)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		dec := json.NewDecoder(bytes.NewReader(j))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
+	f, err := Decode(data)
+	if err != nil {
+		return nil, err
 	}
 	return New(f)
+}
+
+// Decode reads configuration data (YAML or JSON) into a File without
+// validating it or reading the files it names: unknown fields, repeated
+// keys and values of the wrong type are errors (ErrInvalid). New validates
+// the result.
+func Decode(data []byte) (File, error) {
+	var f File
+	if len(bytes.TrimSpace(data)) == 0 {
+		return f, nil
+	}
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return File{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return File{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return f, nil
 }
 
 // New validates f and resolves its principal tokens.
