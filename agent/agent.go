@@ -281,12 +281,12 @@ func withLimits(f *front.Options, w *workflow.Options, l config.Limits) {
 	f.MaxHeldCalls, f.MaxHeldCallsPerPrincipal = l.HeldCalls, l.HeldCallsPerPrincipal
 	f.MaxPendingRounds, f.MaxPendingRoundsPerPrincipal = l.PendingRounds, l.PendingRoundsPerPrincipal
 	f.ReadHeaderTimeout, f.IdleTimeout, f.BodyTimeout = time.Duration(l.ReadHeaderTimeout), time.Duration(l.IdleTimeout), time.Duration(l.BodyTimeout)
-	f.SessionIdleTimeout, f.ColdAfter = time.Duration(l.SessionIdleTimeout), time.Duration(l.ColdAfter)
+	f.SessionIdleTimeout, f.ColdAfter, f.RelistInterval = time.Duration(l.SessionIdleTimeout), time.Duration(l.ColdAfter), time.Duration(l.RelistInterval)
 	for _, v := range []struct {
 		dst *int
 		src int
 	}{{&w.MaxOpen, l.Workflows.Open}, {&w.MaxOpenPerPrincipal, l.Workflows.OpenPerPrincipal},
-		{&w.MaxCalls, l.Workflows.CallsPerWorkflow}} {
+		{&w.MaxCalls, l.Workflows.CallsPerWorkflow}, {&w.MaxCallsTotal, l.Workflows.Calls}} {
 		if *v.dst == 0 {
 			*v.dst = v.src
 		}

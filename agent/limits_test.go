@@ -18,10 +18,10 @@ import (
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/front"
-	"github.com/mcpready/mcpready/agent/pipeline"
-	"github.com/mcpready/mcpready/agent/workflow"
 	"github.com/mcpready/mcpready/agent/internal/cptest"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	"github.com/mcpready/mcpready/agent/pipeline"
+	"github.com/mcpready/mcpready/agent/workflow"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
 )
@@ -166,12 +166,12 @@ func TestExampleLimitsAreDefaults(t *testing.T) {
 		MaxHeldCalls: front.DefaultMaxHeldCalls, MaxHeldCallsPerPrincipal: front.DefaultMaxHeldCallsPerPrincipal,
 		MaxPendingRounds: front.DefaultMaxPendingRounds, MaxPendingRoundsPerPrincipal: front.DefaultMaxPendingRoundsPerPrincipal,
 		ReadHeaderTimeout: front.DefaultReadHeaderTimeout, IdleTimeout: front.DefaultIdleTimeout, BodyTimeout: front.DefaultBodyTimeout,
-		SessionIdleTimeout: front.DefaultSessionIdleTimeout, ColdAfter: pipeline.DefaultColdAfter}
+		SessionIdleTimeout: front.DefaultSessionIdleTimeout, ColdAfter: pipeline.DefaultColdAfter, RelistInterval: front.DefaultRelistInterval}
 	if !reflect.DeepEqual(fo, want) {
 		t.Errorf("example front limits %+v, want the defaults %+v", fo, want)
 	}
 	if !reflect.DeepEqual(wo, workflow.Options{MaxOpen: workflow.DefaultMaxOpen, MaxOpenPerPrincipal: workflow.DefaultMaxOpenPerPrincipal,
-		MaxCalls: workflow.DefaultMaxCalls, IdleTimeout: workflow.DefaultIdleTimeout}) {
+		MaxCalls: workflow.DefaultMaxCalls, MaxCallsTotal: workflow.DefaultMaxCallsTotal, IdleTimeout: workflow.DefaultIdleTimeout}) {
 		t.Errorf("example workflow limits %+v, want the defaults", wo)
 	}
 }

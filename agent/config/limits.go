@@ -66,6 +66,10 @@ type Limits struct {
 	// ColdAfter is how long an upstream session may sit idle before its
 	// next call is recorded cold (Receipt.warmth); 0 is 1m, at least 10ms.
 	ColdAfter Duration `json:"coldAfter,omitempty"`
+	// RelistInterval is how often every upstream's tools are listed again
+	// and checked against their pins (for upstreams that change without
+	// notifying); 0 is 5m, at least 10s.
+	RelistInterval Duration `json:"relistInterval,omitempty"`
 	// Workflows bounds workflow tracking.
 	Workflows WorkflowLimits `json:"workflows,omitempty"`
 }
@@ -80,6 +84,8 @@ type WorkflowLimits struct {
 	// CallsPerWorkflow is how many calls one workflow lists (later ones
 	// are counted only); 0 is 512.
 	CallsPerWorkflow int `json:"callsPerWorkflow,omitempty"`
+	// Calls is how many calls all open workflows list together; 0 is 65536.
+	Calls int `json:"calls,omitempty"`
 	// IdleTimeout records a workflow abandoned (expired) after this long
 	// without a call or a report; 0 is 1h, at least 1s.
 	IdleTimeout Duration `json:"idleTimeout,omitempty"`
@@ -100,7 +106,7 @@ func (l Limits) validate() error {
 		{"heldCalls", l.HeldCalls}, {"heldCallsPerPrincipal", l.HeldCallsPerPrincipal},
 		{"pendingRounds", l.PendingRounds}, {"pendingRoundsPerPrincipal", l.PendingRoundsPerPrincipal},
 		{"workflows.open", l.Workflows.Open}, {"workflows.openPerPrincipal", l.Workflows.OpenPerPrincipal},
-		{"workflows.callsPerWorkflow", l.Workflows.CallsPerWorkflow},
+		{"workflows.callsPerWorkflow", l.Workflows.CallsPerWorkflow}, {"workflows.calls", l.Workflows.Calls},
 	} {
 		if c.v < 0 || c.v > MaxLimitCount {
 			return fmt.Errorf("%w.%s %d: want 1 to %d (0 or absent: the default)", ErrLimit, c.name, c.v, MaxLimitCount)
@@ -113,7 +119,8 @@ func (l Limits) validate() error {
 	}{
 		{"readHeaderTimeout", l.ReadHeaderTimeout, time.Second}, {"idleTimeout", l.IdleTimeout, time.Second},
 		{"bodyTimeout", l.BodyTimeout, time.Second}, {"sessionIdleTimeout", l.SessionIdleTimeout, time.Second},
-		{"coldAfter", l.ColdAfter, 10 * time.Millisecond}, {"workflows.idleTimeout", l.Workflows.IdleTimeout, time.Second},
+		{"coldAfter", l.ColdAfter, 10 * time.Millisecond}, {"relistInterval", l.RelistInterval, 10 * time.Second},
+		{"workflows.idleTimeout", l.Workflows.IdleTimeout, time.Second},
 	} {
 		if v := time.Duration(d.v); v != 0 && (v < d.min || v > MaxLimitDuration) {
 			return fmt.Errorf("%w.%s %s: want %s to %s (0 or absent: the default)", ErrLimit, d.name, v, d.min, MaxLimitDuration)

@@ -25,7 +25,8 @@ limits:
   bodyTimeout: 1m
   sessionIdleTimeout: 10m
   coldAfter: 250ms
-  workflows: {open: 50, openPerPrincipal: 5, callsPerWorkflow: 7, idleTimeout: 2h}
+  relistInterval: 30s
+  workflows: {open: 50, openPerPrincipal: 5, callsPerWorkflow: 7, calls: 70, idleTimeout: 2h}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -33,8 +34,8 @@ limits:
 	l := c.Limits()
 	want := Limits{UpstreamSessions: 8, UpstreamSessionsPerPrincipal: 1, HeldCalls: 4, HeldCallsPerPrincipal: 2, PendingRounds: 100, PendingRoundsPerPrincipal: 3,
 		ReadHeaderTimeout: Duration(5 * time.Second), IdleTimeout: Duration(90 * time.Second), BodyTimeout: Duration(time.Minute),
-		SessionIdleTimeout: Duration(10 * time.Minute), ColdAfter: Duration(250 * time.Millisecond),
-		Workflows: WorkflowLimits{Open: 50, OpenPerPrincipal: 5, CallsPerWorkflow: 7, IdleTimeout: Duration(2 * time.Hour)}}
+		SessionIdleTimeout: Duration(10 * time.Minute), ColdAfter: Duration(250 * time.Millisecond), RelistInterval: Duration(30 * time.Second),
+		Workflows: WorkflowLimits{Open: 50, OpenPerPrincipal: 5, CallsPerWorkflow: 7, Calls: 70, IdleTimeout: Duration(2 * time.Hour)}}
 	if l != want {
 		t.Fatalf("limits %+v, want %+v", l, want)
 	}
@@ -53,6 +54,8 @@ limits:
 		"limits: {workflows: {openPerPrincipal: -1}}":      "limits.workflows.openPerPrincipal",
 		"limits: {workflows: {callsPerWorkflow: 2000000}}": "limits.workflows.callsPerWorkflow",
 		"limits: {workflows: {idleTimeout: 10ms}}":         "limits.workflows.idleTimeout",
+		"limits: {relistInterval: 1s}":                     "limits.relistInterval",
+		"limits: {workflows: {calls: -1}}":                 "limits.workflows.calls",
 	} {
 		_, err := Parse([]byte(in))
 		if !errors.Is(err, ErrLimit) || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), field+" ") {
