@@ -21,6 +21,7 @@ import (
 	"github.com/mcpready/mcpready/agent/internal/cptest"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	"github.com/mcpready/mcpready/agent/pipeline"
+	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/workflow"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
@@ -101,25 +102,10 @@ mcpready_agent_upstream_sessions_refused_total{scope="principal"} 1
 	time.Sleep(250 * time.Millisecond)
 	callIn("") // cold: idle past the configured 100ms
 	var warmth []mcpreadyv1.CallWarmth
-	deadline := time.Now().Add(10 * time.Second)
-	for len(warmth) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("receipts with warmth: %v", warmth)
-		}
-		time.Sleep(20 * time.Millisecond)
-		_ = a.spool.Flush()
-		warmth = nil
-		for _, b := range a.spool.Pending(0) {
-			for _, enc := range b.Receipts {
-				var r mcpreadyv1.Receipt
-				if err := proto.Unmarshal(enc, &r); err != nil {
-					t.Fatal(err)
-				}
-				if r.GetWarmth() != mcpreadyv1.CallWarmth_CALL_WARMTH_UNSPECIFIED {
-					warmth = append(warmth, r.GetWarmth())
-				}
-			}
-		}
+	for _, r := range spooled(t, a, func(r *mcpreadyv1.Receipt) bool {
+		return r.GetWarmth() != mcpreadyv1.CallWarmth_CALL_WARMTH_UNSPECIFIED
+	}, 3) {
+		warmth = append(warmth, r.GetWarmth())
 	}
 	if last := warmth[len(warmth)-1]; last != mcpreadyv1.CallWarmth_CALL_WARMTH_COLD_IDLE || warmth[len(warmth)-2] != mcpreadyv1.CallWarmth_CALL_WARMTH_WARM {
 		t.Errorf("warmth of the calls %v: want ... WARM, COLD_IDLE (the configured cold threshold)", warmth)
@@ -140,6 +126,59 @@ mcpready_agent_upstream_sessions_refused_total{scope="principal"} 1
 	_, _ = io.ReadAll(conn)
 	if took := time.Since(began); took > 4*time.Second {
 		t.Errorf("slow headers held the connection %s, want about the configured 1s", took)
+	}
+}
+
+// spooled waits for at least n receipts matching keep in a's spool and
+// returns every one that does, in spool order.
+func spooled(t *testing.T, a *Agent, keep func(*mcpreadyv1.Receipt) bool, n int) []*mcpreadyv1.Receipt {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_ = a.spool.Flush()
+		var out []*mcpreadyv1.Receipt
+		for _, b := range a.spool.Pending(0) {
+			for _, enc := range b.Receipts {
+				r := &mcpreadyv1.Receipt{}
+				if err := proto.Unmarshal(enc, r); err != nil {
+					t.Fatal(err)
+				}
+				if keep(r) {
+					out = append(out, r)
+				}
+			}
+		}
+		if len(out) >= n {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d matching receipts spooled, want %d", len(out), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestReceiptDigestKeyWired: with a receipt digest key (mcpready agent
+// --receipt-digest-key) the spooled receipts' argument and result digests
+// are HMAC-SHA256 under it, as compliance.md says, so compliance can check
+// a guessed argument with the key and nobody can without it.
+func TestReceiptDigestKeyWired(t *testing.T) {
+	env := cptest.Start(t)
+	up := mcptest.New(t, mcptest.Options{})
+	publish(t, env, up)
+	dir := t.TempDir()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-keyed", Listen: "127.0.0.1:0",
+		DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir), ReceiptDigestKey: key})
+	defer stop()
+	waitConfigured(t, a)
+	if res := callEcho(t, a.Addr()); res.IsError {
+		t.Fatalf("call: %+v", res.Content)
+	}
+	r := spooled(t, a, func(r *mcpreadyv1.Receipt) bool { return r.GetAttemptCount() > 0 }, 1)[0]
+	if want := receipt.KeyedDigest(key, []byte(`{"text":"hi"}`)); r.GetArgumentsDigest() != want ||
+		!strings.HasPrefix(r.GetResultDigest(), "hmac-sha256:") || r.GetRedactionPolicyVersion() != receipt.KeyedRedactionVersion {
+		t.Fatalf("receipt digests %q %q (%s), want the arguments' %q under the key", r.GetArgumentsDigest(), r.GetResultDigest(), r.GetRedactionPolicyVersion(), want)
 	}
 }
 
