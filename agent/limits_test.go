@@ -103,7 +103,7 @@ mcpready_agent_upstream_sessions_refused_total{scope="principal"} 1
 	callIn("") // cold: idle past the configured 100ms
 	var warmth []mcpreadyv1.CallWarmth
 	for _, r := range spooled(t, a, func(r *mcpreadyv1.Receipt) bool {
-		return r.GetWarmth() != mcpreadyv1.CallWarmth_CALL_WARMTH_UNSPECIFIED
+		return strings.HasSuffix(r.GetRequested(), "echo") && r.GetWarmth() != mcpreadyv1.CallWarmth_CALL_WARMTH_UNSPECIFIED
 	}, 3) {
 		warmth = append(warmth, r.GetWarmth())
 	}
@@ -175,7 +175,7 @@ func TestReceiptDigestKeyWired(t *testing.T) {
 	if res := callEcho(t, a.Addr()); res.IsError {
 		t.Fatalf("call: %+v", res.Content)
 	}
-	r := spooled(t, a, func(r *mcpreadyv1.Receipt) bool { return r.GetAttemptCount() > 0 }, 1)[0]
+	r := spooled(t, a, func(r *mcpreadyv1.Receipt) bool { return strings.HasSuffix(r.GetRequested(), "echo") }, 1)[0]
 	if want := receipt.KeyedDigest(key, []byte(`{"text":"hi"}`)); r.GetArgumentsDigest() != want ||
 		!strings.HasPrefix(r.GetResultDigest(), "hmac-sha256:") || r.GetRedactionPolicyVersion() != receipt.KeyedRedactionVersion {
 		t.Fatalf("receipt digests %q %q (%s), want the arguments' %q under the key", r.GetArgumentsDigest(), r.GetResultDigest(), r.GetRedactionPolicyVersion(), want)
