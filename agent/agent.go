@@ -130,8 +130,9 @@ type Options struct {
 	PolicyName string
 	// Workflows bounds the workflow tracking of calls and reports
 	// (agent/workflow: open workflows per principal and overall, calls
-	// listed per workflow, idle timeout); its zero value takes the
-	// package's defaults. Workflows are always tracked.
+	// listed per workflow, idle timeout); a zero field takes the
+	// configuration's limits.workflows value, else the package's default.
+	// Workflows are always tracked.
 	Workflows workflow.Options
 }
 
@@ -242,8 +243,9 @@ func New(opts Options) (*Agent, error) {
 		Ledger:     a.rw,
 		Registerer: opts.Metrics,
 		Telemetry:  opts.Telemetry,
-		Workflows:  &opts.Workflows,
 	}
+	withLimits(&fopts, &opts.Workflows, cfg.Limits())
+	fopts.Workflows = &opts.Workflows
 	if a.conn != nil {
 		admin := mcpreadyv1.NewAdminServiceClient(a.conn)
 		fopts.ReportDrift = func(ctx context.Context, req *mcpreadyv1.ReportDriftRequest) error {
@@ -269,6 +271,29 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// withLimits applies the configuration's limits to the front's options
+// and to the workflow options' zero fields (a zero limit keeps the
+// front's or the tracker's default).
+func withLimits(f *front.Options, w *workflow.Options, l config.Limits) {
+	f.MaxUpstreamSessions, f.MaxUpstreamSessionsPerPrincipal = l.UpstreamSessions, l.UpstreamSessionsPerPrincipal
+	f.MaxHeldCalls, f.MaxHeldCallsPerPrincipal = l.HeldCalls, l.HeldCallsPerPrincipal
+	f.MaxPendingRounds, f.MaxPendingRoundsPerPrincipal = l.PendingRounds, l.PendingRoundsPerPrincipal
+	f.ReadHeaderTimeout, f.IdleTimeout, f.BodyTimeout = time.Duration(l.ReadHeaderTimeout), time.Duration(l.IdleTimeout), time.Duration(l.BodyTimeout)
+	f.SessionIdleTimeout, f.ColdAfter, f.RelistInterval = time.Duration(l.SessionIdleTimeout), time.Duration(l.ColdAfter), time.Duration(l.RelistInterval)
+	for _, v := range []struct {
+		dst *int
+		src int
+	}{{&w.MaxOpen, l.Workflows.Open}, {&w.MaxOpenPerPrincipal, l.Workflows.OpenPerPrincipal},
+		{&w.MaxCalls, l.Workflows.CallsPerWorkflow}, {&w.MaxCallsTotal, l.Workflows.Calls}} {
+		if *v.dst == 0 {
+			*v.dst = v.src
+		}
+	}
+	if w.IdleTimeout == 0 {
+		w.IdleTimeout = time.Duration(l.Workflows.IdleTimeout)
+	}
 }
 
 // signDrift turns the front's drift report into the signed form the

@@ -341,7 +341,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeWorkflowLimit), 0, StepEligibility, "the agent tracks as many open workflows as it may (per principal or overall): report or finish one first"},
 	{KindCode, string(CodeWorkflowUnknown), 0, StepNone, "a report names a workflow of which this agent recorded no call"},
 	{KindCode, string(CodeWorkflowReportInvalid), 0, StepNone, "the workflow report is malformed: unknown field, bad end state, or a contributing receipt that is not a call of the workflow"},
-	{KindCode, string(CodeWorkflowReportNotPermitted), 0, StepTrust, "the principal may not report workflows (agent config reportWorkflows)"},
+	{KindCode, string(CodeWorkflowReportNotPermitted), 0, StepTrust, "the principal may not report workflows (agent config reportWorkflows, or identityProvider.workflowReporters for its class)"},
 }
 
 var actionTerms = []Term{

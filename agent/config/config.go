@@ -435,6 +435,9 @@ type File struct {
 	// SocketPrincipals map local processes on the agent's Unix-domain
 	// socket (agent/peercred), by their peer credentials, to principals.
 	SocketPrincipals []SocketPrincipal `json:"socketPrincipals,omitempty"`
+	// Limits bound what local clients may hold open and how long the
+	// agent waits for them; the zero Limits is every default.
+	Limits Limits `json:"limits,omitempty"`
 }
 
 // Receipts configures how calls depend on their receipts. State-changing
@@ -483,6 +486,17 @@ type IdentityProvider struct {
 	Claims IdentityClaims `json:"claims,omitempty"`
 	// PrincipalClasses a token may claim; empty permits any.
 	PrincipalClasses []string `json:"principalClasses,omitempty"`
+	// WorkflowReporters are the principal classes whose tokens may report
+	// workflows (as Identity.ReportWorkflows does for a configured
+	// principal); empty: no identity-provider principal may. Each must be
+	// one of PrincipalClasses when those are listed.
+	WorkflowReporters []string `json:"workflowReporters,omitempty"`
+}
+
+// ReportsWorkflows reports whether a token of principal class class may
+// report workflows (WorkflowReporters).
+func (idp *IdentityProvider) ReportsWorkflows(class string) bool {
+	return idp != nil && class != "" && slices.Contains(idp.WorkflowReporters, class)
 }
 
 // IdentityClaims names the JWT claims of an Identity.
@@ -521,19 +535,32 @@ func Load(path string) (*Config, error) {
 
 // Parse validates configuration data. Nil or empty data is the empty configuration.
 func Parse(data []byte) (*Config, error) {
-	var f File
-	if len(bytes.TrimSpace(data)) > 0 {
-		j, err := yaml.YAMLToJSONStrict(data)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		dec := json.NewDecoder(bytes.NewReader(j))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
+	f, err := Decode(data)
+	if err != nil {
+		return nil, err
 	}
 	return New(f)
+}
+
+// Decode reads configuration data (YAML or JSON) into a File without
+// validating it or reading the files it names: unknown fields, repeated
+// keys and values of the wrong type are errors (ErrInvalid). New validates
+// the result.
+func Decode(data []byte) (File, error) {
+	var f File
+	if len(bytes.TrimSpace(data)) == 0 {
+		return f, nil
+	}
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return File{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return File{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return f, nil
 }
 
 // New validates f and resolves its principal tokens.
@@ -587,6 +614,14 @@ func New(f File) (*Config, error) {
 		if !strings.HasPrefix(idp.JWKSURL, "https://") && !strings.HasPrefix(idp.JWKSURL, "http://127.0.0.1") && !strings.HasPrefix(idp.JWKSURL, "http://localhost") {
 			return nil, fmt.Errorf("%w: identityProvider: jwksURL must be https (or http on loopback)", ErrInvalid)
 		}
+		for _, r := range idp.WorkflowReporters {
+			if r == "" || len(idp.PrincipalClasses) > 0 && !slices.Contains(idp.PrincipalClasses, r) {
+				return nil, fmt.Errorf("%w: identityProvider.workflowReporters %q: not a principal class a token may claim (principalClasses)", ErrInvalid, r)
+			}
+		}
+	}
+	if err := f.Limits.validate(); err != nil {
+		return nil, err
 	}
 	names := map[string]bool{}
 	for i, u := range f.Upstreams {

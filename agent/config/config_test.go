@@ -116,6 +116,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("upstreams: [{name: a, url: http://x}]"))
 	f.Add([]byte("receipts: {readOnlyWhenUnavailable: refuse}"))
 	f.Add([]byte("upstreams: [{name: a, command: [x], runAs: {uid: 65534, gid: 65534}, dir: /}]"))
+	f.Add([]byte("limits: {upstreamSessions: 1, readHeaderTimeout: 1s, coldAfter: 10ms, workflows: {open: 2, idleTimeout: 1h}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err == nil {

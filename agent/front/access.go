@@ -43,11 +43,17 @@ func identityProvider(cfg *config.Config) *access.IdentityVerifier {
 // idpTimeout bounds fetching the identity provider's keys for one request.
 const idpTimeout = 5 * time.Second
 
-// authenticateJWT maps tok, a JWT of the identity provider, to its identity.
+// authenticateJWT maps tok, a JWT of the identity provider, to its
+// identity; its principal class decides whether it may report workflows
+// (identityProvider.workflowReporters).
 func (f *Front) authenticateJWT(tok string) (config.Identity, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), idpTimeout)
 	defer cancel()
-	return f.idp.Authenticate(ctx, tok)
+	id, err := f.idp.Authenticate(ctx, tok)
+	if err == nil {
+		id.ReportWorkflows = f.opts.Config.IdentityProvider().ReportsWorkflows(id.PrincipalClass)
+	}
+	return id, err
 }
 
 // subjectToken is the caller's own identity-provider token, exchanged for

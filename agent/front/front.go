@@ -177,6 +177,10 @@ type Options struct {
 	// body. Zero means DefaultReadHeaderTimeout, DefaultIdleTimeout and
 	// DefaultBodyTimeout.
 	ReadHeaderTimeout, IdleTimeout, BodyTimeout time.Duration
+	// ColdAfter is the pipeline's cold threshold (pipeline.Options.ColdAfter:
+	// a call on an upstream session idle longer is recorded cold); zero is
+	// pipeline.DefaultColdAfter.
+	ColdAfter time.Duration
 }
 
 // Defaults of the Options timeouts.
@@ -255,7 +259,8 @@ func New(opts Options) *Front {
 		f.workflows = workflow.New(o)
 	}
 	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Telemetry: opts.Telemetry, Keys: opts.Keys, Emit: emit,
-		Ledger: opts.Ledger, ReportDrift: opts.ReportDrift, Logger: opts.Logger, Access: acc, AccessUpstream: accUp, Workflows: f.workflows})
+		Ledger: opts.Ledger, ReportDrift: opts.ReportDrift, Logger: opts.Logger, Access: acc, AccessUpstream: accUp, Workflows: f.workflows,
+		ColdAfter: opts.ColdAfter})
 	f.pool = upstream.NewPool(upstream.Options{
 		Resolve:        f.resolve,
 		Logger:         opts.Logger,

@@ -346,7 +346,7 @@ func (t *Tracker) Report(p Principal, body []byte) (Answer, string, error) {
 	rep, err := ParseReport(body)
 	switch {
 	case !p.MayReport:
-		err = fmt.Errorf("%w: principal %s (agent config reportWorkflows)", ErrReportNotPermitted, p.Name)
+		err = fmt.Errorf("%w: principal %s (agent config reportWorkflows, or identityProvider.workflowReporters for its class)", ErrReportNotPermitted, p.Name)
 	case err == nil:
 		var f *flow
 		if f, err = t.close(p, rep); err == nil {

@@ -47,9 +47,11 @@ unreachable. AI agents on this host talk MCP to it:
 
 --config names the agent configuration file (YAML): local principals by
 bearer token or identity-provider JWT (requests without a token are refused
-unless the file sets a default principal), and upstream endpoints with
-their credentials (token files or environment variables, or OAuth client
-settings). The agent key (--key, password from $MCPREADY_PASSWORD) signs
+unless the file sets a default principal), upstream endpoints with their
+credentials (token files or environment variables, or OAuth client
+settings), and the limits on sessions, held calls, input rounds, HTTP and
+session timeouts, the cold threshold and workflows (docs/operator.md,
+"Limits"). The agent key (--key, password from $MCPREADY_PASSWORD) signs
 receipt batches and drift reports; without it a key is created in
 --data/agent.key (atomically; encrypted with $MCPREADY_PASSWORD when set).
 
@@ -77,7 +79,7 @@ exporters read; OTEL_SDK_DISABLED=true turns them off).`,
 	fl.BoolVar(&o.sotw, "sotw", false, "use the state-of-the-world Discovery variant instead of the incremental one")
 	fl.StringVar(&o.digestKey, "receipt-digest-key", "", "file holding the organisation's key for receipt argument and result digests (HMAC-SHA256; at least 32 bytes)")
 	fl.StringVar(&o.policy, "policy", "default", "the Policy this agent decides under; while it is not installed every call is refused, never decided under another")
-	fl.DurationVar(&o.maxStaleness, "max-staleness", 0, "refuse every call (configuration_stale) while the TrustPolicy or a Policy was signed (issuedAt) longer ago than this; 0 is no limit")
+	fl.DurationVar(&o.maxStaleness, "max-staleness", 0, "refuse every call (configuration_stale) while the TrustPolicy or a Policy was signed (issuedAt) longer ago than this; 0 is no limit, negative is refused")
 	return cmd
 }
 
@@ -115,6 +117,9 @@ func (o *agentOptions) run(cmd *cobra.Command) error {
 		if f.nodeID, err = os.Hostname(); err != nil {
 			return usagef("agent: --node-id: %w", err)
 		}
+	}
+	if f.maxStaleness < 0 {
+		return usagef("agent: --max-staleness %s: want 0 (no limit) or a positive duration", f.maxStaleness)
 	}
 	creds, err := f.tls.credentials()
 	if err != nil {

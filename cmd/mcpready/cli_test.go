@@ -47,6 +47,13 @@ func TestExitCodes(t *testing.T) {
 			{[]string{"agent", "--root", signer + ".pub", "--data", dir, "--tls-cert", "c.pem"}, exitUsage},
 			{[]string{"agent", "--root", signer + ".pub", "--data", filepath.Join(dir, "agent"), "--config", missing}, exitError},
 			{[]string{"agent", "--root", signer + ".pub", "--data", filepath.Join(dir, "agent"), "--otel-endpoint", "http://127.0.0.1:1", "--otel-protocol", "thrift"}, exitUsage},
+			// a negative staleness bound is refused, not taken as no limit (before: it ran unbounded)
+			{[]string{"agent", "--root", signer + ".pub", "--data", filepath.Join(dir, "agent"), "--max-staleness", "-1h", "--config", missing}, exitUsage},
+			// the receipt digest key must be a readable file of at least 32 bytes
+			{[]string{"agent", "--root", signer + ".pub", "--data", filepath.Join(dir, "agent"), "--receipt-digest-key", missing}, exitUsage},
+			{[]string{"agent", "--root", signer + ".pub", "--data", filepath.Join(dir, "agent"), "--receipt-digest-key", writeFile(t, dir, "short.key", []byte("too short\n"))}, exitUsage},
+			// a limits setting out of range refuses the configuration
+			{[]string{"agent", "--root", signer + ".pub", "--data", filepath.Join(dir, "agent"), "--config", writeFile(t, dir, "limits.yaml", []byte("limits: {upstreamSessions: -1}\n"))}, exitError},
 		},
 		"mcpready apply": {
 			{[]string{"apply"}, exitUsage},
