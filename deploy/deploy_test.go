@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,6 +44,9 @@ type volume struct {
 	Secret *struct {
 		SecretName string `json:"secretName"`
 		Optional   bool   `json:"optional"`
+		Items      []struct {
+			Path string `json:"path"`
+		} `json:"items"`
 	} `json:"secret"`
 	ConfigMap *struct {
 		Name string `json:"name"`
@@ -511,5 +515,36 @@ func TestTLSToEtcdAndNetworkPolicy(t *testing.T) {
 		if !strings.Contains(unit, "${"+v+"}") || !strings.Contains(string(env), v+"=") {
 			t.Errorf("systemd: %s not passed to the control plane or not in controlplane.env", v)
 		}
+	}
+}
+
+// TestShippedAgentsKeyTheirDigests: both shipped agents pass
+// --receipt-digest-key, from a file the DaemonSet mounts from a Secret,
+// so their receipts' argument and result digests are HMACs, not plain
+// SHA-256 a low-entropy argument falls out of by guessing.
+func TestShippedAgentsKeyTheirDigests(t *testing.T) {
+	o, ok := find(manifests(t), "DaemonSet", "mcpready-agent")
+	if !ok {
+		t.Fatal("no agent DaemonSet")
+	}
+	ps := spec(t, o).Template.Spec
+	const k8sKey = "--receipt-digest-key=/etc/mcpready/agent-key/receipt-digest.key"
+	if args := strings.Join(ps.Containers[0].Args, " "); !strings.Contains(args, k8sKey) {
+		t.Errorf("agent DaemonSet does not pass %s: %s", k8sKey, args)
+	}
+	var items []string
+	for _, v := range ps.Volumes {
+		if v.Name == "agent-key" && v.Secret != nil {
+			for _, it := range v.Secret.Items {
+				items = append(items, it.Path)
+			}
+		}
+	}
+	if !slices.Contains(items, "receipt-digest.key") {
+		t.Errorf("the agent-key volume projects %q, not receipt-digest.key", items)
+	}
+	exec := parseUnit(t, "systemd/mcpready-agent.service")["Service"]["ExecStart"]
+	if len(exec) != 1 || !strings.Contains(exec[0], "--receipt-digest-key=/etc/mcpready/keys/receipt-digest.key") {
+		t.Errorf("systemd agent does not pass --receipt-digest-key: %q", exec)
 	}
 }
