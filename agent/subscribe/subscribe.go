@@ -518,7 +518,9 @@ func (c *Client) Run(ctx context.Context) error {
 	if c.opts.Conn == nil {
 		return errors.New("sync: no control plane connection")
 	}
-	go c.watchExpiry(ctx.Done())
+	watching := make(chan struct{})
+	go func() { c.watchExpiry(ctx.Done()); close(watching) }()
+	defer func() { <-watching }() // Run returns only when ctx ends, and so does the watch
 	backoff := c.opts.MinBackoff
 	for {
 		received, err := c.runStream(ctx)
