@@ -68,7 +68,7 @@ func provenance(overrides map[string]Rule) map[string]Rule {
 
 var enforcement = map[Kind]map[string]Rule{
 	KindTrustPolicy: merge(provenance(map[string]Rule{
-		"expiresAt": yes(inSign, "an expired trust policy verifies nothing; not stored or installed"),
+		"expiresAt": yes(inSign, "an expired trust policy verifies nothing; not stored or installed; when an installed one expires the agent stops using everything (agent/subscribe)"),
 		"version":   yes(inFreshness, "one chain per organisation whatever the name: the active TrustPolicy is the highest signed version that verifies against the root (sign.PickTrust), and a new one must be newer than it"),
 	}), under("supersedes", map[string]Rule{
 		"name":    yes(inFreshness, "the control plane requires the active TrustPolicy's name, version and digest exactly; an agent requires them when they name the version it holds (sign.CheckSuccessor)"),
@@ -90,7 +90,8 @@ var enforcement = map[Kind]map[string]Rule{
 	})),
 
 	KindDeclaration: merge(provenance(map[string]Rule{
-		"issuer": yes(inDecide, "identifies the provider when evidence must be independent"),
+		"issuer":    yes(inDecide, "identifies the provider when evidence must be independent"),
+		"expiresAt": yes(inFreshness, "an expired artifact is neither stored nor installed; when an installed one expires the agent stops using it and its server's registry entries"),
 	}), map[string]Rule{
 		"serverName":                    yes(inDecide, "joins the declaration to registry entries"),
 		"serverVersion":                 rec("the registry entry's identity is what is pinned"),
@@ -179,7 +180,8 @@ var enforcement = map[Kind]map[string]Rule{
 	}),
 
 	KindPolicy: merge(provenance(map[string]Rule{
-		"version": yes(inFreshness, "rollback protection, as for every kind; also recorded in every receipt as the policy version"),
+		"version":   yes(inFreshness, "rollback protection, as for every kind; also recorded in every receipt as the policy version"),
+		"expiresAt": yes(inFreshness, "an expired artifact is neither stored nor installed; when an installed one expires the agent stops using it (calls are refused no_policy; the agent log names the expiry), never another Policy"),
 	}), map[string]Rule{
 		"policyOwner":                                 rec(""),
 		"inventory":                                   yes(inDecide, ""),

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,7 +152,7 @@ func TestExampleAgentGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, kg := range o.Spec.(*mcpreadyv1.TrustPolicy).GetKeys() {
-		if kg.GetName() != "agent" {
+		if kg.GetName() != "agent-node-1" {
 			continue
 		}
 		got := strings.Join(kg.GetKinds(), ",")
@@ -160,4 +162,69 @@ func TestExampleAgentGrant(t *testing.T) {
 		return
 	}
 	t.Fatal("no agent grant")
+}
+
+// TestExampleClaimsBound: applying the shipped examples prints no
+// advisory (every key that may sign Evidence has its issuer and
+// independence bound), the example Evidence claims exactly what a grant
+// binds, and every agent key is granted for one node id of its own, so
+// one host's key cannot sign as another. Before, the observer grant bound
+// nothing and the example Evidence claimed a pair no grant allowed.
+func TestExampleClaimsBound(t *testing.T) {
+	files, err := filepath.Glob("examples/artifacts/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example artifacts: %v", err)
+	}
+	var tp *mcpreadyv1.TrustPolicy
+	var evs []*mcpreadyv1.Evidence
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := artifact.Parse(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range artifact.Advise(o) {
+			t.Errorf("%s: advisory %s", f, a)
+		}
+		switch s := o.Spec.(type) {
+		case *mcpreadyv1.TrustPolicy:
+			tp = s
+		case *mcpreadyv1.Evidence:
+			evs = append(evs, s)
+		}
+	}
+	type claim struct{ issuer, independence string }
+	bound := map[claim]bool{}
+	nodes := map[string]string{}
+	for _, kg := range tp.GetKeys() {
+		if slices.Contains(kg.GetKinds(), string(artifact.KindEvidence)) {
+			bound[claim{kg.GetEvidenceIssuer(), kg.GetIndependence()}] = true
+		}
+		if !slices.Contains(kg.GetKinds(), string(artifact.KindReceiptBatch)) {
+			continue
+		}
+		if len(kg.GetScopes()) != 1 {
+			t.Errorf("agent grant %q: scopes %v, want one node id", kg.GetName(), kg.GetScopes())
+			continue
+		}
+		node, ok := strings.CutSuffix(kg.GetScopes()[0], "/*")
+		if !ok || node == "" || strings.ContainsAny(node, "*?[/") {
+			t.Errorf("agent grant %q: scope %q is not one node id", kg.GetName(), kg.GetScopes()[0])
+		}
+		if other, dup := nodes[node]; dup {
+			t.Errorf("agent grants %q and %q both sign as node %q", other, kg.GetName(), node)
+		}
+		nodes[node] = kg.GetName()
+	}
+	if len(nodes) < 2 {
+		t.Errorf("agent grants for nodes %v; show one grant per host", nodes)
+	}
+	for _, ev := range evs {
+		if c := (claim{ev.GetProvenance().GetIssuer(), ev.GetObserver().GetIndependence()}); !bound[c] {
+			t.Errorf("example Evidence claims %v, which no grant binds (%v)", c, bound)
+		}
+	}
 }

@@ -37,3 +37,15 @@ func BenchmarkTrustVerify(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPickTrust is the agent's and the writer's cost to choose the
+// active TrustPolicy from one offered bundle: one root verification.
+func BenchmarkPickTrust(b *testing.B) {
+	rootKey := testKey(b, AlgorithmECDSAP256)
+	bundles := [][]byte{mustSign(b, trustPolicy(grantFor(b, "p", newKey(b, AlgorithmEd25519), []string{"*"}, nil)), rootKey)}
+	for b.Loop() {
+		if _, _, err := PickTrust(bundles, rootKey.Public(), now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

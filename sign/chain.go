@@ -59,6 +59,7 @@ func (t *Trust) Supersedes() TrustRef {
 // grants are checked.
 type candidate struct {
 	bundle []byte
+	v      *Verified
 	ref    TrustRef
 }
 
@@ -71,11 +72,15 @@ type candidate struct {
 // no verifying bundle the error is the first verification failure; a
 // fork (two different bundles at the highest version) wraps ErrTrustChain.
 func PickTrust(bundles [][]byte, root crypto.PublicKey, now time.Time) (t *Trust, ref TrustRef, err error) {
+	rk, err := newKeyVerifier(root)
+	if err != nil {
+		return nil, TrustRef{}, fmt.Errorf("root key: %w", err)
+	}
 	var best *candidate
 	var firstErr error
 	fork := false
 	for _, b := range bundles {
-		c, err := rootCandidate(b, root)
+		c, err := rootCandidate(b, rk)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
@@ -102,14 +107,20 @@ func PickTrust(bundles [][]byte, root crypto.PublicKey, now time.Time) (t *Trust
 	if fork {
 		return nil, best.ref, fmt.Errorf("%w: two different TrustPolicies at version %q", ErrTrustChain, best.ref.Version)
 	}
-	t, err = NewTrust(best.bundle, root, now)
+	// The chosen bundle was verified against root above; NewTrust's
+	// remaining checks (expiry, grants) apply to that verification.
+	t, err = newTrust(best.v, best.bundle, rk, now)
 	return t, best.ref, err
 }
 
-// rootCandidate verifies b against root as a TrustPolicy with a valid
-// version.
-func rootCandidate(b []byte, root crypto.PublicKey) (*candidate, error) {
-	v, err := VerifyWithKey(b, root)
+// rootCandidate verifies b against the root key as a TrustPolicy with a
+// valid version.
+func rootCandidate(b []byte, rk *keyVerifier) (*candidate, error) {
+	e, err := parseBundle(b)
+	if err != nil {
+		return nil, err
+	}
+	v, err := rk.verify(e)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +130,7 @@ func rootCandidate(b []byte, root crypto.PublicKey) (*candidate, error) {
 	if err := artifact.ValidVersion(v.Object.Version()); err != nil {
 		return nil, verifyErr(ReasonMalformed, v.KeyID, "TrustPolicy %q: %v", v.Object.Metadata.Name, err)
 	}
-	return &candidate{bundle: b, ref: TrustRef{Name: v.Object.Metadata.Name, Version: v.Object.Version(), Digest: artifact.Digest(b)}}, nil
+	return &candidate{bundle: b, v: v, ref: TrustRef{Name: v.Object.Metadata.Name, Version: v.Object.Version(), Digest: artifact.Digest(b)}}, nil
 }
 
 // CheckSuccessor checks next against the held active TrustPolicy (held

@@ -79,6 +79,12 @@ func NewTrust(trustPolicyBundle []byte, root crypto.PublicKey, now time.Time) (*
 	if v.Object.Kind != artifact.KindTrustPolicy {
 		return nil, verifyErr(ReasonKindNotAllowed, v.KeyID, "trust bundle holds a %s, not a TrustPolicy", v.Object.Kind)
 	}
+	return newTrust(v, trustPolicyBundle, rk, now)
+}
+
+// newTrust builds the Trust from v, the root-verified TrustPolicy in
+// trustPolicyBundle (NewTrust's checks after the signature and kind).
+func newTrust(v *Verified, trustPolicyBundle []byte, rk *keyVerifier, now time.Time) (*Trust, error) {
 	tp := v.Object.Spec.(*mcpreadyv1.TrustPolicy)
 	if exp := tp.GetProvenance().GetExpiresAt(); exp != nil && now.After(exp.AsTime()) {
 		return nil, verifyErr(ReasonKeyExpired, v.KeyID, "trust policy %q expired at %s", v.Object.Metadata.Name, exp.AsTime().Format(time.RFC3339))

@@ -40,7 +40,7 @@ func (c *Client) saveLKG() error {
 	snap := c.cur.Load()
 	f := lkgFile{Format: 1, SotW: map[string]string{}, Marks: c.marks}
 	for _, k := range c.kinds() {
-		for _, r := range snap.List(k) {
+		for _, r := range snap.list(k, true) {
 			f.Resources = append(f.Resources, lkgResource{Kind: k, Name: r.Name, Version: r.Version, Bundle: r.Bundle})
 		}
 	}

@@ -70,32 +70,42 @@ type Snapshot struct {
 	Generation uint64
 	// Trust is the verified TrustPolicy; nil until one was received.
 	Trust     *sign.Trust
-	resources map[artifact.Kind]map[string]*Resource
+	resources map[artifact.Kind]map[string]*Resource // held
+	// withheld: held resources not used, and why (expiry.go).
+	withheld map[artifact.Kind]map[string]string
 }
 
-// Get returns one resource, or nil.
+// Get returns one resource in use, or nil (also for a withheld one).
 func (s *Snapshot) Get(k artifact.Kind, name string) *Resource {
-	if s == nil {
+	if s == nil || s.withheld[k][name] != "" {
 		return nil
 	}
 	return s.resources[k][name]
 }
 
-// List returns every resource of kind k sorted by name.
+// List returns every resource of kind k in use, sorted by name.
 func (s *Snapshot) List(k artifact.Kind) []*Resource {
 	if s == nil {
 		return nil
 	}
+	return s.list(k, false)
+}
+
+// list is List, with the withheld resources too when held is set.
+func (s *Snapshot) list(k artifact.Kind, held bool) []*Resource {
 	m := s.resources[k]
 	out := make([]*Resource, 0, len(m))
-	for _, r := range m {
-		out = append(out, r)
+	for n, r := range m {
+		if held || s.withheld[k][n] == "" {
+			out = append(out, r)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// Versions returns name -> version of every resource of kind k.
+// Versions returns name -> version of every resource of kind k held,
+// withheld ones included (Discovery presents them as held).
 func (s *Snapshot) Versions(k artifact.Kind) map[string]string {
 	out := map[string]string{}
 	if s == nil {
@@ -107,19 +117,21 @@ func (s *Snapshot) Versions(k artifact.Kind) map[string]string {
 	return out
 }
 
-// Empty reports whether the snapshot holds nothing.
+// Empty reports whether the snapshot uses nothing (it holds nothing, or
+// withholds all it holds).
 func (s *Snapshot) Empty() bool {
 	if s == nil {
 		return true
 	}
-	for _, m := range s.resources {
-		if len(m) > 0 {
+	for k, m := range s.resources {
+		if len(m) > len(s.withheld[k]) {
 			return false
 		}
 	}
 	return true
 }
 
+// clone copies the held resources, withheld ones included.
 func (s *Snapshot) clone() map[artifact.Kind]map[string]*Resource {
 	out := map[artifact.Kind]map[string]*Resource{}
 	if s == nil {

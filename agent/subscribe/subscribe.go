@@ -14,6 +14,8 @@
 // previous version is kept. Every NACK is logged and counted by type and
 // reason (mcpready_agent_discovery_nacks_total). The high-water marks are persisted beside the
 // last known good configuration and only ever raised (see highwater.go).
+// A held TrustPolicy, Policy or Declaration stops being used the moment
+// its expiresAt passes (expiry.go), not when a newer version arrives.
 //
 // At install it logs, once per installed version, every artifact that sets
 // fields mcpready does not enforce (artifact.Unenforced); Snapshot.Warnings
@@ -94,6 +96,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now; nil means time.Now.
 	Now func() time.Time
+	// After waits for a duration measured on Now's clock (Run's expiry
+	// timer, expiry.go); nil means time.After.
+	After func(time.Duration) <-chan time.Time
 	// MinBackoff and MaxBackoff bound reconnect delays; zero means 200ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
 	// MaxParked bounds, per kind, the resources kept because they do not
@@ -143,6 +148,9 @@ func New(opts Options) (*Client, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.After == nil {
+		opts.After = time.After
+	}
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = 200 * time.Millisecond
 	}
@@ -191,9 +199,17 @@ func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Re
 	}
 	old := c.cur.Load()
 	next := &Snapshot{Generation: old.Generation + 1, Trust: trust, resources: res}
+	next.withhold(c.opts.Now())
 	c.cur.Store(next)
 	for _, w := range next.newWarnings(old) {
 		c.opts.Logger.Warn("sync: artifact sets fields that are not enforced", "kind", w.Kind, "name", w.Name, "version", w.Version, "fields", w.Fields)
+	}
+	for k, m := range next.withheld {
+		for n, why := range m {
+			if old.Withheld(k, n) == "" {
+				c.opts.Logger.Error("sync: not using an expired resource until a newer signed version arrives", "kind", k, "name", n, "reason", why)
+			}
+		}
 	}
 	close(c.changed)
 	c.changed = make(chan struct{})
@@ -502,6 +518,9 @@ func (c *Client) Run(ctx context.Context) error {
 	if c.opts.Conn == nil {
 		return errors.New("sync: no control plane connection")
 	}
+	watching := make(chan struct{})
+	go func() { c.watchExpiry(ctx.Done()); close(watching) }()
+	defer func() { <-watching }() // Run returns only when ctx ends, and so does the watch
 	backoff := c.opts.MinBackoff
 	for {
 		received, err := c.runStream(ctx)

@@ -13,7 +13,8 @@
 // region and window, into workflow Evidence (workflow.go).
 // Only subjects the registry holds get evidence (Options.Subjects), and
 // one agent contributes to at most so many subjects and receipts per
-// window (subjects.go). Cold and warm calls keep separate latency
+// window, and to so many workflow populations and workflow receipts
+// (subjects.go). Cold and warm calls keep separate latency
 // distributions; the semantic-valid rate and the access refusals by kind
 // (401, 402, 403, 429, token failures) are reported with their
 // denominators, per subject, whose key includes the principal and auth
@@ -92,6 +93,13 @@ type Options struct {
 	// either are not folded (counted as refused). Defaults 256 and 100000.
 	MaxSubjectsPerAgent int
 	MaxReceiptsPerAgent int
+	// MaxWorkflowKeysPerAgent bounds how many workflow populations
+	// (principal class, tenant class, region: what the agent asserts) one
+	// agent contributes to per window, MaxWorkflowReceiptsPerAgent how
+	// many workflow receipts; receipts past either are not folded (counted
+	// as refused, workflow-agent-bound). Defaults 64 and 100000.
+	MaxWorkflowKeysPerAgent     int
+	MaxWorkflowReceiptsPerAgent int
 	// Registry receives metrics; nil registers none.
 	Registry prometheus.Registerer
 	// Logger; nil discards.
@@ -173,6 +181,12 @@ func New(opts Options) (*Aggregator, error) {
 	if opts.MaxReceiptsPerAgent <= 0 {
 		opts.MaxReceiptsPerAgent = 100_000
 	}
+	if opts.MaxWorkflowKeysPerAgent <= 0 {
+		opts.MaxWorkflowKeysPerAgent = 64
+	}
+	if opts.MaxWorkflowReceiptsPerAgent <= 0 {
+		opts.MaxWorkflowReceiptsPerAgent = 100_000
+	}
 	if opts.ObserverID == "" {
 		opts.ObserverID = "mcpready-controlplane"
 	}
@@ -205,7 +219,7 @@ func New(opts Options) (*Aggregator, error) {
 	}
 	a := &Aggregator{opts: opts, log: opts.Logger.With("component", "aggregate"), windows: map[windowKey]*acc{}, contrib: map[agentWindow]*contribution{},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mcpready", Subsystem: "aggregate", Name: "refused_receipts_total",
-			Help: "Receipts not folded into evidence, by reason: unregistered-subject, agent-bound."}, []string{"reason"}),
+			Help: "Receipts not folded into evidence, by reason: unregistered-subject, agent-bound, workflow-agent-bound."}, []string{"reason"}),
 		late:    c("late_receipts_total", "Receipts that arrived after their window's evidence was emitted."),
 		emitted: c("evidence_emitted_total", "Signed passive evidence handed to the sink."),
 		failed:  c("evidence_failed_total", "Evidence that could not be signed or applied.")}

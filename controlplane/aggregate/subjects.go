@@ -4,7 +4,10 @@ package aggregate
 // the registry holds (SubjectIndex), and from one agent only so many per
 // window (Options.MaxSubjectsPerAgent, MaxReceiptsPerAgent), so that a
 // compromised agent can neither mint Evidence for a subject it invents nor
-// flood the evidence of real ones.
+// flood the evidence of real ones. Workflow receipts name no registry
+// subject; their population is what the agent asserts, so one agent
+// contributes to only so many populations and workflow receipts per
+// window (MaxWorkflowKeysPerAgent, MaxWorkflowReceiptsPerAgent).
 
 import (
 	"strings"
@@ -94,6 +97,9 @@ func (s *RegistrySubjects) Registered(sel *mcpreadyv1.Selection) bool {
 const (
 	reasonUnregistered = "unregistered-subject"
 	reasonAgentBound   = "agent-bound"
+	// reasonWorkflowAgentBound: a workflow receipt past its agent's
+	// workflow bound (workflow.go).
+	reasonWorkflowAgentBound = "workflow-agent-bound"
 )
 
 // agentWindow is one agent's contribution to one window.
@@ -105,17 +111,28 @@ type agentWindow struct {
 type contribution struct {
 	subjects map[subject]struct{}
 	receipts int
+	// workflows and workflowReceipts: the same for workflow receipts,
+	// whose population (principal, tenant, region) the agent asserts.
+	workflows        map[workflowKey]struct{}
+	workflowReceipts int
+}
+
+// contribution returns agent's contribution to the window starting at
+// start; a.mu is held.
+func (a *Aggregator) contribution(agent string, start int64) *contribution {
+	k := agentWindow{agent, start}
+	c := a.contrib[k]
+	if c == nil {
+		c = &contribution{subjects: map[subject]struct{}{}, workflows: map[workflowKey]struct{}{}}
+		a.contrib[k] = c
+	}
+	return c
 }
 
 // admit says whether agent may contribute one more receipt about sub to
 // the window starting at start, and counts it; a.mu is held.
 func (a *Aggregator) admit(agent string, sub subject, start int64) bool {
-	k := agentWindow{agent, start}
-	c := a.contrib[k]
-	if c == nil {
-		c = &contribution{subjects: map[subject]struct{}{}}
-		a.contrib[k] = c
-	}
+	c := a.contribution(agent, start)
 	if c.receipts >= a.opts.MaxReceiptsPerAgent {
 		return false
 	}
@@ -126,6 +143,24 @@ func (a *Aggregator) admit(agent string, sub subject, start int64) bool {
 		c.subjects[sub] = struct{}{}
 	}
 	c.receipts++
+	return true
+}
+
+// admitWorkflow says whether agent may contribute one more workflow
+// receipt to population k (whose start is the window), and counts it;
+// a.mu is held.
+func (a *Aggregator) admitWorkflow(agent string, k workflowKey) bool {
+	c := a.contribution(agent, k.start)
+	if c.workflowReceipts >= a.opts.MaxWorkflowReceiptsPerAgent {
+		return false
+	}
+	if _, ok := c.workflows[k]; !ok {
+		if len(c.workflows) >= a.opts.MaxWorkflowKeysPerAgent {
+			return false
+		}
+		c.workflows[k] = struct{}{}
+	}
+	c.workflowReceipts++
 	return true
 }
 

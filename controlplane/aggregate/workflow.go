@@ -74,6 +74,10 @@ func (a *Aggregator) observeWorkflow(agentID string, r *mcpreadyv1.Receipt, dige
 		return true
 	}
 	k := workflowKey{r.GetPrincipalClass(), r.GetTenantClass(), r.GetRegion(), start}
+	if !a.admitWorkflow(agentID, k) {
+		a.refused.WithLabelValues(reasonWorkflowAgentBound).Inc()
+		return true
+	}
 	if a.workflows == nil {
 		a.workflows = map[workflowKey]*workflowAcc{}
 	}

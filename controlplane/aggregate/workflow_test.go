@@ -2,10 +2,13 @@ package aggregate
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -133,5 +136,58 @@ func TestWorkflowLate(t *testing.T) {
 	a.Observe("agent-1", []*mcpreadyv1.Receipt{wfReceipt(mcpreadyv1.WorkflowEndState_WORKFLOW_END_STATE_COMPLETED)}, nil)
 	if a.Late() != 1 {
 		t.Errorf("late %d, want 1", a.Late())
+	}
+}
+
+// Attack: a compromised agent asserts a fresh principal class, tenant
+// class or region on each workflow receipt (the workflow key is what the
+// agent says), minting one workflow Evidence per receipt, and floods one
+// population with receipts. It contributes to at most
+// MaxWorkflowKeysPerAgent workflow populations and
+// MaxWorkflowReceiptsPerAgent workflow receipts per window; the rest are
+// refused as workflow-agent-bound, and another agent is unaffected.
+// Before, workflow receipts were folded before any per-agent bound: the
+// flood below minted 1,000 workflow Evidence objects.
+func TestWorkflowContributionBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, sk, _ := newAgg(t, func(o *Options) {
+		o.Registry = reg
+		o.MaxWorkflowKeysPerAgent, o.MaxWorkflowReceiptsPerAgent = 3, 40
+	})
+	var flood []*mcpreadyv1.Receipt
+	for i := range 1000 {
+		flood = append(flood, wfReceipt(mcpreadyv1.WorkflowEndState_WORKFLOW_END_STATE_COMPLETED, wfCall("lookup", success, 1, false, true)))
+		flood[i].TenantClass = "tenant-0" // 500 populations, then 500 receipts in one
+		if i < 500 {
+			flood[i].TenantClass = fmt.Sprintf("tenant-%d", i)
+		}
+	}
+	a.Observe("agent-evil", flood, digestsFor(flood))
+	honest := []*mcpreadyv1.Receipt{wfReceipt(mcpreadyv1.WorkflowEndState_WORKFLOW_END_STATE_COMPLETED, wfCall("lookup", success, 1, false, true))}
+	honest[0].TenantClass = "tenant-499"
+	a.Observe("agent-honest", honest, digestsFor(honest))
+	evs := flushAll(t, a, sk)
+	var workflows int64
+	tenants := map[string]int64{}
+	for _, ev := range evs {
+		if ev.GetWorkflow() == nil {
+			continue
+		}
+		workflows += ev.GetWorkflow().GetWorkflows()
+		tenants[ev.GetTenantClass()] += ev.GetWorkflow().GetWorkflows()
+	}
+	if len(tenants) != 4 || workflows != 41 || tenants["tenant-499"] != 1 {
+		t.Fatalf("%d workflow evidence (%d workflows, %d of the honest tenant's); want 3 populations and 40 receipts from the flooding agent, and the honest one's", len(tenants), workflows, tenants["tenant-499"])
+	}
+	if n := testutil.ToFloat64(a.refused.WithLabelValues(reasonWorkflowAgentBound)); n != 960 {
+		t.Fatalf("refused over the workflow bound %v, want 960", n)
+	}
+	// The next window starts a fresh budget.
+	later := wfReceipt(mcpreadyv1.WorkflowEndState_WORKFLOW_END_STATE_COMPLETED, wfCall("lookup", success, 1, false, true))
+	later.TenantClass, later.EndedAt.Seconds = "tenant-7", later.EndedAt.Seconds+600
+	sk.bundles = nil
+	a.Observe("agent-evil", []*mcpreadyv1.Receipt{later}, []string{"sha256:2"})
+	if evs := flushAll(t, a, sk); len(evs) != 1 || evs[0].GetTenantClass() != "tenant-7" {
+		t.Fatalf("next window: %v", evs)
 	}
 }

@@ -108,7 +108,7 @@ func Build(p Params) ([]Item, error) {
 				return nil, err
 			}
 			entries = append(entries, Item{e, KeyOrg})
-			evidence = append(evidence, Item{syntheticEvidence(s, t, e.Spec.(*mcpreadyv1.RegistryEntry), p.Now), KeyObserver})
+			evidence = append(evidence, Item{syntheticEvidence(s, t, e.Spec.(*mcpreadyv1.RegistryEntry), p.Now), KeyProber})
 		}
 	}
 	items = append(items, evidence...)
@@ -187,13 +187,17 @@ func trustPolicy(p Params) (*artifact.Object, error) {
 		key    string
 		kinds  []artifact.Kind
 		scopes []string
+		// issuer and independence: the Evidence claims the key may make
+		issuer, independence string
 	}
 	grants := []g{
-		{KeyOrg, []artifact.Kind{artifact.KindRegistryEntry, artifact.KindPolicy, artifact.KindTombstone, artifact.KindDeclaration}, nil},
-		{KeyProviderA, []artifact.Kind{artifact.KindDeclaration}, []string{ServerDocsA}},
-		{KeyProviderB, []artifact.Kind{artifact.KindDeclaration}, []string{ServerDocsB}},
-		{KeyObserver, []artifact.Kind{artifact.KindEvidence, artifact.KindRegistryEntry}, nil},
-		{KeyAgent, []artifact.Kind{artifact.KindReceiptBatch, artifact.KindDriftReport}, []string{p.AgentID + "/*"}},
+		{key: KeyOrg, kinds: []artifact.Kind{artifact.KindRegistryEntry, artifact.KindPolicy, artifact.KindTombstone, artifact.KindDeclaration}},
+		{key: KeyProviderA, kinds: []artifact.Kind{artifact.KindDeclaration}, scopes: []string{ServerDocsA}},
+		{key: KeyProviderB, kinds: []artifact.Kind{artifact.KindDeclaration}, scopes: []string{ServerDocsB}},
+		// the control plane's key: controlplane/aggregate's passive Evidence
+		{key: KeyObserver, kinds: []artifact.Kind{artifact.KindEvidence, artifact.KindRegistryEntry}, issuer: "mcpready-controlplane", independence: "consumer-passive"},
+		{key: KeyProber, kinds: []artifact.Kind{artifact.KindEvidence}, issuer: "observer", independence: "same-organisation"},
+		{key: KeyAgent, kinds: []artifact.Kind{artifact.KindReceiptBatch, artifact.KindDriftReport}, scopes: []string{p.AgentID + "/*"}},
 	}
 	tp := &mcpreadyv1.TrustPolicy{Provenance: provenance(Issuer, "1", p.Now, 0)}
 	for _, x := range grants {
@@ -201,6 +205,7 @@ func trustPolicy(p Params) (*artifact.Object, error) {
 		if err != nil {
 			return nil, fmt.Errorf("demo: grant for %s: %w", x.key, err)
 		}
+		kg.EvidenceIssuer, kg.Independence = x.issuer, x.independence
 		tp.Keys = append(tp.Keys, kg)
 	}
 	return artifact.New(artifact.KindTrustPolicy, TrustPolicyName, tp), nil

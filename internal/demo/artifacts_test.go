@@ -168,7 +168,9 @@ func TestTrustScopes(t *testing.T) {
 		{"provider may not sign a policy", artifact.New(artifact.KindPolicy, "evil", &mcpreadyv1.Policy{}), KeyProviderA, sign.ReasonKindNotAllowed},
 		{"agent signs its own batches", batch(testAgent + "/1"), KeyAgent, ""},
 		{"agent may not sign another agent's batch", batch("node-2/1"), KeyAgent, sign.ReasonOutOfScope},
-		{"observer signs evidence", artifact.New(artifact.KindEvidence, "x/y", &mcpreadyv1.Evidence{}), KeyObserver, ""},
+		{"observer signs the evidence it is bound to", artifact.New(artifact.KindEvidence, "x/y", &mcpreadyv1.Evidence{
+			Provenance: &mcpreadyv1.Provenance{Issuer: "mcpready-controlplane"}, Observer: &mcpreadyv1.Observer{Independence: "consumer-passive"}}), KeyObserver, ""},
+		{"observer may not sign evidence claiming nothing", artifact.New(artifact.KindEvidence, "x/y", &mcpreadyv1.Evidence{}), KeyObserver, sign.ReasonClaimNotGranted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,5 +235,43 @@ func TestBuildRejectsIncompleteParams(t *testing.T) {
 	_, err := Build(Params{})
 	if !errors.Is(err, ErrParams) {
 		t.Fatalf("err = %v, want ErrParams", err)
+	}
+}
+
+// TestQuickstartClaimsBound: the quickstart's TrustPolicy draws no
+// advisory, and its synthetic Evidence and the control plane's passive
+// Evidence are each signed by a key bound to exactly the claims they make
+// (a key claiming another issuer or independence is refused). Before, one
+// observer key signed both with no claim bound.
+func TestQuickstartClaimsBound(t *testing.T) {
+	keys, signed := buildSigned(t)
+	if adv := artifact.Advise(signed[0].Object); len(adv) != 0 {
+		t.Fatalf("quickstart TrustPolicy advisories: %v", adv)
+	}
+	now := time.Now()
+	trust, err := sign.NewTrust(signed[0].Bundle, keys[KeyRoot].Public(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evidence := func(issuer, independence string) *artifact.Object {
+		return artifact.New(artifact.KindEvidence, "x/passive", &mcpreadyv1.Evidence{
+			Provenance: &mcpreadyv1.Provenance{Issuer: issuer, Version: "1"}, Observer: &mcpreadyv1.Observer{Id: issuer, Independence: independence}})
+	}
+	for _, tc := range []struct {
+		key, issuer, independence string
+		ok                        bool
+	}{
+		{KeyObserver, "mcpready-controlplane", "consumer-passive", true},
+		{KeyObserver, "observer", "same-organisation", false},
+		{KeyProber, "observer", "same-organisation", true},
+		{KeyProber, "mcpready-controlplane", "consumer-passive", false},
+	} {
+		b, _, err := sign.Sign(evidence(tc.issuer, tc.independence), keys[tc.key])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := trust.Verify(b, now); (err == nil) != tc.ok {
+			t.Errorf("%s claiming %s/%s: %v", tc.key, tc.issuer, tc.independence, err)
+		}
 	}
 }

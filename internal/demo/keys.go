@@ -18,12 +18,13 @@ const (
 	KeyOrg       = "org"
 	KeyProviderA = "provider-a"
 	KeyProviderB = "provider-b"
-	KeyObserver  = "observer"
+	KeyObserver  = "observer" // the control plane's: passive Evidence, lifecycle entries
+	KeyProber    = "prober"   // the demo's synthetic Evidence
 	KeyAgent     = "agent"
 )
 
 // KeyNames lists every demo key name.
-var KeyNames = []string{KeyRoot, KeyOrg, KeyProviderA, KeyProviderB, KeyObserver, KeyAgent}
+var KeyNames = []string{KeyRoot, KeyOrg, KeyProviderA, KeyProviderB, KeyObserver, KeyProber, KeyAgent}
 
 // Keys are the demo signing keys by name.
 type Keys map[string]crypto.Signer
