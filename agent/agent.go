@@ -385,8 +385,11 @@ func buildState(s *subscribe.Snapshot, policy string, prev *front.State, prevPol
 	}
 	pr := s.Get(artifact.KindPolicy, policy)
 	if pr == nil {
-		return &front.State{Entries: entries, Refusal: &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeNoPolicy,
-			Reason: fmt.Sprintf("policy %q is not installed on this host (no other Policy is used in its place)", policy)}}, nil, nil
+		reason := fmt.Sprintf("policy %q is not installed on this host (no other Policy is used in its place)", policy)
+		if why := s.Withheld(artifact.KindPolicy, policy); why != "" {
+			reason = fmt.Sprintf("policy %q is not used: %s (no other Policy is used in its place)", policy, why)
+		}
+		return &front.State{Entries: entries, Refusal: &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeNoPolicy, Reason: reason}}, nil, nil
 	}
 	pol := pr.Verified.Object.Spec.(*mcpreadyv1.Policy)
 	in := decide.Inputs{PolicyName: pr.Name, PolicyVersion: pr.Verified.Digest, Policy: pol,

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/mcpready/mcpready/agent/internal/cptest"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	"github.com/mcpready/mcpready/artifact"
@@ -49,5 +51,49 @@ func TestNoFallbackToAnotherPolicy(t *testing.T) {
 	}
 	if res := callEcho(t, a.Addr()); !res.IsError || !strings.Contains(textOf(res), "no_policy") || !strings.Contains(textOf(res), `policy \"default\"`) {
 		t.Fatalf("after its policy disappeared, the agent decided under another: %v", textOf(res))
+	}
+}
+
+// TestExpiredPolicyRefusesNamingTheExpiry: when the Policy the agent uses
+// passes its signed expiresAt, calls are refused (no_policy) with the
+// expiry as the reason, and no other held Policy takes its place.
+func TestExpiredPolicyRefusesNamingTheExpiry(t *testing.T) {
+	env := cptest.Start(t)
+	up := mcptest.New(t, mcptest.Options{})
+	publish(t, env, up)
+	env.Put(artifact.New(artifact.KindPolicy, "a-permissive", &mcpreadyv1.Policy{
+		Inventory:  []string{"test/*"},
+		Evidence:   &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
+		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "default", Allow: []string{"*"}}},
+	}))
+	expires := time.Now().Add(3 * time.Second)
+	env.Put(artifact.New(artifact.KindPolicy, "default", &mcpreadyv1.Policy{
+		Provenance: &mcpreadyv1.Provenance{Version: "999999", ExpiresAt: timestamppb.New(expires)},
+		Inventory:  []string{"test/*"},
+		Evidence:   &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
+		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "default", Allow: []string{"*"}}},
+	}))
+	dir := t.TempDir()
+	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-x", Listen: "127.0.0.1:0",
+		DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir)})
+	defer stop()
+	waitConfigured(t, a)
+	if res := callEcho(t, a.Addr()); res.IsError {
+		t.Fatalf("before the Policy expired: %v", textOf(res))
+	}
+	time.Sleep(time.Until(expires))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		res := callEcho(t, a.Addr())
+		if res.IsError {
+			if txt := textOf(res); !strings.Contains(txt, "no_policy") || !strings.Contains(txt, "expired at") || !strings.Contains(txt, `policy \"default\"`) {
+				t.Fatalf("an expired Policy's refusal does not say so: %v", txt)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("calls still decided under the expired Policy")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
