@@ -24,11 +24,7 @@ func TestNoFallbackToAnotherPolicy(t *testing.T) {
 	env := cptest.Start(t)
 	up := mcptest.New(t, mcptest.Options{})
 	publish(t, env, up)
-	env.Put(artifact.New(artifact.KindPolicy, "a-permissive", &mcpreadyv1.Policy{
-		Inventory:  []string{"test/*"},
-		Evidence:   &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
-		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "default", Allow: []string{"*"}}},
-	}))
+	env.Put(artifact.New(artifact.KindPolicy, "a-permissive", openPolicy(nil)))
 	dir := t.TempDir()
 	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-p", Listen: "127.0.0.1:0",
 		DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir)})
@@ -61,18 +57,9 @@ func TestExpiredPolicyRefusesNamingTheExpiry(t *testing.T) {
 	env := cptest.Start(t)
 	up := mcptest.New(t, mcptest.Options{})
 	publish(t, env, up)
-	env.Put(artifact.New(artifact.KindPolicy, "a-permissive", &mcpreadyv1.Policy{
-		Inventory:  []string{"test/*"},
-		Evidence:   &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
-		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "default", Allow: []string{"*"}}},
-	}))
+	env.Put(artifact.New(artifact.KindPolicy, "a-permissive", openPolicy(nil)))
 	expires := time.Now().Add(3 * time.Second)
-	env.Put(artifact.New(artifact.KindPolicy, "default", &mcpreadyv1.Policy{
-		Provenance: &mcpreadyv1.Provenance{Version: "999999", ExpiresAt: timestamppb.New(expires)},
-		Inventory:  []string{"test/*"},
-		Evidence:   &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
-		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "default", Allow: []string{"*"}}},
-	}))
+	env.Put(artifact.New(artifact.KindPolicy, "default", openPolicy(&mcpreadyv1.Provenance{Version: "999999", ExpiresAt: timestamppb.New(expires)})))
 	dir := t.TempDir()
 	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-x", Listen: "127.0.0.1:0",
 		DataDir: filepath.Join(dir, "data"), Config: writeConfig(t, dir)})
@@ -95,5 +82,16 @@ func TestExpiredPolicyRefusesNamingTheExpiry(t *testing.T) {
 			t.Fatal("calls still decided under the expired Policy")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// openPolicy admits the default principal to every test/* tool whatever
+// its evidence, with provenance p.
+func openPolicy(p *mcpreadyv1.Provenance) *mcpreadyv1.Policy {
+	return &mcpreadyv1.Policy{
+		Provenance: p,
+		Inventory:  []string{"test/*"},
+		Evidence:   &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
+		Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "default", Allow: []string{"*"}}},
 	}
 }
