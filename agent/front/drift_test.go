@@ -77,16 +77,24 @@ func TestDeclarationDrift(t *testing.T) {
 		h.installDecls(t, testPolicy(), map[string]*mcpreadyv1.Declaration{"test": agreeing})
 		h.front.Blocklist().Unblock("test/echo") // the same pinned definition: a new state keeps the block
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	// Reports are sent in the background: wait for all three.
+	want := []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_PERMISSION_DRIFT,
+		mcpreadyv1.DriftLabel_DRIFT_LABEL_DATA_ACCESS_DRIFT, mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT}
 	var reported []mcpreadyv1.DriftLabel
-	for _, r := range h.drift {
-		reported = append(reported, r.GetLabels()...)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		h.mu.Lock()
+		reported = reported[:0]
+		for _, r := range h.drift {
+			reported = append(reported, r.GetLabels()...)
+		}
+		h.mu.Unlock()
+		if !slices.ContainsFunc(want, func(l mcpreadyv1.DriftLabel) bool { return !slices.Contains(reported, l) }) || time.Now().After(deadline) {
+			break
+		}
 	}
-	for _, want := range []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_PERMISSION_DRIFT,
-		mcpreadyv1.DriftLabel_DRIFT_LABEL_DATA_ACCESS_DRIFT, mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT} {
-		if !slices.Contains(reported, want) {
-			t.Errorf("%v not reported (reported %v)", want, reported)
+	for _, w := range want {
+		if !slices.Contains(reported, w) {
+			t.Errorf("%v not reported (reported %v)", w, reported)
 		}
 	}
 }
