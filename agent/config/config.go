@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -29,6 +28,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/mcpready/mcpready/internal/loopback"
 )
 
 // Sentinel errors.
@@ -346,19 +347,10 @@ func (o OAuth) validateCode() error {
 		}
 	}
 	u, err := url.Parse(o.RedirectURL)
-	if err != nil || u.Scheme != "http" || u.Port() == "" || !isLoopbackHost(u.Hostname()) || u.RawQuery != "" || u.Fragment != "" {
+	if err != nil || u.Scheme != "http" || u.Port() == "" || !loopback.Host(u.Hostname()) || u.RawQuery != "" || u.Fragment != "" {
 		return errors.New("oauth.redirectURL must be an http URL on a loopback address with a port (e.g. http://127.0.0.1:8765/callback), without query")
 	}
 	return nil
-}
-
-// isLoopbackHost reports whether host is localhost or a loopback address.
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // PrivateKey reads the PEM private key of private_key_jwt.
@@ -611,7 +603,7 @@ func New(f File) (*Config, error) {
 		if idp.Issuer == "" || idp.Audience == "" || idp.JWKSURL == "" {
 			return nil, fmt.Errorf("%w: identityProvider: issuer, audience and jwksURL are required", ErrInvalid)
 		}
-		if !strings.HasPrefix(idp.JWKSURL, "https://") && !strings.HasPrefix(idp.JWKSURL, "http://127.0.0.1") && !strings.HasPrefix(idp.JWKSURL, "http://localhost") {
+		if !secureURL(idp.JWKSURL) {
 			return nil, fmt.Errorf("%w: identityProvider: jwksURL must be https (or http on loopback)", ErrInvalid)
 		}
 		for _, r := range idp.WorkflowReporters {

@@ -3,8 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
-	"strings"
+
+	"github.com/mcpready/mcpready/internal/loopback"
 )
 
 // The JWT-bearer grants (RFC 7523) of OAuth.Grant, beside those of
@@ -111,8 +113,13 @@ func (o OAuth) validateExt() error {
 }
 
 // secureURL reports whether u is an https URL, or an http one on loopback.
-func secureURL(u string) bool {
-	return strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://127.0.0.1") || strings.HasPrefix(u, "http://localhost")
+// Its host is compared whole, so http://127.0.0.1.example is not loopback.
+func secureURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	return u.Scheme == "https" || u.Scheme == "http" && loopback.Host(u.Hostname())
 }
 
 // Key reads DPoP's key file (KeyFile must be set).

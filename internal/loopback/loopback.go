@@ -11,9 +11,12 @@ import "net"
 // loopback.
 func Is(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
+	return err == nil && Host(host)
+}
+
+// Host reports whether host (no port; a URL's Hostname) is localhost or a
+// loopback IPv4 or IPv6 address.
+func Host(host string) bool {
 	if host == "localhost" {
 		return true
 	}
