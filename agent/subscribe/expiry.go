@@ -109,7 +109,7 @@ func (c *Client) watchExpiry(done <-chan struct{}) {
 		changed := c.Changed()
 		var wake <-chan time.Time
 		if at, ok := c.Snapshot().nextExpiry(); ok {
-			wake = c.opts.After(at.Sub(c.opts.Now()))
+			wake = c.opts.Until(at)
 		}
 		select {
 		case <-done:

@@ -12,8 +12,8 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
-// clock is a settable clock whose After fires when Advance passes the
-// deadline it was asked for.
+// clock is a settable clock whose Until fires when Advance reaches the
+// instant it was asked for.
 type clock struct {
 	mu      sync.Mutex
 	now     time.Time
@@ -31,15 +31,15 @@ func (c *clock) Now() time.Time {
 	return c.now
 }
 
-func (c *clock) After(d time.Duration) <-chan time.Time {
+func (c *clock) Until(t time.Time) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ch := make(chan time.Time, 1)
-	if d <= 0 {
+	if !t.After(c.now) {
 		ch <- c.now
 		return ch
 	}
-	c.waiters = append(c.waiters, waiter{c.now.Add(d), ch})
+	c.waiters = append(c.waiters, waiter{t, ch})
 	return ch
 }
 
@@ -82,7 +82,7 @@ func TestExpiryAfterInstall(t *testing.T) {
 			env.Put(entry("srv/tool", "srv"))
 			env.Put(entry("other/tool", "other"))
 			c, err := New(Options{Conn: env.Dial(), Root: env.RootPub, Node: &mcpreadyv1.Node{Id: "host-1"}, Mode: mode,
-				MinBackoff: 20 * time.Millisecond, Now: clk.Now, After: clk.After})
+				MinBackoff: 20 * time.Millisecond, Now: clk.Now, Until: clk.Until})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -96,9 +96,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now; nil means time.Now.
 	Now func() time.Time
-	// After waits for a duration measured on Now's clock (Run's expiry
-	// timer, expiry.go); nil means time.After.
-	After func(time.Duration) <-chan time.Time
+	// Until fires once Now's clock reaches t (Run's expiry timer,
+	// expiry.go); nil means a timer for t minus Now(). Taking the instant
+	// rather than a duration keeps reading the clock and arming the timer
+	// one step, so a clock that moves between the two cannot make it late.
+	Until func(t time.Time) <-chan time.Time
 	// MinBackoff and MaxBackoff bound reconnect delays; zero means 200ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
 	// MaxParked bounds, per kind, the resources kept because they do not
@@ -148,8 +150,9 @@ func New(opts Options) (*Client, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.After == nil {
-		opts.After = time.After
+	if opts.Until == nil {
+		now := opts.Now
+		opts.Until = func(t time.Time) <-chan time.Time { return time.After(t.Sub(now())) }
 	}
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = 200 * time.Millisecond
