@@ -393,6 +393,10 @@ type Result struct {
 	// Structured is the JSON of the result's structuredContent as received,
 	// when the agent decoded it itself (nil otherwise, or when absent).
 	Structured json.RawMessage
+	// Value is Structured decoded with exact numbers (json.Number, or
+	// float64 integers within ±2^53), for the output schema check; it may
+	// share its maps with StructuredContent and must not be modified.
+	Value any
 }
 
 // Call is CallTool that also returns the result's JSON as received, so that

@@ -3,6 +3,7 @@ package upstream
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -96,7 +97,7 @@ func TestDecodeCallResultStructured(t *testing.T) {
 		{`{"content":[],"structuredContent":null}`, ""},
 		{`{"content":[{"type":"image","data":"AA==","mimeType":"image/png"}],"structuredContent":{"a":1}}`, ""},
 	} {
-		res, got, err := decodeCallResult(json.RawMessage(tc.in))
+		res, _, got, err := decodeCallResult(json.RawMessage(tc.in))
 		if err != nil || res == nil {
 			t.Fatalf("%s: %v", tc.in, err)
 		}
@@ -124,6 +125,46 @@ func TestMediaType(t *testing.T) {
 	} {
 		if got := mediaType(ct); got != want {
 			t.Errorf("mediaType(%q) = %q, want %q", ct, got, want)
+		}
+	}
+}
+
+// TestDecodeCallResultValue: structuredContent is decoded once when its
+// numbers allow it, and then the result's value is exactly what
+// encoding/json decodes (so the answer encodes the same) while the checked
+// value keeps every number exact: a literal float64 would round (2^53+1,
+// 0.1, 1e2, -0, 1.0) keeps the two apart.
+func TestDecodeCallResultValue(t *testing.T) {
+	for _, sc := range []string{
+		`{"a":1,"b":[-2,{"c":9007199254740992}],"s":"x","t":true,"n":null}`,
+		`{"a":9007199254740993}`, `{"a":0.1}`, `{"a":[1e2]}`, `{"a":-0}`, `{"a":1.0}`, `{"a":01}`,
+		`"text"`, `7`, `[]`,
+	} {
+		res, value, _, err := decodeCallResult(json.RawMessage(`{"content":[],"structuredContent":` + sc + `}`))
+		if strings.Contains(sc, "01") {
+			if err == nil {
+				t.Errorf("%s: decoded", sc)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", sc, err)
+		}
+		var want any
+		if err := json.Unmarshal([]byte(sc), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(res.StructuredContent, want) {
+			t.Errorf("%s: result value %#v, want %#v", sc, res.StructuredContent, want)
+		}
+		exact, err := decodeExact(json.RawMessage(sc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := json.Marshal(value)
+		b, _ := json.Marshal(exact)
+		if string(a) != string(b) {
+			t.Errorf("%s: checked value %s, want %s", sc, a, b)
 		}
 	}
 }
