@@ -1,10 +1,13 @@
 package upstream
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -166,5 +169,44 @@ func TestDecodeCallResultValue(t *testing.T) {
 		if string(a) != string(b) {
 			t.Errorf("%s: checked value %s, want %s", sc, a, b)
 		}
+	}
+}
+
+// TestIsolate: the isolated context keeps none of the caller's values but
+// its deadline and cancellation (with the caller's error), and contexts
+// derived from it wait on that cancellation without a goroutine each.
+func TestIsolate(t *testing.T) {
+	type key struct{}
+	parent, cancel := context.WithTimeout(context.WithValue(context.Background(), key{}, "front value"), time.Hour)
+	ctx := isolate(parent)
+	if ctx.Value(key{}) != nil {
+		t.Fatal("a value of the caller leaked")
+	}
+	if dl, ok := ctx.Deadline(); !ok || dl != func() time.Time { d, _ := parent.Deadline(); return d }() {
+		t.Fatalf("deadline %v %v", dl, ok)
+	}
+	before := runtime.NumGoroutine()
+	var cancels []context.CancelFunc
+	for range 50 {
+		_, cc := context.WithCancel(ctx)
+		cancels = append(cancels, cc)
+	}
+	if n := runtime.NumGoroutine(); n > before+5 {
+		t.Fatalf("%d goroutines for 50 derived contexts", n-before)
+	}
+	child, childCancel := context.WithTimeout(ctx, time.Hour)
+	defer childCancel()
+	cancel()
+	<-child.Done()
+	if ctx.Err() != context.Canceled || child.Err() != context.Canceled {
+		t.Fatalf("errors %v %v", ctx.Err(), child.Err())
+	}
+	for _, cc := range cancels {
+		cc()
+	}
+	dctx, dcancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer dcancel()
+	if err := isolate(dctx).Err(); err != context.DeadlineExceeded {
+		t.Fatalf("past deadline: %v", err)
 	}
 }
