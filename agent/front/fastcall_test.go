@@ -45,7 +45,7 @@ func TestParseFastCall(t *testing.T) {
 // ServeHTTP does.
 func decodeFastCall(body []byte) (fastCall, bool) {
 	r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
-	env, ok := precheck(httptest.NewRecorder(), r, 0, nil)
+	env, _, ok := precheck(httptest.NewRecorder(), r, 0, nil)
 	if !ok || env == nil {
 		return fastCall{}, false
 	}

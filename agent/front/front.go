@@ -428,7 +428,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	env, ok := precheck(w, r, f.opts.BodyTimeout, f.metrics.slowBodies.Inc)
+	env, body, ok := precheck(w, r, f.opts.BodyTimeout, f.metrics.slowBodies.Inc)
 	if !ok {
 		return
 	}
@@ -447,12 +447,14 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if env != nil && !v.paramHeadersMatch(w, r, env) {
 			return
 		}
+		restoreBody(r, body)
 		v.stateless.ServeHTTP(w, r)
 		return
 	}
 	if env != nil && v.serveFastCall(w, r, env) {
 		return
 	}
+	restoreBody(r, body)
 	v.stateful.ServeHTTP(w, r)
 }
 

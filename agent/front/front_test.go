@@ -414,13 +414,14 @@ func FuzzPrecheck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
-		env, ok := precheck(w, r, 0, nil)
+		env, read, ok := precheck(w, r, 0, nil)
 		if !ok {
 			if env != nil || w.Code == 0 || !json.Valid(w.Body.Bytes()) {
 				t.Fatalf("answer %d %q is not a JSON-RPC error", w.Code, w.Body.String())
 			}
 			return
 		}
+		restoreBody(r, read)
 		got, _ := io.ReadAll(r.Body)
 		if !bytes.Equal(got, body) {
 			t.Fatal("body not restored")

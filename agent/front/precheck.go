@@ -30,13 +30,15 @@ var knownMethods = map[string]bool{
 // precise JSON-RPC error before they reach the go-sdk handler (which would
 // answer plain-text HTTP errors that make some clients drop the session).
 // It returns false when it has answered, and otherwise the decoded message
-// of a POST carrying a single one (nil for other requests).
+// of a POST carrying a single one (nil for other requests) and the body it
+// read (nil when it read none): r.Body is then consumed, and whatever
+// serves r other than the fast path needs restoreBody first.
 //
 // The body must arrive within bodyTimeout (a client trickling it is cut
 // off, and slow is called); zero is no limit.
-func precheck(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration, slow func()) (*envelope, bool) {
+func precheck(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration, slow func()) (*envelope, []byte, bool) {
 	if r.Method != http.MethodPost || r.Body == nil {
-		return nil, true
+		return nil, nil, true
 	}
 	rc := http.NewResponseController(w)
 	if bodyTimeout > 0 && rc.SetReadDeadline(time.Now().Add(bodyTimeout)) == nil {
@@ -47,29 +49,28 @@ func precheck(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration,
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		slow()
 		writeRPCError(w, http.StatusRequestTimeout, nil, int(jsonrpc.CodeParseError), fmt.Sprintf("request body not received within %s", bodyTimeout))
-		return nil, false
+		return nil, nil, false
 	}
 	if err != nil {
 		writeRPCError(w, http.StatusBadRequest, nil, int(jsonrpc.CodeParseError), "reading request: "+err.Error())
-		return nil, false
+		return nil, nil, false
 	}
 	if len(body) > MaxRequestBytes {
 		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, int(jsonrpc.CodeInvalidRequest), fmt.Sprintf("request larger than %d bytes", MaxRequestBytes))
-		return nil, false
+		return nil, nil, false
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
-		return nil, true // batches: the SDK answers per message
+		return nil, body, true // batches: the SDK answers per message
 	}
 	env := new(envelope)
 	if err := json.Unmarshal(body, env); err != nil {
 		writeRPCError(w, http.StatusBadRequest, nil, int(jsonrpc.CodeParseError), "parse error: "+err.Error())
-		return nil, false
+		return nil, nil, false
 	}
 	if env.JSONRPC != "2.0" {
 		writeRPCError(w, http.StatusBadRequest, env.ID, int(jsonrpc.CodeInvalidRequest), `invalid request: "jsonrpc" must be "2.0"`)
-		return nil, false
+		return nil, nil, false
 	}
 	isCall := len(env.ID) > 0 && string(env.ID) != "null"
 	if env.Method != nil && isCall && !knownMethods[*env.Method] {
@@ -78,9 +79,16 @@ func precheck(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration,
 			status = http.StatusNotFound // SEP-2575: an unknown method is HTTP 404
 		}
 		writeRPCError(w, status, env.ID, int(jsonrpc.CodeMethodNotFound), fmt.Sprintf("method %q not found", *env.Method))
-		return nil, false
+		return nil, nil, false
 	}
-	return env, true
+	return env, body, true
+}
+
+// restoreBody gives r back the body precheck read (nil: it read none).
+func restoreBody(r *http.Request, body []byte) {
+	if body != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 }
 
 // envelope is one JSON-RPC message as precheck decodes it.

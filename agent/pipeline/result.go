@@ -50,7 +50,7 @@ func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invo
 	vr := validate.Result{Size: len(b), IsError: res.IsError}
 	switch {
 	case ans.Structured != nil: // the upstream's own JSON: nothing to encode again
-		vr.Structured = ans.Structured
+		vr.Structured, vr.Value = ans.Structured, ans.Value
 	case res.StructuredContent != nil:
 		vr.Structured = SchemaOf(res.StructuredContent)
 	}

@@ -104,11 +104,11 @@ func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (Res
 	if msg.Error != nil {
 		return Result{}, msg.Error
 	}
-	res, structured, err := decodeCallResult(msg.Result)
+	res, value, structured, err := decodeCallResult(msg.Result)
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{CallToolResult: res, JSON: msg.Result, Structured: structured}, nil
+	return Result{CallToolResult: res, JSON: msg.Result, Structured: structured, Value: value}, nil
 }
 
 // callRequest encodes the tools/call request id (a plain ASCII string) for
@@ -380,11 +380,13 @@ func (s *Session) cancelUpstream(id string) {
 	}()
 }
 
-// decodeCallResult decodes a CallToolResult, and returns the JSON of its
-// structuredContent as received when it decoded that itself. Results whose
+// decodeCallResult decodes a CallToolResult, and returns its
+// structuredContent decoded exactly (decodeExact; the same tree as the
+// result's when its numbers allow, see floatInts) and as received, when it
+// decoded that itself. Results whose
 // content is only text (the common case) are built directly; others go
 // through the go-sdk's own decoding of content types.
-func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, json.RawMessage, error) {
+func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, any, json.RawMessage, error) {
 	var wire struct {
 		Meta              mcp.Meta        `json:"_meta"`
 		Content           []textContent   `json:"content"`
@@ -393,26 +395,116 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, json.RawMessage
 		ResultType        string          `json:"resultType"`
 	}
 	if err := json.Unmarshal(raw, &wire); err != nil {
-		return nil, nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
+		return nil, nil, nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
 	}
 	res := &mcp.CallToolResult{Meta: wire.Meta, IsError: wire.IsError, Content: make([]mcp.Content, 0, len(wire.Content))}
 	for _, c := range wire.Content {
 		if c.Type != "text" || c.Text == nil || wire.ResultType != "" {
 			res = &mcp.CallToolResult{}
 			if err := res.UnmarshalJSON(raw); err != nil {
-				return nil, nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
+				return nil, nil, nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
 			}
-			return res, nil, nil
+			return res, nil, nil, nil
 		}
 		res.Content = append(res.Content, &mcp.TextContent{Text: *c.Text, Meta: c.Meta, Annotations: c.Annotations})
 	}
 	if len(wire.StructuredContent) == 0 || string(wire.StructuredContent) == "null" {
-		return res, nil, nil
+		return res, nil, nil, nil
+	}
+	exact, err := decodeExact(wire.StructuredContent)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: structuredContent: %w", errMalformed, err)
+	}
+	if floatInts(exact) { // decoded once: the same tree is answered and checked
+		res.StructuredContent = exact
+		return res, exact, wire.StructuredContent, nil
 	}
 	if err := json.Unmarshal(wire.StructuredContent, &res.StructuredContent); err != nil {
-		return nil, nil, fmt.Errorf("%w: structuredContent: %w", errMalformed, err)
+		return nil, nil, nil, fmt.Errorf("%w: structuredContent: %w", errMalformed, err)
 	}
-	return res, wire.StructuredContent, nil
+	return res, exact, wire.StructuredContent, nil
+}
+
+// decodeExact decodes one JSON value with its numbers as json.Number (as
+// the output schema check needs them: exact), refusing trailing data.
+func decodeExact(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data")
+	}
+	return v, nil
+}
+
+// maxExactInt is the largest integer every smaller one of which float64 holds exactly.
+const maxExactInt = 1 << 53
+
+// floatInts reports whether every number in v (decoded by decodeExact) is
+// an integer literal, written as encoding/json writes a float64 and within
+// ±2^53, and if so turns each into that float64 in place. Such a tree is
+// what encoding/json decodes into any, and encodes to the same bytes, and
+// its numbers are exact, so it serves the answer and the check alike.
+// Otherwise v is left as it was (partly converted numbers stay exact).
+func floatInts(v any) bool {
+	switch x := v.(type) {
+	case json.Number:
+		return false // a bare number: converted by its container
+	case []any:
+		for i, e := range x {
+			if n, ok := e.(json.Number); ok {
+				f, ok := plainInt(n)
+				if !ok {
+					return false
+				}
+				x[i] = f
+			} else if !floatInts(e) {
+				return false
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			if n, ok := e.(json.Number); ok {
+				f, ok := plainInt(n)
+				if !ok {
+					return false
+				}
+				x[k] = f
+			} else if !floatInts(e) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// plainInt is n as a float64 when n is an integer written as encoding/json
+// writes that float64 (no sign but '-', no leading zero, no fraction or
+// exponent, not -0) and within ±2^53.
+func plainInt(n json.Number) (float64, bool) {
+	s := string(n)
+	neg := strings.HasPrefix(s, "-")
+	d := strings.TrimPrefix(s, "-")
+	if d == "" || len(d) > 16 || (d[0] == '0' && (len(d) > 1 || neg)) {
+		return 0, false
+	}
+	var u int64
+	for i := 0; i < len(d); i++ {
+		if d[i] < '0' || d[i] > '9' {
+			return 0, false
+		}
+		u = u*10 + int64(d[i]-'0')
+	}
+	if u > maxExactInt {
+		return 0, false
+	}
+	if neg {
+		u = -u
+	}
+	return float64(u), true
 }
 
 type textContent struct {

@@ -284,8 +284,7 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 	if relay != nil {
 		client.AddReceivingMiddleware(relayMiddleware(relay))
 	}
-	ictx, icancel := isolate(ctx)
-	defer icancel()
+	ictx := isolate(ctx)
 	cctx, cancel := context.WithTimeout(ictx, p.opts.ConnectTimeout)
 	defer cancel()
 	cctx, x := withExchange(cctx)
@@ -360,8 +359,7 @@ func (s *Session) Close() error {
 // *validate.Outcome. A transport-level failure marks the session broken.
 func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.ClientSession) error) error {
 	telemetry.Upstream(ctx, s.endpoint, s.cs.ID(), s.ProtocolVersion()) // on the attempt's CLIENT span, if any
-	ictx, cancel := isolate(ctx)
-	defer cancel()
+	ictx := isolate(ctx)
 	cctx, x := withExchange(keepHeaders(ctx, ictx))
 	err := fn(cctx, s.cs)
 	if err == nil {
@@ -393,6 +391,10 @@ type Result struct {
 	// Structured is the JSON of the result's structuredContent as received,
 	// when the agent decoded it itself (nil otherwise, or when absent).
 	Structured json.RawMessage
+	// Value is Structured decoded with exact numbers (json.Number, or
+	// float64 integers within ±2^53), for the output schema check; it may
+	// share its maps with StructuredContent and must not be modified.
+	Value any
 }
 
 // Call is CallTool that also returns the result's JSON as received, so that
@@ -485,36 +487,24 @@ func endpointOf(up config.Upstream) string {
 // isolate returns a context with ctx's deadline and cancellation but none of
 // its values: values of an incoming front request (such as the protocol
 // version the AI agent speaks) must not leak into upstream requests. The
-// one exception is the access principal (carryPrincipal). It starts no
-// timer of its own: ctx's deadline cancels ctx, and that cancels it, with
-// ctx's error.
-func isolate(ctx context.Context) (context.Context, context.CancelFunc) {
-	out, cancel := context.WithCancel(context.Background())
-	stop := context.AfterFunc(ctx, cancel)
-	dl, hasDL := ctx.Deadline()
-	out = &isolated{Context: out, parent: ctx, deadline: dl, hasDeadline: hasDL}
+// one exception is the access principal (carryPrincipal). It is ctx's own
+// cancellation, seen through a view without values: no timer, goroutine or
+// cancel function of its own (whatever it starts ends when ctx does, which
+// for a call is when the call ends).
+func isolate(ctx context.Context) context.Context {
+	var out context.Context = isolated{parent: ctx}
 	out = telemetry.Carry(ctx, out) // the trace context continues upstream
-	out = carryPrincipal(ctx, out)  // and the access principal
-	return out, func() { stop(); cancel() }
+	return carryPrincipal(ctx, out) // and the access principal
 }
 
-// isolated is a cancellable context without values that reports its
-// parent's deadline, and its parent's error once cancelled by the parent.
-type isolated struct {
-	context.Context // context.WithCancel(context.Background())
-	parent          context.Context
-	deadline        time.Time
-	hasDeadline     bool
-}
+// isolated is its parent without the parent's values.
+type isolated struct{ parent context.Context }
 
-func (c *isolated) Deadline() (time.Time, bool) { return c.deadline, c.hasDeadline }
+func (c isolated) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+func (c isolated) Done() <-chan struct{}       { return c.parent.Done() }
+func (c isolated) Err() error                  { return c.parent.Err() }
+func (isolated) Value(any) any                 { return nil }
 
-func (c *isolated) Err() error {
-	err := c.Context.Err()
-	if err != nil {
-		if perr := c.parent.Err(); perr != nil {
-			return perr // context.DeadlineExceeded when the deadline passed
-		}
-	}
-	return err
-}
+// AfterFunc lets contexts derived from c wait on the parent's cancellation
+// without a goroutine of their own (the context package looks for it).
+func (c isolated) AfterFunc(f func()) func() bool { return context.AfterFunc(c.parent, f) }

@@ -1,9 +1,13 @@
 package upstream
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -96,7 +100,7 @@ func TestDecodeCallResultStructured(t *testing.T) {
 		{`{"content":[],"structuredContent":null}`, ""},
 		{`{"content":[{"type":"image","data":"AA==","mimeType":"image/png"}],"structuredContent":{"a":1}}`, ""},
 	} {
-		res, got, err := decodeCallResult(json.RawMessage(tc.in))
+		res, _, got, err := decodeCallResult(json.RawMessage(tc.in))
 		if err != nil || res == nil {
 			t.Fatalf("%s: %v", tc.in, err)
 		}
@@ -125,5 +129,84 @@ func TestMediaType(t *testing.T) {
 		if got := mediaType(ct); got != want {
 			t.Errorf("mediaType(%q) = %q, want %q", ct, got, want)
 		}
+	}
+}
+
+// TestDecodeCallResultValue: structuredContent is decoded once when its
+// numbers allow it, and then the result's value is exactly what
+// encoding/json decodes (so the answer encodes the same) while the checked
+// value keeps every number exact: a literal float64 would round (2^53+1,
+// 0.1, 1e2, -0, 1.0) keeps the two apart.
+func TestDecodeCallResultValue(t *testing.T) {
+	for _, sc := range []string{
+		`{"a":1,"b":[-2,{"c":9007199254740992}],"s":"x","t":true,"n":null}`,
+		`{"a":9007199254740993}`, `{"a":0.1}`, `{"a":[1e2]}`, `{"a":-0}`, `{"a":1.0}`, `{"a":01}`,
+		`"text"`, `7`, `[]`,
+	} {
+		res, value, _, err := decodeCallResult(json.RawMessage(`{"content":[],"structuredContent":` + sc + `}`))
+		if strings.Contains(sc, "01") {
+			if err == nil {
+				t.Errorf("%s: decoded", sc)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", sc, err)
+		}
+		var want any
+		if err := json.Unmarshal([]byte(sc), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(res.StructuredContent, want) {
+			t.Errorf("%s: result value %#v, want %#v", sc, res.StructuredContent, want)
+		}
+		exact, err := decodeExact(json.RawMessage(sc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := json.Marshal(value)
+		b, _ := json.Marshal(exact)
+		if string(a) != string(b) {
+			t.Errorf("%s: checked value %s, want %s", sc, a, b)
+		}
+	}
+}
+
+// TestIsolate: the isolated context keeps none of the caller's values but
+// its deadline and cancellation (with the caller's error), and contexts
+// derived from it wait on that cancellation without a goroutine each.
+func TestIsolate(t *testing.T) {
+	type key struct{}
+	parent, cancel := context.WithTimeout(context.WithValue(context.Background(), key{}, "front value"), time.Hour)
+	ctx := isolate(parent)
+	if ctx.Value(key{}) != nil {
+		t.Fatal("a value of the caller leaked")
+	}
+	if dl, ok := ctx.Deadline(); !ok || dl != func() time.Time { d, _ := parent.Deadline(); return d }() {
+		t.Fatalf("deadline %v %v", dl, ok)
+	}
+	before := runtime.NumGoroutine()
+	var cancels []context.CancelFunc
+	for range 50 {
+		_, cc := context.WithCancel(ctx)
+		cancels = append(cancels, cc)
+	}
+	if n := runtime.NumGoroutine(); n > before+5 {
+		t.Fatalf("%d goroutines for 50 derived contexts", n-before)
+	}
+	child, childCancel := context.WithTimeout(ctx, time.Hour)
+	defer childCancel()
+	cancel()
+	<-child.Done()
+	if ctx.Err() != context.Canceled || child.Err() != context.Canceled {
+		t.Fatalf("errors %v %v", ctx.Err(), child.Err())
+	}
+	for _, cc := range cancels {
+		cc()
+	}
+	dctx, dcancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer dcancel()
+	if err := isolate(dctx).Err(); err != context.DeadlineExceeded {
+		t.Fatalf("past deadline: %v", err)
 	}
 }

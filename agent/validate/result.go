@@ -46,6 +46,10 @@ type Result struct {
 	IsError bool
 	// Structured is structuredContent as raw JSON; nil when absent.
 	Structured json.RawMessage
+	// Value, when not nil, is Structured already decoded with exact numbers
+	// (json.Number, or float64 integers within ±2^53), and is checked
+	// instead of decoding Structured again. It is not modified.
+	Value any
 	// Text holds the text of each text content block.
 	Text []string
 }
@@ -134,8 +138,8 @@ func (c *Checker) Check(outputSchemaDigest string, r Result) error {
 	if c.rules.MaxResultBytes > 0 && int64(r.Size) > c.rules.MaxResultBytes {
 		return invalid(ErrTooLarge, fmt.Sprintf("%d bytes, limit %d", r.Size, c.rules.MaxResultBytes))
 	}
-	var structured any
-	if len(bytes.TrimSpace(r.Structured)) > 0 {
+	structured := r.Value
+	if structured == nil && len(bytes.TrimSpace(r.Structured)) > 0 {
 		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(r.Structured))
 		if err != nil {
 			return invalid(ErrOutputSchema, "structuredContent is not JSON")
