@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -73,7 +74,21 @@ func StartCluster(o Options, n int) ([]*Member, error) {
 	return startCluster(o, names, "")
 }
 
+// freeAttempts is how many times a start on ports picked here is tried:
+// a picked port is free when picked but may be taken (by another process,
+// or as the ephemeral port of some connection) before etcd binds it.
+const freeAttempts = 5
+
 func startCluster(o Options, names []string, clientAddr string) ([]*Member, error) {
+	for attempt := 1; ; attempt++ {
+		ms, err := startOnce(o, names, clientAddr)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || attempt == freeAttempts || clientAddr != "" && len(names) == 1 {
+			return ms, err
+		}
+	}
+}
+
+func startOnce(o Options, names []string, clientAddr string) ([]*Member, error) {
 	if o.Dir == "" {
 		return nil, fmt.Errorf("%w: data directory is required", ErrStart)
 	}
@@ -90,13 +105,13 @@ func startCluster(o Options, names []string, clientAddr string) ([]*Member, erro
 	for i, name := range names {
 		ca := clientAddr
 		if ca == "" || len(names) > 1 {
-			p, err := freePort()
+			p, err := pickPort()
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrStart, err)
 			}
 			ca = p
 		}
-		pp, err := freePort()
+		pp, err := pickPort()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrStart, err)
 		}
@@ -190,6 +205,9 @@ func closeAll(ms []*Member) {
 		}
 	}
 }
+
+// pickPort picks a free loopback port (a variable for tests).
+var pickPort = freePort
 
 func freePort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
