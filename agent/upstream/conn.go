@@ -268,6 +268,24 @@ func (b *directBody) bound(wait time.Duration) bool {
 	return !b.done && b.dc.conn.SetReadDeadline(time.Now().Add(wait)) == nil
 }
 
+// detach makes the rest of the body independent of its request's context,
+// its reads bounded by a read deadline wait from now instead; false when
+// it cannot (the body is done, or the context already ended, which
+// unblocked its connection for good).
+func (b *directBody) detach(wait time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done || !b.stop() {
+		return false
+	}
+	b.stop = detached
+	return b.dc.conn.SetReadDeadline(time.Now().Add(wait)) == nil
+}
+
+// detached is the stop of a detached body: there is no context watch left
+// to stop, and nothing has fired.
+func detached() bool { return true }
+
 func (b *directBody) Close() error {
 	b.finish(false)
 	return nil

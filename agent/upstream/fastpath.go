@@ -88,7 +88,7 @@ func (s *Session) callFast(ctx context.Context, params *mcp.CallToolParams) (Res
 		}
 		return Result{}, err
 	}
-	defer finish(resp.Body)
+	defer finishLater(resp.Body)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		return Result{}, fmt.Errorf("tools/call: HTTP %s", resp.Status)
@@ -185,13 +185,31 @@ const drainWait = 100 * time.Millisecond
 // its own; release clears the deadline), else by a timer.
 func finish(body io.ReadCloser) {
 	if db, ok := body.(*directBody); ok && db.bound(drainWait) {
-		_, _ = io.Copy(io.Discard, io.LimitReader(body, maxEventSize))
-		body.Close()
+		drain(body)
 		return
 	}
 	t := time.AfterFunc(drainWait, func() { body.Close() })
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxEventSize))
+	drain(body)
 	t.Stop()
+}
+
+// finishLater is finish without waiting: the answer has been read, and the
+// end of the stream (which the upstream writes once its handler returns)
+// is awaited in the background, as the go-sdk's own client does, rather
+// than on the call's path. The body is detached from the call's context
+// first, so that the call ending does not close a connection that is about
+// to be reused. A body that cannot be detached is finished at once.
+func finishLater(body io.ReadCloser) {
+	if db, ok := body.(*directBody); ok && db.detach(drainWait) {
+		go drain(body)
+		return
+	}
+	finish(body)
+}
+
+// drain reads body to its end (at most maxEventSize more) and closes it.
+func drain(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxEventSize))
 	body.Close()
 }
 

@@ -1,12 +1,19 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -103,4 +110,82 @@ func TestFastPathLargeResult(t *testing.T) {
 	if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, strings.Repeat("large ", 20000)) {
 		t.Fatalf("result of %d bytes does not carry the 120000-byte text", len(got))
 	}
+}
+
+// The answer does not wait for the upstream to end its response stream
+// (which it does once its handler returns): a fast call returns as soon as
+// its response event is read, and the connection still goes back to the
+// pool once the stream ends, for the next call. Before, the call waited
+// for the end of the stream (up to drainWait, then closed the connection).
+func TestFastCallDoesNotWaitForTheEndOfTheStream(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	hold := make(chan struct{})
+	var conns atomic.Int32
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy := httputil.NewSingleHostReverseProxy(mustURL(t, up.URL))
+		proxy.FlushInterval = -1
+		proxy.ServeHTTP(w, r)
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			<-hold // the response event is out; the stream stays open
+		}
+	}))
+	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	dt := newDirectTransport()
+	p := NewPool(Options{Transport: dt, Resolve: func(Target) (config.Upstream, bool) { return config.Upstream{Name: "test", URL: hs.URL + "/mcp"}, true }})
+	t.Cleanup(p.Close)
+	s, err := p.Shared(context.Background(), Target{Server: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.fastOK() {
+		t.Fatal("call does not take the fast path")
+	}
+	idle := func() int {
+		dt.mu.Lock()
+		defer dt.mu.Unlock()
+		n := 0
+		for _, l := range dt.idle {
+			n += len(l)
+		}
+		return n
+	}
+	for i := range 3 {
+		before := conns.Load()
+		idleBefore := idle()
+		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+		if err != nil || res.IsError {
+			t.Fatalf("call %d: %v %+v", i, err, res)
+		}
+		select {
+		case hold <- struct{}{}: // the upstream was still holding the stream open: release it
+		case <-time.After(5 * time.Second):
+			t.Fatalf("call %d: the upstream's handler never reached the end of its stream", i)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for idle() < idleBefore && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if idle() < idleBefore {
+			t.Fatalf("call %d: the connection did not go back to the pool once the stream ended", i)
+		}
+		if i > 0 && conns.Load() != before {
+			t.Fatalf("call %d dialled a new connection (%d → %d)", i, before, conns.Load())
+		}
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
