@@ -24,6 +24,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/internal/jsonwire"
 )
 
 // sdkRefresh is how long after the go-sdk last saw a request of a session
@@ -82,7 +84,7 @@ func parseFastCall(env *envelope) (fastCall, bool) {
 	}
 	var c fastCall
 	c.id = env.ID
-	if json.Unmarshal(env.Params, &c.params) != nil || c.params.Name == "" || c.params.InputResponses != nil || c.params.RequestState != "" {
+	if jsonwire.Unmarshal(env.Params, &c.params) != nil || c.params.Name == "" || c.params.InputResponses != nil || c.params.RequestState != "" {
 		return fastCall{}, false
 	}
 	if a := bytes.TrimSpace(c.params.Arguments); len(a) > 0 && a[0] != '{' {

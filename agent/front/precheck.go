@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/internal/jsonwire"
 )
 
 // MaxRequestBytes bounds one HTTP request body from an AI agent.
@@ -64,7 +66,7 @@ func precheck(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration,
 		return nil, body, true // batches: the SDK answers per message
 	}
 	env := new(envelope)
-	if err := json.Unmarshal(body, env); err != nil {
+	if err := jsonwire.Unmarshal(body, env); err != nil {
 		writeRPCError(w, http.StatusBadRequest, nil, int(jsonrpc.CodeParseError), "parse error: "+err.Error())
 		return nil, nil, false
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/internal/jsonwire"
 	"github.com/mcpready/mcpready/internal/sse"
 )
 
@@ -263,7 +264,7 @@ func (s *Session) readResponse(ctx context.Context, resp *http.Response, id stri
 // else is relayed and (nil, nil) returned.
 func (s *Session) handle(ctx context.Context, data []byte, id string) (*wireMessage, error) {
 	var m wireMessage
-	if err := json.Unmarshal(data, &m); err != nil {
+	if err := jsonwire.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("%w: %w", errMalformed, err)
 	}
 	switch {
@@ -412,7 +413,7 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, any, json.RawMe
 		IsError           bool            `json:"isError"`
 		ResultType        string          `json:"resultType"`
 	}
-	if err := json.Unmarshal(raw, &wire); err != nil {
+	if err := jsonwire.Unmarshal(raw, &wire); err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
 	}
 	res := &mcp.CallToolResult{Meta: wire.Meta, IsError: wire.IsError, Content: make([]mcp.Content, 0, len(wire.Content))}
@@ -437,7 +438,7 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, any, json.RawMe
 		res.StructuredContent = exact
 		return res, exact, wire.StructuredContent, nil
 	}
-	if err := json.Unmarshal(wire.StructuredContent, &res.StructuredContent); err != nil {
+	if err := jsonwire.Unmarshal(wire.StructuredContent, &res.StructuredContent); err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: structuredContent: %w", errMalformed, err)
 	}
 	return res, exact, wire.StructuredContent, nil
@@ -446,14 +447,9 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, any, json.RawMe
 // decodeExact decodes one JSON value with its numbers as json.Number (as
 // the output schema check needs them: exact), refusing trailing data.
 func decodeExact(raw json.RawMessage) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil {
+	if err := jsonwire.UnmarshalNumber(raw, &v); err != nil {
 		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data")
 	}
 	return v, nil
 }
