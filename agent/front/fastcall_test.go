@@ -31,6 +31,11 @@ func TestParseFastCall(t *testing.T) {
 		{"request state", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","requestState":"s"}}`, false},
 		{"wrong version", `{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"e"}}`, false},
 		{"garbage", `{"jsonrpc":`, false},
+		// Keys match exactly, as the go-sdk reads them: encoding/json took
+		// "Method" for the method, so the fast path ran a tools/call the
+		// go-sdk would have read as a tools/list, and "NAME" for the name.
+		{"method key in another case", `{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call","params":{"name":"e"}}`, false},
+		{"name key in another case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"NAME":"e"}}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
