@@ -239,10 +239,11 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	fopts := front.Options{Config: cfg, Keys: a.keys, Region: opts.Labels[string(nodelabel.Region)], NodeID: opts.NodeID, Logger: opts.Logger,
-		Builder:    receipt.Builder{EmitterID: opts.NodeID, EmitterVersion: Version, Redaction: receipt.Redaction{DigestKey: opts.ReceiptDigestKey}},
-		Ledger:     a.rw,
-		Registerer: opts.Metrics,
-		Telemetry:  opts.Telemetry,
+		Builder:             receipt.Builder{EmitterID: opts.NodeID, EmitterVersion: Version, Redaction: receipt.Redaction{DigestKey: opts.ReceiptDigestKey}},
+		Ledger:              a.rw,
+		AnswerBeforeReceipt: true, // read-only receipts are appended in the background: they need not hold the answer
+		Registerer:          opts.Metrics,
+		Telemetry:           opts.Telemetry,
 	}
 	withLimits(&fopts, &opts.Workflows, cfg.Limits())
 	fopts.Workflows = &opts.Workflows

@@ -19,12 +19,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/internal/jsonwire"
 )
 
@@ -171,8 +173,13 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 		}
 		key = str
 	}
+	var later pipeline.Later // receipt work for after the answer (AnswerBeforeReceipt)
+	defer later.Run()        // also when the answer could not be sent
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	if v.f.opts.AnswerBeforeReceipt {
+		ctx = pipeline.WithLater(ctx, &later)
+	}
 	s.mu.Lock()
 	if _, dup := s.fast.calls[key]; dup {
 		s.mu.Unlock()
@@ -212,8 +219,14 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 	}
 	h := w.Header()
 	h["Cache-Control"], h["Content-Type"], h["Connection"] = sseCacheControl, sseContentType, sseConnection
+	if later.Pending() { // flushed below, before the handler returns: framed by this length still
+		h["Content-Length"] = []string{strconv.Itoa(out.Len())}
+	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out.Bytes()) // one write: net/http frames it with a Content-Length
+	if later.Pending() {
+		_ = http.NewResponseController(w).Flush() // the answer goes now; the receipt work after it
+	}
 	return true
 }
 

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -143,4 +145,66 @@ func BenchmarkFastCall(b *testing.B) {
 			b.Fatalf("answer %s", w.Body.String())
 		}
 	}
+}
+
+// With AnswerBeforeReceipt, the fast path sends a read-only call's answer
+// before completing its receipt: the answer arrives while the receipt's
+// hand-over is held up (the harness's receipt sink is locked), and the
+// receipt, with its result digest, follows. A state-changing call's
+// receipt is still complete before its answer.
+func TestAnswerBeforeReceipt(t *testing.T) {
+	h := newHarness(t)
+	h.front.opts.AnswerBeforeReceipt = true
+	p := testPolicy()
+	p.Principals[0].Deny = nil // "write" is state-changing
+	h.install(t, p)
+	cs := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
+	call(t, cs, "echo", map[string]any{"text": "warm"})
+	v := h.front.view("test")
+	if s, _ := v.fastSession(fastRequest(cs), h.front.opts.Now()); s == nil {
+		t.Fatal("the session is not served by the fast path")
+	}
+	before := len(h.receiptsFor("echo"))
+
+	h.mu.Lock() // the receipt sink blocks
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "first"}})
+	cancel()
+	h.mu.Unlock()
+	if err != nil || res.IsError {
+		t.Fatalf("read-only call answered only after its receipt: %v %+v", err, res)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(h.receiptsFor("echo")) == before && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	recs := h.receiptsFor("echo")
+	if len(recs) != before+1 || recs[before].GetResultDigest() == "" || recs[before].GetEndedAt() == nil {
+		t.Fatalf("receipt after the answer: %d receipts, %+v", len(recs)-before, recs[len(recs)-1])
+	}
+
+	// A state-changing call: its answer waits for its receipt.
+	h.mu.Lock()
+	var returned atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		call(t, cs, "write", map[string]any{"text": "x"})
+		returned.Store(true)
+	}()
+	time.Sleep(200 * time.Millisecond) // time to answer, were it not held
+	early := returned.Load()
+	h.mu.Unlock()
+	<-done
+	if early || len(h.receiptsFor("write")) != 1 {
+		t.Fatalf("state-changing call answered before its receipt (%v), %d receipts", early, len(h.receiptsFor("write")))
+	}
+}
+
+// fastRequest is a tools/call POST on cs's session as the fast path sees it.
+func fastRequest(cs *mcp.ClientSession) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/mcp/servers/test", strings.NewReader(`{}`))
+	r.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+		"Mcp-Session-Id": {cs.ID()}, "Mcp-Protocol-Version": {"2025-11-25"}}
+	return r
 }

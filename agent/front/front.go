@@ -118,6 +118,13 @@ type Options struct {
 	// state-changing call) and refuses calls whose receipt it cannot
 	// record (pipeline.Ledger). Nil records none beyond Receipts.
 	Ledger pipeline.Ledger
+	// AnswerBeforeReceipt lets the tools/call fast path send the answer of
+	// a call whose receipt need not be durable first (pipeline.Durable:
+	// read-only) before completing that receipt: digesting the result,
+	// Receipts, and handing it to Ledger, which appends such receipts in
+	// the background anyway. The zero value completes every receipt before
+	// its answer is sent.
+	AnswerBeforeReceipt bool
 	// Builder stamps receipts; its zero value names no emitter and applies
 	// the default redaction (every argument digested only).
 	Builder receipt.Builder

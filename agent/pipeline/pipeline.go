@@ -390,8 +390,16 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 			if v.res.IsError {
 				rec.FailedLayer = out.Layer
 			}
-			p.opts.Builder.Result(rec, v.raw)
-			if err := p.Emit(rec); err != nil {
+			raw := v.raw
+			complete := func() error {
+				p.opts.Builder.Result(rec, raw)
+				return p.Emit(rec)
+			}
+			if l := later(ctx); l != nil && !Durable(rec) {
+				l.work = append(l.work, func() { _ = complete() }) // not durable: nothing to withhold
+				return Result{Answer: v.res, Receipt: rec, Route: run.Route}
+			}
+			if err := complete(); err != nil {
 				return Result{Answer: withheld(rec), Receipt: rec, Route: run.Route}
 			}
 			return Result{Answer: v.res, Receipt: rec, Route: run.Route}

@@ -1,0 +1,39 @@
+package pipeline
+
+import "context"
+
+// Later holds the part of a call's receipt work that may wait until the
+// call's answer is on its way: for a call whose receipt need not be durable
+// before its answer (Durable false), the digest of the result and the hand
+// over to the ledger (which appends such receipts in the background
+// anyway). A caller that sends answers itself puts a Later in the call's
+// context (WithLater) and runs it once the answer is sent; without one,
+// Call does that work before it returns. A Later serves one call, on one
+// goroutine.
+type Later struct{ work []func() }
+
+type laterKey struct{}
+
+// WithLater returns ctx carrying l for the calls made under it.
+func WithLater(ctx context.Context, l *Later) context.Context {
+	return context.WithValue(ctx, laterKey{}, l)
+}
+
+// Pending reports whether l holds work.
+func (l *Later) Pending() bool { return len(l.work) > 0 }
+
+// Run does the work l holds, once.
+func (l *Later) Run() {
+	work := l.work
+	l.work = nil
+	for _, w := range work {
+		w()
+	}
+}
+
+// later is where call puts the receipt work of a read-only answer: ctx's
+// Later, or nil when the work must be done at once.
+func later(ctx context.Context) *Later {
+	l, _ := ctx.Value(laterKey{}).(*Later)
+	return l
+}
