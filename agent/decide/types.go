@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/mcpready/mcpready/agent/circuit"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
@@ -255,12 +253,18 @@ func (d *Decision) WithSelected(entry string) []*mcpreadyv1.Candidate {
 	copy(out, d.Candidates)
 	for i, c := range out {
 		if c.GetEntry() == entry {
-			sel := proto.CloneOf(c)
-			sel.Selected = true
-			out[i] = sel
+			out[i] = selected(c)
 		}
 	}
 	return out
+}
+
+// selected is a copy of c marked selected, field by field: a reflective
+// proto clone costs more than the rest of the receipt's decision record
+// (TestSelectedCopiesEveryField keeps the copy complete).
+func selected(c *mcpreadyv1.Candidate) *mcpreadyv1.Candidate {
+	return &mcpreadyv1.Candidate{Entry: c.Entry, ServerName: c.ServerName, ToolName: c.ToolName, Endpoint: c.Endpoint, Selected: true,
+		RejectedAtStep: c.RejectedAtStep, RejectionCode: c.RejectionCode, RejectionReason: c.RejectionReason}
 }
 
 // Visible is one tool a principal may see in tools/list.
