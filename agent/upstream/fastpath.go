@@ -50,6 +50,7 @@ var errStreamLost = errors.New("response stream lost")
 // httpSession is what the fast path needs of a Streamable HTTP session.
 type httpSession struct {
 	endpoint string
+	url      *url.URL // endpoint, parsed once; copied per request, never modified
 	client   *http.Client
 	rt       *roundTripper // client's transport (nil: send through client)
 	relay    *Relay
@@ -154,10 +155,12 @@ func plainString(s string) bool {
 // of the request. A URL with user info goes through the client, which
 // turns it into basic authentication.
 func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.http.endpoint, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(body)) // the URL, parsed once, follows
 	if err != nil {
 		return nil, err
 	}
+	u := *s.http.url
+	req.URL, req.Host = &u, u.Host
 	// The shared value slices are never written to: Set replaces them.
 	req.Header = http.Header{"Content-Type": postContentType, "Accept": postAccept,
 		"Mcp-Session-Id": {s.cs.ID()}, "Mcp-Protocol-Version": {s.ProtocolVersion()}}

@@ -37,6 +37,7 @@ import (
 	"github.com/mcpready/mcpready/agent/access"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"sort"
 	"strings"
@@ -235,7 +236,11 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 			HTTPClient: hc,
 			MaxRetries: 2,
 		}
-		s.http = &httpSession{endpoint: up.URL, client: hc, rt: rt, relay: relay, onTools: func() {
+		u, err := url.Parse(up.URL)
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: %w", ErrUnknownUpstream, server, err)
+		}
+		s.http = &httpSession{endpoint: up.URL, url: u, client: hc, rt: rt, relay: relay, onTools: func() {
 			if p.opts.OnToolsChanged != nil {
 				go p.opts.OnToolsChanged(t)
 			}
