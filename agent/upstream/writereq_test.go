@@ -1,0 +1,126 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// parsed is what a server reads of a request written by write.
+func parsed(t *testing.T, req func() *http.Request, write func(*bufio.Writer, *http.Request) error) (*http.Request, []byte) {
+	t.Helper()
+	var b bytes.Buffer
+	w := bufio.NewWriter(&b)
+	if err := write(w, req()); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b.Bytes())))
+	if err != nil {
+		t.Fatalf("unreadable request %q: %v", b.Bytes(), err)
+	}
+	body, _ := io.ReadAll(r.Body)
+	return r, body
+}
+
+// writeRequest writes what Request.Write writes, as a server reads it;
+// any request it does not handle is left to Request.Write untouched.
+func TestWriteRequest(t *testing.T) {
+	build := func(url, body string, h http.Header) func() *http.Request {
+		return func() *http.Request {
+			r, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Header = h.Clone()
+			return r
+		}
+	}
+	std := func(w *bufio.Writer, r *http.Request) error { return r.Write(w) }
+	own := func(w *bufio.Writer, r *http.Request) error {
+		ok, err := writeRequest(w, r)
+		if !ok {
+			t.Fatalf("not handled: %s %v", r.URL, r.Header)
+		}
+		return err
+	}
+	for name, req := range map[string]func() *http.Request{
+		"call": build("http://127.0.0.1:8080/mcp?x=1&y=%20", `{"jsonrpc":"2.0"}`, http.Header{"Content-Type": {"application/json"},
+			"Accept": {"application/json, text/event-stream"}, "Mcp-Session-Id": {"abc"}, "Authorization": {"Bearer t"}, "X-Multi": {"a", " b "}}),
+		"empty body":    build("http://example.com/", "", http.Header{}),
+		"ipv6 and path": build("http://[::1]:9/a%2Fb/c", "x", http.Header{"Traceparent": {"00-1-2-01"}}),
+	} {
+		want, wantBody := parsed(t, req, std)
+		got, gotBody := parsed(t, req, own)
+		if got.Method != want.Method || got.RequestURI != want.RequestURI || got.Host != want.Host || got.ContentLength != want.ContentLength ||
+			!reflect.DeepEqual(got.Header, want.Header) || !bytes.Equal(gotBody, wantBody) {
+			t.Errorf("%s: wrote %s %s %s %d %v %q\n want %s %s %s %d %v %q", name, got.Method, got.RequestURI, got.Host, got.ContentLength, got.Header, gotBody,
+				want.Method, want.RequestURI, want.Host, want.ContentLength, want.Header, wantBody)
+		}
+	}
+	// Left to Request.Write: other methods, unknown lengths, header fields
+	// Request.Write treats itself, and invalid fields (which it sanitises).
+	for name, mk := range map[string]func() *http.Request{
+		"get":            func() *http.Request { r, _ := http.NewRequest(http.MethodGet, "http://h/", nil); return r },
+		"unknown length": func() *http.Request { r := build("http://h/", "x", nil)(); r.ContentLength = -1; return r },
+		"chunked": func() *http.Request {
+			r := build("http://h/", "x", nil)()
+			r.TransferEncoding = []string{"chunked"}
+			return r
+		},
+		"close":         func() *http.Request { r := build("http://h/", "x", nil)(); r.Close = true; return r },
+		"host header":   build("http://h/", "x", http.Header{"Host": {"other"}}),
+		"user agent":    build("http://h/", "x", http.Header{"User-Agent": {"me"}}),
+		"newline value": build("http://h/", "x", http.Header{"X-A": {"a\r\nX-Injected: 1"}}),
+		"bad name":      build("http://h/", "x", http.Header{"X A": {"a"}}),
+		"bad host":      func() *http.Request { r := build("http://h/", "x", nil)(); r.Host = "h\r\nX: y"; return r },
+	} {
+		var b bytes.Buffer
+		w := bufio.NewWriter(&b)
+		if ok, err := writeRequest(w, mk()); ok || err != nil {
+			t.Errorf("%s: handled (%v)", name, err)
+		}
+		w.Flush()
+		if b.Len() != 0 {
+			t.Errorf("%s: wrote %q", name, b.Bytes())
+		}
+	}
+}
+
+// FuzzWriteRequest: whatever header a request carries, writeRequest either
+// leaves it to Request.Write or writes a request a server reads with
+// exactly those fields.
+func FuzzWriteRequest(f *testing.F) {
+	f.Add("Mcp-Session-Id", "abc", "/mcp", "body")
+	f.Add("X-A", "a\nb", "/p?q=1", "")
+	f.Add("X-B", " padded\t", "/%zz", "x")
+	f.Fuzz(func(t *testing.T, key, value, path, body string) {
+		r, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:1"+path, strings.NewReader(body))
+		if err != nil || r.URL.Opaque != "" {
+			return
+		}
+		r.Header = http.Header{key: {value}}
+		var b bytes.Buffer
+		w := bufio.NewWriter(&b)
+		ok, err := writeRequest(w, r)
+		if !ok {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Flush()
+		got, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b.Bytes())))
+		if err != nil {
+			t.Fatalf("unreadable %q: %v", b.Bytes(), err)
+		}
+		gb, _ := io.ReadAll(got.Body)
+		if string(gb) != body || got.Header.Get(key) != strings.Trim(value, " \t") || len(got.Header) != 3 && len(got.Header) != 2 {
+			t.Fatalf("%q → %v %q", b.Bytes(), got.Header, gb)
+		}
+	})
+}
