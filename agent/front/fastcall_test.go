@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/receipt"
 )
 
 func TestParseFastCall(t *testing.T) {
@@ -179,7 +181,8 @@ func TestAnswerBeforeReceipt(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	recs := h.receiptsFor("echo")
-	if len(recs) != before+1 || recs[before].GetResultDigest() == "" || recs[before].GetEndedAt() == nil {
+	if len(recs) != before+1 || recs[before].GetResultDigest() == "" || recs[before].GetArgumentsDigest() != receipt.ArgumentsDigest([]byte(`{"text":"first"}`)) ||
+		recs[before].GetEndedAt() == nil {
 		t.Fatalf("receipt after the answer: %d receipts, %+v", len(recs)-before, recs[len(recs)-1])
 	}
 

@@ -263,20 +263,33 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	}
 	rec.Requested = req.Requested
 	rec.Region = p.opts.Region
-	p.opts.Builder.Arguments(rec, req.Arguments)
+	// The arguments' digest and kept fields: before the receipt is emitted,
+	// the key bound or a human asked (digestArgs), which for a read-only
+	// call answered before its receipt (Later) is after the answer.
+	argsDone := false
+	digestArgs := func() {
+		if !argsDone {
+			argsDone = true
+			p.opts.Builder.Arguments(rec, req.Arguments)
+		}
+	}
+	refuse := func(step readiness.Step, code readiness.Code, reason string) Result {
+		digestArgs()
+		return Result{Answer: p.Refuse(rec, step, code, reason), Receipt: rec}
+	}
 	c := req.Caller
 	ctx = withPrincipal(ctx, c)
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.Workflow, c.Principal, c.Tenant
 	if re := req.Refusal; re != nil {
-		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
+		return refuse(re.Step, re.Code, re.Reason)
 	}
 	if code, reason, ok := st.unusable(); ok {
-		return Result{Answer: p.Refuse(rec, readiness.StepEligibility, code, reason), Receipt: rec}
+		return refuse(readiness.StepEligibility, code, reason)
 	}
 	if wf := p.opts.Workflows; wf != nil && c.Workflow != "" {
 		wp := workflow.Principal{Name: c.Name, Class: c.Principal, Tenant: c.Tenant}
 		if err := wf.Admit(wp, c.Workflow); err != nil {
-			return Result{Answer: p.Refuse(rec, readiness.StepEligibility, workflow.Code(err), err.Error()), Receipt: rec}
+			return refuse(readiness.StepEligibility, workflow.Code(err), err.Error())
 		}
 		defer func() { workflowAnswered(wf, wp, c.Workflow, res) }()
 	}
@@ -291,25 +304,28 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	pin(&d, req.Pin)
 	var re *decide.RefusalError
 	if errors.As(d.Refusal, &re) {
-		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
+		return refuse(re.Step, re.Code, re.Reason)
 	}
 	if re = p.quotaFilter(&d, c, now); re == nil {
 		re = p.costFilter(&d, c, now)
 	}
 	if re != nil {
-		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
+		return refuse(re.Step, re.Code, re.Reason)
 	}
 	hinted := p.rankByHints(&d, now)
+	if later(ctx) == nil || req.HasKey || stateChanging(d.Routes) || approvalRequired(d.Routes) {
+		digestArgs() // a key binds it, a human sees it, or the receipt goes first
+	}
 	key, re := p.keys(rec, &d, &req)
 	if re != nil {
-		return Result{Answer: p.Refuse(rec, re.Step, re.Code, re.Reason), Receipt: rec}
+		return refuse(re.Step, re.Code, re.Reason)
 	}
 	first := d.Routes[0]
 	rec.ProviderSideEffect, rec.ConsumerSideEffect = first.ProviderSideEffect, first.ConsumerSideEffect
 	rec.Approval = mcpreadyv1.ApprovalState_APPROVAL_STATE_NOT_REQUIRED
 	if err := p.accepting(stateChanging(d.Routes)); err != nil {
-		return Result{Answer: p.Refuse(rec, readiness.StepNone, readiness.CodeReceiptsUnavailable,
-			"this host cannot record the call's receipt, so the call was not started: "+err.Error()), Receipt: rec}
+		return refuse(readiness.StepNone, readiness.CodeReceiptsUnavailable,
+			"this host cannot record the call's receipt, so the call was not started: "+err.Error())
 	}
 
 	var protoMu sync.Mutex
@@ -377,6 +393,10 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	}
 	p.chargeQuota(rec, &d, c, run.Route, p.opts.Now())
 	p.chargeCost(rec, &d, c, run.Route, p.opts.Now())
+	switch out.Result.(type) {
+	case ask, input:
+		digestArgs() // the front finishes this receipt
+	}
 	switch v := out.Result.(type) {
 	case ask:
 		return Result{Receipt: rec, Route: run.Route, Ask: v.v}
@@ -392,6 +412,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 			}
 			raw := v.raw
 			complete := func() error {
+				digestArgs()
 				p.opts.Builder.Result(rec, raw)
 				return p.Emit(rec)
 			}
@@ -413,6 +434,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		code = readiness.CodeSemanticInvalid
 		rec.SchemaValidation = "passed"
 	}
+	digestArgs()
 	return Result{Answer: p.Fail(rec, out, code), Receipt: rec, Route: run.Route}
 }
 
@@ -428,6 +450,16 @@ func workflowAnswered(wf *workflow.Tracker, p workflow.Principal, id string, res
 		res.Answer.Meta = mcp.Meta{}
 	}
 	res.Answer.Meta[workflow.MetaReceipt] = res.Receipt.GetReceiptId()
+}
+
+// approvalRequired: some route needs a human's approval.
+func approvalRequired(routes []decide.Route) bool {
+	for _, r := range routes {
+		if r.ApprovalRequired {
+			return true
+		}
+	}
+	return false
 }
 
 // stateChanging: some route may change state (decide's Route.ReadOnly).
