@@ -236,14 +236,18 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 // bytes once more); id is the request's, as decoded from it.
 func encodeResponse(out *bytes.Buffer, id json.RawMessage, res *mcp.CallToolResult, callErr error) error {
 	if callErr == nil && res != nil {
-		b, err := res.MarshalJSON()
-		if err != nil {
-			return err
-		}
 		out.WriteString(`{"jsonrpc":"2.0","id":`)
 		out.Write(id)
 		out.WriteString(`,"result":`)
-		out.Write(b)
+		if ok, err := appendResult(out, res); err != nil {
+			return err
+		} else if !ok {
+			b, err := res.MarshalJSON()
+			if err != nil {
+				return err
+			}
+			out.Write(b)
+		}
 		out.WriteString("}\n")
 		return nil
 	}

@@ -46,7 +46,7 @@ func precheck(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration,
 	if bodyTimeout > 0 && rc.SetReadDeadline(time.Now().Add(bodyTimeout)) == nil {
 		defer rc.SetReadDeadline(time.Time{}) //nolint:errcheck // cleared for the response stream
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	body, err := readBody(r)
 	r.Body.Close()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		slow()
@@ -84,6 +84,20 @@ func precheck(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration,
 		return nil, nil, false
 	}
 	return env, body, true
+}
+
+// readBody reads r's body, at most MaxRequestBytes+1 bytes: in one
+// buffer of its declared length when it has one within the bound.
+func readBody(r *http.Request) ([]byte, error) {
+	n := r.ContentLength
+	if n < 0 || n > MaxRequestBytes {
+		return io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 // restoreBody gives r back the body precheck read (nil: it read none).
