@@ -472,27 +472,19 @@ func floatInts(v any) bool {
 		return false // a bare number: converted by its container
 	case []any:
 		for i, e := range x {
-			if n, ok := e.(json.Number); ok {
-				f, ok := plainInt(n)
-				if !ok {
-					return false
-				}
-				x[i] = f
-			} else if !floatInts(e) {
+			f, ok := floatElem(e)
+			if !ok {
 				return false
 			}
+			x[i] = f
 		}
 	case map[string]any:
 		for k, e := range x {
-			if n, ok := e.(json.Number); ok {
-				f, ok := plainInt(n)
-				if !ok {
-					return false
-				}
-				x[k] = f
-			} else if !floatInts(e) {
+			f, ok := floatElem(e)
+			if !ok {
 				return false
 			}
+			x[k] = f
 		}
 	}
 	return true
@@ -500,6 +492,17 @@ func floatInts(v any) bool {
 
 // plainInt is n as a float64 when n is an integer written as encoding/json
 // writes that float64 (no sign but '-', no leading zero, no fraction or
+
+// floatElem is e as floatInts leaves it in its container: a json.Number
+// integer as its float64, any other value checked (and converted) in place.
+func floatElem(e any) (any, bool) {
+	if n, ok := e.(json.Number); ok {
+		f, ok := plainInt(n)
+		return f, ok
+	}
+	return e, floatInts(e)
+}
+
 // exponent, not -0) and within ±2^53.
 func plainInt(n json.Number) (float64, bool) {
 	s := string(n)
