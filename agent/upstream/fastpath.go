@@ -490,9 +490,6 @@ func floatInts(v any) bool {
 	return true
 }
 
-// plainInt is n as a float64 when n is an integer written as encoding/json
-// writes that float64 (no sign but '-', no leading zero, no fraction or
-
 // floatElem is e as floatInts leaves it in its container: a json.Number
 // integer as its float64, any other value checked (and converted) in place.
 func floatElem(e any) (any, bool) {
@@ -503,6 +500,8 @@ func floatElem(e any) (any, bool) {
 	return e, floatInts(e)
 }
 
+// plainInt is n as a float64 when n is an integer written as encoding/json
+// writes that float64 (no sign but '-', no leading zero, no fraction or
 // exponent, not -0) and within ±2^53.
 func plainInt(n json.Number) (float64, bool) {
 	s := string(n)
