@@ -116,11 +116,11 @@ func (c *canon) value() error {
 		return c.array()
 	case '"':
 		c.i++
-		s, err := c.str(true)
+		s, raw, err := c.str(true)
 		if err != nil {
 			return err
 		}
-		c.out = appendQuoted(c.out, s)
+		c.out = c.appendString(s, raw)
 		return nil
 	}
 	return c.scalar()
@@ -216,12 +216,12 @@ func (c *canon) object() error {
 		if err := c.expect('"'); err != nil {
 			return err
 		}
-		key, err := c.str(false)
+		key, raw, err := c.str(false)
 		if err != nil {
 			return err
 		}
 		start := len(c.out)
-		c.out = appendQuoted(c.out, key)
+		c.out = c.appendString(key, raw)
 		if err := c.expect(':'); err != nil {
 			return err
 		}
@@ -286,36 +286,63 @@ func compareKeys(a, b []byte) int {
 	return len(ua) - len(ub)
 }
 
+// plain marks the bytes a string body can hold with no escape and no
+// UTF-8 check: ASCII from 0x20 up, other than '"' and '\\'.
+var plain = func() (t [256]bool) {
+	for b := 0x20; b < 0x80; b++ {
+		t[b] = b != '"' && b != '\\'
+	}
+	return t
+}()
+
 // str reads a string body after the opening quote and returns its decoded
 // bytes (aliasing the input when it has no escapes). With scratch, the
 // decoded bytes of an escaped string may live in c.tmp, valid until the
 // next use of c.tmp (a value string, written out at once); without, they
 // are the caller's to keep (an object key, kept until its object ends).
-func (c *canon) str(scratch bool) ([]byte, error) {
+// raw reports that the string had no escapes: its bytes then hold no '"',
+// '\\' or control character, so its JCS form is the bytes quoted.
+func (c *canon) str(scratch bool) (s []byte, raw bool, err error) {
 	start := c.i
+	ascii := true
 	for c.i < len(c.in) {
 		b := c.in[c.i]
 		switch {
+		case plain[b]:
 		case b == '"':
 			s := c.in[start:c.i]
 			c.i++
-			if !utf8.Valid(s) {
-				return nil, c.fail("invalid UTF-8 in string")
+			if !ascii && !utf8.Valid(s) {
+				return nil, false, c.fail("invalid UTF-8 in string")
 			}
-			return s, nil
+			return s, true, nil
 		case b == '\\':
 			if scratch {
 				s, err := c.strSlow(start, c.tmp[:0])
 				c.tmp = s[:0]
-				return s, err
+				return s, false, err
 			}
-			return c.strSlow(start, nil)
+			s, err := c.strSlow(start, nil)
+			return s, false, err
 		case b < 0x20:
-			return nil, c.fail("control character in string")
+			return nil, false, c.fail("control character in string")
+		default:
+			ascii = false
 		}
 		c.i++
 	}
-	return nil, c.fail("unterminated string")
+	return nil, false, c.fail("unterminated string")
+}
+
+// appendString writes the string s that str returned: quoted as is when
+// raw (appendQuoted would copy every byte), else through appendQuoted.
+func (c *canon) appendString(s []byte, raw bool) []byte {
+	if raw {
+		c.out = append(c.out, '"')
+		c.out = append(c.out, s...)
+		return append(c.out, '"')
+	}
+	return appendQuoted(c.out, s)
 }
 
 // strSlow decodes the string body at start, appending it to s.
