@@ -16,7 +16,6 @@
 package receipt
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -167,7 +166,8 @@ func Redact(r *mcpreadyv1.Receipt, args json.RawMessage, pol Redaction) {
 func ArgumentsDigest(args json.RawMessage) string {
 	buf := digestBufs.Get().(*[]byte)
 	defer putDigestBuf(buf)
-	sum := sha256.Sum256(digestInput(buf, args))
+	*buf = appendDigestInput((*buf)[:0], args)
+	sum := sha256.Sum256(*buf)
 	var out [len("sha256:") + 2*sha256.Size]byte
 	copy(out[:], "sha256:")
 	hex.Encode(out[len("sha256:"):], sum[:])
@@ -179,15 +179,42 @@ func ArgumentsDigest(args json.RawMessage) string {
 // ArgumentsDigest hashes (RFC 8785 canonical JSON when b is JSON, "{}"
 // when empty, else the bytes). Compliance computes it from a guessed value
 // and the organisation's key and compares it with the receipt.
+//
+// The HMAC is computed as RFC 2104 defines it, SHA-256((K^opad) ||
+// SHA-256((K^ipad) || m)), with the inner block written in front of the
+// canonical JSON in the reused buffer, so that no hash state is allocated
+// per digest (crypto/hmac.New allocates two); TestDigestsMatchDefinition
+// compares it with crypto/hmac for keys shorter than, as long as and
+// longer than a block.
 func KeyedDigest(key, b []byte) string {
+	var k [sha256.BlockSize]byte
+	if len(key) > sha256.BlockSize {
+		h := sha256.Sum256(key)
+		copy(k[:], h[:])
+	} else {
+		copy(k[:], key)
+	}
 	buf := digestBufs.Get().(*[]byte)
 	defer putDigestBuf(buf)
-	m := hmac.New(sha256.New, key)
-	m.Write(digestInput(buf, b))
-	var sum [sha256.Size]byte
+	in := (*buf)[:0]
+	for _, x := range k {
+		in = append(in, x^0x36)
+	}
+	in = appendDigestInput(in, b)
+	*buf = in
+	inner := sha256.Sum256(in)
+	clear(in[:sha256.BlockSize]) // no key material stays in the pool
+	var outer [sha256.BlockSize + sha256.Size]byte
+	for i, x := range k {
+		outer[i] = x ^ 0x5c
+	}
+	copy(outer[sha256.BlockSize:], inner[:])
+	sum := sha256.Sum256(outer[:])
+	clear(k[:])
+	clear(outer[:sha256.BlockSize])
 	var out [len("hmac-sha256:") + 2*sha256.Size]byte
 	copy(out[:], "hmac-sha256:")
-	hex.Encode(out[len("hmac-sha256:"):], m.Sum(sum[:0]))
+	hex.Encode(out[len("hmac-sha256:"):], sum[:])
 	return string(out[:])
 }
 
@@ -200,18 +227,18 @@ func putDigestBuf(buf *[]byte) {
 	}
 }
 
-// digestInput is what a receipt digest is computed over, canonicalised
-// into *buf (which it keeps, grown) when b is JSON.
-func digestInput(buf *[]byte, b []byte) []byte {
+// appendDigestInput appends what a receipt digest is computed over to
+// dst: the canonical JSON of b when b is JSON, "{}" when b is empty, else
+// b itself.
+func appendDigestInput(dst, b []byte) []byte {
 	if len(b) == 0 {
 		b = []byte("{}")
 	}
-	c, err := canonjson.Append((*buf)[:0], b)
-	*buf = c
-	if err == nil {
-		return c
+	c, err := canonjson.Append(dst, b)
+	if err != nil {
+		return append(c[:len(dst)], b...)
 	}
-	return b
+	return c
 }
 
 var secretPattern = regexp.MustCompile(`(?i)(bearer\s+|basic\s+|token[=:]\s*|api[_-]?key[=:]\s*|authorization[=:]\s*(?:bearer\s+|basic\s+)?|password[=:]\s*)[^\s,;"']+`)

@@ -77,7 +77,8 @@ func TestSafeError(t *testing.T) {
 // the raw bytes when not JSON; HMAC-SHA256 of the same bytes), call after
 // call, whatever was digested before.
 func TestDigestsMatchDefinition(t *testing.T) {
-	key := []byte("k")
+	keys := [][]byte{[]byte("k"), []byte(strings.Repeat("k", 32)), []byte(strings.Repeat("\xff", 64)),
+		[]byte(strings.Repeat("k", 65)), []byte(strings.Repeat("key", 100))}
 	inputs := []string{`{"b":1, "a":[2,{"d":"\u00e9","c":null}]}`, `{"text":"benchmark"}`, ``, `not json`, `{"a":1,"a":2}`,
 		`"esc\"aped\\"`, strings.Repeat(`{"x":`, 50) + `1` + strings.Repeat(`}`, 50)}
 	for range 2 {
@@ -92,10 +93,12 @@ func TestDigestsMatchDefinition(t *testing.T) {
 			if got, w := ArgumentsDigest(json.RawMessage(in)), artifact.Digest(want); got != w {
 				t.Errorf("ArgumentsDigest(%q) = %s, want %s", in, got, w)
 			}
-			m := hmac.New(sha256.New, key)
-			m.Write(want)
-			if got, w := KeyedDigest(key, []byte(in)), "hmac-sha256:"+hex.EncodeToString(m.Sum(nil)); got != w {
-				t.Errorf("KeyedDigest(%q) = %s, want %s", in, got, w)
+			for _, key := range keys {
+				m := hmac.New(sha256.New, key)
+				m.Write(want)
+				if got, w := KeyedDigest(key, []byte(in)), "hmac-sha256:"+hex.EncodeToString(m.Sum(nil)); got != w {
+					t.Errorf("KeyedDigest(%d-byte key, %q) = %s, want %s", len(key), in, got, w)
+				}
 			}
 		}
 	}
