@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/ledger"
 )
@@ -100,6 +104,31 @@ func TestDigestsMatchDefinition(t *testing.T) {
 					t.Errorf("KeyedDigest(%d-byte key, %q) = %s, want %s", len(key), in, got, w)
 				}
 			}
+		}
+	}
+}
+
+// TestStartFinishTimes: the times Start and Finish write in place are
+// exactly timestamppb.New and durationpb.New of them, for latencies
+// positive, sub-second, negative (a clock stepped back) and zero.
+func TestStartFinishTimes(t *testing.T) {
+	start := time.Date(2026, 12, 1, 21, 0, 0, 123456789, time.UTC)
+	for _, d := range []time.Duration{1500 * time.Millisecond, 42 * time.Microsecond, -1700 * time.Millisecond, -3, 0} {
+		var b Builder
+		r := b.Start(start)
+		if !proto.Equal(r.GetStartedAt(), timestamppb.New(start)) || r.GetEmittedAt() != r.GetStartedAt() {
+			t.Fatalf("start %v: started_at %v, emitted_at %v", start, r.GetStartedAt(), r.GetEmittedAt())
+		}
+		end := start.Add(d)
+		b.Finish(r, end)
+		if !proto.Equal(r.GetEndedAt(), timestamppb.New(end)) || !proto.Equal(r.GetEmittedAt(), timestamppb.New(end)) {
+			t.Errorf("%v: ended_at %v, emitted_at %v", d, r.GetEndedAt(), r.GetEmittedAt())
+		}
+		if !proto.Equal(r.GetLatency(), durationpb.New(d)) || r.GetLatency().AsDuration() != d {
+			t.Errorf("%v: latency %v, want %v", d, r.GetLatency(), durationpb.New(d))
+		}
+		if !proto.Equal(r.GetStartedAt(), timestamppb.New(start)) {
+			t.Errorf("%v: Finish changed started_at to %v", d, r.GetStartedAt())
 		}
 	}
 }
