@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -116,6 +117,9 @@ func (c *canon) value() error {
 		return c.array()
 	case '"':
 		c.i++
+		if c.canonicalString() {
+			return nil
+		}
 		s, raw, err := c.str(true)
 		if err != nil {
 			return err
@@ -332,6 +336,73 @@ func (c *canon) str(scratch bool) (s []byte, raw bool, err error) {
 		c.i++
 	}
 	return nil, false, c.fail("unterminated string")
+}
+
+// canonicalString copies a string value whose body (starting at c.i) is
+// already in JCS form and reports whether it did; it leaves c.i alone when
+// not. That body is valid UTF-8 with no '"', '\\' or control character
+// except in escapes appendQuoted writes the same way again: \" \\ \b \f
+// \n \r \t, and \u00xx in lower-case hex for the other control
+// characters. Its decoded string, through appendQuoted, is then the body
+// itself. Anything else (another escape, an error) is left to str.
+func (c *canon) canonicalString() bool {
+	start, i := c.i, c.i
+	ascii := true
+	for i < len(c.in) {
+		b := c.in[i]
+		switch {
+		case plain[b]:
+			i++
+		case b == '"':
+			body := c.in[start:i]
+			if !ascii && !utf8.Valid(body) {
+				return false
+			}
+			c.i = i + 1
+			c.out = append(c.out, '"')
+			c.out = append(c.out, body...)
+			c.out = append(c.out, '"')
+			return true
+		case b == '\\':
+			n := canonicalEscape(c.in[i:])
+			if n == 0 {
+				return false
+			}
+			i += n
+		case b < 0x20:
+			return false
+		default:
+			ascii = false
+			i++
+		}
+	}
+	return false
+}
+
+// canonicalEscape is the length of the escape at the start of e when
+// appendQuoted writes its character back as that same escape, else 0.
+func canonicalEscape(e []byte) int {
+	if len(e) < 2 {
+		return 0
+	}
+	switch e[1] {
+	case '"', '\\', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+		if len(e) < 6 || e[2] != '0' || e[3] != '0' || (e[4] != '0' && e[4] != '1') {
+			return 0
+		}
+		lo := strings.IndexByte(hexDigits, e[5])
+		if lo < 0 {
+			return 0
+		}
+		switch r := (e[4]-'0')<<4 | byte(lo); r {
+		case '\b', '\f', '\n', '\r', '\t': // written short
+			return 0
+		}
+		return 6
+	}
+	return 0
 }
 
 // appendString writes the string s that str returned: quoted as is when
