@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/ledger"
 )
@@ -77,7 +81,8 @@ func TestSafeError(t *testing.T) {
 // the raw bytes when not JSON; HMAC-SHA256 of the same bytes), call after
 // call, whatever was digested before.
 func TestDigestsMatchDefinition(t *testing.T) {
-	key := []byte("k")
+	keys := [][]byte{[]byte("k"), []byte(strings.Repeat("k", 32)), []byte(strings.Repeat("\xff", 64)),
+		[]byte(strings.Repeat("k", 65)), []byte(strings.Repeat("key", 100))}
 	inputs := []string{`{"b":1, "a":[2,{"d":"\u00e9","c":null}]}`, `{"text":"benchmark"}`, ``, `not json`, `{"a":1,"a":2}`,
 		`"esc\"aped\\"`, strings.Repeat(`{"x":`, 50) + `1` + strings.Repeat(`}`, 50)}
 	for range 2 {
@@ -92,11 +97,38 @@ func TestDigestsMatchDefinition(t *testing.T) {
 			if got, w := ArgumentsDigest(json.RawMessage(in)), artifact.Digest(want); got != w {
 				t.Errorf("ArgumentsDigest(%q) = %s, want %s", in, got, w)
 			}
-			m := hmac.New(sha256.New, key)
-			m.Write(want)
-			if got, w := KeyedDigest(key, []byte(in)), "hmac-sha256:"+hex.EncodeToString(m.Sum(nil)); got != w {
-				t.Errorf("KeyedDigest(%q) = %s, want %s", in, got, w)
+			for _, key := range keys {
+				m := hmac.New(sha256.New, key)
+				m.Write(want)
+				if got, w := KeyedDigest(key, []byte(in)), "hmac-sha256:"+hex.EncodeToString(m.Sum(nil)); got != w {
+					t.Errorf("KeyedDigest(%d-byte key, %q) = %s, want %s", len(key), in, got, w)
+				}
 			}
+		}
+	}
+}
+
+// TestStartFinishTimes: the times Start and Finish write in place are
+// exactly timestamppb.New and durationpb.New of them, for latencies
+// positive, sub-second, negative (a clock stepped back) and zero.
+func TestStartFinishTimes(t *testing.T) {
+	start := time.Date(2026, 12, 1, 21, 0, 0, 123456789, time.UTC)
+	for _, d := range []time.Duration{1500 * time.Millisecond, 42 * time.Microsecond, -1700 * time.Millisecond, -3, 0} {
+		var b Builder
+		r := b.Start(start)
+		if !proto.Equal(r.GetStartedAt(), timestamppb.New(start)) || r.GetEmittedAt() != r.GetStartedAt() {
+			t.Fatalf("start %v: started_at %v, emitted_at %v", start, r.GetStartedAt(), r.GetEmittedAt())
+		}
+		end := start.Add(d)
+		b.Finish(r, end)
+		if !proto.Equal(r.GetEndedAt(), timestamppb.New(end)) || !proto.Equal(r.GetEmittedAt(), timestamppb.New(end)) {
+			t.Errorf("%v: ended_at %v, emitted_at %v", d, r.GetEndedAt(), r.GetEmittedAt())
+		}
+		if !proto.Equal(r.GetLatency(), durationpb.New(d)) || r.GetLatency().AsDuration() != d {
+			t.Errorf("%v: latency %v, want %v", d, r.GetLatency(), durationpb.New(d))
+		}
+		if !proto.Equal(r.GetStartedAt(), timestamppb.New(start)) {
+			t.Errorf("%v: Finish changed started_at to %v", d, r.GetStartedAt())
 		}
 	}
 }

@@ -58,7 +58,14 @@ type Result struct {
 // are cached by digest. Safe for concurrent use.
 type Checker struct {
 	rules   Rules
-	schemas sync.Map // digest -> *jsonschema.Schema
+	schemas sync.Map // digest -> *pinnedSchema
+}
+
+// pinnedSchema is a compiled output schema and, when it has that shape,
+// its simpleSchema (nil otherwise).
+type pinnedSchema struct {
+	full   *jsonschema.Schema
+	simple *simpleSchema
 }
 
 // NewChecker returns a Checker with rules.
@@ -112,7 +119,7 @@ func (noLoader) Load(url string) (any, error) {
 
 // compile compiles one JSON Schema document (default draft 2020-12) with
 // every external reference refused.
-func compile(schema json.RawMessage) (*jsonschema.Schema, error) {
+func compile(schema json.RawMessage) (*pinnedSchema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
 		return nil, fmt.Errorf("validate: output schema is not JSON: %w", err)
@@ -128,7 +135,7 @@ func compile(schema json.RawMessage) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("validate: output schema: %w", err)
 	}
-	return sch, nil
+	return &pinnedSchema{full: sch, simple: simpleOf(doc)}, nil
 }
 
 // Check validates one result of a tool whose pinned output schema digest is
@@ -156,7 +163,7 @@ func (c *Checker) Check(outputSchemaDigest string, r Result) error {
 			if structured == nil {
 				return invalid(ErrOutputSchema, "structuredContent is missing")
 			}
-			if err := v.(*jsonschema.Schema).Validate(structured); err != nil {
+			if err := v.(*pinnedSchema).validate(structured); err != nil {
 				return invalid(ErrOutputSchema, schemaDetail(err))
 			}
 		case c.rules.RequireOutputSchema:
@@ -174,6 +181,15 @@ func (c *Checker) Check(outputSchemaDigest string, r Result) error {
 		}
 	}
 	return nil
+}
+
+// validate checks v against the schema: nil when its simpleSchema passes
+// it, else the full validator's verdict.
+func (p *pinnedSchema) validate(v any) error {
+	if p.simple != nil && p.simple.passes(v) {
+		return nil
+	}
+	return p.full.Validate(v)
 }
 
 // schemaDetail keeps the failing locations, never the offending values.

@@ -41,10 +41,13 @@ type Hit struct {
 // each rule anchored at the word that starts it, so the cost is linear in
 // the text (a result can be megabytes) with no regular expressions.
 func Scan(text string) (Hit, bool) {
-	if h, bad := invisible(text); bad {
-		return h, true
+	s := text
+	if !normalASCII(text) {
+		if h, bad := invisible(text); bad {
+			return h, true
+		}
+		s = normalise(text)
 	}
-	s := normalise(text)
 	var buf [8]string
 	for i := 0; i < len(s); {
 		j := i
@@ -394,6 +397,30 @@ func invisible(text string) (Hit, bool) {
 		}
 	}
 	return Hit{}, false
+}
+
+// normalASCII reports whether text is already its normalised form and
+// holds no invisible character: ASCII with no upper-case letter, no
+// whitespace but single spaces. Then normalise(text) == text and
+// invisible(text) finds nothing (every rule it checks is above U+007F), so
+// Scan skips both and copies nothing: the common case of short keys,
+// values and JSON text.
+func normalASCII(text string) bool {
+	space := false
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case c == ' ':
+			if space {
+				return false
+			}
+			space = true
+			continue
+		case c >= utf8.RuneSelf, 'A' <= c && c <= 'Z', c == '\t', c == '\n', c == '\r', c == '\v', c == '\f':
+			return false
+		}
+		space = false
+	}
+	return true
 }
 
 // normalise lower-cases, drops zero-width characters and soft hyphens, and

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -116,11 +117,14 @@ func (c *canon) value() error {
 		return c.array()
 	case '"':
 		c.i++
-		s, err := c.str(true)
+		if c.canonicalString() {
+			return nil
+		}
+		s, raw, err := c.str(true)
 		if err != nil {
 			return err
 		}
-		c.out = appendQuoted(c.out, s)
+		c.out = c.appendString(s, raw)
 		return nil
 	}
 	return c.scalar()
@@ -216,12 +220,12 @@ func (c *canon) object() error {
 		if err := c.expect('"'); err != nil {
 			return err
 		}
-		key, err := c.str(false)
+		key, raw, err := c.str(false)
 		if err != nil {
 			return err
 		}
 		start := len(c.out)
-		c.out = appendQuoted(c.out, key)
+		c.out = c.appendString(key, raw)
 		if err := c.expect(':'); err != nil {
 			return err
 		}
@@ -286,36 +290,130 @@ func compareKeys(a, b []byte) int {
 	return len(ua) - len(ub)
 }
 
+// plain marks the bytes a string body can hold with no escape and no
+// UTF-8 check: ASCII from 0x20 up, other than '"' and '\\'.
+var plain = func() (t [256]bool) {
+	for b := 0x20; b < 0x80; b++ {
+		t[b] = b != '"' && b != '\\'
+	}
+	return t
+}()
+
 // str reads a string body after the opening quote and returns its decoded
 // bytes (aliasing the input when it has no escapes). With scratch, the
 // decoded bytes of an escaped string may live in c.tmp, valid until the
 // next use of c.tmp (a value string, written out at once); without, they
 // are the caller's to keep (an object key, kept until its object ends).
-func (c *canon) str(scratch bool) ([]byte, error) {
+// raw reports that the string had no escapes: its bytes then hold no '"',
+// '\\' or control character, so its JCS form is the bytes quoted.
+func (c *canon) str(scratch bool) (s []byte, raw bool, err error) {
 	start := c.i
+	ascii := true
 	for c.i < len(c.in) {
 		b := c.in[c.i]
 		switch {
+		case plain[b]:
 		case b == '"':
 			s := c.in[start:c.i]
 			c.i++
-			if !utf8.Valid(s) {
-				return nil, c.fail("invalid UTF-8 in string")
+			if !ascii && !utf8.Valid(s) {
+				return nil, false, c.fail("invalid UTF-8 in string")
 			}
-			return s, nil
+			return s, true, nil
 		case b == '\\':
 			if scratch {
 				s, err := c.strSlow(start, c.tmp[:0])
 				c.tmp = s[:0]
-				return s, err
+				return s, false, err
 			}
-			return c.strSlow(start, nil)
+			s, err := c.strSlow(start, nil)
+			return s, false, err
 		case b < 0x20:
-			return nil, c.fail("control character in string")
+			return nil, false, c.fail("control character in string")
+		default:
+			ascii = false
 		}
 		c.i++
 	}
-	return nil, c.fail("unterminated string")
+	return nil, false, c.fail("unterminated string")
+}
+
+// canonicalString copies a string value whose body (starting at c.i) is
+// already in JCS form and reports whether it did; it leaves c.i alone when
+// not. That body is valid UTF-8 with no '"', '\\' or control character
+// except in escapes appendQuoted writes the same way again: \" \\ \b \f
+// \n \r \t, and \u00xx in lower-case hex for the other control
+// characters. Its decoded string, through appendQuoted, is then the body
+// itself. Anything else (another escape, an error) is left to str.
+func (c *canon) canonicalString() bool {
+	start, i := c.i, c.i
+	ascii := true
+	for i < len(c.in) {
+		b := c.in[i]
+		switch {
+		case plain[b]:
+			i++
+		case b == '"':
+			body := c.in[start:i]
+			if !ascii && !utf8.Valid(body) {
+				return false
+			}
+			c.i = i + 1
+			c.out = append(c.out, '"')
+			c.out = append(c.out, body...)
+			c.out = append(c.out, '"')
+			return true
+		case b == '\\':
+			n := canonicalEscape(c.in[i:])
+			if n == 0 {
+				return false
+			}
+			i += n
+		case b < 0x20:
+			return false
+		default:
+			ascii = false
+			i++
+		}
+	}
+	return false
+}
+
+// canonicalEscape is the length of the escape at the start of e when
+// appendQuoted writes its character back as that same escape, else 0.
+func canonicalEscape(e []byte) int {
+	if len(e) < 2 {
+		return 0
+	}
+	switch e[1] {
+	case '"', '\\', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+		if len(e) < 6 || e[2] != '0' || e[3] != '0' || (e[4] != '0' && e[4] != '1') {
+			return 0
+		}
+		lo := strings.IndexByte(hexDigits, e[5])
+		if lo < 0 {
+			return 0
+		}
+		switch r := (e[4]-'0')<<4 | byte(lo); r {
+		case '\b', '\f', '\n', '\r', '\t': // written short
+			return 0
+		}
+		return 6
+	}
+	return 0
+}
+
+// appendString writes the string s that str returned: quoted as is when
+// raw (appendQuoted would copy every byte), else through appendQuoted.
+func (c *canon) appendString(s []byte, raw bool) []byte {
+	if raw {
+		c.out = append(c.out, '"')
+		c.out = append(c.out, s...)
+		return append(c.out, '"')
+	}
+	return appendQuoted(c.out, s)
 }
 
 // strSlow decodes the string body at start, appending it to s.
