@@ -16,6 +16,7 @@
 package receipt
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -195,42 +196,16 @@ func ArgumentsDigest(args json.RawMessage) string {
 // ArgumentsDigest hashes (RFC 8785 canonical JSON when b is JSON, "{}"
 // when empty, else the bytes). Compliance computes it from a guessed value
 // and the organisation's key and compares it with the receipt.
-//
-// The HMAC is computed as RFC 2104 defines it, SHA-256((K^opad) ||
-// SHA-256((K^ipad) || m)), with the inner block written in front of the
-// canonical JSON in the reused buffer, so that no hash state is allocated
-// per digest (crypto/hmac.New allocates two); TestDigestsMatchDefinition
-// compares it with crypto/hmac for keys shorter than, as long as and
-// longer than a block.
 func KeyedDigest(key, b []byte) string {
-	var k [sha256.BlockSize]byte
-	if len(key) > sha256.BlockSize {
-		h := sha256.Sum256(key)
-		copy(k[:], h[:])
-	} else {
-		copy(k[:], key)
-	}
 	buf := digestBufs.Get().(*[]byte)
 	defer putDigestBuf(buf)
-	in := (*buf)[:0]
-	for _, x := range k {
-		in = append(in, x^0x36)
-	}
-	in = appendDigestInput(in, b)
-	*buf = in
-	inner := sha256.Sum256(in)
-	clear(in[:sha256.BlockSize]) // no key material stays in the pool
-	var outer [sha256.BlockSize + sha256.Size]byte
-	for i, x := range k {
-		outer[i] = x ^ 0x5c
-	}
-	copy(outer[sha256.BlockSize:], inner[:])
-	sum := sha256.Sum256(outer[:])
-	clear(k[:])
-	clear(outer[:sha256.BlockSize])
+	*buf = appendDigestInput((*buf)[:0], b)
+	m := hmac.New(sha256.New, key) // crypto/hmac: its FIPS checks hold for the key
+	m.Write(*buf)
+	var sum [sha256.Size]byte
 	var out [len("hmac-sha256:") + 2*sha256.Size]byte
 	copy(out[:], "hmac-sha256:")
-	hex.Encode(out[len("hmac-sha256:"):], sum[:])
+	hex.Encode(out[len("hmac-sha256:"):], m.Sum(sum[:0]))
 	return string(out[:])
 }
 
