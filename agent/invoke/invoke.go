@@ -115,6 +115,15 @@ type runner struct {
 	// failed are the failure domains of routes that failed in a way that
 	// says something about their health (transport, timeout, ambiguous).
 	failed []string
+	// parent is Run's context; deadline is the call's end-to-end deadline
+	// (zero until the first attempted route, see started), no later than
+	// parent's. ctx, the call's context (parent bounded by deadline), is
+	// made only when something needs it (see callCtx): a call's single
+	// attempt runs under one context of its own (see alone).
+	parent   context.Context
+	deadline time.Time
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 // Run executes d. It returns a REFUSED outcome for a refused decision.
@@ -130,7 +139,7 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 	if opts.Jitter == nil {
 		opts.Jitter = func(n int64) int64 { return rand.Int64N(n) }
 	}
-	rn := &runner{opts: opts, do: do, d: &d, limit: callLimit(&d)}
+	rn := &runner{opts: opts, do: do, d: &d, limit: callLimit(&d), parent: parent}
 	if d.Refusal != nil {
 		rn.res.Final = Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY, Err: d.Refusal}
@@ -140,7 +149,7 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 	if deadline <= 0 {
 		deadline = 30 * time.Second
 	}
-	var ctx context.Context // the deadline's, from the first attempt on
+	defer rn.stop()
 	if opts.Budget != nil {
 		opts.Budget.Deposit()
 	}
@@ -162,8 +171,8 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 		}
 		if r.ApprovalRequired {
 			actx := parent
-			if ctx != nil {
-				actx = ctx
+			if !rn.deadline.IsZero() {
+				actx = rn.callCtx()
 			}
 			out, ok := rn.approve(actx, r)
 			if !ok {
@@ -179,27 +188,60 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 			rn.action(kind, r.Entry, "")
 			continue
 		}
-		if ctx == nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(parent, deadline)
-			defer cancel()
-		}
+		rn.started(deadline)
 		for _, dom := range decide.SplitDomains(r.Domains) {
 			if !slices.Contains(rn.res.Domains, dom) {
 				rn.res.Domains = append(rn.res.Domains, dom)
 			}
 		}
-		final = rn.route(ctx, r)
+		final = rn.route(r)
 		rn.res.Route = r
 		if healthFailure(final) {
 			rn.failed = append(rn.failed, decide.SplitDomains(r.Domains)...)
 		}
-		if final.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || !FallbackSafe(final, r) || ctx.Err() != nil {
+		if final.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || !FallbackSafe(final, r) || rn.over() {
 			break
 		}
 	}
 	rn.res.Final = final
 	return rn.res
+}
+
+// started starts the call's deadline, d from now, at its first attempted
+// route (the first call only). Like context.WithTimeout it reads the
+// system clock, and a parent deadline that comes first bounds it.
+func (rn *runner) started(d time.Duration) {
+	if !rn.deadline.IsZero() {
+		return
+	}
+	rn.deadline = time.Now().Add(d)
+	if dl, ok := rn.parent.Deadline(); ok && dl.Before(rn.deadline) {
+		rn.deadline = dl
+	}
+}
+
+// callCtx is the call's context, made at the first need: parent bounded
+// by the call's deadline, cancelled when Run returns.
+func (rn *runner) callCtx() context.Context {
+	if rn.ctx == nil {
+		rn.ctx, rn.cancel = context.WithDeadline(rn.parent, rn.deadline)
+	}
+	return rn.ctx
+}
+
+func (rn *runner) stop() {
+	if rn.cancel != nil {
+		rn.cancel()
+	}
+}
+
+// over reports whether the call's context is done (cancelled, or past the
+// call's deadline), whether or not it was made.
+func (rn *runner) over() bool {
+	if rn.ctx != nil {
+		return rn.ctx.Err() != nil
+	}
+	return rn.parent.Err() != nil || !time.Now().Before(rn.deadline)
 }
 
 // sharedFailedDomain is a failure domain r shares with a route that failed
@@ -261,14 +303,14 @@ func (rn *runner) action(kind readiness.ActionKind, entry, detail string) {
 
 // route runs the attempts of one route: one, or up to MaxAttempts when the
 // route is retryable and each failure is a condition the route allows.
-func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
+func (rn *runner) route(r *decide.Route) Outcome {
 	max := r.MaxAttempts
 	if max < 1 || !r.Retryable {
 		max = 1
 	}
 	for n := 1; ; n++ {
-		out := rn.attempt(ctx, r)
-		if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || ctx.Err() != nil {
+		out := rn.attempt(r)
+		if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || rn.over() {
 			return out
 		}
 		if !r.Retryable {
@@ -287,7 +329,7 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 			return out
 		}
 		wait := rn.backoff(n, out.RetryAfter)
-		if dl, ok := ctx.Deadline(); ok && rn.opts.Now().Add(wait).After(dl) {
+		if rn.opts.Now().Add(wait).After(rn.deadline) {
 			rn.action(readiness.ActionRetryAfterExceedsDeadline, r.Entry, "")
 			return out
 		}
@@ -300,7 +342,7 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 			return out
 		}
 		rn.action(readiness.ActionRetry, r.Entry, "")
-		if rn.opts.Sleep(ctx, wait) != nil {
+		if rn.opts.Sleep(rn.callCtx(), wait) != nil {
 			return out
 		}
 	}
@@ -332,29 +374,43 @@ func (rn *runner) backoff(n int, retryAfter time.Duration) time.Duration {
 
 // attempt runs one attempt, hedged when the route is read-only and the
 // policy enables hedging.
-func (rn *runner) attempt(ctx context.Context, r *decide.Route) Outcome {
+func (rn *runner) attempt(r *decide.Route) Outcome {
 	per := r.PerAttempt
-	if dl, ok := ctx.Deadline(); ok {
-		if rem := dl.Sub(rn.opts.Now()); per <= 0 || rem < per {
-			per = 0 // the call's deadline comes first: no deadline of the attempt's own
-			if rem <= 0 {
-				return rn.finish(r, rn.start(r, false), time.Time{}, Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
-					Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: context.DeadlineExceeded}, nil)
-			}
-			if !r.ReadOnly || r.HedgeAfter <= 0 || r.HedgeAfter >= rem {
-				return rn.single(ctx, r, 0, false)
-			}
-			return rn.hedged(ctx, r, 0)
+	rem := rn.deadline.Sub(rn.opts.Now())
+	bound := per // what ends the attempt first
+	if per <= 0 || rem < per {
+		per, bound = 0, rem // the call's deadline comes first: no deadline of the attempt's own
+		if rem <= 0 {
+			return rn.finish(r, rn.start(r, false), time.Time{}, Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
+				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: context.DeadlineExceeded}, nil)
 		}
 	}
-	if per <= 0 {
-		return rn.finish(r, rn.start(r, false), time.Time{}, Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: context.DeadlineExceeded}, nil)
+	if !r.ReadOnly || r.HedgeAfter <= 0 || r.HedgeAfter >= bound {
+		return rn.alone(r, per)
 	}
-	if !r.ReadOnly || r.HedgeAfter <= 0 || r.HedgeAfter >= per {
-		return rn.single(ctx, r, per, false)
+	return rn.hedged(rn.callCtx(), r, per)
+}
+
+// alone runs one unhedged attempt: under the call's context (with its own
+// timeout per when per > 0) once that context exists, else under one
+// context of its own whose deadline is the earlier of the call's and per
+// from now, which is the deadline the two nested ones would have. With
+// per 0 that context becomes the call's (the attempt may leave work that
+// ends with the call, as before).
+func (rn *runner) alone(r *decide.Route, per time.Duration) Outcome {
+	if per <= 0 || rn.ctx != nil {
+		return rn.single(rn.callCtx(), r, per, false)
 	}
-	return rn.hedged(ctx, r, per)
+	actx, cancel := context.WithDeadline(rn.parent, minTime(rn.deadline, time.Now().Add(per)))
+	defer cancel()
+	return rn.run(actx, r, false)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // single runs one attempt synchronously with its own per-attempt timeout
@@ -368,6 +424,11 @@ func (rn *runner) single(ctx context.Context, r *decide.Route, per time.Duration
 		actx, cancel = context.WithTimeout(ctx, per)
 		defer cancel()
 	}
+	return rn.run(actx, r, hedge)
+}
+
+// run runs the attempt under actx and finishes its record.
+func (rn *runner) run(actx context.Context, r *decide.Route, hedge bool) Outcome {
 	rec := rn.start(r, hedge)
 	started := rn.opts.Now()
 	out := rn.do(actx, *r, int(rec.GetNumber()))

@@ -520,3 +520,64 @@ func TestSameDomainFallbackSkipped(t *testing.T) {
 		t.Fatalf("access failure: calls %v", sc.calls)
 	}
 }
+
+// The attempt's context ends at the earlier of the call's deadline and
+// the route's per-attempt timeout, and either way a hang becomes TIMEOUT
+// (not sent) or AMBIGUOUS (sent); cancelling Run's context cancels the
+// attempt.
+func TestAttemptDeadline(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		deadline, per time.Duration
+		sent          bool
+		want          mcpreadyv1.OutcomeClass
+	}{
+		{"call deadline first, sent", 40 * time.Millisecond, time.Second, true, ambiguous},
+		{"call deadline first, not sent", 40 * time.Millisecond, time.Second, false, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT},
+		{"no per-attempt timeout", 40 * time.Millisecond, 0, true, ambiguous},
+		{"per-attempt first, sent", 5 * time.Second, 40 * time.Millisecond, true, ambiguous},
+		{"per-attempt first, not sent", 5 * time.Second, 40 * time.Millisecond, false, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT},
+	} {
+		w := route("w", false)
+		w.PerAttempt = c.per
+		d := decision(w)
+		d.Deadline = c.deadline
+		var left time.Duration
+		do := func(ctx context.Context, _ decide.Route, _ int) Outcome {
+			dl, ok := ctx.Deadline()
+			if !ok {
+				t.Errorf("%s: the attempt has no deadline", c.name)
+			}
+			left = time.Until(dl)
+			<-ctx.Done()
+			return Outcome{Sent: c.sent, Err: ctx.Err()}
+		}
+		start := time.Now()
+		res := Run(context.Background(), d, do, Options{})
+		if left > 40*time.Millisecond || time.Since(start) > 2*time.Second {
+			t.Fatalf("%s: attempt deadline %v away, run took %v", c.name, left, time.Since(start))
+		}
+		if res.Final.Class != c.want || res.Attempts[0].GetOutcome() != c.want || !errors.Is(res.Final.Err, context.DeadlineExceeded) {
+			t.Fatalf("%s: final %v (%v), attempt %v", c.name, res.Final.Class, res.Final.Err, res.Attempts[0].GetOutcome())
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	do := func(actx context.Context, _ decide.Route, _ int) Outcome {
+		cancel()
+		<-actx.Done()
+		return Outcome{Class: transport, Sent: true, Err: actx.Err()}
+	}
+	if res := Run(ctx, decision(route("a", true)), do, opts(&sleeps{})); len(res.Attempts) != 1 || !errors.Is(res.Final.Err, context.Canceled) {
+		t.Fatalf("cancelled: %d attempts, %v", len(res.Attempts), res.Final.Err)
+	}
+	// A parent deadline earlier than the call's bounds the attempt too.
+	pctx, pcancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
+	defer pcancel()
+	do = func(actx context.Context, _ decide.Route, _ int) Outcome {
+		<-actx.Done()
+		return Outcome{Sent: true, Err: actx.Err()}
+	}
+	if res := Run(pctx, decision(route("w", false)), do, Options{}); res.Final.Class != ambiguous {
+		t.Fatalf("parent deadline: %v", res.Final.Class)
+	}
+}
