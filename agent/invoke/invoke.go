@@ -189,7 +189,7 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 			continue
 		}
 		rn.started(deadline)
-		for _, dom := range decide.SplitDomains(r.Domains) {
+		for dom := range decide.SplitDomains(r.Domains) {
 			if !slices.Contains(rn.res.Domains, dom) {
 				rn.res.Domains = append(rn.res.Domains, dom)
 			}
@@ -197,7 +197,7 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 		final = rn.route(r)
 		rn.res.Route = r
 		if healthFailure(final) {
-			rn.failed = append(rn.failed, decide.SplitDomains(r.Domains)...)
+			rn.failed = slices.AppendSeq(rn.failed, decide.SplitDomains(r.Domains))
 		}
 		if final.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || !FallbackSafe(final, r) || rn.over() {
 			break
@@ -248,7 +248,7 @@ func (rn *runner) over() bool {
 // earlier in the call ("" for none): such a fallback would likely fail
 // the same way.
 func (rn *runner) sharedFailedDomain(r *decide.Route) string {
-	for _, d := range decide.SplitDomains(r.Domains) {
+	for d := range decide.SplitDomains(r.Domains) {
 		if slices.Contains(rn.failed, d) {
 			return d
 		}
@@ -526,7 +526,7 @@ func (rn *runner) finish(r *decide.Route, rec *mcpreadyv1.Attempt, started time.
 			rn.opts.Circuits.Report(r.CircuitKey, true, now)
 		case healthFailure(out):
 			rn.opts.Circuits.Report(r.CircuitKey, false, now)
-			rn.opts.Circuits.MarkSuspect(decide.SplitDomains(r.Domains), now)
+			rn.opts.Circuits.MarkSuspect(slices.Collect(decide.SplitDomains(r.Domains)), now)
 		}
 	}
 	return out
