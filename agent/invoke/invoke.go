@@ -381,7 +381,7 @@ func (rn *runner) attempt(r *decide.Route) Outcome {
 	if per <= 0 || rem < per {
 		per, bound = 0, rem // the call's deadline comes first: no deadline of the attempt's own
 		if rem <= 0 {
-			return rn.finish(r, rn.start(r, false), time.Time{}, Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
+			return rn.finish(r, rn.start(r, false, rn.opts.Now()), time.Time{}, Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
 				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: context.DeadlineExceeded}, nil)
 		}
 	}
@@ -429,9 +429,9 @@ func (rn *runner) single(ctx context.Context, r *decide.Route, per time.Duration
 
 // run runs the attempt under actx and finishes its record.
 func (rn *runner) run(actx context.Context, r *decide.Route, hedge bool) Outcome {
-	rec := rn.start(r, hedge)
 	started := rn.opts.Now()
-	out := rn.do(actx, *r, int(rec.GetNumber()))
+	rec := rn.start(r, hedge, started)
+	out := rn.do(actx, *r, int(rec.attempt.Number))
 	return rn.finish(r, rec, started, out, actx)
 }
 
@@ -479,18 +479,38 @@ func (rn *runner) hedged(ctx context.Context, r *decide.Route, per time.Duration
 	return first
 }
 
-func (rn *runner) start(r *decide.Route, hedge bool) *mcpreadyv1.Attempt {
+// record is one attempt's receipt record allocated together with its
+// timestamps and, for a call's first attempt, the list holding it: an
+// attempt costs one allocation instead of four.
+type record struct {
+	attempt mcpreadyv1.Attempt
+	started timestamppb.Timestamp
+	latency durationpb.Duration
+	list    [1]*mcpreadyv1.Attempt
+}
+
+// start records the start of an attempt at at.
+func (rn *runner) start(r *decide.Route, hedge bool, at time.Time) *record {
+	x := &record{}
+	x.started.Seconds, x.started.Nanos = at.Unix(), int32(at.Nanosecond()) // timestamppb.New
+	a := &x.attempt
+	a.Entry, a.StartedAt, a.Hedged = r.Entry, &x.started, hedge
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	rn.count++
-	a := &mcpreadyv1.Attempt{Number: int32(rn.count), Entry: r.Entry, StartedAt: timestamppb.New(rn.opts.Now()), Hedged: hedge}
-	rn.res.Attempts = append(rn.res.Attempts, a)
-	return a
+	a.Number = int32(rn.count)
+	if rn.res.Attempts == nil {
+		x.list[0] = a
+		rn.res.Attempts = x.list[:]
+	} else {
+		rn.res.Attempts = append(rn.res.Attempts, a)
+	}
+	return x
 }
 
 // finish normalises an outcome (a timeout after send is AMBIGUOUS), fills
 // the attempt record and reports to the circuit breaker.
-func (rn *runner) finish(r *decide.Route, rec *mcpreadyv1.Attempt, started time.Time, out Outcome, actx context.Context) Outcome {
+func (rn *runner) finish(r *decide.Route, rec *record, started time.Time, out Outcome, actx context.Context) Outcome {
 	// A deadline turns an unclassified or transport outcome into a timeout;
 	// an answer that did arrive (a tool error, a 401) keeps its class.
 	timedOut := out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT ||
@@ -511,12 +531,15 @@ func (rn *runner) finish(r *decide.Route, rec *mcpreadyv1.Attempt, started time.
 	}
 	now := rn.opts.Now()
 	rn.mu.Lock()
-	rec.Outcome = out.Class
-	rec.JsonrpcCode = int32(out.JSONRPCCode)
-	rec.IsError = out.IsError
-	rec.TransportStatus = transportStatus(out)
+	a := &rec.attempt
+	a.Outcome = out.Class
+	a.JsonrpcCode = int32(out.JSONRPCCode)
+	a.IsError = out.IsError
+	a.TransportStatus = transportStatus(out)
 	if !started.IsZero() {
-		rec.Latency = durationpb.New(now.Sub(started))
+		d := now.Sub(started) // durationpb.New
+		rec.latency.Seconds, rec.latency.Nanos = int64(d/time.Second), int32(d%time.Second)
+		a.Latency = &rec.latency
 	}
 	rn.mu.Unlock()
 	// A hedge loser cancelled by the winner says nothing about health.

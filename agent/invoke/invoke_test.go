@@ -581,3 +581,34 @@ func TestAttemptDeadline(t *testing.T) {
 		t.Fatalf("parent deadline: %v", res.Final.Class)
 	}
 }
+
+// An attempt's StartedAt and Latency are the clock's readings as
+// timestamppb.New and durationpb.New would write them, for a clock that
+// moves forward or (a negative latency) back.
+func TestAttemptTimes(t *testing.T) {
+	for _, step := range []time.Duration{1234567891 * time.Nanosecond, -1234567891 * time.Nanosecond} {
+		var mu sync.Mutex
+		var read []time.Time
+		at := time.Unix(1_700_000_000, 987654321)
+		o := opts(&sleeps{})
+		o.Now = func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			at = at.Add(step)
+			read = append(read, at)
+			return at
+		}
+		res := Run(context.Background(), decision(route("a", true)), (&script{plan: map[string][]Outcome{"a": {{Class: success}}}}).do, o)
+		a := res.Attempts[0]
+		if err := a.GetStartedAt().CheckValid(); err != nil || !slices.ContainsFunc(read, a.GetStartedAt().AsTime().Equal) {
+			t.Fatalf("step %v: started %v (%v), clock read %v", step, a.GetStartedAt(), err, read)
+		}
+		lat := a.GetLatency()
+		if err := lat.CheckValid(); err != nil || lat.AsDuration()%step != 0 || lat.AsDuration()/step < 1 {
+			t.Fatalf("step %v: latency %v (%v)", step, lat, err)
+		}
+		if want := durationpb.New(lat.AsDuration()); want.GetSeconds() != lat.GetSeconds() || want.GetNanos() != lat.GetNanos() {
+			t.Fatalf("latency %v, durationpb.New gives %v", lat, want)
+		}
+	}
+}
