@@ -161,9 +161,13 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 		if i > 0 {
 			rn.action(readiness.ActionFallback, r.Entry, "")
 		}
-		if opts.Circuits != nil && opts.Circuits.State(r.CircuitKey, opts.Now()) == circuit.Open {
-			rn.action(readiness.ActionCircuitOpen, r.Entry, "")
-			continue
+		var now time.Time // the breakers' time: one reading unless a human is asked
+		if opts.Circuits != nil {
+			now = opts.Now()
+			if opts.Circuits.State(r.CircuitKey, now) == circuit.Open {
+				rn.action(readiness.ActionCircuitOpen, r.Entry, "")
+				continue
+			}
 		}
 		if d := rn.sharedFailedDomain(r); d != "" {
 			rn.action(readiness.ActionSameDomain, r.Entry, d)
@@ -179,10 +183,13 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 				final, rn.res.Route = out, r
 				break
 			}
+			if opts.Circuits != nil {
+				now = opts.Now()
+			}
 		}
-		if opts.Circuits != nil && !opts.Circuits.Allow(r.CircuitKey, opts.Now()) {
+		if opts.Circuits != nil && !opts.Circuits.Allow(r.CircuitKey, now) {
 			kind := readiness.ActionCircuitOpen
-			if opts.Circuits.Ramping(r.CircuitKey, opts.Now()) {
+			if opts.Circuits.Ramping(r.CircuitKey, now) {
 				kind = readiness.ActionSlowStart
 			}
 			rn.action(kind, r.Entry, "")
@@ -376,17 +383,18 @@ func (rn *runner) backoff(n int, retryAfter time.Duration) time.Duration {
 // policy enables hedging.
 func (rn *runner) attempt(r *decide.Route) Outcome {
 	per := r.PerAttempt
-	rem := rn.deadline.Sub(rn.opts.Now())
+	now := rn.opts.Now()
+	rem := rn.deadline.Sub(now)
 	bound := per // what ends the attempt first
 	if per <= 0 || rem < per {
 		per, bound = 0, rem // the call's deadline comes first: no deadline of the attempt's own
 		if rem <= 0 {
-			return rn.finish(r, rn.start(r, false, rn.opts.Now()), time.Time{}, Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
+			return rn.finish(r, rn.start(r, false, now), time.Time{}, Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
 				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: context.DeadlineExceeded}, nil)
 		}
 	}
 	if !r.ReadOnly || r.HedgeAfter <= 0 || r.HedgeAfter >= bound {
-		return rn.alone(r, per)
+		return rn.alone(r, per, now)
 	}
 	return rn.hedged(rn.callCtx(), r, per)
 }
@@ -396,14 +404,15 @@ func (rn *runner) attempt(r *decide.Route) Outcome {
 // context of its own whose deadline is the earlier of the call's and per
 // from now, which is the deadline the two nested ones would have. With
 // per 0 that context becomes the call's (the attempt may leave work that
-// ends with the call, as before).
-func (rn *runner) alone(r *decide.Route, per time.Duration) Outcome {
+// ends with the call, as before). The attempt starts at at, the
+// Options.Now reading its deadline was checked against.
+func (rn *runner) alone(r *decide.Route, per time.Duration, at time.Time) Outcome {
 	if per <= 0 || rn.ctx != nil {
-		return rn.single(rn.callCtx(), r, per, false)
+		return rn.single(rn.callCtx(), r, per, false, at)
 	}
 	actx, cancel := context.WithDeadline(rn.parent, minTime(rn.deadline, time.Now().Add(per)))
 	defer cancel()
-	return rn.run(actx, r, false)
+	return rn.run(actx, r, false, at)
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -417,19 +426,23 @@ func minTime(a, b time.Time) time.Time {
 // per; with per 0 the attempt runs under ctx's own deadline, and ctx (the
 // call's, cancelled when Run returns) needs no timer of its own for it: a
 // synchronous attempt leaves nothing running when it returns.
-func (rn *runner) single(ctx context.Context, r *decide.Route, per time.Duration, hedge bool) Outcome {
+func (rn *runner) single(ctx context.Context, r *decide.Route, per time.Duration, hedge bool, at time.Time) Outcome {
 	actx := ctx
 	if per > 0 {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(ctx, per)
 		defer cancel()
 	}
-	return rn.run(actx, r, hedge)
+	return rn.run(actx, r, hedge, at)
 }
 
-// run runs the attempt under actx and finishes its record.
-func (rn *runner) run(actx context.Context, r *decide.Route, hedge bool) Outcome {
-	started := rn.opts.Now()
+// run runs the attempt, started at at (zero: now), under actx and
+// finishes its record.
+func (rn *runner) run(actx context.Context, r *decide.Route, hedge bool, at time.Time) Outcome {
+	started := at
+	if started.IsZero() {
+		started = rn.opts.Now()
+	}
 	rec := rn.start(r, hedge, started)
 	out := rn.do(actx, *r, int(rec.attempt.Number))
 	return rn.finish(r, rec, started, out, actx)
@@ -443,7 +456,7 @@ func (rn *runner) hedged(ctx context.Context, r *decide.Route, per time.Duration
 	defer cancel()
 	results := make(chan Outcome, 2)
 	launch := func(hedge bool) {
-		go func() { results <- rn.single(hctx, r, per, hedge) }()
+		go func() { results <- rn.single(hctx, r, per, hedge, time.Time{}) }()
 	}
 	launch(false)
 	timer := time.NewTimer(r.HedgeAfter)
