@@ -108,7 +108,9 @@ type runner struct {
 	res   Result
 	mu    sync.Mutex // guards res.Attempts and count while hedges run
 	count int
-	d     *decide.Decision
+	// routes is the number of routes of the decision; policy its backoff.
+	routes int
+	policy decide.Backoff
 	// limit bounds the attempts of the call over all routes (see
 	// Decision.MaxAttempts); current is the index of the route running.
 	limit, current int
@@ -139,7 +141,7 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 	if opts.Jitter == nil {
 		opts.Jitter = func(n int64) int64 { return rand.Int64N(n) }
 	}
-	rn := &runner{opts: opts, do: do, d: &d, limit: callLimit(&d), parent: parent}
+	rn := &runner{opts: opts, do: do, routes: len(d.Routes), policy: d.Backoff, limit: callLimit(&d), parent: parent}
 	if d.Refusal != nil {
 		rn.res.Final = Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY, Err: d.Refusal}
@@ -292,7 +294,7 @@ func callLimit(d *decide.Decision) int {
 func (rn *runner) spare() bool {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	return rn.count+len(rn.d.Routes)-1-rn.current < rn.limit
+	return rn.count+rn.routes-1-rn.current < rn.limit
 }
 
 // approve asks Options.Approve about r.
@@ -364,7 +366,7 @@ func (rn *runner) backoff(n int, retryAfter time.Duration) time.Duration {
 	if retryAfter > 0 {
 		return retryAfter + time.Duration(rn.opts.Jitter(int64(retryAfter)+1))
 	}
-	base, maxB := rn.d.Backoff.Base, rn.d.Backoff.Max
+	base, maxB := rn.policy.Base, rn.policy.Max
 	if base <= 0 {
 		base = 100 * time.Millisecond
 	}

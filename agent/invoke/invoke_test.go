@@ -163,7 +163,7 @@ func TestRetryAfter(t *testing.T) {
 		t.Fatalf("final %v sleeps %v actions %v", res.Final.Class, sl.d, readiness.ActionStrings(res.Actions))
 	}
 	// Full jitter: proportional to the Retry-After, and to the capped backoff.
-	rn := &runner{opts: Options{Jitter: func(n int64) int64 { return n / 2 }}, d: &decide.Decision{Backoff: decide.Backoff{Base: 100 * time.Millisecond, Max: time.Second}}}
+	rn := &runner{opts: Options{Jitter: func(n int64) int64 { return n / 2 }}, policy: decide.Backoff{Base: 100 * time.Millisecond, Max: time.Second}}
 	if w := rn.backoff(1, time.Second); w != time.Second+500*time.Millisecond {
 		t.Fatalf("retry-after jitter %v", w)
 	}
