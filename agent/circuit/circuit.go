@@ -282,7 +282,9 @@ func (s *Set) Report(key string, success bool, now time.Time) {
 		if b == nil {
 			return
 		}
-		b.failures.Store(0)
+		if b.failures.Load() != 0 { // a healthy key's success writes nothing shared
+			b.failures.Store(0)
+		}
 		if until := b.openUntil.Load(); until != 0 {
 			if now.UnixNano() >= until {
 				if cfg.SlowStart > 0 {

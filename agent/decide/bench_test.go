@@ -89,6 +89,18 @@ func BenchmarkDecide(b *testing.B) {
 		s, req, cs := benchSetup(b)
 		timeSerial(b, func() { _ = s.Decide(req, cs) })
 	})
+	// exact: a one-candidate, one-route decision (an exact tool), the
+	// shape of the agent's proxy-overhead benchmark call.
+	b.Run("exact", func(b *testing.B) {
+		s := snap(b, fixture())
+		cs := circuit.NewSet(circuit.Config{})
+		req := baseReq()
+		req.Tool = "com.example/docs/docs.lookup"
+		if d := s.Decide(req, cs); d.Refusal != nil || len(d.Routes) != 1 {
+			b.Fatalf("setup: refusal %v, %d routes", d.Refusal, len(d.Routes))
+		}
+		timeSerial(b, func() { _ = s.Decide(req, cs) })
+	})
 	b.Run("parallel", func(b *testing.B) {
 		s, req, cs := benchSetup(b)
 		var mu sync.Mutex

@@ -6,6 +6,7 @@ package decide
 // recent failure ranks lower (filter, step 6).
 
 import (
+	"iter"
 	"slices"
 	"strings"
 )
@@ -60,12 +61,18 @@ func (s *Snapshot) sharesDomain(e, o *entry) bool {
 	return false
 }
 
-// SplitDomains is the list of failure domains of Route.Domains.
-func SplitDomains(domains string) []string {
-	if domains == "" {
-		return nil
+// SplitDomains yields the failure domains of Route.Domains in order (none
+// for ""); a caller that ranges over it directly allocates nothing.
+func SplitDomains(domains string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for rest := domains; rest != ""; {
+			var d string
+			d, rest, _ = strings.Cut(rest, ",")
+			if !yield(d) {
+				return
+			}
+		}
 	}
-	return strings.Split(domains, ",")
 }
 
 // suspect reports whether h (when it is a DomainHealth) holds one of e's

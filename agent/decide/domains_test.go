@@ -68,3 +68,28 @@ func TestSuspectDomainRanksLower(t *testing.T) {
 		t.Fatalf("routes %v after the suspicion ended", got)
 	}
 }
+
+// SplitDomains yields Route.Domains' names in order, none for "", stops
+// when the caller stops, and allocates nothing when ranged over.
+func TestSplitDomains(t *testing.T) {
+	if got := slices.Collect(SplitDomains("cloud:x,operator:acme")); !slices.Equal(got, []string{"cloud:x", "operator:acme"}) {
+		t.Fatalf("split %q", got)
+	}
+	if got := slices.Collect(SplitDomains("")); len(got) != 0 {
+		t.Fatalf("empty: %q", got)
+	}
+	for d := range SplitDomains("a,b,c") {
+		if d != "a" {
+			t.Fatalf("did not stop: %q", d)
+		}
+		break
+	}
+	n := 0
+	if allocs := testing.AllocsPerRun(100, func() {
+		for range SplitDomains("cloud:x,operator:acme") {
+			n++
+		}
+	}); allocs != 0 {
+		t.Fatalf("%v allocs", allocs)
+	}
+}

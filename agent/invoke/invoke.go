@@ -108,13 +108,24 @@ type runner struct {
 	res   Result
 	mu    sync.Mutex // guards res.Attempts and count while hedges run
 	count int
-	d     *decide.Decision
+	// routes is the number of routes of the decision; policy its backoff.
+	routes int
+	policy decide.Backoff
 	// limit bounds the attempts of the call over all routes (see
 	// Decision.MaxAttempts); current is the index of the route running.
 	limit, current int
 	// failed are the failure domains of routes that failed in a way that
 	// says something about their health (transport, timeout, ambiguous).
 	failed []string
+	// parent is Run's context; deadline is the call's end-to-end deadline
+	// (zero until the first attempted route, see started), no later than
+	// parent's. ctx, the call's context (parent bounded by deadline), is
+	// made only when something needs it (see callCtx): a call's single
+	// attempt runs under one context of its own (see alone).
+	parent   context.Context
+	deadline time.Time
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 // Run executes d. It returns a REFUSED outcome for a refused decision.
@@ -130,7 +141,7 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 	if opts.Jitter == nil {
 		opts.Jitter = func(n int64) int64 { return rand.Int64N(n) }
 	}
-	rn := &runner{opts: opts, do: do, d: &d, limit: callLimit(&d)}
+	rn := &runner{opts: opts, do: do, routes: len(d.Routes), policy: d.Backoff, limit: callLimit(&d), parent: parent}
 	if d.Refusal != nil {
 		rn.res.Final = Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY, Err: d.Refusal}
@@ -140,7 +151,7 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 	if deadline <= 0 {
 		deadline = 30 * time.Second
 	}
-	var ctx context.Context // the deadline's, from the first attempt on
+	defer rn.stop()
 	if opts.Budget != nil {
 		opts.Budget.Deposit()
 	}
@@ -152,9 +163,13 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 		if i > 0 {
 			rn.action(readiness.ActionFallback, r.Entry, "")
 		}
-		if opts.Circuits != nil && opts.Circuits.State(r.CircuitKey, opts.Now()) == circuit.Open {
-			rn.action(readiness.ActionCircuitOpen, r.Entry, "")
-			continue
+		var now time.Time // the breakers' time: one reading unless a human is asked
+		if opts.Circuits != nil {
+			now = opts.Now()
+			if opts.Circuits.State(r.CircuitKey, now) == circuit.Open {
+				rn.action(readiness.ActionCircuitOpen, r.Entry, "")
+				continue
+			}
 		}
 		if d := rn.sharedFailedDomain(r); d != "" {
 			rn.action(readiness.ActionSameDomain, r.Entry, d)
@@ -162,39 +177,38 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 		}
 		if r.ApprovalRequired {
 			actx := parent
-			if ctx != nil {
-				actx = ctx
+			if !rn.deadline.IsZero() {
+				actx = rn.callCtx()
 			}
 			out, ok := rn.approve(actx, r)
 			if !ok {
 				final, rn.res.Route = out, r
 				break
 			}
+			if opts.Circuits != nil {
+				now = opts.Now()
+			}
 		}
-		if opts.Circuits != nil && !opts.Circuits.Allow(r.CircuitKey, opts.Now()) {
+		if opts.Circuits != nil && !opts.Circuits.Allow(r.CircuitKey, now) {
 			kind := readiness.ActionCircuitOpen
-			if opts.Circuits.Ramping(r.CircuitKey, opts.Now()) {
+			if opts.Circuits.Ramping(r.CircuitKey, now) {
 				kind = readiness.ActionSlowStart
 			}
 			rn.action(kind, r.Entry, "")
 			continue
 		}
-		if ctx == nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(parent, deadline)
-			defer cancel()
-		}
-		for _, dom := range decide.SplitDomains(r.Domains) {
+		rn.started(deadline)
+		for dom := range decide.SplitDomains(r.Domains) {
 			if !slices.Contains(rn.res.Domains, dom) {
 				rn.res.Domains = append(rn.res.Domains, dom)
 			}
 		}
-		final = rn.route(ctx, r)
+		final = rn.route(r)
 		rn.res.Route = r
 		if healthFailure(final) {
-			rn.failed = append(rn.failed, decide.SplitDomains(r.Domains)...)
+			rn.failed = slices.AppendSeq(rn.failed, decide.SplitDomains(r.Domains))
 		}
-		if final.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || !FallbackSafe(final, r) || ctx.Err() != nil {
+		if final.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || !FallbackSafe(final, r) || rn.over() {
 			break
 		}
 	}
@@ -202,11 +216,48 @@ func Run(parent context.Context, d decide.Decision, do Attempt, opts Options) Re
 	return rn.res
 }
 
+// started starts the call's deadline, d from now, at its first attempted
+// route (the first call only). Like context.WithTimeout it reads the
+// system clock, and a parent deadline that comes first bounds it.
+func (rn *runner) started(d time.Duration) {
+	if !rn.deadline.IsZero() {
+		return
+	}
+	rn.deadline = time.Now().Add(d)
+	if dl, ok := rn.parent.Deadline(); ok && dl.Before(rn.deadline) {
+		rn.deadline = dl
+	}
+}
+
+// callCtx is the call's context, made at the first need: parent bounded
+// by the call's deadline, cancelled when Run returns.
+func (rn *runner) callCtx() context.Context {
+	if rn.ctx == nil {
+		rn.ctx, rn.cancel = context.WithDeadline(rn.parent, rn.deadline)
+	}
+	return rn.ctx
+}
+
+func (rn *runner) stop() {
+	if rn.cancel != nil {
+		rn.cancel()
+	}
+}
+
+// over reports whether the call's context is done (cancelled, or past the
+// call's deadline), whether or not it was made.
+func (rn *runner) over() bool {
+	if rn.ctx != nil {
+		return rn.ctx.Err() != nil
+	}
+	return rn.parent.Err() != nil || !time.Now().Before(rn.deadline)
+}
+
 // sharedFailedDomain is a failure domain r shares with a route that failed
 // earlier in the call ("" for none): such a fallback would likely fail
 // the same way.
 func (rn *runner) sharedFailedDomain(r *decide.Route) string {
-	for _, d := range decide.SplitDomains(r.Domains) {
+	for d := range decide.SplitDomains(r.Domains) {
 		if slices.Contains(rn.failed, d) {
 			return d
 		}
@@ -243,7 +294,7 @@ func callLimit(d *decide.Decision) int {
 func (rn *runner) spare() bool {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	return rn.count+len(rn.d.Routes)-1-rn.current < rn.limit
+	return rn.count+rn.routes-1-rn.current < rn.limit
 }
 
 // approve asks Options.Approve about r.
@@ -261,14 +312,14 @@ func (rn *runner) action(kind readiness.ActionKind, entry, detail string) {
 
 // route runs the attempts of one route: one, or up to MaxAttempts when the
 // route is retryable and each failure is a condition the route allows.
-func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
+func (rn *runner) route(r *decide.Route) Outcome {
 	max := r.MaxAttempts
 	if max < 1 || !r.Retryable {
 		max = 1
 	}
 	for n := 1; ; n++ {
-		out := rn.attempt(ctx, r)
-		if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || ctx.Err() != nil {
+		out := rn.attempt(r)
+		if out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || rn.over() {
 			return out
 		}
 		if !r.Retryable {
@@ -287,7 +338,7 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 			return out
 		}
 		wait := rn.backoff(n, out.RetryAfter)
-		if dl, ok := ctx.Deadline(); ok && rn.opts.Now().Add(wait).After(dl) {
+		if rn.opts.Now().Add(wait).After(rn.deadline) {
 			rn.action(readiness.ActionRetryAfterExceedsDeadline, r.Entry, "")
 			return out
 		}
@@ -300,7 +351,7 @@ func (rn *runner) route(ctx context.Context, r *decide.Route) Outcome {
 			return out
 		}
 		rn.action(readiness.ActionRetry, r.Entry, "")
-		if rn.opts.Sleep(ctx, wait) != nil {
+		if rn.opts.Sleep(rn.callCtx(), wait) != nil {
 			return out
 		}
 	}
@@ -315,7 +366,7 @@ func (rn *runner) backoff(n int, retryAfter time.Duration) time.Duration {
 	if retryAfter > 0 {
 		return retryAfter + time.Duration(rn.opts.Jitter(int64(retryAfter)+1))
 	}
-	base, maxB := rn.d.Backoff.Base, rn.d.Backoff.Max
+	base, maxB := rn.policy.Base, rn.policy.Max
 	if base <= 0 {
 		base = 100 * time.Millisecond
 	}
@@ -332,45 +383,70 @@ func (rn *runner) backoff(n int, retryAfter time.Duration) time.Duration {
 
 // attempt runs one attempt, hedged when the route is read-only and the
 // policy enables hedging.
-func (rn *runner) attempt(ctx context.Context, r *decide.Route) Outcome {
+func (rn *runner) attempt(r *decide.Route) Outcome {
 	per := r.PerAttempt
-	if dl, ok := ctx.Deadline(); ok {
-		if rem := dl.Sub(rn.opts.Now()); per <= 0 || rem < per {
-			per = 0 // the call's deadline comes first: no deadline of the attempt's own
-			if rem <= 0 {
-				return rn.finish(r, rn.start(r, false), time.Time{}, Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
-					Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: context.DeadlineExceeded}, nil)
-			}
-			if !r.ReadOnly || r.HedgeAfter <= 0 || r.HedgeAfter >= rem {
-				return rn.single(ctx, r, 0, false)
-			}
-			return rn.hedged(ctx, r, 0)
+	now := rn.opts.Now()
+	rem := rn.deadline.Sub(now)
+	bound := per // what ends the attempt first
+	if per <= 0 || rem < per {
+		per, bound = 0, rem // the call's deadline comes first: no deadline of the attempt's own
+		if rem <= 0 {
+			return rn.finish(r, rn.start(r, false, now), time.Time{}, Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
+				Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: context.DeadlineExceeded}, nil)
 		}
 	}
-	if per <= 0 {
-		return rn.finish(r, rn.start(r, false), time.Time{}, Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, Err: context.DeadlineExceeded}, nil)
+	if !r.ReadOnly || r.HedgeAfter <= 0 || r.HedgeAfter >= bound {
+		return rn.alone(r, per, now)
 	}
-	if !r.ReadOnly || r.HedgeAfter <= 0 || r.HedgeAfter >= per {
-		return rn.single(ctx, r, per, false)
+	return rn.hedged(rn.callCtx(), r, per)
+}
+
+// alone runs one unhedged attempt: under the call's context (with its own
+// timeout per when per > 0) once that context exists, else under one
+// context of its own whose deadline is the earlier of the call's and per
+// from now, which is the deadline the two nested ones would have. With
+// per 0 that context becomes the call's (the attempt may leave work that
+// ends with the call, as before). The attempt starts at at, the
+// Options.Now reading its deadline was checked against.
+func (rn *runner) alone(r *decide.Route, per time.Duration, at time.Time) Outcome {
+	if per <= 0 || rn.ctx != nil {
+		return rn.single(rn.callCtx(), r, per, false, at)
 	}
-	return rn.hedged(ctx, r, per)
+	actx, cancel := context.WithDeadline(rn.parent, minTime(rn.deadline, time.Now().Add(per)))
+	defer cancel()
+	return rn.run(actx, r, false, at)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // single runs one attempt synchronously with its own per-attempt timeout
 // per; with per 0 the attempt runs under ctx's own deadline, and ctx (the
 // call's, cancelled when Run returns) needs no timer of its own for it: a
 // synchronous attempt leaves nothing running when it returns.
-func (rn *runner) single(ctx context.Context, r *decide.Route, per time.Duration, hedge bool) Outcome {
+func (rn *runner) single(ctx context.Context, r *decide.Route, per time.Duration, hedge bool, at time.Time) Outcome {
 	actx := ctx
 	if per > 0 {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(ctx, per)
 		defer cancel()
 	}
-	rec := rn.start(r, hedge)
-	started := rn.opts.Now()
-	out := rn.do(actx, *r, int(rec.GetNumber()))
+	return rn.run(actx, r, hedge, at)
+}
+
+// run runs the attempt, started at at (zero: now), under actx and
+// finishes its record.
+func (rn *runner) run(actx context.Context, r *decide.Route, hedge bool, at time.Time) Outcome {
+	started := at
+	if started.IsZero() {
+		started = rn.opts.Now()
+	}
+	rec := rn.start(r, hedge, started)
+	out := rn.do(actx, *r, int(rec.attempt.Number))
 	return rn.finish(r, rec, started, out, actx)
 }
 
@@ -382,7 +458,7 @@ func (rn *runner) hedged(ctx context.Context, r *decide.Route, per time.Duration
 	defer cancel()
 	results := make(chan Outcome, 2)
 	launch := func(hedge bool) {
-		go func() { results <- rn.single(hctx, r, per, hedge) }()
+		go func() { results <- rn.single(hctx, r, per, hedge, time.Time{}) }()
 	}
 	launch(false)
 	timer := time.NewTimer(r.HedgeAfter)
@@ -418,18 +494,38 @@ func (rn *runner) hedged(ctx context.Context, r *decide.Route, per time.Duration
 	return first
 }
 
-func (rn *runner) start(r *decide.Route, hedge bool) *mcpreadyv1.Attempt {
+// record is one attempt's receipt record allocated together with its
+// timestamps and, for a call's first attempt, the list holding it: an
+// attempt costs one allocation instead of four.
+type record struct {
+	attempt mcpreadyv1.Attempt
+	started timestamppb.Timestamp
+	latency durationpb.Duration
+	list    [1]*mcpreadyv1.Attempt
+}
+
+// start records the start of an attempt at at.
+func (rn *runner) start(r *decide.Route, hedge bool, at time.Time) *record {
+	x := &record{}
+	x.started.Seconds, x.started.Nanos = at.Unix(), int32(at.Nanosecond()) // timestamppb.New
+	a := &x.attempt
+	a.Entry, a.StartedAt, a.Hedged = r.Entry, &x.started, hedge
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	rn.count++
-	a := &mcpreadyv1.Attempt{Number: int32(rn.count), Entry: r.Entry, StartedAt: timestamppb.New(rn.opts.Now()), Hedged: hedge}
-	rn.res.Attempts = append(rn.res.Attempts, a)
-	return a
+	a.Number = int32(rn.count)
+	if rn.res.Attempts == nil {
+		x.list[0] = a
+		rn.res.Attempts = x.list[:]
+	} else {
+		rn.res.Attempts = append(rn.res.Attempts, a)
+	}
+	return x
 }
 
 // finish normalises an outcome (a timeout after send is AMBIGUOUS), fills
 // the attempt record and reports to the circuit breaker.
-func (rn *runner) finish(r *decide.Route, rec *mcpreadyv1.Attempt, started time.Time, out Outcome, actx context.Context) Outcome {
+func (rn *runner) finish(r *decide.Route, rec *record, started time.Time, out Outcome, actx context.Context) Outcome {
 	// A deadline turns an unclassified or transport outcome into a timeout;
 	// an answer that did arrive (a tool error, a 401) keeps its class.
 	timedOut := out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT ||
@@ -450,12 +546,15 @@ func (rn *runner) finish(r *decide.Route, rec *mcpreadyv1.Attempt, started time.
 	}
 	now := rn.opts.Now()
 	rn.mu.Lock()
-	rec.Outcome = out.Class
-	rec.JsonrpcCode = int32(out.JSONRPCCode)
-	rec.IsError = out.IsError
-	rec.TransportStatus = transportStatus(out)
+	a := &rec.attempt
+	a.Outcome = out.Class
+	a.JsonrpcCode = int32(out.JSONRPCCode)
+	a.IsError = out.IsError
+	a.TransportStatus = transportStatus(out)
 	if !started.IsZero() {
-		rec.Latency = durationpb.New(now.Sub(started))
+		d := now.Sub(started) // durationpb.New
+		rec.latency.Seconds, rec.latency.Nanos = int64(d/time.Second), int32(d%time.Second)
+		a.Latency = &rec.latency
 	}
 	rn.mu.Unlock()
 	// A hedge loser cancelled by the winner says nothing about health.
@@ -465,7 +564,7 @@ func (rn *runner) finish(r *decide.Route, rec *mcpreadyv1.Attempt, started time.
 			rn.opts.Circuits.Report(r.CircuitKey, true, now)
 		case healthFailure(out):
 			rn.opts.Circuits.Report(r.CircuitKey, false, now)
-			rn.opts.Circuits.MarkSuspect(decide.SplitDomains(r.Domains), now)
+			rn.opts.Circuits.MarkSuspect(slices.Collect(decide.SplitDomains(r.Domains)), now)
 		}
 	}
 	return out

@@ -163,7 +163,7 @@ func TestRetryAfter(t *testing.T) {
 		t.Fatalf("final %v sleeps %v actions %v", res.Final.Class, sl.d, readiness.ActionStrings(res.Actions))
 	}
 	// Full jitter: proportional to the Retry-After, and to the capped backoff.
-	rn := &runner{opts: Options{Jitter: func(n int64) int64 { return n / 2 }}, d: &decide.Decision{Backoff: decide.Backoff{Base: 100 * time.Millisecond, Max: time.Second}}}
+	rn := &runner{opts: Options{Jitter: func(n int64) int64 { return n / 2 }}, policy: decide.Backoff{Base: 100 * time.Millisecond, Max: time.Second}}
 	if w := rn.backoff(1, time.Second); w != time.Second+500*time.Millisecond {
 		t.Fatalf("retry-after jitter %v", w)
 	}
@@ -518,5 +518,97 @@ func TestSameDomainFallbackSkipped(t *testing.T) {
 	res = Run(context.Background(), decision(a, b), sc.do, opts(&sleeps{}))
 	if !slices.Equal(sc.calls, []string{"a", "b"}) {
 		t.Fatalf("access failure: calls %v", sc.calls)
+	}
+}
+
+// The attempt's context ends at the earlier of the call's deadline and
+// the route's per-attempt timeout, and either way a hang becomes TIMEOUT
+// (not sent) or AMBIGUOUS (sent); cancelling Run's context cancels the
+// attempt.
+func TestAttemptDeadline(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		deadline, per time.Duration
+		sent          bool
+		want          mcpreadyv1.OutcomeClass
+	}{
+		{"call deadline first, sent", 40 * time.Millisecond, time.Second, true, ambiguous},
+		{"call deadline first, not sent", 40 * time.Millisecond, time.Second, false, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT},
+		{"no per-attempt timeout", 40 * time.Millisecond, 0, true, ambiguous},
+		{"per-attempt first, sent", 5 * time.Second, 40 * time.Millisecond, true, ambiguous},
+		{"per-attempt first, not sent", 5 * time.Second, 40 * time.Millisecond, false, mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TIMEOUT},
+	} {
+		w := route("w", false)
+		w.PerAttempt = c.per
+		d := decision(w)
+		d.Deadline = c.deadline
+		var left time.Duration
+		do := func(ctx context.Context, _ decide.Route, _ int) Outcome {
+			dl, ok := ctx.Deadline()
+			if !ok {
+				t.Errorf("%s: the attempt has no deadline", c.name)
+			}
+			left = time.Until(dl)
+			<-ctx.Done()
+			return Outcome{Sent: c.sent, Err: ctx.Err()}
+		}
+		start := time.Now()
+		res := Run(context.Background(), d, do, Options{})
+		if left > 40*time.Millisecond || time.Since(start) > 2*time.Second {
+			t.Fatalf("%s: attempt deadline %v away, run took %v", c.name, left, time.Since(start))
+		}
+		if res.Final.Class != c.want || res.Attempts[0].GetOutcome() != c.want || !errors.Is(res.Final.Err, context.DeadlineExceeded) {
+			t.Fatalf("%s: final %v (%v), attempt %v", c.name, res.Final.Class, res.Final.Err, res.Attempts[0].GetOutcome())
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	do := func(actx context.Context, _ decide.Route, _ int) Outcome {
+		cancel()
+		<-actx.Done()
+		return Outcome{Class: transport, Sent: true, Err: actx.Err()}
+	}
+	if res := Run(ctx, decision(route("a", true)), do, opts(&sleeps{})); len(res.Attempts) != 1 || !errors.Is(res.Final.Err, context.Canceled) {
+		t.Fatalf("cancelled: %d attempts, %v", len(res.Attempts), res.Final.Err)
+	}
+	// A parent deadline earlier than the call's bounds the attempt too.
+	pctx, pcancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
+	defer pcancel()
+	do = func(actx context.Context, _ decide.Route, _ int) Outcome {
+		<-actx.Done()
+		return Outcome{Sent: true, Err: actx.Err()}
+	}
+	if res := Run(pctx, decision(route("w", false)), do, Options{}); res.Final.Class != ambiguous {
+		t.Fatalf("parent deadline: %v", res.Final.Class)
+	}
+}
+
+// An attempt's StartedAt and Latency are the clock's readings as
+// timestamppb.New and durationpb.New would write them, for a clock that
+// moves forward or (a negative latency) back.
+func TestAttemptTimes(t *testing.T) {
+	for _, step := range []time.Duration{1234567891 * time.Nanosecond, -1234567891 * time.Nanosecond} {
+		var mu sync.Mutex
+		var read []time.Time
+		at := time.Unix(1_700_000_000, 987654321)
+		o := opts(&sleeps{})
+		o.Now = func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			at = at.Add(step)
+			read = append(read, at)
+			return at
+		}
+		res := Run(context.Background(), decision(route("a", true)), (&script{plan: map[string][]Outcome{"a": {{Class: success}}}}).do, o)
+		a := res.Attempts[0]
+		if err := a.GetStartedAt().CheckValid(); err != nil || !slices.ContainsFunc(read, a.GetStartedAt().AsTime().Equal) {
+			t.Fatalf("step %v: started %v (%v), clock read %v", step, a.GetStartedAt(), err, read)
+		}
+		lat := a.GetLatency()
+		if err := lat.CheckValid(); err != nil || lat.AsDuration()%step != 0 || lat.AsDuration()/step < 1 {
+			t.Fatalf("step %v: latency %v (%v)", step, lat, err)
+		}
+		if want := durationpb.New(lat.AsDuration()); want.GetSeconds() != lat.GetSeconds() || want.GetNanos() != lat.GetNanos() {
+			t.Fatalf("latency %v, durationpb.New gives %v", lat, want)
+		}
 	}
 }
