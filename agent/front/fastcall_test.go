@@ -166,7 +166,16 @@ func TestAnswerBeforeReceipt(t *testing.T) {
 	if s, _ := v.fastSession(fastRequest(cs), h.front.opts.Now()); s == nil {
 		t.Fatal("the session is not served by the fast path")
 	}
+	// The warm-up's receipt is completed after its answer: wait for it, or
+	// its handler would hold the connection the next call needs while the
+	// sink is locked below.
+	for deadline := time.Now().Add(5 * time.Second); len(h.receiptsFor("echo")) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	before := len(h.receiptsFor("echo"))
+	if before != 1 {
+		t.Fatalf("%d receipts of the warm-up call", before)
+	}
 
 	h.mu.Lock() // the receipt sink blocks
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
