@@ -59,6 +59,7 @@ type directConn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	idleAt time.Time
+	raw    syscall.RawConn // the socket, for alive (nil until first asked)
 }
 
 // past is a deadline that makes blocked I/O on a connection return at once.
@@ -179,19 +180,22 @@ func alive(dc *directConn) bool {
 	if dc.br.Buffered() > 0 {
 		return false
 	}
-	c := dc.conn
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
+	if dc.raw == nil {
+		c := dc.conn
+		if tc, ok := c.(*tls.Conn); ok {
+			c = tc.NetConn()
+		}
+		sc, ok := c.(syscall.Conn)
+		if !ok {
+			return true
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return false
+		}
+		dc.raw = rc // the socket's for good: asked once per connection
 	}
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return true
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	return quiet(rc)
+	return quiet(dc.raw)
 }
 
 // release ends a round trip: the connection goes back to the idle list when
