@@ -59,6 +59,32 @@ func (s *session) noteSDK(method string, now time.Time) {
 	}
 }
 
+// startFast registers a fast call of request id on s, in one step: for
+// notifications/cancelled (cancel) and as in flight (relayed messages of
+// its upstream reach its ctx); false when a call of that id is in flight.
+func (s *session) startFast(ctx context.Context, id string, cancel context.CancelFunc) (*inflight, bool) {
+	in := &inflight{ctx: ctx}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.fast.calls[id]; dup {
+		return nil, false
+	}
+	if s.fast.calls == nil {
+		s.fast.calls = map[string]context.CancelFunc{}
+	}
+	s.fast.calls[id] = cancel
+	s.inflight = append(s.inflight, in)
+	return in, true
+}
+
+// endFast undoes startFast once the call has its answer.
+func (s *session) endFast(id string, in *inflight) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.fast.calls, id)
+	s.untrack(in)
+}
+
 // cancelFast cancels a fast-path call named by notifications/cancelled.
 func (s *session) cancelFast(p mcp.Params) {
 	cp, ok := p.(*mcp.CancelledParams)
@@ -180,27 +206,14 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 	if v.f.opts.AnswerBeforeReceipt {
 		ctx = pipeline.WithLater(ctx, &later)
 	}
-	s.mu.Lock()
-	if _, dup := s.fast.calls[key]; dup {
-		s.mu.Unlock()
+	in, ok := s.startFast(ctx, key, cancel)
+	if !ok {
 		writeRPCError(w, http.StatusBadRequest, c.id, int(jsonrpc.CodeInvalidRequest), fmt.Sprintf("duplicate in-flight request ID %s", c.id))
 		return true
 	}
-	if s.fast.calls == nil {
-		s.fast.calls = map[string]context.CancelFunc{}
-	}
-	s.fast.calls[key] = cancel
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.fast.calls, key)
-		s.mu.Unlock()
-	}()
-
 	req := &mcp.CallToolRequest{Session: ss, Params: &c.params, Extra: &mcp.RequestExtra{Header: r.Header}}
-	ctx, done := s.track(ctx, nil)
 	res, err := v.callTool(ctx, s, req)
-	done()
+	s.endFast(key, in)
 	// One SSE "message" event, encoded in place after its prefix.
 	out := bytes.NewBuffer(make([]byte, 0, 512))
 	out.WriteString(ssePrefix)

@@ -66,7 +66,7 @@ func precheck(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration,
 		return nil, body, true // batches: the SDK answers per message
 	}
 	env := new(envelope)
-	if err := jsonwire.Unmarshal(body, env); err != nil {
+	if err := jsonwire.UnmarshalShared(body, env); err != nil { // body is kept, never changed
 		writeRPCError(w, http.StatusBadRequest, nil, int(jsonrpc.CodeParseError), "parse error: "+err.Error())
 		return nil, nil, false
 	}

@@ -175,11 +175,16 @@ func (s *session) track(ctx context.Context, token any) (context.Context, func()
 	return ctx, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		for i, x := range s.inflight {
-			if x == in {
-				s.inflight = append(s.inflight[:i], s.inflight[i+1:]...)
-				return
-			}
+		s.untrack(in)
+	}
+}
+
+// untrack removes in from the requests in flight (under s.mu).
+func (s *session) untrack(in *inflight) {
+	for i, x := range s.inflight {
+		if x == in {
+			s.inflight = append(s.inflight[:i], s.inflight[i+1:]...)
+			return
 		}
 	}
 }

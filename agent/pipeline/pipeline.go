@@ -259,7 +259,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	rec.TraceId = telemetry.TraceID(ctx)
 	rec.RequestId = req.RequestID
 	if rec.RequestId == "" {
-		rec.RequestId = receipt.NewID()
+		rec.RequestId = rec.ReceiptId // a new request is named by its first receipt
 	}
 	rec.Requested = req.Requested
 	rec.Region = p.opts.Region

@@ -267,7 +267,7 @@ func (s *Session) readResponse(ctx context.Context, resp *http.Response, id stri
 // else is relayed and (nil, nil) returned.
 func (s *Session) handle(ctx context.Context, data []byte, id string) (*wireMessage, error) {
 	var m wireMessage
-	if err := jsonwire.Unmarshal(data, &m); err != nil {
+	if err := jsonwire.UnmarshalShared(data, &m); err != nil { // data is this message's own copy
 		return nil, fmt.Errorf("%w: %w", errMalformed, err)
 	}
 	switch {

@@ -31,6 +31,10 @@ var ErrTrailing = errors.New("json: data after the value")
 // interface as float64, as encoding/json does.
 func Unmarshal(data []byte, v any) error { return parse(data, v, 0) }
 
+// UnmarshalShared is Unmarshal with json.RawMessage fields sharing data's
+// bytes instead of copies: data must then not change while v is in use.
+func UnmarshalShared(data []byte, v any) error { return parse(data, v, segjson.DontCopyRawMessage) }
+
 // UnmarshalNumber is Unmarshal with numbers into an interface as
 // json.Number (encoding/json's UseNumber): exact.
 func UnmarshalNumber(data []byte, v any) error { return parse(data, v, segjson.UseNumber) }
