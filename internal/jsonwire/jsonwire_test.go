@@ -118,3 +118,23 @@ func exactKeys(data []byte) bool {
 	}
 	return true
 }
+
+// UnmarshalShared decodes as Unmarshal does, its raw fields sharing the
+// input's bytes.
+func TestUnmarshalShared(t *testing.T) {
+	data := []byte(`{"jsonrpc":"2.0","id":1,"params":{"a":1}}`)
+	var e, copied envelope
+	if err := UnmarshalShared(data, &e); err != nil {
+		t.Fatal(err)
+	}
+	if err := Unmarshal(data, &copied); err != nil {
+		t.Fatal(err)
+	}
+	if string(e.Params) != `{"a":1}` || string(e.Params) != string(copied.Params) || e.JSONRPC != "2.0" {
+		t.Fatalf("shared %+v, copied %+v", e, copied)
+	}
+	data[len(data)-3] = '2' // the value of "a"
+	if string(e.Params) != `{"a":2}` || string(copied.Params) != `{"a":1}` {
+		t.Fatalf("after a change of the input: shared %s, copied %s", e.Params, copied.Params)
+	}
+}
