@@ -58,9 +58,11 @@ func TestRetriesDoNotSynchronise(t *testing.T) {
 		}
 		most = max(most, n)
 	}
-	// The bound allows for a loaded machine waking timers late in batches;
-	// the span (at least 60% of the window) is what bunched retries fail.
-	if span := retries[len(retries)-1].Sub(retries[0]); len(retries) != callers || most > callers/5 || span < 600*time.Millisecond {
+	// The bound allows for a loaded machine waking timers late in batches
+	// (13 of 50 within 10 ms were seen once in CI under load); retries
+	// without jitter would put all 50 there. The span (at least 60% of the
+	// window) is what bunched retries fail too.
+	if span := retries[len(retries)-1].Sub(retries[0]); len(retries) != callers || most > callers/2 || span < 600*time.Millisecond {
 		t.Fatalf("%d retries, up to %d within 10 ms (spread %v)", len(retries), most, retries[len(retries)-1].Sub(retries[0]))
 	}
 	t.Logf("%d retries over %v, at most %d in any 10 ms", len(retries), retries[len(retries)-1].Sub(retries[0]), most)
