@@ -49,12 +49,11 @@ var errStreamLost = errors.New("response stream lost")
 
 // httpSession is what the fast path needs of a Streamable HTTP session.
 type httpSession struct {
-	endpoint string
-	url      *url.URL // endpoint, parsed once; copied per request, never modified
-	client   *http.Client
-	rt       *roundTripper // client's transport (nil: send through client)
-	relay    *Relay
-	onTools  func()
+	url     *url.URL // the endpoint, parsed once; copied per request (newRequest), never modified
+	client  *http.Client
+	rt      *roundTripper // client's transport (nil: send through client)
+	relay   *Relay
+	onTools func()
 }
 
 // fastOK reports whether params can take the fast path on s: an HTTP
@@ -155,12 +154,10 @@ func plainString(s string) bool {
 // of the request. A URL with user info goes through the client, which
 // turns it into basic authentication.
 func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(body)) // the URL, parsed once, follows
+	req, err := s.http.newRequest(ctx, http.MethodPost, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	u := *s.http.url
-	req.URL, req.Host = &u, u.Host
 	// The shared value slices are never written to: Set replaces them.
 	req.Header = http.Header{"Content-Type": postContentType, "Accept": postAccept,
 		"Mcp-Session-Id": {s.cs.ID()}, "Mcp-Protocol-Version": {s.ProtocolVersion()}}
@@ -169,9 +166,21 @@ func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error)
 	}
 	resp, err := s.http.rt.send(req)
 	if err != nil {
-		return nil, &url.Error{Op: "Post", URL: s.http.endpoint, Err: err}
+		return nil, &url.Error{Op: "Post", URL: s.http.url.Redacted(), Err: err}
 	}
 	return resp, nil
+}
+
+// newRequest is a request to the session's endpoint, whose URL is parsed
+// once per session rather than per request.
+func (h *httpSession) newRequest(ctx context.Context, method string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "", body)
+	if err != nil {
+		return nil, err
+	}
+	u := *h.url
+	req.URL, req.Host = &u, u.Host
+	return req, nil
 }
 
 var (

@@ -240,7 +240,7 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 		if err != nil {
 			return nil, fmt.Errorf("%w %q: %w", ErrUnknownUpstream, server, err)
 		}
-		s.http = &httpSession{endpoint: up.URL, url: u, client: hc, rt: rt, relay: relay, onTools: func() {
+		s.http = &httpSession{url: u, client: hc, rt: rt, relay: relay, onTools: func() {
 			if p.opts.OnToolsChanged != nil {
 				go p.opts.OnToolsChanged(t)
 			}

@@ -9,7 +9,6 @@ package upstream
 import (
 	"context"
 	"io"
-	"mime"
 	"net/http"
 	"time"
 
@@ -58,7 +57,7 @@ func (s *Session) resume(ctx context.Context, st *stream) bool {
 		return false
 	case <-t.C:
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.http.endpoint, nil)
+	req, err := s.http.newRequest(ctx, http.MethodGet, nil)
 	if err != nil {
 		return false
 	}
@@ -70,7 +69,7 @@ func (s *Session) resume(ctx context.Context, st *stream) bool {
 	if err != nil {
 		return false
 	}
-	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+	if resp.StatusCode != http.StatusOK || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
 		finish(resp.Body)
 		return false
 	}
