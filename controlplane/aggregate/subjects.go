@@ -133,17 +133,7 @@ func (a *Aggregator) contribution(agent string, start int64) *contribution {
 // the window starting at start, and counts it; a.mu is held.
 func (a *Aggregator) admit(agent string, sub subject, start int64) bool {
 	c := a.contribution(agent, start)
-	if c.receipts >= a.opts.MaxReceiptsPerAgent {
-		return false
-	}
-	if _, ok := c.subjects[sub]; !ok {
-		if len(c.subjects) >= a.opts.MaxSubjectsPerAgent {
-			return false
-		}
-		c.subjects[sub] = struct{}{}
-	}
-	c.receipts++
-	return true
+	return admitOne(c.subjects, &c.receipts, sub, a.opts.MaxReceiptsPerAgent, a.opts.MaxSubjectsPerAgent)
 }
 
 // admitWorkflow says whether agent may contribute one more workflow
@@ -151,16 +141,22 @@ func (a *Aggregator) admit(agent string, sub subject, start int64) bool {
 // a.mu is held.
 func (a *Aggregator) admitWorkflow(agent string, k workflowKey) bool {
 	c := a.contribution(agent, k.start)
-	if c.workflowReceipts >= a.opts.MaxWorkflowReceiptsPerAgent {
+	return admitOne(c.workflows, &c.workflowReceipts, k, a.opts.MaxWorkflowReceiptsPerAgent, a.opts.MaxWorkflowKeysPerAgent)
+}
+
+// admitOne counts one more receipt about key against an agent's bounds in
+// a window: at most maxReceipts receipts (*n) about at most maxKeys keys.
+func admitOne[K comparable](keys map[K]struct{}, n *int, key K, maxReceipts, maxKeys int) bool {
+	if *n >= maxReceipts {
 		return false
 	}
-	if _, ok := c.workflows[k]; !ok {
-		if len(c.workflows) >= a.opts.MaxWorkflowKeysPerAgent {
+	if _, ok := keys[key]; !ok {
+		if len(keys) >= maxKeys {
 			return false
 		}
-		c.workflows[k] = struct{}{}
+		keys[key] = struct{}{}
 	}
-	c.workflowReceipts++
+	*n++
 	return true
 }
 
