@@ -128,12 +128,19 @@ func TestFastCallDoesNotWaitForTheEndOfTheStream(t *testing.T) {
 		proxy.FlushInterval = -1
 		proxy.ServeHTTP(w, r)
 		if bytes.Contains(body, []byte(`"tools/call"`)) {
-			<-hold // the response event is out; the stream stays open
+			select { // the response event is out; the stream stays open
+			case <-hold:
+			case <-r.Context().Done(): // the agent closed the connection
+			}
 		}
 	}))
+	var closed atomic.Int32
 	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
+		switch s {
+		case http.StateNew:
 			conns.Add(1)
+		case http.StateClosed:
+			closed.Add(1)
 		}
 	}
 	hs.Start()
@@ -179,6 +186,22 @@ func TestFastCallDoesNotWaitForTheEndOfTheStream(t *testing.T) {
 		if i > 0 && conns.Load() != before {
 			t.Fatalf("call %d dialled a new connection (%d → %d)", i, before, conns.Load())
 		}
+	}
+
+	// An upstream that never ends its stream (slow loris): the answer still
+	// comes at once, and the background read gives up after drainWait and
+	// closes the connection instead of pooling it or waiting for good.
+	idleBefore, closedBefore := idle(), closed.Load()
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+	if err != nil || res.IsError {
+		t.Fatalf("call on a stream left open: %v %+v", err, res)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for closed.Load() == closedBefore && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if closed.Load() == closedBefore || idle() >= idleBefore {
+		t.Fatalf("stream left open: connection closed %v, idle %d → %d", closed.Load() > closedBefore, idleBefore, idle())
 	}
 }
 
