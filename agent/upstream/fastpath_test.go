@@ -145,6 +145,7 @@ func TestFastCallDoesNotWaitForTheEndOfTheStream(t *testing.T) {
 	}
 	hs.Start()
 	t.Cleanup(hs.Close)
+	t.Cleanup(func() { close(hold) }) // before hs.Close: no handler still holds its stream
 	dt := newDirectTransport()
 	p := NewPool(Options{Transport: dt, Resolve: func(Target) (config.Upstream, bool) { return config.Upstream{Name: "test", URL: hs.URL + "/mcp"}, true }})
 	t.Cleanup(p.Close)
