@@ -35,8 +35,9 @@ func TestMethodTexts(t *testing.T) {
 		{Role: "user", Content: &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "a://b", Text: "embedded"}}},
 		{Role: "user", Content: &mcp.ResourceLink{URI: "a://c", Name: "link", Description: "linked"}},
 	}}
-	got := methodTexts(res)
-	want := map[string]bool{"embedded": true, "link": true, "linked": true}
+	read := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "a://d", Text: "read"}, nil, {URI: "a://e", Blob: []byte("blob")}}}
+	got := append(methodTexts(res), methodTexts(read)...)
+	want := map[string]bool{"embedded": true, "link": true, "linked": true, "a://c": true, "read": true, "blob": true}
 	for _, s := range got {
 		delete(want, s)
 	}

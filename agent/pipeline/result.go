@@ -35,7 +35,8 @@ type checked struct {
 }
 
 // checkResult validates one upstream result: size, pinned output schema,
-// tripwire; isError is a tool failure inside a protocol success. Size and
+// tripwire (over its texts, embedded resources and resource links:
+// contentTexts, as for prompt messages); isError is a tool failure inside a protocol success. Size and
 // the receipt's result digest are of the JSON the upstream sent, when the
 // agent has it (else of the result encoded again).
 func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invoke.Outcome {
@@ -55,9 +56,7 @@ func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invo
 		vr.Structured = SchemaOf(res.StructuredContent)
 	}
 	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			vr.Text = append(vr.Text, t.Text)
-		}
+		vr.Text = contentTexts(vr.Text, c)
 	}
 	if ch == nil {
 		ch = defaultChecker

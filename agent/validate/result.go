@@ -50,7 +50,8 @@ type Result struct {
 	// (json.Number, or float64 integers within ±2^53), and is checked
 	// instead of decoding Structured again. It is not modified.
 	Value any
-	// Text holds the text of each text content block.
+	// Text holds the texts the tripwire scans: of each text content block,
+	// and of embedded resources and resource links.
 	Text []string
 }
 
