@@ -288,3 +288,35 @@ func TestFailureDomainsCall(t *testing.T) {
 		t.Fatalf("receipt domains %v", got)
 	}
 }
+
+// The approval question for a fallback route names that route's own tool
+// and server, not the first route's: A (test/echo) fails, B (other/repeat)
+// requires approval, and the human is asked about repeat on other.
+func TestFallbackApprovalNamesItsRoute(t *testing.T) {
+	upA, upB := mcptest.New(t, mcptest.Options{}), mcptest.New(t, mcptest.Options{NoDefaultTools: true})
+	mcp.AddTool(upB.Server, &mcp.Tool{Name: "repeat"}, func(_ context.Context, _ *mcp.CallToolRequest, in mcptest.EchoInput) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "B:" + in.Text}}}, nil, nil
+	})
+	upA.SetFault(mcptest.FaultServerError, "tools/call")
+	b := entry("other", upB.URL)
+	b.Identity.ToolName = "repeat"
+	b.ApprovalRequired = true
+	p := policy()
+	p.SideEffects = append(p.SideEffects, &mcpreadyv1.SideEffectRule{Match: "other/repeat", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY})
+	p.EquivalenceClasses[0].Members = []string{"test/echo", "other/repeat"}
+	pl, st, out := setup(t, p, map[string]*mcpreadyv1.RegistryEntry{"a": entry("test", upA.URL), "b": b})
+	tr := newFake(t)
+	tr.approve = true
+	req := request("echo_any")
+	req.Caller.Elicit = true
+	res := pl.Call(context.Background(), st, req, tr)
+	if res.Answer == nil || res.Answer.IsError || len(res.Answer.Content) != 1 || res.Answer.Content[0].(*mcp.TextContent).Text != "B:hi" {
+		t.Fatalf("approved fallback: %+v", res.Answer)
+	}
+	if len(tr.prompts) != 1 || !strings.HasPrefix(tr.prompts[0], "Approve calling repeat on other for c?") {
+		t.Fatalf("prompts %q, want one naming repeat on other", tr.prompts)
+	}
+	if rec := out.recs[len(out.recs)-1]; rec.GetSelected().GetEntry() != "b" || rec.GetApproval() != mcpreadyv1.ApprovalState_APPROVAL_STATE_APPROVED {
+		t.Fatalf("receipt selected %v approval %v", rec.GetSelected(), rec.GetApproval())
+	}
+}
