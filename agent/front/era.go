@@ -107,7 +107,7 @@ type callSessions struct {
 func (cs *callSessions) open(ctx context.Context, t upstream.Target) (*upstream.Session, error) {
 	release, err := cs.v.f.caps.acquire(cs.principal)
 	if err != nil {
-		return nil, err
+		return nil, refusal(err)
 	}
 	up, err := cs.v.f.pool.Open(ctx, t, &upstream.Relay{Notify: func(_ context.Context, method string, params mcp.Params) {
 		if p, ok := params.(*mcp.ProgressNotificationParams); ok && method == "notifications/progress" {

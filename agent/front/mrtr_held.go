@@ -17,8 +17,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/upstream"
-	"github.com/mcpready/mcpready/agent/validate"
-	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
 // heldCall is one upstream call kept open across rounds.
@@ -59,9 +57,8 @@ func relayable(caps *mcp.ClientCapabilities) bool {
 // roundTTL). Past the caps on held calls it is refused (errTooManyHeld).
 func (v *view) startHeld(ctx context.Context, t upstream.Target, principal string, caps *mcp.ClientCapabilities, params *mcp.CallToolParams) (*heldCall, error) {
 	release, err := v.f.rounds().held.acquire(principal)
-	if err != nil { // a refusal, not a transport failure: nothing was sent
-		return nil, &validate.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err, From: "agent", Detail: err.Error()}
+	if err != nil {
+		return nil, refusal(err)
 	}
 	h := &heldCall{asks: make(chan *heldAsk), done: make(chan heldResult, 1), quit: make(chan struct{})}
 	lease, err := v.f.pool.Lease(ctx, t, caps, func(ctx context.Context, _ string, p mcp.Params) (mcp.Result, error) {

@@ -224,7 +224,7 @@ func (v *view) upstream(ctx context.Context, s *session, t upstream.Target) (*up
 	}
 	release, err := v.f.caps.acquire(s.principal)
 	if err != nil {
-		return nil, err
+		return nil, refusal(err)
 	}
 	var caps *mcp.ClientCapabilities
 	if s.ss != nil && s.ss.InitializeParams() != nil {
@@ -438,7 +438,10 @@ func (v *view) present(ctx context.Context, s *session, method string, req mcp.R
 	var instructions string
 	if withUpstream {
 		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
-		if err != nil {
+		switch {
+		case errors.Is(err, errTooManySessions):
+			return nil, err // refused at a cap (receipted as such), not unavailable
+		case err != nil:
 			return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
 		}
 		if ir := up.Initialize(); ir != nil {

@@ -6,6 +6,9 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpready/mcpready/agent/validate"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
 // Defaults of the Options caps (zero values).
@@ -27,6 +30,13 @@ var (
 	// errTooManyRounds refuses a new pending input round past a cap.
 	errTooManyRounds = errors.New("too many calls are waiting for input")
 )
+
+// refusal is err, a refusal at a cap, as the pipeline classifies and
+// receipts it: REFUSED by the agent, nothing sent; not a transport failure.
+func refusal(err error) error {
+	return &validate.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
+		Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err, From: "agent"}
+}
 
 // limiter counts what is held of one bounded resource, overall and per
 // principal, and refuses (counted, by scope) past a cap.
