@@ -295,10 +295,13 @@ func (f *Front) HTTPServer(h http.Handler) *http.Server {
 }
 
 // Close closes upstream sessions, the dedicated ones of live front
-// sessions included, and ends the calls waiting for input.
+// sessions included, and ends the calls waiting for input. The pool is
+// closed first, so that no dedicated session (stdio child) is opened
+// after the live ones are closed.
 func (f *Front) Close() {
 	f.closing.Do(func() { close(f.stop) })
 	f.pending.close()
+	f.pool.Close()
 	for _, s := range f.liveSessions() {
 		s.mu.Lock()
 		for t, up := range s.ups {
@@ -307,7 +310,6 @@ func (f *Front) Close() {
 		}
 		s.mu.Unlock()
 	}
-	f.pool.Close()
 }
 
 // Blocklist is the set of entries blocked on this host because of drift.

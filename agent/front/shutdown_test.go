@@ -196,3 +196,20 @@ func TestCloseEndsUpstreamSessions(t *testing.T) {
 	}
 }
 
+// A session initialized after Close starts no stdio child: the agent is
+// shutting down (failed before: Close left the pool opening dedicated
+// sessions, each a child process nobody would close).
+func TestNoChildAfterClose(t *testing.T) {
+	h, pids := boundsHarness(t, Options{})
+	before, _ := os.ReadDir(pids)
+	h.front.Close()
+	if cs, err := h.open(t, "/mcp/servers/kid", devToken); err == nil {
+		cs.Close()
+	}
+	if after, _ := os.ReadDir(pids); len(after) != len(before) {
+		t.Fatalf("%d stdio children started after Close", len(after)-len(before))
+	}
+	if n := h.front.caps.openCount(); n != 0 {
+		t.Fatalf("%d dedicated sessions held after Close", n)
+	}
+}

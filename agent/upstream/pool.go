@@ -152,7 +152,7 @@ func (p *Pool) Shared(ctx context.Context, t Target) (*Session, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, errors.New("upstream pool closed")
+		return nil, ErrClosed
 	}
 	slot := p.shared[t]
 	if slot == nil {
@@ -176,12 +176,32 @@ func (p *Pool) Shared(ctx context.Context, t Target) (*Session, error) {
 	return s, nil
 }
 
-// Open connects a dedicated session for one front session. The caller closes it.
+// ErrClosed refuses a session of a closed pool.
+var ErrClosed = errors.New("upstream pool closed")
+
+// Open connects a dedicated session for one front session. The caller
+// closes it. After Close it is refused (ErrClosed), and a session that
+// connected while Close ran is closed at once: no stdio child or upstream
+// session outlives the pool's shutdown.
 func (p *Pool) Open(ctx context.Context, t Target, relay *Relay) (*Session, error) {
 	if relay == nil {
 		relay = &Relay{}
 	}
-	return p.connect(ctx, t, relay)
+	if p.isClosed() {
+		return nil, ErrClosed
+	}
+	s, err := p.connect(ctx, t, relay)
+	if err == nil && p.isClosed() {
+		_ = s.Close()
+		return nil, ErrClosed
+	}
+	return s, err
+}
+
+func (p *Pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // Known reports whether t has an endpoint.

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -96,5 +97,21 @@ func TestStdioChildEnvironment(t *testing.T) {
 	defer p2.Close()
 	if _, err := p2.Shared(context.Background(), Target{Server: "env"}); err == nil || !strings.Contains(err.Error(), "MCPREADY_TEST_UNSET_VARIABLE") {
 		t.Fatalf("unset envFrom variable: %v", err)
+	}
+}
+
+// After Close the pool opens no dedicated session: no stdio child is
+// started for a front session initialized while the agent shuts down
+// (failed before: Open ignored Close and started a child nobody closed).
+func TestOpenAfterCloseRefused(t *testing.T) {
+	up := config.Upstream{Name: "env", Command: []string{os.Args[0], "-test.run=^$"}, Env: map[string]string{stdioChildMarker: "1"}}
+	p := NewPool(Options{Resolve: func(Target) (config.Upstream, bool) { return up, true }})
+	p.Close()
+	s, err := p.Open(context.Background(), Target{Server: "env"}, nil)
+	if !errors.Is(err, ErrClosed) {
+		if s != nil {
+			_ = s.Close()
+		}
+		t.Fatalf("Open after Close: %v, want ErrClosed", err)
 	}
 }
