@@ -183,10 +183,15 @@ func pagedHarness(t *testing.T, fopts Options, tools ...string) (*harness, *mcpt
 	}
 	ucfg := config.Upstream{Name: "pg", URL: up.URL}
 	h.enrollQualified(t, ucfg)
-	cfg, err := config.New(config.File{
-		Principals: []config.Principal{{Identity: config.Identity{Name: "dev-client", PrincipalClass: "dev"}, TokenSHA256: config.TokenDigest(devToken)}},
-		Upstreams:  []config.Upstream{ucfg},
-	})
+	h.serve(t, fopts, []config.Principal{{Identity: config.Identity{Name: "dev-client", PrincipalClass: "dev"}, TokenSHA256: config.TokenDigest(devToken)}}, ucfg)
+	return h, up
+}
+
+// serve starts h's front with fopts over ups for principals, all of whose
+// tools the principals of class dev may call.
+func (h *harness) serve(t *testing.T, fopts Options, principals []config.Principal, ups ...config.Upstream) {
+	t.Helper()
+	cfg, err := config.New(config.File{Principals: principals, Upstreams: ups})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,13 +200,15 @@ func pagedHarness(t *testing.T, fopts Options, tools ...string) (*harness, *mcpt
 	h.front = New(fopts)
 	t.Cleanup(h.front.Close)
 	p := testPolicy()
-	p.Principals = []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"pg/*"}}}
+	p.Principals = []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev"}}
+	for _, u := range ups {
+		p.Principals[0].Allow = append(p.Principals[0].Allow, u.Name+"/*")
+	}
 	p.SideEffects, p.Approvals, p.EquivalenceClasses = nil, nil, nil
 	h.install(t, p)
 	hs := httptest.NewServer(h.front)
 	t.Cleanup(hs.Close)
 	h.url = hs.URL
-	return h, up
 }
 
 // Every page of a paginated tools/list is listed and pinned: a changed

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -65,26 +64,9 @@ func boundsHarness(t *testing.T, fopts Options) (*harness, string) {
 	kid := config.Upstream{Name: "kid", Command: []string{os.Args[0], "-test.run=^$"}, Env: map[string]string{stdioChild: "1", pidDir: pids}}
 	h.enrollQualified(t, web)
 	h.enrollQualified(t, kid)
-	cfg, err := config.New(config.File{
-		Principals: []config.Principal{
-			{Identity: config.Identity{Name: "dev-client", PrincipalClass: "dev"}, TokenSHA256: config.TokenDigest(devToken)},
-			{Identity: config.Identity{Name: "ops-client", PrincipalClass: "dev"}, TokenSHA256: config.TokenDigest(opsToken)}},
-		Upstreams: []config.Upstream{web, kid},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fopts.Config = cfg
-	fopts.Receipts = func(r *mcpreadyv1.Receipt) { h.mu.Lock(); h.recs = append(h.recs, r); h.mu.Unlock() }
-	h.front = New(fopts)
-	t.Cleanup(h.front.Close)
-	p := testPolicy()
-	p.Principals = []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"web/*", "kid/*"}}}
-	p.SideEffects, p.Approvals, p.EquivalenceClasses = nil, nil, nil
-	h.install(t, p)
-	hs := httptest.NewServer(h.front)
-	t.Cleanup(hs.Close)
-	h.url = hs.URL
+	h.serve(t, fopts, []config.Principal{
+		{Identity: config.Identity{Name: "dev-client", PrincipalClass: "dev"}, TokenSHA256: config.TokenDigest(devToken)},
+		{Identity: config.Identity{Name: "ops-client", PrincipalClass: "dev"}, TokenSHA256: config.TokenDigest(opsToken)}}, web, kid)
 	return h, pids
 }
 
@@ -113,14 +95,13 @@ func TestDedicatedSessionCapOverall(t *testing.T) {
 	if _, err := h.open(t, "/mcp/servers/kid", opsToken); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := h.open(t, "/mcp/servers/kid", devToken)
+	_, err := h.open(t, "/mcp/servers/kid", devToken)
 	if err == nil {
 		t.Fatalf("a third dedicated session opened past the overall cap of 2 (%d held)", h.front.caps.openCount())
 	}
 	if !strings.Contains(err.Error(), "too many upstream sessions") || !strings.Contains(err.Error(), "limit of 2") {
 		t.Fatalf("refusal does not say why: %v", err)
 	}
-	_ = cs
 	if n := testutil.ToFloat64(h.front.metrics.sessionsRefused.WithLabelValues("total")); n != 1 {
 		t.Fatalf("overall-cap refusals counted %v, want 1", n)
 	}
