@@ -93,3 +93,36 @@ func TestWorkflowCostCeiling(t *testing.T) {
 		}
 	}
 }
+
+// A provider that partitions its quota by tenant (Declaration
+// quota.partitionKeys: tenant) gets a local budget per tenant too: once
+// tenant t1 of class dev has spent its unit, t2 of the same class still
+// has its own; without the partition key the class shares one budget.
+func TestQuotaPartitionedByTenant(t *testing.T) {
+	for _, partitioned := range []bool{true, false} {
+		q := &mcpreadyv1.DeclaredQuota{Unit: "charge"}
+		if partitioned {
+			q.PartitionKeys = []string{"tenant"}
+		}
+		pm := newPayment(t, payOpts{noStore: true, quota: q, cost: &mcpreadyv1.CostRules{MaxQuotaUnits: 1, QuotaWindow: durationpb.New(time.Hour)}})
+		charge := func(tenant string) Result {
+			return pm.pl.Call(context.Background(), pm.st, Request{Requested: "test/charge", Tool: "test/charge",
+				Caller: Caller{Name: "c", Principal: "dev", Tenant: tenant}, Arguments: []byte(`{"amount":1}`)}, pm.tr)
+		}
+		if res := charge("t1"); res.Answer.IsError || res.Receipt.GetQuota() != "1 charge (1/1 per 1h0m0s)" {
+			t.Fatalf("t1 first: %+v, quota %q", res.Answer, res.Receipt.GetQuota())
+		}
+		refusedWith(t, charge("t1"), readiness.CodeQuotaExhausted)
+		res := charge("t2")
+		if te, _ := ParseToolError(res.Answer); (te.Code == string(readiness.CodeQuotaExhausted)) == partitioned {
+			t.Fatalf("partitioned %v: t2 %+v", partitioned, res.Answer)
+		}
+		want := 1 // t1's charge
+		if partitioned {
+			want = 2 // and t2's
+		}
+		if pm.ledger.Calls() != want {
+			t.Fatalf("partitioned %v: %s, want %d calls", partitioned, pm.ledger, want)
+		}
+	}
+}
