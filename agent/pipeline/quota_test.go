@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
@@ -123,6 +124,25 @@ func TestQuotaPartitionedByTenant(t *testing.T) {
 		}
 		if pm.ledger.Calls() != want {
 			t.Fatalf("partitioned %v: %s, want %d calls", partitioned, pm.ledger, want)
+		}
+	}
+}
+
+// narrow keeps the accepted routes in order, returns the decision's own
+// slice when it keeps them all and a new one (the shared slice untouched)
+// when it drops any.
+func TestNarrow(t *testing.T) {
+	routes := []decide.Route{{Entry: "a"}, {Entry: "b"}, {Entry: "c"}}
+	entries := func(rs []decide.Route) (s string) {
+		for _, r := range rs {
+			s += r.Entry
+		}
+		return s
+	}
+	for drop, want := range map[string]string{"": "abc", "a": "bc", "b": "ac", "c": "ab", "ac": "b", "abc": ""} {
+		got := narrow(routes, func(r *decide.Route) bool { return !strings.Contains(drop, r.Entry) })
+		if entries(got) != want || entries(routes) != "abc" || (drop == "") != (len(got) > 0 && &got[0] == &routes[0]) {
+			t.Fatalf("drop %q: %q, routes %q", drop, entries(got), entries(routes))
 		}
 	}
 }
