@@ -20,11 +20,7 @@ func TestAdviseEvidenceGrantUnbound(t *testing.T) {
 		{Name: "policy-only", Kinds: []string{"Policy"}},
 	}}
 	got := Advise(New(KindTrustPolicy, "org/trust", tp))
-	var paths []string
-	for _, a := range got {
-		paths = append(paths, a.Path)
-	}
-	if want := "keys[1].evidenceIssuer keys[1].independence keys[2].independence"; strings.Join(paths, " ") != want {
+	if paths, want := advisedPaths(got), "keys[1].evidenceIssuer keys[1].independence keys[2].independence"; paths != want {
 		t.Fatalf("advised %q, want %q", paths, want)
 	}
 	if !strings.Contains(got[0].String(), `key "loose" may sign Evidence but binds no issuer`) {
@@ -44,11 +40,7 @@ func TestAdviseEvidenceGrantUnbound(t *testing.T) {
 func TestAdviseQuotaPartitionKeys(t *testing.T) {
 	d := &mcpreadyv1.Declaration{Quota: &mcpreadyv1.DeclaredQuota{Unit: "call", PartitionKeys: []string{"tenant", "account", "Tenant"}}}
 	got := Advise(New(KindDeclaration, "docs", d))
-	var paths []string
-	for _, a := range got {
-		paths = append(paths, a.Path)
-	}
-	if want := "quota.partitionKeys[1] quota.partitionKeys[2]"; strings.Join(paths, " ") != want {
+	if paths, want := advisedPaths(got), "quota.partitionKeys[1] quota.partitionKeys[2]"; paths != want {
 		t.Fatalf("advised %q, want %q", paths, want)
 	}
 	if !strings.Contains(got[0].String(), `partition key "account" is not read`) {
@@ -58,6 +50,15 @@ func TestAdviseQuotaPartitionKeys(t *testing.T) {
 	if a := Advise(New(KindDeclaration, "docs", d)); a != nil {
 		t.Fatalf("tenant advised: %v", a)
 	}
+}
+
+// advisedPaths joins the advisories' paths.
+func advisedPaths(as []Advisory) string {
+	var paths []string
+	for _, a := range as {
+		paths = append(paths, a.Path)
+	}
+	return strings.Join(paths, " ")
 }
 
 // FuzzAdvise: Advise never panics on a parsed artifact, and every
