@@ -25,6 +25,7 @@ func (a Advisory) String() string { return "spec." + a.Path + ": " + a.Message }
 // advisers are the semantic checks, per kind.
 var advisers = map[Kind]func(*Object) []Advisory{
 	KindTrustPolicy: adviseTrustPolicy,
+	KindDeclaration: adviseDeclaration,
 }
 
 // Advise returns o's advisories, in field order. An object whose spec is
@@ -58,6 +59,29 @@ func adviseTrustPolicy(o *Object) []Advisory {
 		if kg.GetIndependence() == "" {
 			out = append(out, Advisory{Path: fmt.Sprintf("keys[%d].independence", i),
 				Message: fmt.Sprintf("key %q may sign Evidence but binds no independence: its Evidence may state any observer.independence, so requiredIndependence does not constrain it; set independence", kg.GetName())})
+		}
+	}
+	return out
+}
+
+// quotaPartitionKeys are the Declaration quota partition keys the agent
+// reads: "tenant" keeps its local budgets per tenant as well as per
+// principal class and tool (agent/decide, agent/pipeline).
+var quotaPartitionKeys = []string{"tenant"}
+
+// adviseDeclaration: a quota partition key the agent does not read
+// (anything but quotaPartitionKeys, matched exactly) does not split the
+// local budgets, however the provider partitions its quota.
+func adviseDeclaration(o *Object) []Advisory {
+	d, ok := o.Spec.(*mcpreadyv1.Declaration)
+	if !ok {
+		return nil
+	}
+	var out []Advisory
+	for i, k := range d.GetQuota().GetPartitionKeys() {
+		if !slices.Contains(quotaPartitionKeys, k) {
+			out = append(out, Advisory{Path: fmt.Sprintf("quota.partitionKeys[%d]", i),
+				Message: fmt.Sprintf("partition key %q is not read: local quota budgets are kept per principal class and tool, and per tenant only for %q; the budget is not split by it", k, "tenant")})
 		}
 	}
 	return out

@@ -116,7 +116,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"timeouts.perAttempt":           no("the policy's per-attempt timeout is used"),
 		"retryableConditions":           yes(inDecide, "narrows the policy's retryable conditions"),
 		"quota.unit":                    rec("names the unit in receipts' quota; every call counts one unit"),
-		"quota.partitionKeys":           yes(inQuota, "\"tenant\" keeps local budgets per tenant too; other keys are not read"),
+		"quota.partitionKeys":           yes(inQuota, "\"tenant\" keeps local budgets per tenant too; any other key is not read, and apply warns (artifact.Advise)"),
 		"quota.limit":                   no("a limit without a window cannot be a local budget (Policy.cost.maxQuotaUnits per quotaWindow is); the upstream's RateLimit response hints are read instead"),
 		"pricing.source":                rec(""),
 		"pricing.unit":                  no("the amount is taken as per call"),

@@ -331,7 +331,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeTokenExpired), 0, StepTrust, "the token for the upstream expired and was not refreshed"},
 	{KindCode, string(CodeTenantMismatch), 0, StepTrust, "the token's tenant claim (oauth.tenantClaim) is missing or not the tenant the Policy (auth.requiredTenant) or the entry (authority.tenant) requires"},
 	{KindCode, string(CodeIdempotencyKeyReused), 0, StepSideEffect, "the idempotency key is bound to another payload, principal class or tool"},
-	{KindCode, string(CodeIdempotencyKeyInvalid), 0, StepSideEffect, "the idempotency key is empty, longer than 255 bytes or not printable ASCII"},
+	{KindCode, string(CodeIdempotencyKeyInvalid), 0, StepSideEffect, "the idempotency key is not a string, is empty, is longer than 255 bytes or is not printable ASCII"},
 	{KindCode, string(CodeIdempotencyRouteUnavailable), 0, StepSideEffect, "a repeat's key is bound to a route that is no longer admitted"},
 	{KindCode, string(CodeIdempotencyStore), 0, StepSideEffect, "the idempotency binding could not be made durable"},
 	{KindCode, string(CodeSemanticInvalid), 0, StepNone, "a semantic validator (Policy.semanticValidation) rejected the result, or could not evaluate it"},

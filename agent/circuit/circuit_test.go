@@ -80,12 +80,12 @@ func TestKeysIndependent(t *testing.T) {
 
 func TestConfigFromPolicy(t *testing.T) {
 	c := ConfigFromPolicy(&mcpreadyv1.CircuitRules{ConsecutiveFailures: 2, BaseEjection: durationpb.New(time.Second),
-		MaxEjection: durationpb.New(3 * time.Second), ReadmitRatio: 0.25}).withDefaults()
-	if c.ConsecutiveFailures != 2 || c.BaseEjection != time.Second || c.MaxEjection != 3*time.Second || c.ReadmitRatio != 0.25 {
+		MaxEjection: durationpb.New(3 * time.Second), ReadmitRatio: 0.25, SlowStartWindow: durationpb.New(20 * time.Second)}).withDefaults()
+	if c.ConsecutiveFailures != 2 || c.BaseEjection != time.Second || c.MaxEjection != 3*time.Second || c.ReadmitRatio != 0.25 || c.SlowStart != 20*time.Second {
 		t.Fatalf("%+v", c)
 	}
 	d := ConfigFromPolicy(nil).withDefaults()
-	if d.ConsecutiveFailures != 5 || d.BaseEjection != 30*time.Second || d.MaxEjection != 300*time.Second || d.ReadmitRatio != 0.1 {
+	if d.ConsecutiveFailures != 5 || d.BaseEjection != 30*time.Second || d.MaxEjection != 300*time.Second || d.ReadmitRatio != 0.1 || d.SlowStart != 0 {
 		t.Fatalf("defaults %+v", d)
 	}
 	// Policy updates keep breaker state.

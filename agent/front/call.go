@@ -284,7 +284,11 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 		pr.Caller = c.pipeline()
 	}
 	meta := metaOf(req.Params)
-	pr.IdempotencyKey, pr.HasKey = meta[idempotency.MetaKey].(string)
+	key, hasKey, err := idempotency.FromMeta(meta)
+	pr.IdempotencyKey, pr.HasKey = key, hasKey
+	if err != nil && pr.Refusal == nil {
+		pr.Refusal = &decide.RefusalError{Step: readiness.StepSideEffect, Code: readiness.CodeIdempotencyKeyInvalid, Reason: err.Error()}
+	}
 	if len(meta) > 0 {
 		pr.Meta = forUpstream(&mcp.CallToolParams{Meta: meta}).Meta
 	}

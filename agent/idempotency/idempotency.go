@@ -242,6 +242,41 @@ func CheckKey(key string) error {
 	return nil
 }
 
+// FromMeta reads the key a client put in _meta[MetaKey]: present says
+// whether the field is there at all. A present value that is not a JSON
+// string (a number, an object, null) is an error wrapping ErrKeyInvalid
+// that names its JSON type, never its value: it is not "no key", which
+// would let the agent allocate a key of its own and a client's retry with
+// the same value be applied again.
+func FromMeta(meta map[string]any) (key string, present bool, err error) {
+	v, present := meta[MetaKey]
+	if !present {
+		return "", false, nil
+	}
+	key, ok := v.(string)
+	if !ok {
+		return "", true, fmt.Errorf("%w: _meta %q is %s, not a string", ErrKeyInvalid, MetaKey, jsonType(v))
+	}
+	return key, true, nil
+}
+
+// jsonType names the JSON type of a value decoded by encoding/json.
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64, json.Number:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
 // NewKey allocates a fresh key: 128 random bits, printable.
 func NewKey() string {
 	var b [16]byte

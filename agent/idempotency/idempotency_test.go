@@ -184,3 +184,24 @@ func BenchmarkBind(b *testing.B) {
 		}
 	}
 }
+
+// A key in _meta that is not a JSON string is a malformed key, not "no
+// key"; the error names the type and never the value.
+func TestFromMeta(t *testing.T) {
+	if k, present, err := FromMeta(map[string]any{"other": 1}); k != "" || present || err != nil {
+		t.Fatalf("absent: %q %v %v", k, present, err)
+	}
+	if k, present, err := FromMeta(map[string]any{MetaKey: "order-1"}); k != "order-1" || !present || err != nil {
+		t.Fatalf("string: %q %v %v", k, present, err)
+	}
+	for _, c := range []struct {
+		v    any
+		want string
+	}{{float64(4242), "a number"}, {map[string]any{"k": "v-secret"}, "an object"}, {[]any{"v-secret"}, "an array"}, {true, "a boolean"}, {nil, "null"}} {
+		k, present, err := FromMeta(map[string]any{MetaKey: c.v})
+		if k != "" || !present || !errors.Is(err, ErrKeyInvalid) || !strings.Contains(err.Error(), c.want) ||
+			strings.Contains(err.Error(), "4242") || strings.Contains(err.Error(), "v-secret") {
+			t.Fatalf("%v: %q %v %v", c.v, k, present, err)
+		}
+	}
+}

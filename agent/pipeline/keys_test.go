@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/mcpready/mcpready/agent/circuit"
@@ -19,14 +21,21 @@ import (
 )
 
 // payment is a KEYED, state-changing "charge" tool whose Declaration says
-// the key travels in header (or argument) and is kept for an hour.
+// the key travels in header (or argument, or only _meta) and is kept for
+// an hour.
 type payment struct {
-	up     *mcptest.Upstream
-	ledger *mcptest.Ledger
-	pl     *Pipeline
-	st     State
-	out    *sink
-	tr     *fake
+	up      *mcptest.Upstream
+	ledger  *mcptest.Ledger
+	pl      *Pipeline
+	st      State
+	out     *sink
+	tr      *fake
+	o       payOpts
+	entries map[string]*mcpreadyv1.RegistryEntry
+	// twin is the ledger of entry "pay-b" (payOpts.twin); refunds counts
+	// the calls that reached "refund" (payOpts.refund).
+	twin    *mcptest.Ledger
+	refunds *atomic.Int32
 }
 
 type payOpts struct {
@@ -38,40 +47,48 @@ type payOpts struct {
 	rollback         bool // the entry supports rollback
 	cost             *mcpreadyv1.CostRules
 	unpriced         bool // the Declaration declares no price
+	quota            *mcpreadyv1.DeclaredQuota
+	twin             bool // a second entry "pay-b" of the same tool on another upstream
+	refund           bool // a second keyed tool "refund" on the same upstream
 }
 
 func newPayment(t *testing.T, o payOpts) *payment {
 	t.Helper()
-	up := mcptest.New(t, mcptest.Options{})
-	ledger := mcptest.NewLedger(o.header, o.argument, "")
-	mcptest.AddChargeTool(up.Server, ledger)
-	tool := &mcpreadyv1.DeclaredTool{Name: "charge", SideEffect: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING,
-		Idempotency: mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_KEYED, IdempotencyKeyHeader: o.header,
-		IdempotencyKeyArgument: o.argument, IdempotencyKeyRetention: durationpb.New(time.Hour)}
-	if o.undeclared {
-		tool = &mcpreadyv1.DeclaredTool{Name: "charge", SideEffect: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING}
+	pm := &payment{o: o, out: &sink{}, tr: newFake(t), entries: map[string]*mcpreadyv1.RegistryEntry{}}
+	add := func(name, tool string) (*mcptest.Upstream, *mcptest.Ledger) {
+		up := mcptest.New(t, mcptest.Options{})
+		// The ledger reads the key where the Declaration says, or from
+		// _meta when it names no other place.
+		meta := ""
+		if o.header == "" && o.argument == "" {
+			meta = idempotency.MetaKey
+		}
+		ledger := mcptest.NewLedger(o.header, o.argument, meta)
+		mcptest.AddChargeTool(up.Server, ledger)
+		e := entry("test", up.URL)
+		e.Identity.ToolName = tool
+		e.SideEffect = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING
+		e.RollbackSupported = o.rollback
+		pm.entries[name] = e
+		return up, ledger
 	}
-	e := entry("test", up.URL)
-	e.Identity.ToolName = "charge"
-	e.SideEffect = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING
-	p := policy()
-	p.SideEffects = append(p.SideEffects, &mcpreadyv1.SideEffectRule{Match: "*/charge", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING})
-	p.Principals = append(p.Principals, &mcpreadyv1.PrincipalRule{PrincipalClass: "ops", Allow: []string{"*"}})
-	p.Retry = &mcpreadyv1.RetryRules{MaxAttempts: 3, BaseBackoff: durationpb.New(time.Millisecond)}
-	p.Approvals, p.Cost = o.approvals, o.cost
-	pricing := &mcpreadyv1.DeclaredPricing{Amount: "0.02", Currency: "EUR"}
-	if o.unpriced {
-		pricing = nil
+	pm.up, pm.ledger = add("pay", "charge")
+	if o.twin {
+		_, pm.twin = add("pay-b", "charge")
 	}
-	e.RollbackSupported = o.rollback
-	snap, err := decide.NewSnapshot(decide.Inputs{PolicyVersion: "1", Policy: p, Entries: map[string]*mcpreadyv1.RegistryEntry{"pay": e},
-		Declarations: map[string]*mcpreadyv1.Declaration{"test": {ServerName: "test", Tools: []*mcpreadyv1.DeclaredTool{tool},
-			Pricing: pricing}}})
-	if err != nil {
-		t.Fatal(err)
+	if o.refund {
+		pm.refunds = &atomic.Int32{}
+		mcp.AddTool(pm.up.Server, &mcp.Tool{Name: "refund", Description: "Refunds."},
+			func(context.Context, *mcp.CallToolRequest, mcptest.ChargeInput) (*mcp.CallToolResult, any, error) {
+				pm.refunds.Add(1)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunded"}}}, nil, nil
+			})
+		e := entry("test", pm.up.URL)
+		e.Identity.ToolName = "refund"
+		e.SideEffect = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING
+		pm.entries["refund"] = e
 	}
-	out := &sink{}
-	opts := Options{Region: "eu", Emit: out.emit}
+	opts := Options{Region: "eu", Emit: pm.out.emit}
 	if !o.noStore {
 		dir := o.dir
 		if dir == "" {
@@ -84,13 +101,55 @@ func newPayment(t *testing.T, o payOpts) *payment {
 		t.Cleanup(func() { _ = keys.Close() })
 		opts.Keys = keys
 	}
-	return &payment{up: up, ledger: ledger, pl: New(opts), out: out, tr: newFake(t),
-		st: State{Decide: snap, Circuits: circuit.NewSet(circuit.Config{}), Budget: invoke.NewBudget(1, 10)}}
+	pm.pl = New(opts)
+	pm.st = State{Decide: pm.snapshot(t, pm.entries), Circuits: circuit.NewSet(circuit.Config{}), Budget: invoke.NewBudget(1, 10)}
+	return pm
+}
+
+// snapshot compiles the payment's policy and Declaration over entries.
+func (pm *payment) snapshot(t *testing.T, entries map[string]*mcpreadyv1.RegistryEntry) *decide.Snapshot {
+	t.Helper()
+	o := pm.o
+	names := []string{"charge"}
+	if o.refund {
+		names = append(names, "refund")
+	}
+	var tools []*mcpreadyv1.DeclaredTool
+	for _, name := range names {
+		tool := &mcpreadyv1.DeclaredTool{Name: name, SideEffect: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING,
+			Idempotency: mcpreadyv1.IdempotencyClass_IDEMPOTENCY_CLASS_KEYED, IdempotencyKeyHeader: o.header,
+			IdempotencyKeyArgument: o.argument, IdempotencyKeyRetention: durationpb.New(time.Hour)}
+		if o.undeclared {
+			tool = &mcpreadyv1.DeclaredTool{Name: name, SideEffect: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING}
+		}
+		tools = append(tools, tool)
+	}
+	p := policy()
+	p.SideEffects = append(p.SideEffects, &mcpreadyv1.SideEffectRule{Match: "*/charge", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING},
+		&mcpreadyv1.SideEffectRule{Match: "*/refund", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING})
+	p.Principals = append(p.Principals, &mcpreadyv1.PrincipalRule{PrincipalClass: "ops", Allow: []string{"*"}})
+	p.Retry = &mcpreadyv1.RetryRules{MaxAttempts: 3, BaseBackoff: durationpb.New(time.Millisecond)}
+	p.Approvals, p.Cost = o.approvals, o.cost
+	pricing := &mcpreadyv1.DeclaredPricing{Amount: "0.02", Currency: "EUR"}
+	if o.unpriced {
+		pricing = nil
+	}
+	snap, err := decide.NewSnapshot(decide.Inputs{PolicyVersion: "1", Policy: p, Entries: entries,
+		Declarations: map[string]*mcpreadyv1.Declaration{"test": {ServerName: "test", Tools: tools, Pricing: pricing, Quota: o.quota}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
 }
 
 func (pm *payment) call(t *testing.T, principal, key string, amount int) Result {
 	t.Helper()
-	req := Request{Requested: "test/charge", Tool: "test/charge", Caller: Caller{Name: "c", Principal: principal},
+	return pm.callTool(t, "test/charge", principal, key, amount)
+}
+
+func (pm *payment) callTool(t *testing.T, tool, principal, key string, amount int) Result {
+	t.Helper()
+	req := Request{Requested: tool, Tool: tool, Caller: Caller{Name: "c", Principal: principal},
 		Arguments: json.RawMessage(`{"amount":` + string(rune('0'+amount)) + `}`)}
 	if key != "" {
 		req.IdempotencyKey, req.HasKey = key, true
@@ -211,5 +270,121 @@ func TestKeyHeaderReservedWarns(t *testing.T) {
 	w := pm.st.Decide.Warnings()
 	if len(w) != 1 || !strings.Contains(w[0], `idempotencyKeyHeader "Authorization"`) {
 		t.Fatalf("warnings %q", w)
+	}
+}
+
+// emitted returns the emitted receipt of res (refusals included).
+func (pm *payment) emitted(t *testing.T, res Result) *mcpreadyv1.Receipt {
+	t.Helper()
+	pm.out.mu.Lock()
+	defer pm.out.mu.Unlock()
+	for _, r := range pm.out.recs {
+		if r.GetReceiptId() == res.Receipt.GetReceiptId() {
+			return r
+		}
+	}
+	t.Fatalf("receipt %s was not emitted", res.Receipt.GetReceiptId())
+	return nil
+}
+
+// A key first used for one tool is refused for another tool of the same
+// principal, even with the same arguments, before the upstream sees it;
+// the refusal is receipted with the key's keyed reference and the call's
+// own scope.
+func TestKeyReusedAcrossTools(t *testing.T) {
+	pm := newPayment(t, payOpts{header: "Idempotency-Key", refund: true})
+	if res := pm.call(t, "dev", "order-42", 5); res.Answer.IsError {
+		t.Fatalf("charge: %+v", res.Answer)
+	}
+	res := pm.callTool(t, "test/refund", "dev", "order-42", 5)
+	refusedWith(t, res, readiness.CodeIdempotencyKeyReused)
+	rec := pm.emitted(t, res)
+	if ir := rec.GetIdempotency(); ir.GetScope() != "dev/test/refund" || !strings.HasPrefix(ir.GetKeyRef(), "hmac-sha256:") || len(rec.GetAttempts()) != 0 {
+		t.Fatalf("receipt idempotency %v, attempts %d", ir, len(rec.GetAttempts()))
+	}
+	if pm.refunds.Load() != 0 {
+		t.Fatal("the refund upstream saw a call with a key bound to charge")
+	}
+	// Another key for refund goes through: the tool itself is admitted.
+	if res := pm.callTool(t, "test/refund", "dev", "refund-1", 5); res.Answer.IsError || pm.refunds.Load() != 1 {
+		t.Fatalf("refund with its own key: %+v (%d calls)", res.Answer, pm.refunds.Load())
+	}
+}
+
+// For a provider that declares key support but no header or argument, the
+// key travels in _meta (idempotency.MetaKey) alone, and that is where the
+// provider reads it: a client's key repeated is charged once, and an
+// allocated key makes a lost answer safely retryable.
+func TestKeyTravelsInMeta(t *testing.T) {
+	pm := newPayment(t, payOpts{})
+	for range 2 {
+		if res := pm.call(t, "dev", "order-42", 5); res.Answer.IsError {
+			t.Fatalf("%+v", res.Answer)
+		}
+	}
+	if pm.ledger.Effects() != 1 || pm.ledger.Calls() != 2 {
+		t.Fatalf("client key: %s, want 1 effect from 2 calls", pm.ledger)
+	}
+	pm.up.SetFaultTimes(mcptest.FaultLostAnswer, "tools/call", 1)
+	res := pm.call(t, "dev", "", 6)
+	if ir := res.Receipt.GetIdempotency(); res.Answer.IsError || !ir.GetAllocated() || len(ir.GetCarried()) != 0 {
+		t.Fatalf("answer %+v, record %v", res.Answer, ir)
+	}
+	if res.Receipt.GetAttemptCount() != 2 || pm.ledger.Effects() != 2 || pm.ledger.Calls() != 4 {
+		t.Fatalf("allocated: attempts %d, %s; want 2 attempts and one more effect", res.Receipt.GetAttemptCount(), pm.ledger)
+	}
+}
+
+// A repeat runs on the route that ran the key first, whatever the ranking
+// says now; when that route is no longer admitted, the repeat is refused
+// (idempotency_route_unavailable) rather than sent to another provider
+// that never saw the key and would apply it again.
+func TestKeyRepeatPinnedToFirstRoute(t *testing.T) {
+	pm := newPayment(t, payOpts{header: "Idempotency-Key", twin: true})
+	first := pm.call(t, "dev", "order-42", 5)
+	if first.Answer.IsError || first.Route == nil {
+		t.Fatalf("first: %+v", first.Answer)
+	}
+	other := "pay-b"
+	if first.Route.Entry == "pay-b" {
+		other = "pay"
+	}
+	for range 3 {
+		if res := pm.call(t, "dev", "order-42", 5); res.Answer.IsError || res.Route.Entry != first.Route.Entry {
+			t.Fatalf("repeat ran on %v, first on %s", res.Route, first.Route.Entry)
+		}
+	}
+	if pm.ledger.Effects()+pm.twin.Effects() != 1 || pm.ledger.Calls()+pm.twin.Calls() != 4 {
+		t.Fatalf("pay %s, pay-b %s: want 1 effect, 4 calls on one ledger", pm.ledger, pm.twin)
+	}
+	calls := pm.ledger.Calls() + pm.twin.Calls()
+	pm.st.Decide = pm.snapshot(t, map[string]*mcpreadyv1.RegistryEntry{other: pm.entries[other]})
+	res := pm.call(t, "dev", "order-42", 5)
+	refusedWith(t, res, readiness.CodeIdempotencyRouteUnavailable)
+	if rec := pm.emitted(t, res); !rec.GetIdempotency().GetRepeat() || len(rec.GetAttempts()) != 0 {
+		t.Fatalf("receipt %v", rec)
+	}
+	if pm.ledger.Calls()+pm.twin.Calls() != calls {
+		t.Fatal("the repeat reached the other route")
+	}
+}
+
+// A binding that cannot be stored refuses the call (idempotency_store)
+// before any upstream sees it, with a receipt: without the binding a
+// reuse with another payload could not be refused later.
+func TestKeyStoreFailureRefuses(t *testing.T) {
+	pm := newPayment(t, payOpts{header: "Idempotency-Key"})
+	if err := pm.pl.opts.Keys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"order-42", ""} { // the client's key, an allocated one
+		res := pm.call(t, "dev", key, 5)
+		refusedWith(t, res, readiness.CodeIdempotencyStore)
+		if rec := pm.emitted(t, res); rec.GetIdempotency().GetKeyRef() == "" || len(rec.GetAttempts()) != 0 {
+			t.Fatalf("receipt %v", rec)
+		}
+	}
+	if pm.ledger.Calls() != 0 {
+		t.Fatalf("%s: a call whose key was not bound reached the upstream", pm.ledger)
 	}
 }

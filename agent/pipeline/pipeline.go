@@ -118,6 +118,9 @@ type Pipeline struct {
 	quota      *quota.Ledger // local quota budgets (quota.go)
 	warm       *warmth       // last use of each upstream session (warmth.go)
 	hints      *quota.Hints  // the upstreams' RateLimit hints (ratelimit.go)
+	// sleep waits before a retry (invoke.Options.Sleep); nil is a timer.
+	// Tests wrap it to see the waits the agent chose.
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 // New returns a Pipeline.
@@ -364,7 +367,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	approve := func(ctx context.Context, r *decide.Route) (invoke.Outcome, bool) {
 		return p.approve(ctx, rec, tr, r, c.Name)
 	}
-	run := invoke.Run(ctx, d, attempt, invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: p.opts.Now, Approve: approve})
+	run := invoke.Run(ctx, d, attempt, invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: p.opts.Now, Sleep: p.sleep, Approve: approve})
 	rec.Attempts, rec.Actions, rec.FailureDomains = run.Attempts, append(hinted, run.Actions...), run.Domains
 	rec.AttemptCount = int32(len(run.Attempts))
 	if r := run.Route; r != nil {

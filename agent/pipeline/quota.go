@@ -10,31 +10,47 @@ import (
 	"time"
 
 	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/quota"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
 )
 
-func quotaKey(c Caller, r *decide.Route) string {
-	k := c.Principal + "\x00" + r.Identity.GetServerName() + "/" + r.Identity.GetToolName()
+func quotaKey(c Caller, r *decide.Route) quota.Key {
+	k := quota.Key{Principal: c.Principal, Server: r.Identity.GetServerName(), Tool: r.Identity.GetToolName()}
 	if r.QuotaByTenant {
-		k += "\x00" + c.Tenant
+		k.Tenant = c.Tenant
 	}
 	return k
 }
 
+// narrow returns the routes ok accepts: routes itself when it accepts them
+// all (nothing allocated, the common case), else a new slice (a
+// decision's routes are shared).
+func narrow(routes []decide.Route, ok func(*decide.Route) bool) []decide.Route {
+	for i := range routes {
+		if ok(&routes[i]) {
+			continue
+		}
+		kept := append(make([]decide.Route, 0, len(routes)-1), routes[:i]...)
+		for j := i + 1; j < len(routes); j++ {
+			if ok(&routes[j]) {
+				kept = append(kept, routes[j])
+			}
+		}
+		return kept
+	}
+	return routes
+}
+
 // quotaFilter drops the routes whose budget is spent (step 7); with none
-// left the call is refused (quota_exhausted). d's routes are shared, so a
-// narrowed list is a new slice.
+// left the call is refused (quota_exhausted).
 func (p *Pipeline) quotaFilter(d *decide.Decision, c Caller, now time.Time) *decide.RefusalError {
 	if d.QuotaLimit <= 0 {
 		return nil
 	}
-	var kept []decide.Route
-	for i := range d.Routes {
-		if p.quota.Used(quotaKey(c, &d.Routes[i]), d.QuotaWindow, now) < d.QuotaLimit {
-			kept = append(kept, d.Routes[i])
-		}
-	}
+	kept := narrow(d.Routes, func(r *decide.Route) bool {
+		return p.quota.Used(quotaKey(c, r), d.QuotaWindow, now) < d.QuotaLimit
+	})
 	if len(kept) == 0 {
 		return &decide.RefusalError{Step: readiness.StepBudget, Code: readiness.CodeQuotaExhausted,
 			Reason: fmt.Sprintf("the local budget of %d quota units per %v for this principal and tool is spent", d.QuotaLimit, d.QuotaWindow)}
@@ -60,7 +76,7 @@ const workflowWindow = 24 * time.Hour
 // micro converts a declared amount to the ledger's integer micro-units.
 func micro(amount float64) int64 { return int64(math.Round(amount * 1e6)) }
 
-func workflowKey(c Caller) string { return "\x01workflow\x00" + c.Workflow }
+func workflowKey(c Caller) quota.Key { return quota.Key{Workflow: c.Workflow} }
 
 // costFilter drops the routes whose declared price would take the
 // workflow past its ceiling, and unpriced routes unless the policy allows
@@ -71,12 +87,9 @@ func (p *Pipeline) costFilter(d *decide.Decision, c Caller, now time.Time) *deci
 		return nil
 	}
 	spent, ceiling := p.quota.Used(workflowKey(c), workflowWindow, now), micro(d.WorkflowCostCeiling)
-	var kept []decide.Route
-	for _, r := range d.Routes {
-		if (r.Priced || d.AllowUnknownPrice) && spent+micro(r.Price) <= ceiling {
-			kept = append(kept, r)
-		}
-	}
+	kept := narrow(d.Routes, func(r *decide.Route) bool {
+		return (r.Priced || d.AllowUnknownPrice) && spent+micro(r.Price) <= ceiling
+	})
 	if len(kept) == 0 {
 		return &decide.RefusalError{Step: readiness.StepBudget, Code: readiness.CodeCostCeiling,
 			Reason: fmt.Sprintf("workflow %s has spent %g of its %g ceiling; the next call would pass it", c.Workflow, float64(spent)/1e6, d.WorkflowCostCeiling)}

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
@@ -90,6 +91,58 @@ func TestWorkflowCostCeiling(t *testing.T) {
 			Caller: Caller{Name: "c", Principal: "dev", Workflow: "wf-1"}, Arguments: []byte(`{"amount":1}`)}, free.tr)
 		if te, _ := ParseToolError(res.Answer); (te.Code == string(readiness.CodeCostCeiling)) == allow {
 			t.Fatalf("unpriced, allow %v: %+v", allow, res.Answer)
+		}
+	}
+}
+
+// A provider that partitions its quota by tenant (Declaration
+// quota.partitionKeys: tenant) gets a local budget per tenant too: once
+// tenant t1 of class dev has spent its unit, t2 of the same class still
+// has its own; without the partition key the class shares one budget.
+func TestQuotaPartitionedByTenant(t *testing.T) {
+	for _, partitioned := range []bool{true, false} {
+		q := &mcpreadyv1.DeclaredQuota{Unit: "charge"}
+		if partitioned {
+			q.PartitionKeys = []string{"tenant"}
+		}
+		pm := newPayment(t, payOpts{noStore: true, quota: q, cost: &mcpreadyv1.CostRules{MaxQuotaUnits: 1, QuotaWindow: durationpb.New(time.Hour)}})
+		charge := func(tenant string) Result {
+			return pm.pl.Call(context.Background(), pm.st, Request{Requested: "test/charge", Tool: "test/charge",
+				Caller: Caller{Name: "c", Principal: "dev", Tenant: tenant}, Arguments: []byte(`{"amount":1}`)}, pm.tr)
+		}
+		if res := charge("t1"); res.Answer.IsError || res.Receipt.GetQuota() != "1 charge (1/1 per 1h0m0s)" {
+			t.Fatalf("t1 first: %+v, quota %q", res.Answer, res.Receipt.GetQuota())
+		}
+		refusedWith(t, charge("t1"), readiness.CodeQuotaExhausted)
+		res := charge("t2")
+		if te, _ := ParseToolError(res.Answer); (te.Code == string(readiness.CodeQuotaExhausted)) == partitioned {
+			t.Fatalf("partitioned %v: t2 %+v", partitioned, res.Answer)
+		}
+		want := 1 // t1's charge
+		if partitioned {
+			want = 2 // and t2's
+		}
+		if pm.ledger.Calls() != want {
+			t.Fatalf("partitioned %v: %s, want %d calls", partitioned, pm.ledger, want)
+		}
+	}
+}
+
+// narrow keeps the accepted routes in order, returns the decision's own
+// slice when it keeps them all and a new one (the shared slice untouched)
+// when it drops any.
+func TestNarrow(t *testing.T) {
+	routes := []decide.Route{{Entry: "a"}, {Entry: "b"}, {Entry: "c"}}
+	entries := func(rs []decide.Route) (s string) {
+		for _, r := range rs {
+			s += r.Entry
+		}
+		return s
+	}
+	for drop, want := range map[string]string{"": "abc", "a": "bc", "b": "ac", "c": "ab", "ac": "b", "abc": ""} {
+		got := narrow(routes, func(r *decide.Route) bool { return !strings.Contains(drop, r.Entry) })
+		if entries(got) != want || entries(routes) != "abc" || (drop == "") != (len(got) > 0 && &got[0] == &routes[0]) {
+			t.Fatalf("drop %q: %q, routes %q", drop, entries(got), entries(routes))
 		}
 	}
 }

@@ -13,14 +13,40 @@ import (
 )
 
 // Fifty callers that all get a 429 with Retry-After: 1 at once retry spread
-// over the second after it: they span most of it and no 10 ms window holds
-// more than a fifth of them (a tenth, typically, on an idle machine). Before, jitter was at most one base backoff (100 ms) whatever the
-// Retry-After, and the retries bunched within it.
+// over the second after it. The waits the agent chose (what its jitter
+// decides, independent of when a loaded machine wakes the timers) each lie
+// in [1 s, 2 s] and no 10 ms holds more than 7 of them, nor of the
+// instants it scheduled the retries for (uniform jitter puts 8 or more of
+// 50 there about once in 100,000 runs; without jitter all 50 waits are
+// the same); and the retries as they ran span most of the second. Before, jitter was at most one base backoff (100 ms) whatever
+// the Retry-After, and the retries bunched within it.
 func TestRetriesDoNotSynchronise(t *testing.T) {
-	const callers = 50
+	const (
+		callers    = 50
+		retryAfter = time.Second
+		mostIn10ms = 7
+	)
 	up := mcptest.New(t, mcptest.Options{})
 	pl, st, _ := setup(t, policy(), map[string]*mcpreadyv1.RegistryEntry{"a": entry("test", up.URL)})
 	st.Budget = invoke.NewBudget(1, 2*callers)
+	var mu sync.Mutex
+	start := time.Now()
+	// The waits the agent chose, the instants it scheduled (since start)
+	// and the retries' starts as they ran.
+	var waits, scheduled, retries []time.Duration
+	pl.sleep = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		waits, scheduled = append(waits, d), append(scheduled, time.Since(start)+d)
+		mu.Unlock()
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	tr := newFake(t)
 	// Warm the shared session so every first attempt is a tools/call.
 	if res := pl.Call(context.Background(), st, request("test/echo"), tr); res.Answer.IsError {
@@ -28,8 +54,6 @@ func TestRetriesDoNotSynchronise(t *testing.T) {
 	}
 	up.SetFaultTimes(mcptest.FaultRateLimited, "tools/call", callers)
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var retries []time.Time
 	for range callers {
 		wg.Add(1)
 		go func() {
@@ -40,30 +64,49 @@ func TestRetriesDoNotSynchronise(t *testing.T) {
 				t.Errorf("answer %+v attempts %v", res.Answer, at)
 				return
 			}
-			if wait := at[1].GetStartedAt().AsTime().Sub(at[0].GetStartedAt().AsTime()); wait < time.Second {
-				t.Errorf("retried %v after a Retry-After of 1s", wait)
+			if wait := at[1].GetStartedAt().AsTime().Sub(at[0].GetStartedAt().AsTime()); wait < retryAfter {
+				t.Errorf("retried %v after a Retry-After of %v", wait, retryAfter)
 			}
 			mu.Lock()
-			retries = append(retries, at[1].GetStartedAt().AsTime())
+			retries = append(retries, at[1].GetStartedAt().AsTime().Sub(start))
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	slices.SortFunc(retries, func(a, b time.Time) int { return a.Compare(b) })
-	most := 0
-	for i := range retries {
-		n := 0
-		for j := i; j < len(retries) && retries[j].Sub(retries[i]) < 10*time.Millisecond; j++ {
-			n++
+	if len(waits) != callers || len(retries) != callers { // waits and scheduled are appended together
+		t.Fatalf("%d waits, %d retries; want %d of each", len(waits), len(retries), callers)
+	}
+	for _, w := range waits {
+		if w < retryAfter || w > 2*retryAfter {
+			t.Fatalf("wait %v outside [%v, %v]", w, retryAfter, 2*retryAfter)
 		}
-		most = max(most, n)
 	}
-	// The bound allows for a loaded machine waking timers late in batches
-	// (13 of 50 within 10 ms were seen once in CI under load); retries
-	// without jitter would put all 50 there. The span (at least 60% of the
-	// window) is what bunched retries fail too.
-	if span := retries[len(retries)-1].Sub(retries[0]); len(retries) != callers || most > callers/2 || span < 600*time.Millisecond {
-		t.Fatalf("%d retries, up to %d within 10 ms (spread %v)", len(retries), most, retries[len(retries)-1].Sub(retries[0]))
+	if most := mostWithin(waits, 10*time.Millisecond); most > mostIn10ms {
+		t.Fatalf("the agent chose %d of %d waits within 10 ms (at most %d allowed): %v", most, callers, mostIn10ms, waits)
 	}
-	t.Logf("%d retries over %v, at most %d in any 10 ms", len(retries), retries[len(retries)-1].Sub(retries[0]), most)
+	if most := mostWithin(scheduled, 10*time.Millisecond); most > mostIn10ms {
+		t.Fatalf("the agent scheduled %d of %d retries within 10 ms (at most %d allowed)", most, callers, mostIn10ms)
+	}
+	// As they ran: the span fails retries that bunch however the waits
+	// were chosen (a timer wheel that fires them together).
+	slices.Sort(retries)
+	if span := retries[len(retries)-1] - retries[0]; span < 600*time.Millisecond {
+		t.Fatalf("retries ran within %v of each other", span)
+	}
+	t.Logf("at most %d of %d waits, %d scheduled retries, %d retries as run in any 10 ms; run over %v", mostWithin(waits, 10*time.Millisecond),
+		callers, mostWithin(scheduled, 10*time.Millisecond), mostWithin(retries, 10*time.Millisecond), retries[len(retries)-1]-retries[0])
+}
+
+// mostWithin is the largest number of ds within any window of length w
+// (it sorts ds).
+func mostWithin(ds []time.Duration, w time.Duration) int {
+	slices.Sort(ds)
+	most := 0
+	for i, j := 0, 0; i < len(ds); i++ {
+		for ds[i]-ds[j] >= w {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
 }

@@ -17,11 +17,20 @@ import (
 	"time"
 )
 
+// Key names one count: a principal class's use of one tool of one server
+// (per tenant when the provider partitions its quota by tenant, else
+// Tenant is ""), or, with only Workflow set, a workflow's spend. A struct
+// rather than a joined string, so a lookup allocates nothing.
+type Key struct {
+	Principal, Server, Tool, Tenant string
+	Workflow                        string
+}
+
 // Ledger counts units per key. Its zero value is not usable; call New.
 // Safe for concurrent use.
 type Ledger struct {
 	mu sync.Mutex
-	m  map[string]*window
+	m  map[Key]*window
 }
 
 type window struct {
@@ -30,19 +39,22 @@ type window struct {
 }
 
 // New returns an empty Ledger.
-func New() *Ledger { return &Ledger{m: map[string]*window{}} }
+func New() *Ledger { return &Ledger{m: map[Key]*window{}} }
 
 // Used returns the units used by key in the window of length w that holds
-// now.
-func (l *Ledger) Used(key string, w time.Duration, now time.Time) int64 {
+// now. It records nothing: a key never charged takes no room.
+func (l *Ledger) Used(key Key, w time.Duration, now time.Time) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.current(key, w, now).used
+	if win := l.m[key]; win != nil && now.Before(win.start.Add(w)) {
+		return win.used
+	}
+	return 0
 }
 
 // Add charges units to key's current window and returns the units used in
 // it now.
-func (l *Ledger) Add(key string, units int64, w time.Duration, now time.Time) int64 {
+func (l *Ledger) Add(key Key, units int64, w time.Duration, now time.Time) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	win := l.current(key, w, now)
@@ -52,7 +64,7 @@ func (l *Ledger) Add(key string, units int64, w time.Duration, now time.Time) in
 
 // current is key's window at now, started afresh when the last one ended;
 // l.mu is held. Ended windows of other keys are dropped as the map grows.
-func (l *Ledger) current(key string, w time.Duration, now time.Time) *window {
+func (l *Ledger) current(key Key, w time.Duration, now time.Time) *window {
 	win := l.m[key]
 	if win == nil || !now.Before(win.start.Add(w)) {
 		if win == nil && len(l.m) >= 4096 {
