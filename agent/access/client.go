@@ -70,6 +70,15 @@ const unverifiedLifetime = 5 * time.Minute
 type Grant struct {
 	token string
 	Facts Facts
+	pr    *pair // whose grant it is: its step-up sequence ends when it succeeds
+}
+
+// succeeded ends the step-up sequence of g's principal at its upstream: a
+// request that presented g was answered with neither 401 nor 403.
+func (g *Grant) succeeded() {
+	if g != nil && g.pr != nil && g.pr.stepUps.Load() != 0 {
+		g.pr.stepUps.Store(0)
+	}
 }
 
 // Client obtains, verifies and caches upstream tokens. It is safe for
@@ -97,12 +106,14 @@ type pair struct {
 	// token of the last one with its scope set.
 	flow                *flow
 	refresh, refreshKey string
+	// stepUps counts the step-ups of the current challenge sequence: since
+	// the last request of this pair that succeeded (Grant.succeeded).
+	stepUps atomic.Int32
 }
 
 type selection struct {
-	scopes  []string
-	key     string // joined(scopes)
-	stepUps int
+	scopes []string
+	key    string // joined(scopes)
 }
 
 // New returns a Client.
@@ -237,8 +248,9 @@ func (c *Client) pairLocked(pk pairKey) *pair {
 // (re)discovers the authorization server from the challenge, selects the
 // scopes (the challenge's scope, else the configured ones, else
 // scopes_supported; on insufficient_scope the union with what was held,
-// at most OAuth.MaxStepUps times and only when the challenge asks for
-// something new) and obtains a new token.
+// only when the challenge asks for something new, and at most
+// OAuth.MaxStepUps times in one challenge sequence, which a request that
+// succeeds ends) and obtains a new token.
 func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, status int, hdr http.Header) (*Grant, error) {
 	ch := ParseChallenge(hdr)
 	pk := c.principalOf(p, up)
@@ -254,25 +266,23 @@ func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, statu
 	var sel []string
 	switch {
 	case ch.Error == "insufficient_scope":
-		s := c.pairLocked(pk).sel
-		if s == nil {
-			s = c.selectLocked(pk, held)
-		}
+		pr := c.pairLocked(pk)
 		union := sortedSet(append(slices.Clone(held), ch.Scopes...))
-		limit := up.OAuth.MaxStepUps
+		limit := int32(up.OAuth.MaxStepUps)
 		if limit == 0 {
 			limit = 2
 		}
-		if len(union) == len(held) || s.stepUps >= limit {
+		if n := pr.stepUps.Load(); len(union) == len(held) || n >= limit {
 			c.mu.Unlock()
-			return nil, notReady(ReasonStepUpExhausted, "insufficient_scope after %d step-up(s)", s.stepUps)
+			return nil, notReady(ReasonStepUpExhausted, "insufficient_scope after %d step-up(s)", n)
 		}
-		s.stepUps++
+		pr.stepUps.Add(1)
 		c.selectLocked(pk, union)
 		sel = union
 	case len(ch.Scopes) > 0 && len(up.OAuth.Scopes) == 0:
 		sel = sortedSet(ch.Scopes)
-		c.selectLocked(pk, sel).stepUps = 0
+		c.selectLocked(pk, sel)
+		c.pairLocked(pk).stepUps.Store(0)
 	default:
 		sel = held
 	}
@@ -381,6 +391,7 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 	if pr.sel == nil {
 		c.selectLocked(pk, scopes) // later lookups need not rebuild the key
 	}
+	g.pr = pr
 	pr.grants[joined(scopes)] = g
 	c.mu.Unlock()
 	return g, nil
