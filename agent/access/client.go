@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+	"golang.org/x/sync/singleflight"
 )
 
 // RFC 8693 identifiers.
@@ -88,6 +89,10 @@ type Client struct {
 	keys  KeySets
 	intro introspections // results of RFC 7662 introspection (introspect.go)
 	dpop  sync.Map       // upstream name → *dpopState (dpop.go)
+
+	// flights are the token requests under way, by flightKey: concurrent
+	// misses of one (principal, upstream, scope set) share one.
+	flights singleflight.Group
 
 	mu    sync.Mutex
 	disc  map[string]*Discovery // by upstream name
@@ -165,10 +170,59 @@ func (c *Client) Token(ctx context.Context, p Principal, up *Upstream) (*Grant, 
 	c.mu.Lock()
 	sel := c.selectionLocked(pk, up)
 	g := c.grantLocked(pk, up)
-	d := c.disc[up.Name]
 	c.mu.Unlock()
 	if g != nil && g.Facts.Expiry.Sub(now) > c.o.RefreshAhead {
 		return g, nil
+	}
+	fresh, err := c.fetch(ctx, p, up, nil, pk, sel)
+	if err != nil && g != nil && g.Facts.Expiry.After(now) {
+		return g, nil // refresh failed early: the held token is still valid
+	}
+	return fresh, err
+}
+
+// flight is what one token request gave its callers.
+type flight struct {
+	g *Grant
+	// abandoned: the caller that made the request gave up on it (its
+	// context ended), so the others ask again for themselves.
+	abandoned bool
+}
+
+// fetch obtains a new token for pk's scopes sel at up (discovering the
+// authorization server first when d is nil and it is not known yet), one
+// request per (principal, upstream, scope set) at a time: callers that
+// miss the cache together share the first one's request and its result.
+// (The authorization-code flow shares its pending flow itself: codeToken.)
+func (c *Client) fetch(ctx context.Context, p Principal, up *Upstream, d *Discovery, pk pairKey, sel []string) (*Grant, error) {
+	if grantOf(p, up) == config.GrantAuthorizationCode {
+		return c.miss(ctx, p, up, d, pk, sel)
+	}
+	key := pk.principal + "\x00" + pk.upstream + "\x00" + joined(sel)
+	for {
+		ch := c.flights.DoChan(key, func() (any, error) {
+			g, err := c.miss(ctx, p, up, d, pk, sel)
+			return flight{g: g, abandoned: ctx.Err() != nil}, err
+		})
+		select {
+		case <-ctx.Done():
+			return nil, tokenError(ctx.Err()) // as if it had made the request itself
+		case r := <-ch:
+			f := r.Val.(flight)
+			if r.Err != nil && f.abandoned && ctx.Err() == nil {
+				continue
+			}
+			return f.g, r.Err
+		}
+	}
+}
+
+// miss is one token request of fetch.
+func (c *Client) miss(ctx context.Context, p Principal, up *Upstream, d *Discovery, pk pairKey, sel []string) (*Grant, error) {
+	if d == nil {
+		c.mu.Lock()
+		d = c.disc[up.Name]
+		c.mu.Unlock()
 	}
 	if d == nil || d.TokenEndpoint == "" { // unknown, or it named a foreign issuer
 		var err error
@@ -176,11 +230,7 @@ func (c *Client) Token(ctx context.Context, p Principal, up *Upstream) (*Grant, 
 			return nil, err
 		}
 	}
-	fresh, err := c.obtain(ctx, p, up, d, pk, sel)
-	if err != nil && g != nil && g.Facts.Expiry.After(now) {
-		return g, nil // refresh failed early: the held token is still valid
-	}
-	return fresh, err
+	return c.obtain(ctx, p, up, d, pk, sel)
 }
 
 // Lookup returns the cached grant for p at up without any I/O, nil when
@@ -289,7 +339,7 @@ func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, statu
 	// The token the upstream refused is no longer presented.
 	delete(c.pairLocked(pk).grants, joined(held))
 	c.mu.Unlock()
-	return c.obtain(ctx, p, up, d, pk, sel)
+	return c.fetch(ctx, p, up, d, pk, sel)
 }
 
 // discover learns up's authorization server. A protected resource that
