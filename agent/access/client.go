@@ -139,12 +139,21 @@ func New(o Options) *Client {
 }
 
 func (c *Client) principalOf(p Principal, up *Upstream) pairKey {
+	return pairKey{Owner(p, up), up.Name}
+}
+
+// Owner is whose token p's requests present at up: p's name under token
+// exchange and the authorization-code flow, "" (the agent itself) under
+// the other grants and for requests of no principal. An upstream binds a
+// session to the user whose token opened it, so a session is shared only
+// among the requests of one owner.
+func Owner(p Principal, up *Upstream) string {
 	switch grantOf(p, up) {
 	case config.GrantClientCredentials, config.GrantJWTBearer, config.GrantIDJAG:
 		// The agent's own identity (its credentials, its files), not p's.
-		return pairKey{"", up.Name}
+		return ""
 	}
-	return pairKey{p.Name, up.Name}
+	return p.Name
 }
 
 // grantOf is the grant a request of p uses at up: the configured one,
