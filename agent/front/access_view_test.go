@@ -46,9 +46,9 @@ func TestTokenExchangeOnAggregateView(t *testing.T) {
 		h.mu.Lock()
 		rec := h.recs[len(h.recs)-1]
 		h.mu.Unlock()
-		if rec.GetSelected().GetAccess().GetGrant() != config.GrantTokenExchange ||
-			strings.Join(rec.GetSelected().GetAccess().GetGrantedScopes(), " ") != "read" {
-			t.Fatalf("receipt access %v", rec.GetSelected().GetAccess())
+		if af := rec.GetSelected().GetAccess(); rec.GetAuthClass() != "oauth:"+config.GrantTokenExchange || af.GetGrant() != config.GrantTokenExchange ||
+			af.GetIssuer() != as.Issuer || strings.Join(af.GetGrantedScopes(), " ") != "read" {
+			t.Fatalf("receipt auth class %q, access %v", rec.GetAuthClass(), af)
 		}
 	}
 }
