@@ -106,6 +106,9 @@ type pairKey struct{ principal, upstream string }
 type pair struct {
 	sel    *selection        // nil: the default selection (selectionLocked)
 	grants map[string]*Grant // by scope set (joined, sorted)
+	// cur is grants[sel.key] (nil without a selection), set under c.mu
+	// whenever either changes (setCur), read without the lock (Guard).
+	cur    atomic.Pointer[Grant]
 	expect atomic.Pointer[Expect]
 	// The authorization-code flow's: the pending flow, and the refresh
 	// token of the last one with its scope set.
@@ -178,7 +181,7 @@ func (c *Client) Token(ctx context.Context, p Principal, up *Upstream) (*Grant, 
 	now := c.o.Now()
 	c.mu.Lock()
 	sel := c.selectionLocked(pk, up)
-	g := c.grantLocked(pk, up)
+	g := c.grantLocked(pk)
 	c.mu.Unlock()
 	if g != nil && g.Facts.Expiry.Sub(now) > c.o.RefreshAhead {
 		return g, nil
@@ -248,7 +251,7 @@ func (c *Client) Lookup(p Principal, up *Upstream) *Grant {
 	pk := c.principalOf(p, up)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.grantLocked(pk, up)
+	return c.grantLocked(pk)
 }
 
 // selectionLocked is the current scope selection of pk: what a challenge
@@ -271,16 +274,24 @@ func (c *Client) selectionLocked(pk pairKey, up *Upstream) []string {
 	return nil
 }
 
-// grantLocked is pk's cached grant for its current selection.
-func (c *Client) grantLocked(pk pairKey, up *Upstream) *Grant {
+// grantLocked is pk's cached grant for its current selection (a grant is
+// only cached once the pair has a selection: obtain).
+func (c *Client) grantLocked(pk pairKey) *Grant {
 	pr := c.pairs[pk]
-	switch {
-	case pr == nil:
+	if pr == nil {
 		return nil
-	case pr.sel != nil:
-		return pr.grants[pr.sel.key]
 	}
-	return pr.grants[joined(c.selectionLocked(pk, up))]
+	return pr.cur.Load()
+}
+
+// setCur makes cur the grant of pr's selection; called under c.mu after
+// every change of pr.sel or pr.grants.
+func (pr *pair) setCur() {
+	if pr.sel == nil {
+		pr.cur.Store(nil)
+		return
+	}
+	pr.cur.Store(pr.grants[pr.sel.key])
 }
 
 // selectLocked makes scopes pk's selection.
@@ -290,6 +301,7 @@ func (c *Client) selectLocked(pk pairKey, scopes []string) *selection {
 		pr.sel = &selection{}
 	}
 	pr.sel.scopes, pr.sel.key = scopes, joined(scopes)
+	pr.setCur()
 	return pr.sel
 }
 
@@ -346,7 +358,9 @@ func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, statu
 		sel = held
 	}
 	// The token the upstream refused is no longer presented.
-	delete(c.pairLocked(pk).grants, joined(held))
+	pr := c.pairLocked(pk)
+	delete(pr.grants, joined(held))
+	pr.setCur()
 	c.mu.Unlock()
 	return c.fetch(ctx, p, up, d, pk, sel)
 }
@@ -452,6 +466,7 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 	}
 	g.pr = pr
 	pr.grants[joined(scopes)] = g
+	pr.setCur()
 	c.mu.Unlock()
 	return g, nil
 }
