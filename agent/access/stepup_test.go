@@ -2,41 +2,27 @@ package access
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/internal/oauthtest"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // newStepRig is newRig whose resource requires the scopes of the current
 // phase: phases[i] while phase holds i.
-func newStepRig(t *testing.T, as *oauthtest.Server, phases ...[]string) (*rig, *atomic.Int32) {
+func newStepRig(t *testing.T, as *oauthtest.Server, o config.OAuth, phases ...[]string) (*rig, *atomic.Int32) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{as: as, url: "http://" + ln.Addr().String() + "/mcp"}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, struct{}, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, struct{}{}, nil
-	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	var handlers []http.Handler
-	for _, scopes := range phases {
-		handlers = append(handlers, as.Protect(oauthtest.Resource{URL: r.url, Scopes: scopes}, h))
-	}
 	phase := &atomic.Int32{}
-	hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		handlers[phase.Load()].ServeHTTP(w, req)
-	})}}
-	hs.Start()
-	t.Cleanup(hs.Close)
+	r := serveRig(t, as, o, func(url string, h http.Handler) http.Handler {
+		var handlers []http.Handler
+		for _, scopes := range phases {
+			handlers = append(handlers, as.Protect(oauthtest.Resource{URL: url, Scopes: scopes}, h))
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { handlers[phase.Load()].ServeHTTP(w, req) })
+	})
 	return r, phase
 }
 
@@ -50,8 +36,7 @@ func TestStepUpLimitIsPerChallengeSequence(t *testing.T) {
 	o, oc := serviceClient(t, "a")
 	o.MaxStepUps = 1
 	as := oauthtest.Start(t, oauthtest.Options{Clients: []oauthtest.Client{oc}})
-	r, phase := newStepRig(t, as, []string{"a", "b"}, []string{"a", "b", "c"}, []string{"a", "b", "c", "d"})
-	r.upstream = Upstream{Name: "echo", URL: r.url, OAuth: o}
+	r, phase := newStepRig(t, as, o, []string{"a", "b"}, []string{"a", "b", "c"}, []string{"a", "b", "c", "d"})
 	c := New(Options{})
 	for i, want := range []string{"a b", "a b c", "a b c d"} {
 		phase.Store(int32(i))
