@@ -38,6 +38,16 @@ func secretFile(t testing.TB, secret string) string {
 
 func newRig(t testing.TB, as *oauthtest.Server, res oauthtest.Resource, o config.OAuth) *rig {
 	t.Helper()
+	return serveRig(t, as, o, func(url string, h http.Handler) http.Handler {
+		res.URL = url
+		return as.Protect(res, h)
+	})
+}
+
+// serveRig serves an MCP server with the tool echo at the rig's URL
+// through protect (given the URL and the MCP handler).
+func serveRig(t testing.TB, as *oauthtest.Server, o config.OAuth, protect func(url string, h http.Handler) http.Handler) *rig {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -47,8 +57,7 @@ func newRig(t testing.TB, as *oauthtest.Server, res oauthtest.Resource, o config
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, struct{}, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, struct{}{}, nil
 	})
-	res.URL = r.url
-	h := as.Protect(res, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	h := protect(r.url, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: h}}
 	hs.Start()
 	t.Cleanup(hs.Close)

@@ -33,10 +33,21 @@ type Expect struct {
 
 // memo remembers the last token an Expect admitted, so that checking the
 // same token against the same Expect again costs one atomic load.
-// It also remembers which upstream the entry's server resolved to.
+// It also remembers which upstream the entry's server resolved to and
+// the state of the last owner checked there (Guard.lookup).
 type memo struct {
 	last atomic.Pointer[passed]
 	up   atomic.Pointer[resolved]
+	pair atomic.Pointer[pairRef]
+}
+
+// pairRef is the state of one owner (Owner) at the upstream a Client
+// resolved the entry's server to.
+type pairRef struct {
+	c     *Client
+	up    *Upstream
+	owner string
+	pr    *pair
 }
 
 // resolved is the upstream a Client's resolve named for the server.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpready/mcpready/internal/oauthtest"
 	"github.com/mcpready/mcpready/readiness"
 )
 
@@ -143,4 +144,29 @@ func TestCheckMemo(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestGuardSeesTheCurrentGrant: a Guard reads the principal's state through
+// the Expect's memo without the lock; it still checks the grant held now,
+// not the absence of one seen when the memo was filled.
+func TestGuardSeesTheCurrentGrant(t *testing.T) {
+	o, oc := serviceClient(t, "read")
+	as := oauthtest.Start(t, oauthtest.Options{Clients: []oauthtest.Client{oc}})
+	r := newRig(t, as, oauthtest.Resource{}, o)
+	c := New(Options{})
+	x := Expect{QualifiedScopes: []string{"other"}}.Memoized()
+	check := func() (Rejection, bool) {
+		g := c.Guard(Principal{Name: "p"}, func(string) (*Upstream, bool) { return &r.upstream, true })
+		defer g.Release()
+		return g.Check("echo", &x, time.Now())
+	}
+	if _, ok := check(); !ok {
+		t.Fatal("nothing held yet must not reject")
+	}
+	if _, err := c.Token(context.Background(), Principal{}, &r.upstream); err != nil {
+		t.Fatal(err)
+	}
+	if rj, ok := check(); ok || rj.Code != readiness.CodePermissionDrift {
+		t.Fatalf("after a token was obtained: %+v %v, want permission drift (the grant's read is not qualified)", rj, ok)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+	"golang.org/x/sync/singleflight"
 )
 
 // RFC 8693 identifiers.
@@ -70,6 +71,15 @@ const unverifiedLifetime = 5 * time.Minute
 type Grant struct {
 	token string
 	Facts Facts
+	pr    *pair // whose grant it is: its step-up sequence ends when it succeeds
+}
+
+// succeeded ends the step-up sequence of g's principal at its upstream: a
+// request that presented g was answered with neither 401 nor 403.
+func (g *Grant) succeeded() {
+	if g != nil && g.pr != nil && g.pr.stepUps.Load() != 0 {
+		g.pr.stepUps.Store(0)
+	}
 }
 
 // Client obtains, verifies and caches upstream tokens. It is safe for
@@ -79,6 +89,10 @@ type Client struct {
 	keys  KeySets
 	intro introspections // results of RFC 7662 introspection (introspect.go)
 	dpop  sync.Map       // upstream name → *dpopState (dpop.go)
+
+	// flights are the token requests under way, by flightKey: concurrent
+	// misses of one (principal, upstream, scope set) share one.
+	flights singleflight.Group
 
 	mu    sync.Mutex
 	disc  map[string]*Discovery // by upstream name
@@ -92,17 +106,22 @@ type pairKey struct{ principal, upstream string }
 type pair struct {
 	sel    *selection        // nil: the default selection (selectionLocked)
 	grants map[string]*Grant // by scope set (joined, sorted)
+	// cur is grants[sel.key] (nil without a selection), set under c.mu
+	// whenever either changes (setCur), read without the lock (Guard).
+	cur    atomic.Pointer[Grant]
 	expect atomic.Pointer[Expect]
 	// The authorization-code flow's: the pending flow, and the refresh
 	// token of the last one with its scope set.
 	flow                *flow
 	refresh, refreshKey string
+	// stepUps counts the step-ups of the current challenge sequence: since
+	// the last request of this pair that succeeded (Grant.succeeded).
+	stepUps atomic.Int32
 }
 
 type selection struct {
-	scopes  []string
-	key     string // joined(scopes)
-	stepUps int
+	scopes []string
+	key    string // joined(scopes)
 }
 
 // New returns a Client.
@@ -123,12 +142,21 @@ func New(o Options) *Client {
 }
 
 func (c *Client) principalOf(p Principal, up *Upstream) pairKey {
+	return pairKey{Owner(p, up), up.Name}
+}
+
+// Owner is whose token p's requests present at up: p's name under token
+// exchange and the authorization-code flow, "" (the agent itself) under
+// the other grants and for requests of no principal. An upstream binds a
+// session to the user whose token opened it, so a session is shared only
+// among the requests of one owner.
+func Owner(p Principal, up *Upstream) string {
 	switch grantOf(p, up) {
 	case config.GrantClientCredentials, config.GrantJWTBearer, config.GrantIDJAG:
 		// The agent's own identity (its credentials, its files), not p's.
-		return pairKey{"", up.Name}
+		return ""
 	}
-	return pairKey{p.Name, up.Name}
+	return p.Name
 }
 
 // grantOf is the grant a request of p uses at up: the configured one,
@@ -153,11 +181,60 @@ func (c *Client) Token(ctx context.Context, p Principal, up *Upstream) (*Grant, 
 	now := c.o.Now()
 	c.mu.Lock()
 	sel := c.selectionLocked(pk, up)
-	g := c.grantLocked(pk, up)
-	d := c.disc[up.Name]
+	g := c.grantLocked(pk)
 	c.mu.Unlock()
 	if g != nil && g.Facts.Expiry.Sub(now) > c.o.RefreshAhead {
 		return g, nil
+	}
+	fresh, err := c.fetch(ctx, p, up, nil, pk, sel)
+	if err != nil && g != nil && g.Facts.Expiry.After(now) {
+		return g, nil // refresh failed early: the held token is still valid
+	}
+	return fresh, err
+}
+
+// flight is what one token request gave its callers.
+type flight struct {
+	g *Grant
+	// abandoned: the caller that made the request gave up on it (its
+	// context ended), so the others ask again for themselves.
+	abandoned bool
+}
+
+// fetch obtains a new token for pk's scopes sel at up (discovering the
+// authorization server first when d is nil and it is not known yet), one
+// request per (principal, upstream, scope set) at a time: callers that
+// miss the cache together share the first one's request and its result.
+// (The authorization-code flow shares its pending flow itself: codeToken.)
+func (c *Client) fetch(ctx context.Context, p Principal, up *Upstream, d *Discovery, pk pairKey, sel []string) (*Grant, error) {
+	if grantOf(p, up) == config.GrantAuthorizationCode {
+		return c.miss(ctx, p, up, d, pk, sel)
+	}
+	key := pk.principal + "\x00" + pk.upstream + "\x00" + joined(sel)
+	for {
+		ch := c.flights.DoChan(key, func() (any, error) {
+			g, err := c.miss(ctx, p, up, d, pk, sel)
+			return flight{g: g, abandoned: ctx.Err() != nil}, err
+		})
+		select {
+		case <-ctx.Done():
+			return nil, tokenError(ctx.Err()) // as if it had made the request itself
+		case r := <-ch:
+			f := r.Val.(flight)
+			if r.Err != nil && f.abandoned && ctx.Err() == nil {
+				continue
+			}
+			return f.g, r.Err
+		}
+	}
+}
+
+// miss is one token request of fetch.
+func (c *Client) miss(ctx context.Context, p Principal, up *Upstream, d *Discovery, pk pairKey, sel []string) (*Grant, error) {
+	if d == nil {
+		c.mu.Lock()
+		d = c.disc[up.Name]
+		c.mu.Unlock()
 	}
 	if d == nil || d.TokenEndpoint == "" { // unknown, or it named a foreign issuer
 		var err error
@@ -165,11 +242,7 @@ func (c *Client) Token(ctx context.Context, p Principal, up *Upstream) (*Grant, 
 			return nil, err
 		}
 	}
-	fresh, err := c.obtain(ctx, p, up, d, pk, sel)
-	if err != nil && g != nil && g.Facts.Expiry.After(now) {
-		return g, nil // refresh failed early: the held token is still valid
-	}
-	return fresh, err
+	return c.obtain(ctx, p, up, d, pk, sel)
 }
 
 // Lookup returns the cached grant for p at up without any I/O, nil when
@@ -178,7 +251,7 @@ func (c *Client) Lookup(p Principal, up *Upstream) *Grant {
 	pk := c.principalOf(p, up)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.grantLocked(pk, up)
+	return c.grantLocked(pk)
 }
 
 // selectionLocked is the current scope selection of pk: what a challenge
@@ -201,16 +274,24 @@ func (c *Client) selectionLocked(pk pairKey, up *Upstream) []string {
 	return nil
 }
 
-// grantLocked is pk's cached grant for its current selection.
-func (c *Client) grantLocked(pk pairKey, up *Upstream) *Grant {
+// grantLocked is pk's cached grant for its current selection (a grant is
+// only cached once the pair has a selection: obtain).
+func (c *Client) grantLocked(pk pairKey) *Grant {
 	pr := c.pairs[pk]
-	switch {
-	case pr == nil:
+	if pr == nil {
 		return nil
-	case pr.sel != nil:
-		return pr.grants[pr.sel.key]
 	}
-	return pr.grants[joined(c.selectionLocked(pk, up))]
+	return pr.cur.Load()
+}
+
+// setCur makes cur the grant of pr's selection; called under c.mu after
+// every change of pr.sel or pr.grants.
+func (pr *pair) setCur() {
+	if pr.sel == nil {
+		pr.cur.Store(nil)
+		return
+	}
+	pr.cur.Store(pr.grants[pr.sel.key])
 }
 
 // selectLocked makes scopes pk's selection.
@@ -220,6 +301,7 @@ func (c *Client) selectLocked(pk pairKey, scopes []string) *selection {
 		pr.sel = &selection{}
 	}
 	pr.sel.scopes, pr.sel.key = scopes, joined(scopes)
+	pr.setCur()
 	return pr.sel
 }
 
@@ -237,8 +319,9 @@ func (c *Client) pairLocked(pk pairKey) *pair {
 // (re)discovers the authorization server from the challenge, selects the
 // scopes (the challenge's scope, else the configured ones, else
 // scopes_supported; on insufficient_scope the union with what was held,
-// at most OAuth.MaxStepUps times and only when the challenge asks for
-// something new) and obtains a new token.
+// only when the challenge asks for something new, and at most
+// OAuth.MaxStepUps times in one challenge sequence, which a request that
+// succeeds ends) and obtains a new token.
 func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, status int, hdr http.Header) (*Grant, error) {
 	ch := ParseChallenge(hdr)
 	pk := c.principalOf(p, up)
@@ -254,32 +337,32 @@ func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, statu
 	var sel []string
 	switch {
 	case ch.Error == "insufficient_scope":
-		s := c.pairLocked(pk).sel
-		if s == nil {
-			s = c.selectLocked(pk, held)
-		}
+		pr := c.pairLocked(pk)
 		union := sortedSet(append(slices.Clone(held), ch.Scopes...))
-		limit := up.OAuth.MaxStepUps
+		limit := int32(up.OAuth.MaxStepUps)
 		if limit == 0 {
 			limit = 2
 		}
-		if len(union) == len(held) || s.stepUps >= limit {
+		if n := pr.stepUps.Load(); len(union) == len(held) || n >= limit {
 			c.mu.Unlock()
-			return nil, notReady(ReasonStepUpExhausted, "insufficient_scope after %d step-up(s)", s.stepUps)
+			return nil, notReady(ReasonStepUpExhausted, "insufficient_scope after %d step-up(s)", n)
 		}
-		s.stepUps++
+		pr.stepUps.Add(1)
 		c.selectLocked(pk, union)
 		sel = union
 	case len(ch.Scopes) > 0 && len(up.OAuth.Scopes) == 0:
 		sel = sortedSet(ch.Scopes)
-		c.selectLocked(pk, sel).stepUps = 0
+		c.selectLocked(pk, sel)
+		c.pairLocked(pk).stepUps.Store(0)
 	default:
 		sel = held
 	}
 	// The token the upstream refused is no longer presented.
-	delete(c.pairLocked(pk).grants, joined(held))
+	pr := c.pairLocked(pk)
+	delete(pr.grants, joined(held))
+	pr.setCur()
 	c.mu.Unlock()
-	return c.obtain(ctx, p, up, d, pk, sel)
+	return c.fetch(ctx, p, up, d, pk, sel)
 }
 
 // discover learns up's authorization server. A protected resource that
@@ -381,7 +464,9 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 	if pr.sel == nil {
 		c.selectLocked(pk, scopes) // later lookups need not rebuild the key
 	}
+	g.pr = pr
 	pr.grants[joined(scopes)] = g
+	pr.setCur()
 	c.mu.Unlock()
 	return g, nil
 }

@@ -52,7 +52,7 @@ func (c *Client) challengeFirst(p Principal, up *Upstream) bool {
 	pk := c.principalOf(p, up)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.disc[up.Name] == nil && c.grantLocked(pk, up) == nil
+	return c.disc[up.Name] == nil && c.grantLocked(pk) == nil
 }
 
 // registration is a client at one authorization server.

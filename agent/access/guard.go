@@ -23,7 +23,7 @@ type Guard struct {
 	looked bool
 	up     *Upstream
 	gr     *Grant
-	d      *Discovery
+	d      *Discovery // only looked up without a grant
 	pair   *pair
 }
 
@@ -58,7 +58,7 @@ func (g *Guard) Check(server string, x *Expect, now time.Time) (Rejection, bool)
 		return Rejection{}, true
 	}
 	if !g.looked || g.up != up {
-		g.lookup(up)
+		g.lookup(up, x.memo)
 	}
 	g.pair.expect.Store(x)
 	if g.gr != nil {
@@ -90,16 +90,36 @@ func (g *Guard) upstreamOf(server string, x *Expect) (*Upstream, bool) {
 	return up, ok
 }
 
-// lookup loads the principal's state at up.
-func (g *Guard) lookup(up *Upstream) {
+// lookup loads the principal's state at up: its pair from m (the memo of
+// the Expect checked) when m remembers this Client's pair of the same
+// owner, else under the lock (remembering it in m), and the discovery
+// only when no grant is held. With a grant and a remembered pair it takes
+// no lock and allocates nothing (pairs live as long as their Client).
+func (g *Guard) lookup(up *Upstream, m *memo) {
 	c := g.c
-	pk := c.principalOf(g.p, up)
+	owner := Owner(g.p, up)
+	g.looked, g.up = true, up
+	g.pair = nil
+	if m != nil {
+		if r := m.pair.Load(); r != nil && r.c == c && r.up == up && r.owner == owner {
+			g.pair = r.pr
+		}
+	}
+	if g.pair != nil {
+		if g.gr, g.d = g.pair.cur.Load(), nil; g.gr != nil {
+			return
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g.looked, g.up = true, up
-	g.gr = c.grantLocked(pk, up)
+	if g.pair == nil {
+		g.pair = c.pairLocked(pairKey{owner, up.Name})
+		if m != nil {
+			m.pair.Store(&pairRef{c: c, up: up, owner: owner, pr: g.pair})
+		}
+	}
+	g.gr = g.pair.cur.Load()
 	g.d = c.disc[up.Name]
-	g.pair = c.pairLocked(pk)
 }
 
 // admitted is what the decision last admitted for p at up, nil if nothing.

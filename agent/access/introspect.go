@@ -106,6 +106,7 @@ func (c *Client) drop(g *Grant) {
 				delete(pr.grants, k)
 			}
 		}
+		pr.setCur()
 	}
 }
 

@@ -62,7 +62,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.send(req, p, g)
-	if err != nil || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
+	if err != nil || !refused(resp) {
+		if err == nil {
+			g.succeeded()
+		}
 		return resp, err
 	}
 	if req.Body != nil && req.GetBody == nil {
@@ -79,7 +82,15 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	return t.send(again, p, g)
+	if resp, err = t.send(again, p, g); err == nil && !refused(resp) {
+		g.succeeded()
+	}
+	return resp, err
+}
+
+// refused reports whether resp refused the token it was sent with.
+func refused(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden
 }
 
 // send checks g against the admitted expectation (and an introspected

@@ -207,8 +207,9 @@ type OAuth struct {
 	// Issuer, when set, is the only authorization server accepted: the
 	// protected resource must name it and tokens must carry it.
 	Issuer string `json:"issuer,omitempty"`
-	// MaxStepUps bounds re-authorizations after insufficient_scope for one
-	// request; zero means 2.
+	// MaxStepUps bounds re-authorizations after insufficient_scope in one
+	// challenge sequence of a principal at this upstream (until a request
+	// succeeds again); zero means 2.
 	MaxStepUps int `json:"maxStepUps,omitempty"`
 	// TenantClaim names the claim of this upstream's tokens that carries
 	// their tenant (e.g. "tid", "tenant"); the per-call check compares it

@@ -25,6 +25,16 @@ func (p *Pool) credentialed(server string, up config.Upstream) (http.RoundTrippe
 	return p.opts.Access.Transport(p.opts.Transport, access.Upstream{Name: server, URL: up.URL, OAuth: *up.OAuth}), nil
 }
 
+// owner is whose token requests of ctx present at t (access.Owner), ""
+// for an upstream without oauth.
+func (p *Pool) owner(ctx context.Context, t Target) string {
+	up, ok := p.opts.Resolve(t)
+	if !ok || up.OAuth == nil {
+		return ""
+	}
+	return access.Owner(access.PrincipalFrom(ctx), &access.Upstream{Name: t.Server, URL: up.URL, OAuth: *up.OAuth})
+}
+
 // accessOutcome classifies a request the access layer refused before or
 // after sending it: ACCESS_NOT_READY with the access reason, nil for
 // another error.

@@ -81,6 +81,10 @@ func TestOAuthUpstream(t *testing.T) {
 	if as.Issued() != 1 {
 		t.Fatalf("issued %d tokens, want 1", as.Issued())
 	}
+	// The agent's own token is every principal's: one shared session.
+	if s2, err := p.Shared(access.WithPrincipal(ctx, access.Principal{Name: "alice"}), Target{Server: "t"}); err != nil || s2 != s {
+		t.Fatalf("alice's shared session under client credentials: %v (same: %v)", err, s2 == s)
+	}
 
 	_, err = p.Shared(ctx, Target{Server: "f"})
 	var f *validate.Outcome

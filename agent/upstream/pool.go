@@ -92,9 +92,16 @@ type Options struct {
 type Pool struct {
 	opts   Options
 	mu     sync.Mutex
-	shared map[Target]*sharedSlot
+	shared map[sharedKey]*sharedSlot
 	closed bool
 	leases leaseIdle
+}
+
+// sharedKey names a shared session: its target and whose token it
+// presents (access.Owner: "" for the agent's own or none).
+type sharedKey struct {
+	Target
+	owner string
 }
 
 type sharedSlot struct {
@@ -117,7 +124,7 @@ func NewPool(opts Options) *Pool {
 	if opts.ClientInfo == nil {
 		opts.ClientInfo = &mcp.Implementation{Name: "mcpready-agent", Version: "1"}
 	}
-	return &Pool{opts: opts, shared: map[Target]*sharedSlot{}}
+	return &Pool{opts: opts, shared: map[sharedKey]*sharedSlot{}}
 }
 
 // Relay receives what a dedicated upstream session sends towards its client.
@@ -147,17 +154,21 @@ type Session struct {
 }
 
 // Shared returns the warm shared session of t, connecting (again) when
-// there is none or the previous one broke.
+// there is none or the previous one broke. Where t's upstream presents the
+// token of the access principal of ctx (token exchange, authorization
+// code), the session is that principal's own, shared among its requests
+// only: the upstream binds a session to the user whose token opened it.
 func (p *Pool) Shared(ctx context.Context, t Target) (*Session, error) {
+	k := sharedKey{Target: t, owner: p.owner(ctx, t)}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, ErrClosed
 	}
-	slot := p.shared[t]
+	slot := p.shared[k]
 	if slot == nil {
 		slot = &sharedSlot{}
-		p.shared[t] = slot
+		p.shared[k] = slot
 	}
 	p.mu.Unlock()
 	slot.mu.Lock()
@@ -215,15 +226,22 @@ func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
 	slots := p.shared
-	p.shared = map[Target]*sharedSlot{}
+	p.shared = map[sharedKey]*sharedSlot{}
 	p.mu.Unlock()
 	p.closeLeases()
-	targets := make([]Target, 0, len(slots))
-	for t := range slots {
-		targets = append(targets, t)
+	targets := make([]sharedKey, 0, len(slots))
+	for k := range slots {
+		targets = append(targets, k)
 	}
 	sort.Slice(targets, func(i, j int) bool {
-		return targets[i].Server < targets[j].Server || targets[i].Server == targets[j].Server && targets[i].Endpoint < targets[j].Endpoint
+		a, b := targets[i], targets[j]
+		if a.Server != b.Server {
+			return a.Server < b.Server
+		}
+		if a.Endpoint != b.Endpoint {
+			return a.Endpoint < b.Endpoint
+		}
+		return a.owner < b.owner
 	})
 	for _, t := range targets {
 		slot := slots[t]
