@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mcpready_agent_tools_list_partial_total", Help: "Tool listings cut at the page bound (later tools neither listed nor pinned), by server.",
 		}, []string{"server"}),
 		sessionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpready_agent_upstream_sessions_refused_total", Help: "Transparent-view sessions refused at a dedicated upstream session cap, by scope (principal, total).",
+			Name: "mcpready_agent_upstream_sessions_refused_total", Help: "Transparent-view sessions refused at a dedicated upstream session cap, by scope (principal, total); owners: calls refused at the bound on shared sessions opened with principals' own tokens.",
 		}, []string{"scope"}),
 		sessionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mcpready_agent_upstream_sessions_open", Help: "Dedicated upstream sessions (stdio: child processes) held for transparent-view sessions.",

@@ -210,7 +210,12 @@ func (s *session) frontCtx(token any) context.Context {
 // server, else the shared session of t.
 func (v *view) upstream(ctx context.Context, s *session, t upstream.Target) (*upstream.Session, error) {
 	if s == nil || v.server == "" || t.Server != v.server {
-		return v.f.pool.Shared(ctx, t)
+		up, err := v.f.pool.Shared(ctx, t)
+		if errors.Is(err, upstream.ErrOwnerSessions) {
+			v.f.metrics.sessionsRefused.WithLabelValues("owners").Inc()
+			return nil, refusal(fmt.Errorf("%w: %w", errTooManySessions, err))
+		}
+		return up, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -86,6 +86,17 @@ type Options struct {
 	// Access presents OAuth tokens to upstreams configured with oauth; nil
 	// refuses to connect to them.
 	Access *access.Client
+	// MaxOwnerSessions bounds the shared sessions opened with a principal's
+	// own token (token exchange, authorization code: one per principal and
+	// target), over all principals. Beyond it a new principal's session is
+	// refused with ErrOwnerSessions once the sessions unused for
+	// OwnerSessionIdle are closed. Zero means 1024.
+	MaxOwnerSessions int
+	// OwnerSessionIdle is how long a principal's shared session may go
+	// unused before it is closed to make room for another; zero means 5m.
+	OwnerSessionIdle time.Duration
+	// now is the clock of the idle check; nil is time.Now (tests set it).
+	now func() time.Time
 }
 
 // Pool owns upstream sessions. It is safe for concurrent use.
@@ -93,6 +104,7 @@ type Pool struct {
 	opts   Options
 	mu     sync.Mutex
 	shared map[sharedKey]*sharedSlot
+	owners int // entries of shared with an owner
 	closed bool
 	leases leaseIdle
 }
@@ -107,7 +119,16 @@ type sharedKey struct {
 type sharedSlot struct {
 	mu   sync.Mutex
 	sess *Session
+	// used is when a principal's slot was last handed out (UnixNano);
+	// evicted is set, under mu, once it left the pool's map.
+	used    atomic.Int64
+	evicted bool
 }
+
+// ErrOwnerSessions refuses a principal's own shared session when
+// Options.MaxOwnerSessions of them are open and none has been idle for
+// Options.OwnerSessionIdle.
+var ErrOwnerSessions = errors.New("too many upstream sessions opened with principals' own tokens")
 
 // NewPool returns an empty pool; sessions connect lazily.
 func NewPool(opts Options) *Pool {
@@ -123,6 +144,15 @@ func NewPool(opts Options) *Pool {
 	}
 	if opts.ClientInfo == nil {
 		opts.ClientInfo = &mcp.Implementation{Name: "mcpready-agent", Version: "1"}
+	}
+	if opts.MaxOwnerSessions == 0 {
+		opts.MaxOwnerSessions = 1024
+	}
+	if opts.OwnerSessionIdle == 0 {
+		opts.OwnerSessionIdle = 5 * time.Minute
+	}
+	if opts.now == nil {
+		opts.now = time.Now
 	}
 	return &Pool{opts: opts, shared: map[sharedKey]*sharedSlot{}}
 }
@@ -158,21 +188,89 @@ type Session struct {
 // token of the access principal of ctx (token exchange, authorization
 // code), the session is that principal's own, shared among its requests
 // only: the upstream binds a session to the user whose token opened it.
+// A principal's sessions are bounded (Options.MaxOwnerSessions): room
+// is made by closing those unused for Options.OwnerSessionIdle.
 func (p *Pool) Shared(ctx context.Context, t Target) (*Session, error) {
 	k := sharedKey{Target: t, owner: p.owner(ctx, t)}
+	for {
+		slot, err := p.slot(k)
+		if err != nil {
+			return nil, err
+		}
+		slot.mu.Lock()
+		if slot.evicted { // closed for room after it was looked up
+			slot.mu.Unlock()
+			continue
+		}
+		s, err := p.sharedIn(ctx, t, slot)
+		slot.mu.Unlock()
+		return s, err
+	}
+}
+
+// slot returns k's slot, making one (and room for it, for an owner's).
+func (p *Pool) slot(k sharedKey) (*sharedSlot, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, ErrClosed
 	}
 	slot := p.shared[k]
+	var idle []*sharedSlot
 	if slot == nil {
+		if k.owner != "" && p.owners >= p.opts.MaxOwnerSessions {
+			idle = p.evictIdle()
+		}
+		if k.owner != "" && p.owners >= p.opts.MaxOwnerSessions {
+			p.mu.Unlock()
+			closeSlots(idle)
+			return nil, fmt.Errorf("%w (%d open)", ErrOwnerSessions, p.opts.MaxOwnerSessions)
+		}
 		slot = &sharedSlot{}
 		p.shared[k] = slot
+		if k.owner != "" {
+			p.owners++
+		}
+	}
+	if k.owner != "" {
+		slot.used.Store(p.opts.now().UnixNano())
 	}
 	p.mu.Unlock()
-	slot.mu.Lock()
-	defer slot.mu.Unlock()
+	closeSlots(idle)
+	return slot, nil
+}
+
+// evictIdle takes the principals' slots unused for OwnerSessionIdle out
+// of the map and returns them to be closed. p.mu must be held.
+func (p *Pool) evictIdle() []*sharedSlot {
+	before := p.opts.now().Add(-p.opts.OwnerSessionIdle).UnixNano()
+	var out []*sharedSlot
+	for k, slot := range p.shared {
+		if k.owner != "" && slot.used.Load() < before {
+			delete(p.shared, k)
+			p.owners--
+			out = append(out, slot)
+		}
+	}
+	return out
+}
+
+// closeSlots closes the sessions of slots taken out of the pool's map.
+func closeSlots(slots []*sharedSlot) {
+	for _, slot := range slots {
+		slot.mu.Lock()
+		slot.evicted = true
+		if slot.sess != nil {
+			_ = slot.sess.cs.Close()
+			slot.sess = nil
+		}
+		slot.mu.Unlock()
+	}
+}
+
+// sharedIn returns slot's warm session, connecting (again) when there is
+// none or it broke. slot.mu must be held.
+func (p *Pool) sharedIn(ctx context.Context, t Target, slot *sharedSlot) (*Session, error) {
 	if s := slot.sess; s != nil && !s.broken.Load() {
 		return s, nil
 	}
@@ -227,6 +325,7 @@ func (p *Pool) Close() {
 	p.closed = true
 	slots := p.shared
 	p.shared = map[sharedKey]*sharedSlot{}
+	p.owners = 0
 	p.mu.Unlock()
 	p.closeLeases()
 	targets := make([]sharedKey, 0, len(slots))
