@@ -78,10 +78,10 @@ a rejected bundle stores nothing. Prints kind, name and revision per bundle
 ("unchanged" when the same bytes are already the latest revision).
 
 A stored artifact that sets fields mcpready does not enforce yet (see the
-enforcement tables in docs/reference.md), or that binds less than it seems
-to (a TrustPolicy key that may sign Evidence without evidenceIssuer or
-independence), is stored, and a warning naming each such field is printed
-on standard error; the exit status stays 0.
+enforcement tables in docs/reference.md) is stored, and a warning naming
+each such field is printed on standard error; the exit status stays 0. A
+TrustPolicy whose key may sign Evidence without evidenceIssuer or
+independence is rejected (evidence-grant-unbound).
 Exits 3 if any bundle was rejected.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
@@ -139,8 +139,7 @@ func (o *applyOptions) run(cmd *cobra.Command, args []string) error {
 }
 
 // warnUnenforced prints a warning on w for each field the bundle's
-// artifact sets that mcpready does not enforce (artifact.Unenforced), and
-// for each semantic advisory (artifact.Advise).
+// artifact sets that mcpready does not enforce (artifact.Unenforced).
 func warnUnenforced(w io.Writer, file string, bundle []byte) {
 	obj, err := sign.Peek(bundle)
 	if err != nil {
@@ -152,9 +151,6 @@ func warnUnenforced(w io.Writer, file string, bundle []byte) {
 			note = " (" + r.Note + ")"
 		}
 		fmt.Fprintf(w, "warning: %s: %s/%s sets spec.%s, which is not enforced%s\n", file, obj.Kind, obj.Metadata.Name, path, note)
-	}
-	for _, a := range artifact.Advise(obj) {
-		fmt.Fprintf(w, "warning: %s: %s/%s %s\n", file, obj.Kind, obj.Metadata.Name, a)
 	}
 }
 

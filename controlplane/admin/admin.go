@@ -168,7 +168,7 @@ func toStatus(err error) error {
 		return status.Errorf(codes.FailedPrecondition, "rejected: %v", err)
 	case errors.As(err, &ve):
 		switch ve.Reason {
-		case sign.ReasonMalformed, sign.ReasonPayloadType, sign.ReasonDigestMismatch:
+		case sign.ReasonMalformed, sign.ReasonPayloadType, sign.ReasonDigestMismatch, sign.ReasonGrantUnbound:
 			return status.Errorf(codes.InvalidArgument, "rejected: %v", err)
 		}
 		return status.Errorf(codes.PermissionDenied, "rejected: %v", err)

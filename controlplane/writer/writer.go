@@ -306,9 +306,6 @@ func (w *Writer) apply(ctx context.Context, bundle []byte, only artifact.Kind) (
 	}
 	if !unchanged {
 		w.o.Logger.Info("artifact stored", "kind", rec.Kind, "name", rec.Name, "revision", rec.Revision, "signer", rec.Signer)
-		for _, a := range artifact.Advise(v.Object) {
-			w.o.Logger.Warn("stored artifact binds less than it seems to", "kind", rec.Kind, "name", rec.Name, "revision", rec.Revision, "field", "spec."+a.Path, "advice", a.Message)
-		}
 	}
 	return rec, unchanged, nil
 }

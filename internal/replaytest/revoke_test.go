@@ -30,7 +30,9 @@ func (e *env) rotation(name, version string, org2 crypto.Signer) []byte {
 	tp.Provenance.Version, tp.Supersedes = version, testpki.RefOf(e.t, e.head)
 	org := tp.Keys[0]
 	org.Revoked, org.RevocationReason = true, "compromised"
-	tp.Keys = append(tp.Keys, testpki.Grant(e.t, "org2", org2, org.GetKinds(), nil))
+	g := testpki.Grant(e.t, "org2", org2, org.GetKinds(), nil)
+	g.EvidenceIssuer, g.Independence = org.GetEvidenceIssuer(), org.GetIndependence()
+	tp.Keys = append(tp.Keys, g)
 	return testpki.Sign(e.t, artifact.New(artifact.KindTrustPolicy, name, tp), e.pki.Root)
 }
 
