@@ -164,7 +164,7 @@ func toStatus(err error) error {
 		return status.Errorf(codes.FailedPrecondition, "rejected: %v", err)
 	case errors.Is(err, artifact.ErrBadVersion):
 		return status.Errorf(codes.InvalidArgument, "rejected: %v", err)
-	case errors.Is(err, writer.ErrNoTrustPolicy), errors.Is(err, writer.ErrTrustExpired):
+	case errors.Is(err, writer.ErrNoTrustPolicy), errors.Is(err, writer.ErrTrustExpired), errors.Is(err, writer.ErrTrustRolledBack):
 		return status.Errorf(codes.FailedPrecondition, "rejected: %v", err)
 	case errors.As(err, &ve):
 		switch ve.Reason {

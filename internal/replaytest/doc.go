@@ -25,8 +25,10 @@
 //     and everything the revoked key signed, older and newer, is refused
 //     on both sides, before and after an agent restart.
 //   - TestCompromisedEtcdIsDenialOnly: etcd holding the TrustPolicy from
-//     before a revocation again makes the control plane accept the revoked
-//     key (a known gap, docs/threat-model.md), never the agent.
+//     before a revocation again makes neither side accept the revoked key:
+//     the control plane refuses every write below its TrustPolicy
+//     high-water mark (kept in its data directory, trust-rolled-back),
+//     the agent refuses the older TrustPolicy and the revoked key.
 //   - TestTombstoneReplayBothSides (over both Discovery variants):
 //     tombstones delete only the exact version and digest they name;
 //     replayed, or for an older version, they delete nothing; unsigned
