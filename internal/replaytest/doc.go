@@ -17,7 +17,8 @@
 //     etcd), each reaches the agent, which NACKs it with its reason and
 //     keeps version 4 (both sides count the NACKs), over both Discovery
 //     variants (in a state-of-the-world set an expired resource is left out
-//     and the held one dropped, as withholding may, except a Policy), after a
+//     and the held one dropped, as withholding may, except a Policy or a
+//     Declaration), after a
 //     restart, with its high-water marks file deleted, and with its
 //     last-known-good file rewritten to the signed set it held at version 2.
 //   - TestNothingRevokedComesBack: a TrustPolicy rotation revokes the org
