@@ -2,7 +2,6 @@ package subscribe
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,35 +12,6 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/testpki"
 )
-
-// TestDeclarationRemovalNeedsTombstone: a held Declaration, like a Policy,
-// is removed only with the signed tombstone of its exact version; a bare
-// delta removal, a full set without it and a full set offering it only
-// expired keep it. Before, each dropped it, and its server's registry
-// entries were then used as if the server declared nothing.
-func TestDeclarationRemovalNeedsTombstone(t *testing.T) {
-	env := cptest.Start(t)
-	c := trustedClient(t, env, Options{})
-	k := artifact.KindDeclaration
-	v1 := env.Sign(sample(k, "srv", "1", "", time.Time{}))
-	if err := offer(c, k, "srv", v1); err != nil {
-		t.Fatal(err)
-	}
-	held := func() string { return heldVersion(c, k, "srv") }
-	if err := c.Apply(k, nil, []string{"srv"}, false); !errors.Is(err, ErrUnsignedRemoval) || held() != "1" {
-		t.Fatalf("bare delta removal: %v, held %s", err, held())
-	}
-	if err := c.Apply(k, nil, nil, true); !errors.Is(err, ErrUnsignedRemoval) || held() != "1" {
-		t.Fatalf("full set without it: %v, held %s", err, held())
-	}
-	expired := []*mcpreadyv1.Resource{{Name: "srv", Bundle: env.Sign(sample(k, "srv", "2", "", time.Now().Add(-time.Minute)))}}
-	if err := c.Apply(k, expired, nil, true); !errors.Is(err, artifact.ErrExpired) || !errors.Is(err, ErrUnsignedRemoval) || held() != "1" {
-		t.Fatalf("full set offering it expired: %v, held %s", err, held())
-	}
-	if err := c.Apply(k, nil, []string{"srv"}, false, tombRes(t, env, v1)); err != nil || held() != "<none>" {
-		t.Fatalf("the exact tombstone: %v, held %s", err, held())
-	}
-}
 
 // TestExpiredDeclarationKeepsEntriesWithheld is the attack on a server's
 // Declaration that expired: a control plane gets its registry entries used
