@@ -14,7 +14,7 @@ import (
 
 // Advisory is one semantic warning about an artifact.
 type Advisory struct {
-	// Path is the spec field path it is about, e.g. "keys[0].evidenceIssuer".
+	// Path is the spec field path it is about, e.g. "quota.partitionKeys[0]".
 	Path string
 	// Message says what the artifact fails to bind and what to set.
 	Message string
@@ -24,7 +24,6 @@ func (a Advisory) String() string { return "spec." + a.Path + ": " + a.Message }
 
 // advisers are the semantic checks, per kind.
 var advisers = map[Kind]func(*Object) []Advisory{
-	KindTrustPolicy: adviseTrustPolicy,
 	KindDeclaration: adviseDeclaration,
 }
 
@@ -35,33 +34,6 @@ func Advise(o *Object) []Advisory {
 		return nil
 	}
 	return advisers[o.Kind](o)
-}
-
-// adviseTrustPolicy: a key that may sign Evidence without evidenceIssuer
-// may state any provenance.issuer, and without independence any
-// observer.independence, so a Policy's acceptedIssuers and
-// requiredIndependence do not constrain what it signs (sign.Trust binds a
-// claim only to what the grant names). A revoked grant signs nothing.
-func adviseTrustPolicy(o *Object) []Advisory {
-	tp, ok := o.Spec.(*mcpreadyv1.TrustPolicy)
-	if !ok {
-		return nil
-	}
-	var out []Advisory
-	for i, kg := range tp.GetKeys() {
-		if kg.GetRevoked() || !slices.ContainsFunc(kg.GetKinds(), func(k string) bool { return k == "*" || k == string(KindEvidence) }) {
-			continue
-		}
-		if kg.GetEvidenceIssuer() == "" {
-			out = append(out, Advisory{Path: fmt.Sprintf("keys[%d].evidenceIssuer", i),
-				Message: fmt.Sprintf("key %q may sign Evidence but binds no issuer: its Evidence may state any provenance.issuer, so acceptedIssuers does not constrain it; set evidenceIssuer", kg.GetName())})
-		}
-		if kg.GetIndependence() == "" {
-			out = append(out, Advisory{Path: fmt.Sprintf("keys[%d].independence", i),
-				Message: fmt.Sprintf("key %q may sign Evidence but binds no independence: its Evidence may state any observer.independence, so requiredIndependence does not constrain it; set independence", kg.GetName())})
-		}
-	}
-	return out
 }
 
 // quotaPartitionKeys are the Declaration quota partition keys the agent

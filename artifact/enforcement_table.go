@@ -85,8 +85,8 @@ var enforcement = map[Kind]map[string]Rule{
 		"revoked":          yes(inSign, ""),
 		"revokedAt":        yes(inSign, ""),
 		"revocationReason": rec(""),
-		"evidenceIssuer":   yes(inSign, "an Evidence signed by the key must state this provenance.issuer (claim-not-granted otherwise); unset binds nothing, and apply warns (artifact.Advise)"),
-		"independence":     yes(inSign, "an Evidence signed by the key must state this observer.independence; unset binds nothing, and apply warns (artifact.Advise)"),
+		"evidenceIssuer":   yes(inSign, "an Evidence signed by the key must state this provenance.issuer (claim-not-granted otherwise); required on every unrevoked grant of Evidence or \"*\" (the TrustPolicy is refused: evidence-grant-unbound)"),
+		"independence":     yes(inSign, "an Evidence signed by the key must state this observer.independence (claim-not-granted otherwise); required on every unrevoked grant of Evidence or \"*\" (the TrustPolicy is refused: evidence-grant-unbound)"),
 	})),
 
 	KindDeclaration: merge(provenance(map[string]Rule{

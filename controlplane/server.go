@@ -64,6 +64,8 @@ import (
 const (
 	DefaultListen        = "127.0.0.1:7443"
 	DefaultMetricsListen = "127.0.0.1:7444"
+	// TrustMarkFile is the TrustPolicy high-water mark's file in DataDir.
+	TrustMarkFile = "trust-highwater.json"
 )
 
 // Errors.
@@ -86,7 +88,11 @@ type Options struct {
 	// /healthz stays plaintext for kubelet probes on any address.
 	MetricsListen string
 	// DataDir holds the embedded etcd in <DataDir>/etcd; required unless
-	// EtcdEndpoints is set.
+	// EtcdEndpoints is set. It also keeps, outside etcd, the newest
+	// TrustPolicy this replica accepted (TrustMarkFile in DataDir,
+	// controlplane/writer's high-water mark), so that an etcd that holds an
+	// older one again cannot make the write path trust a revoked key, also
+	// after a restart; without DataDir the mark lasts as long as the process.
 	DataDir string
 	// EtcdEndpoints selects an external etcd cluster instead of the
 	// embedded one.
@@ -348,7 +354,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	st := store.New(cli, store.Options{MaxBytes: s.o.MaxArtifactBytes, OnError: func(error) { s.etcdErr.Inc() }})
-	w, err := writer.New(writer.Options{Store: st, Root: s.o.Root, Logger: s.o.Logger, Registerer: s.reg})
+	markPath := ""
+	if s.o.DataDir != "" {
+		markPath = filepath.Join(s.o.DataDir, TrustMarkFile)
+	}
+	w, err := writer.New(writer.Options{Store: st, Root: s.o.Root, Logger: s.o.Logger, Registerer: s.reg, TrustMarkPath: markPath})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}

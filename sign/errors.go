@@ -35,6 +35,10 @@ const (
 	// independence class other than its key's grant
 	// (KeyGrant.evidence_issuer, KeyGrant.independence).
 	ReasonClaimNotGranted Reason = "claim-not-granted"
+	// ReasonGrantUnbound: a TrustPolicy grants a key Evidence without
+	// binding its claims (artifact.ErrEvidenceGrantUnbound); the whole
+	// TrustPolicy is refused.
+	ReasonGrantUnbound Reason = "evidence-grant-unbound"
 	// ReasonPayloadType: the envelope is not an in-toto statement, or
 	// its predicateType is not an mcpready kind or disagrees with the
 	// predicate's kind.

@@ -2,6 +2,7 @@ package sign
 
 import (
 	"crypto"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -27,9 +28,11 @@ import (
 //   - The name must match a scope (empty scopes allow all names); for a
 //     Tombstone the name checked is target_name (ReasonOutOfScope).
 //   - An Evidence's provenance.issuer and observer.independence must be
-//     the grant's evidence_issuer and independence when those are set
-//     (ReasonClaimNotGranted): the claims that acceptedIssuers and
-//     requiredIndependence rely on are bound to the key, not to its text.
+//     the grant's evidence_issuer and independence (ReasonClaimNotGranted):
+//     the claims that acceptedIssuers and requiredIndependence rely on are
+//     bound to the key, not to its text. A TrustPolicy that grants a key
+//     Evidence without both is refused (ReasonGrantUnbound), so no key
+//     may claim what it likes.
 //
 // Scopes are path.Match patterns over metadata.name, except that "*"
 // alone matches every name and a pattern ending in "/*" matches any
@@ -53,7 +56,8 @@ type grant struct {
 	revoked   bool
 	revokedAt time.Time
 	reason    string
-	// issuer and independence bind an Evidence's claims ("": unbound).
+	// issuer and independence bind an Evidence's claims (both set
+	// whenever the grant allows Evidence; "" otherwise).
 	issuer, independence string
 }
 
@@ -62,7 +66,9 @@ type grant struct {
 // root (ReasonKindNotAllowed if it is another kind); a policy whose
 // provenance.expires_at is before now is rejected with ReasonKeyExpired;
 // an invalid grant (bad key, key id not matching the key, duplicate key
-// id, unknown kind, bad scope pattern) is ReasonMalformed.
+// id, unknown kind, bad scope pattern) is ReasonMalformed, and a grant of
+// Evidence that binds no issuer or no independence (see
+// artifact.CheckEvidenceGrant) is ReasonGrantUnbound.
 func NewTrust(trustPolicyBundle []byte, root crypto.PublicKey, now time.Time) (*Trust, error) {
 	rk, err := newKeyVerifier(root)
 	if err != nil {
@@ -93,7 +99,11 @@ func newTrust(v *Verified, trustPolicyBundle []byte, rk *keyVerifier, now time.T
 	for i, kg := range tp.GetKeys() {
 		g, err := newGrant(kg)
 		if err != nil {
-			return nil, verifyErr(ReasonMalformed, kg.GetKeyId(), "trust policy %q: key grant %d (%q): %v", v.Object.Metadata.Name, i, kg.GetName(), err)
+			reason := ReasonMalformed
+			if errors.Is(err, artifact.ErrEvidenceGrantUnbound) {
+				reason = ReasonGrantUnbound
+			}
+			return nil, verifyErr(reason, kg.GetKeyId(), "trust policy %q: key grant %d (%q): %v", v.Object.Metadata.Name, i, kg.GetName(), err)
 		}
 		if _, dup := t.grants[g.key.id]; dup {
 			return nil, verifyErr(ReasonMalformed, g.key.id, "trust policy %q: key id granted twice", v.Object.Metadata.Name)
@@ -104,6 +114,9 @@ func newTrust(v *Verified, trustPolicyBundle []byte, rk *keyVerifier, now time.T
 }
 
 func newGrant(kg *mcpreadyv1.KeyGrant) (*grant, error) {
+	if err := artifact.CheckEvidenceGrant(kg); err != nil {
+		return nil, err
+	}
 	pub, err := LoadPublicKey([]byte(kg.GetPublicKey()))
 	if err != nil {
 		return nil, fmt.Errorf("public_key: %w", err)
@@ -215,10 +228,10 @@ func (g *grant) allows(obj *artifact.Object, now time.Time) error {
 		}
 	}
 	if ev, ok := obj.Spec.(*mcpreadyv1.Evidence); ok {
-		if g.issuer != "" && ev.GetProvenance().GetIssuer() != g.issuer {
+		if ev.GetProvenance().GetIssuer() != g.issuer {
 			return verifyErr(ReasonClaimNotGranted, id, "evidence %q claims issuer %q; key %q may claim only %q", name, ev.GetProvenance().GetIssuer(), g.label, g.issuer)
 		}
-		if g.independence != "" && ev.GetObserver().GetIndependence() != g.independence {
+		if ev.GetObserver().GetIndependence() != g.independence {
 			return verifyErr(ReasonClaimNotGranted, id, "evidence %q claims independence %q; key %q may claim only %q", name, ev.GetObserver().GetIndependence(), g.label, g.independence)
 		}
 	}

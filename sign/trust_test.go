@@ -2,6 +2,7 @@ package sign
 
 import (
 	"crypto"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,9 @@ import (
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
+// grantFor grants key kinds for scopes; a grant that may sign Evidence
+// binds its claims (issuer "test/<name>", independence "consumer"), as
+// NewTrust requires.
 func grantFor(t testing.TB, name string, key crypto.Signer, kinds, scopes []string) *mcpreadyv1.KeyGrant {
 	t.Helper()
 	pemData, err := MarshalPublicKey(key.Public())
@@ -24,7 +28,11 @@ func grantFor(t testing.TB, name string, key crypto.Signer, kinds, scopes []stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &mcpreadyv1.KeyGrant{KeyId: id, PublicKey: string(pemData), Name: name, Kinds: kinds, Scopes: scopes}
+	g := &mcpreadyv1.KeyGrant{KeyId: id, PublicKey: string(pemData), Name: name, Kinds: kinds, Scopes: scopes}
+	if slices.Contains(kinds, "*") || slices.Contains(kinds, string(artifact.KindEvidence)) {
+		g.EvidenceIssuer, g.Independence = "test/"+name, "consumer"
+	}
+	return g
 }
 
 func trustPolicy(grants ...*mcpreadyv1.KeyGrant) *artifact.Object {
@@ -186,6 +194,17 @@ func TestNewTrustRejects(t *testing.T) {
 	badScope := grantFor(t, "p", other, nil, []string{"com.example/["})
 	badPEM := grantFor(t, "p", other, nil, nil)
 	badPEM.PublicKey = "not a key"
+	// a grant of Evidence that binds no claim (or only one) would let
+	// its key claim any issuer or independence
+	unbound := grantFor(t, "p", other, []string{"Policy", "Evidence"}, nil)
+	unbound.EvidenceIssuer, unbound.Independence = "", ""
+	halfBound := grantFor(t, "p", other, []string{"*"}, nil)
+	halfBound.Independence = ""
+	revokedUnbound := grantFor(t, "p", other, []string{"*"}, nil)
+	revokedUnbound.EvidenceIssuer, revokedUnbound.Independence, revokedUnbound.Revoked = "", "", true
+	if _, err := NewTrust(mustSign(t, trustPolicy(revokedUnbound), rootKey), rootKey.Public(), now); err != nil {
+		t.Errorf("a revoked grant without Evidence claims: %v", err)
+	}
 	expiredTP := trustPolicy(good)
 	expiredTP.Spec.(*mcpreadyv1.TrustPolicy).Provenance.ExpiresAt = timestamppb.New(now.Add(-time.Second))
 
@@ -203,6 +222,8 @@ func TestNewTrustRejects(t *testing.T) {
 		{"bad scope", mustSign(t, trustPolicy(badScope), rootKey), rootKey.Public(), ReasonMalformed},
 		{"bad public key", mustSign(t, trustPolicy(badPEM), rootKey), rootKey.Public(), ReasonMalformed},
 		{"expired policy", mustSign(t, expiredTP, rootKey), rootKey.Public(), ReasonKeyExpired},
+		{"evidence grant binds no claim", mustSign(t, trustPolicy(unbound), rootKey), rootKey.Public(), ReasonGrantUnbound},
+		{"evidence grant binds no independence", mustSign(t, trustPolicy(halfBound), rootKey), rootKey.Public(), ReasonGrantUnbound},
 		{"truncated", mustSign(t, trustPolicy(good), rootKey)[:40], rootKey.Public(), ReasonMalformed},
 	}
 	for _, tt := range tests {

@@ -16,8 +16,8 @@ import (
 // honoured the deletion, must refuse it as a rollback (before, the
 // deleted bundle passed as "the held bundle again" and came back), also
 // after a restart, also with the marks file deleted (before, a removed
-// artifact's mark lived only there); an unsigned removal does not mark
-// anything deleted, and a newer version is installed.
+// artifact's mark lived only there); an unsigned removal deletes and
+// marks nothing, and a newer version is installed.
 func TestDeletedVersionNeverReturns(t *testing.T) {
 	env := cptest.Start(t)
 	lkg := filepath.Join(t.TempDir(), "lkg.json")
@@ -36,13 +36,13 @@ func TestDeletedVersionNeverReturns(t *testing.T) {
 			t.Fatalf("%s: the deleted bundle again: %v, want rollback", k, err)
 		}
 	}
-	// an unsigned removal of a Declaration (honoured: withholding) marks nothing
+	// an unsigned removal of a Declaration is refused and marks nothing
 	d2 := env.Sign(sample(artifact.KindDeclaration, "org/d", "2", "", time.Time{}))
 	if err := offer(c, artifact.KindDeclaration, "org/d", d2); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Apply(artifact.KindDeclaration, nil, []string{"org/d"}, false); err != nil {
-		t.Fatal(err)
+	if err := c.Apply(artifact.KindDeclaration, nil, []string{"org/d"}, false); !errors.Is(err, ErrUnsignedRemoval) || heldVersion(c, artifact.KindDeclaration, "org/d") != "2" {
+		t.Fatalf("an unsigned removal: %v", err)
 	}
 	if err := offer(c, artifact.KindDeclaration, "org/d", d2); err != nil {
 		t.Fatalf("after an unsigned removal, the same bundle: %v", err)

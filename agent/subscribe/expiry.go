@@ -10,15 +10,21 @@ package subscribe
 //     Policy takes its place (the agent refuses calls that need it:
 //     no_policy, naming the expiry via Withheld);
 //   - an expired Declaration, and every registry entry of its server
-//     (RegistryEntry.identity.serverName = the Declaration's name), while
-//     the agent holds it;
+//     (RegistryEntry.identity.serverName = the Declaration's name);
 //   - an expired TrustPolicy: everything, since nothing it verified may
 //     be used.
 //
 // A withheld resource is still held: its high-water mark stays, it is
 // presented to the control plane as held (Versions), and a newer signed
-// version replaces it and is used again. Registry entries and Evidence
-// carry their own expiry, which the decision checks at every call.
+// version replaces it and is used again. A held Declaration is removed
+// only with a signed tombstone naming its exact version (as a Policy), so
+// neither a delta removal nor a state-of-the-world set that re-offers it
+// expired drops it. Registry entries whose server has a Declaration mark
+// (highwater.go) that no signed tombstone deleted, but no Declaration
+// held, are withheld too: after a restart the expired Declaration is not
+// loaded again (it no longer installs), and its entries must not then be
+// used as if the server had none. Registry entries and Evidence carry
+// their own expiry, which the decision checks at every call.
 
 import (
 	"fmt"
@@ -48,9 +54,9 @@ func (s *Snapshot) Withheld(k artifact.Kind, name string) string {
 	return s.withheld[k][name]
 }
 
-// withhold sets s.withheld for now (see the file comment); s is being
-// built and not yet published.
-func (s *Snapshot) withhold(now time.Time) {
+// withhold sets s.withheld for now and the high-water marks ms (see the
+// file comment); s is being built and not yet published.
+func (s *Snapshot) withhold(now time.Time, ms marks) {
 	s.withheld = nil
 	mark := func(k artifact.Kind, name, why string) {
 		if s.withheld == nil {
@@ -83,6 +89,8 @@ func (s *Snapshot) withhold(now time.Time) {
 		server := r.Verified.Object.Spec.(*mcpreadyv1.RegistryEntry).GetIdentity().GetServerName()
 		if why := s.withheld[artifact.KindDeclaration][server]; why != "" {
 			mark(artifact.KindRegistryEntry, n, "the Declaration of its server: "+why)
+		} else if m, ok := ms[artifact.KindDeclaration][server]; ok && !m.Deleted && s.resources[artifact.KindDeclaration][server] == nil {
+			mark(artifact.KindRegistryEntry, n, fmt.Sprintf("the Declaration of its server %q (version %s) is not held (it expired or no longer verifies) and no signed tombstone removed it", server, m.Version))
 		}
 	}
 }

@@ -14,14 +14,14 @@ import (
 
 // FuzzWithhold: whatever the expiries (seconds from now; negative is
 // none), a snapshot uses nothing that has expired, withholds the registry
-// entries of a server whose Declaration expired and nothing else that is
-// unexpired, uses nothing under an expired TrustPolicy, and its next
+// entries of a server whose Declaration expired, or is gone unsigned
+// (its high-water mark not deleted), and nothing else that is unexpired, uses nothing under an expired TrustPolicy, and its next
 // expiry is in the future.
 func FuzzWithhold(f *testing.F) {
-	f.Add(int64(-1), int64(10), int64(-1), uint8(3), int64(0))
-	f.Add(int64(5), int64(-1), int64(0), uint8(1), int64(7))
-	f.Add(int64(0), int64(0), int64(0), uint8(0), int64(0))
-	f.Fuzz(func(t *testing.T, trustIn, policyIn, declIn int64, entries uint8, at int64) {
+	f.Add(int64(-1), int64(10), int64(-1), uint8(3), int64(0), uint8(1))
+	f.Add(int64(5), int64(-1), int64(0), uint8(1), int64(7), uint8(2))
+	f.Add(int64(0), int64(0), int64(0), uint8(0), int64(0), uint8(0))
+	f.Fuzz(func(t *testing.T, trustIn, policyIn, declIn int64, entries uint8, at int64, otherMark uint8) {
 		t0 := time.Unix(1_800_000_000, 0)
 		now := t0.Add(time.Duration(at%1000) * time.Second)
 		res := func(k artifact.Kind, name string, in int64, spec func(*artifact.Object)) *Resource {
@@ -48,7 +48,14 @@ func FuzzWithhold(f *testing.F) {
 				o.Spec.(*mcpreadyv1.RegistryEntry).Identity = &mcpreadyv1.ToolIdentity{ServerName: server}
 			})
 		}
-		s.withhold(now)
+		// "other" has no Declaration held; its mark is absent (0), live
+		// (1: the Declaration is gone unsigned, e.g. expired before a
+		// restart) or deleted by a signed tombstone (2)
+		var ms marks
+		if otherMark%3 != 0 {
+			ms = marks{artifact.KindDeclaration: {"other": {Version: "1", Digest: "sha256:00", Deleted: otherMark%3 == 2}}}
+		}
+		s.withhold(now, ms)
 		expired := func(r *Resource) bool { e, ok := expiresAt(r); return ok && !now.Before(e) }
 		trustExpired := expired(s.resources[artifact.KindTrustPolicy]["default"])
 		declExpired := expired(s.resources[artifact.KindDeclaration]["srv"])
@@ -56,8 +63,13 @@ func FuzzWithhold(f *testing.F) {
 			for n, r := range m {
 				used := s.Get(k, n) != nil
 				want := !trustExpired && !expired(r)
-				if k == artifact.KindRegistryEntry && r.Verified.Object.Spec.(*mcpreadyv1.RegistryEntry).GetIdentity().GetServerName() == "srv" && declExpired {
-					want = false
+				if k == artifact.KindRegistryEntry {
+					switch r.Verified.Object.Spec.(*mcpreadyv1.RegistryEntry).GetIdentity().GetServerName() {
+					case "srv":
+						want = want && !declExpired
+					case "other":
+						want = want && otherMark%3 != 1
+					}
 				}
 				if used != want {
 					t.Fatalf("%s %q used %v, want %v (now %v)", k, n, used, want, now)

@@ -52,9 +52,9 @@ var (
 	ErrNoTrust = errors.New("no verified trust policy")
 	// ErrRejected: a resource failed verification.
 	ErrRejected = errors.New("resource rejected")
-	// ErrUnsignedRemoval: a removal of a Policy (delta removal, or a full
-	// set that omits it) without a signed tombstone naming the exact
-	// version held; the Policy is kept.
+	// ErrUnsignedRemoval: a removal of a Policy or a Declaration (delta
+	// removal, or a full set that omits it) without a signed tombstone
+	// naming the exact version held; it is kept.
 	ErrUnsignedRemoval = errors.New("unsigned-removal")
 	// ErrOutOfScope: a resource's signed node-label scope does not include
 	// this agent; it is not installed.
@@ -202,7 +202,7 @@ func (c *Client) install(trust *sign.Trust, res map[artifact.Kind]map[string]*Re
 	}
 	old := c.cur.Load()
 	next := &Snapshot{Generation: old.Generation + 1, Trust: trust, resources: res}
-	next.withhold(c.opts.Now())
+	next.withhold(c.opts.Now(), c.marks)
 	c.cur.Store(next)
 	for _, w := range next.newWarnings(old) {
 		c.opts.Logger.Warn("sync: artifact sets fields that are not enforced", "kind", w.Kind, "name", w.Name, "version", w.Version, "fields", w.Fields)
@@ -285,8 +285,8 @@ func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Re
 // returned error is the NACK reason. An expired resource, or one whose
 // signed version is not a version (e.g. stored before versions were
 // checked), is the exception: it is left out (a held version of it is
-// kept, except in a full set, where only a Policy is kept unless a signed
-// tombstone removes it) and named in the returned error while the
+// kept, except in a full set, where only a Policy or a Declaration is kept
+// unless a signed tombstone removes it) and named in the returned error while the
 // others apply, since the control plane keeps such artifacts and a whole
 // set must not be refused for one that aged out. So is one whose signed
 // node-label scope does not include this agent (ErrOutOfScope), except
@@ -295,10 +295,11 @@ func (c *Client) pickTrust(rs map[string]*mcpreadyv1.Resource) (*sign.Trust, *Re
 // the control plane tells an agent, on either variant, that what it holds
 // is no longer for it; the agent never falls back to another resource).
 //
-// A removal of a Policy (in removed, or a held one a full set omits) is
-// honoured only with one of tombstones naming its exact version and digest
-// (artifact.CheckTombstone); otherwise the Policy is kept and the error
-// wraps ErrUnsignedRemoval or artifact.ErrTombstone. A TrustPolicy is
+// A removal of a Policy or a Declaration (in removed, or a held one a
+// full set omits or offers only expired) is honoured only with one of
+// tombstones naming its exact version and digest (artifact.CheckTombstone);
+// otherwise it is kept and the error wraps ErrUnsignedRemoval or
+// artifact.ErrTombstone. A TrustPolicy is
 // never removed: only a newer one in the chain replaces it.
 func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed []string, full bool, tombstones ...*mcpreadyv1.Resource) error {
 	c.mu.Lock()
@@ -386,7 +387,7 @@ func (c *Client) Apply(k artifact.Kind, upserts []*mcpreadyv1.Resource, removed 
 		}
 		for n := range res[k] {
 			if !offered[n] || (!replaced[n] && tombstoned[k]) {
-				removed = append(removed, n) // a Policy left out (expired) is a removal too
+				removed = append(removed, n) // a Policy or Declaration left out (expired) is a removal too
 			} else {
 				delete(res[k], n) // offered: replaced below, or left out (expired)
 			}
@@ -446,8 +447,10 @@ func (c *Client) inScope(r *Resource) error {
 }
 
 // tombstoned lists the kinds an agent removes only on a signed tombstone
-// naming the exact version it holds (a TrustPolicy is never removed).
-var tombstoned = map[artifact.Kind]bool{artifact.KindPolicy: true}
+// naming the exact version it holds (a TrustPolicy is never removed): a
+// Policy, whose removal would leave calls to fall back, and a Declaration,
+// whose removal would leave its server's registry entries unconstrained.
+var tombstoned = map[artifact.Kind]bool{artifact.KindPolicy: true, artifact.KindDeclaration: true}
 
 // checkRemoval checks that one of tombstones is a tombstone, verified
 // under trust and unexpired, naming held's exact version and digest.

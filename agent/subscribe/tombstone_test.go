@@ -45,47 +45,52 @@ func tombRes(t *testing.T, env *cptest.Env, target []byte) *mcpreadyv1.Resource 
 }
 
 // TestAgentRemovalNeedsTombstone is the attack of an unsigned removal: a
-// control plane (or the network in front of it) drops the Policy an agent
-// holds with a bare delta removal or a full set that omits it. The agent
-// keeps it unless a signed tombstone names its exact version and digest;
-// a tombstone for an earlier version, replayed, removes nothing.
+// control plane (or the network in front of it) drops the Policy or the
+// Declaration an agent holds with a bare delta removal or a full set that
+// omits it. The agent keeps it unless a signed tombstone names its exact
+// version and digest; a tombstone for an earlier version, replayed,
+// removes nothing. Before, a Declaration went with any removal, and its
+// server's registry entries were then used as if it declared nothing.
 func TestAgentRemovalNeedsTombstone(t *testing.T) {
-	env := cptest.Start(t)
-	c := trustedClient(t, env, Options{})
-	k := artifact.KindPolicy
-	v1 := env.Sign(sample(k, "org/p", "1", "", time.Time{}))
-	if err := offer(c, k, "org/p", v1); err != nil {
-		t.Fatal(err)
-	}
-	held := func() string { return heldVersion(c, k, "org/p") }
-	if err := c.Apply(k, nil, []string{"org/p"}, false); !errors.Is(err, ErrUnsignedRemoval) || held() != "1" {
-		t.Fatalf("bare delta removal: %v, held %s", err, held())
-	}
-	if err := c.Apply(k, nil, nil, true); !errors.Is(err, ErrUnsignedRemoval) || held() != "1" {
-		t.Fatalf("full set without it: %v, held %s", err, held())
-	}
-	v2 := env.Sign(sample(k, "org/p", "2", "", time.Time{}))
-	if err := c.Apply(k, nil, []string{"org/p"}, false, tombRes(t, env, v2)); !errors.Is(err, artifact.ErrTombstone) || held() != "1" {
-		t.Fatalf("a tombstone for another version: %v, held %s", err, held())
-	}
-	forged := tombRes(t, env, v1)
-	other, _ := sign.GenerateKey(sign.AlgorithmEd25519)
-	forged.Bundle = testpki.Tombstone(t, v1, "retired", other)
-	if err := c.Apply(k, nil, []string{"org/p"}, false, forged); err == nil || held() != "1" {
-		t.Fatalf("a tombstone signed by an unknown key: %v, held %s", err, held())
-	}
-	t1 := tombRes(t, env, v1)
-	if err := c.Apply(k, nil, []string{"org/p"}, false, t1); err != nil || held() != "<none>" {
-		t.Fatalf("the exact tombstone: %v, held %s", err, held())
-	}
-	if err := offer(c, k, "org/p", v2); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Apply(k, nil, []string{"org/p"}, false, t1); !errors.Is(err, artifact.ErrTombstone) || held() != "2" {
-		t.Fatalf("the replayed tombstone: %v, held %s", err, held())
-	}
-	if err := c.Apply(k, nil, nil, true, tombRes(t, env, v2)); err != nil || held() != "<none>" {
-		t.Fatalf("a full set with the exact tombstone: %v, held %s", err, held())
+	for _, k := range []artifact.Kind{artifact.KindPolicy, artifact.KindDeclaration} {
+		t.Run(string(k), func(t *testing.T) {
+			env := cptest.Start(t)
+			c := trustedClient(t, env, Options{})
+			v1 := env.Sign(sample(k, "org/p", "1", "", time.Time{}))
+			if err := offer(c, k, "org/p", v1); err != nil {
+				t.Fatal(err)
+			}
+			held := func() string { return heldVersion(c, k, "org/p") }
+			if err := c.Apply(k, nil, []string{"org/p"}, false); !errors.Is(err, ErrUnsignedRemoval) || held() != "1" {
+				t.Fatalf("bare delta removal: %v, held %s", err, held())
+			}
+			if err := c.Apply(k, nil, nil, true); !errors.Is(err, ErrUnsignedRemoval) || held() != "1" {
+				t.Fatalf("full set without it: %v, held %s", err, held())
+			}
+			v2 := env.Sign(sample(k, "org/p", "2", "", time.Time{}))
+			if err := c.Apply(k, nil, []string{"org/p"}, false, tombRes(t, env, v2)); !errors.Is(err, artifact.ErrTombstone) || held() != "1" {
+				t.Fatalf("a tombstone for another version: %v, held %s", err, held())
+			}
+			forged := tombRes(t, env, v1)
+			other, _ := sign.GenerateKey(sign.AlgorithmEd25519)
+			forged.Bundle = testpki.Tombstone(t, v1, "retired", other)
+			if err := c.Apply(k, nil, []string{"org/p"}, false, forged); err == nil || held() != "1" {
+				t.Fatalf("a tombstone signed by an unknown key: %v, held %s", err, held())
+			}
+			t1 := tombRes(t, env, v1)
+			if err := c.Apply(k, nil, []string{"org/p"}, false, t1); err != nil || held() != "<none>" {
+				t.Fatalf("the exact tombstone: %v, held %s", err, held())
+			}
+			if err := offer(c, k, "org/p", v2); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Apply(k, nil, []string{"org/p"}, false, t1); !errors.Is(err, artifact.ErrTombstone) || held() != "2" {
+				t.Fatalf("the replayed tombstone: %v, held %s", err, held())
+			}
+			if err := c.Apply(k, nil, nil, true, tombRes(t, env, v2)); err != nil || held() != "<none>" {
+				t.Fatalf("a full set with the exact tombstone: %v, held %s", err, held())
+			}
+		})
 	}
 }
 

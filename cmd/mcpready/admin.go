@@ -78,10 +78,10 @@ a rejected bundle stores nothing. Prints kind, name and revision per bundle
 ("unchanged" when the same bytes are already the latest revision).
 
 A stored artifact that sets fields mcpready does not enforce yet (see the
-enforcement tables in docs/reference.md), or that binds less than it seems
-to (a TrustPolicy key that may sign Evidence without evidenceIssuer or
-independence), is stored, and a warning naming each such field is printed
-on standard error; the exit status stays 0.
+enforcement tables in docs/reference.md) is stored, and a warning naming
+each such field is printed on standard error; the exit status stays 0. A
+TrustPolicy whose key may sign Evidence without evidenceIssuer or
+independence is rejected (evidence-grant-unbound).
 Exits 3 if any bundle was rejected.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },

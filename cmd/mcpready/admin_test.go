@@ -142,13 +142,12 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("warning for a policy that does not set the field: %d %q", code, errOut)
 	}
 	// A TrustPolicy whose key may sign Evidence without evidenceIssuer or
-	// independence binds no claim: apply warns (artifact.Advise).
+	// independence would bind no claim: it is refused, naming the grant.
 	loose := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: "2"}, Supersedes: testpki.RefOf(t, p.TrustPolicy),
 		Keys: []*mcpreadyv1.KeyGrant{testpki.Grant(t, "org", p.Org, []string{"Policy", "Evidence"}, nil)}}
 	looseFile := writeFile(t, dir, "loose.json", testpki.Sign(t, artifact.New(artifact.KindTrustPolicy, "test/trust", loose), p.Root))
 	code, _, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", looseFile)
-	if code != exitOK || !strings.Contains(errOut, "warning: "+looseFile+`: TrustPolicy/test/trust spec.keys[0].evidenceIssuer: key "org" may sign Evidence but binds no issuer`) ||
-		!strings.Contains(errOut, "spec.keys[0].independence") {
+	if code == exitOK || !strings.Contains(errOut, "evidence-grant-unbound") || !strings.Contains(errOut, `key "org" may sign Evidence but sets no evidenceIssuer nor independence`) {
 		t.Fatalf("apply of an unbound Evidence grant: %d %q", code, errOut)
 	}
 	if code, _, _ = runKeyCLI(t, "get", "Policy", "--server", "127.0.0.1:1"); code != exitError {

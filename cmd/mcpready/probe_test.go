@@ -72,7 +72,7 @@ func TestProbeCommand(t *testing.T) {
 
 // TestProbeEvidence signs a probe run as SYNTHETIC Evidence, writes it,
 // verifies it offline, and applies it to a control plane that grants the
-// org key Evidence.
+// prober key Evidence.
 func TestProbeEvidence(t *testing.T) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "com.example/docs", Version: "3"}, nil)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
@@ -85,7 +85,7 @@ func TestProbeEvidence(t *testing.T) {
 		t.Fatalf("apply trust: %s", errOut)
 	}
 	t.Setenv("MCPREADY_PASSWORD", "pw")
-	pem, err := sign.MarshalPrivateKey(p.Org, []byte("pw"))
+	pem, err := sign.MarshalPrivateKey(p.Prober, []byte("pw"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestProbeEvidence(t *testing.T) {
 	if code != exitOK || !strings.Contains(errOut, "evidence probe/com.example/docs applied (revision 1)") {
 		t.Fatalf("probe --sign: %d %s\n%s", code, errOut, out0)
 	}
-	v, err := sign.VerifyWithKey(mustRead(t, bundle), p.Org.Public())
+	v, err := sign.VerifyWithKey(mustRead(t, bundle), p.Prober.Public())
 	if err != nil || v.Object.Kind != artifact.KindEvidence {
 		t.Fatalf("bundle: %v", err)
 	}
@@ -199,7 +199,7 @@ func TestProberOnce(t *testing.T) {
 		t.Fatalf("apply entry: %s", errOut)
 	}
 	t.Setenv("MCPREADY_PASSWORD", "pw")
-	pem, _ := sign.MarshalPrivateKey(p.Org, []byte("pw"))
+	pem, _ := sign.MarshalPrivateKey(p.Prober, []byte("pw"))
 	key := writeFile(t, dir, "org.key", pem)
 	code, _, errOut := runKeyCLI(t, "prober", "--once", "--sign", key, "--observer", "org/prober", "--server", addr)
 	if code != exitOK || !strings.Contains(errOut, "probed 1 endpoint(s)") || calls != 1 {

@@ -164,11 +164,11 @@ func toStatus(err error) error {
 		return status.Errorf(codes.FailedPrecondition, "rejected: %v", err)
 	case errors.Is(err, artifact.ErrBadVersion):
 		return status.Errorf(codes.InvalidArgument, "rejected: %v", err)
-	case errors.Is(err, writer.ErrNoTrustPolicy), errors.Is(err, writer.ErrTrustExpired):
+	case errors.Is(err, writer.ErrNoTrustPolicy), errors.Is(err, writer.ErrTrustExpired), errors.Is(err, writer.ErrTrustRolledBack):
 		return status.Errorf(codes.FailedPrecondition, "rejected: %v", err)
 	case errors.As(err, &ve):
 		switch ve.Reason {
-		case sign.ReasonMalformed, sign.ReasonPayloadType, sign.ReasonDigestMismatch:
+		case sign.ReasonMalformed, sign.ReasonPayloadType, sign.ReasonDigestMismatch, sign.ReasonGrantUnbound:
 			return status.Errorf(codes.InvalidArgument, "rejected: %v", err)
 		}
 		return status.Errorf(codes.PermissionDenied, "rejected: %v", err)

@@ -96,7 +96,7 @@ func newEnv(t testing.TB, receipts int) *env {
 		ev.Subject = &mcpreadyv1.Subject{ServerName: server, ToolName: tool, ServerVersion: "2.4.1"}
 		ev.Observer = &mcpreadyv1.Observer{Id: "lab-observer", Software: "mcpready-probe"}
 		ev.ObservedAt = timestamppb.New(now.Add(-10 * time.Minute))
-		apply(testpki.Sign(t, artifact.New(artifact.KindEvidence, name, ev), p.Observer))
+		apply(testpki.Sign(t, artifact.New(artifact.KindEvidence, name, testpki.ObserverEvidence.Claim(ev)), p.Observer))
 	}
 	observed := &mcpreadyv1.ToolIdentity{ServerName: server, ServerVersion: "2.5.0", ToolName: tool, Endpoint: "https://docs.example/mcp", InputSchemaDigest: "sha256:in17", OutputSchemaDigest: "sha256:out10"}
 	cur, err := st.Get(ctx, artifact.KindRegistryEntry, oldEntry)

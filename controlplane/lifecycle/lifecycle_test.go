@@ -149,7 +149,7 @@ func TestEvidenceExpiryMakesStale(t *testing.T) {
 	}
 	ev := &mcpreadyv1.Evidence{Subject: &mcpreadyv1.Subject{ServerName: "com.example/docs", ToolName: "docs.lookup"},
 		ObservedAt: timestamppb.New(e.clk.now()), ExpiresAt: timestamppb.New(e.clk.now().Add(time.Hour))}
-	if _, _, err := e.w.Apply(ctx, testpki.Sign(t, artifact.New(artifact.KindEvidence, "lab/docs.lookup/1", ev), e.p.Observer)); err != nil {
+	if _, _, err := e.w.Apply(ctx, testpki.Sign(t, artifact.New(artifact.KindEvidence, "lab/docs.lookup/1", testpki.ObserverEvidence.Claim(ev)), e.p.Observer)); err != nil {
 		t.Fatal(err)
 	}
 	if ch, err := e.lc.Sweep(ctx); err != nil || len(ch) != 0 {
@@ -189,13 +189,13 @@ func TestPassiveEvidenceNeverRenewsQualification(t *testing.T) {
 	e.applyEntry(t, "docs.lookup@2.4.1", entry("2.4.1", "lab/docs.lookup/1"))
 	qual := &mcpreadyv1.Evidence{Subject: &mcpreadyv1.Subject{ServerName: "com.example/docs", ToolName: "docs.lookup", ServerVersion: "2.4.1"},
 		Method: mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_SYNTHETIC, ObservedAt: timestamppb.New(e.clk.now()), ExpiresAt: timestamppb.New(e.clk.now().Add(time.Hour))}
-	if _, _, err := e.w.Apply(ctx, testpki.Sign(t, artifact.New(artifact.KindEvidence, "lab/docs.lookup/1", qual), e.p.Observer)); err != nil {
+	if _, _, err := e.w.Apply(ctx, testpki.Sign(t, artifact.New(artifact.KindEvidence, "lab/docs.lookup/1", testpki.ObserverEvidence.Claim(qual)), e.p.Observer)); err != nil {
 		t.Fatal(err)
 	}
 	e.clk.add(2 * time.Hour)
 	passive := &mcpreadyv1.Evidence{Subject: &mcpreadyv1.Subject{ServerName: "com.example/docs", ToolName: "docs.lookup", ServerVersion: "2.4.1"},
 		Method: mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_PASSIVE, ObservedAt: timestamppb.New(e.clk.now()), ExpiresAt: timestamppb.New(e.clk.now().Add(time.Hour))}
-	if _, _, err := e.w.Apply(ctx, testpki.Sign(t, artifact.New(artifact.KindEvidence, "passive/docs.lookup", passive), e.p.Observer)); err != nil {
+	if _, _, err := e.w.Apply(ctx, testpki.Sign(t, artifact.New(artifact.KindEvidence, "passive/docs.lookup", testpki.ObserverEvidence.Claim(passive)), e.p.Observer)); err != nil {
 		t.Fatal(err)
 	}
 	ch, err := e.lc.Sweep(ctx)

@@ -93,6 +93,10 @@ func kindSample(t *testing.T, w *writer.Writer, p *testpki.PKI, k artifact.Kind,
 	}
 	var spec proto.Message // empty of kind k, but a TrustPolicy keeps its grants
 	name, signer := "org/"+string(k), p.Org
+	if k == artifact.KindEvidence { // it claims what the org key's grant binds; salt goes elsewhere
+		pv.Issuer = testpki.OrgEvidence.Issuer
+		spec = &mcpreadyv1.Evidence{Observer: &mcpreadyv1.Observer{Independence: testpki.OrgEvidence.Independence, Software: salt}}
+	}
 	if k == artifact.KindTrustPolicy {
 		v, err := sign.Peek(p.TrustPolicy)
 		if err != nil {

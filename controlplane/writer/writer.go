@@ -4,8 +4,10 @@
 // chain (see sign/chain.go: TrustPolicy versions are one chain per
 // organisation, each naming the one it supersedes), every other kind
 // against the active TrustPolicy: the one the chain rule picks from the
-// stored ones, by signed version only, as the agent does. A
-// rejected write stores nothing and returns the verification reason.
+// stored ones, by signed version only, as the agent does, and never below
+// the newest this Writer has accepted (its high-water mark, kept outside
+// etcd: trustmark.go). A rejected write stores nothing and returns the
+// verification reason.
 //
 // Every writer on the control plane goes through a *Writer: the Admin API
 // (apply and delete), the registry lifecycle (the suspensions and state
@@ -72,6 +74,10 @@ type Options struct {
 	// Registerer receives mcpready_controlplane_writes_refused_total; nil
 	// records nothing.
 	Registerer prometheus.Registerer
+	// TrustMarkPath is the file, outside etcd, that keeps the TrustPolicy
+	// high-water mark across restarts (trustmark.go); "" keeps it for the
+	// Writer's lifetime only. A file that cannot be read fails New.
+	TrustMarkPath string
 }
 
 // Writer verifies and stores bundles. It is safe for concurrent use.
@@ -81,7 +87,8 @@ type Writer struct {
 
 	mu       sync.Mutex
 	trust    *sign.Trust
-	trustKey string // the stored TrustPolicies' digests trust was picked from
+	trustKey string        // the stored TrustPolicies' digests trust was picked from
+	mark     sign.TrustRef // the TrustPolicy high-water mark (trustmark.go)
 }
 
 // New returns a Writer, or an error wrapping ErrConfig.
@@ -95,7 +102,11 @@ func New(o Options) (*Writer, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	w := &Writer{o: o, refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcpready_controlplane_writes_refused_total",
+	mark, err := readTrustMark(o.TrustMarkPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	w := &Writer{o: o, mark: mark, refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcpready_controlplane_writes_refused_total",
 		Help: "Writes (apply, delete) the write path refused, by operation, kind and reason (e.g. rollback, expired, key-revoked, tombstone)."}, []string{"op", "kind", "reason"})}
 	if o.Registerer != nil {
 		if err := o.Registerer.Register(w.refused); err != nil {
@@ -127,6 +138,8 @@ func refusalReason(err error) string {
 	switch {
 	case err == nil:
 		return ""
+	case errors.Is(err, ErrTrustRolledBack): // before the cause of a root-only refusal
+		return "trust-rolled-back"
 	case errors.As(err, &ve):
 		return ve.Reason
 	case sign.ReasonOf(err) != "":
@@ -155,7 +168,9 @@ func (w *Writer) Store() *store.Store { return w.o.Store }
 // version that verifies against the root key, whatever its name), and the
 // reference of the one the rule chose (zero when none is stored). The
 // error is ErrNoTrustPolicy when none is stored, and wraps ErrTrustExpired
-// when the chosen one no longer verifies (it expired).
+// when the chosen one no longer verifies (it expired). A choice below the
+// high-water mark (or none, when there is a mark) wraps
+// ErrTrustRolledBack, and the reference is then the mark's.
 func (w *Writer) activeTrust(ctx context.Context) (*sign.Trust, sign.TrustRef, error) {
 	recs, _, err := w.o.Store.List(ctx, artifact.KindTrustPolicy)
 	if err != nil {
@@ -169,12 +184,12 @@ func (w *Writer) activeTrust(ctx context.Context) (*sign.Trust, sign.TrustRef, e
 			key.WriteString(r.Digest)
 		}
 	}
-	if len(bundles) == 0 {
-		return nil, sign.TrustRef{}, ErrNoTrustPolicy
-	}
 	now := w.o.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(bundles) == 0 && w.mark == (sign.TrustRef{}) {
+		return nil, sign.TrustRef{}, ErrNoTrustPolicy
+	}
 	if w.trust != nil && w.trustKey == key.String() {
 		exp := w.trust.Policy().Object.Provenance().GetExpiresAt()
 		if exp == nil || now.Before(exp.AsTime()) {
@@ -182,6 +197,16 @@ func (w *Writer) activeTrust(ctx context.Context) (*sign.Trust, sign.TrustRef, e
 		}
 	}
 	t, ref, err := sign.PickTrust(bundles, w.o.Root, now)
+	if merr := w.belowMark(ref); merr != nil {
+		w.trust, w.trustKey = nil, ""
+		return nil, w.mark, merr
+	}
+	if ref != (sign.TrustRef{}) && !errors.Is(err, sign.ErrTrustChain) {
+		if merr := w.raiseMark(ref); merr != nil {
+			w.trust, w.trustKey = nil, ""
+			return nil, ref, merr
+		}
+	}
 	if err != nil {
 		w.trust, w.trustKey = nil, "" // Current reports no trust rather than a stale one
 		return nil, ref, fmt.Errorf("%w: %q: %w", ErrTrustExpired, ref.Name, err)
@@ -232,7 +257,7 @@ func (w *Writer) verify(ctx context.Context, bundle []byte) (*sign.Verified, err
 	}
 	now := w.o.Now()
 	trust, active, err := w.activeTrust(ctx)
-	rootOnly := errors.Is(err, ErrNoTrustPolicy) || errors.Is(err, ErrTrustExpired)
+	rootOnly := errors.Is(err, ErrNoTrustPolicy) || errors.Is(err, ErrTrustExpired) || errors.Is(err, ErrTrustRolledBack)
 	if err != nil && !rootOnly {
 		return nil, err
 	}
@@ -245,8 +270,10 @@ func (w *Writer) verify(ctx context.Context, bundle []byte) (*sign.Verified, err
 			return v, nil
 		}
 	}
-	// A TrustPolicy; or, at bootstrap or when the active TrustPolicy
-	// expired, only a root-signed TrustPolicy can be written.
+	// A TrustPolicy; or, at bootstrap, when the active TrustPolicy
+	// expired or when the store fell below the high-water mark, only a
+	// root-signed TrustPolicy can be written (in the last case the mark's
+	// own bundle or its successor: active is the mark).
 	t, terr := sign.NewTrust(bundle, w.o.Root, now)
 	if terr != nil {
 		if rootOnly && (sign.ReasonOf(terr) == sign.ReasonUnknownKey || sign.ReasonOf(terr) == sign.ReasonKindNotAllowed) {

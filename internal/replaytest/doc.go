@@ -17,7 +17,8 @@
 //     etcd), each reaches the agent, which NACKs it with its reason and
 //     keeps version 4 (both sides count the NACKs), over both Discovery
 //     variants (in a state-of-the-world set an expired resource is left out
-//     and the held one dropped, as withholding may, except a Policy), after a
+//     and the held one dropped, as withholding may, except a Policy or a
+//     Declaration), after a
 //     restart, with its high-water marks file deleted, and with its
 //     last-known-good file rewritten to the signed set it held at version 2.
 //   - TestNothingRevokedComesBack: a TrustPolicy rotation revokes the org
@@ -25,8 +26,10 @@
 //     and everything the revoked key signed, older and newer, is refused
 //     on both sides, before and after an agent restart.
 //   - TestCompromisedEtcdIsDenialOnly: etcd holding the TrustPolicy from
-//     before a revocation again makes the control plane accept the revoked
-//     key (a known gap, docs/threat-model.md), never the agent.
+//     before a revocation again makes neither side accept the revoked key:
+//     the control plane refuses every write below its TrustPolicy
+//     high-water mark (kept in its data directory, trust-rolled-back),
+//     the agent refuses the older TrustPolicy and the revoked key.
 //   - TestTombstoneReplayBothSides (over both Discovery variants):
 //     tombstones delete only the exact version and digest they name;
 //     replayed, or for an older version, they delete nothing; unsigned

@@ -178,6 +178,10 @@ func (e *env) versionBy(k artifact.Kind, version, salt string, expires time.Time
 		pv.ExpiresAt = timestamppb.New(expires)
 	}
 	var spec proto.Message
+	if k == artifact.KindEvidence { // it claims what the org key's grant binds; salt goes elsewhere
+		pv.Issuer = testpki.OrgEvidence.Issuer
+		spec = &mcpreadyv1.Evidence{Observer: &mcpreadyv1.Observer{Independence: testpki.OrgEvidence.Independence, Software: salt}}
+	}
 	if k == artifact.KindTrustPolicy {
 		v, err := sign.Peek(e.pki.TrustPolicy)
 		if err != nil {

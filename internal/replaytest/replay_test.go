@@ -172,13 +172,13 @@ func replayKind(t *testing.T, k artifact.Kind, mode subscribe.Mode) {
 		if string(b) == string(latest) {
 			continue
 		}
-		if withheld := mode == subscribe.ModeStateOfTheWorld && r.reason == artifact.ReasonExpired && k != artifact.KindPolicy && v == "<none>"; !withheld {
+		if withheld := mode == subscribe.ModeStateOfTheWorld && r.reason == artifact.ReasonExpired && k != artifact.KindPolicy && k != artifact.KindDeclaration && v == "<none>"; !withheld {
 			t.Fatalf("agent, %s: holds version %q, want version %d kept", r.label, v, versions)
 		}
 		// A full set whose resource is expired leaves it out and drops the
 		// held one: withholding, which a control plane may do for any kind
-		// but a Policy (that goes only with its signed tombstone). Served
-		// again, version 4 is installed again.
+		// but a Policy or a Declaration (they go only with their signed
+		// tombstone). Served again, version 4 is installed again.
 		a.answered(k, "version 4 again", func() { e.plant(k, name, latest, false) })
 		a.waitHeld(k, name, latest)
 	}

@@ -2,6 +2,8 @@ package replaytest_test
 
 import (
 	"crypto"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/controlplane"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/sign"
@@ -30,7 +33,9 @@ func (e *env) rotation(name, version string, org2 crypto.Signer) []byte {
 	tp.Provenance.Version, tp.Supersedes = version, testpki.RefOf(e.t, e.head)
 	org := tp.Keys[0]
 	org.Revoked, org.RevocationReason = true, "compromised"
-	tp.Keys = append(tp.Keys, testpki.Grant(e.t, "org2", org2, org.GetKinds(), nil))
+	g := testpki.Grant(e.t, "org2", org2, org.GetKinds(), nil)
+	g.EvidenceIssuer, g.Independence = org.GetEvidenceIssuer(), org.GetIndependence()
+	tp.Keys = append(tp.Keys, g)
 	return testpki.Sign(e.t, artifact.New(artifact.KindTrustPolicy, name, tp), e.pki.Root)
 }
 
@@ -156,14 +161,18 @@ func says(err error, reason string) bool {
 
 // TestCompromisedEtcdIsDenialOnly: etcd, compromised, holds the
 // TrustPolicy from before a revocation again. The control plane's write
-// path picks its chain head from etcd, so it accepts a Policy the revoked
-// key signs (the known gap in docs/threat-model.md: when that changes,
-// change this test); the agent, whose marks hold the chain head, refuses
-// the older TrustPolicy and the revoked key's Policy, and keeps the
+// path compares what etcd holds with its high-water mark (kept in its
+// data directory, outside etcd) and refuses every write until etcd holds
+// the newest TrustPolicy again: a Policy the revoked key signs is refused
+// (trust-rolled-back, counted, logged) and nothing is stored. Before, the
+// control plane picked the older TrustPolicy from etcd and stored it. The
+// agent, whose marks hold the chain head, refuses the older TrustPolicy
+// and the revoked key's Policy (planted straight into etcd), and keeps the
 // version it had.
 func TestCompromisedEtcdIsDenialOnly(t *testing.T) {
 	t.Parallel()
-	e := start(t)
+	data := t.TempDir()
+	e := startWith(t, func(_ *env, o *controlplane.Options) { o.DataDir = data })
 	a := e.startAgent(t.TempDir())
 	k, name := artifact.KindPolicy, nameOf(artifact.KindPolicy)
 	org2, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
@@ -175,13 +184,28 @@ func TestCompromisedEtcdIsDenialOnly(t *testing.T) {
 	good := e.versionBy(k, "1", "", time.Time{}, org2)
 	e.apply(good)
 	a.waitHeld(k, name, good)
+	if _, err := os.Stat(filepath.Join(data, controlplane.TrustMarkFile)); err != nil {
+		t.Fatalf("the control plane keeps no TrustPolicy high-water mark in its data directory: %v", err)
+	}
 
 	a.refuses(artifact.KindTrustPolicy, "the older TrustPolicy", func() { e.plant(artifact.KindTrustPolicy, "test/trust", e.pki.TrustPolicy, false) }, "rollback", "TrustPolicy")
 	bad := e.version(k, "2", "", time.Time{}) // signed by the revoked org key
-	a.wait("the control plane to accept the revoked key again", func() bool {
-		_, err := e.admin.Apply(ctx(t), &mcpreadyv1.ApplyRequest{Bundle: bad})
-		return err == nil
-	})
+	rev := e.etcdRevision()
+	refused := e.counter("mcpready_controlplane_writes_refused_total", map[string]string{"reason": "trust-rolled-back"})
+	if _, err := e.admin.Apply(ctx(t), &mcpreadyv1.ApplyRequest{Bundle: bad}); status.Code(err) != codes.FailedPrecondition || !says(err, "older than the newest this replica accepted") {
+		t.Fatalf("the control plane, etcd holding the older TrustPolicy: %v, want FailedPrecondition (trust rolled back)", err)
+	}
+	if r := e.etcdRevision(); r != rev {
+		t.Fatalf("the refused write stored something (etcd revision %d, was %d)", r, rev)
+	}
+	if got := e.counter("mcpready_controlplane_writes_refused_total", map[string]string{"reason": "trust-rolled-back"}); got != refused+1 {
+		t.Errorf("trust-rolled-back refusals counted: %v, want %v", got, refused+1)
+	}
+	if e.logged("write refused", map[string]string{"reason": "trust-rolled-back"}) == 0 {
+		t.Error("the refusal is not logged")
+	}
+
+	e.plant(k, name, bad, false) // past the write path
 	a.wait("the agent to refuse the revoked key's Policy", func() bool { return a.nacks("Policy", string(sign.ReasonKeyRevoked)) > 0 })
 	if _, held := a.held(k, name); string(held) != string(good) {
 		t.Fatal("the revoked key's Policy replaced the agent's")

@@ -29,15 +29,47 @@ import (
 // PKI is one test signing hierarchy.
 type PKI struct {
 	Root, Org, Provider, Observer, Expired, Revoked, Agent crypto.Signer
+	// Prober signs only Evidence, as a synthetic prober (ProberEvidence).
+	Prober crypto.Signer
 	// TrustPolicy is the signed TrustPolicy bundle (named "test/trust", version 1).
 	TrustPolicy []byte
+}
+
+// Claims are the Evidence claims a key's grant binds (KeyGrant
+// evidence_issuer and independence): an Evidence it signs must state
+// exactly these.
+type Claims struct{ Issuer, Independence string }
+
+// The claims New's TrustPolicy binds: OrgEvidence for the org key and
+// the expired key (what enroll --qualify signs with its default issuer),
+// ObserverEvidence for the observer key (what a control plane's
+// aggregation signs: controlplane/aggregate's default observer id and its
+// passive independence class), ProberEvidence for the prober key (what
+// probe and prober sign observing as "org/prober").
+var (
+	OrgEvidence      = Claims{Issuer: "org", Independence: "self"}
+	ObserverEvidence = Claims{Issuer: "mcpready-controlplane", Independence: "consumer-passive"}
+	ProberEvidence   = Claims{Issuer: "org/prober", Independence: "consumer-synthetic"}
+)
+
+// Claim sets ev's provenance.issuer and observer.independence to c (it
+// creates the provenance and observer when absent) and returns ev.
+func (c Claims) Claim(ev *mcpreadyv1.Evidence) *mcpreadyv1.Evidence {
+	if ev.Provenance == nil {
+		ev.Provenance = &mcpreadyv1.Provenance{}
+	}
+	if ev.Observer == nil {
+		ev.Observer = &mcpreadyv1.Observer{}
+	}
+	ev.Provenance.Issuer, ev.Observer.Independence = c.Issuer, c.Independence
+	return ev
 }
 
 // New generates keys (ECDSA P-256) and signs a TrustPolicy granting them.
 func New(t testing.TB) *PKI {
 	t.Helper()
 	p := &PKI{}
-	for _, k := range []*crypto.Signer{&p.Root, &p.Org, &p.Provider, &p.Observer, &p.Expired, &p.Revoked, &p.Agent} {
+	for _, k := range []*crypto.Signer{&p.Root, &p.Org, &p.Provider, &p.Observer, &p.Expired, &p.Revoked, &p.Agent, &p.Prober} {
 		s, err := sign.GenerateKey(sign.AlgorithmECDSAP256)
 		if err != nil {
 			t.Fatal(err)
@@ -46,17 +78,24 @@ func New(t testing.TB) *PKI {
 	}
 	now := time.Now()
 	tp := &mcpreadyv1.TrustPolicy{Provenance: &mcpreadyv1.Provenance{Issuer: "test", Version: "1", IssuedAt: timestamppb.New(now)}}
+	org := Grant(t, "org", p.Org, []string{"Declaration", "RegistryEntry", "Policy", "Evidence", "Tombstone", "ReceiptBatch"}, nil)
+	org.EvidenceIssuer, org.Independence = OrgEvidence.Issuer, OrgEvidence.Independence
+	observer := Grant(t, "observer", p.Observer, []string{"Evidence", "RegistryEntry"}, nil)
+	observer.EvidenceIssuer, observer.Independence = ObserverEvidence.Issuer, ObserverEvidence.Independence
 	tp.Keys = []*mcpreadyv1.KeyGrant{
-		Grant(t, "org", p.Org, []string{"Declaration", "RegistryEntry", "Policy", "Evidence", "Tombstone", "ReceiptBatch"}, nil),
+		org,
 		Grant(t, "provider", p.Provider, []string{"Declaration", "Tombstone"}, []string{"com.example/*"}),
-		Grant(t, "observer", p.Observer, []string{"Evidence", "RegistryEntry"}, nil),
+		observer,
 		Grant(t, "agent-host-1", p.Agent, []string{"DriftReport", "ReceiptBatch"}, []string{"host-1/*"}),
 	}
 	exp := Grant(t, "expired", p.Expired, []string{"*"}, nil)
+	exp.EvidenceIssuer, exp.Independence = OrgEvidence.Issuer, OrgEvidence.Independence
+	prober := Grant(t, "prober", p.Prober, []string{"Evidence"}, nil)
+	prober.EvidenceIssuer, prober.Independence = ProberEvidence.Issuer, ProberEvidence.Independence
 	exp.NotAfter = timestamppb.New(now.Add(-time.Hour))
 	rev := Grant(t, "revoked", p.Revoked, []string{"*"}, nil)
 	rev.Revoked, rev.RevocationReason = true, "test"
-	tp.Keys = append(tp.Keys, exp, rev)
+	tp.Keys = append(tp.Keys, exp, rev, prober)
 	p.TrustPolicy = Sign(t, artifact.New(artifact.KindTrustPolicy, "test/trust", tp), p.Root)
 	return p
 }

@@ -171,9 +171,10 @@ type KeyGrant struct {
 	RevocationReason string                 `protobuf:"bytes,10,opt,name=revocation_reason,json=revocationReason,proto3" json:"revocation_reason,omitempty"`
 	// The claims an Evidence signed by this key may make: its
 	// provenance.issuer must be evidence_issuer and its
-	// observer.independence must be independence, when set; otherwise the
-	// Evidence is refused (claim-not-granted) by the control plane and by
-	// agents. Unset binds nothing: set both on every grant of Evidence.
+	// observer.independence must be independence; otherwise the Evidence
+	// is refused (claim-not-granted) by the control plane and by agents.
+	// Both are required on every unrevoked grant of Evidence (or "*"): a
+	// TrustPolicy that leaves one unset is refused (evidence-grant-unbound).
 	EvidenceIssuer string `protobuf:"bytes,50,opt,name=evidence_issuer,json=evidenceIssuer,proto3" json:"evidence_issuer,omitempty"`
 	Independence   string `protobuf:"bytes,51,opt,name=independence,proto3" json:"independence,omitempty"`
 	unknownFields  protoimpl.UnknownFields
