@@ -94,9 +94,9 @@ func (e *env) replays(k artifact.Kind, vs [][]byte) []replay {
 // unversioned and an expired one: (a) the control plane refuses each with
 // its reason and stores nothing; (b) planted straight into etcd, each
 // reaches the agent, which NACKs it with its reason and keeps version 4;
-// (c) the same after a restart, after the high-water marks file is
-// deleted, and after the last-known-good file is rewritten with the
-// signed set it held at version 2.
+// (c) every older version again after a restart, after the high-water
+// marks file is deleted, and after the last-known-good file is rewritten
+// with the signed set it held at version 2.
 func TestReplayEveryKindBothSides(t *testing.T) {
 	for _, mode := range []subscribe.Mode{subscribe.ModeDelta, subscribe.ModeStateOfTheWorld} {
 		for _, k := range distributed {
@@ -200,7 +200,15 @@ func replayKind(t *testing.T, k artifact.Kind, mode subscribe.Mode) {
 	if v, b := a.held(k, name); string(b) != string(latest) {
 		t.Fatalf("restart: holds version %q, want %d", v, versions)
 	}
-	a.refuses(k, "after a restart, version 1", func() { e.plant(k, name, vs[0], false) }, attacks[0].words...)
+	older := func(stage string) { // every older version, after a restart
+		for i, b := range vs[:versions-1] {
+			a.refuses(k, stage+", "+attacks[i].label, func() { e.plant(k, name, b, false) }, attacks[i].words...)
+			if v, _ := a.held(k, name); v != "<none>" && v != strconv.Itoa(versions) {
+				t.Fatalf("%s, %s: holds version %q", stage, attacks[i].label, v)
+			}
+		}
+	}
+	older("after a restart")
 	a.stop()
 	if err := os.Remove(a.lkg + ".versions"); err != nil {
 		t.Fatal(err)
@@ -209,7 +217,7 @@ func replayKind(t *testing.T, k artifact.Kind, mode subscribe.Mode) {
 	if v, b := a.held(k, name); string(b) != string(latest) {
 		t.Fatalf("restart without the marks file: holds version %q, want %d", v, versions)
 	}
-	a.refuses(k, "without the marks file, version 2", func() { e.plant(k, name, vs[1], false) }, attacks[1].words...)
+	older("without the marks file")
 	a.stop()
 	if err := os.WriteFile(a.lkg, lkgAt2, 0o600); err != nil {
 		t.Fatal(err)
@@ -218,10 +226,7 @@ func replayKind(t *testing.T, k artifact.Kind, mode subscribe.Mode) {
 	if v, _ := a.held(k, name); v != "<none>" && v != strconv.Itoa(versions) {
 		t.Fatalf("a last-known-good file rewritten at version 2 rolled the agent back to version %q", v)
 	}
-	a.refuses(k, "rewritten last-known-good file, version 1", func() { e.plant(k, name, vs[0], false) }, attacks[0].words...)
-	if v, _ := a.held(k, name); v != "<none>" && v != strconv.Itoa(versions) {
-		t.Fatalf("rewritten last-known-good file: holds version %q", v)
-	}
+	older("rewritten last-known-good file")
 	if k == artifact.KindTrustPolicy {
 		return // the planted TrustPolicies poisoned the control plane's own trust
 	}
