@@ -73,7 +73,7 @@ limits:
 	} else if !strings.Contains(err.Error(), "too many upstream sessions") {
 		t.Fatalf("refusal does not say why: %v", err)
 	}
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(`# HELP mcpready_agent_upstream_sessions_refused_total Transparent-view sessions refused at a dedicated upstream session cap, by scope (principal, total).
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`# HELP mcpready_agent_upstream_sessions_refused_total Transparent-view sessions refused at a dedicated upstream session cap, by scope (principal, total); owners: calls refused at the bound on shared sessions opened with principals' own tokens.
 # TYPE mcpready_agent_upstream_sessions_refused_total counter
 mcpready_agent_upstream_sessions_refused_total{scope="principal"} 1
 `), "mcpready_agent_upstream_sessions_refused_total"); err != nil {
