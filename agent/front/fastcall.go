@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -215,7 +216,9 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 	res, err := v.callTool(ctx, s, req)
 	s.endFast(key, in)
 	// One SSE "message" event, encoded in place after its prefix.
-	out := bytes.NewBuffer(make([]byte, 0, 512))
+	out := answerBuffers.Get().(*bytes.Buffer)
+	defer putAnswerBuffer(out)
+	out.Reset()
 	out.WriteString(ssePrefix)
 	if err := encodeResponse(out, c.id, res, err); err != nil {
 		out.Reset()
@@ -241,6 +244,21 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 		_ = http.NewResponseController(w).Flush() // the answer goes now; the receipt work after it
 	}
 	return true
+}
+
+// answerBuffers hold fast answers while they are encoded and written (the
+// response writer copies them): reused, as an answer's bytes are done
+// with once written.
+var answerBuffers = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 512)) }}
+
+// maxPooledAnswer is the largest buffer kept for reuse: one that grew for
+// a large answer is left to the collector rather than held.
+const maxPooledAnswer = 64 << 10
+
+func putAnswerBuffer(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledAnswer {
+		answerBuffers.Put(b)
+	}
 }
 
 // encodeResponse writes the JSON-RPC response to id, ended by a newline:
