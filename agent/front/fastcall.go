@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/internal/jsonwire"
 )
@@ -180,10 +181,11 @@ func (v *view) fastSession(r *http.Request, now time.Time) (*session, *mcp.Serve
 	return s, ss
 }
 
-// serveFastCall answers r, whose message precheck decoded as env, when it
-// is a fast-path tools/call and reports whether it did; otherwise r (and
-// its body) is left for the go-sdk.
-func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelope) bool {
+// serveFastCall answers r, whose message precheck decoded as env and
+// whose principal ServeHTTP authenticated as id, when it is a fast-path
+// tools/call and reports whether it did; otherwise r (and its body) is
+// left for the go-sdk.
+func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelope, id config.Identity) bool {
 	s, ss := v.fastSession(r, time.Now())
 	if s == nil {
 		return false
@@ -213,7 +215,7 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 		return true
 	}
 	req := &mcp.CallToolRequest{Session: ss, Params: &c.params, Extra: &mcp.RequestExtra{Header: r.Header}}
-	res, err := v.callTool(ctx, s, req)
+	res, err := v.callTool(ctx, s, req, &id) // authenticated once per request
 	s.endFast(key, in)
 	// One SSE "message" event, encoded in place after its prefix.
 	out := answerBuffers.Get().(*bytes.Buffer)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/receipt"
 )
 
@@ -157,6 +158,44 @@ func TestFastAnswerBuffersReused(t *testing.T) {
 		if got, _ := msg.Result.StructuredContent.(map[string]any)["echo"].(string); msg.ID != i || got != text {
 			t.Fatalf("answer %d: id %d, echo of %d bytes, want %d", i, msg.ID, len(got), len(text))
 		}
+	}
+}
+
+// A fast call is authenticated once, by ServeHTTP: an unknown token is
+// answered 401 before anything is called or receipted, and the identity
+// ServeHTTP found is the call's (caller does not authenticate again).
+func TestFastCallAuthenticatedOnce(t *testing.T) {
+	h := newHarness(t)
+	cs := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
+	call(t, cs, "echo", map[string]any{"text": "warm"})
+	before := len(h.receiptsFor("echo"))
+	for _, auth := range []string{"Bearer tok-unknown", "", "Basic " + devToken} {
+		r := fastRequest(cs)
+		r.Body = io.NopCloser(strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`))
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		w := httptest.NewRecorder()
+		h.front.ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized {
+			t.Fatalf("Authorization %q: HTTP %d, want 401", auth, w.Code)
+		}
+	}
+	if got := len(h.receiptsFor("echo")); got != before {
+		t.Fatalf("%d receipts after refused requests, want %d", got, before)
+	}
+	v := h.front.view("test")
+	s, ss := v.fastSession(fastRequest(cs), h.front.opts.Now())
+	if s == nil {
+		t.Fatal("the session is not served by the fast path")
+	}
+	req := &mcp.CallToolRequest{Session: ss, Params: &mcp.CallToolParamsRaw{Name: "echo"}, Extra: &mcp.RequestExtra{Header: http.Header{}}}
+	if _, err := v.caller(req, s, nil); err == nil {
+		t.Fatal("a request without a token was authenticated")
+	}
+	known := config.Identity{Name: "dev-client", PrincipalClass: "dev"}
+	if c, err := v.caller(req, s, &known); err != nil || c.id.Name != known.Name || c.id.PrincipalClass != known.PrincipalClass {
+		t.Fatalf("caller with the request's identity: %+v, %v", c.id, err)
 	}
 }
 
