@@ -35,10 +35,18 @@ func headerOf(req mcp.Request) http.Header {
 	return http.Header{}
 }
 
-func (v *view) caller(req mcp.Request, s *session) (caller, error) {
-	id, err := v.f.authenticate(headerOf(req))
-	if err != nil {
-		return caller{}, err
+// caller is the principal of req and what it brings: authenticated from
+// req's headers, unless the front has authenticated this very request
+// already (known, the fast path's: ServeHTTP answered 401 otherwise).
+func (v *view) caller(req mcp.Request, s *session, known *config.Identity) (caller, error) {
+	var id config.Identity
+	if known != nil {
+		id = *known
+	} else {
+		var err error
+		if id, err = v.f.authenticate(headerOf(req)); err != nil {
+			return caller{}, err
+		}
 	}
 	c := caller{id: id, subject: v.f.subjectToken(headerOf(req), id), workflow: headerOf(req).Get(HeaderWorkflow)}
 	if m := metaOf(req.GetParams()); m != nil {
@@ -74,8 +82,8 @@ func protocolOf(req mcp.Request, s *session) string {
 
 // callerOf is caller, with the refusal of a caller that is
 // unauthenticated or may not act in its workflow (nil when it may ask).
-func (v *view) callerOf(req mcp.Request, s *session) (caller, *decide.RefusalError) {
-	c, err := v.caller(req, s)
+func (v *view) callerOf(req mcp.Request, s *session, known *config.Identity) (caller, *decide.RefusalError) {
+	c, err := v.caller(req, s, known)
 	switch {
 	case err != nil:
 		return c, &decide.RefusalError{Step: readiness.StepTrust, Code: readiness.CodeUnauthenticated, Reason: err.Error()}
@@ -113,7 +121,7 @@ func (c caller) pipeline() pipeline.Caller {
 
 // listTools shows only what the caller may call, and checks pins.
 func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequest) (*mcp.ListToolsResult, error) {
-	c, err := v.caller(req, s)
+	c, err := v.caller(req, s, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -254,17 +262,18 @@ func (v *view) resolveName(st *State, c caller, name string) (string, []upstream
 
 // callTool authenticates and names the call, checks the pins of the
 // upstreams that may serve it, and hands it to the pipeline; an input or
-// approval request the pipeline returns becomes an input round.
-func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// approval request the pipeline returns becomes an input round. known is
+// the identity the front authenticated req with (nil: caller does).
+func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolRequest, known *config.Identity) (*mcp.CallToolResult, error) {
 	f := v.f
 	if v.server == "" && req.Params.Name == workflow.ReportTool && f.workflows != nil {
-		if c, err := v.caller(req, s); err == nil {
+		if c, err := v.caller(req, s, known); err == nil {
 			return f.reportTool(c.id, req.Params.Arguments), nil
 		}
 	}
 	st := f.state.Load()
 	pr := pipeline.Request{Requested: req.Params.Name, Arguments: req.Params.Arguments}
-	c, refusal := v.callerOf(req, s)
+	c, refusal := v.callerOf(req, s, known)
 	pr.Caller = c.pipeline() // zero for an unauthenticated caller
 	switch {
 	case refusal != nil:

@@ -3,6 +3,7 @@ package front
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -79,4 +80,80 @@ func FuzzAppendResult(f *testing.F) {
 			t.Fatalf("appendResult %v %v %s, MarshalJSON %s", ok, err, out.Bytes(), want)
 		}
 	})
+}
+
+// appendValue writes what json.Marshal writes for decoded JSON trees, and
+// leaves every other value (and non-finite numbers, cycles' depth) to it.
+func TestAppendValue(t *testing.T) {
+	deep := any("x")
+	for range maxAppendDepth + 1 {
+		deep = []any{deep}
+	}
+	for name, tc := range map[string]struct {
+		v       any
+		handled bool
+	}{
+		"tree":          {map[string]any{"b": []any{1.0, -0.0, 1e21, 1e-7, 123456789.0, 0.1, true, false, nil}, "a": map[string]any{}, "": []any{}, "<&>": "\u2029\x7f\x00\ufffd\xc3"}, true},
+		"many keys":     {map[string]any{"k1": 1.0, "k2": 2.0, "k3": 3.0, "k4": 4.0, "k5": 5.0, "k6": 6.0, "k7": 7.0, "k8": 8.0, "k9": 9.0, "K": "é"}, true},
+		"nil map":       {map[string]any(nil), true},
+		"nil slice":     {[]any(nil), true},
+		"small floats":  {[]any{5e-324, 1e-6, 9.99e-7, -1e-10, 1.7976931348623157e308}, true},
+		"number":        {json.Number("1"), false},
+		"nested number": {map[string]any{"a": []any{json.Number("1")}}, false},
+		"NaN":           {[]any{math.NaN()}, false},
+		"struct":        {struct{ A int }{1}, false},
+		"too deep":      {deep, false},
+	} {
+		got, ok := appendValue([]byte("prefix"), tc.v, 0)
+		if ok != tc.handled {
+			t.Errorf("%s: handled %v, want %v", name, ok, tc.handled)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		want, err := json.Marshal(tc.v)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if string(got) != "prefix"+string(want) {
+			t.Errorf("%s:\n wrote %s\n  want %s", name, got[6:], want)
+		}
+	}
+}
+
+// FuzzAppendValue: for any JSON document decoded into any, and any string,
+// the bytes are json.Marshal's.
+func FuzzAppendValue(f *testing.F) {
+	f.Add(`{"echo":"benchmark","n":[1,2.5e-10,1e21,-0,null,true]}`, "<&>\u2028\xff\x01\"\\")
+	f.Add(`[{"b":{},"a":[]},"\u007f\ud800"]`, "é\t\n\r\b\f")
+	f.Fuzz(func(t *testing.T, doc, s string) {
+		var v any
+		if json.Unmarshal([]byte(doc), &v) == nil {
+			want, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := appendValue(nil, v, 0); !ok || !bytes.Equal(got, want) {
+				t.Fatalf("appendValue %v %s, json.Marshal %s", ok, got, want)
+			}
+		}
+		want, _ := json.Marshal(s)
+		if got := appendString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("appendString %s, json.Marshal %s", got, want)
+		}
+	})
+}
+
+// BenchmarkAppendResult: the echo answer of the proxy benchmarks.
+func BenchmarkAppendResult(b *testing.B) {
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"echo":"benchmark"}`}}, StructuredContent: map[string]any{"echo": "benchmark"}}
+	var out bytes.Buffer
+	b.ReportAllocs()
+	for range b.N {
+		out.Reset()
+		if ok, err := appendResult(&out, res); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
 }

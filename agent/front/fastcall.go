@@ -21,11 +21,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/internal/jsonwire"
 )
@@ -179,10 +181,11 @@ func (v *view) fastSession(r *http.Request, now time.Time) (*session, *mcp.Serve
 	return s, ss
 }
 
-// serveFastCall answers r, whose message precheck decoded as env, when it
-// is a fast-path tools/call and reports whether it did; otherwise r (and
-// its body) is left for the go-sdk.
-func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelope) bool {
+// serveFastCall answers r, whose message precheck decoded as env and
+// whose principal ServeHTTP authenticated as id, when it is a fast-path
+// tools/call and reports whether it did; otherwise r (and its body) is
+// left for the go-sdk.
+func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelope, id config.Identity) bool {
 	s, ss := v.fastSession(r, time.Now())
 	if s == nil {
 		return false
@@ -212,10 +215,12 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 		return true
 	}
 	req := &mcp.CallToolRequest{Session: ss, Params: &c.params, Extra: &mcp.RequestExtra{Header: r.Header}}
-	res, err := v.callTool(ctx, s, req)
+	res, err := v.callTool(ctx, s, req, &id) // authenticated once per request
 	s.endFast(key, in)
 	// One SSE "message" event, encoded in place after its prefix.
-	out := bytes.NewBuffer(make([]byte, 0, 512))
+	out := answerBuffers.Get().(*bytes.Buffer)
+	defer putAnswerBuffer(out)
+	out.Reset()
 	out.WriteString(ssePrefix)
 	if err := encodeResponse(out, c.id, res, err); err != nil {
 		out.Reset()
@@ -241,6 +246,21 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 		_ = http.NewResponseController(w).Flush() // the answer goes now; the receipt work after it
 	}
 	return true
+}
+
+// answerBuffers hold fast answers while they are encoded and written (the
+// response writer copies them): reused, as an answer's bytes are done
+// with once written.
+var answerBuffers = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 512)) }}
+
+// maxPooledAnswer is the largest buffer kept for reuse: one that grew for
+// a large answer is left to the collector rather than held.
+const maxPooledAnswer = 64 << 10
+
+func putAnswerBuffer(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledAnswer {
+		answerBuffers.Put(b)
+	}
 }
 
 // encodeResponse writes the JSON-RPC response to id, ended by a newline:

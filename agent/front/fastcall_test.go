@@ -3,6 +3,8 @@ package front
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/receipt"
 )
 
@@ -120,6 +123,79 @@ func TestFastCallAnswersLikeTheSDK(t *testing.T) {
 	}}, "2025-11-25")
 	if _, _, b, viaFast := post(el, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`); viaFast || !bytes.Contains([]byte(b), []byte(`"echo":"hi"`)) {
 		t.Fatalf("eliciting client: fast=%v %q", viaFast, b)
+	}
+}
+
+// Fast answers are encoded in reused buffers: each answer carries its own
+// event only, after a longer one and after one too large to keep.
+func TestFastAnswerBuffersReused(t *testing.T) {
+	h := newHarness(t)
+	cs := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
+	call(t, cs, "echo", map[string]any{"text": "warm"})
+	if s, _ := h.front.view("test").fastSession(fastRequest(cs), h.front.opts.Now()); s == nil {
+		t.Fatal("the session is not served by the fast path")
+	}
+	for i, text := range []string{strings.Repeat("long ", 400), "short", strings.Repeat("x", maxPooledAnswer), "s", ""} {
+		args, _ := json.Marshal(map[string]string{"text": text})
+		r := fastRequest(cs)
+		r.Header.Set("Authorization", "Bearer "+devToken)
+		r.Body = io.NopCloser(strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":%s}}`, i, args)))
+		r.ContentLength = -1
+		w := httptest.NewRecorder()
+		h.front.ServeHTTP(w, r)
+		body := w.Body.String()
+		data, ok := strings.CutPrefix(body, ssePrefix)
+		if !ok || !strings.HasSuffix(data, "\n\n") || strings.Count(body, "event: ") != 1 {
+			t.Fatalf("answer %d is not one event: %.200q", i, body)
+		}
+		var msg struct {
+			ID     int                `json:"id"`
+			Result mcp.CallToolResult `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(data), &msg); err != nil {
+			t.Fatalf("answer %d: %v: %.200q", i, err, body)
+		}
+		if got, _ := msg.Result.StructuredContent.(map[string]any)["echo"].(string); msg.ID != i || got != text {
+			t.Fatalf("answer %d: id %d, echo of %d bytes, want %d", i, msg.ID, len(got), len(text))
+		}
+	}
+}
+
+// A fast call is authenticated once, by ServeHTTP: an unknown token is
+// answered 401 before anything is called or receipted, and the identity
+// ServeHTTP found is the call's (caller does not authenticate again).
+func TestFastCallAuthenticatedOnce(t *testing.T) {
+	h := newHarness(t)
+	cs := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
+	call(t, cs, "echo", map[string]any{"text": "warm"})
+	before := len(h.receiptsFor("echo"))
+	for _, auth := range []string{"Bearer tok-unknown", "", "Basic " + devToken} {
+		r := fastRequest(cs)
+		r.Body = io.NopCloser(strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`))
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		w := httptest.NewRecorder()
+		h.front.ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized {
+			t.Fatalf("Authorization %q: HTTP %d, want 401", auth, w.Code)
+		}
+	}
+	if got := len(h.receiptsFor("echo")); got != before {
+		t.Fatalf("%d receipts after refused requests, want %d", got, before)
+	}
+	v := h.front.view("test")
+	s, ss := v.fastSession(fastRequest(cs), h.front.opts.Now())
+	if s == nil {
+		t.Fatal("the session is not served by the fast path")
+	}
+	req := &mcp.CallToolRequest{Session: ss, Params: &mcp.CallToolParamsRaw{Name: "echo"}, Extra: &mcp.RequestExtra{Header: http.Header{}}}
+	if _, err := v.caller(req, s, nil); err == nil {
+		t.Fatal("a request without a token was authenticated")
+	}
+	known := config.Identity{Name: "dev-client", PrincipalClass: "dev"}
+	if c, err := v.caller(req, s, &known); err != nil || c.id.Name != known.Name || c.id.PrincipalClass != known.PrincipalClass {
+		t.Fatalf("caller with the request's identity: %+v, %v", c.id, err)
 	}
 }
 

@@ -460,7 +460,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		v.stateless.ServeHTTP(w, r)
 		return
 	}
-	if env != nil && v.serveFastCall(w, r, env) {
+	if env != nil && v.serveFastCall(w, r, env, id) {
 		return
 	}
 	restoreBody(r, body)

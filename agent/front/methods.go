@@ -27,7 +27,7 @@ func (v *view) method(ctx context.Context, s *session, method string, req mcp.Re
 func (v *view) decideMethod(ctx context.Context, s *session, method string, req mcp.Request, do func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
 	m := pipeline.Method{Method: method, Server: v.server, Name: methodName(req.GetParams())}
 	m.Params, _ = json.Marshal(req.GetParams())
-	c, refusal := v.callerOf(req, s)
+	c, refusal := v.callerOf(req, s, nil)
 	m.Caller, m.Refusal = c.pipeline(), refusal
 	if v.f.opts.Telemetry != nil {
 		m.Incoming = incoming(ctx, req)

@@ -99,7 +99,7 @@ func (v *view) middleware(s *session) mcp.Middleware {
 					return nil, err
 				}
 				defer endRound(ctx)
-				return v.callTool(ctx, s, r)
+				return v.callTool(ctx, s, r, nil)
 			}
 			sdk := func(ctx context.Context) (mcp.Result, error) { return next(ctx, method, req) }
 			if v.server == "" {

@@ -305,11 +305,11 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
 	rec.Deadline = durationpb.New(d.Deadline)
 	pin(&d, req.Pin)
-	var re *decide.RefusalError
-	if errors.As(d.Refusal, &re) {
+	if re := refusalOf(d.Refusal); re != nil {
 		return refuse(re.Step, re.Code, re.Reason)
 	}
-	if re = p.quotaFilter(&d, c, now); re == nil {
+	re := p.quotaFilter(&d, c, now)
+	if re == nil {
 		re = p.costFilter(&d, c, now)
 	}
 	if re != nil {
@@ -331,11 +331,15 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 			"this host cannot record the call's receipt, so the call was not started: "+err.Error())
 	}
 
-	var protoMu sync.Mutex
-	// The protocol version of the last route dialled, which is the route
-	// that ran when it is that route's (routes run one after another).
-	var protoEntry, protoVersion string
-	var warmth mcpreadyv1.CallWarmth // of the call's first attempt
+	// What the attempts record, under mu (one allocation for all of it):
+	// the protocol version of the last route dialled, which is the route
+	// that ran when it is that route's (routes run one after another), and
+	// the warmth of the call's first attempt.
+	var dialled struct {
+		mu             sync.Mutex
+		entry, version string
+		warmth         mcpreadyv1.CallWarmth
+	}
 	attempt := p.traced(func(ctx context.Context, r decide.Route, n int) invoke.Outcome {
 		up, err := tr.Dial(ctx, upstream.Target{Server: r.Identity.GetServerName(), Endpoint: r.Identity.GetEndpoint()})
 		if err != nil {
@@ -343,12 +347,12 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 			return p.failed(&st, c, r, err)
 		}
 		w := p.warm.touch(up, p.opts.Now())
-		protoMu.Lock()
-		protoEntry, protoVersion = r.Entry, up.ProtocolVersion()
-		if warmth == mcpreadyv1.CallWarmth_CALL_WARMTH_UNSPECIFIED {
-			warmth = w
+		dialled.mu.Lock()
+		dialled.entry, dialled.version = r.Entry, up.ProtocolVersion()
+		if dialled.warmth == mcpreadyv1.CallWarmth_CALL_WARMTH_UNSPECIFIED {
+			dialled.warmth = w
 		}
-		protoMu.Unlock()
+		dialled.mu.Unlock()
 		ctx, meta, args := key.carry(p.observeRateLimit(ctx, r), r, req.Meta, req.Arguments)
 		params := &mcp.CallToolParams{Meta: p.opts.Telemetry.Inject(ctx, meta), Name: r.Identity.GetToolName(), Arguments: args}
 		if len(args) == 0 {
@@ -372,12 +376,12 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	rec.AttemptCount = int32(len(run.Attempts))
 	if r := run.Route; r != nil {
 		id := r.Identity
-		protoMu.Lock()
-		protocol := protoVersion
-		if protoEntry != r.Entry {
+		dialled.mu.Lock()
+		protocol := dialled.version
+		if dialled.entry != r.Entry {
 			protocol = ""
 		}
-		protoMu.Unlock()
+		dialled.mu.Unlock()
 		rec.Selected = &mcpreadyv1.Selection{Entry: r.Entry, Endpoint: id.GetEndpoint(), ServerName: id.GetServerName(),
 			ServerVersion: id.GetServerVersion(), ToolName: id.GetToolName(), InputSchemaDigest: id.GetInputSchemaDigest(),
 			OutputSchemaDigest: id.GetOutputSchemaDigest(), ProtocolVersion: protocol, Access: p.accessFacts(c, id.GetServerName(), p.opts.Now())}
@@ -387,9 +391,9 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
 		rec.AuthClass = p.authClass(r)
 	}
-	protoMu.Lock()
-	rec.Warmth = warmth
-	protoMu.Unlock()
+	dialled.mu.Lock()
+	rec.Warmth = dialled.warmth
+	dialled.mu.Unlock()
 	out := run.Final
 	if run.Route != nil {
 		p.finishKey(key, run.Route.Entry, out.Class)
@@ -439,6 +443,20 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	}
 	digestArgs()
 	return Result{Answer: p.Fail(rec, out, code), Receipt: rec, Route: run.Route}
+}
+
+// refusalOf is the decision's refusal in err (nil when err is nil or
+// another error): checked for nil first, so that the common admitted call
+// does not allocate errors.As's target.
+func refusalOf(err error) *decide.RefusalError {
+	if err == nil {
+		return nil
+	}
+	var re *decide.RefusalError
+	if errors.As(err, &re) {
+		return re
+	}
+	return nil
 }
 
 // workflowAnswered records an answered call in its workflow and names its

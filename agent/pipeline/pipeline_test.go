@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -318,5 +320,27 @@ func TestFallbackApprovalNamesItsRoute(t *testing.T) {
 	}
 	if rec := out.recs[len(out.recs)-1]; rec.GetSelected().GetEntry() != "b" || rec.GetApproval() != mcpreadyv1.ApprovalState_APPROVAL_STATE_APPROVED {
 		t.Fatalf("receipt selected %v approval %v", rec.GetSelected(), rec.GetApproval())
+	}
+}
+
+// refusalOf finds the decision's refusal as errors.As does, and costs an
+// admitted call (no refusal) no allocation.
+func TestRefusalOf(t *testing.T) {
+	re := &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeUnknownTool, Reason: "r"}
+	for name, tc := range map[string]struct {
+		err  error
+		want *decide.RefusalError
+	}{
+		"none":    {nil, nil},
+		"refusal": {re, re},
+		"wrapped": {fmt.Errorf("deciding: %w", re), re},
+		"other":   {errors.New("other"), nil},
+	} {
+		if got := refusalOf(tc.err); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = refusalOf(nil) }); n != 0 {
+		t.Errorf("%v allocations without a refusal", n)
 	}
 }

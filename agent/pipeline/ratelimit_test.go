@@ -1,10 +1,12 @@
 package pipeline
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -83,5 +85,28 @@ func TestRateLimitHintLowersRank(t *testing.T) {
 	serve()
 	if got := serve(); got != "a" {
 		t.Fatalf("a malformed hint moved the call to %s", got)
+	}
+}
+
+// The fields are looked up by their canonical keys, as Header.Get finds
+// them whatever their case on the wire.
+func TestRateLimitFieldKeys(t *testing.T) {
+	for name, key := range map[string]string{"RateLimit": rateLimitField, "RateLimit-Policy": rateLimitPolicyField} {
+		if c := http.CanonicalHeaderKey(name); c != key {
+			t.Errorf("%s: key %q, canonical %q", name, key, c)
+		}
+		for _, h := range []http.Header{{}, {http.CanonicalHeaderKey(name): {"a", "b"}}, {http.CanonicalHeaderKey(name): {}}, {name: {"raw"}}} {
+			if got, want := firstValue(h, key), h.Get(name); got != want {
+				t.Errorf("%s in %v: %q, Header.Get %q", name, h, got, want)
+			}
+		}
+	}
+	// Over the wire, whatever the case the upstream writes.
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader("HTTP/1.1 200 OK\r\nratelimit: limit=10, remaining=0, reset=5\r\nRATELIMIT-POLICY: 10;w=60\r\nContent-Length: 0\r\n\r\n")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if firstValue(resp.Header, rateLimitField) != "limit=10, remaining=0, reset=5" || firstValue(resp.Header, rateLimitPolicyField) != "10;w=60" {
+		t.Fatalf("fields of %v not found", resp.Header)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"net/textproto"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -335,6 +336,23 @@ func closeBody(req *http.Request) {
 	}
 }
 
+// reservedFields are the header fields Request.Write gives their own
+// meaning.
+var reservedFields = [...]string{"Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer", "Connection"}
+
+// reservedField reports whether the valid field name k is one of
+// reservedFields in any case: what http.CanonicalHeaderKey(k) would name,
+// without canonicalizing k (for a token, canonical forms are equal exactly
+// when the names are equal ignoring ASCII case).
+func reservedField(k string) bool {
+	for _, r := range reservedFields {
+		if len(k) == len(r) && strings.EqualFold(k, r) {
+			return true
+		}
+	}
+	return false
+}
+
 // writeRequest writes req as Request.Write would, for the common request
 // of the call path (a POST with a known length, a plain URL and valid
 // header fields), without Request.Write's general machinery, which
@@ -362,12 +380,8 @@ func writeRequest(w *bufio.Writer, req *http.Request) (ok bool, err error) {
 	var buf [16]string
 	keys := buf[:0]
 	for k, vs := range req.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return false, nil
-		}
-		switch http.CanonicalHeaderKey(k) {
-		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer", "Connection":
-			return false, nil // Request.Write gives these their own meaning
+		if !httpguts.ValidHeaderFieldName(k) || reservedField(k) {
+			return false, nil // reserved: Request.Write gives these their own meaning
 		}
 		for _, v := range vs {
 			if !httpguts.ValidHeaderFieldValue(v) {

@@ -6,8 +6,11 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // parsed is what a server reads of a request written by write.
@@ -121,6 +124,22 @@ func FuzzWriteRequest(f *testing.F) {
 		gb, _ := io.ReadAll(got.Body)
 		if string(gb) != body || got.Header.Get(key) != strings.Trim(value, " \t") || len(got.Header) != 3 && len(got.Header) != 2 {
 			t.Fatalf("%q → %v %q", b.Bytes(), got.Header, gb)
+		}
+	})
+}
+
+// FuzzReservedField: for every valid field name, reservedField answers as
+// comparing its canonical form with the reserved names does.
+func FuzzReservedField(f *testing.F) {
+	for _, k := range []string{"Host", "host", "USER-AGENT", "content-length", "Transfer-encoding", "trailer", "connection", "Mcp-Session-Id", "Hos", "Hostt", "K-", "-a"} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return
+		}
+		if got, want := reservedField(k), slices.Contains(reservedFields[:], http.CanonicalHeaderKey(k)); got != want {
+			t.Fatalf("reservedField(%q) = %v, canonical %q", k, got, http.CanonicalHeaderKey(k))
 		}
 	})
 }

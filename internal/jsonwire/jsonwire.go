@@ -11,6 +11,7 @@
 package jsonwire
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -55,8 +56,21 @@ func parse(data []byte, v any, flags segjson.ParseFlags) error {
 	return nil
 }
 
-// checkDepth scans data once for its nesting, skipping string contents.
+// checkDepth returns ErrTooDeep when data nests deeper than MaxDepth.
+// The depth never exceeds the number of opening brackets (those inside
+// strings included), which is counted first, vectorised: only data with
+// more than MaxDepth of them is scanned (scanDepth).
 func checkDepth(data []byte) error {
+	if len(data) <= MaxDepth || bytes.Count(data, openObject)+bytes.Count(data, openArray) <= MaxDepth {
+		return nil
+	}
+	return scanDepth(data)
+}
+
+var openObject, openArray = []byte{'{'}, []byte{'['}
+
+// scanDepth scans data once for its nesting, skipping string contents.
+func scanDepth(data []byte) error {
 	depth := 0
 	for i := 0; i < len(data); i++ {
 		switch data[i] {

@@ -138,3 +138,49 @@ func TestUnmarshalShared(t *testing.T) {
 		t.Fatalf("after a change of the input: shared %s, copied %s", e.Params, copied.Params)
 	}
 }
+
+// FuzzCheckDepth: checkDepth, which scans only data with more than
+// MaxDepth opening brackets, answers as the full scan (scanDepth) does.
+func FuzzCheckDepth(f *testing.F) {
+	deep := strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1)
+	for _, s := range []string{`{"a":[1,{"b":"["}]}`, deep, deep[1 : len(deep)-1], `["` + strings.Repeat("{", 2*MaxDepth) + `"]`,
+		strings.Repeat(`{"a":`, MaxDepth) + `"\"` + strings.Repeat("[", 5) + `"` + strings.Repeat("}", MaxDepth), strings.Repeat("[]", MaxDepth+1)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if got, want := checkDepth(data), scanDepth(data); got != want {
+			t.Fatalf("checkDepth %v, scanDepth %v, for %q", got, want, data)
+		}
+	})
+}
+
+// TestCheckDepth: data at the bound and beyond it, with brackets in
+// strings, siblings and a long but shallow value.
+func TestCheckDepth(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in   string
+		want error
+	}{
+		"at the bound":       {strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth), nil},
+		"beyond it":          {strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), ErrTooDeep},
+		"objects beyond it":  {strings.Repeat(`{"a":`, MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1), ErrTooDeep},
+		"many siblings":      {"[" + strings.Repeat("[],", 2*MaxDepth) + "[]]", nil},
+		"brackets in string": {`["` + strings.Repeat("[", 2*MaxDepth) + `"]`, nil},
+		"long and shallow":   {`{"text":"` + strings.Repeat("x", 4*MaxDepth) + `"}`, nil},
+	} {
+		if got := checkDepth([]byte(tc.in)); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkCheckDepth: a tools/call answer's size, where the scan is skipped.
+func BenchmarkCheckDepth(b *testing.B) {
+	data := []byte(`{"jsonrpc":"2.0","id":"mcpready-1","result":{"content":[{"type":"text","text":"` + strings.Repeat("benchmark ", 30) + `"}],"structuredContent":{"echo":"benchmark"}}}`)
+	b.SetBytes(int64(len(data)))
+	for range b.N {
+		if checkDepth(data) != nil {
+			b.Fatal("too deep")
+		}
+	}
+}
