@@ -58,7 +58,7 @@ func TestExpiredPolicyRefusesNamingTheExpiry(t *testing.T) {
 	up := mcptest.New(t, mcptest.Options{})
 	publish(t, env, up)
 	env.Put(artifact.New(artifact.KindPolicy, "a-permissive", openPolicy(nil)))
-	expires := time.Now().Add(3 * time.Second)
+	expires := time.Now().Add(10 * time.Second) // room for start-up under -race on a loaded machine
 	env.Put(artifact.New(artifact.KindPolicy, "default", openPolicy(&mcpreadyv1.Provenance{Version: "999999", ExpiresAt: timestamppb.New(expires)})))
 	dir := t.TempDir()
 	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-x", Listen: "127.0.0.1:0",
