@@ -53,7 +53,7 @@ func adviseDeclaration(o *Object) []Advisory {
 	for i, k := range d.GetQuota().GetPartitionKeys() {
 		if !slices.Contains(quotaPartitionKeys, k) {
 			out = append(out, Advisory{Path: fmt.Sprintf("quota.partitionKeys[%d]", i),
-				Message: fmt.Sprintf("partition key %q is not read: local quota budgets are kept per principal class and tool, and per tenant only for %q; the budget is not split by it", k, "tenant")})
+				Message: fmt.Sprintf("partition key %q is not read: local quota budgets are kept per principal and tool, and per tenant only for %q; the budget is not split by it", k, "tenant")})
 		}
 	}
 	return out

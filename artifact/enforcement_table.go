@@ -208,7 +208,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"approvals.valuePath":                         yes(inDecide, "dotted path into the call's arguments read for aboveValue"),
 		"cost.maxCostPerCall":                         yes(inDecide, ""),
 		"cost.currency":                               yes(inDecide, ""),
-		"cost.maxQuotaUnits":                          yes(inQuota, "units (one per call) per principal class and tool in each quotaWindow; spent: the route is dropped, none left: quota_exhausted at step 7"),
+		"cost.maxQuotaUnits":                          yes(inQuota, "units (one per call) per principal and tool in each quotaWindow; spent: the route is dropped, none left: quota_exhausted at step 7"),
 		"cost.quotaWindow":                            yes(inQuota, "zero: one minute"),
 		"cost.maxCostPerWorkflow":                     yes(inQuota, "declared prices summed per workflow id and day; a call that would pass it: cost_ceiling at step 7; calls without a workflow id are not counted"),
 		"cost.onUnknownPrice":                         yes(inDecide, "a tool without a usable declared price under maxCostPerCall: DENY (default) refuses it (cost_unknown), ALLOW admits it with cost \"unknown\" in receipts"),

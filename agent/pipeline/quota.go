@@ -1,8 +1,10 @@
 package pipeline
 
 // Local quota budgets on the call path: Policy.cost.maxQuotaUnits per
-// principal class and tool (and tenant, when the provider partitions its
-// quota by tenant) in each quotaWindow, counted in package quota.
+// principal and tool (and tenant, when the provider partitions its quota
+// by tenant) in each quotaWindow, counted in package quota. A principal is
+// its name (Caller.Name), so two principals of one class have a budget
+// each; a caller without a name counts under its class.
 
 import (
 	"fmt"
@@ -16,7 +18,11 @@ import (
 )
 
 func quotaKey(c Caller, r *decide.Route) quota.Key {
-	k := quota.Key{Principal: c.Principal, Server: r.Identity.GetServerName(), Tool: r.Identity.GetToolName()}
+	who := c.Name
+	if who == "" {
+		who = "class:" + c.Principal
+	}
+	k := quota.Key{Principal: who, Server: r.Identity.GetServerName(), Tool: r.Identity.GetToolName()}
 	if r.QuotaByTenant {
 		k.Tenant = c.Tenant
 	}

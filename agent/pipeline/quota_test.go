@@ -46,8 +46,16 @@ func TestQuotaBudget(t *testing.T) {
 	if te, ok := ParseToolError(res.Answer); !ok || te.Code != string(readiness.CodeQuotaExhausted) || te.Step != 7 || len(tr.dialled) != dialled {
 		t.Fatalf("over budget: %+v", res.Answer)
 	}
+	// Budgets are per principal: another principal of the same class has
+	// its own (before, it shared its class's spent budget), and so has one
+	// of another class.
+	other := request("echo_any")
+	other.Caller.Name = other.Caller.Name + "-2"
+	if res := pl.Call(context.Background(), st, other, tr); res.Answer.IsError {
+		t.Fatalf("another principal of the same class: %+v", res.Answer)
+	}
 	ops := request("echo_any")
-	ops.Caller.Principal = "ops"
+	ops.Caller.Name, ops.Caller.Principal = "o", "ops"
 	if res := pl.Call(context.Background(), st, ops, tr); res.Answer.IsError {
 		t.Fatalf("another principal class: %+v", res.Answer)
 	}
