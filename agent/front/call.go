@@ -145,7 +145,7 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 		}
 		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
+			return nil, unavailable(err)
 		}
 		// Every page, pinned, answered as one page: a later page could
 		// otherwise carry a changed definition the pins never see.

@@ -68,6 +68,16 @@ func (v *view) newServer(s *session) *mcp.Server {
 // methods when the upstream cannot be reached.
 var errUpstreamUnavailable = errors.New("upstream unavailable")
 
+// unavailable is err from reaching an upstream session, as answered: a
+// refusal at a session cap as it is (refused by the agent, nothing sent),
+// anything else as errUpstreamUnavailable.
+func unavailable(err error) error {
+	if errors.Is(err, errTooManySessions) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
+}
+
 func (v *view) middleware(s *session) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -346,7 +356,7 @@ func (v *view) relay(ctx context.Context, s *session, method string, params mcp.
 	var res mcp.Result
 	up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
+		return nil, unavailable(err)
 	}
 	t := v.f.opts.Telemetry
 	err = up.Do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
@@ -443,11 +453,8 @@ func (v *view) present(ctx context.Context, s *session, method string, req mcp.R
 	var instructions string
 	if withUpstream {
 		up, err := v.upstream(ctx, s, upstream.Target{Server: v.server})
-		switch {
-		case errors.Is(err, errTooManySessions):
-			return nil, err // refused at a cap (receipted as such), not unavailable
-		case err != nil:
-			return nil, fmt.Errorf("%w: %w", errUpstreamUnavailable, err)
+		if err != nil {
+			return nil, unavailable(err) // a refusal at a cap is receipted as such
 		}
 		if ir := up.Initialize(); ir != nil {
 			if ir.Capabilities != nil {
