@@ -1,5 +1,5 @@
 // Package quota keeps the host agent's local quota budgets: units used per
-// key (principal class and tool, and tenant when the provider partitions
+// key (principal and tool, and tenant when the provider partitions
 // by it) in fixed windows, so a principal cannot spend a tool's quota past
 // the policy's budget (Policy.cost.maxQuotaUnits per quotaWindow).
 //
@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// Key names one count: a principal class's use of one tool of one server
+// Key names one count: a principal's use of one tool of one server
 // (per tenant when the provider partitions its quota by tenant, else
 // Tenant is ""), or, with only Workflow set, a workflow's spend. A struct
 // rather than a joined string, so a lookup allocates nothing.
@@ -31,7 +31,14 @@ type Key struct {
 type Ledger struct {
 	mu sync.Mutex
 	m  map[Key]*window
+	// sweepAt is the size at which a new key first drops the ended
+	// windows: twice what a sweep left (at least minSweep), so the cost
+	// of sweeping stays proportional to the keys added.
+	sweepAt int
 }
+
+// minSweep is the fewest keys at which ended windows are dropped.
+const minSweep = 4096
 
 type window struct {
 	start time.Time
@@ -39,7 +46,7 @@ type window struct {
 }
 
 // New returns an empty Ledger.
-func New() *Ledger { return &Ledger{m: map[Key]*window{}} }
+func New() *Ledger { return &Ledger{m: map[Key]*window{}, sweepAt: minSweep} }
 
 // Used returns the units used by key in the window of length w that holds
 // now. It records nothing: a key never charged takes no room.
@@ -67,12 +74,13 @@ func (l *Ledger) Add(key Key, units int64, w time.Duration, now time.Time) int64
 func (l *Ledger) current(key Key, w time.Duration, now time.Time) *window {
 	win := l.m[key]
 	if win == nil || !now.Before(win.start.Add(w)) {
-		if win == nil && len(l.m) >= 4096 {
+		if win == nil && len(l.m) >= l.sweepAt {
 			for k, o := range l.m {
 				if !now.Before(o.start.Add(w)) {
 					delete(l.m, k)
 				}
 			}
+			l.sweepAt = max(minSweep, 2*len(l.m))
 		}
 		win = &window{start: now}
 		l.m[key] = win

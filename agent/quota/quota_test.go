@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -49,5 +50,38 @@ func TestUsedRecordsNothing(t *testing.T) {
 	}
 	if n := len(l.m); n != 0 {
 		t.Fatalf("%d windows after reads only", n)
+	}
+}
+
+// TestEndedWindowsDropped: keys whose window ended are dropped once the
+// ledger reaches its sweep size, live ones are kept with their counts, and
+// with more live keys than that the next sweep waits until the ledger has
+// doubled (before, every new key past 4,096 live ones scanned them all).
+func TestEndedWindowsDropped(t *testing.T) {
+	l := New()
+	t0 := time.Unix(1_000_000, 0)
+	for i := range minSweep {
+		l.Add(Key{Principal: fmt.Sprint("old-", i)}, 1, time.Minute, t0)
+	}
+	t1 := t0.Add(2 * time.Minute) // every window above has ended
+	live := Key{Principal: "live"}
+	l.Add(live, 3, time.Minute, t1)
+	if n := len(l.m); n != 1 {
+		t.Fatalf("%d keys after the sweep, want the live one", n)
+	}
+	if u := l.Used(live, time.Minute, t1); u != 3 {
+		t.Fatalf("live key used %d, want 3", u)
+	}
+	// Live keys up to the sweep size: that sweep drops nothing, and the
+	// next waits until the ledger has doubled.
+	for i := range minSweep {
+		l.Add(Key{Principal: fmt.Sprint("new-", i)}, 1, time.Minute, t1)
+	}
+	if l.sweepAt != 2*minSweep || len(l.m) != minSweep+1 {
+		t.Fatalf("sweepAt %d with %d live keys, want %d", l.sweepAt, len(l.m), 2*minSweep)
+	}
+	l.Add(Key{Principal: "one-more"}, 1, time.Minute, t1)
+	if l.sweepAt != 2*minSweep || len(l.m) != minSweep+2 {
+		t.Fatalf("sweepAt %d with %d keys", l.sweepAt, len(l.m))
 	}
 }
