@@ -129,7 +129,7 @@ func TestScopeFromChallengeThenStepUp(t *testing.T) {
 	}
 	// A challenge that asks for nothing new is not retried.
 	hdr := http.Header{"Www-Authenticate": {`Bearer error="insufficient_scope", scope="read write"`}}
-	_, err := c2.Authorize(context.Background(), Principal{}, &r2.upstream, http.StatusForbidden, hdr)
+	_, err := c2.Authorize(context.Background(), Principal{}, &r2.upstream, nil, http.StatusForbidden, hdr)
 	if ReasonOf(err) != ReasonStepUpExhausted {
 		t.Fatalf("repeated step-up = %v, want %s", err, ReasonStepUpExhausted)
 	}
@@ -142,7 +142,7 @@ func TestStepUpLimit(t *testing.T) {
 	r := newRig(t, as, oauthtest.Resource{}, o)
 	c := New(Options{})
 	ask := func(sc string) error {
-		_, err := c.Authorize(context.Background(), Principal{}, &r.upstream, http.StatusForbidden, http.Header{"Www-Authenticate": {`Bearer error="insufficient_scope", scope="` + sc + `"`}})
+		_, err := c.Authorize(context.Background(), Principal{}, &r.upstream, nil, http.StatusForbidden, http.Header{"Www-Authenticate": {`Bearer error="insufficient_scope", scope="` + sc + `"`}})
 		return err
 	}
 	if err := ask("b"); err != nil {

@@ -71,7 +71,8 @@ const unverifiedLifetime = 5 * time.Minute
 type Grant struct {
 	token string
 	Facts Facts
-	pr    *pair // whose grant it is: its step-up sequence ends when it succeeds
+	pr    *pair  // whose grant it is: its step-up sequence ends when it succeeds
+	sel   string // the scope selection it was obtained for (joined)
 }
 
 // succeeded ends the step-up sequence of g's principal at its upstream: a
@@ -321,8 +322,11 @@ func (c *Client) pairLocked(pk pairKey) *pair {
 // scopes_supported; on insufficient_scope the union with what was held,
 // only when the challenge asks for something new, and at most
 // OAuth.MaxStepUps times in one challenge sequence, which a request that
-// succeeds ends) and obtains a new token.
-func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, status int, hdr http.Header) (*Grant, error) {
+// succeeds ends) and obtains a new token. refused is the grant the
+// answered request presented (nil: none): when another request has
+// already stepped up to what the challenge asks since refused was
+// obtained, that selection's token is used and no step-up is counted.
+func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, refused *Grant, status int, hdr http.Header) (*Grant, error) {
 	ch := ParseChallenge(hdr)
 	pk := c.principalOf(p, up)
 	if status == http.StatusForbidden && ch.Error != "insufficient_scope" {
@@ -339,6 +343,15 @@ func (c *Client) Authorize(ctx context.Context, p Principal, up *Upstream, statu
 	case ch.Error == "insufficient_scope":
 		pr := c.pairLocked(pk)
 		union := sortedSet(append(slices.Clone(held), ch.Scopes...))
+		if len(union) == len(held) && refused != nil && refused.sel != joined(held) {
+			// Stepped up meanwhile by a request refused at the same time.
+			g := pr.grants[joined(held)]
+			c.mu.Unlock()
+			if g != nil && g.Facts.Expiry.After(c.o.Now()) {
+				return g, nil
+			}
+			return c.fetch(ctx, p, up, d, pk, held)
+		}
 		limit := int32(up.OAuth.MaxStepUps)
 		if limit == 0 {
 			limit = 2
@@ -464,8 +477,8 @@ func (c *Client) obtain(ctx context.Context, p Principal, up *Upstream, d *Disco
 	if pr.sel == nil {
 		c.selectLocked(pk, scopes) // later lookups need not rebuild the key
 	}
-	g.pr = pr
-	pr.grants[joined(scopes)] = g
+	g.pr, g.sel = pr, joined(scopes)
+	pr.grants[g.sel] = g
 	pr.setCur()
 	c.mu.Unlock()
 	return g, nil

@@ -188,7 +188,7 @@ func TestAuthorizationPending(t *testing.T) {
 	alice := Principal{Name: "alice"}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := c.Authorize(ctx, alice, &r.upstream, http.StatusUnauthorized, http.Header{}); ReasonOf(err) != ReasonAuthorizationPending {
+	if _, err := c.Authorize(ctx, alice, &r.upstream, nil, http.StatusUnauthorized, http.Header{}); ReasonOf(err) != ReasonAuthorizationPending {
 		t.Fatalf("err = %v, want %s", err, ReasonAuthorizationPending)
 	}
 	close(release)

@@ -1,9 +1,12 @@
 package access
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -50,7 +53,7 @@ func TestStepUpLimitIsPerChallengeSequence(t *testing.T) {
 	// Within one sequence the limit still holds: two challenges for new
 	// scopes without a success between them.
 	ask := func(sc string) error {
-		_, err := c.Authorize(context.Background(), Principal{}, &r.upstream, http.StatusForbidden,
+		_, err := c.Authorize(context.Background(), Principal{}, &r.upstream, nil, http.StatusForbidden,
 			http.Header{"Www-Authenticate": {`Bearer error="insufficient_scope", scope="` + sc + `"`}})
 		return err
 	}
@@ -59,5 +62,72 @@ func TestStepUpLimitIsPerChallengeSequence(t *testing.T) {
 	}
 	if err := ask("f"); ReasonOf(err) != ReasonStepUpExhausted {
 		t.Fatalf("second step-up without a success = %v, want %s", err, ReasonStepUpExhausted)
+	}
+}
+
+// TestConcurrentInsufficientScope: two requests refused at the same
+// moment with insufficient_scope for the same new scope both go through:
+// the second finds the selection already stepped up by the first and
+// presents that token, without counting a step-up (before, it saw no new
+// scope to ask for and failed with step-up-exhausted).
+func TestConcurrentInsufficientScope(t *testing.T) {
+	o, oc := serviceClient(t, "a")
+	as := oauthtest.Start(t, oauthtest.Options{Clients: []oauthtest.Client{oc}})
+	phase := &atomic.Int32{}
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	r := serveRig(t, as, o, func(url string, h http.Handler) http.Handler {
+		first := as.Protect(oauthtest.Resource{URL: url, Scopes: []string{"a"}}, h)
+		second := as.Protect(oauthtest.Resource{URL: url, Scopes: []string{"a", "b"}}, h)
+		var held atomic.Int32
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if phase.Load() == 0 {
+				first.ServeHTTP(w, req)
+				return
+			}
+			if req.Method == http.MethodPost && held.Add(1) <= 2 {
+				arrived.Done() // both refused requests arrive before either is answered
+				arrived.Wait()
+			}
+			second.ServeHTTP(w, req)
+		})
+	})
+	c := New(Options{})
+	hc := &http.Client{Transport: c.Transport(nil, r.upstream)}
+	post := func() (int, error) {
+		req, err := http.NewRequest(http.MethodPost, r.url, bytes.NewReader([]byte(`{}`)))
+		if err != nil {
+			return 0, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := post(); err != nil || code == http.StatusUnauthorized || code == http.StatusForbidden {
+		t.Fatalf("first request: %d %v", code, err)
+	}
+	phase.Store(1)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			code, err := post()
+			if err == nil && (code == http.StatusUnauthorized || code == http.StatusForbidden) {
+				err = fmt.Errorf("answered %d", code)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d refused at the same moment: %v", i, err)
+		}
+	}
+	if g := c.Lookup(Principal{}, &r.upstream); g == nil || strings.Join(g.Facts.Scopes, " ") != "a b" {
+		t.Fatalf("grant after the step-up: %+v", g)
 	}
 }

@@ -73,7 +73,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	_ = resp.Body.Close()
-	if g, err = t.c.Authorize(ctx, p, &t.up, resp.StatusCode, resp.Header); err != nil {
+	if g, err = t.c.Authorize(ctx, p, &t.up, g, resp.StatusCode, resp.Header); err != nil {
 		return nil, err
 	}
 	again := req.Clone(ctx)
