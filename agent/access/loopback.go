@@ -49,15 +49,23 @@ func LoopbackAuthorizer(log *slog.Logger) Authorizer {
 				http.Error(w, "unknown authorization state", http.StatusBadRequest)
 				return
 			}
-			res := &AuthorizationResponse{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}
+			// The browser gets its answer before the flow goes on (and the
+			// server shuts down).
+			_, _ = w.Write([]byte("mcpready: authorization received; you can close this window.\n"))
+			_ = http.NewResponseController(w).Flush()
 			select {
-			case got <- res:
+			case got <- &AuthorizationResponse{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}:
 			default:
 			}
-			_, _ = w.Write([]byte("mcpready: authorization received; you can close this window.\n"))
 		})}
 		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
+		defer func() { // let an answer being written finish, then close
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if srv.Shutdown(sctx) != nil {
+				_ = srv.Close()
+			}
+		}()
 		log.Info("upstream authorization needed: open the URL in a browser", "upstream", r.Upstream, "principal", r.Principal, "url", r.URL)
 		select {
 		case res := <-got:
