@@ -18,11 +18,7 @@ import (
 )
 
 func quotaKey(c Caller, r *decide.Route) quota.Key {
-	who := c.Name
-	if who == "" {
-		who = "class:" + c.Principal
-	}
-	k := quota.Key{Principal: who, Server: r.Identity.GetServerName(), Tool: r.Identity.GetToolName()}
+	k := quota.Key{Principal: c.Name, Class: c.Principal, Server: r.Identity.GetServerName(), Tool: r.Identity.GetToolName()}
 	if r.QuotaByTenant {
 		k.Tenant = c.Tenant
 	}

@@ -23,28 +23,20 @@ import (
 func (p *Pipeline) observeRateLimit(ctx context.Context, r decide.Route) context.Context {
 	key := r.Identity.GetEndpoint()
 	return upstream.WithResponseHeaders(ctx, func(h http.Header) {
-		hints, err := quota.ParseRateLimit(firstValue(h, rateLimitField), firstValue(h, rateLimitPolicyField))
+		hints, err := quota.ParseRateLimit(h.Get(rateLimitField), h.Get(rateLimitPolicyField))
 		if err == nil && hints != nil {
 			p.hints.Observe(key, hints, p.opts.Now())
 		}
 	})
 }
 
-// The rate-limit fields' canonical keys (http.CanonicalHeaderKey), looked
-// up directly: Header.Get would canonicalize (and allocate) them anew for
-// every response.
+// The rate-limit fields' canonical keys (http.CanonicalHeaderKey):
+// Header.Get returns an already canonical key as it is, where it would
+// allocate the canonical form of "RateLimit" for every response.
 const (
 	rateLimitField       = "Ratelimit"
 	rateLimitPolicyField = "Ratelimit-Policy"
 )
-
-// firstValue is h.Get(key) for a canonical key.
-func firstValue(h http.Header, key string) string {
-	if v := h[key]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
 
 // rankByHints moves the routes whose endpoint's last hint said its quota
 // is spent after the others, keeping the order within each group, and

@@ -95,10 +95,9 @@ func TestRateLimitFieldKeys(t *testing.T) {
 		if c := http.CanonicalHeaderKey(name); c != key {
 			t.Errorf("%s: key %q, canonical %q", name, key, c)
 		}
-		for _, h := range []http.Header{{}, {http.CanonicalHeaderKey(name): {"a", "b"}}, {http.CanonicalHeaderKey(name): {}}, {name: {"raw"}}} {
-			if got, want := firstValue(h, key), h.Get(name); got != want {
-				t.Errorf("%s in %v: %q, Header.Get %q", name, h, got, want)
-			}
+		h := http.Header{key: {"a"}}
+		if n := testing.AllocsPerRun(100, func() { _ = h.Get(key) }); n != 0 {
+			t.Errorf("%s: Header.Get allocates %v times", name, n)
 		}
 	}
 	// Over the wire, whatever the case the upstream writes.
@@ -106,7 +105,7 @@ func TestRateLimitFieldKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if firstValue(resp.Header, rateLimitField) != "limit=10, remaining=0, reset=5" || firstValue(resp.Header, rateLimitPolicyField) != "10;w=60" {
+	if resp.Header.Get(rateLimitField) != "limit=10, remaining=0, reset=5" || resp.Header.Get(rateLimitPolicyField) != "10;w=60" {
 		t.Fatalf("fields of %v not found", resp.Header)
 	}
 }

@@ -36,9 +36,10 @@ type checked struct {
 
 // checkResult validates one upstream result: size, pinned output schema,
 // tripwire (over its texts, embedded resources and resource links:
-// contentTexts, as for prompt messages); isError is a tool failure inside a protocol success. Size and
-// the receipt's result digest are of the JSON the upstream sent, when the
-// agent has it (else of the result encoded again).
+// contentTexts, as for prompt messages); isError is a tool failure inside
+// a protocol success. Size and the receipt's result digest are of the
+// JSON the upstream sent, when the agent has it (else of the result
+// encoded again).
 func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invoke.Outcome {
 	res, b := ans.CallToolResult, []byte(ans.JSON)
 	if b == nil {

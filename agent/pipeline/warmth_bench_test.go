@@ -25,7 +25,7 @@ func BenchmarkCallBookkeeping(b *testing.B) {
 		p.rankByHints(&d, now)
 		p.warm.touch(session, now)
 		_ = p.observeRateLimit(ctx, d.Routes[0])
-		if hints, err := quota.ParseRateLimit(firstValue(h, rateLimitField), firstValue(h, rateLimitPolicyField)); err == nil && hints != nil {
+		if hints, err := quota.ParseRateLimit(h.Get(rateLimitField), h.Get(rateLimitPolicyField)); err == nil && hints != nil {
 			b.Fatal("hints from a response without RateLimit fields")
 		}
 	}

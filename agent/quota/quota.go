@@ -18,12 +18,14 @@ import (
 )
 
 // Key names one count: a principal's use of one tool of one server
-// (per tenant when the provider partitions its quota by tenant, else
-// Tenant is ""), or, with only Workflow set, a workflow's spend. A struct
-// rather than a joined string, so a lookup allocates nothing.
+// (Principal its name, Class its principal class; a caller without a
+// name counts under its class), per tenant when the provider partitions
+// its quota by tenant (else Tenant is ""), or, with only Workflow set, a
+// workflow's spend. A struct rather than a joined string, so a lookup
+// allocates nothing.
 type Key struct {
-	Principal, Server, Tool, Tenant string
-	Workflow                        string
+	Principal, Class, Server, Tool, Tenant string
+	Workflow                               string
 }
 
 // Ledger counts units per key. Its zero value is not usable; call New.
