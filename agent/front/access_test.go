@@ -34,7 +34,7 @@ import (
 // install installs a policy admitting dev and developer to sec/* and a
 // Declaration of sec naming the given authorization server. hits counts
 // the tools/call requests that reached the upstream.
-func oauthFront(t *testing.T, as *oauthtest.Server, o *config.OAuth, idp *config.IdentityProvider) (*harness, *atomic.Int64, string, func(declared string)) {
+func oauthFront(t *testing.T, as *oauthtest.Server, o *config.OAuth, idp *config.IdentityProvider, mods ...func(*Options)) (*harness, *atomic.Int64, string, func(declared string)) {
 	t.Helper()
 	plain := mcptest.New(t, mcptest.Options{}) // same tools, for enrolment
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -76,7 +76,11 @@ func oauthFront(t *testing.T, as *oauthtest.Server, o *config.OAuth, idp *config
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.front = New(Options{Config: cfg, NodeID: "node-1", Receipts: func(r *mcpreadyv1.Receipt) { h.mu.Lock(); h.recs = append(h.recs, r); h.mu.Unlock() }})
+	fo := Options{Config: cfg, NodeID: "node-1", Receipts: func(r *mcpreadyv1.Receipt) { h.mu.Lock(); h.recs = append(h.recs, r); h.mu.Unlock() }}
+	for _, m := range mods {
+		m(&fo)
+	}
+	h.front = New(fo)
 	t.Cleanup(h.front.Close)
 	p := testPolicy()
 	p.Principals = []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"sec/*"}}, {PrincipalClass: "developer", Allow: []string{"sec/*"}}}

@@ -150,6 +150,11 @@ type Options struct {
 	// tokenless default principal included). Zero means
 	// DefaultMaxUpstreamSessionsPerPrincipal; negative means no cap.
 	MaxUpstreamSessionsPerPrincipal int
+	// MaxOwnerSessions bounds the shared upstream sessions opened with
+	// principals' own tokens (token exchange, authorization code) on the
+	// aggregate view: upstream.Options.MaxOwnerSessions; zero means its
+	// default (1,024).
+	MaxOwnerSessions int
 	// Telemetry traces requests and upstream attempts (package
 	// telemetry); nil is off.
 	Telemetry *telemetry.Telemetry
@@ -276,6 +281,8 @@ func New(opts Options) *Front {
 		OnToolsChanged: f.pins.toolsChanged,
 		ClientInfo:     &mcp.Implementation{Name: "mcpready-agent", Version: opts.Builder.EmitterVersion},
 		Access:         acc,
+
+		MaxOwnerSessions: opts.MaxOwnerSessions,
 	})
 	f.probe = mcp.NewServer(&mcp.Implementation{Name: "mcpready-agent"}, nil)
 	f.state.Store(indexState(&State{}))
