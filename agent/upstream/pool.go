@@ -501,8 +501,9 @@ func (s *Session) Close() error {
 // *validate.Outcome. A transport-level failure marks the session broken.
 func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.ClientSession) error) error {
 	telemetry.Upstream(ctx, s.endpoint, s.cs.ID(), s.ProtocolVersion()) // on the attempt's CLIENT span, if any
-	ictx := isolate(ctx)
-	cctx, x := withExchange(keepHeaders(ctx, ictx))
+	cctx := isolate(ctx)
+	var x *exchange
+	cctx.values, x = withExchange(keepHeaders(ctx, cctx.values))
 	err := fn(cctx, s.cs)
 	if err == nil {
 		return nil
@@ -629,23 +630,27 @@ func endpointOf(up config.Upstream) string {
 // isolate returns a context with ctx's deadline and cancellation but none of
 // its values: values of an incoming front request (such as the protocol
 // version the AI agent speaks) must not leak into upstream requests. The
-// one exception is the access principal (carryPrincipal). It is ctx's own
-// cancellation, seen through a view without values: no timer, goroutine or
-// cancel function of its own (whatever it starts ends when ctx does, which
-// for a call is when the call ends).
-func isolate(ctx context.Context) context.Context {
-	var out context.Context = isolated{parent: ctx}
-	out = telemetry.Carry(ctx, out) // the trace context continues upstream
-	return carryPrincipal(ctx, out) // and the access principal
+// exceptions are the trace context and the access principal
+// (carryPrincipal). It is ctx's own cancellation, seen through a view with
+// values of its own: no timer, goroutine or cancel function of its own
+// (whatever it starts ends when ctx does, which for a call is when the
+// call ends).
+func isolate(ctx context.Context) isolated {
+	values := telemetry.Carry(ctx, context.Background())              // the trace context continues upstream
+	return isolated{parent: ctx, values: carryPrincipal(ctx, values)} // and the access principal
 }
 
-// isolated is its parent without the parent's values.
-type isolated struct{ parent context.Context }
+// isolated is its parent's deadline and cancellation with only the values
+// of values. More values go into values, not on top of the isolated
+// context: a value context over it would hide its AfterFunc, and every
+// context derived from that (the transport's watch of each request) would
+// wait on the parent with a goroutine of its own.
+type isolated struct{ parent, values context.Context }
 
 func (c isolated) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 func (c isolated) Done() <-chan struct{}       { return c.parent.Done() }
 func (c isolated) Err() error                  { return c.parent.Err() }
-func (isolated) Value(any) any                 { return nil }
+func (c isolated) Value(key any) any           { return c.values.Value(key) }
 
 // AfterFunc lets contexts derived from c wait on the parent's cancellation
 // without a goroutine of their own (the context package looks for it).

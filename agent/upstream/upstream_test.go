@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -116,5 +117,45 @@ func TestStdioUpstream(t *testing.T) {
 	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "test_simple_text", Arguments: map[string]any{}})
 	if err != nil || res.IsError {
 		t.Fatalf("stdio call: %v %+v", err, res)
+	}
+}
+
+// TestDoContextWatchedWithoutGoroutine: the context Do hands to its function
+// carries the call's headers and exchange and none of the caller's other
+// values, and contexts derived from it (as the transport derives one per
+// request to watch its cancellation) wait on the caller's cancellation
+// without a goroutine each.
+func TestDoContextWatchedWithoutGoroutine(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	s, err := newPool(t, up).Shared(context.Background(), Target{Server: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{}
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "front value"))
+	defer cancel()
+	parent = WithHeader(parent, "Idempotency-Key", "k1")
+	err = s.Do(parent, func(ctx context.Context, _ *mcp.ClientSession) error {
+		if ctx.Value(key{}) != nil {
+			t.Error("a value of the caller leaked")
+		}
+		if x, _ := ctx.Value(exchangeKey{}).(*exchange); x == nil || headersOf(ctx).Get("Idempotency-Key") != "k1" {
+			t.Error("the call's exchange or headers are missing")
+		}
+		before := runtime.NumGoroutine()
+		var stops []func() bool
+		for range 50 {
+			stops = append(stops, context.AfterFunc(ctx, func() {}))
+		}
+		if n := runtime.NumGoroutine(); n > before+5 {
+			t.Errorf("%d goroutines for 50 watches of the call's context", n-before)
+		}
+		for _, stop := range stops {
+			stop()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
