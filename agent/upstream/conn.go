@@ -90,7 +90,7 @@ func (t *directTransport) roundTrip(req *http.Request, x *exchange) (*http.Respo
 	}
 	// A cancelled or expired context unblocks whatever I/O is in progress,
 	// including reads of the body after RoundTrip returned.
-	stop := context.AfterFunc(ctx, func() { _ = dc.conn.SetDeadline(past) })
+	stop := afterFunc(ctx, func() { _ = dc.conn.SetDeadline(past) })
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		_ = dc.conn.Close()
@@ -132,6 +132,16 @@ func (t *directTransport) roundTrip(req *http.Request, x *exchange) (*http.Respo
 	}
 	resp.Body = &directBody{t: t, dc: dc, body: resp.Body, stop: stop, reusable: reusable}
 	return resp, nil
+}
+
+// afterFunc is context.AfterFunc(ctx, f), asked of ctx itself when ctx has
+// an AfterFunc of its own (a call's isolated context): the same watch,
+// without the context package's extra context, closure and stop over it.
+func afterFunc(ctx context.Context, f func()) (stop func() bool) {
+	if a, ok := ctx.(interface{ AfterFunc(func()) func() bool }); ok {
+		return a.AfterFunc(f)
+	}
+	return context.AfterFunc(ctx, f)
 }
 
 // conn returns an idle live connection for key, or dials one.

@@ -159,3 +159,27 @@ func TestDoContextWatchedWithoutGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAfterFuncOfIsolated: the transport's watch of a request under an
+// isolated context costs what a watch of the parent itself costs, and
+// fires and stops as context.AfterFunc's does.
+func TestAfterFuncOfIsolated(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ctx context.Context = isolate(parent) // as a request carries it
+	f := func() {}
+	own := testing.AllocsPerRun(100, func() { context.AfterFunc(parent, f)() })
+	if n := testing.AllocsPerRun(100, func() { afterFunc(ctx, f)() }); n > own {
+		t.Errorf("watching the isolated context: %v allocations, the parent: %v", n, own)
+	}
+	fired := make(chan struct{})
+	stop := afterFunc(ctx, func() { close(fired) })
+	if !afterFunc(ctx, f)() {
+		t.Error("a watch not fired did not stop")
+	}
+	cancel()
+	<-fired
+	if stop() {
+		t.Error("a fired watch stopped")
+	}
+}
