@@ -281,6 +281,14 @@ func (b *directBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// ended reports whether the body was read to its end or closed: its
+// connection is released, and there is nothing left to drain or close.
+func (b *directBody) ended() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.done
+}
+
 // bound limits the rest of the body's reads to wait from now, by a read
 // deadline on its connection; false when it cannot (the body is read to
 // its end or closed, and its connection may serve another request).

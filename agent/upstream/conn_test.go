@@ -332,3 +332,36 @@ func TestFinishBoundsAnOpenStream(t *testing.T) {
 		t.Fatalf("dials = %d, want 2 (a drained connection reused)", n)
 	}
 }
+
+// A response already read to its end (as a fast call's often is: the end
+// of the stream came in the same read as the answer) is finished without
+// a timer or anything else allocated, and its connection is reused.
+func TestFinishOfAReadBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, "data: {}\n\n")
+	}))
+	defer srv.Close()
+	var dials atomic.Int64
+	rt := countingTransport(&dials)
+	defer rt.CloseIdleConnections()
+	for range 2 {
+		req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rt.roundTrip(req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadAll(resp.Body); err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(10, func() { finishLater(resp.Body) }); n != 0 {
+			t.Errorf("finishing a body read to its end: %v allocations", n)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("dials = %d, want 1 (the connection reused)", n)
+	}
+}

@@ -195,9 +195,15 @@ const drainWait = 100 * time.Millisecond
 // right after the response) so that its connection is reused, and closes it.
 // A stream that stays open longer than drainWait is closed: over the
 // agent's own transport by a read deadline on the connection (no timer of
-// its own; release clears the deadline), else by a timer.
+// its own; release clears the deadline), else by a timer. A body already
+// read to its end (a fast call's often is: the end of the stream came in
+// the same read as the answer) costs nothing more.
 func finish(body io.ReadCloser) {
-	if db, ok := body.(*directBody); ok && db.bound(drainWait) {
+	db, direct := body.(*directBody)
+	if direct && db.ended() {
+		return
+	}
+	if direct && db.bound(drainWait) {
 		drain(body)
 		return
 	}
