@@ -49,21 +49,25 @@ var errStreamLost = errors.New("response stream lost")
 
 // httpSession is what the fast path needs of a Streamable HTTP session.
 type httpSession struct {
-	url     *url.URL // the endpoint, parsed once; copied per request (newRequest), never modified
-	client  *http.Client
-	rt      *roundTripper // client's transport (nil: send through client)
-	relay   *Relay
-	onTools func()
+	url *url.URL // the endpoint, parsed once; copied per request (newRequest), never modified
+	// sessionID and version are the session's id and protocol version as
+	// header values, fixed once connected; requests share them (never
+	// written to: Header.Set replaces them).
+	sessionID, version []string
+	client             *http.Client
+	rt                 *roundTripper // client's transport (nil: send through client)
+	relay              *Relay
+	onTools            func()
 }
 
 // fastOK reports whether params can take the fast path on s: an HTTP
 // session with a session id in the session era. Progress notifications on
 // the response stream are relayed in order, before the result returns.
 func (s *Session) fastOK() bool {
-	if s.http == nil || s.cs.ID() == "" {
+	if s.http == nil || s.http.sessionID[0] == "" {
 		return false
 	}
-	pv := s.ProtocolVersion()
+	pv := s.http.version[0]
 	return pv != "" && pv < "2026-07-28"
 }
 
@@ -154,13 +158,9 @@ func plainString(s string) bool {
 // of the request. A URL with user info goes through the client, which
 // turns it into basic authentication.
 func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error) {
-	req, err := s.http.newRequest(ctx, http.MethodPost, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
 	// The shared value slices are never written to: Set replaces them.
-	req.Header = http.Header{"Content-Type": postContentType, "Accept": postAccept,
-		"Mcp-Session-Id": {s.cs.ID()}, "Mcp-Protocol-Version": {s.ProtocolVersion()}}
+	req := s.http.newRequest(ctx, http.MethodPost, http.Header{"Content-Type": postContentType, "Accept": postAccept,
+		"Mcp-Session-Id": s.http.sessionID, "Mcp-Protocol-Version": s.http.version}, body)
 	if s.http.rt == nil || req.URL.User != nil {
 		return s.http.client.Do(req)
 	}
@@ -171,16 +171,25 @@ func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error)
 	return resp, nil
 }
 
-// newRequest is a request to the session's endpoint, whose URL is parsed
-// once per session rather than per request.
-func (h *httpSession) newRequest(ctx context.Context, method string, body io.Reader) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, method, "", body)
-	if err != nil {
-		return nil, err
+// newRequest is the request http.NewRequestWithContext makes to the
+// session's endpoint with header and body (empty: none), built directly:
+// the URL is parsed once per session, not per request, and its copy and
+// the body's reader come in one allocation.
+func (h *httpSession) newRequest(ctx context.Context, method string, header http.Header, body []byte) *http.Request {
+	r := &requestParts{url: *h.url}
+	req := &http.Request{Method: method, URL: &r.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: header, Host: r.url.Host}
+	if len(body) > 0 {
+		r.body.Reset(body)
+		req.Body, req.ContentLength = io.NopCloser(&r.body), int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
-	u := *h.url
-	req.URL, req.Host = &u, u.Host
-	return req, nil
+	return req.WithContext(ctx)
+}
+
+// requestParts are what newRequest's request points to.
+type requestParts struct {
+	url  url.URL
+	body bytes.Reader
 }
 
 var (

@@ -440,6 +440,9 @@ func (p *Pool) connect(ctx context.Context, t Target, relay *Relay) (*Session, e
 		return nil, f
 	}
 	s.cs = cs
+	if s.http != nil {
+		s.http.sessionID, s.http.version = []string{cs.ID()}, []string{s.ProtocolVersion()}
+	}
 	go func() {
 		_ = cs.Wait()
 		s.broken.Store(true)

@@ -57,10 +57,7 @@ func (s *Session) resume(ctx context.Context, st *stream) bool {
 		return false
 	case <-t.C:
 	}
-	req, err := s.http.newRequest(ctx, http.MethodGet, nil)
-	if err != nil {
-		return false
-	}
+	req := s.http.newRequest(ctx, http.MethodGet, http.Header{}, nil)
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Last-Event-ID", st.meta.LastID)
 	req.Header.Set("Mcp-Session-Id", s.cs.ID())
