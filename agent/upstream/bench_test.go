@@ -128,3 +128,15 @@ func BenchmarkCallToolTransport(b *testing.B) {
 	b.ReportMetric(float64(dl[len(dl)/2].Microseconds()), "direct-p50-µs")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkDecodeCallResult decodes the result of the default echo tool
+// (typed output: its JSON as text content and as structuredContent).
+func BenchmarkDecodeCallResult(b *testing.B) {
+	raw := []byte(`{"content":[{"type":"text","text":"{\"text\":\"benchmark\"}"}],"structuredContent":{"text":"benchmark"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := decodeCallResult(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -429,7 +429,8 @@ func (s *Session) cancelUpstream(id string) {
 // decodeCallResult decodes a CallToolResult, and returns its
 // structuredContent decoded exactly (decodeExact; the same tree as the
 // result's when its numbers allow, see floatInts) and as received, when it
-// decoded that itself. Results whose
+// decoded that itself: as part of raw, not a copy (raw, a message's own
+// bytes, must not change while the result is in use). Results whose
 // content is only text (the common case) are built directly; others go
 // through the go-sdk's own decoding of content types.
 func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, any, json.RawMessage, error) {
@@ -440,7 +441,7 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, any, json.RawMe
 		IsError           bool            `json:"isError"`
 		ResultType        string          `json:"resultType"`
 	}
-	if err := jsonwire.Unmarshal(raw, &wire); err != nil {
+	if err := jsonwire.UnmarshalShared(raw, &wire); err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
 	}
 	res := &mcp.CallToolResult{Meta: wire.Meta, IsError: wire.IsError, Content: make([]mcp.Content, 0, len(wire.Content))}

@@ -534,8 +534,9 @@ func (s *Session) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mc
 type Result struct {
 	*mcp.CallToolResult
 	JSON json.RawMessage
-	// Structured is the JSON of the result's structuredContent as received,
-	// when the agent decoded it itself (nil otherwise, or when absent).
+	// Structured is the JSON of the result's structuredContent as received
+	// (part of JSON's bytes), when the agent decoded it itself (nil
+	// otherwise, or when absent).
 	Structured json.RawMessage
 	// Value is Structured decoded with exact numbers (json.Number, or
 	// float64 integers within ±2^53), for the output schema check; it may

@@ -108,6 +108,17 @@ func TestDecodeCallResultStructured(t *testing.T) {
 			t.Errorf("%s: structured %q, want %q", tc.in, got, tc.want)
 		}
 	}
+	// The structuredContent returned is the result's own bytes, not a copy
+	// (a large result is not copied once more).
+	raw := json.RawMessage(`{"content":[],"structuredContent":{"a":"b"}}`)
+	_, _, got, err := decodeCallResult(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-4] = 'c'
+	if string(got) != `{"a":"c"}` {
+		t.Errorf("structured %s is a copy of the result's bytes", got)
+	}
 }
 
 func TestIsID(t *testing.T) {
