@@ -45,17 +45,23 @@ type directTransport struct {
 	maxIdle     int // per host
 
 	mu   sync.Mutex
-	idle map[string][]*directConn
+	idle map[connKey][]*directConn
 }
+
+// connKey is where a connection goes: its URL scheme and dial address (a
+// struct, not one string, which would be built per request).
+type connKey struct{ scheme, addr string }
+
+func keyOf(req *http.Request) connKey { return connKey{req.URL.Scheme, hostPort(req)} }
 
 func newDirectTransport() *directTransport {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	return &directTransport{dial: d.DialContext, idleTimeout: 90 * time.Second, maxIdle: 512, idle: map[string][]*directConn{}}
+	return &directTransport{dial: d.DialContext, idleTimeout: 90 * time.Second, maxIdle: 512, idle: map[connKey][]*directConn{}}
 }
 
 // directConn is one connection and its buffers.
 type directConn struct {
-	key    string
+	key    connKey
 	conn   net.Conn
 	br     *bufio.Reader
 	bw     *bufio.Writer
@@ -79,7 +85,7 @@ func (t *directTransport) roundTrip(req *http.Request, x *exchange) (*http.Respo
 		return nil, fmt.Errorf("%w %q", errUnsupportedScheme, req.URL.Scheme)
 	}
 	ctx := req.Context()
-	key := req.URL.Scheme + "://" + hostPort(req)
+	key := keyOf(req)
 	dc, reused, err := t.conn(ctx, key, req)
 	if err != nil {
 		closeBody(req)
@@ -145,7 +151,7 @@ func afterFunc(ctx context.Context, f func()) (stop func() bool) {
 }
 
 // conn returns an idle live connection for key, or dials one.
-func (t *directTransport) conn(ctx context.Context, key string, req *http.Request) (*directConn, bool, error) {
+func (t *directTransport) conn(ctx context.Context, key connKey, req *http.Request) (*directConn, bool, error) {
 	now := time.Now()
 	for {
 		t.mu.Lock()
@@ -163,7 +169,7 @@ func (t *directTransport) conn(ctx context.Context, key string, req *http.Reques
 		}
 		_ = dc.conn.Close()
 	}
-	c, err := t.dial(ctx, "tcp", key[len(req.URL.Scheme)+3:])
+	c, err := t.dial(ctx, "tcp", key.addr)
 	if err != nil {
 		return nil, false, err
 	}
@@ -244,13 +250,13 @@ func (t *directTransport) release(dc *directConn, stop func() bool, reusable boo
 func (t *directTransport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
-	t.idle = map[string][]*directConn{}
+	t.idle = map[connKey][]*directConn{}
 	t.mu.Unlock()
 	closeAll(idle)
 }
 
 // closeAll closes everything in an idle map taken out of its owner.
-func closeAll[T interface{ Close() error }](idle map[string][]T) {
+func closeAll[K comparable, T interface{ Close() error }](idle map[K][]T) {
 	for _, list := range idle {
 		for _, c := range list {
 			_ = c.Close()
@@ -415,8 +421,7 @@ func writeRequest(w *bufio.Writer, req *http.Request) (ok bool, err error) {
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(host)
 	w.WriteString("\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: ")
-	var num [20]byte
-	w.Write(strconv.AppendInt(num[:0], req.ContentLength, 10))
+	w.Write(strconv.AppendInt(w.AvailableBuffer(), req.ContentLength, 10)) // in w's own buffer: no array of its own escaping
 	w.WriteString("\r\n")
 	for _, k := range keys {
 		for _, v := range req.Header[k] {

@@ -276,9 +276,21 @@ func TestDirectTransport(t *testing.T) {
 	})
 }
 
-func hostKey(url string) string {
+func hostKey(url string) connKey {
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	return req.URL.Scheme + "://" + hostPort(req)
+	return keyOf(req)
+}
+
+// A request's connection key costs no more than its dial address.
+func TestKeyOfAllocations(t *testing.T) {
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8080/mcp", nil)
+	addr := testing.AllocsPerRun(100, func() { hostPort(req) })
+	if n := testing.AllocsPerRun(100, func() { keyOf(req) }); n > addr {
+		t.Errorf("keyOf: %v allocations, hostPort: %v", n, addr)
+	}
+	if k := keyOf(req); k != (connKey{"http", "127.0.0.1:8080"}) {
+		t.Errorf("key %+v", k)
+	}
 }
 
 // A response stream the upstream keeps open after the response is closed

@@ -191,3 +191,26 @@ func TestNewRequest(t *testing.T) {
 		t.Errorf("newRequest: %v allocations, http.NewRequestWithContext: %v", ours, theirs)
 	}
 }
+
+// writeRequest allocates nothing beyond what copying the body (io.CopyN)
+// does.
+func TestWriteRequestAllocations(t *testing.T) {
+	w := bufio.NewWriter(io.Discard)
+	body := []byte(`{"jsonrpc":"2.0"}`)
+	req := &http.Request{Method: http.MethodPost, URL: mustURL(t, "http://127.0.0.1:8080/mcp"), Header: http.Header{"Accept": {"text/event-stream"}},
+		ContentLength: int64(len(body))}
+	r := bytes.NewReader(body)
+	req.Body = io.NopCloser(r)
+	copying := testing.AllocsPerRun(100, func() {
+		r.Reset(body)
+		_, _ = io.CopyN(w, r, req.ContentLength)
+	})
+	if n := testing.AllocsPerRun(100, func() {
+		r.Reset(body)
+		if ok, err := writeRequest(w, req); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}); n > copying {
+		t.Errorf("writeRequest: %v allocations, copying its body: %v", n, copying)
+	}
+}
