@@ -66,7 +66,7 @@ type directConn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	idleAt time.Time
-	raw    syscall.RawConn // the socket, for alive (nil until first asked)
+	quiet  func() bool // peeks at the socket, for alive (nil until first asked)
 }
 
 // past is a deadline that makes blocked I/O on a connection return at once.
@@ -197,7 +197,7 @@ func alive(dc *directConn) bool {
 	if dc.br.Buffered() > 0 {
 		return false
 	}
-	if dc.raw == nil {
+	if dc.quiet == nil {
 		c := dc.conn
 		if tc, ok := c.(*tls.Conn); ok {
 			c = tc.NetConn()
@@ -210,9 +210,9 @@ func alive(dc *directConn) bool {
 		if err != nil {
 			return false
 		}
-		dc.raw = rc // the socket's for good: asked once per connection
+		dc.quiet = quiet(rc) // the socket's for good: made once per connection
 	}
-	return quiet(dc.raw)
+	return dc.quiet()
 }
 
 // release ends a round trip: the connection goes back to the idle list when

@@ -11,7 +11,7 @@ import (
 )
 
 // quiet cannot peek here; a connection the server closed fails on use.
-func quiet(syscall.RawConn) bool { return true }
+func quiet(syscall.RawConn) func() bool { return func() bool { return true } }
 
 // runAs is not available here: a configured user is refused.
 func runAs(_ *exec.Cmd, r *config.RunAs) error {

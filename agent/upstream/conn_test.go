@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -375,5 +376,40 @@ func TestFinishOfAReadBody(t *testing.T) {
 	}
 	if n := dials.Load(); n != 1 {
 		t.Fatalf("dials = %d, want 1 (the connection reused)", n)
+	}
+}
+
+// alive peeks at an idle connection without allocating, and sees what the
+// server sent or that it closed the connection.
+func TestAliveAllocations(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := &directConn{conn: c, br: bufio.NewReader(c)}
+	if !alive(dc) {
+		t.Fatal("a quiet open connection is not alive")
+	}
+	if n := testing.AllocsPerRun(100, func() { alive(dc) }); n != 0 {
+		t.Errorf("alive: %v allocations", n)
+	}
+	_, _ = s.Write([]byte("x"))
+	s.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(dc) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if alive(dc) {
+		t.Fatal("a connection the server wrote to and closed is alive")
 	}
 }

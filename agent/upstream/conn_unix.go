@@ -23,14 +23,19 @@ func runAs(cmd *exec.Cmd, r *config.RunAs) error {
 	return nil
 }
 
-// quiet peeks at a socket without blocking: open with nothing to read.
-func quiet(rc syscall.RawConn) bool {
+// quiet returns a peek at rc's socket without blocking: open with nothing
+// to read. The peek's closure (which escapes to RawConn.Read) is made once,
+// not per peek; one goroutine at a time may peek.
+func quiet(rc syscall.RawConn) func() bool {
 	ok := false
-	err := rc.Read(func(fd uintptr) bool {
+	peek := func(fd uintptr) bool {
 		var b [1]byte
 		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		ok = n < 0 && (errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK))
 		return true // never wait for readiness
-	})
-	return err == nil && ok
+	}
+	return func() bool {
+		ok = false
+		return rc.Read(peek) == nil && ok
+	}
 }
