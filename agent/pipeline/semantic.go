@@ -53,10 +53,16 @@ func semantic(ch *validate.Checker, r decide.Route, args json.RawMessage, now ti
 	return out
 }
 
-// recordSemantic copies the verdict of out (when validators ran) into rec.
+// recordSemantic copies the verdict of out (when validators ran) into rec
+// and says whether out is a semantic rejection. Without an error nothing
+// is asked of errors.As, whose target would cost every answered call an
+// allocation.
 func recordSemantic(rec *mcpreadyv1.Receipt, out invoke.Outcome) bool {
 	c, ok := out.Result.(*checked)
 	if !ok || c.sem.Outcome == "" {
+		if out.Err == nil {
+			return false
+		}
 		var f *validate.SemanticFailure
 		return errors.As(out.Err, &f)
 	}
