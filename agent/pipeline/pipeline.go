@@ -373,7 +373,8 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	releaseGuard(&dr)
 	p.permissionDrift(&st, c, &d, now)
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
-	rec.Deadline = durationpb.New(d.Deadline)
+	parts := &recordParts{}
+	rec.Deadline = setDuration(&parts.deadline, d.Deadline)
 	pin(&d, req.Pin)
 	if re := refusalOf(d.Refusal); re != nil {
 		return refuse(re.Step, re.Code, re.Reason)
@@ -412,10 +413,12 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 			protocol = ""
 		}
 		f.mu.Unlock()
-		rec.Selected = &mcpreadyv1.Selection{Entry: r.Entry, Endpoint: id.GetEndpoint(), ServerName: id.GetServerName(),
-			ServerVersion: id.GetServerVersion(), ToolName: id.GetToolName(), InputSchemaDigest: id.GetInputSchemaDigest(),
-			OutputSchemaDigest: id.GetOutputSchemaDigest(), ProtocolVersion: protocol, Access: p.accessFacts(c, id.GetServerName(), p.opts.Now())}
-		rec.PerAttemptTimeout = durationpb.New(r.PerAttempt)
+		sel := &parts.selected
+		sel.Entry, sel.Endpoint, sel.ServerName, sel.ServerVersion = r.Entry, id.GetEndpoint(), id.GetServerName(), id.GetServerVersion()
+		sel.ToolName, sel.InputSchemaDigest, sel.OutputSchemaDigest = id.GetToolName(), id.GetInputSchemaDigest(), id.GetOutputSchemaDigest()
+		sel.ProtocolVersion, sel.Access = protocol, p.accessFacts(c, id.GetServerName(), p.opts.Now())
+		rec.Selected = sel
+		rec.PerAttemptTimeout = setDuration(&parts.perAttempt, r.PerAttempt)
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
 		rec.Cost = r.Cost
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
@@ -468,6 +471,19 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	}
 	f.digestArgs()
 	return Result{Answer: p.Fail(rec, out, code), Receipt: rec, Route: run.Route}
+}
+
+// recordParts are the records of a receipt that an admitted call sets,
+// allocated together: one allocation instead of one for each.
+type recordParts struct {
+	deadline, perAttempt durationpb.Duration
+	selected             mcpreadyv1.Selection
+}
+
+// setDuration sets x to d as durationpb.New would make it, and returns x.
+func setDuration(x *durationpb.Duration, d time.Duration) *durationpb.Duration {
+	x.Seconds, x.Nanos = int64(d/time.Second), int32(d%time.Second)
+	return x
 }
 
 // refusalOf is the decision's refusal in err (nil when err is nil or
