@@ -329,10 +329,6 @@ func (f *flight) complete() error {
 	return f.p.Emit(f.rec)
 }
 
-// completeLater is complete as Later work: a receipt that need not be
-// durable withholds nothing, so its error has no one to tell.
-func (f *flight) completeLater() { _ = f.complete() }
-
 // call runs req under st: refuse, or decide, approve each route before its
 // first attempt, invoke on the route's endpoint, validate, and receipt.
 func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport) (res Result) {
@@ -451,8 +447,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 				rec.FailedLayer = out.Layer
 			}
 			f.raw = v.raw
-			if l := later(ctx); l != nil && !Durable(rec) {
-				l.work = append(l.work, f.completeLater)
+			if l := later(ctx); l != nil && !Durable(rec) && l.hold(f) {
 				return Result{Answer: v.res, Receipt: rec, Route: run.Route}
 			}
 			if err := f.complete(); err != nil {
