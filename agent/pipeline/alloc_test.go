@@ -156,3 +156,23 @@ func TestLaterHoldsReceiptWork(t *testing.T) {
 		t.Fatalf("Run again emitted %d receipts", len(out.recs)-2)
 	}
 }
+
+// maxCallClockReadings bounds the readings of Options.Now by a call
+// without budgets, costs, upstream tokens or validators: each reading
+// costs about as much as an allocation, so none is made for a value no
+// one uses.
+const maxCallClockReadings = 6
+
+func TestCallClockReadings(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	pl, st, _ := setup(t, policy(), map[string]*mcpreadyv1.RegistryEntry{"a": entry("test", up.URL)})
+	var readings int
+	pl.opts.Now = func() time.Time { readings++; return time.Now() }
+	res := pl.Call(context.Background(), st, request("test/echo"), newCanned(t, up.URL))
+	if res.Answer == nil || res.Answer.IsError {
+		t.Fatalf("answer %+v", res.Answer)
+	}
+	if readings > maxCallClockReadings {
+		t.Errorf("%d clock readings, want at most %d", readings, maxCallClockReadings)
+	}
+}

@@ -314,7 +314,7 @@ func (f *flight) attempt(ctx context.Context, r decide.Route, n int) invoke.Outc
 	case in != nil:
 		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: input{in}}
 	}
-	return semantic(f.st.Checker, r, f.req.Arguments, p.opts.Now(), checkResult(f.st.Checker, r, res))
+	return semantic(f.st.Checker, r, f.req.Arguments, p.opts.Now, checkResult(f.st.Checker, r, res))
 }
 
 // approve asks about route r before its first attempt (invoke.Approve).
@@ -412,7 +412,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		sel := &parts.selected
 		sel.Entry, sel.Endpoint, sel.ServerName, sel.ServerVersion = r.Entry, id.GetEndpoint(), id.GetServerName(), id.GetServerVersion()
 		sel.ToolName, sel.InputSchemaDigest, sel.OutputSchemaDigest = id.GetToolName(), id.GetInputSchemaDigest(), id.GetOutputSchemaDigest()
-		sel.ProtocolVersion, sel.Access = protocol, p.accessFacts(c, id.GetServerName(), p.opts.Now())
+		sel.ProtocolVersion, sel.Access = protocol, p.accessFacts(c, id.GetServerName())
 		rec.Selected = sel
 		rec.PerAttemptTimeout = setDuration(&parts.perAttempt, r.PerAttempt)
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
@@ -427,8 +427,8 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	if run.Route != nil {
 		p.finishKey(key, run.Route.Entry, out.Class)
 	}
-	p.chargeQuota(rec, &d, c, run.Route, p.opts.Now())
-	p.chargeCost(rec, &d, c, run.Route, p.opts.Now())
+	p.chargeQuota(rec, &d, c, run.Route)
+	p.chargeCost(rec, &d, c, run.Route)
 	switch out.Result.(type) {
 	case ask, input:
 		f.digestArgs() // the front finishes this receipt
