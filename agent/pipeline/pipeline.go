@@ -266,6 +266,9 @@ type flight struct {
 	argsDone bool
 	key      keyed
 	raw      []byte // the answered result's JSON, for its digest (complete)
+	// params are the first attempt's tools/call parameters: most calls
+	// make no other attempt (each other one has its own).
+	params mcp.CallToolParams
 
 	// What the attempts record, under mu: the protocol version of the
 	// last route dialled, which is the route that ran when it is that
@@ -302,7 +305,11 @@ func (f *flight) attempt(ctx context.Context, r decide.Route, n int) invoke.Outc
 	}
 	f.mu.Unlock()
 	ctx, meta, args := f.key.carry(p.observeRateLimit(ctx, r), r, f.req.Meta, f.req.Arguments)
-	params := &mcp.CallToolParams{Meta: p.opts.Telemetry.Inject(ctx, meta), Name: r.Identity.GetToolName(), Arguments: args}
+	params := &f.params // n is 1 for the call's first attempt only
+	if n > 1 {
+		params = &mcp.CallToolParams{}
+	}
+	params.Meta, params.Name, params.Arguments = p.opts.Telemetry.Inject(ctx, meta), r.Identity.GetToolName(), args
 	if len(args) == 0 {
 		params.Arguments = map[string]any{}
 	}
