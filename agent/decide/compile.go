@@ -89,6 +89,7 @@ type entry struct {
 	expiresPB, endOfLifePB         *mcpreadyv1.Candidate
 	access                         access.Expect         // step 2, per call (Request.Access)
 	admitted                       *mcpreadyv1.Candidate // shared, immutable
+	selected                       *mcpreadyv1.Candidate // admitted, marked selected (WithSelected); shared, immutable
 	staticPB                       [maxSteps]*mcpreadyv1.Candidate
 	fixedPB                        [len(fixedRejections)]*mcpreadyv1.Candidate
 }
@@ -498,6 +499,7 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 		e.deprecated = dep.AsTime().UnixNano()
 	}
 	e.admitted = e.candidate(0, rejection{})
+	e.selected = selected(e.admitted)
 	for step := range e.static {
 		if e.static[step].code != "" {
 			e.staticPB[step] = e.candidate(readiness.Step(step), e.static[step])

@@ -98,6 +98,7 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 	e := g.cands[a.ci].e
 	id := e.spec.GetIdentity()
 	r.Entry, r.Spec, r.Identity, r.CircuitKey = e.name, e.spec, id, e.circuitKey
+	r.admitted, r.selected = e.admitted, e.selected
 	if g.class {
 		r.Class = g.name
 	}

@@ -205,6 +205,9 @@ type Route struct {
 	Deprecated bool
 	// P50, P99 latency from evidence (0 when unknown).
 	P50, P99 time.Duration
+	// admitted and selected are the entry's shared receipt records of its
+	// admission and of its admission as the route that ran (WithSelected).
+	admitted, selected *mcpreadyv1.Candidate
 }
 
 // Decision is the outcome of Decide.
@@ -247,16 +250,28 @@ type Decision struct {
 }
 
 // WithSelected returns the candidates for a receipt, with the one for entry
-// copied and marked selected (the shared candidates stay untouched).
+// marked selected (the shared candidates stay untouched): the entry's
+// shared selected record when it is a route's admission, as it is for the
+// route that ran, else a copy.
 func (d *Decision) WithSelected(entry string) []*mcpreadyv1.Candidate {
 	out := make([]*mcpreadyv1.Candidate, len(d.Candidates))
 	copy(out, d.Candidates)
 	for i, c := range out {
 		if c.GetEntry() == entry {
-			out[i] = selected(c)
+			out[i] = d.selectedOf(c)
 		}
 	}
 	return out
+}
+
+// selectedOf is c marked selected: shared when c is a route's admission.
+func (d *Decision) selectedOf(c *mcpreadyv1.Candidate) *mcpreadyv1.Candidate {
+	for i := range d.Routes {
+		if r := &d.Routes[i]; r.admitted == c && r.selected != nil {
+			return r.selected
+		}
+	}
+	return selected(c)
 }
 
 // selected is a copy of c marked selected, field by field: a reflective

@@ -29,3 +29,25 @@ func BenchmarkRun(b *testing.B) {
 		}
 	}
 }
+
+// A call answered on its first attempt costs its runner (the first
+// attempt's record allocated with it), the attempt's context with its
+// deadline and timer, and the failure domains: no record of its own.
+func TestRunAllocations(t *testing.T) {
+	r := route("a", true)
+	r.Domains = "operator:a"
+	d := decision(r)
+	o := Options{Now: time.Now}
+	ok := func(context.Context, decide.Route, int) Outcome { return Outcome{Class: success, Sent: true} }
+	ctx := context.Background()
+	n := testing.AllocsPerRun(100, func() {
+		res := Run(ctx, d, ok, o)
+		if a := res.Attempts; res.Final.Class != success || len(a) != 1 || a[0].GetNumber() != 1 || a[0].GetEntry() != "a" ||
+			a[0].GetStartedAt() == nil || a[0].GetLatency() == nil || a[0].GetOutcome() != success {
+			t.Fatalf("run: %v, attempts %v", res.Final.Class, a)
+		}
+	})
+	if n > 6 {
+		t.Errorf("%v allocations, want at most 6", n)
+	}
+}

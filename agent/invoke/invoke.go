@@ -126,6 +126,9 @@ type runner struct {
 	deadline time.Time
 	ctx      context.Context
 	cancel   context.CancelFunc
+	// first is the record of the call's first attempt, allocated with the
+	// runner: most calls make no other.
+	first record
 }
 
 // Run executes d. It returns a REFUSED outcome for a refused decision.
@@ -496,7 +499,8 @@ func (rn *runner) hedged(ctx context.Context, r *decide.Route, per time.Duration
 
 // record is one attempt's receipt record allocated together with its
 // timestamps and, for a call's first attempt, the list holding it: an
-// attempt costs one allocation instead of four.
+// attempt costs one allocation instead of four, and the first one none
+// (runner.first).
 type record struct {
 	attempt mcpreadyv1.Attempt
 	started timestamppb.Timestamp
@@ -506,13 +510,16 @@ type record struct {
 
 // start records the start of an attempt at at.
 func (rn *runner) start(r *decide.Route, hedge bool, at time.Time) *record {
-	x := &record{}
-	x.started.Seconds, x.started.Nanos = at.Unix(), int32(at.Nanosecond()) // timestamppb.New
-	a := &x.attempt
-	a.Entry, a.StartedAt, a.Hedged = r.Entry, &x.started, hedge
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	rn.count++
+	x := &rn.first
+	if rn.count > 1 {
+		x = &record{}
+	}
+	x.started.Seconds, x.started.Nanos = at.Unix(), int32(at.Nanosecond()) // timestamppb.New
+	a := &x.attempt
+	a.Entry, a.StartedAt, a.Hedged = r.Entry, &x.started, hedge
 	a.Number = int32(rn.count)
 	if rn.res.Attempts == nil {
 		x.list[0] = a

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"time"
 
 	"github.com/mcpready/mcpready/agent/access"
 	"github.com/mcpready/mcpready/agent/decide"
@@ -34,8 +33,9 @@ func withPrincipal(ctx context.Context, c Caller) context.Context {
 }
 
 // accessFacts are the facts of the token c's calls present to server, for
-// the receipt (nil when the server has no OAuth or no token is held).
-func (p *Pipeline) accessFacts(c Caller, server string, now time.Time) *mcpreadyv1.AccessFacts {
+// the receipt (nil when the server has no OAuth or no token is held); the
+// clock is read only for a token's facts.
+func (p *Pipeline) accessFacts(c Caller, server string) *mcpreadyv1.AccessFacts {
 	if p.opts.Access == nil {
 		return nil
 	}
@@ -49,7 +49,7 @@ func (p *Pipeline) accessFacts(c Caller, server string, now time.Time) *mcpready
 	}
 	f := &g.Facts
 	return &mcpreadyv1.AccessFacts{Issuer: f.Issuer, Audience: f.Audience, GrantedScopes: f.Scopes,
-		LifetimeClass: access.LifetimeClass(f.Expiry, now), Grant: up.OAuth.Grant, Verification: f.Verification()}
+		LifetimeClass: access.LifetimeClass(f.Expiry, p.opts.Now()), Grant: up.OAuth.Grant, Verification: f.Verification()}
 }
 
 // authClass is how the agent authenticates to route r's upstream, for the

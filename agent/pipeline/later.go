@@ -10,7 +10,12 @@ import "context"
 // context (WithLater) and runs it once the answer is sent; without one,
 // Call does that work before it returns. A Later serves one call, on one
 // goroutine.
-type Later struct{ work []func() }
+type Later struct {
+	// call is the call whose receipt waits (nil for none): a call leaves
+	// one piece of work, held as itself rather than in a closure and a
+	// list (two allocations per call).
+	call *flight
+}
 
 type laterKey struct{}
 
@@ -20,15 +25,26 @@ func WithLater(ctx context.Context, l *Later) context.Context {
 }
 
 // Pending reports whether l holds work.
-func (l *Later) Pending() bool { return len(l.work) > 0 }
+func (l *Later) Pending() bool { return l.call != nil }
 
 // Run does the work l holds, once.
 func (l *Later) Run() {
-	work := l.work
-	l.work = nil
-	for _, w := range work {
-		w()
+	f := l.call
+	l.call = nil
+	if f != nil {
+		_ = f.complete() // not durable: nothing to withhold, no one to tell
 	}
+}
+
+// hold keeps f's receipt work for Run, unless l holds another call's
+// already (a Later shared by calls): then f's is not held, and the caller
+// does it at once.
+func (l *Later) hold(f *flight) bool {
+	if l.call != nil {
+		return false
+	}
+	l.call = f
+	return true
 }
 
 // later is where call puts the receipt work of a read-only answer: ctx's

@@ -254,6 +254,88 @@ type input struct{ v any }
 // ask marks an approval outcome that must go to the client.
 type ask struct{ v any }
 
+// flight is what a call's attempts, approvals and receipt work share:
+// one allocation, where closures over call's variables cost one each (and
+// moved the state, the request and the flags they touch to the heap).
+type flight struct {
+	p        *Pipeline
+	st       State
+	req      Request
+	tr       Transport
+	rec      *mcpreadyv1.Receipt
+	argsDone bool
+	key      keyed
+	raw      []byte // the answered result's JSON, for its digest (complete)
+	// params are the first attempt's tools/call parameters: most calls
+	// make no other attempt (each other one has its own).
+	params mcp.CallToolParams
+
+	// What the attempts record, under mu: the protocol version of the
+	// last route dialled, which is the route that ran when it is that
+	// route's (routes run one after another), and the warmth of the
+	// call's first attempt.
+	mu             sync.Mutex
+	entry, version string
+	warmth         mcpreadyv1.CallWarmth
+}
+
+// digestArgs records the arguments' digest and kept fields, once: before
+// the receipt is emitted, the key bound or a human asked, which for a
+// read-only call answered before its receipt (Later) is after the answer.
+func (f *flight) digestArgs() {
+	if !f.argsDone {
+		f.argsDone = true
+		f.p.opts.Builder.Arguments(f.rec, f.req.Arguments)
+	}
+}
+
+// attempt is one attempt of the call on route r (invoke.Attempt).
+func (f *flight) attempt(ctx context.Context, r decide.Route, n int) invoke.Outcome {
+	p, c := f.p, &f.req.Caller
+	up, err := f.tr.Dial(ctx, upstream.Target{Server: r.Identity.GetServerName(), Endpoint: r.Identity.GetEndpoint()})
+	if err != nil {
+		p.redirected(r, err)
+		return p.failed(&f.st, *c, r, err)
+	}
+	w := p.warm.touch(up, p.opts.Now())
+	f.mu.Lock()
+	f.entry, f.version = r.Entry, up.ProtocolVersion()
+	if f.warmth == mcpreadyv1.CallWarmth_CALL_WARMTH_UNSPECIFIED {
+		f.warmth = w
+	}
+	f.mu.Unlock()
+	ctx, meta, args := f.key.carry(p.observeRateLimit(ctx, r), r, f.req.Meta, f.req.Arguments)
+	params := &f.params // n is 1 for the call's first attempt only
+	if n > 1 {
+		params = &mcp.CallToolParams{}
+	}
+	params.Meta, params.Name, params.Arguments = p.opts.Telemetry.Inject(ctx, meta), r.Identity.GetToolName(), args
+	if len(args) == 0 {
+		params.Arguments = map[string]any{}
+	}
+	res, in, err := f.tr.Call(ctx, up, params)
+	switch {
+	case err != nil:
+		p.redirected(r, err)
+		return p.failed(&f.st, *c, r, err)
+	case in != nil:
+		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: input{in}}
+	}
+	return semantic(f.st.Checker, r, f.req.Arguments, p.opts.Now, checkResult(f.st.Checker, r, res))
+}
+
+// approve asks about route r before its first attempt (invoke.Approve).
+func (f *flight) approve(ctx context.Context, r *decide.Route) (invoke.Outcome, bool) {
+	return f.p.approve(ctx, f.rec, f.tr, r, f.req.Caller.Name)
+}
+
+// complete digests the answered result and emits the receipt.
+func (f *flight) complete() error {
+	f.digestArgs()
+	f.p.opts.Builder.Result(f.rec, f.raw)
+	return f.p.Emit(f.rec)
+}
+
 // call runs req under st: refuse, or decide, approve each route before its
 // first attempt, invoke on the route's endpoint, validate, and receipt.
 func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport) (res Result) {
@@ -266,18 +348,9 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	}
 	rec.Requested = req.Requested
 	rec.Region = p.opts.Region
-	// The arguments' digest and kept fields: before the receipt is emitted,
-	// the key bound or a human asked (digestArgs), which for a read-only
-	// call answered before its receipt (Later) is after the answer.
-	argsDone := false
-	digestArgs := func() {
-		if !argsDone {
-			argsDone = true
-			p.opts.Builder.Arguments(rec, req.Arguments)
-		}
-	}
+	f := &flight{p: p, st: st, req: req, tr: tr, rec: rec}
 	refuse := func(step readiness.Step, code readiness.Code, reason string) Result {
-		digestArgs()
+		f.digestArgs()
 		return Result{Answer: p.Refuse(rec, step, code, reason), Receipt: rec}
 	}
 	c := req.Caller
@@ -303,7 +376,8 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	releaseGuard(&dr)
 	p.permissionDrift(&st, c, &d, now)
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
-	rec.Deadline = durationpb.New(d.Deadline)
+	parts := &recordParts{}
+	rec.Deadline = setDuration(&parts.deadline, d.Deadline)
 	pin(&d, req.Pin)
 	if re := refusalOf(d.Refusal); re != nil {
 		return refuse(re.Step, re.Code, re.Reason)
@@ -317,9 +391,9 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	}
 	hinted := p.rankByHints(&d, now)
 	if later(ctx) == nil || req.HasKey || stateChanging(d.Routes) || approvalRequired(d.Routes) {
-		digestArgs() // a key binds it, a human sees it, or the receipt goes first
+		f.digestArgs() // a key binds it, a human sees it, or the receipt goes first
 	}
-	key, re := p.keys(rec, &d, &req)
+	key, re := p.keys(rec, &d, &f.req)
 	if re != nil {
 		return refuse(re.Step, re.Code, re.Reason)
 	}
@@ -330,79 +404,41 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		return refuse(readiness.StepNone, readiness.CodeReceiptsUnavailable,
 			"this host cannot record the call's receipt, so the call was not started: "+err.Error())
 	}
-
-	// What the attempts record, under mu (one allocation for all of it):
-	// the protocol version of the last route dialled, which is the route
-	// that ran when it is that route's (routes run one after another), and
-	// the warmth of the call's first attempt.
-	var dialled struct {
-		mu             sync.Mutex
-		entry, version string
-		warmth         mcpreadyv1.CallWarmth
-	}
-	attempt := p.traced(func(ctx context.Context, r decide.Route, n int) invoke.Outcome {
-		up, err := tr.Dial(ctx, upstream.Target{Server: r.Identity.GetServerName(), Endpoint: r.Identity.GetEndpoint()})
-		if err != nil {
-			p.redirected(r, err)
-			return p.failed(&st, c, r, err)
-		}
-		w := p.warm.touch(up, p.opts.Now())
-		dialled.mu.Lock()
-		dialled.entry, dialled.version = r.Entry, up.ProtocolVersion()
-		if dialled.warmth == mcpreadyv1.CallWarmth_CALL_WARMTH_UNSPECIFIED {
-			dialled.warmth = w
-		}
-		dialled.mu.Unlock()
-		ctx, meta, args := key.carry(p.observeRateLimit(ctx, r), r, req.Meta, req.Arguments)
-		params := &mcp.CallToolParams{Meta: p.opts.Telemetry.Inject(ctx, meta), Name: r.Identity.GetToolName(), Arguments: args}
-		if len(args) == 0 {
-			params.Arguments = map[string]any{}
-		}
-		res, in, err := tr.Call(ctx, up, params)
-		switch {
-		case err != nil:
-			p.redirected(r, err)
-			return p.failed(&st, c, r, err)
-		case in != nil:
-			return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: input{in}}
-		}
-		return semantic(st.Checker, r, req.Arguments, p.opts.Now(), checkResult(st.Checker, r, res))
-	})
-	approve := func(ctx context.Context, r *decide.Route) (invoke.Outcome, bool) {
-		return p.approve(ctx, rec, tr, r, c.Name)
-	}
-	run := invoke.Run(ctx, d, attempt, invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: p.opts.Now, Sleep: p.sleep, Approve: approve})
+	f.key = key
+	run := invoke.Run(ctx, d, p.traced(f.attempt), invoke.Options{Circuits: st.Circuits, Budget: st.Budget, Now: p.opts.Now, Sleep: p.sleep, Approve: f.approve})
 	rec.Attempts, rec.Actions, rec.FailureDomains = run.Attempts, append(hinted, run.Actions...), run.Domains
 	rec.AttemptCount = int32(len(run.Attempts))
 	if r := run.Route; r != nil {
 		id := r.Identity
-		dialled.mu.Lock()
-		protocol := dialled.version
-		if dialled.entry != r.Entry {
+		f.mu.Lock()
+		protocol := f.version
+		if f.entry != r.Entry {
 			protocol = ""
 		}
-		dialled.mu.Unlock()
-		rec.Selected = &mcpreadyv1.Selection{Entry: r.Entry, Endpoint: id.GetEndpoint(), ServerName: id.GetServerName(),
-			ServerVersion: id.GetServerVersion(), ToolName: id.GetToolName(), InputSchemaDigest: id.GetInputSchemaDigest(),
-			OutputSchemaDigest: id.GetOutputSchemaDigest(), ProtocolVersion: protocol, Access: p.accessFacts(c, id.GetServerName(), p.opts.Now())}
-		rec.PerAttemptTimeout = durationpb.New(r.PerAttempt)
+		f.mu.Unlock()
+		sel := &parts.selected
+		sel.Entry, sel.Endpoint, sel.ServerName, sel.ServerVersion = r.Entry, id.GetEndpoint(), id.GetServerName(), id.GetServerVersion()
+		sel.ToolName, sel.InputSchemaDigest, sel.OutputSchemaDigest = id.GetToolName(), id.GetInputSchemaDigest(), id.GetOutputSchemaDigest()
+		sel.ProtocolVersion, sel.Access = protocol, p.accessFacts(c, id.GetServerName())
+		rec.Selected = sel
+		rec.PerAttemptTimeout = setDuration(&parts.perAttempt, r.PerAttempt)
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
 		rec.Cost = r.Cost
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
 		rec.AuthClass = p.authClass(r)
 	}
-	dialled.mu.Lock()
-	rec.Warmth = dialled.warmth
-	dialled.mu.Unlock()
+	f.mu.Lock()
+	rec.Warmth = f.warmth
+	f.mu.Unlock()
 	out := run.Final
 	if run.Route != nil {
 		p.finishKey(key, run.Route.Entry, out.Class)
 	}
-	p.chargeQuota(rec, &d, c, run.Route, p.opts.Now())
-	p.chargeCost(rec, &d, c, run.Route, p.opts.Now())
+	p.chargeQuota(rec, &d, c, run.Route)
+	p.chargeCost(rec, &d, c, run.Route)
 	switch out.Result.(type) {
 	case ask, input:
-		digestArgs() // the front finishes this receipt
+		f.digestArgs() // the front finishes this receipt
 	}
 	switch v := out.Result.(type) {
 	case ask:
@@ -417,17 +453,11 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 			if v.res.IsError {
 				rec.FailedLayer = out.Layer
 			}
-			raw := v.raw
-			complete := func() error {
-				digestArgs()
-				p.opts.Builder.Result(rec, raw)
-				return p.Emit(rec)
-			}
-			if l := later(ctx); l != nil && !Durable(rec) {
-				l.work = append(l.work, func() { _ = complete() }) // not durable: nothing to withhold
+			f.raw = v.raw
+			if l := later(ctx); l != nil && !Durable(rec) && l.hold(f) {
 				return Result{Answer: v.res, Receipt: rec, Route: run.Route}
 			}
-			if err := complete(); err != nil {
+			if err := f.complete(); err != nil {
 				return Result{Answer: withheld(rec), Receipt: rec, Route: run.Route}
 			}
 			return Result{Answer: v.res, Receipt: rec, Route: run.Route}
@@ -441,8 +471,21 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		code = readiness.CodeSemanticInvalid
 		rec.SchemaValidation = "passed"
 	}
-	digestArgs()
+	f.digestArgs()
 	return Result{Answer: p.Fail(rec, out, code), Receipt: rec, Route: run.Route}
+}
+
+// recordParts are the records of a receipt that an admitted call sets,
+// allocated together: one allocation instead of one for each.
+type recordParts struct {
+	deadline, perAttempt durationpb.Duration
+	selected             mcpreadyv1.Selection
+}
+
+// setDuration sets x to d as durationpb.New would make it, and returns x.
+func setDuration(x *durationpb.Duration, d time.Duration) *durationpb.Duration {
+	x.Seconds, x.Nanos = int64(d/time.Second), int32(d%time.Second)
+	return x
 }
 
 // refusalOf is the decision's refusal in err (nil when err is nil or

@@ -63,12 +63,13 @@ func (p *Pipeline) quotaFilter(d *decide.Decision, c Caller, now time.Time) *dec
 
 // chargeQuota charges one unit to the route that ran the call and records
 // the effect. Charged when the call ends: calls in flight at once may
-// overrun the budget by at most their number.
-func (p *Pipeline) chargeQuota(rec *mcpreadyv1.Receipt, d *decide.Decision, c Caller, r *decide.Route, now time.Time) {
+// overrun the budget by at most their number. The clock is read only for
+// a charge (most calls have no budget, and a reading is not free).
+func (p *Pipeline) chargeQuota(rec *mcpreadyv1.Receipt, d *decide.Decision, c Caller, r *decide.Route) {
 	if d.QuotaLimit <= 0 || r == nil || len(rec.GetAttempts()) == 0 {
 		return
 	}
-	used := p.quota.Add(quotaKey(c, r), 1, d.QuotaWindow, now)
+	used := p.quota.Add(quotaKey(c, r), 1, d.QuotaWindow, p.opts.Now())
 	rec.Quota = fmt.Sprintf("1 %s (%d/%d per %v)", r.QuotaUnit, used, d.QuotaLimit, d.QuotaWindow)
 }
 
@@ -101,11 +102,11 @@ func (p *Pipeline) costFilter(d *decide.Decision, c Caller, now time.Time) *deci
 }
 
 // chargeCost adds the declared price of the route that ran to its
-// workflow's spend and records it.
-func (p *Pipeline) chargeCost(rec *mcpreadyv1.Receipt, d *decide.Decision, c Caller, r *decide.Route, now time.Time) {
+// workflow's spend and records it (reading the clock only then).
+func (p *Pipeline) chargeCost(rec *mcpreadyv1.Receipt, d *decide.Decision, c Caller, r *decide.Route) {
 	if d.WorkflowCostCeiling <= 0 || c.Workflow == "" || r == nil || len(rec.GetAttempts()) == 0 {
 		return
 	}
-	spent := p.quota.Add(workflowKey(c), micro(r.Price), workflowWindow, now)
+	spent := p.quota.Add(workflowKey(c), micro(r.Price), workflowWindow, p.opts.Now())
 	rec.Cost = fmt.Sprintf("%s (workflow %g of %g)", r.Cost, float64(spent)/1e6, d.WorkflowCostCeiling)
 }

@@ -32,6 +32,9 @@ type checked struct {
 	res *mcp.CallToolResult
 	raw []byte
 	sem validate.SemanticVerdict // semantic validation (semantic.go)
+	// texts holds the texts the checks scan of a result with one text (the
+	// common answer), which then cost no allocation of their own.
+	texts [1]string
 }
 
 // checkResult validates one upstream result: size, pinned output schema,
@@ -56,6 +59,8 @@ func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invo
 	case res.StructuredContent != nil:
 		vr.Structured = SchemaOf(res.StructuredContent)
 	}
+	ck := &checked{res: res, raw: b}
+	vr.Text = ck.texts[:0]
 	for _, c := range res.Content {
 		vr.Text = contentTexts(vr.Text, c)
 	}
@@ -69,9 +74,9 @@ func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invo
 	}
 	if res.IsError {
 		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_TOOL_ERROR,
-			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, IsError: true, Result: &checked{res: res, raw: b}}
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, IsError: true, Result: ck}
 	}
-	return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: &checked{res: res, raw: b}}
+	return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: ck}
 }
 
 var defaultChecker = validate.NewChecker(validate.Rules{})

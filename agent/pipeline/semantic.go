@@ -23,8 +23,10 @@ const MetaSemantic = "mcpready.dev/semantic"
 
 // semantic runs the validators that apply to route r (by class name or
 // "<server>/<tool>") on a successful checked outcome. A rejection is an
-// INVALID_RESULT at the semantic layer, unless the policy annotates.
-func semantic(ch *validate.Checker, r decide.Route, args json.RawMessage, now time.Time, out invoke.Outcome) invoke.Outcome {
+// INVALID_RESULT at the semantic layer, unless the policy annotates. The
+// clock is read only when validators run (a reading costs more than the
+// rest of a call without them).
+func semantic(ch *validate.Checker, r decide.Route, args json.RawMessage, now func() time.Time, out invoke.Outcome) invoke.Outcome {
 	c, ok := out.Result.(*checked)
 	if !ok || ch == nil || out.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
 		return out
@@ -35,7 +37,7 @@ func semantic(ch *validate.Checker, r decide.Route, args json.RawMessage, now ti
 	}
 	tool := r.Identity.GetServerName() + "/" + r.Identity.GetToolName()
 	applies := func(key string) bool { return (r.Class != "" && decide.Match(key, r.Class)) || decide.Match(key, tool) }
-	in := validate.SemanticInput{Tool: tool, Now: now, Result: c.res.StructuredContent, ArgsJSON: args}
+	in := validate.SemanticInput{Tool: tool, Now: now(), Result: c.res.StructuredContent, ArgsJSON: args}
 	c.sem = s.Check(applies, in)
 	if f := c.sem.Failure; f != nil {
 		if s.Annotate {
@@ -53,10 +55,16 @@ func semantic(ch *validate.Checker, r decide.Route, args json.RawMessage, now ti
 	return out
 }
 
-// recordSemantic copies the verdict of out (when validators ran) into rec.
+// recordSemantic copies the verdict of out (when validators ran) into rec
+// and says whether out is a semantic rejection. Without an error nothing
+// is asked of errors.As, whose target would cost every answered call an
+// allocation.
 func recordSemantic(rec *mcpreadyv1.Receipt, out invoke.Outcome) bool {
 	c, ok := out.Result.(*checked)
 	if !ok || c.sem.Outcome == "" {
+		if out.Err == nil {
+			return false
+		}
 		var f *validate.SemanticFailure
 		return errors.As(out.Err, &f)
 	}

@@ -3,10 +3,13 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	"github.com/mcpready/mcpready/agent/invoke"
 	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
@@ -60,5 +63,33 @@ func TestSemanticValidation(t *testing.T) {
 				t.Fatal("withheld result reached the AI agent")
 			}
 		}
+	}
+}
+
+// recordSemantic says a semantic rejection is one, wrapped or not, and
+// that nothing else is, and costs an answered call without validators
+// (no verdict, no error) no allocation.
+func TestRecordSemantic(t *testing.T) {
+	f := &validate.SemanticFailure{Key: "k", Version: "1"}
+	for name, tc := range map[string]struct {
+		out  invoke.Outcome
+		want bool
+	}{
+		"answered":  {invoke.Outcome{Result: &checked{}}, false},
+		"failure":   {invoke.Outcome{Err: f}, true},
+		"wrapped":   {invoke.Outcome{Err: fmt.Errorf("checking: %w", f)}, true},
+		"other":     {invoke.Outcome{Err: errors.New("other")}, false},
+		"validated": {invoke.Outcome{Result: &checked{sem: validate.SemanticVerdict{Outcome: "failed:k", Failure: f}}}, true},
+	} {
+		if got := recordSemantic(&mcpreadyv1.Receipt{}, tc.out); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+	if raceEnabled {
+		return
+	}
+	rec, out := &mcpreadyv1.Receipt{}, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Result: &checked{}}
+	if n := testing.AllocsPerRun(100, func() { _ = recordSemantic(rec, out) }); n != 0 {
+		t.Errorf("%v allocations for an answer without validators", n)
 	}
 }
