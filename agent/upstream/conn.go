@@ -67,6 +67,9 @@ type directConn struct {
 	bw     *bufio.Writer
 	idleAt time.Time
 	quiet  func() bool // peeks at the socket, for alive (nil until first asked)
+	// unblock makes the connection's blocked I/O return at once: the watch
+	// of each request's context, made once per connection, not per request.
+	unblock func()
 }
 
 // past is a deadline that makes blocked I/O on a connection return at once.
@@ -96,7 +99,7 @@ func (t *directTransport) roundTrip(req *http.Request, x *exchange) (*http.Respo
 	}
 	// A cancelled or expired context unblocks whatever I/O is in progress,
 	// including reads of the body after RoundTrip returned.
-	stop := afterFunc(ctx, func() { _ = dc.conn.SetDeadline(past) })
+	stop := afterFunc(ctx, dc.unblock)
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		_ = dc.conn.Close()
@@ -188,7 +191,7 @@ func (t *directTransport) conn(ctx context.Context, key connKey, req *http.Reque
 		}
 		c = tc
 	}
-	return &directConn{key: key, conn: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c)}, false, nil
+	return &directConn{key: key, conn: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c), unblock: func() { _ = c.SetDeadline(past) }}, false, nil
 }
 
 // alive reports whether an idle connection is still open and quiet: a
@@ -343,8 +346,13 @@ func (b *directBody) finish(eof bool) {
 }
 
 // hostPort is the dial address of req: host with the scheme's default port.
+// A host that names its port already, as JoinHostPort writes it (the usual
+// endpoint), is the address itself: no string is built per request.
 func hostPort(req *http.Request) string {
 	host, port := req.URL.Hostname(), req.URL.Port()
+	if port != "" && isJoined(req.URL.Host, host, port) {
+		return req.URL.Host
+	}
 	if port == "" {
 		port = "80"
 		if req.URL.Scheme == "https" {
@@ -352,6 +360,19 @@ func hostPort(req *http.Request) string {
 		}
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// isJoined reports whether s is net.JoinHostPort(host, port), without
+// building that: host and port joined by a colon, host in brackets when it
+// has a colon of its own.
+func isJoined(s, host, port string) bool {
+	open, sep := "", ":"
+	if strings.Contains(host, ":") {
+		open, sep = "[", "]:"
+	}
+	n := len(open) + len(host)
+	return len(s) == n+len(sep)+len(port) && s[:len(open)] == open && s[len(open):n] == host &&
+		s[n:n+len(sep)] == sep && s[n+len(sep):] == port
 }
 
 func closeBody(req *http.Request) {

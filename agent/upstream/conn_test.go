@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -411,5 +414,114 @@ func TestAliveAllocations(t *testing.T) {
 	}
 	if alive(dc) {
 		t.Fatal("a connection the server wrote to and closed is alive")
+	}
+}
+
+// hostPort is net.JoinHostPort's address for every form of host, and a
+// host that already names its port as JoinHostPort writes it costs no
+// allocation.
+func TestHostPortJoined(t *testing.T) {
+	for _, raw := range []string{
+		"http://127.0.0.1:8080/mcp", "http://127.0.0.1/mcp", "https://example.com/mcp", "https://Example.COM:8443/mcp",
+		"http://[::1]:9000/mcp", "http://[::1]/mcp", "http://[fe80::1%25en0]:80/mcp", "http://example.com:/mcp",
+		"http://localhost:80", "https://a.b:443",
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		if got, want := hostPort(&http.Request{URL: u}), net.JoinHostPort(u.Hostname(), port); got != want {
+			t.Errorf("%s: hostPort %q, JoinHostPort %q", raw, got, want)
+		}
+	}
+	for _, tt := range []struct {
+		s, host, port string
+		want          bool
+	}{
+		{"a:1", "a", "1", true}, {"[::1]:1", "::1", "1", true}, {"[a]:1", "a", "1", false}, {"::1:1", "::1", "1", false},
+		{"a:12", "a", "1", false}, {"ab:1", "a", "1", false}, {"a1", "a", "1", false}, {"", "", "", false},
+	} {
+		if got := isJoined(tt.s, tt.host, tt.port); got != tt.want {
+			t.Errorf("isJoined(%q, %q, %q) = %v", tt.s, tt.host, tt.port, got)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8080/mcp", nil)
+	if n := testing.AllocsPerRun(100, func() { hostPort(req) }); n != 0 {
+		t.Errorf("hostPort: %v allocations", n)
+	}
+}
+
+// cannedConn is a connection whose peer answers every request with resp at
+// once, in memory: no socket or goroutine, so that allocation counts are
+// the transport's own.
+type cannedConn struct {
+	net.Conn // not used
+	resp     []byte
+	r        bytes.Reader
+}
+
+func (c *cannedConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
+func (c *cannedConn) Write(p []byte) (int, error)      { c.r.Reset(c.resp); return len(p), nil }
+func (c *cannedConn) Close() error                     { return nil }
+func (c *cannedConn) SetDeadline(time.Time) error      { return nil }
+func (c *cannedConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *cannedConn) SetWriteDeadline(time.Time) error { return nil }
+
+// cannedSSE is an SSE answer as the go-sdk server frames it (chunked).
+var cannedSSE = func() string {
+	event := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"mcpready-1\",\"result\":{\"content\":[]}}\n\n"
+	return "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nMcp-Session-Id: s1\r\nDate: Wed, 02 Dec 2026 02:00:00 GMT\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		strconv.FormatInt(int64(len(event)), 16) + "\r\n" + event + "\r\n0\r\n\r\n"
+}()
+
+// A round trip on a reused connection allocates, beyond its request,
+// net/http's reading of the response and the context watch, only the
+// body that releases the connection and io.CopyN's reader of the request
+// body: neither the dial address nor the watch's function is made per
+// request.
+func TestRoundTripAllocations(t *testing.T) {
+	c := &cannedConn{resp: []byte(cannedSSE)}
+	tr := newDirectTransport()
+	tr.dial = func(context.Context, string, string) (net.Conn, error) { return c, nil }
+	u, _ := url.Parse("http://127.0.0.1:8080/mcp")
+	hs := &httpSession{url: u}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := []byte(`{"jsonrpc":"2.0","id":"mcpready-1","method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	newReq := func() *http.Request {
+		return hs.newRequest(ctx, http.MethodPost, http.Header{"Content-Type": postContentType}, body)
+	}
+	roundTrip := func() {
+		resp, err := tr.roundTrip(newReq(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	resp, err := tr.roundTrip(newReq(), nil) // dials: the connection is reused from now on
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(resp.Body); err != nil || !bytes.Contains(b, []byte("mcpready-1")) {
+		t.Fatalf("body %q %v", b, err)
+	}
+	total := testing.AllocsPerRun(100, roundTrip)
+	req := newReq()
+	reading := testing.AllocsPerRun(100, func() {
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(cannedSSE)), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}) - testing.AllocsPerRun(100, func() { _, _ = io.Copy(io.Discard, bufio.NewReader(strings.NewReader(cannedSSE))) })
+	request := testing.AllocsPerRun(100, func() { newReq() })
+	watch := testing.AllocsPerRun(100, func() { afterFunc(ctx, func() {})() })
+	if own := total - reading - request - watch; own > 2 {
+		t.Errorf("round trip: %v allocations, %v of them its own (request %v, reading %v, watch %v)", total, own, request, reading, watch)
 	}
 }
