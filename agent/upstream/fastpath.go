@@ -440,12 +440,15 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, any, json.RawMe
 		StructuredContent json.RawMessage `json:"structuredContent"`
 		IsError           bool            `json:"isError"`
 		ResultType        string          `json:"resultType"`
+		one               [1]textContent  // Content's room for the usual single item: no slice of its own
 	}
+	wire.Content = wire.one[:0] // the decoder appends in place
 	if err := jsonwire.UnmarshalShared(raw, &wire); err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: tools/call result: %w", errMalformed, err)
 	}
-	res := &mcp.CallToolResult{Meta: wire.Meta, IsError: wire.IsError, Content: make([]mcp.Content, 0, len(wire.Content))}
-	for _, c := range wire.Content {
+	res, texts := newTextResult(len(wire.Content))
+	res.Meta, res.IsError = wire.Meta, wire.IsError
+	for i, c := range wire.Content {
 		if c.Type != "text" || c.Text == nil || wire.ResultType != "" {
 			res = &mcp.CallToolResult{}
 			if err := res.UnmarshalJSON(raw); err != nil {
@@ -453,7 +456,8 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, any, json.RawMe
 			}
 			return res, nil, nil, nil
 		}
-		res.Content = append(res.Content, &mcp.TextContent{Text: *c.Text, Meta: c.Meta, Annotations: c.Annotations})
+		texts[i] = mcp.TextContent{Text: *c.Text, Meta: c.Meta, Annotations: c.Annotations}
+		res.Content = append(res.Content, &texts[i])
 	}
 	if len(wire.StructuredContent) == 0 || string(wire.StructuredContent) == "null" {
 		return res, nil, nil, nil
@@ -470,6 +474,25 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, any, json.RawMe
 		return nil, nil, nil, fmt.Errorf("%w: structuredContent: %w", errMalformed, err)
 	}
 	return res, exact, wire.StructuredContent, nil
+}
+
+// newTextResult is a result with room for n text contents, made in one
+// piece for the usual single one (result, content and text: one
+// allocation where there would be three).
+func newTextResult(n int) (*mcp.CallToolResult, []mcp.TextContent) {
+	if n == 1 {
+		r := &textResult{}
+		r.res.Content = r.content[:0]
+		return &r.res, r.text[:]
+	}
+	return &mcp.CallToolResult{Content: make([]mcp.Content, 0, n)}, make([]mcp.TextContent, n)
+}
+
+// textResult is a result of one text content.
+type textResult struct {
+	res     mcp.CallToolResult
+	content [1]mcp.Content
+	text    [1]mcp.TextContent
 }
 
 // decodeExact decodes one JSON value with its numbers as json.Number (as

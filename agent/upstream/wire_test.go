@@ -221,3 +221,61 @@ func TestIsolate(t *testing.T) {
 		t.Fatalf("past deadline: %v", err)
 	}
 }
+
+// A result's text contents cost their decoded text (its string and the
+// pointer that tells it was present) and, for several, their room; the
+// usual single one is made with the result itself.
+func TestDecodeCallResultAllocations(t *testing.T) {
+	allocs := func(s string) float64 {
+		raw := json.RawMessage(s)
+		return testing.AllocsPerRun(100, func() {
+			if _, _, _, err := decodeCallResult(raw); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	const text = `{"type":"text","text":"x"}`
+	none := allocs(`{"content":[]}`)
+	if one := allocs(`{"content":[` + text + `]}`); one > none+2 {
+		t.Errorf("one text content: %v allocations, none: %v", one, none)
+	}
+	// Several: room for the content and the texts, once each, and the
+	// decoder's slice as it grows (twice).
+	if three := allocs(`{"content":[` + text + `,` + text + `,` + text + `]}`); three > none+3*2+4 {
+		t.Errorf("three text contents: %v allocations, none: %v", three, none)
+	}
+}
+
+// decodeCallResult decodes every result the go-sdk decodes alike (and
+// never panics): the same content, meta, isError and structuredContent.
+func FuzzDecodeCallResult(f *testing.F) {
+	for _, s := range []string{
+		`{"content":[{"type":"text","text":"{\"text\":\"benchmark\"}"}],"structuredContent":{"text":"benchmark"}}`,
+		`{"content":[{"type":"text","text":"a","_meta":{"k":1},"annotations":{"priority":0.5}},{"type":"text","text":"b"}],"isError":true}`,
+		`{"content":[{"type":"text","text":"x"}],"content":[{"type":"image","data":"AA==","mimeType":"image/png"}]}`,
+		`{"content":[{"type":"text"}]}`, `{"content":null,"_meta":{"a":"b"}}`, `{"content":[]}`, `{}`, `[]`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		got, _, _, err := decodeCallResult(json.RawMessage(in))
+		if err != nil {
+			return
+		}
+		var want mcp.CallToolResult
+		if want.UnmarshalJSON([]byte(in)) != nil {
+			return // the go-sdk's rules (encoding/json's) refuse more or less elsewhere
+		}
+		g, err := json.Marshal(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := json.Marshal(&want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(g) != string(w) {
+			t.Fatalf("decoded %s, the go-sdk %s", g, w)
+		}
+	})
+}
