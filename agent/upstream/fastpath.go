@@ -180,7 +180,7 @@ func (h *httpSession) newRequest(ctx context.Context, method string, header http
 	req := &http.Request{Method: method, URL: &r.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: header, Host: r.url.Host}
 	if len(body) > 0 {
 		r.body.Reset(body)
-		req.Body, req.ContentLength = io.NopCloser(&r.body), int64(len(body))
+		req.Body, req.ContentLength = &r.body, int64(len(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	return req.WithContext(ctx)
@@ -189,8 +189,14 @@ func (h *httpSession) newRequest(ctx context.Context, method string, header http
 // requestParts are what newRequest's request points to.
 type requestParts struct {
 	url  url.URL
-	body bytes.Reader
+	body requestBody
 }
+
+// requestBody is a request's body: its bytes, closed as io.NopCloser's
+// (which would be an allocation of its own).
+type requestBody struct{ bytes.Reader }
+
+func (*requestBody) Close() error { return nil }
 
 var (
 	postContentType = []string{"application/json"}
