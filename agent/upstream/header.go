@@ -25,13 +25,3 @@ func headersOf(ctx context.Context) http.Header {
 	h, _ := ctx.Value(headerKey{}).(http.Header)
 	return h
 }
-
-// keepHeaders copies the headers of from (WithHeader) and its response
-// observer (WithResponseHeaders) into to.
-func keepHeaders(from, to context.Context) context.Context {
-	to = keepResponseObserver(from, to)
-	if h := headersOf(from); h != nil {
-		return context.WithValue(to, headerKey{}, h)
-	}
-	return to
-}

@@ -504,9 +504,8 @@ func (s *Session) Close() error {
 // *validate.Outcome. A transport-level failure marks the session broken.
 func (s *Session) Do(ctx context.Context, fn func(ctx context.Context, cs *mcp.ClientSession) error) error {
 	telemetry.Upstream(ctx, s.endpoint, s.cs.ID(), s.ProtocolVersion()) // on the attempt's CLIENT span, if any
-	cctx := isolate(ctx)
-	var x *exchange
-	cctx.values, x = withExchange(keepHeaders(ctx, cctx.values))
+	cctx := &callContext{isolated: isolate(ctx), header: headersOf(ctx), observe: observerOf(ctx)}
+	x := &cctx.x
 	err := fn(cctx, s.cs)
 	if err == nil {
 		return nil
@@ -659,3 +658,30 @@ func (c isolated) Value(key any) any           { return c.values.Value(key) }
 // AfterFunc lets contexts derived from c wait on the parent's cancellation
 // without a goroutine of their own (the context package looks for it).
 func (c isolated) AfterFunc(f func()) func() bool { return context.AfterFunc(c.parent, f) }
+
+// callContext is the context of one call (Session.Do): isolated, with the
+// caller's headers (WithHeader) and response observer (WithResponseHeaders)
+// kept and the call's exchange, all in one allocation rather than a value
+// context each over the isolated values.
+type callContext struct {
+	isolated
+	header  http.Header
+	observe func(http.Header)
+	x       exchange
+}
+
+func (c *callContext) Value(key any) any {
+	switch key.(type) {
+	case exchangeKey:
+		return &c.x
+	case headerKey:
+		if c.header != nil {
+			return c.header
+		}
+	case responseKey:
+		if c.observe != nil {
+			return c.observe
+		}
+	}
+	return c.isolated.Value(key)
+}

@@ -18,15 +18,12 @@ func WithResponseHeaders(ctx context.Context, fn func(h http.Header)) context.Co
 
 // observeResponse hands h to the observer of ctx, if any.
 func observeResponse(ctx context.Context, h http.Header) {
-	if fn, _ := ctx.Value(responseKey{}).(func(http.Header)); fn != nil {
+	if fn := observerOf(ctx); fn != nil {
 		fn(h)
 	}
 }
 
-// keepResponseObserver copies the observer of from into to.
-func keepResponseObserver(from, to context.Context) context.Context {
-	if fn, _ := from.Value(responseKey{}).(func(http.Header)); fn != nil {
-		return context.WithValue(to, responseKey{}, fn)
-	}
-	return to
+func observerOf(ctx context.Context) func(http.Header) {
+	fn, _ := ctx.Value(responseKey{}).(func(http.Header))
+	return fn
 }

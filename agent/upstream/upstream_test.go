@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -157,6 +158,31 @@ func TestDoContextWatchedWithoutGoroutine(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Do's context costs one allocation beyond the isolation of the caller's
+// values, whatever the call carries (headers, a response observer) and
+// with its exchange: not a value context each.
+func TestDoAllocations(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	s, err := newPool(t, up).Shared(context.Background(), Target{Server: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := WithResponseHeaders(WithHeader(context.Background(), "Idempotency-Key", "k1"), func(http.Header) {})
+	isolation := testing.AllocsPerRun(100, func() { _ = isolate(parent) })
+	var observed bool
+	fn := func(ctx context.Context, _ *mcp.ClientSession) error {
+		x, _ := ctx.Value(exchangeKey{}).(*exchange)
+		observed = x != nil && headersOf(ctx).Get("Idempotency-Key") == "k1" && ctx.Value(responseKey{}) != nil
+		return nil
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = s.Do(parent, fn) }); n > isolation+1 {
+		t.Errorf("Do: %v allocations, isolating the caller's values: %v", n, isolation)
+	}
+	if !observed {
+		t.Error("the call's exchange, headers or response observer are missing")
 	}
 }
 
