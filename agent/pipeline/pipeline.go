@@ -269,6 +269,11 @@ type flight struct {
 	// params are the first attempt's tools/call parameters: most calls
 	// make no other attempt (each other one has its own).
 	params mcp.CallToolParams
+	// principal is who the call's upstream requests act for (its context
+	// holds it), and parts the receipt's records an admitted call sets:
+	// with the flight, not allocations of their own.
+	principal access.Principal
+	parts     recordParts
 
 	// What the attempts record, under mu: the protocol version of the
 	// last route dialled, which is the route that ran when it is that
@@ -354,7 +359,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		return Result{Answer: p.Refuse(rec, step, code, reason), Receipt: rec}
 	}
 	c := req.Caller
-	ctx = withPrincipal(ctx, c)
+	ctx = withPrincipal(ctx, c, &f.principal)
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.Workflow, c.Principal, c.Tenant
 	if re := req.Refusal; re != nil {
 		return refuse(re.Step, re.Code, re.Reason)
@@ -376,7 +381,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	releaseGuard(&dr)
 	p.permissionDrift(&st, c, &d, now)
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
-	parts := &recordParts{}
+	parts := &f.parts
 	rec.Deadline = setDuration(&parts.deadline, d.Deadline)
 	pin(&d, req.Pin)
 	if re := refusalOf(d.Refusal); re != nil {
@@ -476,7 +481,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 }
 
 // recordParts are the records of a receipt that an admitted call sets,
-// allocated together: one allocation instead of one for each.
+// allocated together (with the call's flight) instead of one by one.
 type recordParts struct {
 	deadline, perAttempt durationpb.Duration
 	selected             mcpreadyv1.Selection
