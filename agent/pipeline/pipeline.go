@@ -269,6 +269,9 @@ type flight struct {
 	// params are the first attempt's tools/call parameters: most calls
 	// make no other attempt (each other one has its own).
 	params mcp.CallToolParams
+	// checked is the first attempt's checked result (each other attempt
+	// has its own).
+	checked checked
 	// principal is who the call's upstream requests act for (its context
 	// holds it), and parts the receipt's records an admitted call sets:
 	// with the flight, not allocations of their own.
@@ -326,7 +329,11 @@ func (f *flight) attempt(ctx context.Context, r decide.Route, n int) invoke.Outc
 	case in != nil:
 		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: input{in}}
 	}
-	return semantic(f.st.Checker, r, f.req.Arguments, p.opts.Now, checkResult(f.st.Checker, r, res))
+	ck := &f.checked // n is 1 for the call's first attempt only, as with params
+	if n > 1 {
+		ck = &checked{}
+	}
+	return semantic(f.st.Checker, r, f.req.Arguments, p.opts.Now, checkResultIn(ck, f.st.Checker, r, res))
 }
 
 // approve asks about route r before its first attempt (invoke.Approve).
