@@ -362,3 +362,24 @@ func TestSecretsNeverInErrors(t *testing.T) {
 		t.Fatalf("code flow with a wrong secret = %v", err)
 	}
 }
+
+// WithPrincipalAt keeps the principal where the caller does: the context
+// value is its only allocation, and Transport reads the same principal
+// WithPrincipal would give it.
+func TestWithPrincipalAt(t *testing.T) {
+	p := Principal{Name: "alice", SubjectToken: "t"}
+	if got := PrincipalFrom(WithPrincipalAt(context.Background(), &p)); got != p {
+		t.Errorf("PrincipalFrom(WithPrincipalAt) = %+v, want %+v", got, p)
+	}
+	if got := PrincipalFrom(WithPrincipal(context.Background(), p)); got != p {
+		t.Errorf("PrincipalFrom(WithPrincipal) = %+v, want %+v", got, p)
+	}
+	if got := PrincipalFrom(context.Background()); got != (Principal{}) {
+		t.Errorf("PrincipalFrom(no principal) = %+v, want the zero Principal", got)
+	}
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() { ctx = WithPrincipalAt(context.Background(), &p) }); n > 1 {
+		t.Errorf("WithPrincipalAt: %v allocations, want 1", n)
+	}
+	_ = ctx
+}

@@ -11,14 +11,23 @@ type principalKey struct{}
 // WithPrincipal returns ctx carrying the local principal the requests made
 // with it act for (set by the front, read by Transport).
 func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return WithPrincipalAt(ctx, &p)
+}
+
+// WithPrincipalAt is WithPrincipal with the principal where the caller
+// keeps it, unchanged while ctx is in use: a context value holding a
+// Principal itself would box it, one allocation more per call.
+func WithPrincipalAt(ctx context.Context, p *Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
 // PrincipalFrom returns the principal WithPrincipal stored, the zero
 // Principal (the agent itself) when none.
 func PrincipalFrom(ctx context.Context) Principal {
-	p, _ := ctx.Value(principalKey{}).(Principal)
-	return p
+	if p, ok := ctx.Value(principalKey{}).(*Principal); ok {
+		return *p
+	}
+	return Principal{}
 }
 
 // Transport returns a RoundTripper that presents c's token for up and the

@@ -114,7 +114,9 @@ func parseFastCall(env *envelope) (fastCall, bool) {
 	}
 	var c fastCall
 	c.id = env.ID
-	if jsonwire.Unmarshal(env.Params, &c.params) != nil || c.params.Name == "" || c.params.InputResponses != nil || c.params.RequestState != "" {
+	// The arguments share the request body's bytes, as env does: the body
+	// is never changed, and is kept while the call runs.
+	if jsonwire.UnmarshalShared(env.Params, &c.params) != nil || c.params.Name == "" || c.params.InputResponses != nil || c.params.RequestState != "" {
 		return fastCall{}, false
 	}
 	if a := bytes.TrimSpace(c.params.Arguments); len(a) > 0 && a[0] != '{' {
@@ -202,19 +204,22 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 		}
 		key = str
 	}
-	var later pipeline.Later // receipt work for after the answer (AnswerBeforeReceipt)
-	defer later.Run()        // also when the answer could not be sent
+	ff := &fastFlight{call: c}
+	later := &ff.later // receipt work for after the answer (AnswerBeforeReceipt)
+	defer later.Run()  // also when the answer could not be sent
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	if v.f.opts.AnswerBeforeReceipt {
-		ctx = pipeline.WithLater(ctx, &later)
+		ctx = pipeline.WithLater(ctx, later)
 	}
 	in, ok := s.startFast(ctx, key, cancel)
 	if !ok {
 		writeRPCError(w, http.StatusBadRequest, c.id, int(jsonrpc.CodeInvalidRequest), fmt.Sprintf("duplicate in-flight request ID %s", c.id))
 		return true
 	}
-	req := &mcp.CallToolRequest{Session: ss, Params: &c.params, Extra: &mcp.RequestExtra{Header: r.Header}}
+	ff.extra.Header = r.Header
+	req := &ff.req
+	req.Session, req.Params, req.Extra = ss, &ff.call.params, &ff.extra
 	res, err := v.callTool(ctx, s, req, &id) // authenticated once per request
 	s.endFast(key, in)
 	// One SSE "message" event, encoded in place after its prefix.
@@ -246,6 +251,16 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 		_ = http.NewResponseController(w).Flush() // the answer goes now; the receipt work after it
 	}
 	return true
+}
+
+// fastFlight is what a fast call keeps while it runs, allocated together
+// instead of one by one: its parsed call, the request callTool takes (which
+// points into it) and the receipt work left for after the answer.
+type fastFlight struct {
+	call  fastCall
+	req   mcp.CallToolRequest
+	extra mcp.RequestExtra
+	later pipeline.Later
 }
 
 // answerBuffers hold fast answers while they are encoded and written (the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/internal/jsonwire"
 )
 
 func TestParseFastCall(t *testing.T) {
@@ -295,4 +296,54 @@ func fastRequest(cs *mcp.ClientSession) *http.Request {
 	r.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
 		"Mcp-Session-Id": {cs.ID()}, "Mcp-Protocol-Version": {"2025-11-25"}}
 	return r
+}
+
+// parseFastCall decodes a call's parameters sharing the body's bytes, as
+// precheck's envelope does: the name and the decoder's own are its
+// allocations, a copy of the arguments would be a third.
+func TestParseFastCallAllocations(t *testing.T) {
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`)
+	var env envelope
+	if err := jsonwire.UnmarshalShared(body, &env); err != nil {
+		t.Fatal(err)
+	}
+	c, ok := parseFastCall(&env)
+	if !ok || c.params.Name != "echo" || string(c.params.Arguments) != `{"text":"hi"}` || string(c.id) != "1" {
+		t.Fatalf("parseFastCall = %+v, %v", c, ok)
+	}
+	if n := testing.AllocsPerRun(100, func() { c, ok = parseFastCall(&env) }); n > 2 {
+		t.Errorf("parseFastCall: %v allocations, want at most 2", n)
+	}
+}
+
+// maxFastCallAllocs bounds the allocations of BenchmarkFastCall's call,
+// the in-process upstream included (316 or 317 on average): the fast path
+// keeps a call's parsed request, the request callTool takes and its Later
+// work in one allocation, where they took four.
+const maxFastCallAllocs = 318
+
+func TestFastCallAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts vary under the race detector")
+	}
+	h := newHarness(t)
+	cs := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
+	for range 20 {
+		call(t, cs, "echo", map[string]any{"text": "warm"})
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
+	hdr := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+		"Mcp-Session-Id": {cs.ID()}, "Mcp-Protocol-Version": {"2025-11-25"}, "Authorization": {"Bearer " + devToken}}
+	n := testing.AllocsPerRun(200, func() {
+		r := httptest.NewRequest(http.MethodPost, "/mcp/servers/test", strings.NewReader(body))
+		r.Header = hdr
+		w := httptest.NewRecorder()
+		h.front.ServeHTTP(w, r)
+		if !strings.Contains(w.Body.String(), `"result"`) {
+			t.Fatalf("answer %s", w.Body.String())
+		}
+	})
+	if n > maxFastCallAllocs {
+		t.Errorf("%v allocations per fast call, want at most %d", n, maxFastCallAllocs)
+	}
 }

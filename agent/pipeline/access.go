@@ -27,9 +27,10 @@ func releaseGuard(r *decide.Request) {
 }
 
 // withPrincipal makes the upstream requests of ctx act for c (the access
-// transport reads it to pick c's tokens).
-func withPrincipal(ctx context.Context, c Caller) context.Context {
-	return access.WithPrincipal(ctx, access.Principal{Name: c.Name, SubjectToken: c.SubjectToken})
+// transport reads it to pick c's tokens), keeping the principal at at.
+func withPrincipal(ctx context.Context, c Caller, at *access.Principal) context.Context {
+	*at = access.Principal{Name: c.Name, SubjectToken: c.SubjectToken}
+	return access.WithPrincipalAt(ctx, at)
 }
 
 // accessFacts are the facts of the token c's calls present to server, for

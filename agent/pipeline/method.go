@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/access"
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/invoke"
 	"github.com/mcpready/mcpready/agent/receipt"
@@ -112,7 +113,7 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 	rec.Region = p.opts.Region
 	p.opts.Builder.Arguments(rec, m.Params)
 	c := m.Caller
-	ctx = withPrincipal(ctx, c)
+	ctx = withPrincipal(ctx, c, new(access.Principal))
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.Workflow, c.Principal, c.Tenant
 	refuse := func(step readiness.Step, code readiness.Code, reason string) error {
 		// The receipt names the code: a refused method has no candidates

@@ -269,6 +269,14 @@ type flight struct {
 	// params are the first attempt's tools/call parameters: most calls
 	// make no other attempt (each other one has its own).
 	params mcp.CallToolParams
+	// checked is the first attempt's checked result (each other attempt
+	// has its own).
+	checked checked
+	// principal is who the call's upstream requests act for (its context
+	// holds it), and parts the receipt's records an admitted call sets:
+	// with the flight, not allocations of their own.
+	principal access.Principal
+	parts     recordParts
 
 	// What the attempts record, under mu: the protocol version of the
 	// last route dialled, which is the route that ran when it is that
@@ -321,7 +329,11 @@ func (f *flight) attempt(ctx context.Context, r decide.Route, n int) invoke.Outc
 	case in != nil:
 		return invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS, Sent: true, Result: input{in}}
 	}
-	return semantic(f.st.Checker, r, f.req.Arguments, p.opts.Now, checkResult(f.st.Checker, r, res))
+	ck := &f.checked // n is 1 for the call's first attempt only, as with params
+	if n > 1 {
+		ck = &checked{}
+	}
+	return semantic(f.st.Checker, r, f.req.Arguments, p.opts.Now, checkResultIn(ck, f.st.Checker, r, res))
 }
 
 // approve asks about route r before its first attempt (invoke.Approve).
@@ -354,7 +366,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		return Result{Answer: p.Refuse(rec, step, code, reason), Receipt: rec}
 	}
 	c := req.Caller
-	ctx = withPrincipal(ctx, c)
+	ctx = withPrincipal(ctx, c, &f.principal)
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.Workflow, c.Principal, c.Tenant
 	if re := req.Refusal; re != nil {
 		return refuse(re.Step, re.Code, re.Reason)
@@ -376,7 +388,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	releaseGuard(&dr)
 	p.permissionDrift(&st, c, &d, now)
 	rec.Candidates, rec.PolicyVersion, rec.EvidenceIds = d.Candidates, d.PolicyVersion, d.EvidenceIDs
-	parts := &recordParts{}
+	parts := &f.parts
 	rec.Deadline = setDuration(&parts.deadline, d.Deadline)
 	pin(&d, req.Pin)
 	if re := refusalOf(d.Refusal); re != nil {
@@ -476,7 +488,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 }
 
 // recordParts are the records of a receipt that an admitted call sets,
-// allocated together: one allocation instead of one for each.
+// allocated together (with the call's flight) instead of one by one.
 type recordParts struct {
 	deadline, perAttempt durationpb.Duration
 	selected             mcpreadyv1.Selection

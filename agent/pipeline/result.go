@@ -44,6 +44,12 @@ type checked struct {
 // JSON the upstream sent, when the agent has it (else of the result
 // encoded again).
 func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invoke.Outcome {
+	return checkResultIn(&checked{}, ch, r, ans)
+}
+
+// checkResultIn is checkResult keeping the checked result in ck (a call's
+// first attempt keeps it in its flight rather than in an allocation).
+func checkResultIn(ck *checked, ch *validate.Checker, r decide.Route, ans upstream.Result) invoke.Outcome {
 	res, b := ans.CallToolResult, []byte(ans.JSON)
 	if b == nil {
 		var err error
@@ -59,7 +65,7 @@ func checkResult(ch *validate.Checker, r decide.Route, ans upstream.Result) invo
 	case res.StructuredContent != nil:
 		vr.Structured = SchemaOf(res.StructuredContent)
 	}
-	ck := &checked{res: res, raw: b}
+	ck.res, ck.raw = res, b
 	vr.Text = ck.texts[:0]
 	for _, c := range res.Content {
 		vr.Text = contentTexts(vr.Text, c)
