@@ -317,10 +317,11 @@ func TestParseFastCallAllocations(t *testing.T) {
 }
 
 // maxFastCallAllocs bounds the allocations of BenchmarkFastCall's call,
-// the in-process upstream included (316 or 317 on average): the fast path
+// the in-process upstream included (306 or 307 on average): the fast path
 // keeps a call's parsed request, the request callTool takes and its Later
-// work in one allocation, where they took four.
-const maxFastCallAllocs = 318
+// work in one allocation, where they took four, and the upstream side's
+// own cuts (agent/upstream's allocation tests) show here too.
+const maxFastCallAllocs = 309
 
 func TestFastCallAllocations(t *testing.T) {
 	if raceEnabled {
