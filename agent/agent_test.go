@@ -185,8 +185,15 @@ func TestDriftReportedToControlPlane(t *testing.T) {
 // arrives on its own discovery stream, in any order).
 func waitConfigured(t *testing.T, a *Agent) {
 	t.Helper()
+	waitEntries(t, a, 2)
+}
+
+// waitEntries waits until a uses at least entries registry entries and the
+// default Policy, installed.
+func waitEntries(t *testing.T, a *Agent, entries int) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
-	for s := a.Sync().Snapshot(); len(s.List(artifact.KindRegistryEntry)) < 2 || s.Get(artifact.KindPolicy, "default") == nil || a.Installed() < s.Generation; s = a.Sync().Snapshot() {
+	for s := a.Sync().Snapshot(); len(s.List(artifact.KindRegistryEntry)) < entries || s.Get(artifact.KindPolicy, "default") == nil || a.Installed() < s.Generation; s = a.Sync().Snapshot() {
 		if time.Now().After(deadline) {
 			t.Fatal("configuration never arrived")
 		}

@@ -14,14 +14,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/internal/cptest"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
-	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/oauthtest"
 	"github.com/mcpready/mcpready/internal/safebuf"
@@ -82,13 +80,7 @@ func TestOAuthTokenStaysOutOfLogsSpoolAndMetrics(t *testing.T) {
 	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-oauth", Listen: "127.0.0.1:0", DataDir: dataDir,
 		Config: cfg, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	defer stop()
-	deadline := time.Now().Add(15 * time.Second)
-	for s := a.Sync().Snapshot(); len(s.List(artifact.KindRegistryEntry)) < 1 || s.Get(artifact.KindPolicy, "default") == nil || a.Installed() < s.Generation; s = a.Sync().Snapshot() {
-		if time.Now().After(deadline) {
-			t.Fatal("configuration never arrived")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitEntries(t, a, 1)
 
 	ctx := context.Background()
 	for _, view := range []string{"/mcp/servers/test", "/mcp"} {

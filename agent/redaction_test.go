@@ -76,13 +76,7 @@ func TestEchoedSecretStaysOutOfReceiptsStoresExportsAndLogs(t *testing.T) {
 	a, stop := start(t, Options{ControlPlane: env.Addr, Root: env.RootPub, NodeID: "host-leak", Listen: "127.0.0.1:0", DataDir: dataDir,
 		Config: writeConfig(t, dir), AgentKey: agentKey, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	defer stop()
-	deadline := time.Now().Add(15 * time.Second)
-	for s := a.Sync().Snapshot(); len(s.List(artifact.KindRegistryEntry)) < 4 || s.Get(artifact.KindPolicy, "default") == nil || a.Installed() < s.Generation; s = a.Sync().Snapshot() {
-		if time.Now().After(deadline) {
-			t.Fatal("configuration never arrived")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitEntries(t, a, 4)
 
 	var mu sync.Mutex
 	var relayed []string // what the AI agent's client received in notifications
