@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/spool"
 	"github.com/mcpready/mcpready/agent/workflow"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
@@ -194,6 +195,7 @@ func (failDurable) Record(_ *mcpreadyv1.Receipt, durable bool) error {
 	}
 	return nil
 }
+func (failDurable) Defer(p spool.Pending) { p.Receipt() }
 
 // TestWorkflowReportNotDurable: a report whose workflow receipt cannot be
 // made durable is refused (503, receipt_not_durable) and the workflow

@@ -73,14 +73,19 @@ func (p *Pipeline) Fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code readin
 // such a receipt is not durable; the caller must then not answer as if
 // the call had been receipted (withheld).
 func (p *Pipeline) Emit(rec *mcpreadyv1.Receipt) error {
-	p.opts.Builder.Finish(rec, p.opts.Now())
-	if p.opts.Emit != nil {
-		p.opts.Emit(rec)
-	}
+	p.finish(rec, p.opts.Now())
 	if p.opts.Ledger == nil {
 		return nil
 	}
 	return p.opts.Ledger.Record(rec, Durable(rec))
+}
+
+// finish ends rec at end and hands it to Options.Emit.
+func (p *Pipeline) finish(rec *mcpreadyv1.Receipt, end time.Time) {
+	p.opts.Builder.Finish(rec, end)
+	if p.opts.Emit != nil {
+		p.opts.Emit(rec)
+	}
 }
 
 // Durable reports whether rec must be durable before its answer: some

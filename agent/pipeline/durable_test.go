@@ -157,3 +157,38 @@ func TestDurableFollowsReadOnlyRule(t *testing.T) {
 		}
 	}
 }
+
+// With a Ledger, a Later's Run hands the receipt over unfinished and
+// returns: the spool writer finishes it (digests, Emit) when it appends
+// it, on its own goroutine, with the receipt ending when Run ran (the
+// answer was sent), not when the writer got to it.
+func TestLaterDefersReceiptToLedger(t *testing.T) {
+	sp := openSpool(t, 0, nil)
+	pl, st, _ := durableSetup(t, sp, mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY, false)
+	w := pl.opts.Ledger.(*spool.Writer)
+	var emitted []*mcpreadyv1.Receipt
+	pl.opts.Emit = func(r *mcpreadyv1.Receipt) { emitted = append(emitted, r) }
+	now := time.Unix(5000, 0)
+	pl.opts.Now = func() time.Time { return now }
+	var l Later
+	res := pl.Call(WithLater(context.Background(), &l), st, request("test/echo"), newFake(t))
+	if res.Answer == nil || res.Answer.IsError || !l.Pending() {
+		t.Fatalf("answer %+v, pending %v", res.Answer, l.Pending())
+	}
+	now = now.Add(time.Second) // the answer is sent
+	l.Run()
+	rec := res.Receipt
+	if l.Pending() || len(emitted) != 0 || rec.GetResultDigest() != "" || rec.GetArgumentsDigest() != "" || rec.GetEndedAt() != nil {
+		t.Fatalf("after Run: pending %v, %d emitted, receipt finished already: %v", l.Pending(), len(emitted), rec)
+	}
+	now = now.Add(time.Minute) // the writer appends later
+	w.Drain()
+	if len(emitted) != 1 || emitted[0] != rec || sp.Stats().Unsealed != 1 {
+		t.Fatalf("after the writer appended: %d emitted, %d in the spool", len(emitted), sp.Stats().Unsealed)
+	}
+	if rec.GetResultDigest() == "" || rec.GetArgumentsDigest() == "" || !rec.GetEndedAt().AsTime().Equal(time.Unix(5001, 0)) ||
+		rec.GetLatency().AsDuration() != time.Second {
+		t.Fatalf("finished receipt: ended %v, latency %v, digests %q %q", rec.GetEndedAt().AsTime(), rec.GetLatency().AsDuration(),
+			rec.GetResultDigest(), rec.GetArgumentsDigest())
+	}
+}

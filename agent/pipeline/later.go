@@ -27,11 +27,19 @@ func WithLater(ctx context.Context, l *Later) context.Context {
 // Pending reports whether l holds work.
 func (l *Later) Pending() bool { return l.call != nil }
 
-// Run does the work l holds, once.
+// Run does the work l holds, once: the receipt ends now, and the Ledger
+// finishes it (digests, Options.Emit) when it appends it, on its own
+// goroutine, so that the caller's goroutine is free as soon as its answer
+// is sent. Without a Ledger, Run finishes the receipt itself.
 func (l *Later) Run() {
 	f := l.call
 	l.call = nil
-	if f != nil {
+	switch {
+	case f == nil:
+	case f.p.opts.Ledger != nil:
+		f.end = f.p.opts.Now()
+		f.p.opts.Ledger.Defer(f)
+	default:
 		_ = f.complete() // not durable: nothing to withhold, no one to tell
 	}
 }

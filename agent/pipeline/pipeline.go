@@ -44,6 +44,7 @@ import (
 	"github.com/mcpready/mcpready/agent/invoke"
 	"github.com/mcpready/mcpready/agent/quota"
 	"github.com/mcpready/mcpready/agent/receipt"
+	"github.com/mcpready/mcpready/agent/spool"
 	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
@@ -108,6 +109,10 @@ type Ledger interface {
 	// Record records rec; with durable it returns once rec is durable, or
 	// why it is not.
 	Record(rec *mcpreadyv1.Receipt, durable bool) error
+	// Defer records a receipt that need not be durable and is finished
+	// later, on the Ledger's own goroutine (spool.Pending): the receipt
+	// work a Later leaves for after the answer.
+	Defer(spool.Pending)
 }
 
 // Pipeline runs requests. It is safe for concurrent use.
@@ -265,7 +270,8 @@ type flight struct {
 	rec      *mcpreadyv1.Receipt
 	argsDone bool
 	key      keyed
-	raw      []byte // the answered result's JSON, for its digest (complete)
+	raw      []byte    // the answered result's JSON, for its digest (complete)
+	end      time.Time // when the answer was sent, for a receipt finished later (Receipt)
 	// params are the first attempt's tools/call parameters: most calls
 	// make no other attempt (each other one has its own).
 	params mcp.CallToolParams
@@ -346,6 +352,16 @@ func (f *flight) complete() error {
 	f.digestArgs()
 	f.p.opts.Builder.Result(f.rec, f.raw)
 	return f.p.Emit(f.rec)
+}
+
+// Receipt finishes the receipt of a call whose answer was sent at f.end
+// and returns it, for the Ledger that records it (spool.Pending): what
+// complete does but hand it to the Ledger, on the Ledger's goroutine.
+func (f *flight) Receipt() *mcpreadyv1.Receipt {
+	f.digestArgs()
+	f.p.opts.Builder.Result(f.rec, f.raw)
+	f.p.finish(f.rec, f.end)
+	return f.rec
 }
 
 // call runs req under st: refuse, or decide, approve each route before its

@@ -38,7 +38,8 @@ type WriterOptions struct {
 
 // Writer records the receipts of many callers in one Spool: durable ones
 // before Record returns (concurrent callers share fsyncs: group commit),
-// the others in groups appended by Run in the background. It also says
+// the others in groups appended by Run in the background, where deferred
+// ones (Defer) are also finished. It also says
 // whether a call may start at all (Accepting). It is safe for concurrent
 // use.
 type Writer struct {
@@ -46,7 +47,7 @@ type Writer struct {
 	opts WriterOptions
 
 	mu     sync.Mutex
-	queued []*mcpreadyv1.Receipt // waiting for Run, in Record order
+	queued []entry // waiting for Run, in Record and Defer order
 	// wake holds one token for Run: the queue became non-empty, or grew to
 	// a whole group. Receipts queued in between wake nobody.
 	wake chan struct{}
@@ -93,13 +94,54 @@ func (w *Writer) Record(r *mcpreadyv1.Receipt, durable bool) error {
 		}
 		return err
 	}
+	w.enqueue(entry{r: r})
+	return nil
+}
+
+// Pending is a receipt that is finished only when the Writer appends it
+// (Defer): the receipt work of a call that may wait until after its
+// answer, done on the Writer's goroutine in groups rather than on the
+// caller's.
+type Pending interface {
+	// Receipt finishes the receipt and returns it; nil records none. The
+	// Writer calls it once, on the goroutine that appends it, never
+	// while holding its lock.
+	Receipt() *mcpreadyv1.Receipt
+}
+
+// Defer queues p, like Record of a receipt that need not be durable: Run
+// finishes it (p.Receipt) and appends it with its group. When the queue is
+// full, Defer finishes and appends it itself (backpressure rather than
+// loss).
+func (w *Writer) Defer(p Pending) {
+	w.enqueue(entry{p: p})
+}
+
+// entry is one queued receipt: finished (r) or still to finish (p).
+type entry struct {
+	r *mcpreadyv1.Receipt
+	p Pending
+}
+
+// receipt is e's receipt, finished now if it was deferred.
+func (e entry) receipt() *mcpreadyv1.Receipt {
+	if e.p != nil {
+		return e.p.Receipt()
+	}
+	return e.r
+}
+
+// enqueue queues e for Run, or appends it at once when the queue is full.
+func (w *Writer) enqueue(e entry) {
 	w.mu.Lock()
 	if len(w.queued) >= w.opts.Queue {
 		w.mu.Unlock()
-		w.append(r)
-		return nil
+		if r := e.receipt(); r != nil {
+			w.append(r)
+		}
+		return
 	}
-	w.queued = append(w.queued, r)
+	w.queued = append(w.queued, e)
 	n := len(w.queued)
 	w.mu.Unlock()
 	if n == 1 || n == w.opts.Group {
@@ -108,12 +150,11 @@ func (w *Writer) Record(r *mcpreadyv1.Receipt, durable bool) error {
 		default: // Run has a token already
 		}
 	}
-	return nil
 }
 
 // take moves up to one group of queued receipts into group (empty, reused)
 // and reports how many are still queued after them.
-func (w *Writer) take(group []*mcpreadyv1.Receipt) ([]*mcpreadyv1.Receipt, int) {
+func (w *Writer) take(group []entry) ([]entry, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.queued) <= w.opts.Group {
@@ -145,7 +186,7 @@ func (w *Writer) append(r *mcpreadyv1.Receipt) {
 // appends what is queued, a Group per Spool.AppendBatch, before waiting
 // again. Call Drain after it returns.
 func (w *Writer) Run(ctx context.Context) {
-	var group []*mcpreadyv1.Receipt
+	var group groupBuffers
 	linger := time.NewTimer(w.opts.Linger)
 	linger.Stop()
 	for {
@@ -166,18 +207,33 @@ func (w *Writer) Run(ctx context.Context) {
 	}
 }
 
-// appendQueued appends every queued receipt, a group at a time, and
-// returns the emptied group buffer for reuse.
-func (w *Writer) appendQueued(group []*mcpreadyv1.Receipt) []*mcpreadyv1.Receipt {
+// groupBuffers are the buffers one group passes through, reused from
+// group to group: its queue entries, then its finished receipts.
+type groupBuffers struct {
+	entries  []entry
+	receipts []*mcpreadyv1.Receipt
+}
+
+// appendQueued appends every queued receipt, a group at a time (deferred
+// ones finished first, outside the lock), and returns the emptied buffers
+// for reuse.
+func (w *Writer) appendQueued(g groupBuffers) groupBuffers {
 	for {
 		var left int
-		group, left = w.take(group[:0])
-		if len(group) > 0 {
-			w.appendGroup(group)
-			clear(group) // the spool keeps its own copies
+		g.entries, left = w.take(g.entries[:0])
+		for _, e := range g.entries {
+			if r := e.receipt(); r != nil {
+				g.receipts = append(g.receipts, r)
+			}
 		}
+		clear(g.entries)
+		if len(g.receipts) > 0 {
+			w.appendGroup(g.receipts)
+		}
+		clear(g.receipts) // the spool keeps its own copies
+		g.entries, g.receipts = g.entries[:0], g.receipts[:0]
 		if left == 0 {
-			return group[:0]
+			return g
 		}
 	}
 }
@@ -200,5 +256,5 @@ func (w *Writer) appendGroup(group []*mcpreadyv1.Receipt) {
 
 // Drain appends every queued receipt (after Run returned).
 func (w *Writer) Drain() {
-	w.appendQueued(nil)
+	w.appendQueued(groupBuffers{})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/safebuf"
 	"github.com/mcpready/mcpready/ledger"
 )
@@ -179,5 +181,93 @@ func TestWriterAppendsQueuedWhileRunning(t *testing.T) {
 	depth(1001)
 	if n := w.queuedLen(); n != 0 {
 		t.Fatalf("%d receipts still queued", n)
+	}
+}
+
+// deferred is a Pending that counts its finishing.
+type deferred struct {
+	i        int
+	none     bool // finishes into no receipt
+	finished atomic.Int32
+	done     chan struct{} // closed when finished, when not nil
+}
+
+func (d *deferred) Receipt() *mcpreadyv1.Receipt {
+	d.finished.Add(1)
+	if d.done != nil {
+		close(d.done)
+	}
+	if d.none {
+		return nil
+	}
+	r := mk(d.i)
+	r.ErrorMessage = "finished by the writer"
+	return r
+}
+
+// Deferred receipts are finished once, when the writer appends them (not
+// when they are handed over), in order with the receipts recorded around
+// them; one that finishes into nothing records nothing; Drain finishes
+// those still queued; and a full queue makes Defer finish and append at
+// once rather than lose the receipt.
+func TestWriterDefer(t *testing.T) {
+	key := testKey(t)
+	s := open(t, t.TempDir(), key, func(o *Options) { o.BatchSize = 100000 })
+	w := NewWriter(s, WriterOptions{Linger: time.Hour, Queue: 4})
+	ds := []*deferred{{i: 1}, {i: 2, none: true}, {i: 3}}
+	if err := w.Record(mk(0), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		w.Defer(d)
+	}
+	for _, d := range ds {
+		if n := d.finished.Load(); n != 0 {
+			t.Fatalf("deferred %d finished %d times when handed over", d.i, n)
+		}
+	}
+	// The queue (4) is full: the next one is finished and appended by
+	// the caller, before the queued ones.
+	full := &deferred{i: 4}
+	w.Defer(full)
+	if full.finished.Load() != 1 || s.Stats().Depth != 1 {
+		t.Fatalf("with the queue full: finished %d times, %d receipts in the spool", full.finished.Load(), s.Stats().Depth)
+	}
+	w.Drain()
+	for _, d := range ds {
+		if n := d.finished.Load(); n != 1 {
+			t.Fatalf("deferred %d finished %d times after Drain", d.i, n)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, _ := drain(t, s, key, ledger.Head{}, false)
+	if want := []string{"docs_lookup#4", "docs_lookup#0", "docs_lookup#1", "docs_lookup#3"}; !slices.Equal(got, want) {
+		t.Fatalf("sealed %v, want %v", got, want)
+	}
+}
+
+// Run finishes deferred receipts on its own goroutine, after Linger.
+func TestWriterDeferFinishesOnRun(t *testing.T) {
+	s := open(t, t.TempDir(), testKey(t), nil)
+	defer s.Close()
+	w := NewWriter(s, WriterOptions{Linger: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	d := &deferred{i: 1, done: make(chan struct{})}
+	w.Defer(d)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a deferred receipt was not finished while Run runs")
+	}
+	for deadline := time.Now().Add(10 * time.Second); s.Stats().Depth < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the deferred receipt never reached the spool")
+		}
 	}
 }
