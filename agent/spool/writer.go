@@ -22,7 +22,10 @@ type WriterOptions struct {
 	// record, one fsync); default 256.
 	Group int
 	// Linger is how long the writer waits for more receipts after the
-	// first of a group; default 2ms.
+	// first of a group; default 20ms. A longer wait makes larger groups
+	// and fewer fsyncs (each about 200µs on a virtual disk, its thread
+	// holding a processor); it only delays receipts that need not be
+	// durable before their answers.
 	Linger time.Duration
 	// Queue is how many receipts wait for the writer; default 4096. When
 	// it is full, Record appends the receipt itself (backpressure rather
@@ -59,7 +62,7 @@ func NewWriter(s *Spool, opts WriterOptions) *Writer {
 		opts.Group = 256
 	}
 	if opts.Linger <= 0 {
-		opts.Linger = 2 * time.Millisecond
+		opts.Linger = 20 * time.Millisecond
 	}
 	if opts.Queue <= 0 {
 		opts.Queue = 4096
