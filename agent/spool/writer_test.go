@@ -271,3 +271,14 @@ func TestWriterDeferFinishesOnRun(t *testing.T) {
 		}
 	}
 }
+
+// The zero WriterOptions take the documented defaults: groups of up to 256
+// receipts, lingering 20ms for more, and a queue of 4096.
+func TestWriterDefaults(t *testing.T) {
+	s := open(t, t.TempDir(), testKey(t), nil)
+	defer s.Close()
+	o := NewWriter(s, WriterOptions{}).opts
+	if o.Group != 256 || o.Linger != 20*time.Millisecond || o.Queue != 4096 || o.Logger == nil {
+		t.Fatalf("defaults: group %d, linger %v, queue %d, logger %v", o.Group, o.Linger, o.Queue, o.Logger)
+	}
+}
