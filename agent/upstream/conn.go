@@ -42,13 +42,7 @@ type directTransport struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	tlsConfig   *tls.Config // nil: system roots; its ServerName and InsecureSkipVerify are ignored
 	idleTimeout time.Duration
-	// checkAfter is how long a connection may sit idle and still be reused
-	// without first peeking at its socket (alive): a server closes an idle
-	// connection after seconds (Node and uvicorn 5 s, nginx 75 s), and no
-	// peek closes the race with one that closes just after it. Zero peeks
-	// before every reuse.
-	checkAfter time.Duration
-	maxIdle    int // per host
+	maxIdle     int // per host
 
 	mu   sync.Mutex
 	idle map[connKey][]*directConn
@@ -62,7 +56,7 @@ func keyOf(req *http.Request) connKey { return connKey{req.URL.Scheme, hostPort(
 
 func newDirectTransport() *directTransport {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	return &directTransport{dial: d.DialContext, idleTimeout: 90 * time.Second, checkAfter: time.Second, maxIdle: 512, idle: map[connKey][]*directConn{}}
+	return &directTransport{dial: d.DialContext, idleTimeout: 90 * time.Second, maxIdle: 512, idle: map[connKey][]*directConn{}}
 }
 
 // directConn is one connection and its buffers.
@@ -173,7 +167,7 @@ func (t *directTransport) conn(ctx context.Context, key connKey, req *http.Reque
 		list[len(list)-1] = nil
 		t.idle[key] = list[:len(list)-1]
 		t.mu.Unlock()
-		if t.reusable(dc, now.Sub(dc.idleAt)) {
+		if now.Sub(dc.idleAt) < t.idleTimeout && alive(dc) {
 			return dc, true, nil
 		}
 		_ = dc.conn.Close()
@@ -198,20 +192,6 @@ func (t *directTransport) conn(ctx context.Context, key connKey, req *http.Reque
 		c = tc
 	}
 	return &directConn{key: key, conn: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c), unblock: func() { _ = c.SetDeadline(past) }}, false, nil
-}
-
-// reusable reports whether dc, idle for idle, may carry a request: not
-// idle too long, nothing unasked in its buffer, and its socket open and
-// quiet when it was idle longer than checkAfter (a syscall saved on a
-// connection in steady use).
-func (t *directTransport) reusable(dc *directConn, idle time.Duration) bool {
-	switch {
-	case idle >= t.idleTimeout:
-		return false
-	case idle < t.checkAfter:
-		return dc.br.Buffered() == 0
-	}
-	return alive(dc)
 }
 
 // alive reports whether an idle connection is still open and quiet: a

@@ -85,7 +85,6 @@ func TestDirectTransport(t *testing.T) {
 		defer srv.Close()
 		var dials atomic.Int64
 		rt := countingTransport(&dials)
-		rt.checkAfter = 10 * time.Millisecond // peeked: idle longer than that
 		defer rt.CloseIdleConnections()
 		if _, _, err := get(t, rt, context.Background(), srv.URL); err != nil {
 			t.Fatal(err)
@@ -524,48 +523,5 @@ func TestRoundTripAllocations(t *testing.T) {
 	watch := testing.AllocsPerRun(100, func() { afterFunc(ctx, func() {})() })
 	if own := total - reading - request - watch; own > 2 {
 		t.Errorf("round trip: %v allocations, %v of them its own (request %v, reading %v, watch %v)", total, own, request, reading, watch)
-	}
-}
-
-// An idle connection is peeked at before its reuse only once it has been
-// idle for checkAfter: one in steady use is reused without the syscall,
-// one idle longer is peeked, and one with unasked bytes buffered is never
-// reused.
-func TestReusePeeksAfterInactivity(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(w, r.Body) }))
-	defer srv.Close()
-	var dials atomic.Int64
-	rt := countingTransport(&dials)
-	defer rt.CloseIdleConnections()
-	call := func() {
-		t.Helper()
-		if code, _, err := get(t, rt, context.Background(), srv.URL); err != nil || code != 200 {
-			t.Fatalf("%d %v", code, err)
-		}
-	}
-	call()
-	rt.mu.Lock()
-	var dc *directConn
-	for _, list := range rt.idle {
-		dc = list[0]
-	}
-	rt.mu.Unlock()
-	var peeks int
-	dc.quiet = func() bool { peeks++; return true }
-	call()
-	if peeks != 0 || dials.Load() != 1 {
-		t.Fatalf("reused within checkAfter: %d peeks, %d dials; want 0 and 1", peeks, dials.Load())
-	}
-	dc.idleAt = dc.idleAt.Add(-rt.checkAfter) // idle for checkAfter
-	call()
-	if peeks != 1 || dials.Load() != 1 {
-		t.Fatalf("reused after checkAfter: %d peeks, %d dials; want 1 and 1", peeks, dials.Load())
-	}
-	unasked := bufio.NewReader(strings.NewReader("unasked"))
-	if _, err := unasked.Peek(1); err != nil {
-		t.Fatal(err)
-	}
-	if rt.reusable(&directConn{br: unasked}, 0) {
-		t.Fatal("a connection with unasked bytes is reusable")
 	}
 }
