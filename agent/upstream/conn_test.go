@@ -525,3 +525,56 @@ func TestRoundTripAllocations(t *testing.T) {
 		t.Errorf("round trip: %v allocations, %v of them its own (request %v, reading %v, watch %v)", total, own, request, reading, watch)
 	}
 }
+
+// The adversary: a server that writes a whole unsolicited response on a
+// kept-alive connection just after its answer, so that the next request
+// on that connection reads it as its own answer (a desynchronised stream).
+// The connection must not be reused for the next request, however soon it
+// comes: that request gets the server's real answer on a new connection.
+func TestUnsolicitedResponseNotTakenAsNextAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := conns.Add(1)
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					answer := "answer on connection " + strconv.FormatInt(n, 10)
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(answer))+"\r\n\r\n"+answer)
+					time.Sleep(time.Millisecond)
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\ninjected")
+				}
+			}()
+		}
+	}()
+	var dials atomic.Int64
+	rt := countingTransport(&dials)
+	defer rt.CloseIdleConnections()
+	url := "http://" + ln.Addr().String() + "/mcp"
+	if code, body, err := get(t, rt, context.Background(), url); err != nil || code != 200 || body != "answer on connection 1" {
+		t.Fatalf("first call: %d %q %v", code, body, err)
+	}
+	time.Sleep(20 * time.Millisecond) // the unsolicited response has arrived
+	code, body, err := get(t, rt, context.Background(), url)
+	if err != nil || code != 200 || body != "answer on connection 2" {
+		t.Fatalf("second call: %d %q %v; want the answer on a new connection, never the unsolicited one", code, body, err)
+	}
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("dials = %d, want 2 (the desynchronised connection replaced)", n)
+	}
+}
