@@ -74,6 +74,11 @@ func (p *Pipeline) Fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code readin
 // the call had been receipted (withheld).
 func (p *Pipeline) Emit(rec *mcpreadyv1.Receipt) error {
 	p.finish(rec, p.opts.Now())
+	return p.record(rec)
+}
+
+// record hands the finished rec to the Ledger (durably when Durable).
+func (p *Pipeline) record(rec *mcpreadyv1.Receipt) error {
 	if p.opts.Ledger == nil {
 		return nil
 	}

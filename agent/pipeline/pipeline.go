@@ -349,9 +349,8 @@ func (f *flight) approve(ctx context.Context, r *decide.Route) (invoke.Outcome, 
 
 // complete digests the answered result and emits the receipt.
 func (f *flight) complete() error {
-	f.digestArgs()
-	f.p.opts.Builder.Result(f.rec, f.raw)
-	return f.p.Emit(f.rec)
+	f.end = f.p.opts.Now()
+	return f.p.record(f.Receipt())
 }
 
 // Receipt finishes the receipt of a call whose answer was sent at f.end
