@@ -25,8 +25,28 @@ import (
 
 // benchAgent runs a full agent (verified configuration, decision, invoke,
 // validation, receipts into the fsync'd spool) in front of up, configured
-// without a control plane by applying signed resources directly.
+// without a control plane by applying signed resources directly, until b
+// ends.
 func benchAgent(b testing.TB, up *mcptest.Upstream, tel *telemetry.Telemetry) *Agent {
+	b.Helper()
+	a := configuredAgent(b, up, tel)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = a.Run(ctx); close(done) }()
+	b.Cleanup(func() { cancel(); <-done })
+	waitInstalled(a)
+	return a
+}
+
+// waitInstalled waits until a serves the configuration applied to it.
+func waitInstalled(a *Agent) {
+	for a.Installed() != a.Sync().Snapshot().Generation {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// configuredAgent is benchAgent's agent, configured but not running.
+func configuredAgent(b testing.TB, up *mcptest.Upstream, tel *telemetry.Telemetry) *Agent {
 	b.Helper()
 	rootKey, err := sign.GenerateKey(sign.AlgorithmEd25519)
 	if err != nil {
@@ -70,13 +90,6 @@ func benchAgent(b testing.TB, up *mcptest.Upstream, tel *telemetry.Telemetry) *A
 		SideEffects: []*mcpreadyv1.SideEffectRule{{Match: "test/echo", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY}},
 		Results:     &mcpreadyv1.ResultRules{InjectionTripwire: true},
 	})))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = a.Run(ctx); close(done) }()
-	b.Cleanup(func() { cancel(); <-done })
-	for a.Installed() != a.Sync().Snapshot().Generation {
-		time.Sleep(time.Millisecond)
-	}
 	return a
 }
 
