@@ -137,7 +137,11 @@ func spooled(t *testing.T, a *Agent, keep func(*mcpreadyv1.Receipt) bool, n int)
 	for {
 		_ = a.spool.Flush()
 		var out []*mcpreadyv1.Receipt
-		for _, b := range a.spool.Pending(0) {
+		batches, err := a.spool.Pending(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range batches {
 			for _, enc := range b.Receipts {
 				r := &mcpreadyv1.Receipt{}
 				if err := proto.Unmarshal(enc, r); err != nil {

@@ -49,7 +49,11 @@ func benchReceipt(b *testing.B, class mcpreadyv1.SideEffectClass, callers int) {
 			case <-ctx.Done():
 				return
 			case <-sp.Sealed():
-				for _, bt := range sp.Pending(0) {
+				bts, err := sp.Pending(0, 0)
+				if err != nil {
+					b.Error(err)
+				}
+				for _, bt := range bts {
 					_ = sp.Ack(bt.Sequence)
 				}
 			}

@@ -131,10 +131,11 @@ func session(ctx context.Context, client mcpreadyv1.ReceiptsServiceClient, sp *s
 	node := opts.Node
 	for {
 		if len(inflight) < opts.Window {
-			for _, b := range sp.Pending(cursor) {
-				if len(inflight) >= opts.Window {
-					break
-				}
+			batches, err := sp.Pending(cursor, opts.Window-len(inflight))
+			if err != nil {
+				return progressed, err
+			}
+			for _, b := range batches {
 				req := b.UploadRequest()
 				req.Node = node
 				if err := stream.Send(req); err != nil {

@@ -53,7 +53,11 @@ func benchAppend(b *testing.B, group int, add func(*Spool, []*mcpreadyv1.Receipt
 			case <-done:
 				return
 			case <-s.Sealed():
-				for _, bt := range s.Pending(0) {
+				bts, err := s.Pending(0, 0)
+				if err != nil {
+					b.Error(err)
+				}
+				for _, bt := range bts {
 					s.Ack(bt.Sequence)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/internal/recordio"
+	"github.com/mcpready/mcpready/internal/seglog"
 	"github.com/mcpready/mcpready/ledger"
 )
 
@@ -31,13 +32,14 @@ func (s *Spool) checkpoint() []byte {
 	return e.B
 }
 
-// replay applies one record during recovery.
-func (s *Spool) replay(seg *segMeta, p []byte, batches *[]ledger.Batch) error {
-	if len(p) == 0 {
+// replay applies one record, at p, during recovery.
+func (s *Spool) replay(p seglog.Pos, payload []byte, batches *[]pendingBatch) error {
+	if len(payload) == 0 {
 		return fmt.Errorf("%w: empty record", ErrCorrupt)
 	}
-	d := recordio.Decoder{B: p[1:]}
-	switch p[0] {
+	seg := s.meta(p.Segment)
+	d := recordio.Decoder{B: payload[1:]}
+	switch payload[0] {
 	case recCheckpoint:
 		s.head.Sequence = d.Uvarint()
 		s.head.Digest = d.String()
@@ -52,42 +54,57 @@ func (s *Spool) replay(seg *segMeta, p []byte, batches *[]ledger.Batch) error {
 		}
 		d.End()
 	case recReceipt: // one receipt, as written before groups
-		s.replayReceipt(seg, p[1:])
+		s.replayReceipt(seg, payload[1:])
 	case recBatch:
-		b := ledger.Batch{AgentID: s.opts.AgentID, Sequence: d.Uvarint()}
-		through := d.Uvarint()
-		n := d.Uvarint()
-		b.BatchID = d.String()
-		b.Sealed = time.Unix(0, int64(d.Uvarint()))
-		b.Bundle = d.Bytes()
-		for ; n > 0 && d.Err == nil; n-- {
-			b.Receipts = append(b.Receipts, d.Bytes())
+		b, through, err := s.decodeBatch(payload)
+		if err != nil {
+			return err
 		}
-		if d.End() == nil {
-			*batches = append(*batches, b)
-			seg.maxBSeq = b.Sequence
-			b.Digest = artifact.Digest(b.Bundle)
-			s.head = ledger.Head{Sequence: b.Sequence, Digest: b.Digest}
-			// s.unsealed holds the receipts replayed so far that are not
-			// sealed: indexes [receiptCount-len(unsealed), receiptCount).
-			// That first index is not sealedThrough when replay starts at
-			// a checkpoint whose earlier segment (holding receipts it
-			// counted as unsealed) was deleted after they were sealed.
-			first := s.receiptCount - uint64(len(s.unsealed))
-			if through > first {
-				s.unsealed = s.unsealed[min(through-first, uint64(len(s.unsealed))):]
-			}
-			s.sealedThrough = through
+		*batches = append(*batches, pendingBatch{seq: b.Sequence, receipts: len(b.Receipts), sealed: b.Sealed, pos: p})
+		seg.maxBSeq = b.Sequence
+		s.head = ledger.Head{Sequence: b.Sequence, Digest: b.Digest}
+		// s.unsealed holds the receipts replayed so far that are not
+		// sealed: indexes [receiptCount-len(unsealed), receiptCount).
+		// That first index is not sealedThrough when replay starts at
+		// a checkpoint whose earlier segment (holding receipts it
+		// counted as unsealed) was deleted after they were sealed.
+		first := s.receiptCount - uint64(len(s.unsealed))
+		if through > first {
+			s.unsealed = s.unsealed[min(through-first, uint64(len(s.unsealed))):]
 		}
+		s.sealedThrough = through
 	case recAck:
 		s.markAcked(d.Uvarint())
 	default:
-		return fmt.Errorf("%w: record type %q", ErrCorrupt, p[0])
+		return fmt.Errorf("%w: record type %q", ErrCorrupt, payload[0])
 	}
 	if d.Err != nil {
-		return fmt.Errorf("%w: record %q: %w", ErrCorrupt, p[0], d.Err)
+		return fmt.Errorf("%w: record %q: %w", ErrCorrupt, payload[0], d.Err)
 	}
 	return nil
+}
+
+// decodeBatch decodes a batch record (sealOnce writes them), and the
+// receipt index it seals through. The batch's slices share payload.
+func (s *Spool) decodeBatch(payload []byte) (ledger.Batch, uint64, error) {
+	if len(payload) == 0 || payload[0] != recBatch {
+		return ledger.Batch{}, 0, fmt.Errorf("%w: not a batch record", ErrCorrupt)
+	}
+	d := recordio.Decoder{B: payload[1:]}
+	b := ledger.Batch{AgentID: s.opts.AgentID, Sequence: d.Uvarint()}
+	through := d.Uvarint()
+	n := d.Uvarint()
+	b.BatchID = d.String()
+	b.Sealed = time.Unix(0, int64(d.Uvarint()))
+	b.Bundle = d.Bytes()
+	for ; n > 0 && d.Err == nil; n-- {
+		b.Receipts = append(b.Receipts, d.Bytes())
+	}
+	if err := d.End(); err != nil {
+		return ledger.Batch{}, 0, fmt.Errorf("%w: record %q: %w", ErrCorrupt, recBatch, err)
+	}
+	b.Digest = artifact.Digest(b.Bundle)
+	return b, through, nil
 }
 
 func (s *Spool) replayReceipt(seg *segMeta, data []byte) {

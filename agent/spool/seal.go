@@ -3,7 +3,6 @@ package spool
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -83,6 +82,7 @@ func (s *Spool) sealOnce() (int, error) {
 	digest := artifact.Digest(bundle)
 	s.head = ledger.Head{Sequence: b.Sequence, Digest: digest}
 	s.sealedThrough = through
+	clear(s.unsealed[:n]) // the array's sealed head must not keep their bytes alive
 	s.unsealed = s.unsealed[n:]
 	s.sealing = n
 	s.mu.Unlock()
@@ -95,7 +95,7 @@ func (s *Spool) sealOnce() (int, error) {
 	}
 	s.mu.Lock()
 	s.sealing = 0
-	s.pending = append(s.pending, ledger.Batch{BatchID: b.BatchId, AgentID: b.AgentId, Sequence: b.Sequence, Bundle: bundle, Receipts: encoded, Digest: digest, Sealed: now})
+	s.pending = append(s.pending, pendingBatch{seq: b.Sequence, receipts: n, sealed: now, pos: pos})
 	s.compactLocked()
 	s.mu.Unlock()
 	select {
@@ -147,8 +147,8 @@ func (s *Spool) Ack(seq uint64) error {
 	if s.closed {
 		return ErrClosed
 	}
-	i := sort.Search(len(s.pending), func(i int) bool { return s.pending[i].Sequence >= seq })
-	if i == len(s.pending) || s.pending[i].Sequence != seq {
+	i, ok := s.pendingIndex(seq)
+	if !ok {
 		return nil // already acknowledged
 	}
 	var e recordio.Encoder
@@ -157,7 +157,7 @@ func (s *Spool) Ack(seq uint64) error {
 	if _, err := s.wal.Append(e.B); err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
-	s.m.acked.Add(float64(len(s.pending[i].Receipts)))
+	s.m.acked.Add(float64(s.pending[i].receipts))
 	s.pending = append(s.pending[:i], s.pending[i+1:]...)
 	s.markAcked(seq)
 	s.compactLocked()

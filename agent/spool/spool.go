@@ -10,7 +10,10 @@
 // batch names artifact.Digest of the previous batch's signed bundle) and
 // signed with the agent key. The chain head survives restarts. Sealed
 // batches stay in the spool until Ack; segments whose records are all
-// sealed and acknowledged are deleted.
+// sealed and acknowledged are deleted. A sealed batch is kept in memory
+// only as where its record is: Pending reads it back from the files, so
+// that an agent cut off from the control plane does not hold up to
+// MaxBytes of receipts in memory.
 //
 // Overflow policy: refuse new. When appending a receipt would make the
 // spool's files exceed Options.MaxBytes (after deleting fully acknowledged
@@ -42,6 +45,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -144,7 +148,7 @@ type Spool struct {
 	head          ledger.Head
 	ackedThrough  uint64
 	acked         map[uint64]bool // acked above ackedThrough
-	pending       []ledger.Batch  // sealed, unacked, by sequence
+	pending       []pendingBatch  // sealed, unacked, by sequence
 	dropped       uint64
 	sealing       int // receipts in the batch being made durable
 
@@ -188,15 +192,15 @@ func Open(dir string, opts Options) (*Spool, error) {
 	}
 	s := &Spool{opts: opts, log: opts.Logger.With("component", "spool"), acked: map[uint64]bool{}, segs: map[uint64]*segMeta{},
 		kick: make(chan struct{}, 1), sealed: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
-	var batches []ledger.Batch
+	var batches []pendingBatch
 	wal, err := seglog.Open(dir, seglog.Options{Prefix: "spool", SegmentBytes: opts.SegmentBytes, Checkpoint: s.checkpoint, Logger: s.log, Fsync: opts.Fsync},
-		func(p seglog.Pos, payload []byte) error { return s.replay(s.meta(p.Segment), payload, &batches) })
+		func(p seglog.Pos, payload []byte) error { return s.replay(p, payload, &batches) })
 	if err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
 	}
 	s.wal = wal
 	for _, b := range batches {
-		if b.Sequence > s.ackedThrough && !s.acked[b.Sequence] {
+		if b.seq > s.ackedThrough && !s.acked[b.seq] {
 			s.pending = append(s.pending, b)
 		}
 	}
@@ -255,12 +259,67 @@ func (s *Spool) Ready() error {
 }
 
 // Pending returns the sealed, unacknowledged batches with sequence > after,
-// oldest first.
-func (s *Spool) Pending(after uint64) []ledger.Batch {
+// oldest first, at most limit of them (limit <= 0: all), read back from
+// the spool's files. An error is a batch record that cannot be read: the
+// spool's files were damaged or removed under it.
+func (s *Spool) Pending(after uint64, limit int) ([]ledger.Batch, error) {
+	s.mu.Lock()
+	i := sort.Search(len(s.pending), func(i int) bool { return s.pending[i].seq > after })
+	todo := s.pending[i:]
+	if limit > 0 && len(todo) > limit {
+		todo = todo[:limit]
+	}
+	todo = slices.Clone(todo)
+	s.mu.Unlock()
+	out := make([]ledger.Batch, 0, len(todo))
+	for _, pb := range todo {
+		b, err := s.readBatch(pb)
+		if err != nil {
+			if !s.isPending(pb.seq) {
+				continue // acknowledged meanwhile, and its segment deleted
+			}
+			return nil, fmt.Errorf("spool: batch %d: %w", pb.seq, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// readBatch reads pending batch pb back from the spool's files.
+func (s *Spool) readBatch(pb pendingBatch) (ledger.Batch, error) {
+	p, err := s.wal.ReadAt(pb.pos)
+	if err != nil {
+		return ledger.Batch{}, err
+	}
+	b, _, err := s.decodeBatch(p)
+	if err == nil && b.Sequence != pb.seq {
+		err = fmt.Errorf("%w: batch %d found where batch %d was written", ErrCorrupt, b.Sequence, pb.seq)
+	}
+	return b, err
+}
+
+// isPending reports whether batch seq is sealed and not acknowledged.
+func (s *Spool) isPending(seq uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := sort.Search(len(s.pending), func(i int) bool { return s.pending[i].Sequence > after })
-	return append([]ledger.Batch(nil), s.pending[i:]...)
+	_, ok := s.pendingIndex(seq)
+	return ok
+}
+
+// pendingIndex is where batch seq is in s.pending, if it is there. Caller
+// holds mu.
+func (s *Spool) pendingIndex(seq uint64) (int, bool) {
+	i := sort.Search(len(s.pending), func(i int) bool { return s.pending[i].seq >= seq })
+	return i, i < len(s.pending) && s.pending[i].seq == seq
+}
+
+// pendingBatch is a sealed, unacknowledged batch as the spool keeps it in
+// memory: where its record is, and what acknowledgements and Stats need.
+type pendingBatch struct {
+	seq      uint64
+	receipts int
+	sealed   time.Time
+	pos      seglog.Pos
 }
 
 // Head returns the chain head (the last sealed batch).
@@ -291,10 +350,10 @@ func (s *Spool) Stats() Stats {
 	st.Depth = st.Unsealed + s.sealing
 	var oldest time.Time
 	for _, b := range s.pending {
-		st.Depth += len(b.Receipts)
+		st.Depth += b.receipts
 	}
 	if len(s.pending) > 0 {
-		oldest = s.pending[0].Sealed
+		oldest = s.pending[0].sealed
 	} else if len(s.unsealed) > 0 {
 		oldest = s.unsealed[0].at
 	}

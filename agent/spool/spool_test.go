@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,12 +48,22 @@ func open(t testing.TB, dir string, key crypto.Signer, mod func(*Options)) *Spoo
 	return s
 }
 
+// pending is every pending batch of s.
+func pending(t testing.TB, s *Spool) []ledger.Batch {
+	t.Helper()
+	bs, err := s.Pending(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
+}
+
 // drain verifies every pending batch, checks the chain from head and
 // returns the receipts' Requested values in order.
 func drain(t *testing.T, s *Spool, key crypto.Signer, head ledger.Head, ack bool) ([]string, ledger.Head) {
 	t.Helper()
 	var got []string
-	for _, b := range s.Pending(0) {
+	for _, b := range pending(t, s) {
 		v, err := sign.VerifyWithKey(b.Bundle, key.Public())
 		if err != nil {
 			t.Fatal(err)
@@ -125,7 +137,7 @@ func TestCrashBetweenWriteAndSendSendsEverythingOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Batches 2, 3 again (unacknowledged) plus the new one, chained from 1.
-	p := s.Pending(0)
+	p := pending(t, s)
 	if len(p) != 3 || p[0].Sequence != 2 {
 		t.Fatalf("pending %d from %d", len(p), p[0].Sequence)
 	}
@@ -252,8 +264,8 @@ func TestRotationCompactsAndKeepsChain(t *testing.T) {
 	s.Close()
 	s = open(t, dir, key, nil)
 	defer s.Close()
-	if s.Head() != head || len(s.Pending(0)) != 0 || s.Stats().Unsealed != 0 {
-		t.Fatalf("after reopen head %+v (want %+v) pending %d", s.Head(), head, len(s.Pending(0)))
+	if s.Head() != head || len(pending(t, s)) != 0 || s.Stats().Unsealed != 0 {
+		t.Fatalf("after reopen head %+v (want %+v) pending %d", s.Head(), head, len(pending(t, s)))
 	}
 	s.Append(mk(100))
 	s.Flush()
@@ -348,7 +360,7 @@ func TestBatchBytesBoundsBatches(t *testing.T) {
 	}
 	s.Flush()
 	var sizes []int
-	for _, b := range s.Pending(0) {
+	for _, b := range pending(t, s) {
 		sizes = append(sizes, len(b.Receipts))
 	}
 	if fmt.Sprint(sizes) != "[3 3 1]" {
@@ -356,4 +368,66 @@ func TestBatchBytesBoundsBatches(t *testing.T) {
 	}
 	got, _ := drain(t, s, key, ledger.Head{}, true)
 	eq(t, got, want(0, 7))
+}
+
+// An agent cut off from the control plane keeps sealing batches that
+// nobody acknowledges. Their receipts stay on disk only: the spool's
+// memory does not grow with them, and Pending reads them back whole, in
+// order and at most limit at a time, before and after a reopen.
+func TestPendingBatchesStayOnDisk(t *testing.T) {
+	dir, key := t.TempDir(), testKey(t)
+	s := open(t, dir, key, nil) // batches of 10
+	const n, size = 200, 20 << 10
+	big := func(i int) *mcpreadyv1.Receipt {
+		r := mk(i)
+		r.Requested = fmt.Sprintf("docs_lookup#%d", i)
+		r.WorkflowId = strings.Repeat("x", size) // about 4 MB in all
+		return r
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	for i := range n {
+		if err := s.Append(big(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if grown := int64(heap()) - int64(before); grown > n*size/8 {
+		t.Errorf("the heap grew by %d bytes for %d bytes of sealed, unacknowledged receipts", grown, n*size)
+	}
+	if st := s.Stats(); st.PendingBatches < n/10 || st.Depth != n || st.Unsealed != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	first, err := s.Pending(0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != 3 || first[0].Sequence != 1 || first[2].Sequence != 3 {
+		t.Fatalf("Pending(0, 3) gave %d batches", len(first))
+	}
+	if next, err := s.Pending(3, 1); err != nil || len(next) != 1 || next[0].Sequence != 4 {
+		t.Fatalf("Pending(3, 1): %v", err)
+	}
+	s.Close()
+	s = open(t, dir, key, nil)
+	defer s.Close()
+	got, _ := drain(t, s, key, ledger.Head{}, false)
+	eq(t, got, want(0, n))
+}
+
+// The documented zero values of Options (docs/operator.md names the size).
+func TestOpenDefaults(t *testing.T) {
+	s := open(t, t.TempDir(), testKey(t), func(o *Options) { o.BatchSize, o.BatchInterval = 0, 0 })
+	defer s.Close()
+	o := s.opts
+	if o.MaxBytes != 256<<20 || o.SegmentBytes != 16<<20 || o.BatchSize != DefaultBatchSize || o.BatchBytes != 2<<20 || o.BatchInterval != time.Second {
+		t.Errorf("defaults %+v", o)
+	}
 }

@@ -63,7 +63,7 @@ func TestFailedFsyncBreaksTheSpool(t *testing.T) {
 	if err := s.Flush(); !errors.Is(err, ErrBroken) {
 		t.Fatalf("sealing after a failed fsync: %v, want ErrBroken", err)
 	}
-	if n := len(s.Pending(0)); n != 0 {
+	if n := len(pending(t, s)); n != 0 {
 		t.Fatalf("%d batches pending after a failed fsync", n)
 	}
 }
@@ -98,7 +98,7 @@ func TestFullSpoolRefusesStateChangingCalls(t *testing.T) {
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range s.Pending(0) {
+	for _, b := range pending(t, s) {
 		if err := s.Ack(b.Sequence); err != nil {
 			t.Fatal(err)
 		}

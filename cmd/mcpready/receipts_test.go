@@ -77,7 +77,7 @@ func receiptsServer(t *testing.T) (addr, lastID, agentPub, rootPub, trustFile st
 		lastID = r.ReceiptId
 	}
 	sp.Flush()
-	for _, bt := range sp.Pending(0) {
+	for _, bt := range pendingBatches(t, sp) {
 		if _, err := svc.Ingest(nil, bt.UploadRequest()); err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/mcpready/mcpready/internal/etcdtest"
 	"github.com/mcpready/mcpready/internal/pgtest"
 	"github.com/mcpready/mcpready/internal/safebuf"
+	"github.com/mcpready/mcpready/ledger"
 	"github.com/mcpready/mcpready/ledger/ledgertest"
 	"github.com/mcpready/mcpready/sign"
 )
@@ -97,6 +98,16 @@ func dialCP(t *testing.T, addr string) mcpreadyv1.ReceiptsServiceClient {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return mcpreadyv1.NewReceiptsServiceClient(conn)
+}
+
+// pendingBatches is every batch sp has not had acknowledged.
+func pendingBatches(t *testing.T, sp *spool.Spool) []ledger.Batch {
+	t.Helper()
+	bs, err := sp.Pending(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
 }
 
 // shipAll runs the real shipper against addr until the spool is empty.
@@ -217,7 +228,7 @@ func TestReceiptDatabaseReplicasKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending := sp.Pending(0)
+	pending := pendingBatches(t, sp)
 	go func() {
 		for i, bt := range pending {
 			req := bt.UploadRequest()
@@ -269,7 +280,7 @@ func TestReceiptDatabaseReplicasKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := sp.Pending(0)[0].UploadRequest()
+	first := pendingBatches(t, sp)[0].UploadRequest()
 	first.Node = &mcpreadyv1.Node{Id: "agent-1"}
 	if err := bs.Send(first); err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ func TestReceiptsMigrate(t *testing.T) {
 		sp.Append(r)
 	}
 	sp.Flush()
-	batches := sp.Pending(0)
+	batches := pendingBatches(t, sp)
 	heads := chainhead.NewMemory(chainhead.Options{})
 	stores := []string{filepath.Join(dir, "a"), filepath.Join(dir, "b")}
 	var svcs []*ingest.Service

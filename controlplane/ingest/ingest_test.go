@@ -219,7 +219,11 @@ func TestControlPlaneCrashBetweenStoreAndAck(t *testing.T) {
 	}
 	sp.Flush()
 	// The control plane stores two batches but dies before acknowledging.
-	for _, b := range sp.Pending(0)[:2] {
+	first, err := sp.Pending(0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range first {
 		if _, err := cp.svc.Ingest(nil, b.UploadRequest()); err != nil {
 			t.Fatal(err)
 		}
