@@ -4,8 +4,12 @@ package front
 // an established stateful (2025-era) session is answered here, through the
 // very same callTool pipeline (decide → approval → invoke → validate → one
 // receipt), without the go-sdk server's per-message decoding and dispatch.
-// It answers exactly as the go-sdk handler would (one SSE "message" event
-// carrying the JSON-RPC response, same headers). Anything the go-sdk
+// Its answer is the one JSON-RPC response the go-sdk handler would send,
+// framed as that handler frames it in its JSON-response mode: an
+// application/json body rather than an event stream. A call answered with
+// one message needs no stream, and the transport requires every client to
+// accept both; a client reads one body instead of running an event-stream
+// parser (BenchmarkProxyOverhead measured the difference). Anything the go-sdk
 // session would have to take part in is left to it: another method, a
 // batch, a progress token, protocol metadata in _meta, a client that can be
 // asked to elicit or sample, a session with a log level set, or a session
@@ -222,26 +226,24 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 	req.Session, req.Params, req.Extra = ss, &ff.call.params, &ff.extra
 	res, err := v.callTool(ctx, s, req, &id) // authenticated once per request
 	s.endFast(key, in)
-	// One SSE "message" event, encoded in place after its prefix.
+	// The response message, encoded in place.
 	out := answerBuffers.Get().(*bytes.Buffer)
 	defer putAnswerBuffer(out)
 	out.Reset()
-	out.WriteString(ssePrefix)
 	if err := encodeResponse(out, c.id, res, err); err != nil {
 		out.Reset()
-		out.WriteString(ssePrefix)
 		_ = json.NewEncoder(out).Encode(struct {
 			JSONRPC string          `json:"jsonrpc"`
 			ID      json.RawMessage `json:"id"`
 			Error   *jsonrpc.Error  `json:"error"`
 		}{"2.0", c.id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "encoding result: " + err.Error()}})
 	}
-	out.WriteByte('\n') // Encode ended the data line; a blank line ends the event
+	out.Truncate(out.Len() - 1) // the message alone, as the go-sdk writes it: without Encode's newline
 	if r.Context().Err() != nil {
 		return true // the client is gone, as with the go-sdk
 	}
 	h := w.Header()
-	h["Cache-Control"], h["Content-Type"], h["Connection"] = sseCacheControl, sseContentType, sseConnection
+	h["Cache-Control"], h["Content-Type"] = noCache, jsonContentType
 	if later.Pending() { // flushed below, before the handler returns: framed by this length still
 		h["Content-Length"] = []string{strconv.Itoa(out.Len())}
 	}
@@ -311,12 +313,9 @@ func encodeResponse(out *bytes.Buffer, id json.RawMessage, res *mcp.CallToolResu
 	return json.NewEncoder(out).Encode(msg)
 }
 
-// The fast path's response framing, as the go-sdk handler writes it (the
-// header value slices are shared, never modified).
-const ssePrefix = "event: message\ndata: "
-
+// The fast path's response headers, as the go-sdk handler writes them in
+// its JSON-response mode (the value slices are shared, never modified).
 var (
-	sseCacheControl = []string{"no-cache, no-transform"}
-	sseContentType  = []string{"text/event-stream"}
-	sseConnection   = []string{"keep-alive"}
+	noCache         = []string{"no-cache, no-transform"}
+	jsonContentType = []string{"application/json"}
 )

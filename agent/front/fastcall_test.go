@@ -78,7 +78,10 @@ func FuzzParseFastCall(f *testing.F) {
 
 // TestFastCallAnswersLikeTheSDK sends the same raw tools/call on a session
 // the fast path serves and on one it leaves to the go-sdk (a log level is
-// set), and wants the same HTTP answer from both.
+// set), and wants the same answer from both: the same status and the same
+// response message, which the go-sdk sends as one event of a stream and
+// the fast path as an application/json body, byte for byte as the go-sdk
+// writes it in its JSON-response mode.
 func TestFastCallAnswersLikeTheSDK(t *testing.T) {
 	h := newHarness(t)
 	fast := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
@@ -87,7 +90,7 @@ func TestFastCallAnswersLikeTheSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := h.front.view("test")
-	post := func(cs *mcp.ClientSession, body string) (int, string, string, bool) {
+	post := func(cs *mcp.ClientSession, body string) (status int, contentType, answer string, viaFast bool) {
 		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp/servers/test", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+devToken)
 		req.Header.Set("Content-Type", "application/json")
@@ -114,7 +117,12 @@ func TestFastCallAnswersLikeTheSDK(t *testing.T) {
 		if !viaFast || viaFastToo {
 			t.Fatalf("fast path taken: %v and %v, want true and false", viaFast, viaFastToo)
 		}
-		if fs != ss || fct != sct || fb != sb {
+		event, ok := strings.CutPrefix(sb, "event: message\ndata: ")
+		event, ended := strings.CutSuffix(event, "\n\n")
+		if !ok || !ended || strings.Contains(event, "\n") || sct != "text/event-stream" {
+			t.Fatalf("the go-sdk answered %s %q, not one event", sct, sb)
+		}
+		if fs != ss || fct != "application/json" || fb != event {
 			t.Fatalf("fast path answered %d %s %q\n        the go-sdk  %d %s %q", fs, fct, fb, ss, sct, sb)
 		}
 	}
@@ -128,7 +136,7 @@ func TestFastCallAnswersLikeTheSDK(t *testing.T) {
 }
 
 // Fast answers are encoded in reused buffers: each answer carries its own
-// event only, after a longer one and after one too large to keep.
+// message only, after a longer one and after one too large to keep.
 func TestFastAnswerBuffersReused(t *testing.T) {
 	h := newHarness(t)
 	cs := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
@@ -145,15 +153,14 @@ func TestFastAnswerBuffersReused(t *testing.T) {
 		w := httptest.NewRecorder()
 		h.front.ServeHTTP(w, r)
 		body := w.Body.String()
-		data, ok := strings.CutPrefix(body, ssePrefix)
-		if !ok || !strings.HasSuffix(data, "\n\n") || strings.Count(body, "event: ") != 1 {
-			t.Fatalf("answer %d is not one event: %.200q", i, body)
+		if ct := w.Header().Get("Content-Type"); ct != "application/json" || !json.Valid([]byte(body)) {
+			t.Fatalf("answer %d is not one JSON message: %s %.200q", i, ct, body)
 		}
 		var msg struct {
 			ID     int                `json:"id"`
 			Result mcp.CallToolResult `json:"result"`
 		}
-		if err := json.Unmarshal([]byte(data), &msg); err != nil {
+		if err := json.Unmarshal([]byte(body), &msg); err != nil {
 			t.Fatalf("answer %d: %v: %.200q", i, err, body)
 		}
 		if got, _ := msg.Result.StructuredContent.(map[string]any)["echo"].(string); msg.ID != i || got != text {
