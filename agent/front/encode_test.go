@@ -3,6 +3,7 @@ package front
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"testing"
 
@@ -154,6 +155,27 @@ func BenchmarkAppendResult(b *testing.B) {
 		out.Reset()
 		if ok, err := appendResult(&out, res); !ok || err != nil {
 			b.Fatal(ok, err)
+		}
+	}
+}
+
+// encodeResponse writes one JSON-RPC message and nothing after it: a
+// result, or a call's error as an internal error that keeps the request's
+// id.
+func TestEncodeResponse(t *testing.T) {
+	for name, tc := range map[string]struct {
+		res  *mcp.CallToolResult
+		err  error
+		want string
+	}{
+		"result": {&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hi"}}}, nil,
+			`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}]}}`},
+		"error": {nil, errors.New("encoding result: <bad>"),
+			`{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"encoding result: \u003cbad\u003e"}}`},
+	} {
+		var out bytes.Buffer
+		if err := encodeResponse(&out, json.RawMessage("7"), tc.res, tc.err); err != nil || out.String() != tc.want {
+			t.Errorf("%s: %q (%v), want %q", name, out.String(), err, tc.want)
 		}
 	}
 }

@@ -232,13 +232,8 @@ func (v *view) serveFastCall(w http.ResponseWriter, r *http.Request, env *envelo
 	out.Reset()
 	if err := encodeResponse(out, c.id, res, err); err != nil {
 		out.Reset()
-		_ = json.NewEncoder(out).Encode(struct {
-			JSONRPC string          `json:"jsonrpc"`
-			ID      json.RawMessage `json:"id"`
-			Error   *jsonrpc.Error  `json:"error"`
-		}{"2.0", c.id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "encoding result: " + err.Error()}})
+		_ = encodeResponse(out, c.id, nil, fmt.Errorf("encoding result: %w", err))
 	}
-	out.Truncate(out.Len() - 1) // the message alone, as the go-sdk writes it: without Encode's newline
 	if r.Context().Err() != nil {
 		return true // the client is gone, as with the go-sdk
 	}
@@ -280,8 +275,9 @@ func putAnswerBuffer(b *bytes.Buffer) {
 	}
 }
 
-// encodeResponse writes the JSON-RPC response to id, ended by a newline:
-// res, or callErr as an internal error. A result is written as its own
+// encodeResponse writes the JSON-RPC response to id (the message alone, as
+// the go-sdk writes it, with no newline after it): res, or callErr as an
+// internal error. A result is written as its own
 // MarshalJSON gives it (encoding/json would only check and compact those
 // bytes once more); id is the request's, as decoded from it.
 func encodeResponse(out *bytes.Buffer, id json.RawMessage, res *mcp.CallToolResult, callErr error) error {
@@ -298,7 +294,7 @@ func encodeResponse(out *bytes.Buffer, id json.RawMessage, res *mcp.CallToolResu
 			}
 			out.Write(b)
 		}
-		out.WriteString("}\n")
+		out.WriteByte('}')
 		return nil
 	}
 	msg := struct {
@@ -310,7 +306,9 @@ func encodeResponse(out *bytes.Buffer, id json.RawMessage, res *mcp.CallToolResu
 	if callErr != nil {
 		msg.Result, msg.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: callErr.Error()}
 	}
-	return json.NewEncoder(out).Encode(msg)
+	b, err := json.Marshal(msg)
+	out.Write(b)
+	return err
 }
 
 // The fast path's response headers, as the go-sdk handler writes them in
