@@ -18,6 +18,7 @@ import (
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/seglog"
 	"github.com/mcpready/mcpready/ledger"
 	"github.com/mcpready/mcpready/sign"
 )
@@ -429,5 +430,35 @@ func TestOpenDefaults(t *testing.T) {
 	o := s.opts
 	if o.MaxBytes != 256<<20 || o.SegmentBytes != 16<<20 || o.BatchSize != DefaultBatchSize || o.BatchBytes != 2<<20 || o.BatchInterval != time.Second {
 		t.Errorf("defaults %+v", o)
+	}
+}
+
+// A pending batch whose record was damaged on disk after it was sealed is
+// not shipped as it now reads: Pending reports the damage (the record's
+// checksum no longer matches) instead of returning altered receipts.
+func TestPendingReportsDamagedBatch(t *testing.T) {
+	dir, key := t.TempDir(), testKey(t)
+	s := open(t, dir, key, nil)
+	defer s.Close()
+	for i := 0; i < 3; i++ {
+		s.Append(mk(i))
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(pending(t, s)) != 1 {
+		t.Fatal("want one sealed batch")
+	}
+	f, err := os.OpenFile(lastSegment(t, dir), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	if _, err := f.WriteAt([]byte{0xff}, fi.Size()-1); err != nil { // the batch record is the last one
+		t.Fatal(err)
+	}
+	f.Close()
+	if bs, err := s.Pending(0, 0); !errors.Is(err, seglog.ErrCorrupt) || bs != nil {
+		t.Fatalf("Pending over a damaged batch: %d batches, %v", len(bs), err)
 	}
 }
