@@ -462,3 +462,60 @@ func TestPendingReportsDamagedBatch(t *testing.T) {
 		t.Fatalf("Pending over a damaged batch: %d batches, %v", len(bs), err)
 	}
 }
+
+// Pending racing acknowledgements: a batch acknowledged (and its segment
+// deleted) between Pending's look at the pending list and its read of the
+// batch is skipped, not reported as damage, and what Pending returns is
+// still in sequence order and readable.
+func TestPendingWhileAcked(t *testing.T) {
+	dir, key := t.TempDir(), testKey(t)
+	s := open(t, dir, key, func(o *Options) { o.BatchSize, o.SegmentBytes = 1, 1024 }) // a batch per receipt, many segments
+	defer s.Close()
+	const batches = 200
+	done, stop := make(chan struct{}), make(chan struct{})
+	defer func() { close(stop); <-done }() // before Close
+	go func() {
+		defer close(done)
+		for i := range batches {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := s.Append(mk(i)); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := s.Flush(); err != nil {
+				t.Error(err)
+				return
+			}
+			if i >= 3 { // keep a few pending, acknowledge the oldest
+				if err := s.Ack(uint64(i - 2)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	reads := 0
+	for running := true; running; reads++ {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		bs, err := s.Pending(0, 0)
+		if err != nil {
+			t.Fatalf("Pending while batches are acknowledged: %v", err)
+		}
+		for i, b := range bs {
+			if i > 0 && b.Sequence <= bs[i-1].Sequence || len(b.Receipts) != 1 {
+				t.Fatalf("Pending gave batch %d (%d receipts) after %d", b.Sequence, len(b.Receipts), bs[max(i-1, 0)].Sequence)
+			}
+		}
+	}
+	if bs := pending(t, s); len(bs) != 3 || bs[0].Sequence != batches-2 {
+		t.Fatalf("after %d reads: %d pending", reads, len(bs))
+	}
+}
