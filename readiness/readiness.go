@@ -121,6 +121,11 @@ const (
 	// CodeReceiptNotDurable withholds the answer of a state-changing call
 	// whose receipt could not be made durable (the call may have run).
 	CodeReceiptNotDurable Code = "receipt_not_durable"
+	// CodeAgentCapacity refuses a call the agent's own bounds cannot take:
+	// a dedicated or owner upstream session, or an upstream call held open
+	// for input, past its cap overall or for the principal. Nothing was
+	// sent upstream; retrying after other calls end may succeed.
+	CodeAgentCapacity Code = "agent_capacity"
 )
 
 // Codes of workflow tracking and workflow reports (agent/workflow): a call
@@ -325,6 +330,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeEndpointOutOfScope), 0, StepEligibility, "the entry's endpoint host is outside the entry's networkScope: no request is sent to it"},
 	{KindCode, string(CodeReceiptsUnavailable), 0, StepNone, "the receipt spool cannot accept receipts (full or broken): state-changing calls, and read-only ones unless configured to continue, are refused before they start"},
 	{KindCode, string(CodeReceiptNotDurable), 0, StepNone, "the receipt of a state-changing call could not be made durable, so its answer is withheld; the call may have taken effect"},
+	{KindCode, string(CodeAgentCapacity), 0, StepNone, "the agent's own bounds cannot take the call: a dedicated or owner upstream session, or an upstream call held open for input, is past its cap overall or for the principal; nothing was sent upstream, and the refusal is counted in the agent's metrics"},
 	{KindCode, string(CodeIssuerMismatch), 0, StepTrust, "the token's issuer is not the authorization server the protected resource names and the Declaration declares"},
 	{KindCode, string(CodeAudienceMismatch), 0, StepTrust, "the token's audience is not the upstream resource"},
 	{KindCode, string(CodePermissionDrift), 0, StepTrust, "PERMISSION_DRIFT: the token grants scopes beyond the entry's qualified permission set"},

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpready/mcpready/agent/config"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/oauthtest"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // TestTokenExchangeOnAggregateView: under token exchange, a call on the
@@ -70,7 +71,7 @@ func exchangeFront(t *testing.T, mods ...func(*Options)) (h *harness, hits *atom
 // TestOwnerSessionsRefusedThroughFront: with room for one shared session
 // opened with a principal's own token, alice's call on /mcp holds it and
 // bob's is refused by the agent before reaching the upstream: the answer
-// says too many upstream sessions, the receipt is REFUSED, and the refusal
+// says too many upstream sessions (code agent_capacity), the receipt is REFUSED, and the refusal
 // is counted with scope owners (operator.md's claim).
 func TestOwnerSessionsRefusedThroughFront(t *testing.T) {
 	h, hits, own, _ := exchangeFront(t, func(o *Options) { o.MaxOwnerSessions = 1 })
@@ -81,6 +82,7 @@ func TestOwnerSessionsRefusedThroughFront(t *testing.T) {
 	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "too many upstream sessions") || hits.Load() != 1 {
 		t.Fatalf("bob past the bound: %+v (upstream hits %d)", res.Content[0], hits.Load())
 	}
+	wantToolError(t, res, "REFUSED", readiness.CodeAgentCapacity)
 	h.mu.Lock()
 	rec := h.recs[len(h.recs)-1]
 	h.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // Defaults of the Options caps (zero values).
@@ -32,10 +33,11 @@ var (
 )
 
 // refusal is err, a refusal at a cap, as the pipeline classifies and
-// receipts it: REFUSED by the agent, nothing sent; not a transport failure.
+// receipts it: REFUSED by the agent (agent_capacity), nothing sent; not a
+// transport failure.
 func refusal(err error) error {
 	return &validate.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
-		Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err, From: "agent"}
+		Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Err: err, From: "agent", Code: readiness.CodeAgentCapacity}
 }
 
 // limiter counts what is held of one bounded resource, overall and per

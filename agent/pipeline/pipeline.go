@@ -490,8 +490,9 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 			return Result{Answer: v.res, Receipt: rec, Route: run.Route}
 		}
 	}
-	var code readiness.Code
+	code := out.Code // the agent's own refusal names its reason
 	switch {
+	case code != "":
 	case out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_APPROVAL_DENIED:
 		code = readiness.CodeApprovalDenied
 	case recordSemantic(rec, out):

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // Sentinel errors, one per failure kind; use errors.Is.
@@ -72,6 +73,10 @@ type Outcome struct {
 	UpstreamMessage string
 	// ResourceMetadata is the RFC 9728 resource_metadata URL of a 401 challenge.
 	ResourceMetadata string
+	// Code is the readiness code of a failure the agent itself caused
+	// (a refusal at one of its own caps), named in the structured tool
+	// error; "" for failures the code of which the pipeline decides.
+	Code readiness.Code
 	// Result is opaque here: the caller's validated result.
 	Result any
 }
