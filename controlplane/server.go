@@ -94,6 +94,13 @@ type Options struct {
 	// older one again cannot make the write path trust a revoked key, also
 	// after a restart; without DataDir the mark lasts as long as the process.
 	DataDir string
+	// TrustSeed is a root-signed TrustPolicy bundle (the chain head the
+	// operator applied) this replica takes as its high-water mark when it
+	// holds none or an older one (writer.Options.TrustSeed): a replica that
+	// starts without its mark then refuses an etcd holding an older
+	// TrustPolicy from its first write. Nil seeds nothing; a seed that does
+	// not verify fails New.
+	TrustSeed []byte
 	// EtcdEndpoints selects an external etcd cluster instead of the
 	// embedded one.
 	EtcdEndpoints []string
@@ -196,6 +203,11 @@ func New(o Options) (*Server, error) {
 	if o.Receipts != nil {
 		if err := CheckReceiptStore(o.Receipts.Store); err != nil {
 			return nil, err
+		}
+	}
+	if len(o.TrustSeed) > 0 { // checked again, against the mark, when Run opens the write path
+		if _, err := sign.NewTrust(o.TrustSeed, o.Root, time.Now()); err != nil {
+			return nil, fmt.Errorf("%w: TrustPolicy seed: %w", ErrConfig, err)
 		}
 	}
 	for _, e := range o.EtcdEndpoints {
@@ -358,7 +370,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.o.DataDir != "" {
 		markPath = filepath.Join(s.o.DataDir, TrustMarkFile)
 	}
-	w, err := writer.New(writer.Options{Store: st, Root: s.o.Root, Logger: s.o.Logger, Registerer: s.reg, TrustMarkPath: markPath})
+	w, err := writer.New(writer.Options{Store: st, Root: s.o.Root, Logger: s.o.Logger, Registerer: s.reg, TrustMarkPath: markPath, TrustSeed: s.o.TrustSeed})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}

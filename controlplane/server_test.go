@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -663,4 +664,22 @@ func getAs(t *testing.T, f testpki.TLSFiles, url, cn string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// A TrustPolicy seed (Options.TrustSeed, the controlplane --trust-mark
+// flag) is this replica's high-water mark from its first start: it is in
+// the data directory's mark file once the replica serves, before anything
+// was applied through it. A seed the root did not sign fails New.
+func TestTrustSeedAtStart(t *testing.T) {
+	p := testpki.New(t)
+	dir := t.TempDir()
+	notTrust := testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Root)
+	if _, err := controlplane.New(controlplane.Options{DataDir: dir, Root: p.Root.Public(), TrustSeed: notTrust}); !errors.Is(err, controlplane.ErrConfig) {
+		t.Fatalf("a Policy as the TrustPolicy seed: %v, want %v", err, controlplane.ErrConfig)
+	}
+	start(t, controlplane.Options{DataDir: dir, Root: p.Root.Public(), TrustSeed: p.TrustPolicy})
+	mark, err := os.ReadFile(filepath.Join(dir, controlplane.TrustMarkFile))
+	if err != nil || !strings.Contains(string(mark), testpki.RefOf(t, p.TrustPolicy).GetDigest()) {
+		t.Fatalf("mark after a seeded start: %s, %v", mark, err)
+	}
 }

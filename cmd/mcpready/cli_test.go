@@ -69,6 +69,9 @@ func TestExitCodes(t *testing.T) {
 			{[]string{"controlplane", "--root", signer + ".pub", "--data", filepath.Join(dir, "cp"), "--receipts-store", "postgres://u:pw@db.example/r?sslmode=disable"}, exitUsage},
 			{[]string{"controlplane", "--root", signer + ".pub", "--data", filepath.Join(dir, "cp"), "--receipts-store", "mysql://db.example/r"}, exitUsage},
 			{[]string{"controlplane", "--data", dir, "--root", missing}, exitUsage},
+			// the TrustPolicy seed must be readable and a TrustPolicy the root signed
+			{[]string{"controlplane", "--root", signer + ".pub", "--data", filepath.Join(dir, "cp"), "--trust-mark", missing}, exitUsage},
+			{[]string{"controlplane", "--root", signer + ".pub", "--data", filepath.Join(dir, "cp"), "--trust-mark", bundle}, exitUsage},
 		},
 		"mcpready delete": {
 			{[]string{"delete", "Policy"}, exitUsage},

@@ -30,7 +30,7 @@ type controlPlaneOptions struct {
 	etcdUser, etcdPasswordFile          string
 	roles, nodeLabels                   []string
 	retention, evidenceWindow           time.Duration
-	receiptsStore                       string
+	receiptsStore, trustMark            string
 }
 
 func newControlPlaneCmd() *cobra.Command {
@@ -72,6 +72,7 @@ stays plaintext for probes). SIGINT/SIGTERM shut down cleanly.`,
 	fl.StringVar(&o.tlsCA, "tls-ca", "", "CA that client certificates must chain to (enables mTLS)")
 	fl.StringArrayVar(&o.nodeLabels, "node-labels", nil, `node labels the agents matching PATTERN may claim besides those their certificates carry (URI SANs urn:mcpready:node-label:KEY:VALUE): PATTERN=region:eu-west|eu-north;tenant-class:gold;host:h1, repeatable; under mTLS any other claimed label is refused`)
 	fl.StringArrayVar(&o.roles, "role", nil, `grant a role to client-certificate identities: PATTERN=admin|agent|reader, repeatable (required with --tls-ca); PATTERN matches the certificate's first URI SAN, else DNS SAN, else CN ("*" within one "/" segment)`)
+	fl.StringVar(&o.trustMark, "trust-mark", "", "TrustPolicy bundle (root-signed, e.g. the chain head you applied) taken as this replica's TrustPolicy high-water mark when it holds none or an older one, so that a new replica refuses an etcd that holds an older TrustPolicy")
 	fl.StringVar(&o.observerKey, "observer-key", "", "control plane's own signing key for lifecycle changes and passive Evidence")
 	fl.DurationVar(&o.retention, "receipt-retention", 0, "drop receipt segments (database: whole days) older than this (0 keeps everything)")
 	addReceiptsStoreFlag(fl, &o.receiptsStore)
@@ -143,8 +144,14 @@ func (o *controlPlaneOptions) run(cmd *cobra.Command) error {
 		}
 		nodeLabels = append(nodeLabels, lr)
 	}
+	var trustSeed []byte
+	if f.trustMark != "" {
+		if trustSeed, err = os.ReadFile(f.trustMark); err != nil {
+			return usagef("controlplane: --trust-mark: %w", err)
+		}
+	}
 	opts := controlplane.Options{Listen: f.listen, NodeLabels: nodeLabels, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
-		EtcdTLS: etcdTLS, EtcdUsername: f.etcdUser, EtcdPassword: etcdPassword,
+		EtcdTLS: etcdTLS, EtcdUsername: f.etcdUser, EtcdPassword: etcdPassword, TrustSeed: trustSeed,
 		TLS: tlsCfg, Roles: roles, ObserverKey: observer, Logger: logger(cmd.ErrOrStderr()),
 		Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow, Store: receiptsStore(f.receiptsStore)}}
 	opts.Registry = prometheus.NewRegistry()

@@ -14,7 +14,8 @@ package writer
 // that raised it is used. With Options.TrustMarkPath it outlives the
 // process; without it, it lasts as long as the Writer. A replica that
 // starts without one takes what etcd holds first (it has nothing to
-// compare with).
+// compare with), unless it is given a seed (Options.TrustSeed): a
+// root-signed TrustPolicy from the operator, which becomes the mark first.
 
 import (
 	"encoding/json"
@@ -79,6 +80,34 @@ func (w *Writer) belowMark(ref sign.TrustRef) error {
 		held = ref.String()
 	}
 	return fmt.Errorf("%w: the store holds %s, this replica accepted %s; apply that TrustPolicy or its successor again", ErrTrustRolledBack, held, w.mark)
+}
+
+// seedMark raises the mark to Options.TrustSeed, verified against the
+// root key, when the seed is newer (or there is no mark). Called by New,
+// before the Writer is shared.
+func (w *Writer) seedMark() error {
+	if len(w.o.TrustSeed) == 0 {
+		return nil
+	}
+	t, err := sign.NewTrust(w.o.TrustSeed, w.o.Root, w.o.Now())
+	if err != nil {
+		return fmt.Errorf("TrustPolicy seed: %w", err)
+	}
+	seed := t.Ref()
+	if w.mark == (sign.TrustRef{}) {
+		return w.raiseMark(seed)
+	}
+	c, err := artifact.CompareVersions(seed.Version, w.mark.Version)
+	switch {
+	case err != nil:
+		return fmt.Errorf("TrustPolicy seed %s against the mark %s: %w", seed, w.mark, err)
+	case c > 0:
+		return w.raiseMark(seed)
+	case c == 0 && seed.Digest != w.mark.Digest:
+		return fmt.Errorf("TrustPolicy seed %s forks from this replica's mark %s (same version, another bundle)", seed, w.mark)
+	}
+	w.o.Logger.Info("TrustPolicy seed not newer than this replica's mark: mark kept", "seed", seed.String(), "mark", w.mark.String())
+	return nil
 }
 
 // raiseMark makes ref, newer than the mark, the mark, writing it first.

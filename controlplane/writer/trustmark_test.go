@@ -132,3 +132,86 @@ func TestTrustMarkFileMustRead(t *testing.T) {
 		}
 	}
 }
+
+// TestSeededReplicaRefusesOlderEtcd is the attack on a replica that starts
+// without a mark (a new replica, or its data directory lost): etcd,
+// restored from an old backup or tampered with, holds TrustPolicy version
+// 1, which grants the org key that version 2 revoked. Seeded with version
+// 2 (Options.TrustSeed, the operator's copy of the chain head), the new
+// replica writes that mark before reading etcd and refuses the revoked
+// key's Policy as a rollback; applying version 2 repairs etcd, and the key
+// stays revoked. Unseeded, it would have taken version 1 from etcd.
+func TestSeededReplicaRefusesOlderEtcd(t *testing.T) {
+	cli, _ := etcdtest.Etcd(t)
+	st := store.New(cli, store.Options{})
+	p := testpki.New(t)
+	ctx := context.Background()
+	plantOld(t, st, "test/trust", p.TrustPolicy) // etcd holds version 1 only
+	v2 := trustRevoking(t, p, "2", true)
+	markPath := filepath.Join(t.TempDir(), "trust-mark.json")
+	w, err := writer.New(writer.Options{Store: st, Root: p.Root.Public(), TrustMarkPath: markPath, TrustSeed: v2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark, err := os.ReadFile(markPath)
+	if err != nil || !strings.Contains(string(mark), testpki.RefOf(t, v2).GetDigest()) || !strings.Contains(string(mark), `"version":"2"`) {
+		t.Fatalf("the seed was not written as the mark before use: %s, %v", mark, err)
+	}
+	revoked := testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Org)
+	if _, _, err := w.Apply(ctx, revoked); !errors.Is(err, writer.ErrTrustRolledBack) {
+		t.Fatalf("the revoked key's Policy on a seeded replica over an older etcd: %v, want %v", err, writer.ErrTrustRolledBack)
+	}
+	if _, err := st.Get(ctx, artifact.KindPolicy, "org/p"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the revoked key's Policy was stored: %v", err)
+	}
+	if _, _, err := w.Apply(ctx, v2); err != nil {
+		t.Fatalf("the seed's own TrustPolicy: %v", err)
+	}
+	if _, _, err := w.Apply(ctx, revoked); sign.ReasonOf(err) != sign.ReasonKeyRevoked {
+		t.Fatalf("after the repair, the revoked key: %v", err)
+	}
+}
+
+// TestTrustSeedChecked: a seed that is not a root-signed TrustPolicy, or
+// that forks from the mark, fails New (the replica does not start); a seed
+// older than the mark leaves the mark as it is.
+func TestTrustSeedChecked(t *testing.T) {
+	cli, _ := etcdtest.Etcd(t)
+	st := store.New(cli, store.Options{})
+	p := testpki.New(t)
+	markPath := filepath.Join(t.TempDir(), "trust-mark.json")
+	open := func(seed []byte) error {
+		_, err := writer.New(writer.Options{Store: st, Root: p.Root.Public(), TrustMarkPath: markPath, TrustSeed: seed})
+		return err
+	}
+	v, err := sign.Peek(p.TrustPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, seed := range map[string][]byte{
+		"signed by the org key": testpki.Sign(t, artifact.New(artifact.KindTrustPolicy, "test/trust", v.Spec), p.Org),
+		"a Policy":              testpki.Sign(t, testpki.Policy("org/p", "1", nil), p.Root),
+		"not a bundle":          []byte("{"),
+	} {
+		if err := open(seed); !errors.Is(err, writer.ErrConfig) {
+			t.Errorf("seed %s: %v, want %v", name, err, writer.ErrConfig)
+		}
+		if _, err := os.Stat(markPath); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("seed %s: a mark was written", name)
+		}
+	}
+	v2 := trustRevoking(t, p, "2", true)
+	if err := open(v2); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(markPath)
+	if err := open(p.TrustPolicy); err != nil { // version 1: older than the mark
+		t.Fatalf("an older seed: %v", err)
+	}
+	if after, _ := os.ReadFile(markPath); string(after) != string(before) {
+		t.Fatalf("an older seed changed the mark: %s -> %s", before, after)
+	}
+	if err := open(trustRevoking(t, p, "2", false)); !errors.Is(err, writer.ErrConfig) || !strings.Contains(err.Error(), "forks") {
+		t.Fatalf("a seed at the mark's version with another bundle: %v", err)
+	}
+}

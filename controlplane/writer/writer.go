@@ -78,6 +78,15 @@ type Options struct {
 	// high-water mark across restarts (trustmark.go); "" keeps it for the
 	// Writer's lifetime only. A file that cannot be read fails New.
 	TrustMarkPath string
+	// TrustSeed is a TrustPolicy bundle the operator vouches for (the
+	// chain head they applied): verified against Root at New and, when
+	// there is no mark or it is newer than the mark, made the mark before
+	// anything is read from the store, so that a replica that starts
+	// without a mark of its own does not take an older TrustPolicy from
+	// etcd on trust (trustmark.go). Nil seeds nothing. A seed that does
+	// not verify, or that forks from the mark (same version, another
+	// bundle), fails New; an older one leaves the mark as it is.
+	TrustSeed []byte
 }
 
 // Writer verifies and stores bundles. It is safe for concurrent use.
@@ -108,6 +117,9 @@ func New(o Options) (*Writer, error) {
 	}
 	w := &Writer{o: o, mark: mark, refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcpready_controlplane_writes_refused_total",
 		Help: "Writes (apply, delete) the write path refused, by operation, kind and reason (e.g. rollback, expired, key-revoked, tombstone)."}, []string{"op", "kind", "reason"})}
+	if err := w.seedMark(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	if o.Registerer != nil {
 		if err := o.Registerer.Register(w.refused); err != nil {
 			return nil, fmt.Errorf("%w: metrics: %w", ErrConfig, err)
