@@ -26,9 +26,11 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane"
+	"github.com/mcpready/mcpready/controlplane/authz"
 	"github.com/mcpready/mcpready/controlplane/etcdembed"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/cprun"
+	"github.com/mcpready/mcpready/internal/rpcmatrix"
 	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/sign"
 )
@@ -681,5 +683,51 @@ func TestTrustSeedAtStart(t *testing.T) {
 	mark, err := os.ReadFile(filepath.Join(dir, controlplane.TrustMarkFile))
 	if err != nil || !strings.Contains(string(mark), testpki.RefOf(t, p.TrustPolicy).GetDigest()) {
 		t.Fatalf("mark after a seeded start: %s, %v", mark, err)
+	}
+}
+
+// TestEveryRPCRefusesWrongRoles is TestCallersNeedTheirRole over the
+// whole API: on the real control plane (mTLS, the roles of
+// testpki.Roles), every RPC of every mcpready service is called by each
+// identity that does not hold it (internal/rpcmatrix's table: the other
+// roles, an agent naming another node, a certificate no rule names) and
+// must be refused before any handler acts. controlplane/authz's
+// TestEveryRPCEveryWrongRole checks the same table on stub handlers; this
+// one checks that the server puts every service behind the authorizer.
+func TestEveryRPCRefusesWrongRoles(t *testing.T) {
+	p := testpki.New(t)
+	f := testpki.TLS(t, t.TempDir())
+	s := start(t, controlplane.Options{DataDir: t.TempDir(), Root: p.Root.Public(), Roles: testpki.Roles(), TLS: f.ServerMTLS(t),
+		Receipts: &controlplane.ReceiptOptions{}}) // every service served, as by the controlplane command
+	conn := func(cn string) *grpc.ClientConn {
+		certFile, keyFile := f.Client(t, cn)
+		return dialTLS(t, s.Addr(), f.ClientTLS(t, certFile, keyFile))
+	}
+	callers := []struct {
+		name, cn string
+		role     authz.Role // "" holds none
+		node     string
+	}{
+		{"admin", "admin-ops", authz.RoleAdmin, "admin-ops"},
+		{"reader", "reader-audit", authz.RoleReader, "reader-audit"},
+		{"agent", "node-7", authz.RoleAgent, "node-7"},
+		{"agent as another node", "node-7", "", "node-8"},
+		{"no role", "stranger", "", "stranger"},
+	}
+	methods, checked := rpcmatrix.Methods(t), 0
+	for _, c := range callers {
+		cc := conn(c.cn)
+		for _, m := range methods {
+			if rpcmatrix.Holds(m, c.role) {
+				continue // what a holder gets is each handler's own business
+			}
+			checked++
+			if code := rpcmatrix.Invoke(t, cc, m, c.node); code != codes.PermissionDenied {
+				t.Errorf("%s calling %s: %v, want %v", c.name, rpcmatrix.Name(m), code, codes.PermissionDenied)
+			}
+		}
+	}
+	if checked < 3*len(methods) {
+		t.Fatalf("only %d wrong-role calls checked", checked)
 	}
 }

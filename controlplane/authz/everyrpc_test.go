@@ -1,46 +1,24 @@
 package authz_test
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"net"
-	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/mcpready/mcpready/controlplane/authz"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/rpcmatrix"
 )
 
-// allowedRoles is the expected role of every mcpready RPC, written out
-// independently of the method table: who may call it ("" for the agent
-// role means: for its own node only).
-var allowedRoles = map[string][]authz.Role{
-	"AdminService/Apply":               {authz.RoleAdmin},
-	"AdminService/Delete":              {authz.RoleAdmin},
-	"AdminService/Get":                 {authz.RoleAdmin, authz.RoleReader},
-	"AdminService/History":             {authz.RoleAdmin, authz.RoleReader},
-	"AdminService/RegistryStatus":      {authz.RoleAdmin, authz.RoleReader},
-	"AdminService/ReportDrift":         {authz.RoleAgent},
-	"DiscoveryService/StreamResources": {authz.RoleAgent},
-	"DiscoveryService/DeltaResources":  {authz.RoleAgent},
-	"ReceiptsService/UploadBatches":    {authz.RoleAgent},
-	"ReceiptsService/QueryReceipts":    {authz.RoleAdmin, authz.RoleReader},
-	"ReceiptsService/TailReceipts":     {authz.RoleAdmin, authz.RoleReader},
-	"ReceiptsService/ExportBatches":    {authz.RoleAdmin, authz.RoleReader},
-}
-
 // TestEveryRPCEveryWrongRole calls every method of every mcpready service
-// (from the proto registry) as each identity: each wrong role, an agent
+// (from the proto registry, with the roles internal/rpcmatrix expects of
+// it) as each identity: each wrong role, an agent
 // naming another node, a certificate with no role, and no certificate.
 // Every call a role does not hold is refused (PermissionDenied, or
 // Unauthenticated without a certificate); every call it holds passes the
@@ -74,79 +52,23 @@ func TestEveryRPCEveryWrongRole(t *testing.T) {
 		{"no role", &strangerCert, "", "host-1"},
 		{"no certificate", nil, "", "host-1"},
 	}
-	var methods []protoreflect.MethodDescriptor
-	protoregistry.GlobalFiles.RangeFilesByPackage("mcpready.v1", func(fd protoreflect.FileDescriptor) bool {
-		for i := 0; i < fd.Services().Len(); i++ {
-			for j := 0; j < fd.Services().Get(i).Methods().Len(); j++ {
-				methods = append(methods, fd.Services().Get(i).Methods().Get(j))
-			}
-		}
-		return true
-	})
-	if len(methods) != len(allowedRoles) {
-		t.Fatalf("%d methods in the proto registry, %d expected here: update allowedRoles", len(methods), len(allowedRoles))
-	}
+	methods := rpcmatrix.Methods(t)
 	for _, c := range callers {
 		cc := dial(t, addr, clientCreds(p, c.cert))
 		for _, m := range methods {
-			short := string(m.Parent().Name()) + "/" + string(m.Name())
-			allowed, ok := allowedRoles[short]
-			if !ok {
-				t.Fatalf("no expectation for %s", short)
-			}
-			holds := false
-			for _, r := range allowed {
-				holds = holds || r == c.role
-			}
-			code := invoke(t, cc, m, c.node)
-			refused := code == codes.PermissionDenied || code == codes.Unauthenticated
+			holds := rpcmatrix.Holds(m, c.role)
+			code := rpcmatrix.Invoke(t, cc, m, c.node)
+			refused := rpcmatrix.Refused(code)
 			switch {
 			case holds && refused:
-				t.Errorf("%s calling %s: refused (%v)", c.name, short, code)
+				t.Errorf("%s calling %s: refused (%v)", c.name, rpcmatrix.Name(m), code)
 			case !holds && !refused:
-				t.Errorf("%s calling %s: %v, want refused", c.name, short, code)
+				t.Errorf("%s calling %s: %v, want refused", c.name, rpcmatrix.Name(m), code)
 			case !holds && c.cert == nil && code != codes.Unauthenticated:
-				t.Errorf("%s calling %s: %v, want Unauthenticated", c.name, short, code)
+				t.Errorf("%s calling %s: %v, want Unauthenticated", c.name, rpcmatrix.Name(m), code)
 			}
 		}
 	}
-}
-
-// invoke calls m with an empty request naming node (when the request has
-// a node) and returns the status code.
-func invoke(t *testing.T, cc *grpc.ClientConn, m protoreflect.MethodDescriptor, node string) codes.Code {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	in := newMessage(t, m.Input().FullName())
-	if f := in.ProtoReflect().Descriptor().Fields().ByName("node"); f != nil {
-		in.ProtoReflect().Set(f, protoreflect.ValueOfMessage((&mcpreadyv1.Node{Id: node}).ProtoReflect()))
-	}
-	full := "/" + string(m.Parent().FullName()) + "/" + string(m.Name())
-	if !m.IsStreamingClient() && !m.IsStreamingServer() {
-		return status.Code(cc.Invoke(ctx, full, in, newMessage(t, m.Output().FullName())))
-	}
-	st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: m.IsStreamingServer(), ClientStreams: m.IsStreamingClient()}, full)
-	if err != nil {
-		return status.Code(err)
-	}
-	if err := st.SendMsg(in); err != nil && !strings.Contains(err.Error(), "EOF") {
-		return status.Code(err)
-	}
-	if !m.IsStreamingClient() {
-		_ = st.CloseSend()
-	}
-	err = st.RecvMsg(newMessage(t, m.Output().FullName()))
-	return status.Code(err)
-}
-
-func newMessage(t *testing.T, name protoreflect.FullName) proto.Message {
-	t.Helper()
-	mt, err := protoregistry.GlobalTypes.FindMessageByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mt.New().Interface()
 }
 
 // readingDiscovery and readingReceipts read the first request of every
