@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // Each initialize of a transparent view opens a dedicated upstream session;
@@ -50,5 +52,25 @@ func TestDedicatedSessionCap(t *testing.T) {
 			t.Fatalf("closing a session did not free its slot: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A stateless call that asks for progress runs on an upstream session of
+// its own, counted against the same caps: with the principal's one slot
+// held by a session client, it is refused before anything is sent, and
+// its structured tool error names agent_capacity.
+func TestStatelessProgressCallAtCap(t *testing.T) {
+	h, _ := pagedHarness(t, Options{MaxUpstreamSessionsPerPrincipal: 1, MaxUpstreamSessions: 4})
+	h.connect(t, "/mcp/servers/pg", devToken, nil, "2025-11-25") // holds the slot
+	st := h.connect(t, "/mcp/servers/pg", devToken, nil, "2026-07-28")
+	if res := call(t, st, "alpha", map[string]any{}); res.IsError {
+		t.Fatalf("a call without progress needs no session of its own: %+v", res.Content[0])
+	}
+	res, err := st.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha", Arguments: map[string]any{}, Meta: mcp.Meta{"progressToken": "p1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if te := wantToolError(t, res, "REFUSED", readiness.CodeAgentCapacity); !strings.Contains(te.Reason, "upstream sessions") {
+		t.Fatalf("refusal does not say why: %+v", te)
 	}
 }
