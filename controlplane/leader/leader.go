@@ -32,7 +32,9 @@ type Options struct {
 
 // Run campaigns in election name (an etcd key prefix) as id and runs task
 // whenever this replica is elected, until ctx ends. task's context ends
-// when the term does (ctx ends or the session is lost).
+// when the term does (ctx ends or the session is lost). Once ctx ends, Run
+// returns within about resignWait after task does, also when etcd cannot
+// be reached; a campaign it stopped waiting for ends when cli is closed.
 func Run(ctx context.Context, cli *clientv3.Client, name, id string, o Options, task func(ctx context.Context)) {
 	if o.TTL <= 0 {
 		o.TTL = 10
@@ -57,7 +59,7 @@ func Run(ctx context.Context, cli *clientv3.Client, name, id string, o Options, 
 			}
 		}
 		el := concurrency.NewElection(sess, name)
-		if err := el.Campaign(ctx, id); err == nil {
+		if err := campaign(ctx, el, id); err == nil {
 			o.Logger.Info("elected", "election", name, "id", id)
 			tctx, cancel := context.WithCancel(ctx)
 			go func() {
@@ -69,10 +71,34 @@ func Run(ctx context.Context, cli *clientv3.Client, name, id string, o Options, 
 			}()
 			task(tctx)
 			cancel()
-			rctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+			rctx, c := context.WithTimeout(context.Background(), resignWait)
 			_ = el.Resign(rctx)
 			c()
 		}
 		_ = sess.Close() // revokes the lease so another replica takes over at once
+	}
+}
+
+// resignWait bounds how long Run waits for etcd once ctx has ended: to
+// resign a term, or for a campaign to give up.
+const resignWait = 2 * time.Second
+
+// campaign is el.Campaign(ctx, id), except that once ctx ends it waits at
+// most resignWait for it: etcd's Campaign then resigns on the client's own
+// context, which waits for an unreachable etcd for as long as the client
+// lives. A campaign left running ends when the client is closed.
+func campaign(ctx context.Context, el *concurrency.Election, id string) error {
+	errc := make(chan error, 1)
+	go func() { errc <- el.Campaign(ctx, id) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(resignWait):
+		return ctx.Err()
 	}
 }

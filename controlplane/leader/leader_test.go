@@ -58,3 +58,37 @@ func TestOneLeaderAtATimeAndTakeover(t *testing.T) {
 		t.Fatalf("%d leaders at once", maxRunning.Load())
 	}
 }
+
+// TestStopsWhileEtcdIsGone: a candidate waiting in the campaign while
+// another leads, whose etcd then goes away, must still stop when its
+// context ends. etcd's Campaign resigns on the client's own context when
+// the campaign's ends, and that waits for etcd for as long as the client
+// lives: before, Run never returned, and a control plane that lost etcd
+// hung on shutdown (its client is closed only after Run returns).
+func TestStopsWhileEtcdIsGone(t *testing.T) {
+	_, m := etcdtest.Etcd(t)
+	leading := make(chan struct{})
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	go Run(ctxA, etcdtest.Client(t, m.ClientURL), "/test/elections/y", "a", Options{TTL: 5}, func(ctx context.Context) {
+		close(leading)
+		<-ctx.Done()
+	})
+	<-leading
+	ctxB, cancelB := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		Run(ctxB, etcdtest.Client(t, m.ClientURL), "/test/elections/y", "b", Options{TTL: 5}, func(context.Context) {
+			t.Error("b elected while a leads")
+		})
+		close(done)
+	}()
+	time.Sleep(500 * time.Millisecond) // b is waiting in its campaign
+	m.Close()
+	cancelB()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended, etcd gone")
+	}
+}
