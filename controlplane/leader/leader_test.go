@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/mcpready/mcpready/internal/etcdtest"
 )
 
@@ -66,7 +68,7 @@ func TestOneLeaderAtATimeAndTakeover(t *testing.T) {
 // lives: before, Run never returned, and a control plane that lost etcd
 // hung on shutdown (its client is closed only after Run returns).
 func TestStopsWhileEtcdIsGone(t *testing.T) {
-	_, m := etcdtest.Etcd(t)
+	cli, m := etcdtest.Etcd(t)
 	leading := make(chan struct{})
 	ctxA, cancelA := context.WithCancel(context.Background())
 	defer cancelA()
@@ -83,7 +85,16 @@ func TestStopsWhileEtcdIsGone(t *testing.T) {
 		})
 		close(done)
 	}()
-	time.Sleep(500 * time.Millisecond) // b is waiting in its campaign
+	// b is waiting in its campaign once its candidacy is in etcd beside a's.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r, err := cli.Get(context.Background(), "/test/elections/y", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil && r.Count == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b never campaigned: %v", err)
+		}
+	}
 	m.Close()
 	cancelB()
 	select {
