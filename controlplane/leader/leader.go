@@ -22,9 +22,11 @@ type Options struct {
 	// TTL is the session lease in seconds: how long a dead leader holds
 	// the election; 0 means 10.
 	TTL int
-	// Retry is the pause after etcd fails to open a session; 0 means 2s.
+	// Retry is the pause after etcd fails to open a session or refuses a
+	// campaign; 0 means 2s.
 	Retry time.Duration
-	// OnError, if set, is called for every failed etcd operation (metrics).
+	// OnError, if set, is called for every failed session or campaign
+	// (metrics); it is not called once ctx has ended.
 	OnError func(error)
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -48,18 +50,12 @@ func Run(ctx context.Context, cli *clientv3.Client, name, id string, o Options, 
 	for ctx.Err() == nil {
 		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(o.TTL), concurrency.WithContext(ctx))
 		if err != nil {
-			if o.OnError != nil {
-				o.OnError(err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(o.Retry):
-				continue
-			}
+			o.failed(ctx, "opening an etcd session", name, err)
+			continue
 		}
 		el := concurrency.NewElection(sess, name)
-		if err := campaign(ctx, el, id); err == nil {
+		err = campaign(ctx, el, id)
+		if err == nil {
 			o.Logger.Info("elected", "election", name, "id", id)
 			tctx, cancel := context.WithCancel(ctx)
 			go func() {
@@ -76,6 +72,30 @@ func Run(ctx context.Context, cli *clientv3.Client, name, id string, o Options, 
 			c()
 		}
 		_ = sess.Close() // revokes the lease so another replica takes over at once
+		if err != nil && ctx.Err() == nil {
+			// A campaign etcd refused (no permission on the election's
+			// prefix, say) is refused again at once: pause as after a
+			// failed session rather than spin.
+			o.failed(ctx, "campaigning", name, err)
+		}
+	}
+}
+
+// failed reports err, from step of election name, and waits o.Retry or
+// until ctx ends.
+func (o Options) failed(ctx context.Context, step, name string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	if o.OnError != nil {
+		o.OnError(err)
+	}
+	o.Logger.Warn("election failed; retrying", "election", name, "step", step, "err", err, "retry", o.Retry)
+	t := time.NewTimer(o.Retry)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

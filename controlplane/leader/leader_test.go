@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/mcpready/mcpready/internal/etcdtest"
 )
@@ -101,5 +102,50 @@ func TestStopsWhileEtcdIsGone(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after its context ended, etcd gone")
+	}
+}
+
+// TestRefusedCampaignPausesAndReports: a replica whose etcd user may not
+// write the election's prefix has every campaign refused. Run reports each
+// refusal (OnError) and pauses Retry before the next, rather than opening a
+// session and campaigning again in a tight loop that nothing counts.
+func TestRefusedCampaignPausesAndReports(t *testing.T) {
+	root, m := etcdtest.Etcd(t)
+	ctx := context.Background()
+	for _, step := range []func() error{
+		func() error { _, err := root.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := root.UserAdd(ctx, "root", "root-password"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.RoleAdd(ctx, "elsewhere"); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, "elsewhere", "/other/", clientv3.GetPrefixRangeEnd("/other/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, "replica", "replica-password"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "replica", "elsewhere"); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, Username: "replica", Password: "replica-password", DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+
+	var refused atomic.Int32
+	var elected atomic.Bool
+	runCtx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	Run(runCtx, cli, "/test/elections/x", "a", Options{TTL: 2, Retry: 200 * time.Millisecond, OnError: func(error) { refused.Add(1) }},
+		func(context.Context) { elected.Store(true) })
+	if elected.Load() {
+		t.Fatal("elected without permission on the election's prefix")
+	}
+	// One second, a pause of 200 ms after each refusal: about five.
+	if n := refused.Load(); n < 2 || n > 8 {
+		t.Fatalf("%d refused campaigns reported in one second, want 2 to 8", n)
 	}
 }
