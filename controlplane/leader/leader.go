@@ -4,8 +4,9 @@
 // resigns; the others wait in the campaign and one of them takes over.
 //
 // It must not decide what the task does or retry the task itself: a task
-// that returns early simply ends the term (the replica resigns and
-// campaigns again).
+// that returns early simply ends the term (the replica resigns, and
+// campaigns again after Options.Retry; another replica may take over
+// meanwhile).
 package leader
 
 import (
@@ -23,7 +24,8 @@ type Options struct {
 	// the election; 0 means 10.
 	TTL int
 	// Retry is the pause after etcd fails to open a session or refuses a
-	// campaign; 0 means 2s.
+	// campaign, and after a term that ended while Run's context lives,
+	// before campaigning again; 0 means 2s.
 	Retry time.Duration
 	// OnError, if set, is called for every failed session or campaign
 	// (metrics); it is not called once ctx has ended.
@@ -72,17 +74,24 @@ func Run(ctx context.Context, cli *clientv3.Client, name, id string, o Options, 
 			c()
 		}
 		_ = sess.Close() // revokes the lease so another replica takes over at once
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
 			// A campaign etcd refused (no permission on the election's
 			// prefix, say) is refused again at once: pause as after a
 			// failed session rather than spin.
 			o.failed(ctx, "campaigning", name, err)
+		default:
+			// The term ended while ctx lives: the task returned (a task
+			// that fails at once would fail again) or the session was
+			// lost. Another replica may take over meanwhile.
+			o.Logger.Info("term ended; campaigning again", "election", name, "id", id, "after", o.Retry)
+			o.pause(ctx)
 		}
 	}
 }
 
-// failed reports err, from step of election name, and waits o.Retry or
-// until ctx ends.
+// failed reports err, from step of election name, and pauses.
 func (o Options) failed(ctx context.Context, step, name string, err error) {
 	if ctx.Err() != nil {
 		return
@@ -91,6 +100,11 @@ func (o Options) failed(ctx context.Context, step, name string, err error) {
 		o.OnError(err)
 	}
 	o.Logger.Warn("election failed; retrying", "election", name, "step", step, "err", err, "retry", o.Retry)
+	o.pause(ctx)
+}
+
+// pause waits o.Retry or until ctx ends.
+func (o Options) pause(ctx context.Context) {
 	t := time.NewTimer(o.Retry)
 	defer t.Stop()
 	select {

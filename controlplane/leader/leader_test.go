@@ -149,3 +149,19 @@ func TestRefusedCampaignPausesAndReports(t *testing.T) {
 		t.Fatalf("%d refused campaigns reported in one second, want 2 to 8", n)
 	}
 }
+
+// TestEarlyTermPauses: a task that returns at once (it fails on start, say)
+// ends its term; the replica resigns and campaigns again only after Retry,
+// instead of winning, failing and resigning in a tight loop of etcd writes.
+func TestEarlyTermPauses(t *testing.T) {
+	_, m := etcdtest.Etcd(t)
+	cli := etcdtest.Client(t, m.ClientURL)
+	var terms atomic.Int32
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	Run(ctx, cli, "/test/elections/x", "a", Options{TTL: 2, Retry: 200 * time.Millisecond}, func(context.Context) { terms.Add(1) })
+	// One second, a pause of 200 ms after each term: about five.
+	if n := terms.Load(); n < 2 || n > 8 {
+		t.Fatalf("%d terms in one second, want 2 to 8", n)
+	}
+}
