@@ -1,8 +1,12 @@
 package probe
 
+import "math"
+
 // ExampleArguments returns arguments valid against a simple JSON Schema:
-// required properties of objects, const/enum/default first, minimums,
-// minimum lengths and item counts. It is how the probe (and enrolment's
+// required properties of objects, const/enum/default first, numbers within
+// their minimums and maximums (exclusive or not, whole for integers),
+// strings within their minimum and maximum lengths, and minimum item
+// counts. It is how the probe (and enrolment's
 // qualification) builds a safe canary call.
 //
 // The schema comes from the endpoint, so what it may ask for is bounded: a
@@ -62,19 +66,16 @@ func example(s map[string]any, depth int, budget *int) any {
 		if m, ok := num("minLength"); ok && m > float64(n) {
 			n = int(min(m, MaxExampleLength))
 		}
+		if m, ok := num("maxLength"); ok && m >= 0 && m < float64(n) {
+			n = int(m)
+		}
 		b := make([]byte, n)
 		for i := range b {
 			b[i] = 'a'
 		}
 		return string(b)
 	case "integer", "number":
-		if m, ok := num("minimum"); ok {
-			return m
-		}
-		if m, ok := num("exclusiveMinimum"); ok {
-			return m + 1
-		}
-		return 1
+		return exampleNumber(num, typ == "integer")
 	case "boolean":
 		return false
 	case "array":
@@ -88,4 +89,47 @@ func example(s map[string]any, depth int, budget *int) any {
 		return out
 	}
 	return nil
+}
+
+// exampleNumber is a number within the bounds num reads (minimum,
+// exclusiveMinimum, maximum, exclusiveMaximum): the lower bound (plus one
+// when exclusive), else 1, brought under the upper bound; a whole number
+// when integer. Bounds that leave no such number give one that breaks
+// them.
+func exampleNumber(num func(string) (float64, bool), integer bool) float64 {
+	lo, hasLo := num("minimum")
+	strictLo := false
+	if m, ok := num("exclusiveMinimum"); ok && (!hasLo || m >= lo) {
+		lo, hasLo, strictLo = m, true, true
+	}
+	hi, hasHi := num("maximum")
+	strictHi := false
+	if m, ok := num("exclusiveMaximum"); ok && (!hasHi || m <= hi) {
+		hi, hasHi, strictHi = m, true, true
+	}
+	v := 1.0
+	if hasLo {
+		v = lo
+		if strictLo {
+			v = lo + 1
+		}
+	}
+	if integer {
+		v = math.Ceil(v)
+	}
+	if hasHi && (v > hi || strictHi && v >= hi) {
+		switch {
+		case integer && strictHi:
+			v = math.Ceil(hi) - 1
+		case integer:
+			v = math.Floor(hi)
+		case !strictHi:
+			v = hi
+		case hasLo:
+			v = lo + (hi-lo)/2
+		default:
+			v = hi - 1
+		}
+	}
+	return v
 }

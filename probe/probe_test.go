@@ -1,6 +1,7 @@
 package probe_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/probe"
@@ -528,5 +530,50 @@ func TestMalformedAuthMetadata(t *testing.T) {
 	} {
 		challenge, garbageAS = c.challenge, c.garbageAS
 		want(t, run(t, ep.URL, probe.Options{}), "reachability ready", "access not-ready "+c.reason, "protocol not-reached")
+	}
+}
+
+// TestExampleArgumentsHonourUpperBounds: the canary's arguments must be
+// valid against the tool's schema, upper bounds included, or a strict
+// server rejects the call and the probe reports a ready tool as not ready
+// (arguments-rejected). Each example is checked by a JSON Schema validator.
+func TestExampleArgumentsHonourUpperBounds(t *testing.T) {
+	for _, schema := range []string{
+		`{"type":"object","required":["code"],"properties":{"code":{"type":"string","maxLength":2}}}`,
+		`{"type":"object","required":["code"],"properties":{"code":{"type":"string","minLength":1,"maxLength":3}}}`,
+		`{"type":"object","required":["n"],"properties":{"n":{"type":"integer","maximum":0}}}`,
+		`{"type":"object","required":["n"],"properties":{"n":{"type":"integer","minimum":-10,"maximum":-5}}}`,
+		`{"type":"object","required":["n"],"properties":{"n":{"type":"integer","exclusiveMaximum":1}}}`,
+		`{"type":"object","required":["n"],"properties":{"n":{"type":"integer","minimum":1.5}}}`,
+		`{"type":"object","required":["n"],"properties":{"n":{"type":"integer","exclusiveMinimum":1.5,"maximum":2}}}`,
+		`{"type":"object","required":["x"],"properties":{"x":{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":0.5}}}`,
+		`{"type":"object","required":["x"],"properties":{"x":{"type":"number","maximum":-2.5}}}`,
+		`{"type":"object","required":["tags"],"properties":{"tags":{"type":"array","minItems":1,"items":{"type":"string","maxLength":1}}}}`,
+	} {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(schema), &m); err != nil {
+			t.Fatal(err)
+		}
+		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := jsonschema.NewCompiler()
+		if err := c.AddResource("schema.json", doc); err != nil {
+			t.Fatal(err)
+		}
+		sch, err := c.Compile("schema.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := probe.ExampleArguments(m)
+		b, _ := json.Marshal(got)
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sch.Validate(v); err != nil {
+			t.Errorf("%s: example %s is not valid: %v", schema, b, err)
+		}
 	}
 }
