@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,8 +50,9 @@ var (
 	ErrKeyInvalid = errors.New("idempotency: malformed key")
 	// ErrKeyReused: the key is bound to a different payload.
 	ErrKeyReused = errors.New("idempotency: key reused with a different payload")
-	// ErrKeyScope: the key is bound to another principal class or tool.
-	ErrKeyScope = errors.New("idempotency: key bound to another principal or tool")
+	// ErrKeyScope: the key is bound to another tenant class, principal
+	// class or tool.
+	ErrKeyScope = errors.New("idempotency: key bound to another tenant, principal or tool")
 	// ErrStore: the binding could not be made durable.
 	ErrStore = errors.New("idempotency: store")
 )
@@ -59,7 +61,7 @@ var (
 type Binding struct {
 	// Ref is the keyed reference of the key (Store.Ref).
 	Ref string `json:"ref"`
-	// Scope is "<principal class>/<requested tool>".
+	// Scope is the binding's scope (see Scope).
 	Scope string `json:"scope"`
 	// Digest of the arguments the key was first used with.
 	Digest string `json:"digest"`
@@ -69,6 +71,21 @@ type Binding struct {
 	Outcome string `json:"outcome,omitempty"`
 	// Expires is when the binding is forgotten.
 	Expires time.Time `json:"expires"`
+}
+
+// Scope is the scope a key is bound to: the caller's tenant class and
+// principal class and the requested tool, written
+// "<tenant class>;<principal class>/<tool>" with both classes
+// path-escaped, and without "<tenant class>;" when there is none
+// ("dev/docs/lookup"). The escaping keeps scopes apart that plain
+// concatenation would confuse (a principal class "acme;dev" of no tenant
+// and principal class "dev" of tenant "acme").
+func Scope(tenant, principal, tool string) string {
+	p := url.PathEscape(principal) + "/" + tool
+	if tenant == "" {
+		return p
+	}
+	return url.PathEscape(tenant) + ";" + p
 }
 
 // Options configures Open. The zero value is usable.
@@ -310,7 +327,7 @@ func (s *Store) Bind(key, scope, digest string, retention time.Duration) (b Bind
 	if old, ok := s.m[ref]; ok && old.Expires.After(now) {
 		switch {
 		case old.Scope != scope:
-			return old, false, fmt.Errorf("%w: bound to another principal class or tool", ErrKeyScope)
+			return old, false, fmt.Errorf("%w: bound to another tenant class, principal class or tool", ErrKeyScope)
 		case old.Digest != digest:
 			return old, false, fmt.Errorf("%w: first used with other arguments", ErrKeyReused)
 		}

@@ -205,3 +205,35 @@ func TestFromMeta(t *testing.T) {
 		}
 	}
 }
+
+// Scope names the tenant class, the principal class and the tool, and no
+// two different triples share a scope: classes come from configuration or
+// an identity provider's claims, so one cannot be spelled into another's
+// scope.
+func TestScopeKeepsTriplesApart(t *testing.T) {
+	if got := Scope("", "dev", "docs/lookup"); got != "dev/docs/lookup" {
+		t.Fatalf("no tenant: %q", got)
+	}
+	if got := Scope("acme", "dev", "docs/lookup"); got != "acme;dev/docs/lookup" {
+		t.Fatalf("tenant: %q", got)
+	}
+	triples := [][3]string{
+		{"acme", "dev", "docs/lookup"},
+		{"", "acme;dev", "docs/lookup"},
+		{"", "acme%3Bdev", "docs/lookup"},
+		{"acme;dev", "x", "docs/lookup"},
+		{"acme", "dev/docs", "lookup"},
+		{"", "dev", "docs/lookup"},
+		{"", "dev/docs", "lookup"},
+		{"a;b", "c", "t/u"},
+		{"a", "b;c", "t/u"},
+	}
+	seen := map[string][3]string{}
+	for _, tr := range triples {
+		sc := Scope(tr[0], tr[1], tr[2])
+		if other, dup := seen[sc]; dup {
+			t.Fatalf("%q and %q share scope %q", other, tr, sc)
+		}
+		seen[sc] = tr
+	}
+}

@@ -48,7 +48,7 @@ func (p *Pipeline) keys(rec *mcpreadyv1.Receipt, d *decide.Decision, req *Reques
 		return keyed{key: key}, nil
 	}
 	st := p.opts.Keys
-	scope := req.Caller.Principal + "/" + req.Tool
+	scope := idempotency.Scope(req.Caller.Tenant, req.Caller.Principal, req.Tool)
 	retention := d.Routes[0].KeyRetention
 	if retention <= 0 {
 		retention = idempotency.DefaultRetention

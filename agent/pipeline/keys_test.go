@@ -149,7 +149,12 @@ func (pm *payment) call(t *testing.T, principal, key string, amount int) Result 
 
 func (pm *payment) callTool(t *testing.T, tool, principal, key string, amount int) Result {
 	t.Helper()
-	req := Request{Requested: tool, Tool: tool, Caller: Caller{Name: "c", Principal: principal},
+	return pm.callAs(t, tool, Caller{Name: "c", Principal: principal}, key, amount)
+}
+
+func (pm *payment) callAs(t *testing.T, tool string, c Caller, key string, amount int) Result {
+	t.Helper()
+	req := Request{Requested: tool, Tool: tool, Caller: c,
 		Arguments: json.RawMessage(`{"amount":` + string(rune('0'+amount)) + `}`)}
 	if key != "" {
 		req.IdempotencyKey, req.HasKey = key, true
@@ -386,5 +391,32 @@ func TestKeyStoreFailureRefuses(t *testing.T) {
 	}
 	if pm.ledger.Calls() != 0 {
 		t.Fatalf("%s: a call whose key was not bound reached the upstream", pm.ledger)
+	}
+}
+
+// A key is bound to the caller's tenant class as well: another tenant's
+// caller of the same principal class presenting the same key with the same
+// arguments is refused before any upstream sees it, not forwarded as a
+// repeat (the provider would return the first tenant's result to it).
+// Before: the binding's scope was principal class and tool alone, and the
+// second tenant's call reached the provider as a repeat.
+func TestKeyBoundToTenant(t *testing.T) {
+	pm := newPayment(t, payOpts{header: "Idempotency-Key"})
+	acme := Caller{Name: "alice", Principal: "dev", Tenant: "acme"}
+	res := pm.callAs(t, "test/charge", acme, "order-42", 5)
+	if res.Answer == nil || res.Answer.IsError {
+		t.Fatalf("first call: %+v", res.Answer)
+	}
+	if sc := res.Receipt.GetIdempotency().GetScope(); sc != "acme;dev/test/charge" {
+		t.Fatalf("scope %q", sc)
+	}
+	globex := Caller{Name: "bob", Principal: "dev", Tenant: "globex"}
+	refusedWith(t, pm.callAs(t, "test/charge", globex, "order-42", 5), readiness.CodeIdempotencyKeyReused)
+	if pm.ledger.Calls() != 1 {
+		t.Fatalf("%s: another tenant's call reached the provider", pm.ledger)
+	}
+	// The first tenant's own repeat is still a repeat.
+	if res := pm.callAs(t, "test/charge", acme, "order-42", 5); res.Answer.IsError || !res.Receipt.GetIdempotency().GetRepeat() {
+		t.Fatalf("repeat: %+v %v", res.Answer, res.Receipt.GetIdempotency())
 	}
 }

@@ -977,7 +977,9 @@ type IdempotencyRecord struct {
 	// Keyed digest of the key ("hmac-sha256:<hex>", keyed by a secret of the
 	// agent's state directory), the same as Receipt.idempotency_key_ref.
 	KeyRef string `protobuf:"bytes,1,opt,name=key_ref,json=keyRef,proto3" json:"key_ref,omitempty"`
-	// Scope the key is bound to: "<principal class>/<requested tool>".
+	// Scope the key is bound to: "<tenant class>;<principal class>/<requested
+	// tool>", both classes path-escaped, without "<tenant class>;" when the
+	// caller has none.
 	Scope string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
 	// How long the binding is kept (the provider's declared retention, else
 	// the agent's default).
