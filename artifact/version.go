@@ -167,7 +167,8 @@ func MaxVersion(a, b string) string {
 }
 
 // NextVersion returns a version greater than v: its last component plus
-// one ("3" → "4", "1.4.0" → "1.4.1"; "" → "1"). An invalid v gives "1".
+// one ("3" → "4", "1.4.0" → "1.4.1", "0.9" → "0.10"; "" → "1"), with
+// leading zeros dropped ("01.02" → "1.3"). An invalid v gives "1".
 func NextVersion(v string) string {
 	p, err := parseVersion(v)
 	if err != nil {
@@ -184,6 +185,11 @@ func NextVersion(v string) string {
 		last[i]++
 	}
 	p[len(p)-1] = string(last)
+	for i, c := range p {
+		if c == "" { // parseVersion trims leading zeros: a zero is written "0"
+			p[i] = "0"
+		}
+	}
 	return strings.Join(p, ".")
 }
 

@@ -30,9 +30,16 @@ func TestCompareVersions(t *testing.T) {
 }
 
 func TestNextVersion(t *testing.T) {
-	for v, want := range map[string]string{"": "1", "3": "4", "9": "10", "1.4.9": "1.4.10", "x": "1", "199": "200"} {
+	// A zero component stays "0": NextVersion("0.1.0") was ".1.1", not a
+	// version, so a lifecycle transition or a re-qualification of an entry
+	// versioned 0.x wrote an artifact that could not be stored.
+	for v, want := range map[string]string{"": "1", "3": "4", "9": "10", "1.4.9": "1.4.10", "x": "1", "199": "200",
+		"0": "1", "0.0": "0.1", "0.1.0": "0.1.1", "0.9": "0.10", "1.0.0": "1.0.1", "01.02": "1.3", "0.0.9": "0.0.10"} {
 		if got := NextVersion(v); got != want {
 			t.Errorf("NextVersion(%q) = %q, want %q", v, got, want)
+		}
+		if err := ValidVersion(NextVersion(v)); err != nil {
+			t.Errorf("NextVersion(%q) = %q: %v", v, NextVersion(v), err)
 		}
 	}
 }
@@ -94,6 +101,9 @@ func FuzzCompareVersions(f *testing.F) {
 		}
 		if n, _ := CompareVersions(NextVersion(a), a); n != 1 {
 			t.Fatalf("NextVersion(%q)=%q is not greater", a, NextVersion(a))
+		}
+		if err := ValidVersion(NextVersion(a)); err != nil {
+			t.Fatalf("NextVersion(%q)=%q: %v", a, NextVersion(a), err)
 		}
 		if m := MaxVersion(a, b); mustCmp(t, m, a) < 0 || mustCmp(t, m, b) < 0 {
 			t.Fatalf("MaxVersion(%q,%q)=%q", a, b, m)

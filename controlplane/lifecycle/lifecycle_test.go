@@ -457,3 +457,26 @@ func TestReapplyingOriginalBundleDoesNotReverseSuspension(t *testing.T) {
 		t.Fatalf("refused replays stored %d revisions", len(h)-2)
 	}
 }
+
+// An entry signed at a 0.x version is moved like any other: the observer's
+// copy takes the next version ("0.1.0" → "0.1.1"). Before, NextVersion
+// wrote ".1.1", which is not a version: the write path refused the copy and
+// the stale entry stayed QUALIFIED for agents.
+func TestZeroMajorVersionMoves(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.applyEntry(t, "docs.lookup@0.3.0", versioned(entry("0.3.0", "lab/docs.lookup/1"), "0.1.0"))
+	ev := &mcpreadyv1.Evidence{Subject: &mcpreadyv1.Subject{ServerName: "com.example/docs", ToolName: "docs.lookup"},
+		ObservedAt: timestamppb.New(e.clk.now()), ExpiresAt: timestamppb.New(e.clk.now().Add(time.Hour))}
+	if _, _, err := e.w.Apply(ctx, testpki.Sign(t, artifact.New(artifact.KindEvidence, "lab/docs.lookup/1", testpki.ObserverEvidence.Claim(ev)), e.p.Observer)); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.add(2 * time.Hour)
+	if ch, err := e.lc.Sweep(ctx); err != nil || len(ch) != 1 {
+		t.Fatalf("expired sweep: %v %v", ch, err)
+	}
+	spec, _ := e.latestSpec(t, "docs.lookup@0.3.0")
+	if spec.State != stale || spec.GetProvenance().GetVersion() != "0.1.1" {
+		t.Fatalf("distributed copy: state %v version %q", spec.State, spec.GetProvenance().GetVersion())
+	}
+}
