@@ -56,6 +56,36 @@ type Identity struct {
 	ReportWorkflows bool `json:"reportWorkflows,omitempty"`
 }
 
+// sameAs reports whether id and o are the same principal in every field
+// the agent keys or decides by.
+func (id Identity) sameAs(o Identity) bool {
+	return id.Name == o.Name && id.PrincipalClass == o.PrincipalClass && id.TenantClass == o.TenantClass &&
+		id.ReportWorkflows == o.ReportWorkflows && slices.Equal(id.Workflows, o.Workflows)
+}
+
+// oneIdentityPerName refuses two identities with one name that differ:
+// sessions, workflows, held calls and per-principal limits are keyed by
+// the name, so the two would share them. Entries that agree (a token
+// being rotated, two socket mappings of one principal) are one principal.
+// An unnamed default principal shares nothing with the named ones.
+func oneIdentityPerName(ids []Identity, def *Identity) error {
+	if def != nil && def.Name != "" {
+		ids = append(slices.Clip(ids), *def)
+	}
+	first := make(map[string]Identity, len(ids))
+	for _, id := range ids {
+		prev, ok := first[id.Name]
+		if !ok {
+			first[id.Name] = id
+			continue
+		}
+		if !prev.sameAs(id) {
+			return fmt.Errorf("%w: principal %q is named twice with different classes, workflows or reportWorkflows; one name is one principal (its sessions, workflows and limits are keyed by the name): rename one", ErrInvalid, id.Name)
+		}
+	}
+	return nil
+}
+
 // AllowsWorkflow reports whether id may act within workflow w ("" is always allowed).
 func (id Identity) AllowsWorkflow(w string) bool {
 	if w == "" || len(id.Workflows) == 0 {
@@ -592,6 +622,9 @@ func New(f File) (*Config, error) {
 	}
 	if d := f.DefaultPrincipal; d != nil && d.PrincipalClass == "" {
 		return nil, fmt.Errorf("%w: defaultPrincipal: principalClass is required", ErrInvalid)
+	}
+	if err := oneIdentityPerName(c.ids, f.DefaultPrincipal); err != nil {
+		return nil, err
 	}
 	if r := f.Receipts; r != nil {
 		switch r.ReadOnlyWhenUnavailable {

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -272,4 +275,40 @@ func TestSocketPrincipalValidation(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
 		}
 	}
+}
+
+// One name is one principal: sessions, workflows, held calls and limits
+// are keyed by the name, so two entries that share a name but not an
+// identity would share them too (a tokenless default principal named like
+// a token principal would own that principal's sessions and workflows).
+// Entries with the same name and the same identity (a token being
+// rotated, two socket mappings of one principal) stay allowed.
+func TestOneNameOneIdentity(t *testing.T) {
+	for name, y := range map[string]string{
+		"token principals, other class":     "principals:\n- {name: a, principalClass: dev, tokenSHA256: " + digest("t1") + "}\n- {name: a, principalClass: admin, tokenSHA256: " + digest("t2") + "}\n",
+		"token principals, other tenant":    "principals:\n- {name: a, principalClass: dev, tenantClass: x, tokenSHA256: " + digest("t1") + "}\n- {name: a, principalClass: dev, tenantClass: z, tokenSHA256: " + digest("t2") + "}\n",
+		"token principals, other workflows": "principals:\n- {name: a, principalClass: dev, workflows: [w1], tokenSHA256: " + digest("t1") + "}\n- {name: a, principalClass: dev, tokenSHA256: " + digest("t2") + "}\n",
+		"token principals, other reporting": "principals:\n- {name: a, principalClass: dev, reportWorkflows: true, tokenSHA256: " + digest("t1") + "}\n- {name: a, principalClass: dev, tokenSHA256: " + digest("t2") + "}\n",
+		"default like a token principal":    "principals:\n- {name: a, principalClass: admin, tokenSHA256: " + digest("t1") + "}\ndefaultPrincipal: {name: a, principalClass: anonymous}\n",
+		"socket like a token principal":     "principals:\n- {name: a, principalClass: admin, tokenSHA256: " + digest("t1") + "}\nsocketPrincipals:\n- {name: a, principalClass: dev, uid: 1}\n",
+		"socket principals":                 "socketPrincipals:\n- {name: a, principalClass: dev, uid: 1}\n- {name: a, principalClass: ops, gid: 2}\n",
+	} {
+		if _, err := Parse([]byte(y)); !errors.Is(err, ErrInvalid) || !strings.Contains(fmt.Sprint(err), `"a"`) {
+			t.Errorf("%s: err = %v, want ErrInvalid naming the principal", name, err)
+		}
+	}
+	for name, y := range map[string]string{
+		"rotated token":       "principals:\n- {name: a, principalClass: dev, workflows: [w1], tokenSHA256: " + digest("t1") + "}\n- {name: a, principalClass: dev, workflows: [w1], tokenSHA256: " + digest("t2") + "}\n",
+		"two socket mappings": "socketPrincipals:\n- {name: a, principalClass: dev, uid: 1}\n- {name: a, principalClass: dev, gid: 2}\n",
+		"unnamed default":     "principals:\n- {name: a, principalClass: dev, tokenSHA256: " + digest("t1") + "}\ndefaultPrincipal: {principalClass: anonymous}\n",
+	} {
+		if _, err := Parse([]byte(y)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func digest(tok string) string {
+	sum := sha256.Sum256([]byte(tok))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
