@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -367,7 +368,10 @@ func (rn *runner) route(r *decide.Route) Outcome {
 // window as long as the wait itself).
 func (rn *runner) backoff(n int, retryAfter time.Duration) time.Duration {
 	if retryAfter > 0 {
-		return retryAfter + time.Duration(rn.opts.Jitter(int64(retryAfter)+1))
+		if retryAfter >= math.MaxInt64/2 {
+			return math.MaxInt64 // far in the future: past any deadline, and no jitter to overflow
+		}
+		return retryAfter + rn.upTo(retryAfter)
 	}
 	base, maxB := rn.policy.Base, rn.policy.Max
 	if base <= 0 {
@@ -378,10 +382,17 @@ func (rn *runner) backoff(n int, retryAfter time.Duration) time.Duration {
 	}
 	exp := base
 	for i := 1; i < n && exp < maxB; i++ {
-		exp *= 2
+		exp = min(maxB, exp*2)
+		if exp < 0 { // doubled past the largest duration
+			exp = maxB
+		}
 	}
-	exp = min(exp, maxB)
-	return time.Duration(rn.opts.Jitter(int64(exp) + 1))
+	return rn.upTo(exp)
+}
+
+// upTo is a uniform jitter in [0, d] (for the largest d, [0, d)).
+func (rn *runner) upTo(d time.Duration) time.Duration {
+	return time.Duration(rn.opts.Jitter(int64(min(d, math.MaxInt64-1)) + 1))
 }
 
 // attempt runs one attempt, hedged when the route is read-only and the

@@ -3,6 +3,7 @@ package invoke
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -169,6 +170,34 @@ func TestRetryAfter(t *testing.T) {
 	}
 	if w := rn.backoff(10, 0); w != 500*time.Millisecond {
 		t.Fatalf("capped backoff %v", w)
+	}
+}
+
+// An upstream's Retry-After far in the future (an HTTP date in the year
+// 9999 parses to the largest duration) is a wait past the deadline, not a
+// panic in the jitter or a wrapped, negative wait that retries at once.
+func TestRetryAfterHuge(t *testing.T) {
+	for _, d := range []time.Duration{math.MaxInt64, math.MaxInt64 / 2, math.MaxInt64 - time.Second} {
+		ra := Outcome{Class: limited, Sent: true, RetryAfter: d, HTTPStatus: 503}
+		sc := &script{plan: map[string][]Outcome{"a": {ra, {Class: success}}}}
+		var sl sleeps
+		res := Run(context.Background(), decision(route("a", true)), sc.do, Options{Sleep: sl.sleep})
+		if res.Final.Class != limited || len(sl.d) != 0 || !slices.Contains(readiness.ActionStrings(res.Actions), "retry-after-exceeds-deadline") {
+			t.Errorf("Retry-After %v: final %v sleeps %v actions %v", d, res.Final.Class, sl.d, readiness.ActionStrings(res.Actions))
+		}
+	}
+}
+
+// A policy's backoff near the largest duration doubles without wrapping
+// to a negative value (whose jitter panicked).
+func TestBackoffSaturates(t *testing.T) {
+	for _, b := range []decide.Backoff{{Base: math.MaxInt64/2 + 1, Max: math.MaxInt64}, {Base: time.Hour, Max: math.MaxInt64}} {
+		rn := &runner{opts: Options{Jitter: func(n int64) int64 { return n - 1 }}, policy: b}
+		for n := 1; n < 70; n++ {
+			if w := rn.backoff(n, 0); w < b.Base || w > b.Max {
+				t.Fatalf("backoff %+v attempt %d: %v", b, n, w)
+			}
+		}
 	}
 }
 

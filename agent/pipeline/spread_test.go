@@ -110,3 +110,25 @@ func mostWithin(ds []time.Duration, w time.Duration) int {
 	}
 	return most
 }
+
+// An upstream that asks to be retried in the year 9999 (a Retry-After
+// that parses to the largest duration) gets a rate-limited answer and a
+// receipt, with no retry: before, the jitter on that wait overflowed and
+// panicked in the middle of the call.
+func TestRetryAfterFarFuture(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	pl, st, _ := setup(t, policy(), map[string]*mcpreadyv1.RegistryEntry{"a": entry("test", up.URL)})
+	tr := newFake(t)
+	if res := pl.Call(context.Background(), st, request("test/echo"), tr); res.Answer.IsError {
+		t.Fatalf("warm-up: %+v", res.Answer)
+	}
+	for _, ra := range []string{"Fri, 31 Dec 9999 23:59:59 GMT", "18446744074"} {
+		up.SetRetryAfter(ra)
+		up.SetFaultTimes(mcptest.FaultRateLimited, "tools/call", 1)
+		res := pl.Call(context.Background(), st, request("test/echo"), tr)
+		at := res.Receipt.GetAttempts()
+		if !res.Answer.IsError || len(at) != 1 || at[0].GetOutcome() != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_RATE_LIMITED {
+			t.Errorf("Retry-After %q: answer %+v attempts %v", ra, res.Answer, at)
+		}
+	}
+}

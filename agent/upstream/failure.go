@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -280,7 +281,10 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+		if s > math.MaxInt64/int64(time.Second) {
+			return math.MaxInt64 // saturate rather than wrap to a short or negative wait
+		}
 		return time.Duration(s) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {

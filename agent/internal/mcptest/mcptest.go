@@ -13,6 +13,7 @@ package mcptest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,7 +44,8 @@ const (
 	FaultUnauthorized
 	// FaultPaymentRequired answers 402.
 	FaultPaymentRequired
-	// FaultRateLimited answers 429 with Retry-After: 1.
+	// FaultRateLimited answers 429 with Retry-After: 1 (or what
+	// SetRetryAfter gave).
 	FaultRateLimited
 	// FaultServerError answers 500.
 	FaultServerError
@@ -80,6 +82,7 @@ type Upstream struct {
 	mu      sync.Mutex
 	hang    chan struct{}
 	target  atomic.Value // string: where FaultRedirect sends the client
+	retry   atomic.Value // string: FaultRateLimited's Retry-After ("" = "1")
 }
 
 // Options configures New. The zero value serves a server named "test" version
@@ -113,6 +116,9 @@ func New(t testing.TB, opts Options) *Upstream {
 	t.Cleanup(u.Close)
 	return u
 }
+
+// SetRetryAfter sets the Retry-After header FaultRateLimited answers with.
+func (u *Upstream) SetRetryAfter(v string) { u.retry.Store(v) }
 
 // Close releases hung requests and stops the server.
 func (u *Upstream) Close() {
@@ -277,7 +283,8 @@ func (u *Upstream) wrap(next http.Handler) http.Handler {
 		case FaultPaymentRequired:
 			http.Error(w, "payment required", http.StatusPaymentRequired)
 		case FaultRateLimited:
-			w.Header().Set("Retry-After", "1")
+			ra, _ := u.retry.Load().(string)
+			w.Header().Set("Retry-After", cmp.Or(ra, "1"))
 			http.Error(w, "slow down", http.StatusTooManyRequests)
 		case FaultServerError:
 			http.Error(w, "boom", http.StatusInternalServerError)
