@@ -3,6 +3,7 @@ package access
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -46,8 +47,12 @@ type Principal struct {
 
 // Options configures a Client. The zero value is usable.
 type Options struct {
-	// HTTP reaches authorization servers and metadata; nil uses
-	// http.DefaultClient.
+	// HTTP reaches authorization servers and metadata; nil uses a client
+	// like http.DefaultClient. Unless it has a CheckRedirect of its own, a
+	// redirect is followed only within the origin of the first request
+	// (ErrCrossOriginRedirect): token, introspection and registration
+	// requests carry client credentials, which a 307 or 308 would re-send
+	// to wherever it points.
 	HTTP *http.Client
 	// RefreshAhead: a cached token with less lifetime left is replaced
 	// before it is presented; zero means 30s.
@@ -128,7 +133,12 @@ type selection struct {
 // New returns a Client.
 func New(o Options) *Client {
 	if o.HTTP == nil {
-		o.HTTP = http.DefaultClient
+		o.HTTP = &http.Client{}
+	}
+	if o.HTTP.CheckRedirect == nil {
+		hc := *o.HTTP
+		hc.CheckRedirect = sameOriginRedirect
+		o.HTTP = &hc
 	}
 	if o.RefreshAhead == 0 {
 		o.RefreshAhead = 30 * time.Second
@@ -140,6 +150,26 @@ func New(o Options) *Client {
 		o.AuthorizationTimeout = 5 * time.Minute
 	}
 	return &Client{o: o, keys: KeySets{HTTP: o.HTTP}, disc: map[string]*Discovery{}, pairs: map[pairKey]*pair{}, regs: map[regKey]registration{}}
+}
+
+// ErrCrossOriginRedirect: an authorization server, or the metadata of
+// one, redirected the agent to another origin; the redirect was not
+// followed.
+var ErrCrossOriginRedirect = errors.New("redirect to another origin not followed")
+
+// maxRedirects bounds the same-origin redirects of one request.
+const maxRedirects = 3
+
+// sameOriginRedirect is the CheckRedirect of the access layer's client.
+func sameOriginRedirect(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	switch {
+	case req.URL.Scheme != first.Scheme || req.URL.Host != first.Host:
+		return ErrCrossOriginRedirect
+	case len(via) > maxRedirects:
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	return nil
 }
 
 func (c *Client) principalOf(p Principal, up *Upstream) pairKey {
