@@ -36,6 +36,14 @@ import (
 // errUnsupportedScheme is a URL neither http nor https.
 var errUnsupportedScheme = errors.New("unsupported URL scheme")
 
+// ErrResponseHeaderTooLarge: the upstream's response header went on past
+// maxResponseHeader bytes; the connection is closed.
+var ErrResponseHeaderTooLarge = errors.New("upstream response header too large")
+
+// maxResponseHeader bounds the bytes read for one response header (net/http's
+// Transport allows 10 MB; an MCP answer's header is a few hundred bytes).
+const maxResponseHeader = 1 << 20
+
 // directTransport is an http.RoundTripper over pooled HTTP/1.1 connections.
 // The zero value is not usable; use newDirectTransport.
 type directTransport struct {
@@ -63,7 +71,8 @@ func newDirectTransport() *directTransport {
 type directConn struct {
 	key    connKey
 	conn   net.Conn
-	br     *bufio.Reader
+	br     *bufio.Reader // over lim
+	lim    *headerLimit
 	bw     *bufio.Writer
 	idleAt time.Time
 	quiet  func() bool // peeks at the socket, for alive (nil until first asked)
@@ -124,9 +133,13 @@ func (t *directTransport) roundTrip(req *http.Request, x *exchange) (*http.Respo
 		return fail(err)
 	}
 	var resp *http.Response
+	dc.lim.left = maxResponseHeader // for the header (and any 1xx before it)
 	for {
 		resp, err = http.ReadResponse(dc.br, req)
 		if err != nil {
+			if dc.lim.left == 0 { // textproto may report the cut line as malformed
+				err = ErrResponseHeaderTooLarge
+			}
 			return fail(err)
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
@@ -134,6 +147,7 @@ func (t *directTransport) roundTrip(req *http.Request, x *exchange) (*http.Respo
 		}
 		_ = resp.Body.Close() // 1xx: the real answer follows
 	}
+	dc.lim.left = -1 // the body is bounded by its readers
 	reusable := !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
 	if resp.Body == http.NoBody {
 		t.release(dc, stop, reusable)
@@ -191,7 +205,35 @@ func (t *directTransport) conn(ctx context.Context, key connKey, req *http.Reque
 		}
 		c = tc
 	}
-	return &directConn{key: key, conn: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c), unblock: func() { _ = c.SetDeadline(past) }}, false, nil
+	return newDirectConn(key, c), false, nil
+}
+
+func newDirectConn(key connKey, c net.Conn) *directConn {
+	lim := &headerLimit{r: c, left: -1}
+	return &directConn{key: key, conn: c, br: bufio.NewReader(lim), lim: lim, bw: bufio.NewWriter(c), unblock: func() { _ = c.SetDeadline(past) }}
+}
+
+// headerLimit is the reader under a connection's bufio.Reader: while a
+// response header is read it allows left more bytes, then fails with
+// ErrResponseHeaderTooLarge; left < 0 is no limit.
+type headerLimit struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *headerLimit) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return l.r.Read(p)
+	}
+	if l.left == 0 {
+		return 0, ErrResponseHeaderTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
 }
 
 // alive reports whether an idle connection is still open and quiet: a

@@ -399,7 +399,7 @@ func TestAliveAllocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dc := &directConn{conn: c, br: bufio.NewReader(c)}
+	dc := newDirectConn(connKey{}, c)
 	if !alive(dc) {
 		t.Fatal("a quiet open connection is not alive")
 	}
@@ -576,5 +576,62 @@ func TestUnsolicitedResponseNotTakenAsNextAnswer(t *testing.T) {
 	}
 	if n := dials.Load(); n != 2 {
 		t.Fatalf("dials = %d, want 2 (the desynchronised connection replaced)", n)
+	}
+}
+
+// An upstream that sends a response header without end (one endless line,
+// or header lines without a blank line) is cut off after
+// maxResponseHeader bytes, as net/http's Transport does after its
+// MaxResponseHeaderBytes: the agent neither buffers it all nor waits for
+// the call's deadline.
+func TestEndlessResponseHeader(t *testing.T) {
+	for name, start := range map[string]string{
+		"one line":   "HTTP/1.1 200 OK\r\nX-Long: ",
+		"many lines": "HTTP/1.1 200 OK\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			var sent atomic.Int64
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				_, _ = http.ReadRequest(bufio.NewReader(c))
+				_, _ = io.WriteString(c, start)
+				chunk := []byte(strings.Repeat("a", 64<<10))
+				if name == "many lines" {
+					chunk = []byte(strings.Repeat("X-A: b\r\n", 8<<10))
+				}
+				for sent.Load() < 64<<20 {
+					n, err := c.Write(chunk)
+					sent.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}()
+			rt := newDirectTransport()
+			defer rt.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, _, err = get(t, rt, ctx, "http://"+ln.Addr().String()+"/mcp")
+			if err == nil || ctx.Err() != nil {
+				t.Fatalf("err = %v (context: %v), want the header refused before the deadline", err, ctx.Err())
+			}
+			// What the server got into the socket before the agent closed
+			// it: the limit plus what the kernel buffers hold.
+			if s := sent.Load(); s >= 64<<20 {
+				t.Fatalf("the agent read all %d bytes of the header", s)
+			}
+			if !errors.Is(err, ErrResponseHeaderTooLarge) {
+				t.Fatalf("err = %v, want ErrResponseHeaderTooLarge", err)
+			}
+		})
 	}
 }
