@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -455,6 +456,13 @@ type File struct {
 	// IdentityProvider authenticates local clients by JWTs of the
 	// organisation's identity provider (agent/access); nil accepts none.
 	IdentityProvider *IdentityProvider `json:"identityProvider,omitempty"`
+	// TrustedOrigins are the web origins ("scheme://host[:port]") of
+	// browser-based clients allowed to call the front. A request another
+	// origin's page sends (its Origin or Sec-Fetch-Site says so) is
+	// refused with HTTP 403, as is one whose Host is not a loopback name on
+	// a loopback listener (DNS rebinding). Clients outside a browser send
+	// neither header and are not affected.
+	TrustedOrigins []string `json:"trustedOrigins,omitempty"`
 	// SocketPrincipals map local processes on the agent's Unix-domain
 	// socket (agent/peercred), by their peer credentials, to principals.
 	SocketPrincipals []SocketPrincipal `json:"socketPrincipals,omitempty"`
@@ -646,6 +654,9 @@ func New(f File) (*Config, error) {
 			}
 		}
 	}
+	if _, err := OriginProtection(f.TrustedOrigins); err != nil {
+		return nil, err
+	}
 	if err := f.Limits.validate(); err != nil {
 		return nil, err
 	}
@@ -790,6 +801,21 @@ func (c *Config) Upstream(name string) (Upstream, bool) {
 	}
 	return Upstream{}, false
 }
+
+// OriginProtection is net/http's cross-origin protection trusting
+// origins (File.TrustedOrigins); a malformed origin is ErrInvalid.
+func OriginProtection(origins []string) (*http.CrossOriginProtection, error) {
+	p := http.NewCrossOriginProtection()
+	for _, o := range origins {
+		if err := p.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("%w: trustedOrigins %q: want scheme://host[:port]", ErrInvalid, o)
+		}
+	}
+	return p, nil
+}
+
+// TrustedOrigins returns File.TrustedOrigins.
+func (c *Config) TrustedOrigins() []string { return slices.Clone(c.file.TrustedOrigins) }
 
 // IdentityProvider returns the configured identity provider, nil if none.
 func (c *Config) IdentityProvider() *IdentityProvider { return c.file.IdentityProvider }

@@ -44,6 +44,7 @@ import (
 	"context"
 	"github.com/mcpready/mcpready/agent/access"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -67,6 +68,7 @@ import (
 	"github.com/mcpready/mcpready/agent/validate"
 	"github.com/mcpready/mcpready/agent/workflow"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/loopback"
 )
 
 // Header and _meta keys a client uses to name its workflow (its
@@ -217,6 +219,7 @@ type Front struct {
 	stop    chan struct{} // closed by Close: ends the periodic re-listing
 	closing sync.Once
 	idp     *access.IdentityVerifier // nil: no identity provider configured
+	origins *http.CrossOriginProtection
 
 	workflows *workflow.Tracker // nil: workflows not tracked
 
@@ -236,6 +239,7 @@ func New(opts Options) *Front {
 	if opts.Config == nil {
 		opts.Config, _ = config.New(config.File{})
 	}
+	origins, _ := config.OriginProtection(opts.Config.TrustedOrigins()) // validated by config.New
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
@@ -246,7 +250,7 @@ func New(opts Options) *Front {
 		}
 	}
 	m := newMetrics(opts.Registerer)
-	f := &Front{opts: opts, views: map[string]*view{}, metrics: m, pending: newRoundStore(
+	f := &Front{opts: opts, views: map[string]*view{}, metrics: m, origins: origins, pending: newRoundStore(
 		newLimiter("calls waiting for input", errTooManyRounds, opts.MaxPendingRounds, opts.MaxPendingRoundsPerPrincipal,
 			DefaultMaxPendingRounds, DefaultMaxPendingRoundsPerPrincipal, m.roundsRefused, nil),
 		newLimiter("calls held open for input", errTooManyHeld, opts.MaxHeldCalls, opts.MaxHeldCallsPerPrincipal,
@@ -440,6 +444,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if f.fromElsewhere(w, r) {
+		return
+	}
 	id, ok := f.authenticated(w, r)
 	if !ok {
 		return
@@ -498,6 +505,35 @@ func (v *view) ownSession(w http.ResponseWriter, r *http.Request, principal stri
 	v.f.metrics.sessionsForeign.Inc()
 	writeRPCError(w, http.StatusForbidden, nil, codeRefused, "this session belongs to another principal; initialize a session of your own")
 	return false
+}
+
+// fromElsewhere refuses (HTTP 403, counted) a request that a web page of
+// another origin sent (its Origin or Sec-Fetch-Site says so; origins of
+// config trustedOrigins excepted) or, on a loopback listener, one whose
+// Host is not a loopback name (DNS rebinding), and reports whether it did.
+// Clients outside a browser send neither header.
+func (f *Front) fromElsewhere(w http.ResponseWriter, r *http.Request) bool {
+	reason := ""
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && loopback.Is(la.String()) && !loopbackHost(r.Host) {
+		reason = "host"
+	} else if f.origins.Check(r) != nil {
+		reason = "origin"
+	}
+	if reason == "" {
+		return false
+	}
+	f.metrics.foreignOrigin.WithLabelValues(reason).Inc()
+	http.Error(w, "forbidden: a request from another web origin (or a non-loopback Host on the loopback listener); a browser-based client's origin must be in trustedOrigins", http.StatusForbidden)
+	return true
+}
+
+// loopbackHost reports whether a Host header (with or without a port)
+// names a loopback host.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return loopback.Host(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
 }
 
 // authenticated is r's identity, or false after answering 401.

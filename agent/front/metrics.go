@@ -27,6 +27,9 @@ type metrics struct {
 	// sessionsForeign counts requests refused for presenting a session
 	// another principal opened.
 	sessionsForeign prometheus.Counter
+	// foreignOrigin counts requests refused as sent from another web
+	// origin, by reason (origin, host).
+	foreignOrigin *prometheus.CounterVec
 	// slowBodies counts requests refused because their body did not arrive in time.
 	slowBodies prometheus.Counter
 }
@@ -55,6 +58,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		roundsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpready_agent_pending_rounds_refused_total", Help: "Input rounds refused at the cap on rounds waiting for a stateless client's answer, by scope (principal, total).",
 		}, []string{"scope"}),
+		foreignOrigin: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpready_agent_foreign_origin_refused_total", Help: "Requests refused as sent by a web page of another origin (origin: Origin or Sec-Fetch-Site) or through DNS rebinding (host: a non-loopback Host on a loopback listener).",
+		}, []string{"reason"}),
 		sessionsForeign: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpready_agent_foreign_session_refused_total", Help: "Requests refused because they presented a session another principal opened.",
 		}),
@@ -63,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.slowBodies)
+		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.foreignOrigin, m.slowBodies)
 	}
 	return m
 }

@@ -85,6 +85,9 @@ func (f *Front) WorkflowReports() http.Handler {
 			http.Error(w, "workflow reports are POSTed", http.StatusMethodNotAllowed)
 			return
 		}
+		if f.fromElsewhere(w, r) {
+			return
+		}
 		id, ok := f.authenticated(w, r)
 		if !ok {
 			return
