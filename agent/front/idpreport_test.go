@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	neturl "net/url"
 	"slices"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/workflow"
-	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/oauthtest"
 )
 
@@ -44,16 +42,7 @@ func TestIdentityProviderWorkflowReporter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := New(Options{Config: cfg, Workflows: &workflow.Options{},
-		Receipts: func(r *mcpreadyv1.Receipt) { h.mu.Lock(); h.recs = append(h.recs, r); h.mu.Unlock() }})
-	t.Cleanup(f.Close)
-	f.SetState(h.front.state.Load())
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", f)
-	mux.Handle("/workflows/report", f.WorkflowReports())
-	hs := httptest.NewServer(mux)
-	t.Cleanup(hs.Close)
-	h.front, h.url = f, hs.URL
+	h.serveWorkflows(t, cfg, workflow.Options{})
 
 	rs := h.connect(t, "/mcp", robot, nil, "2025-11-25")
 	if !slices.Contains(toolNames(t, rs), workflow.ReportTool) {
@@ -66,7 +55,7 @@ func TestIdentityProviderWorkflowReporter(t *testing.T) {
 		t.Fatalf("call in wf-idp: %+v", res.Content)
 	}
 	post := func(tok string) int {
-		req, _ := http.NewRequest(http.MethodPost, hs.URL+"/workflows/report", bytes.NewBufferString(`{"workflow":"wf-idp","state":"completed"}`))
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/workflows/report", bytes.NewBufferString(`{"workflow":"wf-idp","state":"completed"}`))
 		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

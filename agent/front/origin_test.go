@@ -3,13 +3,11 @@ package front
 import (
 	"bytes"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/workflow"
-	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
 // originHarness serves a front whose tokenless default principal may
@@ -26,17 +24,8 @@ func originHarness(t *testing.T, trusted ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := New(Options{Config: cfg, Workflows: &workflow.Options{},
-		Receipts: func(r *mcpreadyv1.Receipt) { h.mu.Lock(); h.recs = append(h.recs, r); h.mu.Unlock() }})
-	t.Cleanup(f.Close)
-	f.SetState(h.front.state.Load())
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", f)
-	mux.Handle("/mcp/", f)
-	mux.Handle("/workflows/report", f.WorkflowReports())
-	hs := httptest.NewServer(mux)
-	t.Cleanup(hs.Close)
-	return hs.URL
+	h.serveWorkflows(t, cfg, workflow.Options{})
+	return h.url
 }
 
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`

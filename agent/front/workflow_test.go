@@ -35,7 +35,16 @@ func workflowHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := New(Options{Config: cfg, Workflows: &workflow.Options{MaxOpenPerPrincipal: 2},
+	h.serveWorkflows(t, cfg, workflow.Options{MaxOpenPerPrincipal: 2})
+	return h
+}
+
+// serveWorkflows replaces h's front with one of cfg that tracks workflows
+// with wopts (and has h's state), served with the report endpoint beside
+// it on a loopback listener.
+func (h *harness) serveWorkflows(t *testing.T, cfg *config.Config, wopts workflow.Options) {
+	t.Helper()
+	f := New(Options{Config: cfg, Workflows: &wopts,
 		Receipts: func(r *mcpreadyv1.Receipt) { h.mu.Lock(); h.recs = append(h.recs, r); h.mu.Unlock() }})
 	t.Cleanup(f.Close)
 	f.SetState(h.front.state.Load())
@@ -46,7 +55,6 @@ func workflowHarness(t *testing.T) *harness {
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
 	h.front, h.url = f, hs.URL
-	return h
 }
 
 func (h *harness) receipt(id string) *mcpreadyv1.Receipt {
