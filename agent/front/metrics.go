@@ -30,6 +30,9 @@ type metrics struct {
 	// foreignOrigin counts requests refused as sent from another web
 	// origin, by reason (origin, host).
 	foreignOrigin *prometheus.CounterVec
+	// instructionsWithheld counts upstream instructions withheld from
+	// clients by the injection tripwire, by server.
+	instructionsWithheld *prometheus.CounterVec
 	// slowBodies counts requests refused because their body did not arrive in time.
 	slowBodies prometheus.Counter
 }
@@ -61,6 +64,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		foreignOrigin: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpready_agent_foreign_origin_refused_total", Help: "Requests refused as sent by a web page of another origin (origin: Origin or Sec-Fetch-Site) or through DNS rebinding (host: a non-loopback Host on a loopback listener).",
 		}, []string{"reason"}),
+		instructionsWithheld: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpready_agent_instructions_withheld_total", Help: "Upstream initialize instructions withheld from clients because they tripped the injection tripwire, by server.",
+		}, []string{"server"}),
 		sessionsForeign: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpready_agent_foreign_session_refused_total", Help: "Requests refused because they presented a session another principal opened.",
 		}),
@@ -69,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.foreignOrigin, m.slowBodies)
+		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.foreignOrigin, m.instructionsWithheld, m.slowBodies)
 	}
 	return m
 }

@@ -411,6 +411,20 @@ func (v *view) initialize(ctx context.Context, s *session, method string, req mc
 	return rpcError(res, err)
 }
 
+// checkedInstructions is the upstream's instructions for the client, or
+// none when they trip the injection tripwire: they reach the client's
+// model like a tool's description, and a tool whose description trips it
+// is withheld too (pins.observe). Logged by rule and counted, never quoted.
+func (v *view) checkedInstructions(ins string) string {
+	hit, poisoned := validate.Scan(ins)
+	if !poisoned {
+		return ins
+	}
+	v.f.metrics.instructionsWithheld.WithLabelValues(v.server).Inc()
+	v.f.opts.Logger.Warn("upstream instructions withheld: injection tripwire", "server", v.server, "rule", hit.Rule)
+	return ""
+}
+
 // present is initialize after the decision: with the upstream's
 // capabilities when withUpstream, else tools only.
 func (v *view) present(ctx context.Context, s *session, method string, req mcp.Request, next mcp.MethodHandler, withUpstream bool) (mcp.Result, error) {
@@ -461,7 +475,7 @@ func (v *view) present(ctx context.Context, s *session, method string, req mcp.R
 				c := *ir.Capabilities
 				caps = &c
 			}
-			info, instructions = ir.ServerInfo, ir.Instructions
+			info, instructions = ir.ServerInfo, v.checkedInstructions(ir.Instructions)
 		}
 	}
 	switch r := res.(type) {
