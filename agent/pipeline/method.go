@@ -210,7 +210,8 @@ func checker(ch *validate.Checker) *validate.Checker {
 
 // methodTexts are the texts of res the tripwire scans: resource contents,
 // prompt messages with their embedded resources and resource links,
-// completion values, and the descriptions of listed resources and prompts.
+// completion values, and the descriptions of listed resources and prompts
+// (a prompt's arguments included).
 func methodTexts(res mcp.Result) []string {
 	var out []string
 	switch r := res.(type) {
@@ -238,6 +239,11 @@ func methodTexts(res mcp.Result) []string {
 	case *mcp.ListPromptsResult:
 		for _, x := range r.Prompts {
 			out = append(out, x.Name, x.Title, x.Description)
+			for _, a := range x.Arguments {
+				if a != nil {
+					out = append(out, a.Name, a.Title, a.Description)
+				}
+			}
 		}
 	}
 	return out

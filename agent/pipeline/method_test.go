@@ -36,8 +36,11 @@ func TestMethodTexts(t *testing.T) {
 		{Role: "user", Content: &mcp.ResourceLink{URI: "a://c", Name: "link", Description: "linked"}},
 	}}
 	read := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "a://d", Text: "read"}, nil, {URI: "a://e", Blob: []byte("blob")}}}
-	got := append(methodTexts(res), methodTexts(read)...)
-	want := map[string]bool{"embedded": true, "link": true, "linked": true, "a://c": true, "read": true, "blob": true}
+	// A prompt argument's title and description are shown like the
+	// prompt's own (they were not scanned before).
+	list := &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{{Name: "p", Arguments: []*mcp.PromptArgument{{Name: "arg", Title: "argtitle", Description: "argdesc"}}}}}
+	got := append(append(methodTexts(res), methodTexts(read)...), methodTexts(list)...)
+	want := map[string]bool{"embedded": true, "link": true, "linked": true, "a://c": true, "read": true, "blob": true, "arg": true, "argtitle": true, "argdesc": true}
 	for _, s := range got {
 		delete(want, s)
 	}
