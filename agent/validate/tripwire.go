@@ -4,8 +4,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
 // The injection tripwire is a heuristic, not a wall: it catches common
@@ -368,16 +366,6 @@ func imageBeacon(s string) bool {
 	}
 	q := strings.IndexByte(url, '?')
 	return (strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://")) && q >= 0 && strings.IndexByte(url[q:], '=') >= 0
-}
-
-// CheckDescription runs the tripwire over a tool description at list time.
-// A hit is an *Outcome wrapping ErrInjection at the REGISTRY layer: the
-// tool must not be offered.
-func CheckDescription(description string) error {
-	if h, hit := Scan(description); hit {
-		return fail(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY, ErrInjection, "tool description: "+h.Rule)
-	}
-	return nil
 }
 
 func invisible(text string) (Hit, bool) {
