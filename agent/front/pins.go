@@ -83,7 +83,7 @@ func (p *pins) observe(st *State, up *upstream.Session, tools []*mcp.Tool) {
 		if err == nil {
 			observed, err = pin.Observed(server, up.ServerVersion(), endpoint, up.ProtocolVersion(), pt)
 		}
-		hit, poisoned := validate.Scan(t.Description)
+		hit, poisoned := scanTool(t)
 		for _, name := range entries {
 			e := st.Entries[name]
 			var labels []mcpreadyv1.DriftLabel
@@ -285,4 +285,43 @@ func sameTools(m map[string]*mcp.Tool, list []*mcp.Tool) bool {
 		}
 	}
 	return true
+}
+
+// scanTool runs the injection tripwire over the text of t that clients
+// hand to the model with it: its title and description, its annotations'
+// title, and every "title" and "description" string in its input and
+// output schemas.
+func scanTool(t *mcp.Tool) (validate.Hit, bool) {
+	texts := []string{t.Title, t.Description}
+	if t.Annotations != nil {
+		texts = append(texts, t.Annotations.Title)
+	}
+	texts = schemaTexts(texts, t.InputSchema)
+	texts = schemaTexts(texts, t.OutputSchema)
+	for _, s := range texts {
+		if hit, ok := validate.Scan(s); ok {
+			return hit, true
+		}
+	}
+	return validate.Hit{}, false
+}
+
+// schemaTexts appends the "title" and "description" strings anywhere in a
+// JSON Schema as decoded from JSON (maps and slices).
+func schemaTexts(out []string, v any) []string {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s, ok := e.(string); ok && (k == "title" || k == "description") {
+				out = append(out, s)
+				continue
+			}
+			out = schemaTexts(out, e)
+		}
+	case []any:
+		for _, e := range x {
+			out = schemaTexts(out, e)
+		}
+	}
+	return out
 }
