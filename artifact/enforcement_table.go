@@ -246,7 +246,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"principals.methods.resources":                yes(inMethods, "resources/read and subscribe name a matching URI without . or .. segments (else resource_not_permitted); resources/list shows only matching resources, templates/list only templates every expansion of which matches"),
 		"principals.methods.prompts":                  yes(inMethods, "prompts/get and a completion's ref/prompt name a matching prompt (else prompt_not_permitted); prompts/list shows only matching prompts"),
 		"results.maxResultBytes":                      yes(inValidate, ""),
-		"results.injectionTripwire":                   yes(inValidate, ""),
+		"results.injectionTripwire":                   yes(inValidate, "gates the scan of results and non-tool method contents; tool definitions and upstream instructions are scanned at list time whatever it says"),
 		"results.requireOutputSchema":                 yes(inValidate, ""),
 		"results.onSemanticFailure":                   yes(inValidate, "withhold (semantic_invalid) or annotate (_meta mcpready.dev/semantic) a rejected result"),
 		"semanticValidation":                          yes(inValidate, "CEL over args, result, now and tool, compiled once per policy (refused at apply if it does not compile), cost-bounded; receipts record the verdict and validator version"),
