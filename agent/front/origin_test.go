@@ -2,6 +2,7 @@ package front
 
 import (
 	"bytes"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 // originHarness serves a front whose tokenless default principal may
 // report workflows (a single-machine setup), on a loopback listener, with
 // origins trusted as configured.
-func originHarness(t *testing.T, trusted ...string) string {
+func originHarness(t *testing.T, trusted ...string) *harness {
 	t.Helper()
 	h := newHarness(t)
 	cfg, err := config.New(config.File{
@@ -25,7 +26,7 @@ func originHarness(t *testing.T, trusted ...string) string {
 		t.Fatal(err)
 	}
 	h.serveWorkflows(t, cfg, workflow.Options{})
-	return h.url
+	return h
 }
 
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
@@ -60,7 +61,8 @@ func post(t *testing.T, url, body string, hdr map[string]string) int {
 // (the MCP transport's Origin rule); origins listed in trustedOrigins are
 // accepted.
 func TestForeignOriginRefused(t *testing.T) {
-	base := originHarness(t)
+	h := originHarness(t)
+	base := h.url
 	report := `{"workflow":"w","state":"completed"}`
 	for name, c := range map[string]struct {
 		path, body string
@@ -76,6 +78,11 @@ func TestForeignOriginRefused(t *testing.T) {
 			t.Errorf("%s: HTTP %d, want 403", name, code)
 		}
 	}
+	for reason, want := range map[string]float64{"origin": 3, "host": 2} {
+		if n := testutil.ToFloat64(h.front.metrics.foreignOrigin.WithLabelValues(reason)); n != want {
+			t.Errorf("refusals counted with reason %s: %v, want %v", reason, n, want)
+		}
+	}
 	// What a local client sends is served: no Origin, a loopback Host, or
 	// the page of the agent's own origin.
 	for name, hdr := range map[string]map[string]string{
@@ -88,7 +95,7 @@ func TestForeignOriginRefused(t *testing.T) {
 		}
 	}
 	// A trusted origin (a browser-based client the operator runs).
-	trusted := originHarness(t, "http://localhost:6274")
+	trusted := originHarness(t, "http://localhost:6274").url
 	if code := post(t, trusted+"/mcp", initBody, map[string]string{"Origin": "http://localhost:6274", "Sec-Fetch-Site": "same-site"}); code != http.StatusOK {
 		t.Errorf("trusted origin: HTTP %d, want 200", code)
 	}
