@@ -2,10 +2,11 @@ package front
 
 import (
 	"bytes"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/workflow"
