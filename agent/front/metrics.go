@@ -33,6 +33,9 @@ type metrics struct {
 	// instructionsWithheld counts upstream instructions withheld from
 	// clients by the injection tripwire, by server.
 	instructionsWithheld *prometheus.CounterVec
+	// inputRefused counts upstream requests for client input (sampling,
+	// elicitation) refused by the injection tripwire, by server.
+	inputRefused *prometheus.CounterVec
 	// slowBodies counts requests refused because their body did not arrive in time.
 	slowBodies prometheus.Counter
 }
@@ -67,6 +70,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		instructionsWithheld: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpready_agent_instructions_withheld_total", Help: "Upstream initialize instructions withheld from clients because they tripped the injection tripwire, by server.",
 		}, []string{"server"}),
+		inputRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpready_agent_input_requests_refused_total", Help: "Upstream requests for client input (sampling, elicitation) refused because their text tripped the injection tripwire, by server.",
+		}, []string{"server"}),
 		sessionsForeign: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpready_agent_foreign_session_refused_total", Help: "Requests refused because they presented a session another principal opened.",
 		}),
@@ -75,7 +81,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.foreignOrigin, m.instructionsWithheld, m.slowBodies)
+		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.foreignOrigin, m.instructionsWithheld, m.inputRefused, m.slowBodies)
 	}
 	return m
 }

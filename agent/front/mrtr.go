@@ -53,6 +53,7 @@ import (
 	"github.com/mcpready/mcpready/agent/invoke"
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/upstream"
+	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
 )
@@ -265,8 +266,8 @@ func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *m
 	}
 	res, err := rd.call(ctx, up, params)
 	for i := 0; err == nil && res.NeedsInput() && rd != nil && rd.ss != nil && i < maxSessionRounds; i++ {
-		if len(res.InputRequests) == 0 || unsupported(rd.caps, res.InputRequests) != "" {
-			break
+		if _, bad := scanInput(inputParams(res.InputRequests)...); bad || len(res.InputRequests) == 0 || unsupported(rd.caps, res.InputRequests) != "" {
+			break // askInput refuses what trips the tripwire
 		}
 		responses, ferr := fulfil(ctx, rd.ss, res.InputRequests)
 		if ferr != nil {
@@ -311,6 +312,79 @@ func fulfil(ctx context.Context, ss *mcp.ServerSession, reqs mcp.InputRequestMap
 	return out, nil
 }
 
+// inputTexts appends the texts of an upstream's request for client input
+// that reach the user or the client's model: an elicitation's message and
+// schema titles and descriptions, a sampling request's system prompt,
+// message texts and tools.
+func inputTexts(out []string, p mcp.Params) []string {
+	switch x := p.(type) {
+	case *mcp.ElicitParams:
+		out = schemaTexts(append(out, x.Message), x.RequestedSchema)
+	case *mcp.CreateMessageParams:
+		out = append(out, x.SystemPrompt)
+		for _, m := range x.Messages {
+			if m != nil {
+				out = contentText(out, m.Content)
+			}
+		}
+	case *mcp.CreateMessageWithToolsParams:
+		out = append(out, x.SystemPrompt)
+		for _, m := range x.Messages {
+			if m == nil {
+				continue
+			}
+			for _, c := range m.Content {
+				out = contentText(out, c)
+			}
+		}
+		for _, t := range x.Tools {
+			if t != nil {
+				out = toolTexts(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// inputParams are the input requests of reqs as Params.
+func inputParams(reqs mcp.InputRequestMap) []mcp.Params {
+	out := make([]mcp.Params, 0, len(reqs))
+	for _, ir := range reqs {
+		if p, ok := ir.(mcp.Params); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// contentText appends the text of a text content block.
+func contentText(out []string, c mcp.Content) []string {
+	if t, ok := c.(*mcp.TextContent); ok {
+		out = append(out, t.Text)
+	}
+	return out
+}
+
+// scanInput runs the injection tripwire over the input requests ps.
+func scanInput(ps ...mcp.Params) (validate.Hit, bool) {
+	var texts []string
+	for _, p := range ps {
+		texts = inputTexts(texts, p)
+	}
+	return scanTexts(texts)
+}
+
+// refuseInput reports whether the upstream's input requests trip the
+// tripwire, and if so logs (by rule, never quoting) and counts it.
+func (v *view) refuseInput(ps ...mcp.Params) (validate.Hit, bool) {
+	hit, bad := scanInput(ps...)
+	if bad {
+		v.f.metrics.inputRefused.WithLabelValues(v.server).Inc()
+		v.f.opts.Logger.Warn("upstream input request refused: injection tripwire", "server", v.server, "rule", hit.Rule)
+	}
+	return hit, bad
+}
+
 // unsupported names the first kind of input in reqs a client with caps did
 // not declare ("" when it declared all).
 func unsupported(caps *mcp.ClientCapabilities, reqs mcp.InputRequestMap) string {
@@ -347,6 +421,14 @@ func (v *view) askInput(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.R
 		}
 		return v.f.pipe.Fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_INVOCATION, Sent: true, Err: errors.New(reason)}, code)
+	}
+	if hit, bad := v.refuseInput(inputParams(n.res.InputRequests)...); bad {
+		if n.held != nil {
+			n.held.abort()
+		}
+		return v.f.pipe.Fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT,
+			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY, Sent: true,
+			Err: fmt.Errorf("%w: input request: %s", validate.ErrInjection, hit.Rule)}, "")
 	}
 	switch {
 	case n.err != nil:

@@ -291,13 +291,19 @@ func sameTools(m map[string]*mcp.Tool, list []*mcp.Tool) bool {
 // hand to the model with it: its title and description, its annotations'
 // title, and every "title" and "description" string in its input and
 // output schemas.
-func scanTool(t *mcp.Tool) (validate.Hit, bool) {
-	texts := []string{t.Title, t.Description}
+func scanTool(t *mcp.Tool) (validate.Hit, bool) { return scanTexts(toolTexts(nil, t)) }
+
+// toolTexts appends the model-facing texts of t (scanTool).
+func toolTexts(out []string, t *mcp.Tool) []string {
+	out = append(out, t.Title, t.Description)
 	if t.Annotations != nil {
-		texts = append(texts, t.Annotations.Title)
+		out = append(out, t.Annotations.Title)
 	}
-	texts = schemaTexts(texts, t.InputSchema)
-	texts = schemaTexts(texts, t.OutputSchema)
+	return schemaTexts(schemaTexts(out, t.InputSchema), t.OutputSchema)
+}
+
+// scanTexts is the first tripwire hit in texts.
+func scanTexts(texts []string) (validate.Hit, bool) {
 	for _, s := range texts {
 		if hit, ok := validate.Scan(s); ok {
 			return hit, true

@@ -275,6 +275,9 @@ func (s *session) relay(caps *mcp.ClientCapabilities) *upstream.Relay {
 			if ss == nil {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "client session gone"}
 			}
+			if hit, bad := s.v.refuseInput(params); bad {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "refused by the agent: the request tripped the injection tripwire (" + hit.Rule + ")"}
+			}
 			switch method {
 			case "sampling/createMessage":
 				return ss.CreateMessageWithTools(ctx, params.(*mcp.CreateMessageWithToolsParams))
