@@ -22,7 +22,10 @@
 #        conformance/run.sh client     (the client scenarios: conformance/client.sh)
 # Env:   CONFORMANCE_VERSION (2025-11-25 suite, default 0.1.16),
 #        CONFORMANCE_2026_VERSION (default 0.2.0-alpha.12),
-#        PORT_BASE (default 39100; the run uses four ports from it)
+#        PORT_BASE (default 28100; the run uses four ports from it. Keep it
+#        below net.ipv4.ip_local_port_range: a port in that range can be
+#        held by any outbound connection on the machine, and then the
+#        upstream cannot listen on it)
 set -euo pipefail
 if [ "${1:-}" = client ]; then exec "$(dirname "$0")/client.sh"; fi
 
@@ -31,7 +34,7 @@ ROOT=$PWD
 # shellcheck source=conformance/suite.sh
 . conformance/suite.sh
 OUT=$ROOT/.cache/conformance
-PORT_BASE=${PORT_BASE:-39100}
+PORT_BASE=${PORT_BASE:-28100}
 EXPECTED=$ROOT/conformance/expected-agent-failures.txt
 
 mkdir -p "$OUT"
@@ -60,12 +63,23 @@ run_era() {
   local suite=$cache/node_modules/@modelcontextprotocol/conformance/dist/index.js
   echo "== $era: node $("$node" --version), conformance $("$node" "$suite" --version), upstream stateless=$stateless"
 
+  local addr
+  for addr in "$up_addr" "$agent_addr"; do
+    if (exec 3<>"/dev/tcp/${addr%:*}/${addr#*:}") 2>/dev/null; then
+      echo "something already listens on $addr: set PORT_BASE to free ports"; exit 1
+    fi
+  done
   "$OUT/everything-server" -http "$up_addr" -stateless="$stateless" >"$dir/everything.log" 2>&1 &
-  PIDS+=($!)
+  local upstream=$! listening=
+  PIDS+=($upstream)
   for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/${up_addr%:*}/${up_addr#*:}") 2>/dev/null && break
+    if (exec 3<>"/dev/tcp/${up_addr%:*}/${up_addr#*:}") 2>/dev/null; then listening=1; break; fi
+    kill -0 "$upstream" 2>/dev/null || break
     sleep 0.1
   done
+  if [ -z "$listening" ]; then
+    cat "$dir/everything.log"; echo "everything-server is not listening on $up_addr"; exit 1
+  fi
   "$OUT/harness" -upstream "http://$up_addr/mcp" -name everything -listen "$agent_addr" >"$dir/harness.log" 2>&1 &
   local harness=$!
   PIDS+=($harness)
