@@ -126,6 +126,11 @@ const (
 	// for input, past its cap overall or for the principal. Nothing was
 	// sent upstream; retrying after other calls end may succeed.
 	CodeAgentCapacity Code = "agent_capacity"
+	// CodeArgumentsAmbiguous refuses a call whose arguments have an object
+	// with one key twice (compared ignoring case, as encoding/json matches
+	// keys to fields): parsers differ on which value such an object holds,
+	// so the call the policy checked might not be the call an upstream ran.
+	CodeArgumentsAmbiguous Code = "arguments_ambiguous"
 )
 
 // Codes of workflow tracking and workflow reports (agent/workflow): a call
@@ -330,6 +335,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeEndpointOutOfScope), 0, StepEligibility, "the entry's endpoint host is outside the entry's networkScope: no request is sent to it"},
 	{KindCode, string(CodeReceiptsUnavailable), 0, StepNone, "the receipt spool cannot accept receipts (full or broken): state-changing calls, and read-only ones unless configured to continue, are refused before they start"},
 	{KindCode, string(CodeReceiptNotDurable), 0, StepNone, "the receipt of a state-changing call could not be made durable, so its answer is withheld; the call may have taken effect"},
+	{KindCode, string(CodeArgumentsAmbiguous), 0, StepNone, "an object in the call's arguments has one key twice (after unescaping, ignoring case): parsers differ on which value it holds, so the call is refused before the decision and nothing is sent upstream"},
 	{KindCode, string(CodeAgentCapacity), 0, StepNone, "the agent's own bounds cannot take the call: a dedicated or owner upstream session, or an upstream call held open for input, is past its cap overall or for the principal; nothing was sent upstream, and the refusal is counted in the agent's metrics"},
 	{KindCode, string(CodeIssuerMismatch), 0, StepTrust, "the token's issuer is not the authorization server the protected resource names and the Declaration declares"},
 	{KindCode, string(CodeAudienceMismatch), 0, StepTrust, "the token's audience is not the upstream resource"},

@@ -50,6 +50,7 @@ import (
 	"github.com/mcpready/mcpready/agent/validate"
 	"github.com/mcpready/mcpready/agent/workflow"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/jsonwire"
 	"github.com/mcpready/mcpready/readiness"
 )
 
@@ -385,6 +386,9 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.Workflow, c.Principal, c.Tenant
 	if re := req.Refusal; re != nil {
 		return refuse(re.Step, re.Code, re.Reason)
+	}
+	if err := jsonwire.RepeatedKey(req.Arguments); errors.Is(err, jsonwire.ErrRepeatedKey) {
+		return refuse(readiness.StepNone, readiness.CodeArgumentsAmbiguous, "the arguments cannot be read one way only: "+err.Error())
 	}
 	if code, reason, ok := st.unusable(); ok {
 		return refuse(readiness.StepEligibility, code, reason)

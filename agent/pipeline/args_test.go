@@ -1,0 +1,46 @@
+package pipeline
+
+import (
+	"context"
+	"testing"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// Arguments that name a key twice are refused before the decision: the
+// agent reads the last value (approval by value saw a charge of 5), an
+// upstream that keeps the first value, or that matches keys ignoring case
+// as encoding/json does, charges 500. Before, each of these ran without a
+// human being asked.
+func TestAmbiguousArgumentsRefused(t *testing.T) {
+	pm := newPayment(t, payOpts{noStore: true, approvals: []*mcpreadyv1.ApprovalRule{{Match: "*/charge", Required: true, AboveValue: 100, ValuePath: "amount"}}})
+	charge := func(args string) Result {
+		return pm.pl.Call(context.Background(), pm.st, Request{Requested: "test/charge", Tool: "test/charge",
+			Caller: Caller{Name: "c", Principal: "dev", Elicit: true}, Arguments: []byte(args)}, pm.tr)
+	}
+	for _, args := range []string{
+		`{"amount":500,"amount":5}`,
+		`{"amount":5,"Amount":500}`,
+		`{"amount":5,"\u0041mount":500}`,
+		`{"amount":5,"note":{"to":"a","TO":"b"}}`,
+	} {
+		res := charge(args)
+		te, ok := ParseToolError(res.Answer)
+		if !ok || te.Code != string(readiness.CodeArgumentsAmbiguous) {
+			t.Errorf("%s: answer %+v, want %s", args, res.Answer, readiness.CodeArgumentsAmbiguous)
+			continue
+		}
+		rec := res.Receipt
+		if rec == nil || rec.GetOutcome() != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED || rec.GetArgumentsDigest() == "" {
+			t.Errorf("%s: receipt %v", args, rec)
+		}
+	}
+	if len(pm.tr.asked) != 0 || pm.ledger.Calls() != 0 {
+		t.Fatalf("asked %v, upstream charged %d times", pm.tr.asked, pm.ledger.Calls())
+	}
+	// A value that spells another key is not ambiguous.
+	if res := charge(`{"amount":5,"key":"Amount"}`); res.Answer.IsError || pm.ledger.Calls() != 1 {
+		t.Fatalf("plain charge: %+v, %d calls", res.Answer, pm.ledger.Calls())
+	}
+}
