@@ -324,7 +324,7 @@ func inputTexts(out []string, p mcp.Params) []string {
 		out = append(out, x.SystemPrompt)
 		for _, m := range x.Messages {
 			if m != nil {
-				out = contentText(out, m.Content)
+				out = validate.ContentTexts(out, m.Content)
 			}
 		}
 	case *mcp.CreateMessageWithToolsParams:
@@ -334,7 +334,7 @@ func inputTexts(out []string, p mcp.Params) []string {
 				continue
 			}
 			for _, c := range m.Content {
-				out = contentText(out, c)
+				out = validate.ContentTexts(out, c)
 			}
 		}
 		for _, t := range x.Tools {
@@ -353,14 +353,6 @@ func inputParams(reqs mcp.InputRequestMap) []mcp.Params {
 		if p, ok := ir.(mcp.Params); ok {
 			out = append(out, p)
 		}
-	}
-	return out
-}
-
-// contentText appends the text of a text content block.
-func contentText(out []string, c mcp.Content) []string {
-	if t, ok := c.(*mcp.TextContent); ok {
-		out = append(out, t.Text)
 	}
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -217,13 +216,13 @@ func methodTexts(res mcp.Result) []string {
 	switch r := res.(type) {
 	case *mcp.ReadResourceResult:
 		for _, c := range r.Contents {
-			out = resourceTexts(out, c)
+			out = validate.ResourceTexts(out, c)
 		}
 	case *mcp.GetPromptResult:
 		out = append(out, r.Description)
 		for _, m := range r.Messages {
 			if m != nil {
-				out = contentTexts(out, m.Content)
+				out = validate.ContentTexts(out, m.Content)
 			}
 		}
 	case *mcp.CompleteResult:
@@ -245,36 +244,6 @@ func methodTexts(res mcp.Result) []string {
 				}
 			}
 		}
-	}
-	return out
-}
-
-// contentTexts appends the texts of one content block the tripwire scans,
-// in a tool result or a prompt message: a text, an embedded resource's
-// contents (resourceTexts), a resource link's name, title, description and
-// URI.
-func contentTexts(out []string, c mcp.Content) []string {
-	switch c := c.(type) {
-	case *mcp.TextContent:
-		out = append(out, c.Text)
-	case *mcp.EmbeddedResource:
-		out = resourceTexts(out, c.Resource)
-	case *mcp.ResourceLink:
-		out = append(out, c.Name, c.Title, c.Description, c.URI)
-	}
-	return out
-}
-
-// resourceTexts appends the texts of one resource's contents: its text,
-// and its blob when that is valid UTF-8 (text sent as a blob, whatever
-// MIME type the upstream claims, is scanned like text; binary is not).
-func resourceTexts(out []string, r *mcp.ResourceContents) []string {
-	if r == nil {
-		return out
-	}
-	out = append(out, r.Text)
-	if len(r.Blob) > 0 && utf8.Valid(r.Blob) {
-		out = append(out, string(r.Blob))
 	}
 	return out
 }

@@ -39,7 +39,7 @@ type checked struct {
 
 // checkResult validates one upstream result: size, pinned output schema,
 // tripwire (over its texts, embedded resources and resource links:
-// contentTexts, as for prompt messages); isError is a tool failure inside
+// validate.ContentTexts, as for prompt messages); isError is a tool failure inside
 // a protocol success. Size and the receipt's result digest are of the
 // JSON the upstream sent, when the agent has it (else of the result
 // encoded again).
@@ -68,7 +68,7 @@ func checkResultIn(ck *checked, ch *validate.Checker, r decide.Route, ans upstre
 	ck.res, ck.raw = res, b
 	vr.Text = ck.texts[:0]
 	for _, c := range res.Content {
-		vr.Text = contentTexts(vr.Text, c)
+		vr.Text = validate.ContentTexts(vr.Text, c)
 	}
 	if ch == nil {
 		ch = defaultChecker

@@ -3,7 +3,8 @@
 // (transport vs HTTP 401/402/403/429 vs JSON-RPC error vs isError vs
 // ambiguous timeout), validates results against the pinned output JSON
 // Schema (2020-12) and a size limit, and runs a small injection tripwire
-// over tool descriptions (at list time) and text results.
+// over the texts that reach a model (ContentTexts, ValueTexts): tool
+// definitions at list time, results, and what upstreams ask clients for.
 //
 // It is pure: it never calls a server, never retries, and never logs result
 // contents. Every failure is an *Outcome wrapping one of the sentinel

@@ -213,27 +213,12 @@ func schemaDetail(err error) string {
 	return "at " + strings.Join(locs, ", ")
 }
 
-func scanValue(v any) (Hit, bool) {
-	switch x := v.(type) {
-	case string:
-		return Scan(x)
-	case []any:
-		for _, e := range x {
-			if h, ok := scanValue(e); ok {
-				return h, ok
-			}
-		}
-	case map[string]any:
-		for k, e := range x {
-			if h, ok := Scan(k); ok {
-				return h, ok
-			}
-			if h, ok := scanValue(e); ok {
-				return h, ok
-			}
-		}
-	}
-	return Hit{}, false
+func scanValue(v any) (hit Hit, found bool) {
+	found = eachString(v, func(s string) bool {
+		hit, found = Scan(s)
+		return found
+	})
+	return hit, found
 }
 
 func invalid(err error, detail string) *Outcome {
