@@ -131,6 +131,10 @@ const (
 	// keys to fields): parsers differ on which value such an object holds,
 	// so the call the policy checked might not be the call an upstream ran.
 	CodeArgumentsAmbiguous Code = "arguments_ambiguous"
+	// CodeAmbiguousTool refuses a requested "<server>/<tool>" name (or an
+	// aggregate view name) that more than one server and tool pair spells:
+	// a tool name may contain '/', so one name could mean two tools.
+	CodeAmbiguousTool Code = "ambiguous_tool"
 )
 
 // Codes of workflow tracking and workflow reports (agent/workflow): a call
@@ -335,6 +339,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeEndpointOutOfScope), 0, StepEligibility, "the entry's endpoint host is outside the entry's networkScope: no request is sent to it"},
 	{KindCode, string(CodeReceiptsUnavailable), 0, StepNone, "the receipt spool cannot accept receipts (full or broken): state-changing calls, and read-only ones unless configured to continue, are refused before they start"},
 	{KindCode, string(CodeReceiptNotDurable), 0, StepNone, "the receipt of a state-changing call could not be made durable, so its answer is withheld; the call may have taken effect"},
+	{KindCode, string(CodeAmbiguousTool), 0, StepResolve, "the requested name is spelled by more than one server and tool pair (tool names may contain '/'; the aggregate view's names replace characters): it is refused rather than guessed, not listed, and the agent warns when the configuration is installed"},
 	{KindCode, string(CodeArgumentsAmbiguous), 0, StepNone, "an object in the call's arguments has one key twice (after unescaping, ignoring case): parsers differ on which value it holds, so the call is refused before the decision and nothing is sent upstream"},
 	{KindCode, string(CodeAgentCapacity), 0, StepNone, "the agent's own bounds cannot take the call: a dedicated or owner upstream session, or an upstream call held open for input, is past its cap overall or for the principal; nothing was sent upstream, and the refusal is counted in the agent's metrics"},
 	{KindCode, string(CodeIssuerMismatch), 0, StepTrust, "the token's issuer is not the authorization server the protected resource names and the Declaration declares"},

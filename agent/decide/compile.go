@@ -6,7 +6,6 @@ package decide
 import (
 	"errors"
 	"fmt"
-	"github.com/mcpready/mcpready/agent/access"
 	"slices"
 	"sort"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpready/mcpready/agent/access"
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/pin"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -106,8 +106,11 @@ type group struct {
 	class             bool
 	fallback          bool
 	fallbackApproval  bool
-	cands             []cand
-	preferred         atomic.Int32 // entry idx of the last best route, or -1
+	// ambiguous: an exact name that more than one server and tool pair
+	// spells (tool names may contain '/'); it is refused, never listed.
+	ambiguous bool
+	cands     []cand
+	preferred atomic.Int32 // entry idx of the last best route, or -1
 	// last is the candidate list of the previous decision; a decision with
 	// the same outcome for every candidate shares it instead of allocating.
 	last       atomic.Pointer[[]*mcpreadyv1.Candidate]
@@ -269,6 +272,9 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 			s.exactNames = append(s.exactNames, e.key)
 		}
 		if !g.class {
+			if len(g.cands) > 0 && (g.cands[0].e.server != e.server || g.cands[0].e.tool != e.tool) {
+				g.ambiguous = true
+			}
 			g.cands = append(g.cands, s.newCand(e, true, "", false))
 		}
 	}
@@ -293,7 +299,24 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 	s.indexDomains()
 	s.methods = compileMethods(p, s.entries)
 	s.warnings = unknownNames(in)
+	for _, name := range s.exactNames {
+		if g := s.groups[name]; g.ambiguous {
+			s.warnings = append(s.warnings, fmt.Sprintf("%q is refused: it names more than one tool (%s)", name, g.pairs()))
+		}
+	}
 	return s, nil
+}
+
+// pairs lists the distinct server and tool pairs of g's candidates.
+func (g *group) pairs() string {
+	var out []string
+	for _, c := range g.cands {
+		p := fmt.Sprintf("server %q tool %q", c.e.server, c.e.tool)
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // newCand precomputes each principal rule's verdict for e in a group. Class

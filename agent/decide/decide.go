@@ -65,6 +65,11 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 			Reason: fmt.Sprintf("%q is neither an approved capability nor an inventoried tool", req.Tool)}
 		return d
 	}
+	if g.ambiguous {
+		d.Refusal = &RefusalError{Step: readiness.StepResolve, Code: readiness.CodeAmbiguousTool,
+			Reason: fmt.Sprintf("%q names more than one tool (%s); the policy's author must rename one", req.Tool, g.pairs())}
+		return d
+	}
 	if g.class {
 		d.Class = g.name
 	}
@@ -196,6 +201,9 @@ func (s *Snapshot) listing(req *Request) call {
 
 // visible lists the candidates of g that admit admits for x.
 func (s *Snapshot) visible(g *group, x *call, h Health) (Visible, bool) {
+	if g.ambiguous {
+		return Visible{}, false
+	}
 	var entries []string
 	for i := range g.cands {
 		var a admitted

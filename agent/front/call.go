@@ -180,9 +180,13 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 			out.Tools = append(out.Tools, t)
 			continue
 		}
+		name := aggName(x.Server, x.Tool)
+		if len(st.aggNames[name]) > 1 {
+			continue // refused when called (resolveName)
+		}
 		if lt := v.listed(ctx, st, x.Entries[0]); lt != nil && v.usable(st, x.Server, x.Tool) {
 			t := *lt
-			t.Name = aggName(x.Server, x.Tool)
+			t.Name = name
 			out.Tools = append(out.Tools, &t)
 		}
 	}
@@ -248,16 +252,29 @@ func (v *view) resolveName(st *State, c caller, name string) (string, []upstream
 		}
 		return x.Name, targets, nil
 	}
-	// An exact tool by its aggregate name; anything else resolves as is
-	// (the decision says why it is refused).
-	for server, tools := range st.byTool {
-		for tool := range tools {
-			if aggName(server, tool) == name {
-				return server + "/" + tool, v.f.targets(st, server), nil
-			}
-		}
+	// An exact tool by its aggregate name, when one pair alone spells it;
+	// anything else resolves as is (the decision says why it is refused).
+	switch pairs := st.aggNames[name]; {
+	case len(pairs) == 1:
+		return pairs[0].server + "/" + pairs[0].tool, v.f.targets(st, pairs[0].server), nil
+	case len(pairs) > 1:
+		return name, nil, fmt.Errorf("%w: %s", errAmbiguousName, pairList(pairs))
 	}
 	return name, nil, nil
+}
+
+// errAmbiguousName refuses an aggregate view name that more than one
+// server and tool pair spells (SetState warns of each).
+var errAmbiguousName = errors.New("the name stands for more than one tool")
+
+// pairList names pairs for a refusal or a log, in a stable order.
+func pairList(pairs []toolPair) string {
+	out := make([]string, len(pairs))
+	for i, p := range pairs {
+		out[i] = fmt.Sprintf("server %q tool %q", p.server, p.tool)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }
 
 // callTool authenticates and names the call, checks the pins of the
@@ -281,9 +298,14 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	case st.Decide != nil:
 		requested, targets, err := v.resolveName(st, c, req.Params.Name)
 		pr.Tool = requested
-		if err != nil {
+		switch {
+		case errors.Is(err, errAmbiguousName):
+			pr.Refusal = &decide.RefusalError{Step: readiness.StepResolve, Code: readiness.CodeAmbiguousTool, Reason: err.Error()}
+		case err != nil:
 			pr.Requested = requested
 			pr.Refusal = &decide.RefusalError{Step: readiness.StepEligibility, Code: readiness.CodeClassSchemaMismatch, Reason: err.Error()}
+		}
+		if err != nil {
 			break
 		}
 		for _, t := range targets {

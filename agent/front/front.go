@@ -42,7 +42,6 @@ package front
 
 import (
 	"context"
-	"github.com/mcpready/mcpready/agent/access"
 	"log/slog"
 	"net"
 	"net/http"
@@ -55,6 +54,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpready/mcpready/agent/access"
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/decide"
@@ -102,7 +102,11 @@ type State struct {
 	decls     map[string]*mcpreadyv1.Declaration // server -> its Declaration
 	byTool    map[string]map[string][]string     // server -> tool -> entry names
 	endpoints map[string][]string                // server -> its entries' endpoints, sorted, distinct
+	aggNames  map[string][]toolPair              // aggregate view name -> the pairs that spell it
 }
+
+// toolPair is one server and tool.
+type toolPair struct{ server, tool string }
 
 // Options configures a Front. Zero values are documented per field.
 type Options struct {
@@ -330,6 +334,11 @@ func (f *Front) Blocklist() *pin.Blocklist { return f.pins.block }
 // under the state they started with.
 func (f *Front) SetState(st *State) {
 	st = indexState(st)
+	for name, pairs := range st.aggNames {
+		if len(pairs) > 1 {
+			f.opts.Logger.Warn("aggregate view name refused: it names more than one tool", "name", name, "tools", pairList(pairs))
+		}
+	}
 	f.state.Store(st)
 	f.pins.reset(st)
 }
@@ -364,6 +373,13 @@ func indexState(st *State) *State {
 	}
 	for _, eps := range s.endpoints {
 		slices.Sort(eps)
+	}
+	s.aggNames = map[string][]toolPair{}
+	for server, tools := range s.byTool {
+		for tool := range tools {
+			n := aggName(server, tool)
+			s.aggNames[n] = append(s.aggNames[n], toolPair{server, tool})
+		}
 	}
 	s.decls = make(map[string]*mcpreadyv1.Declaration, len(s.Declarations))
 	for key, d := range s.Declarations {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mcpready/mcpready/agent/access"
 	"reflect"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/access"
 	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"

@@ -34,7 +34,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mcpready/mcpready/agent/access"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -48,6 +47,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/access"
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/pin"
 	"github.com/mcpready/mcpready/agent/telemetry"

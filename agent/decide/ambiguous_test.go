@@ -1,0 +1,51 @@
+package decide
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// "<server>/<tool>" names one tool only when the pair is the only one that
+// spells it: server "com.example/files" with tool "delete" and server
+// "com.example" with tool "files/delete" (tool names may contain '/')
+// both spell com.example/files/delete. Before, the two were grouped as
+// one tool's routes, each the other's fallback, so a call meant for one
+// server could run on the other. Now the name is refused, not listed, and
+// the snapshot warns.
+func TestAmbiguousExactName(t *testing.T) {
+	in := fixture()
+	in.Entries["files"] = newRegEntry("com.example/files", "delete", "https://files.example/mcp", "eu")
+	in.Entries["root"] = newRegEntry("com.example", "files/delete", "https://root.example/mcp", "eu")
+	in.Entries["files-2"] = newRegEntry("com.example/files", "list", "https://files.example/mcp", "eu")
+	in.Entries["files-3"] = newRegEntry("com.example/files", "list", "https://files2.example/mcp", "eu")
+	s := snap(t, in)
+	req := baseReq()
+	req.Tool = "com.example/files/delete"
+	d := s.Decide(req, nil)
+	var re *RefusalError
+	if !errors.As(d.Refusal, &re) || re.Code != readiness.CodeAmbiguousTool || re.Step != readiness.StepResolve || len(d.Routes) != 0 {
+		t.Fatalf("refusal %v, routes %v", d.Refusal, routeNames(d))
+	}
+	for _, want := range []string{`server "com.example/files" tool "delete"`, `server "com.example" tool "files/delete"`} {
+		if !strings.Contains(re.Reason, want) {
+			t.Errorf("reason %q lacks %s", re.Reason, want)
+		}
+	}
+	if !slices.ContainsFunc(s.Warnings(), func(w string) bool { return strings.Contains(w, "com.example/files/delete") }) {
+		t.Errorf("warnings %q", s.Warnings())
+	}
+	for _, v := range s.Visible(listReq("dev", "acme", "eu", "wf"), nil) {
+		if v.Name == "com.example/files/delete" {
+			t.Errorf("listed %+v", v)
+		}
+	}
+	// Entries of one pair on two endpoints are still each other's fallback.
+	req.Tool = "com.example/files/list"
+	if d := s.Decide(req, nil); d.Refusal != nil || len(d.Routes) != 2 {
+		t.Fatalf("one tool on two endpoints: refusal %v, routes %v", d.Refusal, routeNames(d))
+	}
+}
