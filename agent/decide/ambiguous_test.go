@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
 )
 
@@ -47,5 +48,22 @@ func TestAmbiguousExactName(t *testing.T) {
 	req.Tool = "com.example/files/list"
 	if d := s.Decide(req, nil); d.Refusal != nil || len(d.Routes) != 2 {
 		t.Fatalf("one tool on two endpoints: refusal %v, routes %v", d.Refusal, routeNames(d))
+	}
+}
+
+// A class named like an exact tool's "<server>/<tool>" takes the name: a
+// call to it runs the class's members. The snapshot warns of it.
+func TestClassShadowsExactName(t *testing.T) {
+	in := fixture()
+	in.Policy.EquivalenceClasses = append(in.Policy.EquivalenceClasses,
+		&mcpreadyv1.EquivalenceClass{Name: "com.example/tickets/create", Members: []string{"com.example/docs/docs.lookup"}})
+	s := snap(t, in)
+	if !slices.ContainsFunc(s.Warnings(), func(w string) bool {
+		return strings.Contains(w, `"com.example/tickets/create" is the name of an equivalence class`)
+	}) {
+		t.Errorf("warnings %q", s.Warnings())
+	}
+	if w := snap(t, fixture()).Warnings(); slices.ContainsFunc(w, func(w string) bool { return strings.Contains(w, "equivalence class") }) {
+		t.Errorf("warnings without a shadowed name: %q", w)
 	}
 }

@@ -262,7 +262,9 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 		s.classNames = append(s.classNames, g.name)
 	}
 	// Exact tools: every "<server>/<tool>" key; entries with the same key
-	// (other endpoints or versions) are each other's fallbacks.
+	// (other endpoints or versions) are each other's fallbacks. A key that
+	// is also a class name stays the class's (shadowed, warned of).
+	var shadowed []string
 	for _, e := range s.entries {
 		g := s.groups[e.key]
 		if g == nil {
@@ -271,7 +273,9 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 			s.groups[e.key] = g
 			s.exactNames = append(s.exactNames, e.key)
 		}
-		if !g.class {
+		if g.class {
+			shadowed = append(shadowed, e.key)
+		} else {
 			if len(g.cands) > 0 && (g.cands[0].e.server != e.server || g.cands[0].e.tool != e.tool) {
 				g.ambiguous = true
 			}
@@ -299,6 +303,9 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 	s.indexDomains()
 	s.methods = compileMethods(p, s.entries)
 	s.warnings = unknownNames(in)
+	for _, key := range slices.Compact(slices.Sorted(slices.Values(shadowed))) {
+		s.warnings = append(s.warnings, fmt.Sprintf("%q is the name of an equivalence class: the tool of that name is reachable only as a member of a class", key))
+	}
 	for _, name := range s.exactNames {
 		if g := s.groups[name]; g.ambiguous {
 			s.warnings = append(s.warnings, fmt.Sprintf("%q is refused: it names more than one tool (%s)", name, g.pairs()))
