@@ -234,7 +234,9 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.rw = spool.NewWriter(a.spool, spool.WriterOptions{ContinueReadOnly: cfg.ContinueReadOnly(), Logger: opts.Logger})
-	if a.keys, err = idempotency.Open(filepath.Join(opts.DataDir, "idempotency"), idempotency.Options{}); err != nil {
+	l := cfg.Limits()
+	if a.keys, err = idempotency.Open(filepath.Join(opts.DataDir, "idempotency"),
+		idempotency.Options{MaxKeys: l.IdempotencyKeys, MaxKeysPerCaller: l.IdempotencyKeysPerCaller}); err != nil {
 		a.spool.Close()
 		return nil, err
 	}
@@ -245,7 +247,7 @@ func New(opts Options) (*Agent, error) {
 		Registerer:          opts.Metrics,
 		Telemetry:           opts.Telemetry,
 	}
-	withLimits(&fopts, &opts.Workflows, cfg.Limits())
+	withLimits(&fopts, &opts.Workflows, l)
 	fopts.Workflows = &opts.Workflows
 	if a.conn != nil {
 		admin := mcpreadyv1.NewAdminServiceClient(a.conn)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/front"
+	"github.com/mcpready/mcpready/agent/idempotency"
 	"github.com/mcpready/mcpready/agent/internal/cptest"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	"github.com/mcpready/mcpready/agent/pipeline"
@@ -43,6 +44,7 @@ limits:
   upstreamSessionsPerPrincipal: 1
   readHeaderTimeout: 1s
   coldAfter: 100ms
+  idempotencyKeysPerCaller: 1
   workflows: {openPerPrincipal: 1}
 `), 0o600); err != nil {
 		t.Fatal(err)
@@ -97,6 +99,21 @@ mcpready_agent_upstream_sessions_refused_total{scope="principal"} 1
 	}
 	if res := callIn("wf-b"); !res.IsError || !strings.Contains(textOf(res), string(readiness.CodeWorkflowLimit)) {
 		t.Fatalf("a second open workflow past the configured cap of 1: %s", textOf(res))
+	}
+	keyed := func(key string) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"},
+			Meta: mcp.Meta{"mcpready.dev/idempotency-key": key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := keyed("key-1"); res.IsError {
+		t.Fatalf("first key: %s", textOf(res))
+	}
+	if res := keyed("key-2"); !res.IsError || !strings.Contains(textOf(res), "live idempotency keys") {
+		t.Fatalf("a second live key past the configured cap of 1: %s", textOf(res))
 	}
 	callIn("") // warm: used just now
 	time.Sleep(250 * time.Millisecond)
@@ -216,5 +233,8 @@ func TestExampleLimitsAreDefaults(t *testing.T) {
 	if !reflect.DeepEqual(wo, workflow.Options{MaxOpen: workflow.DefaultMaxOpen, MaxOpenPerPrincipal: workflow.DefaultMaxOpenPerPrincipal,
 		MaxCalls: workflow.DefaultMaxCalls, MaxCallsTotal: workflow.DefaultMaxCallsTotal, IdleTimeout: workflow.DefaultIdleTimeout}) {
 		t.Errorf("example workflow limits %+v, want the defaults", wo)
+	}
+	if l := c.Limits(); l.IdempotencyKeys != idempotency.DefaultMaxKeys || l.IdempotencyKeysPerCaller != idempotency.DefaultMaxKeysPerCaller {
+		t.Errorf("example idempotency limits %d and %d, want the defaults", l.IdempotencyKeys, l.IdempotencyKeysPerCaller)
 	}
 }

@@ -350,7 +350,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeIdempotencyKeyReused), 0, StepSideEffect, "the idempotency key is bound to another payload, principal class or tool"},
 	{KindCode, string(CodeIdempotencyKeyInvalid), 0, StepSideEffect, "the idempotency key is not a string, is empty, is longer than 255 bytes or is not printable ASCII"},
 	{KindCode, string(CodeIdempotencyRouteUnavailable), 0, StepSideEffect, "a repeat's key is bound to a route that is no longer admitted"},
-	{KindCode, string(CodeIdempotencyStore), 0, StepSideEffect, "the idempotency binding could not be made durable"},
+	{KindCode, string(CodeIdempotencyStore), 0, StepSideEffect, "the idempotency binding could not be made durable, or a new key would pass the agent's live-key limits (limits.idempotencyKeys, limits.idempotencyKeysPerCaller)"},
 	{KindCode, string(CodeSemanticInvalid), 0, StepNone, "a semantic validator (Policy.semanticValidation) rejected the result, or could not evaluate it"},
 	{KindCode, string(CodeWorkflowIDInvalid), 0, StepEligibility, "the workflow id is empty, longer than 128 bytes, or not letters, digits and . _ - : / @"},
 	{KindCode, string(CodeWorkflowForeign), 0, StepEligibility, "the workflow was opened by another principal: its calls and report are that principal's"},

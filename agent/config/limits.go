@@ -54,6 +54,13 @@ type Limits struct {
 	// waiting for a stateless client's answer; 0 is 10000 and 64.
 	PendingRounds             int `json:"pendingRounds,omitempty"`
 	PendingRoundsPerPrincipal int `json:"pendingRoundsPerPrincipal,omitempty"`
+	// IdempotencyKeys and IdempotencyKeysPerCaller cap the live
+	// idempotency key bindings overall and per caller (one tenant class
+	// and principal class); 0 is 250000 and 100000. A call with a new key
+	// past them is refused (idempotency_store_unavailable); bindings
+	// expire after their retention.
+	IdempotencyKeys          int `json:"idempotencyKeys,omitempty"`
+	IdempotencyKeysPerCaller int `json:"idempotencyKeysPerCaller,omitempty"`
 	// ReadHeaderTimeout bounds reading a request's headers; 0 is 10s, at least 1s.
 	ReadHeaderTimeout Duration `json:"readHeaderTimeout,omitempty"`
 	// IdleTimeout closes a keep-alive connection idle between requests; 0 is 2m, at least 1s.
@@ -105,6 +112,7 @@ func (l Limits) validate() error {
 		{"upstreamSessions", l.UpstreamSessions}, {"upstreamSessionsPerPrincipal", l.UpstreamSessionsPerPrincipal},
 		{"heldCalls", l.HeldCalls}, {"heldCallsPerPrincipal", l.HeldCallsPerPrincipal},
 		{"pendingRounds", l.PendingRounds}, {"pendingRoundsPerPrincipal", l.PendingRoundsPerPrincipal},
+		{"idempotencyKeys", l.IdempotencyKeys}, {"idempotencyKeysPerCaller", l.IdempotencyKeysPerCaller},
 		{"workflows.open", l.Workflows.Open}, {"workflows.openPerPrincipal", l.Workflows.OpenPerPrincipal},
 		{"workflows.callsPerWorkflow", l.Workflows.CallsPerWorkflow}, {"workflows.calls", l.Workflows.Calls},
 	} {

@@ -20,6 +20,8 @@ limits:
   heldCallsPerPrincipal: 2
   pendingRounds: 100
   pendingRoundsPerPrincipal: 3
+  idempotencyKeys: 1000
+  idempotencyKeysPerCaller: 10
   readHeaderTimeout: 5s
   idleTimeout: 90s
   bodyTimeout: 1m
@@ -33,6 +35,7 @@ limits:
 	}
 	l := c.Limits()
 	want := Limits{UpstreamSessions: 8, UpstreamSessionsPerPrincipal: 1, HeldCalls: 4, HeldCallsPerPrincipal: 2, PendingRounds: 100, PendingRoundsPerPrincipal: 3,
+		IdempotencyKeys: 1000, IdempotencyKeysPerCaller: 10,
 		ReadHeaderTimeout: Duration(5 * time.Second), IdleTimeout: Duration(90 * time.Second), BodyTimeout: Duration(time.Minute),
 		SessionIdleTimeout: Duration(10 * time.Minute), ColdAfter: Duration(250 * time.Millisecond), RelistInterval: Duration(30 * time.Second),
 		Workflows: WorkflowLimits{Open: 50, OpenPerPrincipal: 5, CallsPerWorkflow: 7, Calls: 70, IdleTimeout: Duration(2 * time.Hour)}}
@@ -46,6 +49,8 @@ limits:
 		"limits: {upstreamSessions: -1}":                   "limits.upstreamSessions",
 		"limits: {heldCallsPerPrincipal: 1000001}":         "limits.heldCallsPerPrincipal",
 		"limits: {pendingRounds: -5}":                      "limits.pendingRounds",
+		"limits: {idempotencyKeys: -1}":                    "limits.idempotencyKeys",
+		"limits: {idempotencyKeysPerCaller: 1000001}":      "limits.idempotencyKeysPerCaller",
 		"limits: {readHeaderTimeout: 10ms}":                "limits.readHeaderTimeout",
 		"limits: {idleTimeout: -1s}":                       "limits.idleTimeout",
 		"limits: {bodyTimeout: 200h}":                      "limits.bodyTimeout",

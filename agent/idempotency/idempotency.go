@@ -15,6 +15,7 @@ package idempotency
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -55,6 +56,10 @@ var (
 	ErrKeyScope = errors.New("idempotency: key bound to another tenant, principal or tool")
 	// ErrStore: the binding could not be made durable.
 	ErrStore = errors.New("idempotency: store")
+	// ErrFull: a new key would take the live bindings past Options.MaxKeys,
+	// or its caller's past Options.MaxKeysPerCaller. Keys already bound
+	// still work; room comes back as bindings expire.
+	ErrFull = errors.New("idempotency: too many live keys")
 )
 
 // Binding is what one key is bound to.
@@ -92,7 +97,20 @@ func Scope(tenant, principal, tool string) string {
 type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// MaxKeys caps the live bindings; 0 means DefaultMaxKeys.
+	MaxKeys int
+	// MaxKeysPerCaller caps the live bindings of one caller: one tenant
+	// class and principal class, the part of a Scope before its tool;
+	// 0 means DefaultMaxKeysPerCaller.
+	MaxKeysPerCaller int
 }
+
+// Defaults of Options.MaxKeys and Options.MaxKeysPerCaller: a caller that
+// binds a key every second for DefaultRetention stays within them.
+const (
+	DefaultMaxKeys          = 250_000
+	DefaultMaxKeysPerCaller = 100_000
+)
 
 // Store is a durable set of bindings. It is safe for concurrent use.
 type Store struct {
@@ -104,6 +122,12 @@ type Store struct {
 	w       *bufio.Writer
 	m       map[string]Binding
 	appends int // records written since the last compaction
+
+	// callers counts the bindings in m per caller (callerOf their scope);
+	// swept is when expired bindings were last dropped to make room.
+	callers         map[string]int
+	maxKeys, maxPer int
+	swept           time.Time
 }
 
 const (
@@ -124,7 +148,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{now: opts.Now, secret: secret, path: filepath.Join(dir, bindingsFile), m: map[string]Binding{}}
+	s := &Store{now: opts.Now, secret: secret, path: filepath.Join(dir, bindingsFile), m: map[string]Binding{},
+		callers: map[string]int{}, maxKeys: cmp.Or(opts.MaxKeys, DefaultMaxKeys), maxPer: cmp.Or(opts.MaxKeysPerCaller, DefaultMaxKeysPerCaller)}
 	if err := s.load(); err != nil {
 		return nil, err
 	}
@@ -192,9 +217,9 @@ func (s *Store) load() error {
 			continue
 		}
 		if b.Expires.After(now) {
-			s.m[b.Ref] = b
+			s.put(b)
 		} else {
-			delete(s.m, b.Ref)
+			s.drop(b.Ref)
 		}
 	}
 	return nil
@@ -206,7 +231,7 @@ func (s *Store) compact() error {
 	now := s.now()
 	for ref, b := range s.m {
 		if !b.Expires.After(now) {
-			delete(s.m, ref)
+			s.drop(ref)
 			continue
 		}
 		line, _ := json.Marshal(b)
@@ -333,12 +358,68 @@ func (s *Store) Bind(key, scope, digest string, retention time.Duration) (b Bind
 		}
 		return old, true, nil
 	}
+	if err := s.room(callerOf(scope), now); err != nil {
+		return Binding{}, false, err
+	}
 	b = Binding{Ref: ref, Scope: scope, Digest: digest, Expires: now.Add(retention)}
 	if err := s.write(b, true); err != nil {
 		return Binding{}, false, err
 	}
-	s.m[ref] = b
+	s.put(b)
 	return b, false, nil
+}
+
+// room returns ErrFull when one more binding of caller would pass a cap,
+// after dropping expired bindings (at most once a second: a caller that
+// keeps the store full must not make every refusal a sweep). s.mu is held.
+func (s *Store) room(caller string, now time.Time) error {
+	full := func() bool { return len(s.m) >= s.maxKeys || s.callers[caller] >= s.maxPer }
+	if full() && now.Sub(s.swept) >= time.Second {
+		s.swept = now
+		for ref, b := range s.m {
+			if !b.Expires.After(now) {
+				s.drop(ref)
+			}
+		}
+	}
+	switch {
+	case len(s.m) >= s.maxKeys:
+		return fmt.Errorf("%w: this host holds %d live idempotency keys, its limit", ErrFull, s.maxKeys)
+	case s.callers[caller] >= s.maxPer:
+		return fmt.Errorf("%w: this tenant and principal class hold %d live idempotency keys, their limit", ErrFull, s.maxPer)
+	}
+	return nil
+}
+
+// callerOf is the caller part of a scope: "<tenant class>;<principal
+// class>", or the principal class (both are path-escaped, so the first
+// '/' ends it).
+func callerOf(scope string) string {
+	if i := strings.IndexByte(scope, '/'); i >= 0 {
+		return scope[:i]
+	}
+	return scope
+}
+
+// put sets b in m, keeping callers counted. s.mu is held (or s is not
+// shared yet).
+func (s *Store) put(b Binding) {
+	s.drop(b.Ref)
+	s.m[b.Ref] = b
+	s.callers[callerOf(b.Scope)]++
+}
+
+// drop removes the binding of ref, keeping callers counted.
+func (s *Store) drop(ref string) {
+	b, ok := s.m[ref]
+	if !ok {
+		return
+	}
+	delete(s.m, ref)
+	c := callerOf(b.Scope)
+	if s.callers[c]--; s.callers[c] <= 0 {
+		delete(s.callers, c)
+	}
 }
 
 // Finish records the entry and outcome of a call with the bound key ref,
@@ -356,7 +437,7 @@ func (s *Store) Finish(ref, entry, outcome string) error {
 	if err := s.write(b, false); err != nil {
 		return err
 	}
-	s.m[ref] = b
+	s.m[ref] = b // same scope: callers unchanged
 	return nil
 }
 

@@ -60,6 +60,8 @@ func (p *Pipeline) keys(rec *mcpreadyv1.Receipt, d *decide.Decision, req *Reques
 	switch {
 	case errors.Is(err, idempotency.ErrKeyReused), errors.Is(err, idempotency.ErrKeyScope):
 		return keyed{}, &decide.RefusalError{Step: readiness.StepSideEffect, Code: readiness.CodeIdempotencyKeyReused, Reason: err.Error()}
+	case errors.Is(err, idempotency.ErrFull):
+		return keyed{}, &decide.RefusalError{Step: readiness.StepSideEffect, Code: readiness.CodeIdempotencyStore, Reason: err.Error()}
 	case err != nil:
 		return keyed{}, &decide.RefusalError{Step: readiness.StepSideEffect, Code: readiness.CodeIdempotencyStore, Reason: "the idempotency binding could not be stored"}
 	}

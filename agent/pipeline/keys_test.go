@@ -43,6 +43,7 @@ type payOpts struct {
 	undeclared       bool   // the Declaration does not declare key support
 	dir              string // the store's directory ("" for a fresh one)
 	noStore          bool
+	maxKeys          int // the store's MaxKeysPerCaller (0: its default)
 	approvals        []*mcpreadyv1.ApprovalRule
 	rollback         bool // the entry supports rollback
 	cost             *mcpreadyv1.CostRules
@@ -94,7 +95,7 @@ func newPayment(t *testing.T, o payOpts) *payment {
 		if dir == "" {
 			dir = t.TempDir()
 		}
-		keys, err := idempotency.Open(dir, idempotency.Options{})
+		keys, err := idempotency.Open(dir, idempotency.Options{MaxKeysPerCaller: o.maxKeys})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -418,5 +419,28 @@ func TestKeyBoundToTenant(t *testing.T) {
 	// The first tenant's own repeat is still a repeat.
 	if res := pm.callAs(t, "test/charge", acme, "order-42", 5); res.Answer.IsError || !res.Receipt.GetIdempotency().GetRepeat() {
 		t.Fatalf("repeat: %+v %v", res.Answer, res.Receipt.GetIdempotency())
+	}
+}
+
+// A caller past its share of live keys is refused before any upstream
+// sees the call, with the reason; its bound keys keep working and another
+// principal class keeps its own share.
+func TestKeysPastTheStoreLimit(t *testing.T) {
+	pm := newPayment(t, payOpts{maxKeys: 2})
+	for _, key := range []string{"k-1", "k-2"} {
+		if res := pm.call(t, "dev", key, 1); res.Answer.IsError {
+			t.Fatalf("%s: %+v", key, res.Answer)
+		}
+	}
+	res := pm.call(t, "dev", "k-3", 1)
+	refusedWith(t, res, readiness.CodeIdempotencyStore)
+	if te, _ := ParseToolError(res.Answer); !strings.Contains(te.Reason, "live idempotency keys") || pm.ledger.Calls() != 2 {
+		t.Fatalf("reason %q, upstream calls %d", te.Reason, pm.ledger.Calls())
+	}
+	if res := pm.call(t, "dev", "k-1", 1); res.Answer.IsError || !res.Receipt.GetIdempotency().GetRepeat() {
+		t.Fatalf("bound key: %+v", res.Answer)
+	}
+	if res := pm.call(t, "ops", "k-4", 1); res.Answer.IsError {
+		t.Fatalf("another class: %+v", res.Answer)
 	}
 }
