@@ -107,7 +107,7 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 	rec.RequestId = receipt.NewID()
 	rec.Requested = m.Method
 	if m.Name != "" {
-		rec.Requested += " " + m.Name
+		rec.Requested += " " + receipt.BoundName(m.Name)
 	}
 	rec.Region = p.opts.Region
 	p.opts.Builder.Arguments(rec, m.Params)

@@ -374,7 +374,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	if rec.RequestId == "" {
 		rec.RequestId = rec.ReceiptId // a new request is named by its first receipt
 	}
-	rec.Requested = req.Requested
+	rec.Requested = receipt.BoundName(req.Requested)
 	rec.Region = p.opts.Region
 	f := &flight{p: p, st: st, req: req, tr: tr, rec: rec}
 	refuse := func(step readiness.Step, code readiness.Code, reason string) Result {
@@ -386,6 +386,10 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.Workflow, c.Principal, c.Tenant
 	if re := req.Refusal; re != nil {
 		return refuse(re.Step, re.Code, re.Reason)
+	}
+	if len(req.Tool) > receipt.MaxNameBytes {
+		return refuse(readiness.StepResolve, readiness.CodeUnknownTool,
+			fmt.Sprintf("the requested name is %d bytes; no capability or tool name is longer than %d", len(req.Tool), receipt.MaxNameBytes))
 	}
 	if err := jsonwire.RepeatedKey(req.Arguments); errors.Is(err, jsonwire.ErrRepeatedKey) {
 		return refuse(readiness.StepNone, readiness.CodeArgumentsAmbiguous, "the arguments cannot be read one way only: "+err.Error())

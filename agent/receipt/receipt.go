@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -250,3 +251,24 @@ func SafeError(msg string) string {
 
 // NewID is ledger.NewID: a unique, time-ordered receipt id.
 func NewID() string { return ledger.NewID() }
+
+// MaxNameBytes bounds a name a client chose (a requested tool, a resource
+// URI) as a receipt records it (BoundName).
+const MaxNameBytes = 512
+
+// BoundName is name when it is at most MaxNameBytes, else its first bytes
+// (whole UTF-8 characters) followed by "…sha256:" and 16 hex digits of
+// the whole name's SHA-256, MaxNameBytes at most: receipts stay small
+// whatever a client sends, and two long names that differ stay apart.
+func BoundName(name string) string {
+	if len(name) <= MaxNameBytes {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	tail := "…sha256:" + hex.EncodeToString(sum[:8])
+	cut := MaxNameBytes - len(tail)
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + tail
+}
