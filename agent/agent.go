@@ -441,8 +441,8 @@ func (a *Agent) Handler() http.Handler {
 	mux.Handle("/mcp", a.front)
 	mux.Handle("/mcp/", a.front)
 	mux.Handle("/workflows/report", a.front.WorkflowReports())
-	mux.Handle("/metrics", promhttp.HandlerFor(a.opts.Metrics, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("/metrics", a.front.Guard(promhttp.HandlerFor(a.opts.Metrics, promhttp.HandlerOpts{})))
+	mux.Handle("/healthz", a.front.Guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		s := a.sync.Snapshot()
 		kinds := map[string]int{}
 		for _, k := range append([]artifact.Kind{artifact.KindTrustPolicy}, subscribe.DefaultKinds...) {
@@ -458,7 +458,7 @@ func (a *Agent) Handler() http.Handler {
 		for _, k := range names {
 			fmt.Fprintf(w, "resources{kind=%q} %d\n", k, kinds[k])
 		}
-	})
+	})))
 	return mux
 }
 

@@ -543,6 +543,18 @@ func (f *Front) fromElsewhere(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// Guard is h behind the front's refusal of requests from elsewhere (see
+// fromElsewhere), for the agent's other endpoints on the same listener
+// (metrics, health): a page that rebinds its name to the loopback address
+// must not read them either.
+func (f *Front) Guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !f.fromElsewhere(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
 // loopbackHost reports whether a Host header (with or without a port)
 // names a loopback host.
 func loopbackHost(host string) bool {
