@@ -2,9 +2,13 @@ package decide
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
@@ -65,5 +69,35 @@ func TestClassShadowsExactName(t *testing.T) {
 	}
 	if w := snap(t, fixture()).Warnings(); slices.ContainsFunc(w, func(w string) bool { return strings.Contains(w, "equivalence class") }) {
 		t.Errorf("warnings without a shadowed name: %q", w)
+	}
+}
+
+// A class whose candidates declare different input schemas is warned of
+// once, with the snapshot: the front neither lists it nor lets it be
+// called where more than one of them is visible (front
+// TestAggregateClassSchema), and used to log that on every listing.
+func TestMixedSchemaClassWarned(t *testing.T) {
+	in := fixture()
+	names := slices.Sorted(maps.Keys(in.Entries))
+	first, other := names[0], names[1]
+	for i, name := range []string{first, other} {
+		e := proto.Clone(in.Entries[name]).(*mcpreadyv1.RegistryEntry)
+		e.Identity.InputSchemaDigest = fmt.Sprintf("sha256:%064d", i)
+		in.Entries[name] = e
+	}
+	key := func(name string) string {
+		id := in.Entries[name].GetIdentity()
+		return id.GetServerName() + "/" + id.GetToolName()
+	}
+	in.Policy.EquivalenceClasses = append(in.Policy.EquivalenceClasses,
+		&mcpreadyv1.EquivalenceClass{Name: "mixed", Members: []string{key(first), key(other)}})
+	w := snap(t, in).Warnings()
+	if !slices.ContainsFunc(w, func(w string) bool {
+		return strings.Contains(w, `equivalence class "mixed"`) && strings.Contains(w, first) && strings.Contains(w, other)
+	}) {
+		t.Errorf("warnings %q", w)
+	}
+	if w := snap(t, fixture()).Warnings(); slices.ContainsFunc(w, func(w string) bool { return strings.Contains(w, "schemas differ") }) {
+		t.Errorf("warnings of the fixture's classes: %q", w)
 	}
 }

@@ -306,12 +306,37 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 	for _, key := range slices.Compact(slices.Sorted(slices.Values(shadowed))) {
 		s.warnings = append(s.warnings, fmt.Sprintf("%q is the name of an equivalence class: the tool of that name is reachable only as a member of a class", key))
 	}
+	for _, name := range s.classNames {
+		if g := s.groups[name]; g.mixedSchemas() {
+			s.warnings = append(s.warnings, fmt.Sprintf("equivalence class %q: its candidates' input schemas differ (%s); a view where more than one of them is visible does not list it and refuses calls to it",
+				name, g.entryNames()))
+		}
+	}
 	for _, name := range s.exactNames {
 		if g := s.groups[name]; g.ambiguous {
 			s.warnings = append(s.warnings, fmt.Sprintf("%q is refused: it names more than one tool (%s)", name, g.pairs()))
 		}
 	}
 	return s, nil
+}
+
+// mixedSchemas: g's candidates do not all declare one input schema.
+func (g *group) mixedSchemas() bool {
+	for _, c := range g.cands[min(1, len(g.cands)):] {
+		if c.e.spec.GetIdentity().GetInputSchemaDigest() != g.cands[0].e.spec.GetIdentity().GetInputSchemaDigest() {
+			return true
+		}
+	}
+	return false
+}
+
+// entryNames lists g's candidates' entry names.
+func (g *group) entryNames() string {
+	names := make([]string, len(g.cands))
+	for i, c := range g.cands {
+		names[i] = c.e.name
+	}
+	return strings.Join(names, ", ")
 }
 
 // pairs lists the distinct server and tool pairs of g's candidates.

@@ -3,12 +3,14 @@ package front
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/safebuf"
 )
 
 // A capability is listed only when its members share one input schema.
@@ -20,10 +22,23 @@ func TestAggregateClassSchema(t *testing.T) {
 		&mcpreadyv1.EquivalenceClass{Name: "same_schema", Members: []string{"test/ask", "test/poison"}},   // both take no arguments
 		&mcpreadyv1.EquivalenceClass{Name: "mixed_schema", Members: []string{"test/echo", "test/poison"}}) // echo takes text
 	h.install(t, p)
+	var logged safebuf.Buffer
+	h.front.opts.Logger = slog.New(slog.NewTextHandler(&logged, nil))
 	cs := h.connect(t, "/mcp", devToken, nil, "2025-11-25")
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A client listing again and again does not write a warning each time:
+	// the snapshot's warnings name the class once, when it is installed
+	// (decide TestMixedSchemaClassWarned). Failed before: one per listing.
+	for range 20 {
+		if _, err := cs.ListTools(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logged.String(), "schemas differ"); n > 0 {
+		t.Errorf("%d warnings logged for 21 listings", n)
 	}
 	tools := map[string]*mcp.Tool{}
 	for _, x := range res.Tools {

@@ -164,8 +164,7 @@ func (v *view) listTools(ctx context.Context, s *session, req *mcp.ListToolsRequ
 	for _, x := range vis {
 		if x.Class {
 			if schemasDiffer(st, x.Entries) {
-				v.f.opts.Logger.Warn("capability not listed: its members' input schemas differ", "class", x.Name, "entries", x.Entries)
-				continue
+				continue // warned of with the snapshot (decide), refused when called (resolveName)
 			}
 			t := &mcp.Tool{Name: x.Name, Description: x.Description, InputSchema: map[string]any{"type": "object"}}
 			for _, e := range x.Entries {
