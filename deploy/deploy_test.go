@@ -428,8 +428,16 @@ func TestSystemdUnits(t *testing.T) {
 		}
 		if env := u["Service"]["EnvironmentFile"]; len(env) == 1 {
 			local := filepath.Join("systemd", filepath.Base(env[0]))
-			if _, err := os.Stat(local); err != nil {
+			example, err := os.ReadFile(local)
+			if err != nil {
 				t.Errorf("%s: example %s for EnvironmentFile: %v", tc.file, local, err)
+			}
+			// Every variable ExecStart reads is set (maybe empty) in the
+			// example, but those systemd sets itself.
+			for _, m := range regexp.MustCompile(`\$\{(\w+)\}`).FindAllStringSubmatch(strings.Join(exec, " "), -1) {
+				if v := m[1]; v != "STATE_DIRECTORY" && !regexp.MustCompile(`(?m)^`+v+`=`).Match(example) {
+					t.Errorf("%s: ExecStart reads ${%s}, which %s does not set", tc.file, v, local)
+				}
 			}
 		}
 	}
