@@ -33,18 +33,29 @@ func (s *Spool) Append(r *mcpreadyv1.Receipt) error {
 // (recordio.MaxRecord), nothing is written. After an I/O error it returns
 // 0: the group is not known to be durable (if it did reach the file it is
 // sealed like any other).
+//
+// Receipts of requests that reached no upstream are shed past
+// Options.RefusedBytes: left out of the group and counted, not an error;
+// the count returned is of the others.
 func (s *Spool) AppendBatch(rs []*mcpreadyv1.Receipt) (int, error) {
 	if len(rs) == 0 {
 		return 0, nil
 	}
 	s.m.emitted.Add(float64(len(rs)))
 	enc := make([][]byte, len(rs))
+	var refused []bool // which receipts may be shed; nil for none
 	for i, r := range rs {
 		data, err := ledger.Encode(r)
 		if err != nil {
 			return 0, fmt.Errorf("spool: %w: %w", ErrEncode, err)
 		}
 		enc[i] = data
+		if s.opts.RefusedBytes > 0 && r.GetAttemptCount() == 0 {
+			if refused == nil {
+				refused = make([]bool, len(rs))
+			}
+			refused[i] = true
+		}
 	}
 	rec := groupRecord(enc) // framed outside the lock
 	if len(rec) > int(recordio.Size(recordio.MaxRecord)) {
@@ -55,6 +66,16 @@ func (s *Spool) AppendBatch(rs []*mcpreadyv1.Receipt) (int, error) {
 		s.mu.Unlock()
 		return 0, ErrClosed
 	}
+	if refused != nil {
+		if kept := s.shedLocked(enc, refused); len(kept) < len(enc) {
+			if len(kept) == 0 {
+				s.mu.Unlock()
+				return 0, nil
+			}
+			enc, rec = kept, groupRecord(kept)
+		}
+	}
+	total := len(enc) // those not shed
 	n := s.fitLocked(enc)
 	if n < len(enc) {
 		s.compactLocked()
@@ -89,10 +110,42 @@ func (s *Spool) AppendBatch(rs []*mcpreadyv1.Receipt) (int, error) {
 		return 0, fmt.Errorf("spool: %w", err)
 	}
 	s.m.spooled.Add(float64(n))
-	if n < len(rs) {
-		return n, fmt.Errorf("%w: %d of %d receipts refused", ErrSpoolFull, len(rs)-n, len(rs))
+	if n < total {
+		return n, fmt.Errorf("%w: %d of %d receipts refused", ErrSpoolFull, total-n, total)
 	}
 	return n, nil
+}
+
+// shedLocked returns enc without the receipts refused marks when the
+// spool's files are past Options.RefusedBytes (after deleting fully
+// acknowledged segments), counting them as shed; otherwise enc itself.
+// Caller holds mu.
+func (s *Spool) shedLocked(enc [][]byte, refused []bool) [][]byte {
+	if s.wal.Size() >= s.opts.RefusedBytes {
+		s.compactLocked()
+	}
+	if s.wal.Size() < s.opts.RefusedBytes {
+		if s.shedding {
+			s.shedding = false
+			s.log.Info("receipts of refused requests are spooled again", "bytes", s.wal.Size(), "shed", s.shed)
+		}
+		return enc
+	}
+	kept := make([][]byte, 0, len(enc))
+	for i, data := range enc {
+		if !refused[i] {
+			kept = append(kept, data)
+		}
+	}
+	n := len(enc) - len(kept)
+	s.shed += uint64(n)
+	s.m.shed.Add(float64(n))
+	if !s.shedding {
+		s.shedding = true
+		s.log.Warn("spool past the bound for receipts of refused requests: shedding them until batches are acknowledged",
+			"bytes", s.wal.Size(), "bound", s.opts.RefusedBytes)
+	}
+	return kept
 }
 
 // fitLocked returns how many of enc, from the start, fit in one group

@@ -82,7 +82,7 @@ func TestAppendBatch(t *testing.T) {
 			}
 			return want(0, 40)
 		}},
-		{"overflow appends the prefix that fits and refuses the rest", func(o *Options) { o.MaxBytes = 4096; o.SegmentBytes = 1024; o.BatchSize = 1000 }, func(t *testing.T, _ string, s *Spool, reg *prometheus.Registry) []string {
+		{"overflow appends the prefix that fits and refuses the rest", func(o *Options) { o.MaxBytes = 4096; o.SegmentBytes = 1024; o.RefusedBytes = -1; o.BatchSize = 1000 }, func(t *testing.T, _ string, s *Spool, reg *prometheus.Registry) []string {
 			if _, err := s.AppendBatch(mkRange(0, 5)); err != nil {
 				t.Fatal(err)
 			}

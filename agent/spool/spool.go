@@ -15,6 +15,11 @@
 // that an agent cut off from the control plane does not hold up to
 // MaxBytes of receipts in memory.
 //
+// Receipts of requests that reached no upstream (refusals) may fill the
+// files only up to Options.RefusedBytes (half of MaxBytes by default);
+// past it they are shed and counted, so that the rest stays for the
+// receipts of calls that ran.
+//
 // Overflow policy: refuse new. When appending a receipt would make the
 // spool's files exceed Options.MaxBytes (after deleting fully acknowledged
 // segments), Append returns ErrSpoolFull and counts the receipt as dropped;
@@ -99,6 +104,15 @@ type Options struct {
 	Signer crypto.Signer
 	// MaxBytes bounds the spool's files; default 256 MiB.
 	MaxBytes int64
+	// RefusedBytes bounds the spool's files for receipts of requests that
+	// reached no upstream (attempt_count 0: refused before any attempt).
+	// Past it such receipts are shed: not spooled, counted (Stats.Shed,
+	// mcpready_receipts_shed_total) and not an error, so that a flood of
+	// refused requests while the control plane is out of reach cannot take
+	// the room the receipts of calls that ran need (a full spool refuses
+	// every state-changing call). Default MaxBytes/2; negative: no bound
+	// of their own (MaxBytes, as for every receipt).
+	RefusedBytes int64
 	// SegmentBytes is the size at which a segment is rotated; default
 	// MaxBytes/16 (at least 64 KiB).
 	SegmentBytes int64
@@ -150,7 +164,9 @@ type Spool struct {
 	acked         map[uint64]bool // acked above ackedThrough
 	pending       []pendingBatch  // sealed, unacked, by sequence
 	dropped       uint64
-	sealing       int // receipts in the batch being made durable
+	shed          uint64
+	shedding      bool // the last refused receipt was shed (logged once per episode)
+	sealing       int  // receipts in the batch being made durable
 
 	sealMu  sync.Mutex
 	kick    chan struct{}
@@ -171,6 +187,9 @@ func Open(dir string, opts Options) (*Spool, error) {
 	}
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = 256 << 20
+	}
+	if opts.RefusedBytes == 0 {
+		opts.RefusedBytes = opts.MaxBytes / 2
 	}
 	if opts.SegmentBytes <= 0 {
 		opts.SegmentBytes = max(opts.MaxBytes/16, 64<<10)
@@ -340,13 +359,16 @@ type Stats struct {
 	Bytes     int64
 	// Dropped counts receipts refused as ErrSpoolFull since Open.
 	Dropped uint64
+	// Shed counts receipts of requests that reached no upstream, not
+	// spooled since Open because the files were past Options.RefusedBytes.
+	Shed uint64
 }
 
 // Stats returns a snapshot.
 func (s *Spool) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Unsealed: len(s.unsealed), PendingBatches: len(s.pending), Bytes: s.wal.Size(), Dropped: s.dropped}
+	st := Stats{Unsealed: len(s.unsealed), PendingBatches: len(s.pending), Bytes: s.wal.Size(), Dropped: s.dropped, Shed: s.shed}
 	st.Depth = st.Unsealed + s.sealing
 	var oldest time.Time
 	for _, b := range s.pending {

@@ -204,7 +204,7 @@ func appendBytes(p string, b []byte) {
 func TestFloodRefusesNewAndCountsDrops(t *testing.T) {
 	dir, key := t.TempDir(), testKey(t)
 	reg := prometheus.NewRegistry()
-	s := open(t, dir, key, func(o *Options) { o.MaxBytes = 4096; o.SegmentBytes = 1024; o.Registry = reg })
+	s := open(t, dir, key, func(o *Options) { o.MaxBytes = 4096; o.SegmentBytes = 1024; o.RefusedBytes = -1; o.Registry = reg })
 	defer s.Close()
 	accepted, dropped := 0, 0
 	for i := 0; i < 200; i++ {
@@ -236,7 +236,7 @@ func TestFloodRefusesNewAndCountsDrops(t *testing.T) {
 			t.Fatalf("after ack: %v", err)
 		}
 	}
-	if mfs, _ := reg.Gather(); len(mfs) != 7 {
+	if mfs, _ := reg.Gather(); len(mfs) != 8 {
 		t.Fatalf("%d metrics registered", len(mfs))
 	}
 }
@@ -428,7 +428,7 @@ func TestOpenDefaults(t *testing.T) {
 	s := open(t, t.TempDir(), testKey(t), func(o *Options) { o.BatchSize, o.BatchInterval = 0, 0 })
 	defer s.Close()
 	o := s.opts
-	if o.MaxBytes != 256<<20 || o.SegmentBytes != 16<<20 || o.BatchSize != DefaultBatchSize || o.BatchBytes != 2<<20 || o.BatchInterval != time.Second {
+	if o.MaxBytes != 256<<20 || o.RefusedBytes != 128<<20 || o.SegmentBytes != 16<<20 || o.BatchSize != DefaultBatchSize || o.BatchBytes != 2<<20 || o.BatchInterval != time.Second {
 		t.Errorf("defaults %+v", o)
 	}
 }
@@ -517,5 +517,64 @@ func TestPendingWhileAcked(t *testing.T) {
 	}
 	if bs := pending(t, s); len(bs) != 3 || bs[0].Sequence != batches-2 {
 		t.Fatalf("after %d reads: %d pending", reads, len(bs))
+	}
+}
+
+// ran is a receipt of a call that reached an upstream (one attempt).
+func ran(i int) *mcpreadyv1.Receipt {
+	r := mk(i)
+	r.AttemptCount = 1
+	r.Attempts = []*mcpreadyv1.Attempt{{Entry: "docs", Outcome: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS}}
+	return r
+}
+
+// A flood of requests refused before any upstream (a client calling tools
+// it may not, with the control plane out of reach) fills only the part of
+// the spool refusals may use: receipts of calls that ran still fit, and
+// Ready still admits state-changing calls. Failed before: the refusals
+// filled the spool to MaxBytes, after which every state-changing call on
+// the host was refused (receipts_unavailable).
+func TestRefusalFloodLeavesRoomForCalls(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	const maxBytes = 64 << 10
+	s := open(t, t.TempDir(), testKey(t), func(o *Options) { o.MaxBytes = maxBytes; o.SegmentBytes = 8 << 10; o.Registry = reg })
+	defer s.Close()
+	for i := range 2000 { // about 10 times what the spool holds
+		if err := s.Append(mk(i)); err != nil {
+			t.Fatalf("refusal %d: %v", i, err)
+		}
+	}
+	st := s.Stats()
+	if st.Bytes > maxBytes/2+4<<10 || st.Shed == 0 || st.Dropped != 0 {
+		t.Fatalf("after the flood: %+v", st)
+	}
+	if v := gauge(t, reg, "mcpready_receipts_shed_total"); uint64(v) != st.Shed {
+		t.Fatalf("shed metric %v, Stats %d", v, st.Shed)
+	}
+	if err := s.Ready(); err != nil {
+		t.Fatalf("Ready after a flood of refusals: %v", err)
+	}
+	for i := range 20 {
+		if err := s.Append(ran(i)); err != nil {
+			t.Fatalf("receipt of a call that ran: %v", err)
+		}
+	}
+	if s.Stats().Shed != st.Shed {
+		t.Fatal("a receipt of a call that ran was shed")
+	}
+	// Mixed groups keep their calls' receipts, in order.
+	n, err := s.AppendBatch([]*mcpreadyv1.Receipt{mk(5000), ran(5001), mk(5002), ran(5003)})
+	if err != nil || n != 2 {
+		t.Fatalf("mixed group: %d spooled, %v", n, err)
+	}
+	// Without a bound of their own refusals fill the spool as before.
+	u := open(t, t.TempDir(), testKey(t), func(o *Options) { o.MaxBytes = maxBytes; o.SegmentBytes = 8 << 10; o.RefusedBytes = -1 })
+	defer u.Close()
+	var full bool
+	for i := 0; i < 2000 && !full; i++ {
+		full = errors.Is(u.Append(mk(i)), ErrSpoolFull)
+	}
+	if !full || u.Stats().Shed != 0 {
+		t.Fatalf("RefusedBytes -1: full %v, %+v", full, u.Stats())
 	}
 }
