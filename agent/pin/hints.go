@@ -15,17 +15,28 @@ import (
 
 // hints are the MCP tool annotations that bear on side effects.
 type hints struct {
-	ReadOnly    bool  `json:"readOnlyHint"`
-	Destructive *bool `json:"destructiveHint"`
-	Idempotent  bool  `json:"idempotentHint"`
+	ReadOnly    bool  // readOnlyHint
+	Destructive *bool // destructiveHint
+	Idempotent  bool  // idempotentHint
 }
 
+// parseHints reads the hints of annotations (a JSON object) by their exact
+// keys, as the MCP schema names them: decoding into a tagged struct would
+// also take "ReadOnlyHint" or "READONLYHINT" for readOnlyHint, so a tool
+// could hint one thing to MCP clients and another here. A hint that is not
+// a boolean (or null) gives no hints at all.
 func parseHints(ann json.RawMessage) (hints, bool) {
-	var h hints
-	if absent(ann) || json.Unmarshal(ann, &h) != nil {
+	var m map[string]json.RawMessage
+	if absent(ann) || json.Unmarshal(ann, &m) != nil {
 		return hints{}, false
 	}
-	return h, true
+	var readOnly, destructive, idempotent *bool
+	for key, p := range map[string]**bool{"readOnlyHint": &readOnly, "destructiveHint": &destructive, "idempotentHint": &idempotent} {
+		if v, ok := m[key]; ok && json.Unmarshal(v, p) != nil {
+			return hints{}, false
+		}
+	}
+	return hints{ReadOnly: readOnly != nil && *readOnly, Destructive: destructive, Idempotent: idempotent != nil && *idempotent}, true
 }
 
 // SideEffectOf is the side-effect class a tool's annotations hint:
