@@ -75,7 +75,9 @@ func parseLine(text []byte) (ledger.Batch, error) {
 	if err := dec.Decode(&l); err != nil {
 		return ledger.Batch{}, err
 	}
-	if dec.More() {
+	// Anything after the object is trailing data (Decoder.More would miss
+	// a stray '}' or ']').
+	if len(bytes.TrimSpace(text[dec.InputOffset():])) > 0 {
 		return ledger.Batch{}, errors.New("trailing data")
 	}
 	if len(l.Bundle) == 0 || l.Bundle[0] != '{' {

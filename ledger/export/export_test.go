@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +137,8 @@ func TestVerifyDetectsTampering(t *testing.T) {
 }
 
 func TestReadRejectsMalformed(t *testing.T) {
-	for _, in := range []string{`{"batchId":"x"}`, `{"batchId":"x","bundle":"str"}`, `{"bundle":{},"extra":1}`, `{"bundle":{}} {}`, `nope`} {
+	for _, in := range []string{`{"batchId":"x"}`, `{"batchId":"x","bundle":"str"}`, `{"bundle":{},"extra":1}`, `{"bundle":{}} {}`, `nope`,
+		`{"bundle":{}}}`, `{"Bundle":{}}]`} { // a stray closing bracket is trailing data too
 		if err := Read(strings.NewReader(in), func(int, ledger.Batch) error { return nil }); !errors.Is(err, ErrFormat) {
 			t.Errorf("%s: %v", in, err)
 		}
@@ -262,6 +265,85 @@ func FuzzVerifyAllSplits(f *testing.F) {
 		}
 		if len(sum) != 1 || sum[0].Batches != int(sum[0].LastSeq-sum[0].FirstSeq+1) || sum[0].FirstSeq != uint64(first+1) {
 			t.Fatalf("split %08b/%08b: summary %+v", inA, inB, sum)
+		}
+	})
+}
+
+// FuzzParseLine: a line is accepted only when it is exactly one JSON
+// object whose bundle is a JSON object, Read agrees with parseLine (and
+// wraps its refusals in ErrFormat), the batch owns its bundle, and Write
+// re-encodes an accepted batch to a line that parses back to the same
+// batch: the same header and receipts, a bundle that is the same JSON (the
+// same bytes when it was already compact and had nothing Write escapes),
+// and a line that Write reproduces byte for byte.
+func FuzzParseLine(f *testing.F) {
+	for _, s := range []string{
+		`{"batchId":"b","agentId":"a","sequence":1,"bundle":{"x":1}}`, `{"bundle":{}}`,
+		`{"batchId":"x"}`, `{"batchId":"x","bundle":"str"}`, `{"bundle":{},"extra":1}`, `{"bundle":{}} {}`, `nope`,
+		`{"bundle":{}}}`, `{"bundle":{}}]`, `{"bundle":{"a":"<&>"},"receipts":["AAE=",null]}`, `{"bundle":{ "a" : 1 },"receipts":[]}`,
+		`{"bundle":{},"sequence":18446744073709551615}`, `{"bundle":{},"sequence":-1}`, `{"bundle":{},"receipts":["!"]}`,
+		`{"bundle":null}`, `{"bundle":[]}`, `{"BUNDLE":{}}`, `{"bundle":{"a":"\u2028"}}`, "{\"bundle\":{\r}}",
+	} {
+		f.Add([]byte(s))
+	}
+	k, _ := sign.GenerateKey(sign.AlgorithmEd25519)
+	for _, l := range lines(f, k, "agent-1", 2) {
+		f.Add(bytes.TrimSpace(encode(f, []ledger.Batch{l})))
+	}
+	f.Fuzz(func(t *testing.T, text []byte) {
+		text = bytes.TrimSpace(text)
+		if len(text) == 0 {
+			return // Read skips blank lines
+		}
+		in := bytes.Clone(text)
+		l, err := parseLine(in)
+		if !bytes.ContainsAny(text, "\r\n") {
+			rerr := Read(bytes.NewReader(text), func(int, ledger.Batch) error { return nil })
+			if (rerr == nil) != (err == nil) || rerr != nil && !errors.Is(rerr, ErrFormat) {
+				t.Fatalf("%q: parseLine %v, Read %v", text, err, rerr)
+			}
+		}
+		if err != nil {
+			return
+		}
+		if !json.Valid(text) || text[0] != '{' {
+			t.Fatalf("%q accepted: not one JSON object", text)
+		}
+		if !json.Valid(l.Bundle) || l.Bundle[0] != '{' {
+			t.Fatalf("%q: bundle %q is not a JSON object", text, l.Bundle)
+		}
+		bundle := bytes.Clone(l.Bundle)
+		clear(in)
+		if !bytes.Equal(l.Bundle, bundle) {
+			t.Fatalf("%q: the bundle shares the line's memory", text)
+		}
+		var w bytes.Buffer
+		if err := Write(&w, l); err != nil {
+			if !errors.Is(err, ErrFormat) || !bytes.ContainsAny(l.Bundle, "\r\n") {
+				t.Fatalf("%q: Write: %v", text, err)
+			}
+			return
+		}
+		again, err := parseLine(bytes.TrimSuffix(w.Bytes(), []byte("\n")))
+		if err != nil {
+			t.Fatalf("%q: Write gave %q: %v", text, w.Bytes(), err)
+		}
+		if again.BatchID != l.BatchID || again.AgentID != l.AgentID || again.Sequence != l.Sequence ||
+			!slices.EqualFunc(again.Receipts, l.Receipts, bytes.Equal) || (again.Receipts == nil) != (l.Receipts == nil) {
+			t.Fatalf("%q: re-encoded as %q: %+v, was %+v", text, w.Bytes(), again, l)
+		}
+		var was, now any
+		if json.Unmarshal(l.Bundle, &was) != nil || json.Unmarshal(again.Bundle, &now) != nil || !reflect.DeepEqual(was, now) {
+			t.Fatalf("%q: bundle %q re-encoded as %q", text, l.Bundle, again.Bundle)
+		}
+		var compact bytes.Buffer
+		if json.Compact(&compact, l.Bundle) == nil && bytes.Equal(compact.Bytes(), l.Bundle) &&
+			!bytes.ContainsAny(l.Bundle, "<>&\u2028\u2029") && !bytes.Equal(again.Bundle, l.Bundle) {
+			t.Fatalf("%q: canonical bundle %q re-encoded as %q", text, l.Bundle, again.Bundle)
+		}
+		var w2 bytes.Buffer
+		if err := Write(&w2, again); err != nil || !bytes.Equal(w2.Bytes(), w.Bytes()) {
+			t.Fatalf("%q: written %q, then %q (%v)", text, w.Bytes(), w2.Bytes(), err)
 		}
 	})
 }
