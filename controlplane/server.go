@@ -66,6 +66,12 @@ const (
 	DefaultMetricsListen = "127.0.0.1:7444"
 	// TrustMarkFile is the TrustPolicy high-water mark's file in DataDir.
 	TrustMarkFile = "trust-highwater.json"
+	// DefaultStreamsPerConnection is Options.StreamsPerConnection's
+	// default: an agent holds a few streams (Discovery, receipt upload,
+	// drift reports), an admin client one per command.
+	DefaultStreamsPerConnection = 128
+	// DefaultHandshakeTimeout is Options.HandshakeTimeout's default.
+	DefaultHandshakeTimeout = 10 * time.Second
 )
 
 // Errors.
@@ -145,6 +151,14 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Debounce of discovery pushes; 0 means 100ms.
 	Debounce time.Duration
+	// StreamsPerConnection is the most RPC streams one client connection
+	// may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS): a further one
+	// waits until one ends. 0 means DefaultStreamsPerConnection.
+	StreamsPerConnection uint32
+	// HandshakeTimeout bounds a new connection's set-up (TLS and HTTP/2):
+	// a peer that has not completed it by then is disconnected. 0 means
+	// DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
 	// SweepInterval of the lifecycle's evidence-expiry sweep; 0 means 1m.
 	SweepInterval time.Duration
 	// MaxArtifactBytes; 0 means store.DefaultMaxBytes (1 MiB).
@@ -193,6 +207,12 @@ func New(o Options) (*Server, error) {
 	}
 	if o.EtcdWait <= 0 {
 		o.EtcdWait = 30 * time.Second
+	}
+	if o.StreamsPerConnection == 0 {
+		o.StreamsPerConnection = DefaultStreamsPerConnection
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
 	}
 	if o.Root == nil {
 		return nil, fmt.Errorf("%w: the root public key is required", ErrConfig)
@@ -392,6 +412,8 @@ func (s *Server) Run(ctx context.Context) error {
 	ds := discovery.New(st, discovery.Options{Debounce: s.o.Debounce, Metrics: discovery.NewMetrics(s.reg), Logger: s.o.Logger})
 
 	opts := []grpc.ServerOption{
+		grpc.ConnectionTimeout(s.o.HandshakeTimeout),
+		grpc.MaxConcurrentStreams(s.o.StreamsPerConnection),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.UnaryInterceptor(s.authz.UnaryInterceptor()),
