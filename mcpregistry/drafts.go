@@ -1,6 +1,8 @@
 package mcpregistry
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/url"
 	"strconv"
 	"strings"
@@ -25,6 +27,11 @@ const (
 	LabelPublisherVerification = "mcpready.dev/publisher-verification"
 )
 
+// maxName bounds a draft's name (artifact.ValidateName): a longer one is
+// cut and suffixed with 12 hex digits of its SHA-256, so that drafts of
+// long names stay apart.
+const maxName = 253
+
 // verification is the LabelPublisherVerification value of r.
 func verification(r Record) string {
 	switch {
@@ -43,7 +50,9 @@ func verification(r Record) string {
 // registry verified the publisher's namespace. Tools are
 // unknown until the server is enrolled, so the identity names none, and
 // the state is CANDIDATE: an import never qualifies anything. Records
-// without such a remote (packages only) give no draft.
+// without such a remote (packages only) give no draft. Drafts are named
+// "imported/<server>@<version>", cleaned (artifact.CleanName) and bounded
+// (maxName).
 func Drafts(base string, records []Record) []*artifact.Object {
 	var out []*artifact.Object
 	for _, r := range records {
@@ -56,6 +65,10 @@ func Drafts(base string, records []Record) []*artifact.Object {
 			name := "imported/" + artifact.CleanName(r.Server.Name) + "@" + artifact.CleanName(r.Server.Version)
 			if n > 1 {
 				name += "/remote-" + strconv.Itoa(n)
+			}
+			if len(name) > maxName {
+				sum := sha256.Sum256([]byte(name))
+				name = strings.TrimRight(name[:maxName-13], "/") + "/" + hex.EncodeToString(sum[:6])
 			}
 			source := strings.TrimSuffix(base, "/") + "/v0/servers/" + url.PathEscape(r.Server.Name) + "/versions/" + url.PathEscape(r.Server.Version)
 			e := &mcpreadyv1.RegistryEntry{

@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -200,28 +201,26 @@ func fetch(ctx context.Context, c *http.Client, base *url.URL, cursor string, li
 		return nil, ErrTooLarge
 	}
 	var p page
-	if err := json.Unmarshal(b, &p); err != nil {
+	if err := unmarshal(b, &p); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrResponse, err)
 	}
 	return &p, nil
 }
 
 // decode reads one listed record: {"server": {...}, "_meta": {...}}, or a
-// flat server.json whose _meta holds the registry's metadata.
+// flat server.json whose _meta holds the registry's metadata. Every _meta
+// must be an object; metadata that is null is absent.
 func decode(raw json.RawMessage) (Record, error) {
 	var e entry
-	if err := json.Unmarshal(raw, &e); err != nil {
+	if err := unmarshal(raw, &e); err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrResponse, err)
 	}
 	if e.Server == nil {
 		var s Server
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if err := unmarshal(raw, &s); err != nil {
 			return Record{}, fmt.Errorf("%w: %w", ErrResponse, err)
 		}
-		e.Server = &s
-		if len(s.Meta) > 0 {
-			_ = json.Unmarshal(s.Meta, &e.Meta)
-		}
+		e.Server = &s // its _meta is the record's (e.Meta)
 	}
 	if e.Server.Name == "" || e.Server.Version == "" {
 		return Record{}, fmt.Errorf("%w: a record without name or version", ErrResponse)
@@ -229,18 +228,71 @@ func decode(raw json.RawMessage) (Record, error) {
 	r := Record{Server: *e.Server}
 	var sm map[string]json.RawMessage
 	if len(e.Server.Meta) > 0 {
-		_ = json.Unmarshal(e.Server.Meta, &sm)
+		if err := json.Unmarshal(e.Server.Meta, &sm); err != nil {
+			return Record{}, fmt.Errorf("%w: server _meta: %w", ErrResponse, err)
+		}
 	}
-	if off, ok := e.Meta[MetaOfficial]; ok {
-		if err := json.Unmarshal(off, &r.Official); err != nil {
+	if off, ok := e.Meta[MetaOfficial]; ok && string(off) != "null" {
+		if err := unmarshal(off, &r.Official); err != nil {
 			return Record{}, fmt.Errorf("%w: %s: %w", ErrResponse, MetaOfficial, err)
 		}
 		r.HasOfficial = true
 	}
-	if pub, ok := sm[MetaPublisher]; ok {
+	if pub, ok := sm[MetaPublisher]; ok && string(pub) != "null" {
 		r.Publisher = pub
-	} else if pub, ok := e.Meta[MetaPublisher]; ok {
+	} else if pub, ok := e.Meta[MetaPublisher]; ok && string(pub) != "null" {
 		r.Publisher = pub
 	}
 	return r, nil
+}
+
+// unmarshal is json.Unmarshal into v, a pointer to a struct, refusing an
+// object key that encoding/json would take for a field although it is not
+// spelled as the field's name ("Name" or "NAME" for "name"): the registry's
+// keys are case-sensitive, and a second spelling must not replace the value
+// under the first.
+func unmarshal(raw []byte, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return err
+	}
+	return exactKeys(raw, reflect.TypeOf(v).Elem())
+}
+
+// exactKeys checks the keys of raw, valid JSON decoding into t, and of the
+// objects in it that decode into structs.
+func exactKeys(raw []byte, t reflect.Type) error {
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return exactKeys(raw, t.Elem())
+	case reflect.Slice:
+		var items []json.RawMessage
+		_ = json.Unmarshal(raw, &items) // null: none
+		for _, it := range items {
+			if err := exactKeys(it, t.Elem()); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(raw, &m) // null: none
+		for key, val := range m {
+			for f := range t.Fields() {
+				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+				if name == "" {
+					name = f.Name
+				}
+				if key == name {
+					if err := exactKeys(val, f.Type); err != nil {
+						return err
+					}
+				} else if strings.EqualFold(key, name) {
+					return fmt.Errorf("key %q where %q is meant", key, name)
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -128,10 +128,13 @@ func TestBadRegistries(t *testing.T) {
 		t.Fatalf("endless: %v %+v", err, l)
 	}
 	for name, body := range map[string]string{
-		"garbage":   "<html>",
-		"no name":   `{"servers":[{"server":{"version":"1"}}]}`,
-		"bad meta":  `{"servers":[{"server":{"name":"a","version":"1"},"_meta":{"io.modelcontextprotocol.registry/official":{"publishedAt":7}}}]}`,
-		"not array": `{"servers":{}}`,
+		"garbage":                    "<html>",
+		"no name":                    `{"servers":[{"server":{"version":"1"}}]}`,
+		"bad meta":                   `{"servers":[{"server":{"name":"a","version":"1"},"_meta":{"io.modelcontextprotocol.registry/official":{"publishedAt":7}}}]}`,
+		"not array":                  `{"servers":{}}`,
+		"server _meta not an object": `{"servers":[{"server":{"name":"a","version":"1","_meta":5}}]}`,
+		"name spelt twice":           `{"servers":[{"server":{"name":"com.evil/x","version":"1","Name":"io.github.trusted/x"}}]}`,
+		"_meta spelt otherwise":      `{"servers":[{"server":{"name":"a","version":"1"},"_metA":{"io.modelcontextprotocol.registry/official":{}}}]}`,
 	} {
 		ts := registry(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(body)) })
 		if _, err := mcpregistry.List(context.Background(), ts.URL, mcpregistry.Options{}); !errors.Is(err, mcpregistry.ErrResponse) {
