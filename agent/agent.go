@@ -280,6 +280,7 @@ func New(opts Options) (*Agent, error) {
 // and to the workflow options' zero fields (a zero limit keeps the
 // front's or the tracker's default).
 func withLimits(f *front.Options, w *workflow.Options, l config.Limits) {
+	f.MaxSessions, f.MaxSessionsPerPrincipal = l.Sessions, l.SessionsPerPrincipal
 	f.MaxUpstreamSessions, f.MaxUpstreamSessionsPerPrincipal = l.UpstreamSessions, l.UpstreamSessionsPerPrincipal
 	f.MaxHeldCalls, f.MaxHeldCallsPerPrincipal = l.HeldCalls, l.HeldCallsPerPrincipal
 	f.MaxPendingRounds, f.MaxPendingRoundsPerPrincipal = l.PendingRounds, l.PendingRoundsPerPrincipal

@@ -41,6 +41,7 @@ func TestConfiguredLimits(t *testing.T) {
 	p := filepath.Join(dir, "agent.yaml")
 	if err := os.WriteFile(p, []byte(`defaultPrincipal: {name: local, principalClass: default}
 limits:
+  sessionsPerPrincipal: 2
   upstreamSessionsPerPrincipal: 1
   readHeaderTimeout: 1s
   coldAfter: 100ms
@@ -59,11 +60,12 @@ limits:
 	defer stop()
 	waitConfigured(t, a)
 
-	connect := func() (*mcp.ClientSession, error) {
+	connectTo := func(path string) (*mcp.ClientSession, error) {
 		c := mcp.NewClient(&mcp.Implementation{Name: "ai"}, nil)
-		return c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + a.Addr() + "/mcp/servers/test", MaxRetries: -1},
+		return c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + a.Addr() + path, MaxRetries: -1},
 			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	}
+	connect := func() (*mcp.ClientSession, error) { return connectTo("/mcp/servers/test") }
 	cs, err := connect()
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +82,19 @@ limits:
 mcpready_agent_upstream_sessions_refused_total{scope="principal"} 1
 `), "mcpready_agent_upstream_sessions_refused_total"); err != nil {
 		t.Errorf("refusal not counted: %v", err)
+	}
+	// The refused session left no front session behind: one more fits the
+	// configured 2 per principal, and then no more.
+	agg, err := connectTo("/mcp")
+	if err != nil {
+		t.Fatalf("a second front session within the configured cap of 2: %v", err)
+	}
+	defer agg.Close()
+	if third, err := connectTo("/mcp"); err == nil {
+		third.Close()
+		t.Fatal("a third front session was admitted past the configured cap of 2")
+	} else if !strings.Contains(err.Error(), "Service Unavailable") { // HTTP 503; the body, which says why, is front TestFrontSessionsCapped's
+		t.Fatalf("front session refusal: %v", err)
 	}
 
 	callIn := func(wf string) *mcp.CallToolResult {
@@ -222,7 +237,7 @@ func TestExampleLimitsAreDefaults(t *testing.T) {
 	var fo front.Options
 	var wo workflow.Options
 	withLimits(&fo, &wo, c.Limits())
-	want := front.Options{MaxUpstreamSessions: front.DefaultMaxUpstreamSessions, MaxUpstreamSessionsPerPrincipal: front.DefaultMaxUpstreamSessionsPerPrincipal,
+	want := front.Options{MaxSessions: front.DefaultMaxSessions, MaxSessionsPerPrincipal: front.DefaultMaxSessionsPerPrincipal, MaxUpstreamSessions: front.DefaultMaxUpstreamSessions, MaxUpstreamSessionsPerPrincipal: front.DefaultMaxUpstreamSessionsPerPrincipal,
 		MaxHeldCalls: front.DefaultMaxHeldCalls, MaxHeldCallsPerPrincipal: front.DefaultMaxHeldCallsPerPrincipal,
 		MaxPendingRounds: front.DefaultMaxPendingRounds, MaxPendingRoundsPerPrincipal: front.DefaultMaxPendingRoundsPerPrincipal,
 		ReadHeaderTimeout: front.DefaultReadHeaderTimeout, IdleTimeout: front.DefaultIdleTimeout, BodyTimeout: front.DefaultBodyTimeout,

@@ -38,6 +38,13 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 // is refused (ErrLimit). Counts range over 1..MaxLimitCount; durations
 // over the minimum named per field up to MaxLimitDuration.
 type Limits struct {
+	// Sessions caps the stateful MCP sessions local clients hold with the
+	// agent at once over all principals; 0 is 4096. A request that would
+	// open one past it is refused (HTTP 503, too many sessions).
+	Sessions int `json:"sessions,omitempty"`
+	// SessionsPerPrincipal is the same cap per principal (the default
+	// principal included); 0 is 256.
+	SessionsPerPrincipal int `json:"sessionsPerPrincipal,omitempty"`
 	// UpstreamSessions caps the dedicated upstream sessions (for a stdio
 	// upstream, child processes) the transparent views hold at once over
 	// all principals; 0 is 256. An initialize past it is refused (too
@@ -109,6 +116,7 @@ func (l Limits) validate() error {
 		name string
 		v    int
 	}{
+		{"sessions", l.Sessions}, {"sessionsPerPrincipal", l.SessionsPerPrincipal},
 		{"upstreamSessions", l.UpstreamSessions}, {"upstreamSessionsPerPrincipal", l.UpstreamSessionsPerPrincipal},
 		{"heldCalls", l.HeldCalls}, {"heldCallsPerPrincipal", l.HeldCallsPerPrincipal},
 		{"pendingRounds", l.PendingRounds}, {"pendingRoundsPerPrincipal", l.PendingRoundsPerPrincipal},

@@ -26,7 +26,8 @@
 //
 // Both eras are served: requests carrying MCP-Protocol-Version 2026-07-28 or
 // later go to a stateless handler (server/discover), others to a session
-// handler (2025-11-25 initialize). Lists show exactly what the principal may
+// handler (2025-11-25 initialize); the session handler's sessions are
+// capped per principal and overall (sessions.go). Lists show exactly what the principal may
 // call (the pipeline's admission). The front only speaks MCP: it
 // authenticates, names and pins a tools/call, then hands it to package
 // pipeline, which decides, approves per route, executes on the route's own
@@ -42,6 +43,7 @@ package front
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -156,6 +158,16 @@ type Options struct {
 	// tokenless default principal included). Zero means
 	// DefaultMaxUpstreamSessionsPerPrincipal; negative means no cap.
 	MaxUpstreamSessionsPerPrincipal int
+	// MaxSessions caps the stateful front sessions (clients' MCP sessions
+	// with the agent, each kept until closed or idle for
+	// SessionIdleTimeout) over all principals: a request that would open
+	// one past it is refused (HTTP 503). Zero means DefaultMaxSessions;
+	// negative means no cap.
+	MaxSessions int
+	// MaxSessionsPerPrincipal is the same cap per principal (the tokenless
+	// default principal included). Zero means
+	// DefaultMaxSessionsPerPrincipal; negative means no cap.
+	MaxSessionsPerPrincipal int
 	// MaxOwnerSessions bounds the shared upstream sessions opened with
 	// principals' own tokens (token exchange, authorization code) on the
 	// aggregate view: upstream.Options.MaxOwnerSessions; zero means its
@@ -219,11 +231,16 @@ type Front struct {
 	metrics *metrics
 	pending *roundStore // calls waiting for a stateless client's input
 	pipe    *pipeline.Pipeline
-	caps    *limiter      // dedicated upstream sessions held, per principal and overall
-	stop    chan struct{} // closed by Close: ends the periodic re-listing
-	closing sync.Once
-	idp     *access.IdentityVerifier // nil: no identity provider configured
-	origins *http.CrossOriginProtection
+	caps    *limiter // dedicated upstream sessions held, per principal and overall
+	// frontSessions: stateful front sessions held, per principal and
+	// overall; at a cap a principal's session idle for evictIdleAfter
+	// (DefaultEvictIdleAfter) gives way to its new one.
+	frontSessions  *limiter
+	evictIdleAfter time.Duration
+	stop           chan struct{} // closed by Close: ends the periodic re-listing
+	closing        sync.Once
+	idp            *access.IdentityVerifier // nil: no identity provider configured
+	origins        *http.CrossOriginProtection
 
 	workflows *workflow.Tracker // nil: workflows not tracked
 
@@ -262,6 +279,9 @@ func New(opts Options) *Front {
 	f.pins = newPins(f)
 	f.caps = newLimiter("dedicated upstream sessions", errTooManySessions, opts.MaxUpstreamSessions, opts.MaxUpstreamSessionsPerPrincipal,
 		DefaultMaxUpstreamSessions, DefaultMaxUpstreamSessionsPerPrincipal, m.sessionsRefused, m.sessionsOpen)
+	f.frontSessions = newLimiter("front sessions", errTooManyFrontSessions, opts.MaxSessions, opts.MaxSessionsPerPrincipal,
+		DefaultMaxSessions, DefaultMaxSessionsPerPrincipal, m.frontSessionsRefused, m.frontSessionsOpen)
+	f.evictIdleAfter = DefaultEvictIdleAfter
 	f.idp = identityProvider(opts.Config)
 	acc, accUp := upstreamAccess(opts.Config, opts.Logger)
 	emit := func(rec *mcpreadyv1.Receipt) {
@@ -479,8 +499,14 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.opts.Telemetry != nil {
 		r = withRequestID(f.opts.Telemetry, r, env)
 	}
-	if !v.ownSession(w, r, id.Name) {
+	s, ok := v.ownSession(w, r, id.Name)
+	if !ok {
 		return
+	}
+	if s != nil {
+		s.last.Store(f.opts.Now().UnixNano())
+		s.busy.Add(1)
+		defer s.busy.Add(-1)
 	}
 	if pv := r.Header.Get(protocolHeader); pv >= statelessProtocol {
 		if env != nil && !v.paramHeadersMatch(w, r, env) {
@@ -494,33 +520,85 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	restoreBody(r, body)
+	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" { // the go-sdk opens a session
+		release, err := f.frontSessions.take(id.Name, false)
+		if err != nil && f.evictIdle(id.Name) {
+			release, err = f.frontSessions.take(id.Name, false)
+		}
+		if err != nil {
+			release, err = f.frontSessions.acquire(id.Name) // counted
+		}
+		if err != nil {
+			var rid json.RawMessage
+			if env != nil {
+				rid = env.ID
+			}
+			writeRPCError(w, http.StatusServiceUnavailable, rid, codeRefused, err.Error())
+			return
+		}
+		slot := &sessionSlot{release: release}
+		defer slot.unclaimed()
+		r = r.WithContext(context.WithValue(r.Context(), sessionSlotKey{}, slot))
+	}
 	v.stateful.ServeHTTP(w, r)
 }
 
 // ownSession refuses (HTTP 403, counted) a request presenting a session
 // that another principal opened: a session, with its dedicated upstream
 // session and its client's elicitation channel, belongs to its opener.
-// It reports whether r may go on.
-func (v *view) ownSession(w http.ResponseWriter, r *http.Request, principal string) bool {
+// It reports whether r may go on, and the session r presents (nil for
+// none, or one unknown to the front: the go-sdk answers 404).
+func (v *view) ownSession(w http.ResponseWriter, r *http.Request, principal string) (*session, bool) {
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
-		return true
+		return nil, true
 	}
 	v.mu.Lock()
 	s := v.bySID[sid]
 	v.mu.Unlock()
 	if s == nil {
-		return true // unknown to the front: the go-sdk answers 404
+		return nil, true
 	}
 	s.mu.Lock()
 	owner := s.principal
 	s.mu.Unlock()
 	if owner == principal {
-		return true
+		return s, true
 	}
 	v.f.metrics.sessionsForeign.Inc()
 	writeRPCError(w, http.StatusForbidden, nil, codeRefused, "this session belongs to another principal; initialize a session of your own")
-	return false
+	return nil, false
+}
+
+// evictIdle closes principal's least recently used front session that
+// holds a cap slot, has no request in progress and has been idle for
+// evictIdleAfter, and frees its slot at once; it reports whether it did.
+// Its client's next request gets 404, on which MCP clients initialize a
+// new session. Sessions of other principals are never closed.
+func (f *Front) evictIdle(principal string) bool {
+	cutoff := f.opts.Now().Add(-f.evictIdleAfter).UnixNano()
+	var lru *session
+	for _, s := range f.liveSessions() {
+		s.mu.Lock()
+		mine := s.principal == principal && s.ss != nil
+		s.mu.Unlock()
+		if !mine || s.slot == nil || !s.slot.claimed.Load() || s.busy.Load() > 0 || s.last.Load() > cutoff {
+			continue
+		}
+		if lru == nil || s.last.Load() < lru.last.Load() {
+			lru = s
+		}
+	}
+	if lru == nil {
+		return false
+	}
+	lru.mu.Lock()
+	ss := lru.ss
+	lru.mu.Unlock()
+	_ = ss.Close()
+	lru.slot.release()
+	f.metrics.frontSessionsEvicted.Inc()
+	return true
 }
 
 // fromElsewhere refuses (HTTP 403, counted) a request that a web page of
@@ -624,7 +702,8 @@ func (f *Front) view(server string) *view {
 		if r.Header.Get("Mcp-Session-Id") != "" {
 			return f.probe // only consulted for its protocol versions
 		}
-		return v.newServer(&session{v: v})
+		slot, _ := r.Context().Value(sessionSlotKey{}).(*sessionSlot)
+		return v.newServer(&session{v: v, slot: slot})
 	}, &mcp.StreamableHTTPOptions{Logger: f.opts.Logger, SessionTimeout: f.opts.SessionIdleTimeout})
 	f.views[server] = v
 	return v

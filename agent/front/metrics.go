@@ -20,6 +20,14 @@ type metrics struct {
 	sessionsRefused *prometheus.CounterVec
 	// sessionsOpen is the number of dedicated upstream sessions held.
 	sessionsOpen prometheus.Gauge
+	// frontSessionsRefused counts initializes refused at a front session
+	// cap, by scope ("principal" or "total"); frontSessionsOpen is the
+	// number of stateful front sessions held.
+	frontSessionsRefused *prometheus.CounterVec
+	frontSessionsOpen    prometheus.Gauge
+	// frontSessionsEvicted counts idle front sessions closed to make room
+	// for a new one of the same principal at a cap.
+	frontSessionsEvicted prometheus.Counter
 	// heldRefused and roundsRefused count calls refused at the caps on
 	// upstream calls held open across input rounds and on pending input
 	// rounds, by scope ("principal" or "total").
@@ -58,6 +66,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sessionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mcpready_agent_upstream_sessions_open", Help: "Dedicated upstream sessions (stdio: child processes) held for transparent-view sessions.",
 		}),
+		frontSessionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpready_agent_sessions_refused_total", Help: "Requests that would open a stateful front session refused at a front session cap, by scope (principal, total).",
+		}, []string{"scope"}),
+		frontSessionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpready_agent_sessions_open", Help: "Stateful front sessions (clients' MCP sessions with this agent) held.",
+		}),
+		frontSessionsEvicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpready_agent_sessions_evicted_total", Help: "Idle front sessions closed to make room for a new session of the same principal at a front session cap.",
+		}),
 		heldRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpready_agent_held_calls_refused_total", Help: "Stateless calls refused at the cap on upstream calls held open across input rounds, by scope (principal, total).",
 		}, []string{"scope"}),
@@ -81,7 +98,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.foreignOrigin, m.instructionsWithheld, m.inputRefused, m.slowBodies)
+		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.frontSessionsRefused, m.frontSessionsOpen, m.frontSessionsEvicted, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.foreignOrigin, m.instructionsWithheld, m.inputRefused, m.slowBodies)
 	}
 	return m
 }

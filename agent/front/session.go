@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -30,9 +31,16 @@ type session struct {
 	ups       map[upstream.Target]*upstream.Session // dedicated sessions, one per endpoint of the view's server
 	slots     map[upstream.Target]func()            // releases each dedicated session's cap slot
 	principal string                                // who opened the session (its cap slots)
-	access    access.Principal                      // whose upstream tokens its dedicated sessions present
-	inflight  []*inflight
-	fast      fastState
+	slot      *sessionSlot                          // its front session cap slot, nil for none
+	// last is when a request presenting the session last arrived (unix
+	// nanoseconds); busy counts its requests in progress (an open GET
+	// stream included). An idle session is the one a principal at its
+	// session cap gives up first (evictIdle).
+	last     atomic.Int64
+	busy     atomic.Int32
+	access   access.Principal // whose upstream tokens its dedicated sessions present
+	inflight []*inflight
+	fast     fastState
 }
 
 type inflight struct {
@@ -454,8 +462,13 @@ func (v *view) present(ctx context.Context, s *session, method string, req mcp.R
 				v.bySID[id] = s
 			}
 			v.mu.Unlock()
+			claimed := s.slot.claim()
+			s.last.Store(v.f.opts.Now().UnixNano())
 			go func() {
 				_ = ss.Wait()
+				if claimed {
+					s.slot.release()
+				}
 				v.mu.Lock()
 				delete(v.sessions, s)
 				if v.bySID[ss.ID()] == s {

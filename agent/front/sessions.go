@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,12 +22,20 @@ const (
 	DefaultMaxHeldCallsPerPrincipal        = 16
 	DefaultMaxPendingRounds                = 10000
 	DefaultMaxPendingRoundsPerPrincipal    = 64
+	DefaultMaxSessions                     = 4096
+	DefaultMaxSessionsPerPrincipal         = 256
+	// DefaultEvictIdleAfter is how long a principal's front session must
+	// have been idle to give way to a new one of the same principal at a
+	// session cap.
+	DefaultEvictIdleAfter = time.Minute
 )
 
 // Refusals at a cap.
 var (
 	// errTooManySessions refuses a dedicated upstream session past a cap.
 	errTooManySessions = errors.New("too many upstream sessions")
+	// errTooManyFrontSessions refuses a stateful front session past a cap.
+	errTooManyFrontSessions = errors.New("too many sessions")
 	// errTooManyHeld refuses an upstream call held open across input rounds past a cap.
 	errTooManyHeld = errors.New("too many calls held open for input")
 	// errTooManyRounds refuses a new pending input round past a cap.
@@ -106,4 +116,24 @@ func (c *limiter) take(principal string, count bool) (func(), error) {
 			}
 		})
 	}, nil
+}
+
+// sessionSlot is a front session cap slot taken for a request that may
+// open a stateful session: the session that request opens claims it (and
+// releases it when it ends); otherwise the request releases it when done.
+type sessionSlot struct {
+	release func()
+	claimed atomic.Bool
+}
+
+type sessionSlotKey struct{}
+
+// claim takes over the slot's release; false if it was claimed or released.
+func (sl *sessionSlot) claim() bool { return sl != nil && sl.claimed.CompareAndSwap(false, true) }
+
+// unclaimed releases the slot unless a session claimed it.
+func (sl *sessionSlot) unclaimed() {
+	if sl.claim() {
+		sl.release()
+	}
 }
