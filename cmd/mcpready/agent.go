@@ -83,7 +83,8 @@ exporters read; OTEL_SDK_DISABLED=true turns them off).`,
 	return cmd
 }
 
-// parseLabels parses "k=v,k2=v2".
+// parseLabels parses "k=v,k2=v2"; spaces around items, keys and values
+// are not part of them, and a key may be given once.
 func parseLabels(s string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, kv := range strings.Split(s, ",") {
@@ -92,10 +93,14 @@ func parseLabels(s string) (map[string]string, error) {
 			continue
 		}
 		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
 		if !ok || k == "" {
 			return nil, fmt.Errorf("label %q is not k=v", kv)
 		}
-		out[k] = v
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("label %q: %s given twice", kv, k)
+		}
+		out[k] = strings.TrimSpace(v)
 	}
 	return out, nil
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +140,14 @@ func TestAgentEndpointAndLabels(t *testing.T) {
 	if _, err := parseLabels("novalue"); err == nil {
 		t.Fatal("label without = accepted")
 	}
+	// Found by FuzzParseLabels: the spaces around "=" were kept, so the
+	// agent had no "region" label, and a second value replaced the first.
+	if l, err := parseLabels("region = eu-west,0= 0"); err != nil || len(l) != 2 || l["region"] != "eu-west" || l["0"] != "0" {
+		t.Fatalf("%q %v", l, err)
+	}
+	if _, err := parseLabels("region=eu-west,region=us-east"); err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Fatalf("label given twice: %v", err)
+	}
 }
 
 func TestEnrollQualifyNoApply(t *testing.T) {
@@ -190,4 +200,48 @@ func TestEnrollQualifyNoApply(t *testing.T) {
 	if code, _, _ := runKeyCLI(t, "enroll", "--url", url, "--no-apply"); code != exitUsage {
 		t.Fatalf("missing --name: exit %d", code)
 	}
+}
+
+// FuzzParseLabels: --labels is read as comma-separated k=v items with the
+// spaces around items, keys and values ignored; anything else (an item
+// without "=", an empty key, a key given twice) is refused naming the item.
+// An accepted map holds exactly the items given, and written back as
+// "k=v,..." parses to itself.
+func FuzzParseLabels(f *testing.F) {
+	for _, s := range []string{"region=eu-west, host=a", "novalue", "", ",", " , ", "a=", "=b", "a=b=c", "a=1,a=2", "region = eu-west",
+		`host="h",region=eu-west,tenant-classes=default`, "a=b,,c=d", "a\t=\tb", "k=v,\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := parseLabels(s)
+		want, why := map[string]string{}, ""
+		for item := range strings.SplitSeq(s, ",") {
+			item = strings.TrimSpace(item)
+			if item == "" {
+				continue
+			}
+			k, v, ok := strings.Cut(item, "=")
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			if _, dup := want[k]; why == "" && (!ok || k == "" || dup) {
+				why = item
+			}
+			want[k] = v
+		}
+		if why != "" {
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", why)) {
+				t.Fatalf("%q: %v, %v (want an error naming %q)", s, got, err, why)
+			}
+			return
+		}
+		if err != nil || !maps.Equal(got, want) {
+			t.Fatalf("%q: %v, %v; want %v", s, got, err, want)
+		}
+		var items []string
+		for _, k := range slices.Sorted(maps.Keys(got)) {
+			items = append(items, k+"="+got[k])
+		}
+		if again, err := parseLabels(strings.Join(items, ",")); err != nil || !maps.Equal(again, got) {
+			t.Fatalf("%q: %v written back as %q: %v, %v", s, got, strings.Join(items, ","), again, err)
+		}
+	})
 }
