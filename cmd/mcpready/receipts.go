@@ -191,12 +191,17 @@ func (o *receiptsGetOptions) run(cmd *cobra.Command, args []string) error {
 	})
 }
 
-// parseSince accepts RFC 3339 or a duration back from now ("24h").
+// parseSince accepts RFC 3339 or a duration back from now ("24h"). An
+// instant must fit the export request's Timestamp (years 0001 to 9999 in
+// UTC).
 func parseSince(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		if timestamppb.New(t).CheckValid() != nil {
+			return time.Time{}, withCode(exitUsage, fmt.Errorf("--since %q: want an instant from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z", s))
+		}
 		return t, nil
 	}
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/spool"
@@ -173,4 +176,50 @@ func TestReceiptsCommands(t *testing.T) {
 	if code, _, errOut = runKeyCLI(t, "receipts", "verify", partA, "--key", agentPub); code != exitVerify || !strings.Contains(errOut, "a.jsonl:2") {
 		t.Fatalf("verify one part: %d %s", code, errOut)
 	}
+}
+
+// FuzzParseSince: --since is empty (no bound), RFC 3339 (that instant,
+// which the export request can carry: years 0001 to 9999 in UTC) or a
+// non-negative duration back from now (never after now, exactly that long
+// before it); anything else is a usage error naming the input. An accepted
+// instant written back as RFC 3339 parses to itself.
+func FuzzParseSince(f *testing.F) {
+	for _, s := range []string{"", "1h", "24h", "0s", "-0s", "-1h", "2026-11-29T10:00:00Z", "2026-11-29T10:00:00.5+05:30",
+		"2562047h47m16.854775807s", "2562047h47m16.854775808s", "0001-01-01T00:00:00Z", "0000-06-01T00:00:00Z",
+		"9999-12-31T23:59:59Z", "9999-12-31T23:59:59-01:00", "0001-01-01T00:30:00+01:00", "yesterday", " 1h", "1.5d"} {
+		f.Add(s, int64(1_800_000_000_000_000_000))
+	}
+	f.Fuzz(func(t *testing.T, s string, nowNanos int64) {
+		now := time.Unix(0, nowNanos).UTC()
+		got, err := parseSince(s, now)
+		abs, absErr := time.Parse(time.RFC3339, s)
+		d, durErr := time.ParseDuration(s)
+		var ce *codedError
+		switch {
+		case s == "":
+			if err != nil || !got.IsZero() {
+				t.Fatalf("empty: %v, %v", got, err)
+			}
+		case err != nil:
+			if !errors.As(err, &ce) || ce.code != exitUsage || !strings.Contains(err.Error(), fmt.Sprintf("%q", s)) {
+				t.Fatalf("%q: error %v (want a usage error naming the input)", s, err)
+			}
+			if absErr == nil && timestamppb.New(abs).CheckValid() == nil || durErr == nil && d >= 0 {
+				t.Fatalf("%q: refused (%v)", s, err)
+			}
+		case absErr == nil:
+			if !got.Equal(abs) || timestamppb.New(got).CheckValid() != nil {
+				t.Fatalf("%q: %v, want %v within the years 0001-9999", s, got, abs)
+			}
+			if again, err := parseSince(got.Format(time.RFC3339Nano), now); err != nil || !again.Equal(got) {
+				t.Fatalf("%q: %v written back: %v, %v", s, got, again, err)
+			}
+		case durErr == nil:
+			if d < 0 || got.After(now) || now.Sub(got) != d || timestamppb.New(got).CheckValid() != nil {
+				t.Fatalf("%q at %v: %v", s, now, got)
+			}
+		default:
+			t.Fatalf("%q: accepted as %v", s, got)
+		}
+	})
 }
