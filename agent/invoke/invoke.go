@@ -84,7 +84,9 @@ type Options struct {
 	// Budget limits retries and hedges across the agent; nil means only
 	// MaxAttempts limits them.
 	Budget *Budget
-	// Now is the clock; nil means time.Now.
+	// Now is the clock of the attempts' records and the breakers; nil
+	// means time.Now. The call's deadline becomes a context deadline, so
+	// it is kept and checked on the system clock whatever Now reads.
 	Now func() time.Time
 	// Sleep waits d or until ctx is done; nil means a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -342,7 +344,7 @@ func (rn *runner) route(r *decide.Route) Outcome {
 			return out
 		}
 		wait := rn.backoff(n, out.RetryAfter)
-		if rn.opts.Now().Add(wait).After(rn.deadline) {
+		if time.Now().Add(wait).After(rn.deadline) {
 			rn.action(readiness.ActionRetryAfterExceedsDeadline, r.Entry, "")
 			return out
 		}
@@ -400,7 +402,7 @@ func (rn *runner) upTo(d time.Duration) time.Duration {
 func (rn *runner) attempt(r *decide.Route) Outcome {
 	per := r.PerAttempt
 	now := rn.opts.Now()
-	rem := rn.deadline.Sub(now)
+	rem := time.Until(rn.deadline) // the deadline is on the system clock (started)
 	bound := per // what ends the attempt first
 	if per <= 0 || rem < per {
 		per, bound = 0, rem // the call's deadline comes first: no deadline of the attempt's own

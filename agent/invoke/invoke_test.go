@@ -641,3 +641,29 @@ func TestAttemptTimes(t *testing.T) {
 		}
 	}
 }
+
+// The call's deadline is on the system clock (it becomes a context
+// deadline), so it is compared with the system clock too, whatever
+// Options.Now (the attempts' and breakers' clock) reads. Failed before:
+// with Now an hour ahead every call timed out unattempted (rem < 0), and
+// with Now behind, a Retry-After past the deadline was still waited for.
+func TestDeadlineOnTheSystemClock(t *testing.T) {
+	for _, skew := range []time.Duration{time.Hour, -48 * time.Hour} {
+		sc := &script{plan: map[string][]Outcome{"a": {{Class: success}}}}
+		o := opts(&sleeps{})
+		o.Now = func() time.Time { return time.Now().Add(skew) }
+		if res := Run(context.Background(), decision(route("a", true)), sc.do, o); res.Final.Class != success || len(sc.calls) != 1 {
+			t.Fatalf("Now %s off the system clock: %v after calls %v", skew, res.Final.Class, sc.calls)
+		}
+	}
+	// A Retry-After that ends after the call's deadline is not waited for,
+	// with Now far behind.
+	sc := &script{plan: map[string][]Outcome{"a": {{Class: limited, Sent: true, RetryAfter: time.Hour, Err: errors.New("429")}, {Class: success}}}}
+	var sl sleeps
+	o := opts(&sl)
+	o.Now = func() time.Time { return time.Now().Add(-48 * time.Hour) }
+	res := Run(context.Background(), decision(route("a", true)), sc.do, o)
+	if len(sl.d) != 0 || !slices.Contains(readiness.ActionStrings(res.Actions), "retry-after-exceeds-deadline") {
+		t.Fatalf("slept %v, actions %v", sl.d, readiness.ActionStrings(res.Actions))
+	}
+}
