@@ -84,9 +84,12 @@ exporters read; OTEL_SDK_DISABLED=true turns them off).`,
 }
 
 // parseLabels parses "k=v,k2=v2"; spaces around items, keys and values
-// are not part of them, and a key may be given once.
+// are not part of them, and a key may be given once. An item without "="
+// continues the value before it, so a label may list several values
+// ("tenant-classes=a,b,region=eu": tenant-classes is "a,b").
 func parseLabels(s string) (map[string]string, error) {
 	out := map[string]string{}
+	last := ""
 	for _, kv := range strings.Split(s, ",") {
 		kv = strings.TrimSpace(kv)
 		if kv == "" {
@@ -94,13 +97,17 @@ func parseLabels(s string) (map[string]string, error) {
 		}
 		k, v, ok := strings.Cut(kv, "=")
 		k = strings.TrimSpace(k)
+		if !ok && last != "" {
+			out[last] += "," + kv
+			continue
+		}
 		if !ok || k == "" {
 			return nil, fmt.Errorf("label %q is not k=v", kv)
 		}
 		if _, dup := out[k]; dup {
 			return nil, fmt.Errorf("label %q: %s given twice", kv, k)
 		}
-		out[k] = strings.TrimSpace(v)
+		out[k], last = strings.TrimSpace(v), k
 	}
 	return out, nil
 }

@@ -148,6 +148,12 @@ func TestAgentEndpointAndLabels(t *testing.T) {
 	if _, err := parseLabels("region=eu-west,region=us-east"); err == nil || !strings.Contains(err.Error(), "given twice") {
 		t.Fatalf("label given twice: %v", err)
 	}
+	// A label with several values (tenant-classes, nodelabel.Split): the
+	// items after it without "=" are its values. Before, "b" was refused,
+	// so an agent could not be scoped to two tenant classes.
+	if l, err := parseLabels("tenant-classes=a, b,region=eu-west"); err != nil || l["tenant-classes"] != "a,b" || l["region"] != "eu-west" {
+		t.Fatalf("%q %v", l, err)
+	}
 }
 
 func TestEnrollQualifyNoApply(t *testing.T) {
@@ -209,12 +215,12 @@ func TestEnrollQualifyNoApply(t *testing.T) {
 // "k=v,..." parses to itself.
 func FuzzParseLabels(f *testing.F) {
 	for _, s := range []string{"region=eu-west, host=a", "novalue", "", ",", " , ", "a=", "=b", "a=b=c", "a=1,a=2", "region = eu-west",
-		`host="h",region=eu-west,tenant-classes=default`, "a=b,,c=d", "a\t=\tb", "k=v,\n"} {
+		`host="h",region=eu-west,tenant-classes=default`, "a=b,,c=d", "a\t=\tb", "k=v,\n", "tenant-classes=a,b", "x,a=b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		got, err := parseLabels(s)
-		want, why := map[string]string{}, ""
+		want, why, last := map[string]string{}, "", ""
 		for item := range strings.SplitSeq(s, ",") {
 			item = strings.TrimSpace(item)
 			if item == "" {
@@ -222,6 +228,11 @@ func FuzzParseLabels(f *testing.F) {
 			}
 			k, v, ok := strings.Cut(item, "=")
 			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			if !ok && last != "" { // another value of the label before
+				want[last] += "," + item
+				continue
+			}
+			last = k
 			if _, dup := want[k]; why == "" && (!ok || k == "" || dup) {
 				why = item
 			}
