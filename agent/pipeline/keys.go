@@ -142,6 +142,15 @@ func (k keyed) carry(ctx context.Context, r decide.Route, meta map[string]any, a
 		} else if json.Unmarshal(args, &obj) != nil || obj == nil {
 			return ctx, meta, args
 		}
+		// A client argument whose name is the declared one but for case
+		// (encoding/json's folding, strings.EqualFold's) goes: a provider
+		// decoding with encoding/json reads the last of them, and the
+		// sorted keys can put the client's after the agent's.
+		for name := range obj {
+			if name != r.KeyArgument && strings.EqualFold(name, r.KeyArgument) {
+				delete(obj, name)
+			}
+		}
 		v, _ := json.Marshal(k.key)
 		obj[r.KeyArgument] = v
 		if b, err := json.Marshal(obj); err == nil {

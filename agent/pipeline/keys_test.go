@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	"github.com/mcpready/mcpready/agent/invoke"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/jsonwire"
 	"github.com/mcpready/mcpready/readiness"
 )
 
@@ -442,5 +444,43 @@ func TestKeysPastTheStoreLimit(t *testing.T) {
 	}
 	if res := pm.call(t, "ops", "k-4", 1); res.Answer.IsError {
 		t.Fatalf("another class: %+v", res.Answer)
+	}
+}
+
+// The key the agent puts in the declared argument is the only value a
+// provider can read there. Go providers commonly decode their arguments
+// with encoding/json (mcp-go's BindArguments), which matches an object
+// key to a field ignoring case and keeps the last match; the agent writes
+// the arguments with their keys sorted. A client argument
+// "\u212aey" (KELVIN SIGN, sorted after "key") or "idempotencykey"
+// (sorted after "idempotencyKey") was kept beside the agent's key, so
+// such a provider read the client's value: a key of the client's choosing
+// reached the provider unbound to the arguments, tenant and principal,
+// while the receipt named the agent's. Before: the provider read
+// "client-chosen"; the arguments also had a key twice, which the agent
+// refuses in a client's arguments (jsonwire.RepeatedKey).
+func TestKeyArgumentNotShadowedByCase(t *testing.T) {
+	for _, tc := range []struct{ argument, args string }{
+		{"key", `{"amount":5,"\u212aey":"client-chosen"}`},
+		{"key", `{"amount":5,"KEY":"client-chosen"}`},
+		{"idempotencyKey", `{"amount":5,"idempotencykey":"client-chosen"}`},
+		{"idempotencyKey", `{"amount":5,"IDEMPOTENCYKEY":"client-chosen"}`},
+	} {
+		_, _, out := keyed{key: "agent-key"}.carry(context.Background(), decide.Route{KeyArgument: tc.argument}, nil, json.RawMessage(tc.args))
+		if err := jsonwire.RepeatedKey(out); err != nil {
+			t.Errorf("%s in %s: carried arguments %s: %v", tc.argument, tc.args, out, err)
+		}
+		var provider map[string]any // what encoding/json gives a field tagged with the argument
+		field := reflect.StructOf([]reflect.StructField{{Name: "K", Type: reflect.TypeFor[string](), Tag: reflect.StructTag(`json:"` + tc.argument + `"`)}})
+		v := reflect.New(field)
+		if err := json.Unmarshal(out, v.Interface()); err != nil {
+			t.Fatal(err)
+		}
+		if got := v.Elem().Field(0).String(); got != "agent-key" {
+			t.Errorf("%s in %s: the provider reads %q from %s, want the agent's key", tc.argument, tc.args, got, out)
+		}
+		if err := json.Unmarshal(out, &provider); err != nil || provider["amount"] != float64(5) {
+			t.Errorf("%s: other arguments not kept: %s", tc.argument, out)
+		}
 	}
 }
