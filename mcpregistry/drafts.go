@@ -27,10 +27,21 @@ const (
 	LabelPublisherVerification = "mcpready.dev/publisher-verification"
 )
 
-// maxName bounds a draft's name (artifact.ValidateName): a longer one is
-// cut and suffixed with 12 hex digits of its SHA-256, so that drafts of
-// long names stay apart.
+// maxName bounds a draft's name (artifact.ValidateName).
 const maxName = 253
+
+// ShortenName bounds name to max bytes (max > 13): a longer name is cut,
+// trailing "/" dropped, and suffixed with "/" and 12 hex digits of the
+// SHA-256 of the whole name, so that long names sharing a prefix stay
+// apart. Drafts bounds its names with it to maxName; the import bounds
+// the file names it derives from them.
+func ShortenName(name string, max int) string {
+	if len(name) <= max {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return strings.TrimRight(name[:max-13], "/") + "/" + hex.EncodeToString(sum[:6])
+}
 
 // verification is the LabelPublisherVerification value of r.
 func verification(r Record) string {
@@ -52,7 +63,7 @@ func verification(r Record) string {
 // the state is CANDIDATE: an import never qualifies anything. Records
 // without such a remote (packages only) give no draft. Drafts are named
 // "imported/<server>@<version>", cleaned (artifact.CleanName) and bounded
-// (maxName).
+// to maxName (ShortenName).
 func Drafts(base string, records []Record) []*artifact.Object {
 	var out []*artifact.Object
 	for _, r := range records {
@@ -66,10 +77,7 @@ func Drafts(base string, records []Record) []*artifact.Object {
 			if n > 1 {
 				name += "/remote-" + strconv.Itoa(n)
 			}
-			if len(name) > maxName {
-				sum := sha256.Sum256([]byte(name))
-				name = strings.TrimRight(name[:maxName-13], "/") + "/" + hex.EncodeToString(sum[:6])
-			}
+			name = ShortenName(name, maxName)
 			source := strings.TrimSuffix(base, "/") + "/v0/servers/" + url.PathEscape(r.Server.Name) + "/versions/" + url.PathEscape(r.Server.Version)
 			e := &mcpreadyv1.RegistryEntry{
 				Provenance:      &mcpreadyv1.Provenance{Issuer: "mcp-registry-import", SourceUri: source},

@@ -2,6 +2,8 @@ package mcpregistry_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -198,4 +200,29 @@ func FuzzList(f *testing.F) {
 		}
 		mcpregistry.Drafts(ts.URL, l.Records)
 	})
+}
+
+// TestShortenName: a name within the bound is kept; a longer one is cut to
+// the bound, without a trailing "/" before the suffix, and suffixed with
+// 12 hex digits of its SHA-256, so long names sharing a prefix stay apart.
+// Drafts bounds its names with it to 253 characters.
+func TestShortenName(t *testing.T) {
+	long := strings.Repeat("a", 40)
+	if got := mcpregistry.ShortenName(long, 40); got != long {
+		t.Fatalf("within the bound: %q", got)
+	}
+	a, b := mcpregistry.ShortenName(long+"x", 40), mcpregistry.ShortenName(long+"y", 40)
+	sum := sha256.Sum256([]byte(long + "x"))
+	if a == b || len(a) != 40 || a != long[:27]+"/"+hex.EncodeToString(sum[:6]) {
+		t.Fatalf("cut: %q %q", a, b)
+	}
+	if got := mcpregistry.ShortenName(long[:26]+"/"+long, 40); got[:27] != long[:26]+"/" || strings.Contains(got, "//") {
+		t.Fatalf("trailing slash kept: %q", got)
+	}
+	server := "io.example/" + strings.Repeat("a", 300)
+	d := mcpregistry.Drafts("https://registry.example", []mcpregistry.Record{{Server: mcpregistry.Server{Name: server, Version: "1",
+		Remotes: []mcpregistry.Remote{{Type: "streamable-http", URL: "https://mcp.example/mcp"}}}}})
+	if len(d) != 1 || d[0].Metadata.Name != mcpregistry.ShortenName("imported/"+server+"@1", 253) || d[0].Validate() != nil {
+		t.Fatalf("drafts %v", d)
+	}
 }
