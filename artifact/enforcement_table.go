@@ -109,7 +109,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"tools.idempotencyKeyHeader":    yes(inKeys, "the key is sent in this HTTP header as well as in _meta (the connection's own headers are never replaced)"),
 		"tools.idempotencyKeyRetention": yes(inKeys, "how long the agent keeps the key's binding; zero: 24 hours"),
 		"tools.idempotencyKeyArgument":  yes(inKeys, "the key is set as this tool argument as well as in _meta"),
-		"tools.humanConfirmation":       no("approval comes from the registry entry and the policy"),
+		"tools.humanConfirmation":       yes(inDecide, "required: every call needs a human's approval; required-above-value: the policy's approval rule with aboveValue for the tool decides, and without one every call needs approval; none or unset: no effect; any other value is taken as required (the agent warns)"),
 		"regions":                       no("residency uses the registry entry's region"),
 		"dataResidency":                 no(""),
 		"timeouts.recommendedTotal":     no("the policy's deadline is used"),

@@ -35,7 +35,7 @@ func TestKnownUnenforcedFields(t *testing.T) {
 		path string
 	}{
 		{artifact.KindPolicy, "incidentOwners.owner"},
-		{artifact.KindDeclaration, "tools.humanConfirmation"},
+		{artifact.KindDeclaration, "timeouts.perAttempt"},
 	} {
 		r, ok := artifact.RuleFor(c.k, c.path)
 		if !ok || r.Status != artifact.NotEnforced {

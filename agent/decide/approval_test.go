@@ -2,6 +2,7 @@ package decide
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -10,19 +11,24 @@ import (
 
 func paySnapshot(t testing.TB, rule *mcpreadyv1.ApprovalRule, rollback bool) *Snapshot {
 	t.Helper()
+	s, err := NewSnapshot(payInputs(rule, rollback))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// payInputs are paySnapshot's inputs: one state-changing tool com.example/pay/pay.
+func payInputs(rule *mcpreadyv1.ApprovalRule, rollback bool) Inputs {
 	e := newRegEntry("com.example/pay", "pay", "https://pay.example", "eu")
 	e.SideEffect, e.RollbackSupported = stateCh, rollback
-	s, err := NewSnapshot(Inputs{PolicyVersion: "1", Policy: &mcpreadyv1.Policy{
+	return Inputs{PolicyVersion: "1", Policy: &mcpreadyv1.Policy{
 		Inventory:   []string{"*"},
 		Evidence:    &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
 		SideEffects: []*mcpreadyv1.SideEffectRule{{Match: "*/pay", Assigned: stateCh}},
 		Principals:  []*mcpreadyv1.PrincipalRule{{PrincipalClass: "*", Allow: []string{"*"}}},
 		Approvals:   []*mcpreadyv1.ApprovalRule{rule},
-	}, Entries: map[string]*mcpreadyv1.RegistryEntry{"pay": e}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	}, Entries: map[string]*mcpreadyv1.RegistryEntry{"pay": e}}
 }
 
 // Approval above a value read from a declared argument path: below the
@@ -117,4 +123,51 @@ func FuzzAboveValue(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The provider's word that a tool needs a human's confirmation
+// (Declaration tools[].humanConfirmation) is enforced: "required" makes
+// every call need approval; "required-above-value" leaves it to the
+// policy's value rule for the tool, and needs approval on every call
+// without one; "none" (or nothing) changes nothing; any other value is
+// taken as required and warned of. Before, the field was accepted and
+// ignored: a call of a tool its provider said must be confirmed ran
+// unasked.
+func TestDeclaredHumanConfirmation(t *testing.T) {
+	valueRule := &mcpreadyv1.ApprovalRule{Match: "*/pay", Required: true, AboveValue: 100, ValuePath: "amount"}
+	other := &mcpreadyv1.ApprovalRule{Match: "*/other", Required: true}
+	for _, tc := range []struct {
+		hc      string
+		rule    *mcpreadyv1.ApprovalRule
+		args    string
+		need    bool
+		warning bool
+	}{
+		{"required", other, `{"amount":1}`, true, false},
+		{"required-above-value", other, `{"amount":1}`, true, false},
+		{"required-above-value", valueRule, `{"amount":50}`, false, false},
+		{"required-above-value", valueRule, `{"amount":500}`, true, false},
+		{"", other, `{"amount":1}`, false, false},
+		{"none", other, `{"amount":1}`, false, false},
+		{"sometimes", other, `{"amount":1}`, true, true},
+	} {
+		in := payInputs(tc.rule, false)
+		in.Declarations = map[string]*mcpreadyv1.Declaration{"com.example/pay": {ServerName: "com.example/pay",
+			Tools: []*mcpreadyv1.DeclaredTool{{Name: "pay", SideEffect: stateCh, HumanConfirmation: tc.hc}}}}
+		s, err := NewSnapshot(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := s.Decide(Request{Tool: "com.example/pay/pay", Principal: "p", Arguments: []byte(tc.args), Now: t0, ApprovalAvailable: true}, nil)
+		if d.Refusal != nil || d.Routes[0].ApprovalRequired != tc.need {
+			t.Errorf("humanConfirmation %q, args %s: refusal %v, approval %v, want %v", tc.hc, tc.args, d.Refusal, d.Routes[0].ApprovalRequired, tc.need)
+		}
+		warned := false
+		for _, w := range s.Warnings() {
+			warned = warned || strings.Contains(w, "humanConfirmation")
+		}
+		if warned != tc.warning {
+			t.Errorf("humanConfirmation %q: warnings %q", tc.hc, s.Warnings())
+		}
+	}
 }

@@ -55,6 +55,9 @@ type entry struct {
 	// valueRules: approval rules that apply only above a value read from
 	// the arguments (approval.go).
 	valueRules []valueRule
+	// unknownConfirmation: the Declaration's humanConfirmation for the
+	// tool when it is a value the agent does not know (taken as required).
+	unknownConfirmation string
 	// domains: failure domains of the entry and its Declaration, sorted;
 	// domainKey the same joined with "," (Route.Domains); domainMask one bit
 	// per domain (Snapshot.domainNames), when the snapshot has at most 64.
@@ -306,6 +309,12 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 	for _, key := range slices.Compact(slices.Sorted(slices.Values(shadowed))) {
 		s.warnings = append(s.warnings, fmt.Sprintf("%q is the name of an equivalence class: the tool of that name is reachable only as a member of a class", key))
 	}
+	for _, e := range s.entries {
+		if e.unknownConfirmation != "" {
+			s.warnings = append(s.warnings, fmt.Sprintf("entry %s: the Declaration's humanConfirmation %q is not one of required, required-above-value or none; every call needs approval",
+				e.name, e.unknownConfirmation))
+		}
+	}
 	for _, name := range s.classNames {
 		if g := s.groups[name]; g.mixedSchemas() {
 			s.warnings = append(s.warnings, fmt.Sprintf("equivalence class %q: its candidates' input schemas differ (%s); a view where more than one of them is visible does not list it and refuses calls to it",
@@ -458,10 +467,12 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 
 	// 5 side-effect safety (static part).
 	e.providerSE = re.GetSideEffect()
+	confirmation := ""
 	for _, t := range decl.GetTools() {
 		if t.GetName() != e.tool {
 			continue
 		}
+		confirmation = t.GetHumanConfirmation()
 		if t.GetSideEffect() != mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_UNSPECIFIED {
 			e.providerSE = t.GetSideEffect()
 		}
@@ -511,6 +522,19 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 			e.valueRules = append(e.valueRules, valueRule{path: strings.Split(a.GetValuePath(), "."), above: a.GetAboveValue()})
 		default:
 			e.approval = true
+		}
+	}
+	// The provider's word that a human must confirm the tool's calls.
+	switch confirmation {
+	case "", "none":
+	case "required-above-value":
+		// The policy's value rule for the tool says above what; without one
+		// there is no value to compare, and every call needs approval.
+		e.approval = e.approval || len(e.valueRules) == 0
+	default:
+		e.approval = true
+		if confirmation != "required" {
+			e.unknownConfirmation = confirmation
 		}
 	}
 
