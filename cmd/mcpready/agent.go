@@ -66,7 +66,7 @@ exporters read; OTEL_SDK_DISABLED=true turns them off).`,
 	fl.StringVar(&o.controlPlane, "controlplane", "", "control plane gRPC address (empty: run from the last known good configuration)")
 	fl.StringVar(&o.root, "root", "", "pinned root public key (PEM)")
 	fl.StringVar(&o.nodeID, "node-id", "", "node id (default: host name)")
-	fl.StringVar(&o.labels, "labels", "", "scoping labels k=v,... (region, tenant-classes, host)")
+	fl.StringVar(&o.labels, "labels", "", "scoping labels k=v,... (region, tenant-classes, host); an item without `=` is another value of the label before it (`tenant-classes=a,b`); a label given twice is refused")
 	fl.StringVar(&o.listen, "listen", agent.DefaultListen, "front address (loopback only unless --allow-non-loopback)")
 	fl.BoolVar(&o.allowNonLoopback, "allow-non-loopback", false, "allow a non-loopback --listen address")
 	fl.StringVar(&o.socket, "socket", "", "also serve the front on this Unix-domain socket; a client is the principal its uid/gid maps to (config socketPrincipals)")

@@ -230,7 +230,7 @@ atomically) or to standard output. Check the file offline with
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
 	}
 	ef := cmd.Flags()
-	ef.StringVar(&o.since, "since", "", "only batches received since T (RFC 3339 or a duration such as 24h)")
+	ef.StringVar(&o.since, "since", "", "only batches received since T (RFC 3339 in years 0001–9999, or a non-negative duration such as 24h); anything else exits 2")
 	ef.StringVar(&o.agent, "agent", "", "only this agent's batches")
 	ef.StringVar(&o.out, "output-file", "", "file to write (default: standard output)")
 	o.serverOptions.addFlags(cmd)
