@@ -32,18 +32,20 @@ func ReadEventMeta(r *bufio.Reader, limit int, m *Meta) ([]byte, error) {
 	return readEvent(r, limit, m)
 }
 
-// ReadEvent returns the data of the next event in r ("" for an event
-// without data lines; several data lines are joined with "\n"). An event
-// over limit bytes is refused with ErrTooLarge; io.EOF (or the reader's error)
-// ends the stream.
+// ReadEvent returns the data of the next event in r that has any (an
+// event whose data is empty, such as a comment, a keep-alive or an id
+// alone, is skipped, as an EventSource dispatches none for it); several
+// data lines are joined with "\n", empty ones included. An event over
+// limit bytes is refused with ErrTooLarge (each event counted on its own);
+// io.EOF (or the reader's error) ends the stream.
 func ReadEvent(r *bufio.Reader, limit int) ([]byte, error) {
 	return readEvent(r, limit, nil)
 }
 
 func readEvent(r *bufio.Reader, limit int, m *Meta) ([]byte, error) {
 	var data []byte
-	size := 0
-	var long []byte // a line longer than r's buffer, gathered
+	size, lines := 0, 0 // the event's bytes and data lines so far
+	var long []byte     // a line longer than r's buffer, gathered
 	for {
 		line, err := r.ReadSlice('\n')
 		size += len(line)
@@ -62,19 +64,20 @@ func readEvent(r *bufio.Reader, limit int, m *Meta) ([]byte, error) {
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) == 0 {
-			if err != nil || data != nil {
+			if err != nil || len(data) > 0 {
 				return data, err
 			}
+			data, size, lines = nil, 0, 0 // an event without data: the next one starts
 			continue
 		}
 		field, value, _ := bytes.Cut(line, []byte(":"))
 		value = bytes.TrimPrefix(value, []byte(" "))
 		switch string(field) {
 		case "data":
-			if data != nil {
+			if lines > 0 {
 				data = append(data, '\n')
 			}
-			data = append(data, value...)
+			data, lines = append(data, value...), lines+1
 		case "id":
 			if m != nil && !bytes.ContainsRune(value, 0) {
 				m.LastID = string(value)

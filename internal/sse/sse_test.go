@@ -22,6 +22,10 @@ func TestReadEvent(t *testing.T) {
 		{"two events", "data: 1\n\ndata: 2\n\n", []string{"1", "2"}},
 		{"last event without blank line", "data: z", []string{"z"}},
 		{"no space after colon", "data:w\n\n", []string{"w"}},
+		// An empty data line is a line of the data (before, it was lost:
+		// "x" for "\nx"); an event whose data is empty is skipped.
+		{"empty first data line", "data:\ndata: x\n\n", []string{"\nx"}},
+		{"empty data only", "data:\n\ndata: y\n\n", []string{"y"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,6 +50,12 @@ func TestReadEvent(t *testing.T) {
 	r := bufio.NewReaderSize(strings.NewReader("data: "+long+"\ndata: "+long+"\n\n"), 16)
 	if d, err := ReadEvent(r, maxEvent); err != nil || string(d) != long+"\n"+long {
 		t.Fatalf("long lines: %q %v", d, err)
+	}
+	// The limit is each event's: keep-alives before a small event do not
+	// count against it (before, they did, and "ok" was refused).
+	r = bufio.NewReader(strings.NewReader(strings.Repeat(": keep-alive\n\n", 10) + "id: 1\n\n" + "data: ok\n\n"))
+	if d, err := ReadEvent(r, 64); err != nil || string(d) != "ok" {
+		t.Fatalf("after keep-alives: %q %v", d, err)
 	}
 	// An event over maxEvent is refused.
 	r = bufio.NewReaderSize(strings.NewReader("data: "+strings.Repeat("x", maxEvent+1)+"\n\n"), 16)
