@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/mcpready/mcpready/agent/upstream"
+	"github.com/mcpready/mcpready/internal/jsonwire"
 )
 
 // codeHeaderMismatch is the SEP-2243 JSON-RPC error code.
@@ -50,7 +51,7 @@ func headerBindings(schema any) []headerBinding {
 		return nil
 	}
 	var root schemaProp
-	if json.Unmarshal(raw, &root) != nil {
+	if jsonwire.Unmarshal(raw, &root) != nil { // by exact key, as MCP clients read the schema
 		return nil
 	}
 	var out []headerBinding
@@ -167,7 +168,7 @@ func (v *view) paramHeadersMatch(w http.ResponseWriter, r *http.Request, env *en
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	}
-	if json.Unmarshal(env.Params, &p) != nil {
+	if jsonwire.Unmarshal(env.Params, &p) != nil { // by exact key, as the go-sdk reads them
 		return true // the go-sdk answers malformed params
 	}
 	tools, err := v.f.pins.tools(r.Context(), v.f.state.Load(), upstream.Target{Server: v.server})
