@@ -149,7 +149,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"outputSchemaDigest": yes(inPin, "pinned; drift blocks the tool"),
 		"definitionDigest":   yes(inPin, "pinned; drift blocks the tool"),
 	}), map[string]Rule{
-		"argumentContract.requiredArguments":  no("arguments are checked against the input schema only"),
+		"argumentContract.requiredArguments":  yes(inDecide, "a call that lacks one (by exact name, at the top level of the arguments) is not routed to the entry: step 4, arguments_missing; a class falls back to a member whose contract the call meets"),
 		"argumentContract.notes":              rec(""),
 		"authority.scopes":                    yes(inDecide+", "+inAccess, "Policy.auth.permittedScopes; per call, a token granting scopes beyond scopes and permissionSet is PERMISSION_DRIFT (refused, reported)"),
 		"authority.permissionSet":             yes(inDecide+", "+inAccess, "per call, with scopes: the token's scopes must be within them (permission_drift)"),

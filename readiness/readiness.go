@@ -131,6 +131,10 @@ const (
 	// keys to fields): parsers differ on which value such an object holds,
 	// so the call the policy checked might not be the call an upstream ran.
 	CodeArgumentsAmbiguous Code = "arguments_ambiguous"
+	// CodeArgumentsMissing rejects a candidate whose registry entry's
+	// argument contract requires an argument the call does not have (by
+	// exact name, at the top level of the arguments).
+	CodeArgumentsMissing Code = "arguments_missing"
 	// CodeAmbiguousTool refuses a requested "<server>/<tool>" name (or an
 	// aggregate view name) that more than one server and tool pair spells:
 	// a tool name may contain '/', so one name could mean two tools.
@@ -314,6 +318,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeResidency), 0, StepResidency, "the server's region is not allowed, denied, or not the caller's under same-region only"},
 	{KindCode, string(CodeDataClass), 0, StepResidency, "the entry's data access class is not allowed"},
 	{KindCode, string(CodeNotEquivalent), 0, StepSemantic, "same tool name only: not an approved member of the equivalence class"},
+	{KindCode, string(CodeArgumentsMissing), 0, StepSemantic, "the call lacks an argument the registry entry's argument contract requires (requiredArguments, compared by exact name); a class falls back to a member whose contract the call meets"},
 	{KindCode, string(CodeApprovalUnavailable), 0, StepSideEffect, "human approval is required and the client cannot be asked"},
 	{KindCode, string(CodeIdempotencyRequired), 0, StepSideEffect, "policy requires an idempotency key for calls that may change state"},
 	{KindCode, string(CodeCircuitOpen), 0, StepHealth, "the circuit breaker of the endpoint and tool is open"},

@@ -1,12 +1,18 @@
 package decide
 
-// Approval by value: policy approval rules that apply only when a number
-// read from the call's arguments exceeds a threshold.
+// Decisions that read the call's arguments: approval by value (policy
+// approval rules that apply only when a number read from the arguments
+// exceeds a threshold) and the registry entry's required arguments.
 
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
+
+	"github.com/mcpready/mcpready/internal/jsonwire"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // valueRule requires approval when the number at path in the arguments
@@ -72,4 +78,17 @@ func decodeArgs(b []byte) any {
 		return nil
 	}
 	return v
+}
+
+// missingArgument rejects e for arguments that lack one of its contract's
+// required arguments, or cannot be read as an object.
+func missingArgument(e *entry, args []byte) (rejection, bool) {
+	name, err := jsonwire.MissingKey(args, e.required)
+	switch {
+	case err != nil:
+		return rejection{readiness.CodeArgumentsMissing, "the arguments are not a JSON object, and the tool requires " + strings.Join(e.required, ", ")}, true
+	case name != "":
+		return rejection{readiness.CodeArgumentsMissing, fmt.Sprintf("the call lacks the required argument %q", name)}, true
+	}
+	return rejection{}, false
 }

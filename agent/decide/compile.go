@@ -55,6 +55,8 @@ type entry struct {
 	// valueRules: approval rules that apply only above a value read from
 	// the arguments (approval.go).
 	valueRules []valueRule
+	// required: the entry's argumentContract.requiredArguments.
+	required []string
 	// unknownConfirmation: the Declaration's humanConfirmation for the
 	// tool when it is a value the agent does not know (taken as required).
 	unknownConfirmation string
@@ -388,6 +390,7 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 		key:        id.GetServerName() + "/" + id.GetToolName(),
 		circuitKey: circuit.Key(id.GetEndpoint(), id.GetToolName()),
 		workflows:  re.GetWorkflowAllowlist(),
+		required:   re.GetArgumentContract().GetRequiredArguments(),
 		tenants:    re.GetTenantClasses(),
 		region:     re.GetRegion(),
 	}

@@ -56,6 +56,11 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 	if !c.member {
 		return readiness.StepSemantic, rejNotEquivalent
 	}
+	if len(e.required) > 0 && !x.listing {
+		if rj, bad := missingArgument(e, req.Arguments); bad {
+			return readiness.StepSemantic, rj
+		}
+	}
 	// 5 side-effect safety.
 	a.approval = e.approval || (len(e.valueRules) > 0 && x.aboveValue(e))
 	if a.approval && !req.ApprovalAvailable {
