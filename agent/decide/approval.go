@@ -92,3 +92,8 @@ func missingArgument(e *entry, args []byte) (rejection, bool) {
 	}
 	return rejection{}, false
 }
+
+// ArgumentNames are the top-level argument names the snapshot's decisions
+// read by exact name (approval value rules' paths), so that a caller can
+// refuse arguments that name one of them in another case.
+func (s *Snapshot) ArgumentNames() []string { return s.argNames }

@@ -129,7 +129,9 @@ type rule struct {
 // Snapshot is the precomputed, immutable decision table of one verified
 // configuration.
 type Snapshot struct {
-	warnings      []string
+	warnings []string
+	// argNames: the top-level argument names the value rules read.
+	argNames      []string
 	policyVersion string
 	policy        *mcpreadyv1.Policy
 	entries       []*entry
@@ -312,6 +314,11 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 		s.warnings = append(s.warnings, fmt.Sprintf("%q is the name of an equivalence class: the tool of that name is reachable only as a member of a class", key))
 	}
 	for _, e := range s.entries {
+		for _, r := range e.valueRules {
+			if !slices.Contains(s.argNames, r.path[0]) {
+				s.argNames = append(s.argNames, r.path[0])
+			}
+		}
 		if e.unknownConfirmation != "" {
 			s.warnings = append(s.warnings, fmt.Sprintf("entry %s: the Declaration's humanConfirmation %q is not one of required, required-above-value or none; every call needs approval",
 				e.name, e.unknownConfirmation))

@@ -403,7 +403,7 @@ func (rn *runner) attempt(r *decide.Route) Outcome {
 	per := r.PerAttempt
 	now := rn.opts.Now()
 	rem := time.Until(rn.deadline) // the deadline is on the system clock (started)
-	bound := per // what ends the attempt first
+	bound := per                   // what ends the attempt first
 	if per <= 0 || rem < per {
 		per, bound = 0, rem // the call's deadline comes first: no deadline of the attempt's own
 		if rem <= 0 {

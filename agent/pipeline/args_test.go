@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"testing"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -42,5 +43,33 @@ func TestAmbiguousArgumentsRefused(t *testing.T) {
 	// A value that spells another key is not ambiguous.
 	if res := charge(`{"amount":5,"key":"Amount"}`); res.Answer.IsError || pm.ledger.Calls() != 1 {
 		t.Fatalf("plain charge: %+v, %d calls", res.Answer, pm.ledger.Calls())
+	}
+}
+
+// An argument that is a name the policy reads but for its case is refused
+// before the decision: the approval prompt and the receipt's kept
+// arguments read "amount" exactly and did not show {"AMOUNT":1000000},
+// while a provider decoding into a struct reads it as amount, so a human
+// approved a charge without seeing its amount (found by the case-folding
+// audit). The names: the redaction allow-list and value-rule paths.
+func TestCaseVariantOfAReadArgumentRefused(t *testing.T) {
+	pm := newPayment(t, payOpts{noStore: true, approvals: []*mcpreadyv1.ApprovalRule{{Match: "*/charge", Required: true, AboveValue: 100, ValuePath: "total"}}})
+	pm.pl.opts.Builder.Redaction.KeepArguments = []string{"amount"}
+	pm.tr.approve = true
+	charge := func(args string) Result {
+		return pm.pl.Call(context.Background(), pm.st, Request{Requested: "test/charge", Tool: "test/charge",
+			Caller: Caller{Name: "c", Principal: "dev", Elicit: true}, Arguments: []byte(args)}, pm.tr)
+	}
+	for _, args := range []string{`{"AMOUNT":1000000}`, `{"amount":5,"Total":1000000}`, `{"amount":5,"\u0054otal":1000000}`} {
+		te, ok := ParseToolError(charge(args).Answer)
+		if !ok || te.Code != string(readiness.CodeArgumentsAmbiguous) {
+			t.Errorf("%s: %+v, want %s", args, te, readiness.CodeArgumentsAmbiguous)
+		}
+	}
+	if len(pm.tr.prompts) != 0 || pm.ledger.Calls() != 0 {
+		t.Fatalf("asked %q, upstream charged %d times", pm.tr.prompts, pm.ledger.Calls())
+	}
+	if res := charge(`{"amount":5}`); res.Answer.IsError || pm.ledger.Calls() != 1 {
+		t.Fatalf("a plain charge: %s, %d calls", res.Answer.Content[0].(*mcp.TextContent).Text, pm.ledger.Calls())
 	}
 }

@@ -394,6 +394,9 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	if err := jsonwire.RepeatedKey(req.Arguments); errors.Is(err, jsonwire.ErrRepeatedKey) {
 		return refuse(readiness.StepNone, readiness.CodeArgumentsAmbiguous, "the arguments cannot be read one way only: "+err.Error())
 	}
+	if reason := p.caseVariant(st, req.Arguments); reason != "" {
+		return refuse(readiness.StepNone, readiness.CodeArgumentsAmbiguous, reason)
+	}
 	if code, reason, ok := st.unusable(); ok {
 		return refuse(readiness.StepEligibility, code, reason)
 	}
@@ -509,6 +512,24 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 	}
 	f.digestArgs()
 	return Result{Answer: p.Fail(rec, out, code), Receipt: rec, Route: run.Route}
+}
+
+// caseVariant is why args cannot be read one way only when a top-level
+// argument is, but for its case, a name the agent reads exactly (the
+// redaction allow-list shown to approvers and kept in receipts, the value
+// rules' paths) while a provider decoding into a struct reads it as that
+// name; "" when none is.
+func (p *Pipeline) caseVariant(st State, args []byte) string {
+	names := [2][]string{p.opts.Builder.Redaction.KeepArguments}
+	if st.Decide != nil {
+		names[1] = st.Decide.ArgumentNames()
+	}
+	for _, n := range names {
+		if key, name, err := jsonwire.CaseVariant(args, n); err == nil && key != "" {
+			return fmt.Sprintf("the arguments cannot be read one way only: argument %q is %q but for its case, and providers differ on whether it is", receipt.BoundName(key), name)
+		}
+	}
+	return ""
 }
 
 // recordParts are the records of a receipt that an admitted call sets,

@@ -69,3 +69,26 @@ func FuzzMissingKey(f *testing.F) {
 		}
 	})
 }
+
+func TestCaseVariant(t *testing.T) {
+	for _, tc := range []struct {
+		data, key, name string
+	}{
+		{`{"amount":5}`, "", ""},
+		{`{"AMOUNT":5}`, "AMOUNT", "amount"},
+		{`{"recipient":"bob","Amount":5}`, "Amount", "amount"},
+		{`{"\u0041mount":5}`, "Amount", "amount"},
+		{`{"order":{"AMOUNT":5}}`, "", ""},   // top level only
+		{`{"ſecret":1}`, "ſecret", "secret"}, // long s folds to S, as encoding/json matches
+		{``, "", ""},
+	} {
+		key, name, err := CaseVariant([]byte(tc.data), []string{"amount", "secret"})
+		if err != nil || key != tc.key || name != tc.name {
+			t.Errorf("CaseVariant(%s) = %q, %q, %v; want %q, %q", tc.data, key, name, err, tc.key, tc.name)
+		}
+	}
+	data, names := []byte(`{"recipient":"bob","amount":5}`), []string{"amount", "recipient"}
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = CaseVariant(data, names) }); n != 0 {
+		t.Errorf("%v allocations for plain keys", n)
+	}
+}
