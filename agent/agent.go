@@ -281,6 +281,7 @@ func New(opts Options) (*Agent, error) {
 // front's or the tracker's default).
 func withLimits(f *front.Options, w *workflow.Options, l config.Limits) {
 	f.MaxSessions, f.MaxSessionsPerPrincipal = l.Sessions, l.SessionsPerPrincipal
+	f.MaxCallsInProgress, f.MaxCallsInProgressPerPrincipal = l.CallsInProgress, l.CallsInProgressPerPrincipal
 	f.MaxUpstreamSessions, f.MaxUpstreamSessionsPerPrincipal = l.UpstreamSessions, l.UpstreamSessionsPerPrincipal
 	f.MaxHeldCalls, f.MaxHeldCallsPerPrincipal = l.HeldCalls, l.HeldCallsPerPrincipal
 	f.MaxPendingRounds, f.MaxPendingRoundsPerPrincipal = l.PendingRounds, l.PendingRoundsPerPrincipal

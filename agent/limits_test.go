@@ -237,7 +237,8 @@ func TestExampleLimitsAreDefaults(t *testing.T) {
 	var fo front.Options
 	var wo workflow.Options
 	withLimits(&fo, &wo, c.Limits())
-	want := front.Options{MaxSessions: front.DefaultMaxSessions, MaxSessionsPerPrincipal: front.DefaultMaxSessionsPerPrincipal, MaxUpstreamSessions: front.DefaultMaxUpstreamSessions, MaxUpstreamSessionsPerPrincipal: front.DefaultMaxUpstreamSessionsPerPrincipal,
+	want := front.Options{MaxSessions: front.DefaultMaxSessions, MaxSessionsPerPrincipal: front.DefaultMaxSessionsPerPrincipal,
+		MaxCallsInProgress: front.DefaultMaxCallsInProgress, MaxCallsInProgressPerPrincipal: front.DefaultMaxCallsInProgressPerPrincipal, MaxUpstreamSessions: front.DefaultMaxUpstreamSessions, MaxUpstreamSessionsPerPrincipal: front.DefaultMaxUpstreamSessionsPerPrincipal,
 		MaxHeldCalls: front.DefaultMaxHeldCalls, MaxHeldCallsPerPrincipal: front.DefaultMaxHeldCallsPerPrincipal,
 		MaxPendingRounds: front.DefaultMaxPendingRounds, MaxPendingRoundsPerPrincipal: front.DefaultMaxPendingRoundsPerPrincipal,
 		ReadHeaderTimeout: front.DefaultReadHeaderTimeout, IdleTimeout: front.DefaultIdleTimeout, BodyTimeout: front.DefaultBodyTimeout,

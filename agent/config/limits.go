@@ -45,6 +45,13 @@ type Limits struct {
 	// SessionsPerPrincipal is the same cap per principal (the default
 	// principal included); 0 is 256.
 	SessionsPerPrincipal int `json:"sessionsPerPrincipal,omitempty"`
+	// CallsInProgress caps the tool calls and other upstream requests
+	// (resources, prompts, completion) the agent runs for clients at once
+	// over all principals; 0 is 4096. One past it is refused before any
+	// upstream (agent_capacity).
+	CallsInProgress int `json:"callsInProgress,omitempty"`
+	// CallsInProgressPerPrincipal is the same cap per principal; 0 is 256.
+	CallsInProgressPerPrincipal int `json:"callsInProgressPerPrincipal,omitempty"`
 	// UpstreamSessions caps the dedicated upstream sessions (for a stdio
 	// upstream, child processes) the transparent views hold at once over
 	// all principals; 0 is 256. An initialize past it is refused (too
@@ -117,6 +124,7 @@ func (l Limits) validate() error {
 		v    int
 	}{
 		{"sessions", l.Sessions}, {"sessionsPerPrincipal", l.SessionsPerPrincipal},
+		{"callsInProgress", l.CallsInProgress}, {"callsInProgressPerPrincipal", l.CallsInProgressPerPrincipal},
 		{"upstreamSessions", l.UpstreamSessions}, {"upstreamSessionsPerPrincipal", l.UpstreamSessionsPerPrincipal},
 		{"heldCalls", l.HeldCalls}, {"heldCallsPerPrincipal", l.HeldCallsPerPrincipal},
 		{"pendingRounds", l.PendingRounds}, {"pendingRoundsPerPrincipal", l.PendingRoundsPerPrincipal},

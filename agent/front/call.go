@@ -335,6 +335,13 @@ func (v *view) callTool(ctx context.Context, s *session, req *mcp.CallToolReques
 	if f.opts.Telemetry != nil {
 		pr.Incoming = incoming(ctx, req)
 	}
+	if pr.Refusal == nil {
+		if err := f.calls.enter(c.id.Name, true); err != nil {
+			pr.Refusal = &decide.RefusalError{Step: readiness.StepNone, Code: readiness.CodeAgentCapacity, Reason: err.Error()}
+		} else {
+			defer f.calls.leave(c.id.Name)
+		}
+	}
 	res := f.pipe.Call(ctx, f.pstate(st), pr, tr)
 	if err := roundOf(ctx).missingCapability(res.Receipt.GetReceiptId()); err != nil && res.Answer != nil && res.Answer.IsError {
 		return nil, err

@@ -168,6 +168,15 @@ type Options struct {
 	// default principal included). Zero means
 	// DefaultMaxSessionsPerPrincipal; negative means no cap.
 	MaxSessionsPerPrincipal int
+	// MaxCallsInProgress caps the tool calls and other upstream requests
+	// (resources, prompts, completion) the agent runs for clients at once,
+	// over all principals: one past it is refused before any upstream
+	// (agent_capacity). Zero means DefaultMaxCallsInProgress; negative
+	// means no cap.
+	MaxCallsInProgress int
+	// MaxCallsInProgressPerPrincipal is the same cap per principal. Zero
+	// means DefaultMaxCallsInProgressPerPrincipal; negative means no cap.
+	MaxCallsInProgressPerPrincipal int
 	// MaxOwnerSessions bounds the shared upstream sessions opened with
 	// principals' own tokens (token exchange, authorization code) on the
 	// aggregate view: upstream.Options.MaxOwnerSessions; zero means its
@@ -237,10 +246,12 @@ type Front struct {
 	// (DefaultEvictIdleAfter) gives way to its new one.
 	frontSessions  *limiter
 	evictIdleAfter time.Duration
-	stop           chan struct{} // closed by Close: ends the periodic re-listing
-	closing        sync.Once
-	idp            *access.IdentityVerifier // nil: no identity provider configured
-	origins        *http.CrossOriginProtection
+	// calls: tool calls and methods in progress, per principal and overall.
+	calls   *limiter
+	stop    chan struct{} // closed by Close: ends the periodic re-listing
+	closing sync.Once
+	idp     *access.IdentityVerifier // nil: no identity provider configured
+	origins *http.CrossOriginProtection
 
 	workflows *workflow.Tracker // nil: workflows not tracked
 
@@ -282,6 +293,8 @@ func New(opts Options) *Front {
 	f.frontSessions = newLimiter("front sessions", errTooManyFrontSessions, opts.MaxSessions, opts.MaxSessionsPerPrincipal,
 		DefaultMaxSessions, DefaultMaxSessionsPerPrincipal, m.frontSessionsRefused, m.frontSessionsOpen)
 	f.evictIdleAfter = DefaultEvictIdleAfter
+	f.calls = newLimiter("tool calls in progress", errTooManyCalls, opts.MaxCallsInProgress, opts.MaxCallsInProgressPerPrincipal,
+		DefaultMaxCallsInProgress, DefaultMaxCallsInProgressPerPrincipal, m.callsRefused, m.callsInProgress)
 	f.idp = identityProvider(opts.Config)
 	acc, accUp := upstreamAccess(opts.Config, opts.Logger)
 	emit := func(rec *mcpreadyv1.Receipt) {

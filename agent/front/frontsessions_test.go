@@ -5,10 +5,16 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // initSession POSTs an initialize without a session to url as token and
@@ -164,5 +170,60 @@ func TestIdleFrontSessionGivesWay(t *testing.T) {
 	}
 	if list(guest, guestToken) != http.StatusOK {
 		t.Fatal("another principal's idle session was closed")
+	}
+}
+
+// Tool calls in progress are capped per principal and overall. Before, a
+// client could start calls without bound against a slow upstream: each
+// held a goroutine and, on the fast path, a connection of its own to the
+// upstream, until the agent ran out of file descriptors. Past a cap a call
+// is refused before any upstream (agent_capacity, with a receipt,
+// counted); another principal's calls are not affected, and a finished
+// call frees its slot.
+func TestCallsInProgressCapped(t *testing.T) {
+	h := newHarness(t)
+	f := h.front
+	f.calls = newLimiter("tool calls in progress", errTooManyCalls, 3, 2, 0, 0, f.metrics.callsRefused, f.metrics.callsInProgress)
+	dev := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
+	call(t, dev, "echo", map[string]any{"text": "warm"})
+	h.up.SetFault(mcptest.FaultHang, "tools/call")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	hang := func(cs *mcp.ClientSession) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "slow"}})
+		}()
+	}
+	hang(dev)
+	hang(dev)
+	waitFor(t, func() bool { return testutil.ToFloat64(f.metrics.callsInProgress) == 2 })
+	hits := h.up.Hits()
+	te := wantToolError(t, call(t, dev, "echo", map[string]any{"text": "x"}), "REFUSED", readiness.CodeAgentCapacity)
+	if !strings.Contains(te.Reason, "principal dev-client holds its limit of 2 tool calls in progress") || h.up.Hits() != hits {
+		t.Fatalf("third call of dev: %+v, upstream hits %d -> %d", te, hits, h.up.Hits())
+	}
+	// Another principal still has room, up to the overall cap.
+	p := testPolicy()
+	p.Principals = append(p.Principals, &mcpreadyv1.PrincipalRule{PrincipalClass: "guest", Allow: []string{"test/echo"}})
+	h.install(t, p)
+	guest := h.connect(t, "/mcp/servers/test", guestToken, nil, "2025-11-25")
+	hang(guest)
+	waitFor(t, func() bool { return testutil.ToFloat64(f.metrics.callsInProgress) == 3 })
+	te = wantToolError(t, call(t, guest, "echo", map[string]any{"text": "x"}), "REFUSED", readiness.CodeAgentCapacity)
+	if !strings.Contains(te.Reason, "this agent holds its limit of 3 tool calls in progress") {
+		t.Fatalf("a call past the overall cap: %+v", te)
+	}
+	if p, tot := testutil.ToFloat64(f.metrics.callsRefused.WithLabelValues("principal")), testutil.ToFloat64(f.metrics.callsRefused.WithLabelValues("total")); p != 1 || tot != 1 {
+		t.Fatalf("refusals counted: principal %v, total %v", p, tot)
+	}
+	cancel()
+	wg.Wait()
+	waitFor(t, func() bool { return testutil.ToFloat64(f.metrics.callsInProgress) == 0 })
+	h.up.SetFault(mcptest.FaultNone, "")
+	if res := call(t, dev, "echo", map[string]any{"text": "again"}); res.IsError {
+		t.Fatalf("a call after the others ended: %+v", res)
 	}
 }

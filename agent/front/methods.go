@@ -8,7 +8,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/pipeline"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // codeRefused is the JSON-RPC error code of a non-tool request the policy
@@ -28,6 +30,13 @@ func (v *view) decideMethod(ctx context.Context, s *session, method string, req 
 	m := pipeline.Method{Method: method, Server: v.server, Name: methodName(req.GetParams())}
 	m.Params, _ = json.Marshal(req.GetParams())
 	c, refusal := v.callerOf(req, s, nil)
+	if refusal == nil {
+		if err := v.f.calls.enter(c.id.Name, true); err != nil {
+			refusal = &decide.RefusalError{Step: readiness.StepNone, Code: readiness.CodeAgentCapacity, Reason: err.Error()}
+		} else {
+			defer v.f.calls.leave(c.id.Name)
+		}
+	}
 	m.Caller, m.Refusal = c.pipeline(), refusal
 	if v.f.opts.Telemetry != nil {
 		m.Incoming = incoming(ctx, req)

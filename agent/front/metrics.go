@@ -28,6 +28,10 @@ type metrics struct {
 	// frontSessionsEvicted counts idle front sessions closed to make room
 	// for a new one of the same principal at a cap.
 	frontSessionsEvicted prometheus.Counter
+	// callsRefused counts tool calls and methods refused at a cap on
+	// calls in progress, by scope; callsInProgress is how many run.
+	callsRefused    *prometheus.CounterVec
+	callsInProgress prometheus.Gauge
 	// heldRefused and roundsRefused count calls refused at the caps on
 	// upstream calls held open across input rounds and on pending input
 	// rounds, by scope ("principal" or "total").
@@ -75,6 +79,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		frontSessionsEvicted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpready_agent_sessions_evicted_total", Help: "Idle front sessions closed to make room for a new session of the same principal at a front session cap.",
 		}),
+		callsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpready_agent_calls_refused_total", Help: "Tool calls and other upstream requests refused at a cap on calls in progress, by scope (principal, total).",
+		}, []string{"scope"}),
+		callsInProgress: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpready_agent_calls_in_progress", Help: "Tool calls and other upstream requests of clients the agent is running.",
+		}),
 		heldRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpready_agent_held_calls_refused_total", Help: "Stateless calls refused at the cap on upstream calls held open across input rounds, by scope (principal, total).",
 		}, []string{"scope"}),
@@ -98,7 +108,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.frontSessionsRefused, m.frontSessionsOpen, m.frontSessionsEvicted, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.foreignOrigin, m.instructionsWithheld, m.inputRefused, m.slowBodies)
+		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.frontSessionsRefused, m.frontSessionsOpen, m.frontSessionsEvicted, m.callsRefused, m.callsInProgress, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.foreignOrigin, m.instructionsWithheld, m.inputRefused, m.slowBodies)
 	}
 	return m
 }

@@ -24,6 +24,8 @@ const (
 	DefaultMaxPendingRoundsPerPrincipal    = 64
 	DefaultMaxSessions                     = 4096
 	DefaultMaxSessionsPerPrincipal         = 256
+	DefaultMaxCallsInProgress              = 4096
+	DefaultMaxCallsInProgressPerPrincipal  = 256
 	// DefaultEvictIdleAfter is how long a principal's front session must
 	// have been idle to give way to a new one of the same principal at a
 	// session cap.
@@ -36,6 +38,9 @@ var (
 	errTooManySessions = errors.New("too many upstream sessions")
 	// errTooManyFrontSessions refuses a stateful front session past a cap.
 	errTooManyFrontSessions = errors.New("too many sessions")
+	// errTooManyCalls refuses a tool call or method past the cap on calls
+	// in progress.
+	errTooManyCalls = errors.New("too many calls in progress")
 	// errTooManyHeld refuses an upstream call held open across input rounds past a cap.
 	errTooManyHeld = errors.New("too many calls held open for input")
 	// errTooManyRounds refuses a new pending input round past a cap.
@@ -83,6 +88,17 @@ func (c *limiter) acquire(principal string) (func(), error) { return c.take(prin
 // take is acquire; a refusal is counted only when count is set (a caller
 // that frees what it can and tries again counts its second refusal only).
 func (c *limiter) take(principal string, count bool) (func(), error) {
+	if err := c.enter(principal, count); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { c.leave(principal) }) }, nil
+}
+
+// enter takes a slot for principal, to be given back by exactly one leave,
+// or refuses past a cap (counted when count is set). Unlike acquire it
+// allocates nothing: for the per-call caps.
+func (c *limiter) enter(principal string, count bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -90,32 +106,32 @@ func (c *limiter) take(principal string, count bool) (func(), error) {
 		if count {
 			c.refused.WithLabelValues("total").Inc()
 		}
-		return nil, fmt.Errorf("%w: this agent holds its limit of %d %s; retry later", c.sentinel, c.total, c.noun)
+		return fmt.Errorf("%w: this agent holds its limit of %d %s; retry later", c.sentinel, c.total, c.noun)
 	case c.perPrincipal > 0 && c.by[principal] >= c.perPrincipal:
 		if count {
 			c.refused.WithLabelValues("principal").Inc()
 		}
-		return nil, fmt.Errorf("%w: principal %s holds its limit of %d %s; finish one and retry", c.sentinel, principal, c.perPrincipal, c.noun)
+		return fmt.Errorf("%w: principal %s holds its limit of %d %s; finish one and retry", c.sentinel, principal, c.perPrincipal, c.noun)
 	}
 	c.n++
 	c.by[principal]++
 	if c.open != nil {
 		c.open.Inc()
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			c.n--
-			if c.by[principal]--; c.by[principal] <= 0 {
-				delete(c.by, principal)
-			}
-			if c.open != nil {
-				c.open.Dec()
-			}
-		})
-	}, nil
+	return nil
+}
+
+// leave gives back a slot enter took for principal.
+func (c *limiter) leave(principal string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n--
+	if c.by[principal]--; c.by[principal] <= 0 {
+		delete(c.by, principal)
+	}
+	if c.open != nil {
+		c.open.Dec()
+	}
 }
 
 // sessionSlot is a front session cap slot taken for a request that may
