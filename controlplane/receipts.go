@@ -46,6 +46,14 @@ type ReceiptOptions struct {
 	// EvidenceWindow is the aggregation window; 0 means the aggregate
 	// package's default.
 	EvidenceWindow time.Duration
+	// AgentReceiptsPerSecond and AgentReceiptsBurst bound how fast one
+	// agent may upload receipts to this replica (a token bucket per agent,
+	// checked before a batch is verified; a batch over it is refused as
+	// agent-rate-limited and resent by the agent later). 0 means
+	// ingest.DefaultAgentReceiptsPerSecond (5,000) and
+	// ingest.DefaultAgentReceiptsBurst (300,000, about a full agent
+	// spool); a negative rate disables the bound.
+	AgentReceiptsPerSecond, AgentReceiptsBurst int
 }
 
 // retentionEvery is how often old receipt segments are dropped.
@@ -70,7 +78,8 @@ type receiptPipeline struct {
 func (s *Server) openReceipts(ctx context.Context, w *writer.Writer, st *store.Store, cli *clientv3.Client) (*receiptPipeline, error) {
 	o := s.o.Receipts
 	p := &receiptPipeline{cli: cli}
-	io := ingest.Options{Trust: w.Current, Registry: s.reg, Logger: s.o.Logger}
+	io := ingest.Options{Trust: w.Current, Registry: s.reg, Logger: s.o.Logger,
+		AgentReceiptsPerSecond: o.AgentReceiptsPerSecond, AgentReceiptsBurst: o.AgentReceiptsBurst}
 	switch {
 	case o.Store == "":
 		dir := o.Dir

@@ -141,3 +141,83 @@ func openSpool(t *testing.T, key crypto.Signer) *spool.Spool {
 	t.Cleanup(func() { sp.Close() })
 	return sp
 }
+
+// limitedServer refuses its first refusals batches as the control plane
+// refuses an agent over its upload bound, then acknowledges every batch.
+type limitedServer struct {
+	mcpreadyv1.UnimplementedReceiptsServiceServer
+	mu        sync.Mutex
+	refusals  int
+	seen      []uint64
+	acked     uint64
+	misorders int
+}
+
+func (s *limitedServer) UploadBatches(stream mcpreadyv1.ReceiptsService_UploadBatchesServer) error {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		s.mu.Lock()
+		s.seen = append(s.seen, req.GetSequence())
+		resp := &mcpreadyv1.UploadBatchesResponse{BatchId: req.GetBatchId(), Sequence: req.GetSequence(), Accepted: true}
+		switch {
+		case req.GetSequence() != s.acked+1:
+			resp.Accepted, resp.Error = false, "gap: not the next batch"
+			s.misorders++
+		case s.refusals > 0:
+			s.refusals--
+			resp.Accepted, resp.Error = false, `agent-rate-limited: agent "agent-1" exceeded the upload bound of 5000 receipts/s (burst 300000): batch of 3 receipts refused unverified and not stored; keep it and retry in 1.2s`
+		default:
+			s.acked++
+		}
+		s.mu.Unlock()
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// TestRateLimitedBatchesKeptAndResent: a batch refused as agent-rate-limited
+// stays in the spool and is resent (after backoff) until accepted; nothing
+// is dropped or skipped.
+func TestRateLimitedBatchesKeptAndResent(t *testing.T) {
+	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
+	sp := openSpool(t, key)
+	for i := 0; i < 30; i++ {
+		r := receipt.Builder{EmitterID: "agent-1"}.Start(time.Now())
+		r.Requested = fmt.Sprint(i)
+		if err := sp.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp.Flush() // 10 batches of 3
+	srv := &limitedServer{refusals: 3}
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	gs := grpc.NewServer()
+	mcpreadyv1.RegisterReceiptsServiceServer(gs, srv)
+	go gs.Serve(lis)
+	defer gs.Stop()
+	conn, _ := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- Run(ctx, conn, sp, Options{Node: &mcpreadyv1.Node{Id: "agent-1"}, Window: 1, MinBackoff: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for sp.Stats().Depth > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if sp.Stats().Depth != 0 || srv.acked != 10 {
+		t.Fatalf("spool %+v, %d of 10 batches acknowledged", sp.Stats(), srv.acked)
+	}
+	if srv.misorders != 0 || srv.seen[0] != 1 || srv.seen[3] != 1 {
+		t.Fatalf("refused batch not resent first (or a batch skipped): %v", srv.seen)
+	}
+}

@@ -31,6 +31,8 @@ type controlPlaneOptions struct {
 	roles, nodeLabels                   []string
 	retention, evidenceWindow           time.Duration
 	receiptsStore, trustMark            string
+
+	agentReceiptsRate, agentReceiptsBurst int
 }
 
 func newControlPlaneCmd() *cobra.Command {
@@ -77,6 +79,8 @@ stays plaintext for probes). SIGINT/SIGTERM shut down cleanly.`,
 	fl.DurationVar(&o.retention, "receipt-retention", 0, "drop receipt segments (database: whole days) older than this (0 keeps everything)")
 	addReceiptsStoreFlag(fl, &o.receiptsStore)
 	fl.DurationVar(&o.evidenceWindow, "evidence-window", 0, "window over which receipts are folded into passive Evidence (0: 5m)")
+	fl.IntVar(&o.agentReceiptsRate, "agent-receipts-per-second", 0, "most receipts one agent may upload per second, sustained, to this replica; a batch over it is refused unverified as agent-rate-limited and resent by the agent later (0: 5000; negative: no bound)")
+	fl.IntVar(&o.agentReceiptsBurst, "agent-receipts-burst", 0, "most receipts one agent may upload at once after a quiet spell, e.g. its backlog after an outage (0: 300000, about a full agent spool)")
 	return cmd
 }
 
@@ -153,7 +157,8 @@ func (o *controlPlaneOptions) run(cmd *cobra.Command) error {
 	opts := controlplane.Options{Listen: f.listen, NodeLabels: nodeLabels, MetricsListen: f.metrics, DataDir: f.data, EtcdEndpoints: endpoints, Root: rootKey,
 		EtcdTLS: etcdTLS, EtcdUsername: f.etcdUser, EtcdPassword: etcdPassword, TrustSeed: trustSeed,
 		TLS: tlsCfg, Roles: roles, ObserverKey: observer, Logger: logger(cmd.ErrOrStderr()),
-		Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow, Store: receiptsStore(f.receiptsStore)}}
+		Receipts: &controlplane.ReceiptOptions{Retention: f.retention, EvidenceWindow: f.evidenceWindow, Store: receiptsStore(f.receiptsStore),
+			AgentReceiptsPerSecond: f.agentReceiptsRate, AgentReceiptsBurst: f.agentReceiptsBurst}}
 	opts.Registry = prometheus.NewRegistry()
 	opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := controlplane.New(opts)

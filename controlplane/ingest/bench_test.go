@@ -99,7 +99,7 @@ func BenchmarkReceiptIngestDatabase(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc, err := New(Options{Database: db, Trust: func() *sign.Trust { return trust }})
+	svc, err := New(Options{Database: db, Trust: func() *sign.Trust { return trust }, AgentReceiptsPerSecond: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func benchIngest(b *testing.B, heads Heads) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	svc, err := New(Options{Store: st, Trust: func() *sign.Trust { return p.trust }, Observer: benchAggregator(b), Heads: heads})
+	svc, err := New(Options{Store: st, Trust: func() *sign.Trust { return p.trust }, Observer: benchAggregator(b), Heads: heads, AgentReceiptsPerSecond: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -65,6 +65,26 @@
 // replica. A database that cannot be reached refuses the batch as
 // receipt-database-unavailable (the agent keeps it and resends).
 //
+// # Upload bound
+//
+// Each agent's uploads are bounded by a token bucket of receipts
+// (Options.AgentReceiptsPerSecond and AgentReceiptsBurst, by default 5,000
+// receipts/s and a burst of 300,000, about a full agent spool). It is
+// checked first, before the signature: a batch that does not fit is
+// refused as agent-rate-limited, costing neither a signature check nor
+// store space, and the agent keeps it and resends it. So an agent whose
+// key is stolen cannot make the control plane verify and store receipts
+// at line rate until the store that every agent shares is full. Buckets
+// are keyed by the node id the upload stream names, which under mTLS is
+// bound to the agent's certificate (package authz), so one agent cannot
+// spend another's; uploads naming no node (only possible without client
+// certificates, where every caller is trusted) share one bucket. A batch
+// costs its receipts (at least 1); one larger than the burst fits a full
+// bucket and leaves it in debt. After a refusal the rest of that upload
+// stream is refused too (those batches could only be gaps). Buckets are
+// this replica's: with several replicas an agent connected to each could
+// upload at the bound on each.
+//
 // It also answers receipt queries, tails and exports from the store.
 package ingest
 
@@ -117,6 +137,19 @@ type Options struct {
 	Logger *slog.Logger
 	// Now; default time.Now.
 	Now func() time.Time
+	// AgentReceiptsPerSecond bounds how fast one agent may upload: a token
+	// bucket of receipts per agent, refilled at this rate and holding at
+	// most AgentReceiptsBurst. A batch that does not fit is refused as
+	// agent-rate-limited before its signature is verified or anything is
+	// stored (the agent keeps it and resends it later), so one compromised
+	// agent cannot spend this replica's CPU on signature checks or fill the
+	// receipt store that every agent shares. 0 means
+	// DefaultAgentReceiptsPerSecond; negative: no bound. The bound is per
+	// replica. See the package doc.
+	AgentReceiptsPerSecond int
+	// AgentReceiptsBurst is the most receipts an agent may upload at once
+	// after a quiet spell; 0 or negative means DefaultAgentReceiptsBurst.
+	AgentReceiptsBurst int
 }
 
 // Reasons a batch is rejected besides sign.Reason and ledger.ChainReason.
@@ -133,6 +166,11 @@ const (
 	// reached (or failed) to check or commit the batch; nothing was
 	// stored or acknowledged and the agent resends it later.
 	ReasonDatabaseUnavailable = "receipt-database-unavailable"
+	// ReasonAgentRateLimited: the agent uploaded more receipts than its
+	// bound (Options.AgentReceiptsPerSecond); the batch was refused before
+	// it was verified, nothing was stored or acknowledged, and the agent
+	// resends it later (RejectError.RetryAfter says when it would fit).
+	ReasonAgentRateLimited = "agent-rate-limited"
 )
 
 // ErrRejected is wrapped by every *RejectError.
@@ -146,6 +184,9 @@ type RejectError struct {
 	Detail string
 	// Err is the cause; nil for a rejection decided here.
 	Err error
+	// RetryAfter, for ReasonAgentRateLimited, is how long until the batch
+	// would fit the agent's bound; 0 otherwise.
+	RetryAfter time.Duration
 }
 
 func (e *RejectError) Error() string { return e.Reason + ": " + e.Detail }
@@ -166,6 +207,7 @@ type Service struct {
 	heads HeadReader // Heads or Database
 	log   *slog.Logger
 	m     *metrics
+	limit *limiter
 
 	agentMu sync.Mutex
 	agents  map[string]*agentState
@@ -199,7 +241,8 @@ func New(opts Options) (*Service, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Service{opts: opts, q: q, heads: heads, log: opts.Logger.With("component", "ingest"), m: newMetrics(opts.Registry), agents: map[string]*agentState{}}, nil
+	return &Service{opts: opts, q: q, heads: heads, log: opts.Logger.With("component", "ingest"), m: newMetrics(opts.Registry), agents: map[string]*agentState{},
+		limit: newLimiter(opts.AgentReceiptsPerSecond, opts.AgentReceiptsBurst)}, nil
 }
 
 // Result is the outcome of one batch.
@@ -212,6 +255,16 @@ type Result struct {
 // node (nil: unknown node). It returns *RejectError for a batch that must
 // not be stored.
 func (s *Service) Ingest(node *mcpreadyv1.Node, req *mcpreadyv1.UploadBatchesRequest) (Result, error) {
+	// The bound comes first: nothing is verified for a batch over it.
+	if ok, wait, first := s.limit.take(node.GetId(), len(req.GetReceipts()), s.opts.Now()); !ok {
+		rej := s.limit.rateLimited(node.GetId(), len(req.GetReceipts()), wait)
+		s.m.batches.WithLabelValues(rej.Reason).Inc()
+		if first { // once per episode: a flood of refusals must not flood the log
+			s.log.Warn("agent over its receipt upload bound; its batches are refused until it slows down (logged once until one is accepted)",
+				"node", node.GetId(), "batch", req.GetBatchId(), "sequence", req.GetSequence(), "reason", rej.Reason, "detail", rej.Detail)
+		}
+		return Result{}, rej
+	}
 	res, err := s.ingest(node, req)
 	var rej *RejectError
 	switch {

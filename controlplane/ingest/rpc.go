@@ -16,9 +16,11 @@ import (
 
 // UploadBatches takes a stream of signed batches and answers each, in
 // order, after it is durably stored (or rejected). The agent bounds how
-// many it sends ahead; gRPC flow control does the rest.
+// many it sends ahead; gRPC flow control does the rest. Once a batch is
+// refused as agent-rate-limited, so is every later one on the stream.
 func (s *Service) UploadBatches(stream mcpreadyv1.ReceiptsService_UploadBatchesServer) error {
 	var node *mcpreadyv1.Node
+	var limited *RejectError // the refusal of a batch over the agent's bound
 	for {
 		req, err := stream.Recv()
 		if err == io.EOF {
@@ -30,7 +32,17 @@ func (s *Service) UploadBatches(stream mcpreadyv1.ReceiptsService_UploadBatchesS
 		if node == nil && req.GetNode() != nil {
 			node = req.GetNode()
 		}
-		res, err := s.Ingest(node, req)
+		var res Result
+		if limited != nil {
+			// The rest of a stream whose batch was over the bound: those
+			// batches could only be gaps; the agent resends them all.
+			err = limited
+			s.m.batches.WithLabelValues(limited.Reason).Inc()
+		} else if res, err = s.Ingest(node, req); err != nil {
+			if rej := (*RejectError)(nil); errors.As(err, &rej) && rej.Reason == ReasonAgentRateLimited {
+				limited = rej
+			}
+		}
 		resp := &mcpreadyv1.UploadBatchesResponse{BatchId: req.GetBatchId(), Sequence: req.GetSequence(), Accepted: err == nil, Duplicate: res.Duplicate}
 		if err != nil {
 			resp.Error = err.Error()
