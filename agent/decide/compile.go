@@ -471,6 +471,16 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	if contains(res.GetDeniedRegions(), e.region) {
 		set(readiness.StepResidency, readiness.CodeResidency, "region %q is denied", e.region)
 	}
+	// Where the provider keeps the data, by its Declaration, is held to
+	// the same rules as where the server runs.
+	for _, r := range decl.GetDataResidency() {
+		if allowed := res.GetAllowedRegions(); len(allowed) > 0 && !contains(allowed, r) {
+			set(readiness.StepResidency, readiness.CodeResidency, "the provider declares it keeps data in region %q, not an allowed region", r)
+		}
+		if contains(res.GetDeniedRegions(), r) {
+			set(readiness.StepResidency, readiness.CodeResidency, "the provider declares it keeps data in region %q, which is denied", r)
+		}
+	}
 	if dcs := res.GetAllowedDataClasses(); len(dcs) > 0 && !slices.Contains(dcs, re.GetDataAccess()) {
 		set(readiness.StepResidency, readiness.CodeDataClass, "data access class %s is not allowed", strings.TrimPrefix(re.GetDataAccess().String(), "DATA_ACCESS_CLASS_"))
 	}

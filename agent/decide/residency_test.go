@@ -1,0 +1,48 @@
+package decide
+
+import (
+	"errors"
+	"testing"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// The Declaration's dataResidency (where the provider keeps the data) is
+// held to the policy's residency rules like the entry's region (where the
+// server runs): a provider that keeps data in a region the policy does not
+// allow, or denies, is rejected at step 3. Before, dataResidency was
+// accepted and ignored, so a server running in an allowed region while
+// storing the data elsewhere passed.
+func TestDeclaredDataResidency(t *testing.T) {
+	for _, tc := range []struct {
+		allowed, denied, stored []string
+		ok                      bool
+	}{
+		{[]string{"eu"}, nil, []string{"eu"}, true},
+		{[]string{"eu"}, nil, nil, true}, // nothing declared: the entry's region decides
+		{[]string{"eu"}, nil, []string{"eu", "us"}, false},
+		{nil, []string{"us"}, []string{"us"}, false},
+		{nil, []string{"us"}, []string{"eu"}, true},
+		{nil, nil, []string{"anywhere"}, true},
+	} {
+		s, err := NewSnapshot(Inputs{PolicyVersion: "1", Policy: &mcpreadyv1.Policy{
+			Inventory:  []string{"*"},
+			Evidence:   &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW},
+			Principals: []*mcpreadyv1.PrincipalRule{{PrincipalClass: "*", Allow: []string{"*"}}},
+			Residency:  &mcpreadyv1.ResidencyRules{AllowedRegions: tc.allowed, DeniedRegions: tc.denied},
+		}, Entries: map[string]*mcpreadyv1.RegistryEntry{"docs": newRegEntry("com.example/docs", "lookup", "https://docs.example", "eu")},
+			Declarations: map[string]*mcpreadyv1.Declaration{"com.example/docs": {ServerName: "com.example/docs", DataResidency: tc.stored}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := s.Decide(Request{Tool: "com.example/docs/lookup", Principal: "p", Now: t0}, nil)
+		var re *RefusalError
+		switch {
+		case tc.ok && d.Refusal != nil:
+			t.Errorf("allowed %v denied %v stored %v: %v", tc.allowed, tc.denied, tc.stored, d.Refusal)
+		case !tc.ok && (!errors.As(d.Refusal, &re) || re.Code != readiness.CodeResidency || re.Step != readiness.StepResidency):
+			t.Errorf("allowed %v denied %v stored %v: %v, want residency at step 3", tc.allowed, tc.denied, tc.stored, d.Refusal)
+		}
+	}
+}
