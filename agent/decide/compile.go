@@ -92,11 +92,18 @@ type entry struct {
 	expires, endOfLife, deprecated int64
 	expiresRej, endOfLifeRej       rejection
 	expiresPB, endOfLifePB         *mcpreadyv1.Candidate
-	access                         access.Expect         // step 2, per call (Request.Access)
-	admitted                       *mcpreadyv1.Candidate // shared, immutable
-	selected                       *mcpreadyv1.Candidate // admitted, marked selected (WithSelected); shared, immutable
-	staticPB                       [maxSteps]*mcpreadyv1.Candidate
-	fixedPB                        [len(fixedRejections)]*mcpreadyv1.Candidate
+	// priceFrom and priceUntil bound when the declared price holds (unix
+	// nanoseconds, 0: unbounded); outside them the cost is UNKNOWN:
+	// unpricedRej when the policy refuses that, else unpricedCost.
+	priceFrom, priceUntil int64
+	unpricedRej           rejection
+	unpricedPB            *mcpreadyv1.Candidate
+	unpricedCost          string
+	access                access.Expect         // step 2, per call (Request.Access)
+	admitted              *mcpreadyv1.Candidate // shared, immutable
+	selected              *mcpreadyv1.Candidate // admitted, marked selected (WithSelected); shared, immutable
+	staticPB              [maxSteps]*mcpreadyv1.Candidate
+	fixedPB               [len(fixedRejections)]*mcpreadyv1.Candidate
 }
 
 type cand struct {
@@ -357,6 +364,44 @@ func (g *group) entryNames() string {
 	return strings.Join(names, ", ")
 }
 
+// priceWindow records when e's declared price pr holds and what the
+// policy p makes of the call outside that window, where the price is
+// UNKNOWN (as if none were declared).
+func (e *entry) priceWindow(p *mcpreadyv1.Policy, pr *mcpreadyv1.DeclaredPricing) {
+	if t := pr.GetEffectiveFrom(); t != nil {
+		e.priceFrom = t.AsTime().UnixNano()
+	}
+	if t := pr.GetEffectiveUntil(); t != nil {
+		e.priceUntil = t.AsTime().UnixNano()
+	}
+	ceiling := p.GetCost().GetMaxCostPerCall()
+	switch {
+	case ceiling <= 0:
+	case p.GetCost().GetOnUnknownPrice() == mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW:
+		e.unpricedCost = "unknown"
+	default:
+		e.unpricedRej = rejection{readiness.CodeCostUnknown, fmt.Sprintf("the policy caps the cost per call at %g and the provider's price holds only %s", ceiling, window(pr))}
+		e.unpricedPB = e.candidate(readiness.StepBudget, e.unpricedRej)
+	}
+}
+
+// window describes when a declared price holds.
+func window(pr *mcpreadyv1.DeclaredPricing) string {
+	var parts []string
+	if t := pr.GetEffectiveFrom(); t != nil {
+		parts = append(parts, "from "+t.AsTime().UTC().Format(time.RFC3339))
+	}
+	if t := pr.GetEffectiveUntil(); t != nil {
+		parts = append(parts, "until "+t.AsTime().UTC().Format(time.RFC3339))
+	}
+	return strings.Join(parts, " ")
+}
+
+// unpriced reports whether e's declared price does not hold at now.
+func (e *entry) unpriced(now int64) bool {
+	return e.priceFrom != 0 && now < e.priceFrom || e.priceUntil != 0 && now >= e.priceUntil
+}
+
 // pairs lists the distinct server and tool pairs of g's candidates.
 func (g *group) pairs() string {
 	var out []string
@@ -565,6 +610,9 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	priced := err == nil && amt == amt && amt >= 0
 	if priced {
 		e.cost, e.price, e.priced = strings.TrimSpace(pr.GetAmount()+" "+pr.GetCurrency()), amt, true
+	}
+	if priced && (pr.GetEffectiveFrom() != nil || pr.GetEffectiveUntil() != nil) {
+		e.priceWindow(p, pr)
 	}
 	if ceiling := p.GetCost().GetMaxCostPerCall(); ceiling > 0 {
 		cur := p.GetCost().GetCurrency()

@@ -3,6 +3,9 @@ package decide
 import (
 	"errors"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
@@ -42,6 +45,50 @@ func TestUnknownPrice(t *testing.T) {
 			t.Errorf("%s: refused %v", tc.name, d.Refusal)
 		case d.Routes[0].Cost != tc.cost:
 			t.Errorf("%s: cost %q, want %q", tc.name, d.Routes[0].Cost, tc.cost)
+		}
+	}
+}
+
+// A declared price holds only within its effectiveFrom..effectiveUntil:
+// outside it the cost is UNKNOWN, handled as the policy says (refused as
+// cost_unknown, or admitted with cost "unknown" and no price for the
+// budgets). Before, the window was accepted and ignored, so an expired
+// price kept passing the ceiling and being charged to budgets.
+func TestPriceEffectiveWindow(t *testing.T) {
+	req := baseReq()
+	req.Tool = "com.example/docs/docs.lookup"
+	now := req.Now
+	pricing := &mcpreadyv1.DeclaredPricing{Amount: "0.005", Currency: "USD",
+		EffectiveFrom: timestamppb.New(now.Add(-time.Hour)), EffectiveUntil: timestamppb.New(now.Add(time.Hour))}
+	for _, tc := range []struct {
+		name   string
+		at     time.Time
+		action mcpreadyv1.UnknownEvidenceAction
+		code   readiness.Code
+		cost   string
+		priced bool
+	}{
+		{"within", now, 0, "", "0.005 USD", true},
+		{"before", now.Add(-2 * time.Hour), 0, readiness.CodeCostUnknown, "", false},
+		{"after", now.Add(time.Hour), 0, readiness.CodeCostUnknown, "", false},
+		{"after, unknown allowed", now.Add(2 * time.Hour), mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW, "", "unknown", false},
+	} {
+		in := fixture()
+		in.Policy.Cost = &mcpreadyv1.CostRules{MaxCostPerCall: 0.01, Currency: "USD", OnUnknownPrice: tc.action}
+		in.Declarations = map[string]*mcpreadyv1.Declaration{"com.example/docs": {ServerName: "com.example/docs", Pricing: pricing}}
+		r := req
+		r.Now = tc.at
+		d := snap(t, in).Decide(r, nil)
+		var re *RefusalError
+		switch {
+		case tc.code != "":
+			if !errors.As(d.Refusal, &re) || re.Code != tc.code || re.Step != readiness.StepBudget {
+				t.Errorf("%s: %v, want %s at step 7", tc.name, d.Refusal, tc.code)
+			}
+		case d.Refusal != nil:
+			t.Errorf("%s: refused %v", tc.name, d.Refusal)
+		case d.Routes[0].Cost != tc.cost || d.Routes[0].Priced != tc.priced:
+			t.Errorf("%s: cost %q priced %v, want %q %v", tc.name, d.Routes[0].Cost, d.Routes[0].Priced, tc.cost, tc.priced)
 		}
 	}
 }

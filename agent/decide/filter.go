@@ -102,6 +102,9 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 	if rj := e.static[readiness.StepBudget]; rj.code != "" {
 		return readiness.StepBudget, rj
 	}
+	if a.unpriced = e.unpriced(now); a.unpriced && e.unpricedRej.code != "" {
+		return readiness.StepBudget, e.unpricedRej
+	}
 	a.retryable = e.readOnly || (e.keyed && (req.IdempotencyKey || (req.AllocateKey && e.keySupport)))
 	a.attempts = 1
 	a.perAttempt = e.perAttemptOne

@@ -60,6 +60,8 @@ func (e *entry) record(step readiness.Step, rj rejection) *mcpreadyv1.Candidate 
 		return e.expiresPB
 	case step == readiness.StepEligibility && e.endOfLifePB != nil && rj == e.endOfLifeRej:
 		return e.endOfLifePB
+	case step == readiness.StepBudget && e.unpricedPB != nil && rj == e.unpricedRej:
+		return e.unpricedPB
 	}
 	for i := range fixedRejections {
 		if f := &fixedRejections[i]; f.step == step && f.rej == rj {

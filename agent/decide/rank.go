@@ -27,6 +27,7 @@ type admitted struct {
 	tier       int8  // tierDeprecated | tierHalfOpen | tierUnknown
 	retryable  bool
 	approval   bool // approval required for this call (static or by value)
+	unpriced   bool // the declared price does not hold now (entry.unpriced)
 	shares     bool // shares a failure domain with the first route (rank)
 	attempts   int8 // MaxAttempts of the route (1 unless retryable)
 	score      float64
@@ -106,6 +107,9 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 	r.ReadOnly, r.ApprovalRequired, r.Retryable = e.readOnly, a.approval, a.retryable
 	r.Reversible = e.spec.GetRollbackSupported()
 	r.Domains, r.Cost, r.Price, r.Priced = e.domainKey, e.cost, e.price, e.priced
+	if a.unpriced {
+		r.Cost, r.Price, r.Priced = e.unpricedCost, 0, false
+	}
 	r.QuotaUnit, r.QuotaByTenant = e.quotaUnit, e.quotaByTenant
 	r.MaxAttempts, r.RetryOn = int(a.attempts), e.retryOn
 	r.PerAttempt = a.perAttempt
