@@ -98,7 +98,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"endpoint":                      yes(inPin, "routing uses the registry entries' endpoints; a declared endpoint other than the entry's is NETWORK_DRIFT and blocks the tool"),
 		"owner":                         yes(inDecide, "Policy.approvedOwners; provider identity for evidence independence"),
 		"operator":                      yes(inDecide, "provider identity for evidence independence"),
-		"protocolVersions":              no("the registry entry's protocolVersion is what is checked"),
+		"protocolVersions":              yes(inDecide, "an entry whose protocolVersion the list does not include is rejected at step 1 (protocol_version)"),
 		"auth.methods":                  yes(inDecide, "Policy.auth.requiredSchemes"),
 		"auth.authorizationServers":     yes(inDecide, "Policy.auth.permittedIssuers"),
 		"auth.requiredScopes":           yes(inPin, "a set other than the entry's scopes and permissionSet together is PERMISSION_DRIFT and blocks the tool (when the entry lists any)"),

@@ -470,6 +470,10 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	if len(s.protocols) > 0 && !contains(s.protocols, id.GetProtocolVersion()) {
 		set(readiness.StepEligibility, readiness.CodeProtocolVersion, "entry protocol version %q is not permitted by policy", id.GetProtocolVersion())
 	}
+	if pvs := decl.GetProtocolVersions(); len(pvs) > 0 && id.GetProtocolVersion() != "" && !contains(pvs, id.GetProtocolVersion()) {
+		set(readiness.StepEligibility, readiness.CodeProtocolVersion, "entry protocol version %q is not one the provider's Declaration lists (%s)",
+			id.GetProtocolVersion(), strings.Join(pvs, ", "))
+	}
 	// Time-dependent static facts are checked per request (see expiry).
 
 	// 2 trust and authority.

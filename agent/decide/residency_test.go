@@ -46,3 +46,30 @@ func TestDeclaredDataResidency(t *testing.T) {
 		}
 	}
 }
+
+// A Declaration's protocolVersions are the versions its provider
+// supports: an entry pinned to another is rejected at step 1
+// (protocol_version). Before, the list was accepted and ignored.
+func TestDeclaredProtocolVersions(t *testing.T) {
+	for _, tc := range []struct {
+		declared []string
+		ok       bool
+	}{
+		{nil, true},
+		{[]string{"2025-11-25", "2026-07-28"}, true},
+		{[]string{"2026-07-28"}, false},
+	} {
+		in := fixture()
+		in.Declarations = map[string]*mcpreadyv1.Declaration{"com.example/docs": {ServerName: "com.example/docs", ProtocolVersions: tc.declared}}
+		req := baseReq()
+		req.Tool = "com.example/docs/docs.lookup"
+		d := snap(t, in).Decide(req, nil)
+		var re *RefusalError
+		switch {
+		case tc.ok && d.Refusal != nil:
+			t.Errorf("declared %v: %v", tc.declared, d.Refusal)
+		case !tc.ok && (!errors.As(d.Refusal, &re) || re.Code != readiness.CodeProtocolVersion || re.Step != readiness.StepEligibility):
+			t.Errorf("declared %v: %v, want protocol_version at step 1", tc.declared, d.Refusal)
+		}
+	}
+}
