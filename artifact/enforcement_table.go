@@ -110,7 +110,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"tools.idempotencyKeyRetention": yes(inKeys, "how long the agent keeps the key's binding; zero: 24 hours"),
 		"tools.idempotencyKeyArgument":  yes(inKeys, "the key is set as this tool argument as well as in _meta"),
 		"tools.humanConfirmation":       yes(inDecide, "required: every call needs a human's approval; required-above-value: the policy's approval rule with aboveValue for the tool decides, and without one every call needs approval; none or unset: no effect; any other value is taken as required (the agent warns)"),
-		"regions":                       no("residency uses the registry entry's region"),
+		"regions":                       yes(inDecide, "the entry's region must be one of them (step 3, residency); residency rules are applied to the entry's region"),
 		"dataResidency":                 yes(inDecide, "held to the Policy's residency rules like the entry's region: a region not in allowedRegions, or in deniedRegions, rejects the server's entries at step 3 (residency)"),
 		"timeouts.recommendedTotal":     no("the policy's deadline is used"),
 		"timeouts.perAttempt":           no("the policy's per-attempt timeout is used"),

@@ -520,6 +520,9 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	if contains(res.GetDeniedRegions(), e.region) {
 		set(readiness.StepResidency, readiness.CodeResidency, "region %q is denied", e.region)
 	}
+	if rs := decl.GetRegions(); len(rs) > 0 && e.region != "" && !contains(rs, e.region) {
+		set(readiness.StepResidency, readiness.CodeResidency, "entry region %q is not one the provider's Declaration says the server runs in (%s)", e.region, strings.Join(rs, ", "))
+	}
 	// Where the provider keeps the data, by its Declaration, is held to
 	// the same rules as where the server runs.
 	for _, r := range decl.GetDataResidency() {

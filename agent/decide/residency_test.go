@@ -73,3 +73,31 @@ func TestDeclaredProtocolVersions(t *testing.T) {
 		}
 	}
 }
+
+// The entry's region must be one of the regions its provider declares the
+// server runs in (Declaration regions): residency is decided on the
+// entry's region, which the provider's own word then contradicts. Before,
+// regions were accepted and ignored.
+func TestDeclaredRegions(t *testing.T) {
+	for _, tc := range []struct {
+		declared []string
+		ok       bool
+	}{
+		{nil, true},
+		{[]string{"eu", "us"}, true},
+		{[]string{"us"}, false},
+	} {
+		in := fixture()
+		in.Declarations = map[string]*mcpreadyv1.Declaration{"com.example/docs": {ServerName: "com.example/docs", Regions: tc.declared}}
+		req := baseReq()
+		req.Tool = "com.example/docs/docs.lookup"
+		d := snap(t, in).Decide(req, nil)
+		var re *RefusalError
+		switch {
+		case tc.ok && d.Refusal != nil:
+			t.Errorf("declared %v: %v", tc.declared, d.Refusal)
+		case !tc.ok && (!errors.As(d.Refusal, &re) || re.Code != readiness.CodeResidency || re.Step != readiness.StepResidency):
+			t.Errorf("declared %v: %v, want residency at step 3", tc.declared, d.Refusal)
+		}
+	}
+}
