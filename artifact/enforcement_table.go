@@ -235,8 +235,8 @@ var enforcement = map[Kind]map[string]Rule{
 		"circuit.maxEjection":                         yes(inCircuit, ""),
 		"circuit.readmitRatio":                        yes(inCircuit, "the share while half-open, and where the slow-start ramp begins"),
 		"circuit.slowStartWindow":                     yes(inCircuit, "the re-admitted route's share ramps linearly over the window; a failure during it re-ejects for longer"),
-		"incidentOwners.match":                        no("incident owners are not looked up or recorded"),
-		"incidentOwners.owner":                        no("incident owners are not looked up or recorded"),
+		"incidentOwners.match":                        yes(inDecide, "the first rule whose match covers \"<server>/<tool>\" names the route's incident owner"),
+		"incidentOwners.owner":                        yes("agent/decide, agent/pipeline", "recorded in the receipt's selected.incidentOwner and named in a failed call's tool error (owner)"),
 		"principals.principalClass":                   yes(inDecide, ""),
 		"principals.allow":                            yes(inDecide, ""),
 		"principals.deny":                             yes(inDecide, ""),
@@ -381,7 +381,7 @@ func receiptFields() map[string]Rule {
 		"candidates.entry", "candidates.serverName", "candidates.toolName", "candidates.endpoint", "candidates.selected",
 		"candidates.rejectedAtStep", "candidates.rejectionCode", "candidates.rejectionReason", "evidenceIds", "policyVersion",
 		"selected.entry", "selected.endpoint", "selected.serverName", "selected.serverVersion", "selected.toolName",
-		"selected.inputSchemaDigest", "selected.outputSchemaDigest", "selected.protocolVersion",
+		"selected.inputSchemaDigest", "selected.outputSchemaDigest", "selected.protocolVersion", "selected.incidentOwner",
 		"selected.access.issuer", "selected.access.audience", "selected.access.grantedScopes", "selected.access.lifetimeClass", "selected.access.grant", "selected.access.verification",
 		"providerSideEffect", "consumerSideEffect", "approval", "deadline", "perAttemptTimeout", "attemptCount",
 		"attempts.number", "attempts.entry", "attempts.startedAt", "attempts.latency", "attempts.outcome",
@@ -400,7 +400,7 @@ func receiptFields() map[string]Rule {
 		"endState", "expired", "callsDropped", "refusalCode", "openedAt",
 		"calls.receiptId", "calls.requested", "calls.outcome", "calls.attempts", "calls.fallback", "calls.contributed",
 		"calls.selected.entry", "calls.selected.endpoint", "calls.selected.serverName", "calls.selected.serverVersion", "calls.selected.toolName",
-		"calls.selected.inputSchemaDigest", "calls.selected.outputSchemaDigest", "calls.selected.protocolVersion",
+		"calls.selected.inputSchemaDigest", "calls.selected.outputSchemaDigest", "calls.selected.protocolVersion", "calls.selected.incidentOwner",
 		"calls.selected.access.issuer", "calls.selected.access.audience", "calls.selected.access.grantedScopes", "calls.selected.access.lifetimeClass", "calls.selected.access.grant", "calls.selected.access.verification",
 	} {
 		out["workflow."+p] = rec("")

@@ -34,7 +34,7 @@ func TestKnownUnenforcedFields(t *testing.T) {
 		k    artifact.Kind
 		path string
 	}{
-		{artifact.KindPolicy, "incidentOwners.owner"},
+		{artifact.KindPolicy, "provenance.retrievalDigest"},
 		{artifact.KindDeclaration, "timeouts.perAttempt"},
 	} {
 		r, ok := artifact.RuleFor(c.k, c.path)
@@ -61,9 +61,10 @@ func TestUnenforcedNamesSetFields(t *testing.T) {
 		SemanticValidation: map[string]string{"nonEmpty": "size(result) > 0"},
 		Retry:              &mcpreadyv1.RetryRules{MaxAttempts: 2},
 		IncidentOwners:     []*mcpreadyv1.IncidentOwner{{Match: "*", Owner: "a"}, {Match: "b/*", Owner: "b"}},
+		Provenance:         &mcpreadyv1.Provenance{RetrievalDigest: "sha256:00"},
 	}
 	got := artifact.Unenforced(artifact.New(artifact.KindPolicy, "default", p))
-	want := []string{"incidentOwners.match", "incidentOwners.owner"}
+	want := []string{"provenance.retrievalDigest"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Unenforced = %q, want %q", got, want)
 	}

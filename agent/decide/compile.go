@@ -57,6 +57,8 @@ type entry struct {
 	valueRules []valueRule
 	// required: the entry's argumentContract.requiredArguments.
 	required []string
+	// owner: the incident owner of the first incidentOwners rule matching key.
+	owner string
 	// unknownConfirmation: the Declaration's humanConfirmation for the
 	// tool when it is a value the agent does not know (taken as required).
 	unknownConfirmation string
@@ -449,6 +451,13 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	set := func(step readiness.Step, code readiness.Code, format string, a ...any) {
 		if e.static[step].code == "" {
 			e.static[step] = rejection{code, fmt.Sprintf(format, a...)}
+		}
+	}
+
+	for _, o := range p.GetIncidentOwners() {
+		if match(o.GetMatch(), e.key) {
+			e.owner = o.GetOwner()
+			break
 		}
 	}
 

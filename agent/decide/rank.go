@@ -107,6 +107,7 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 	r.ReadOnly, r.ApprovalRequired, r.Retryable = e.readOnly, a.approval, a.retryable
 	r.Reversible = e.spec.GetRollbackSupported()
 	r.Domains, r.Cost, r.Price, r.Priced = e.domainKey, e.cost, e.price, e.priced
+	r.IncidentOwner = e.owner
 	if a.unpriced {
 		r.Cost, r.Price, r.Priced = e.unpricedCost, 0, false
 	}

@@ -101,3 +101,26 @@ func TestDeclaredRegions(t *testing.T) {
 		}
 	}
 }
+
+// The Policy's incidentOwners name who answers for a dependency: the
+// first rule whose match covers "<server>/<tool>" gives the route's
+// IncidentOwner (the receipt's selection and a failed call's tool error
+// carry it). Before, the rules were accepted and ignored.
+func TestIncidentOwner(t *testing.T) {
+	in := fixture()
+	in.Policy.IncidentOwners = []*mcpreadyv1.IncidentOwner{
+		{Match: "com.other/*", Owner: "other-team"},
+		{Match: "com.example/*", Owner: "docs-team@example.org"},
+		{Match: "*", Owner: "platform"},
+	}
+	req := baseReq()
+	req.Tool = "com.example/docs/docs.lookup"
+	d := snap(t, in).Decide(req, nil)
+	if d.Refusal != nil || d.Routes[0].IncidentOwner != "docs-team@example.org" {
+		t.Fatalf("%v, owner %q", d.Refusal, d.Routes[0].IncidentOwner)
+	}
+	in.Policy.IncidentOwners = nil
+	if d := snap(t, in).Decide(req, nil); d.Routes[0].IncidentOwner != "" {
+		t.Fatalf("owner %q without rules", d.Routes[0].IncidentOwner)
+	}
+}

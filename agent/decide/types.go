@@ -161,6 +161,10 @@ type Route struct {
 	// Domains are the route's failure domains, sorted, joined with ","
 	// ("" for none); see Declaration.failure_domains.
 	Domains string
+	// IncidentOwner answers for the route's incidents: the owner of the
+	// first Policy incidentOwners rule matching "<server>/<tool>" ("" for
+	// none).
+	IncidentOwner string
 	// QuotaUnit names the provider's quota unit (Declaration.quota.unit,
 	// "call" when none); QuotaByTenant: its partition keys include
 	// "tenant", so local budgets are kept per tenant too.

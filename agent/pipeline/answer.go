@@ -56,7 +56,7 @@ func (p *Pipeline) Fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code readin
 	_ = p.Emit(rec)
 	te := ToolError{Layer: layerName(out.Layer), Outcome: readiness.OutcomeName(out.Class), Code: string(code), Reason: rec.ErrorMessage,
 		Retryable:  invoke.Transient(out) && out.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS,
-		HTTPStatus: out.HTTPStatus, JSONRPCCode: out.JSONRPCCode, Receipt: rec.ReceiptId}
+		HTTPStatus: out.HTTPStatus, JSONRPCCode: out.JSONRPCCode, Owner: rec.GetSelected().GetIncidentOwner(), Receipt: rec.ReceiptId}
 	if out.RetryAfter > 0 {
 		te.RetryAfterSeconds = int(out.RetryAfter.Round(time.Second) / time.Second)
 	}
@@ -130,7 +130,10 @@ type ToolError struct {
 	JSONRPCCode       int      `json:"jsonrpcCode,omitempty"`
 	Hint              string   `json:"hint,omitempty"`
 	Actions           []string `json:"actions,omitempty"`
-	Receipt           string   `json:"receipt"`
+	// Owner answers for the incidents of the route that failed (Policy
+	// incidentOwners), when one is named.
+	Owner   string `json:"owner,omitempty"`
+	Receipt string `json:"receipt"`
 }
 
 // ErrorResult is the structured tool error result carrying te.

@@ -5,6 +5,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"testing"
 
+	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
 )
@@ -71,5 +72,25 @@ func TestCaseVariantOfAReadArgumentRefused(t *testing.T) {
 	}
 	if res := charge(`{"amount":5}`); res.Answer.IsError || pm.ledger.Calls() != 1 {
 		t.Fatalf("a plain charge: %s, %d calls", res.Answer.Content[0].(*mcp.TextContent).Text, pm.ledger.Calls())
+	}
+}
+
+// The route's incident owner (Policy incidentOwners) is recorded in the
+// receipt's selection and named in a failed call's tool error, so that
+// whoever reads either knows whom the failure concerns.
+func TestIncidentOwnerRecorded(t *testing.T) {
+	pm := newPayment(t, payOpts{noStore: true, owners: []*mcpreadyv1.IncidentOwner{{Match: "test/*", Owner: "payments-oncall"}}})
+	charge := func() Result {
+		return pm.pl.Call(context.Background(), pm.st, Request{Requested: "test/charge", Tool: "test/charge",
+			Caller: Caller{Name: "c", Principal: "dev", Elicit: true}, Arguments: []byte(`{"amount":5}`)}, pm.tr)
+	}
+	if res := charge(); res.Answer.IsError || res.Receipt.GetSelected().GetIncidentOwner() != "payments-oncall" {
+		t.Fatalf("answer %+v, selection %v", res.Answer, res.Receipt.GetSelected())
+	}
+	pm.up.SetFault(mcptest.FaultServerError, "tools/call")
+	res := charge()
+	te, ok := ParseToolError(res.Answer)
+	if !ok || te.Owner != "payments-oncall" || res.Receipt.GetSelected().GetIncidentOwner() != "payments-oncall" {
+		t.Fatalf("failed call: %+v, selection %v", te, res.Receipt.GetSelected())
 	}
 }

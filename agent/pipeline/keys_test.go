@@ -53,6 +53,7 @@ type payOpts struct {
 	quota            *mcpreadyv1.DeclaredQuota
 	twin             bool // a second entry "pay-b" of the same tool on another upstream
 	refund           bool // a second keyed tool "refund" on the same upstream
+	owners           []*mcpreadyv1.IncidentOwner
 }
 
 func newPayment(t *testing.T, o payOpts) *payment {
@@ -132,7 +133,7 @@ func (pm *payment) snapshot(t *testing.T, entries map[string]*mcpreadyv1.Registr
 		&mcpreadyv1.SideEffectRule{Match: "*/refund", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING})
 	p.Principals = append(p.Principals, &mcpreadyv1.PrincipalRule{PrincipalClass: "ops", Allow: []string{"*"}})
 	p.Retry = &mcpreadyv1.RetryRules{MaxAttempts: 3, BaseBackoff: durationpb.New(time.Millisecond)}
-	p.Approvals, p.Cost = o.approvals, o.cost
+	p.Approvals, p.Cost, p.IncidentOwners = o.approvals, o.cost, o.owners
 	pricing := &mcpreadyv1.DeclaredPricing{Amount: "0.02", Currency: "EUR"}
 	if o.unpriced {
 		pricing = nil

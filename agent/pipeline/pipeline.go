@@ -458,6 +458,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		sel.Entry, sel.Endpoint, sel.ServerName, sel.ServerVersion = r.Entry, id.GetEndpoint(), id.GetServerName(), id.GetServerVersion()
 		sel.ToolName, sel.InputSchemaDigest, sel.OutputSchemaDigest = id.GetToolName(), id.GetInputSchemaDigest(), id.GetOutputSchemaDigest()
 		sel.ProtocolVersion, sel.Access = protocol, p.accessFacts(c, id.GetServerName())
+		sel.IncidentOwner = r.IncidentOwner
 		rec.Selected = sel
 		rec.PerAttemptTimeout = setDuration(&parts.perAttempt, r.PerAttempt)
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect

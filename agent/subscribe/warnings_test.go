@@ -30,21 +30,21 @@ func TestInstallWarnsAboutUnenforcedFields(t *testing.T) {
 		t.Fatalf("warnings for an artifact that sets nothing unenforced: %v", w)
 	}
 	pol := env.Sign(artifact.New(artifact.KindPolicy, "default", &mcpreadyv1.Policy{
-		PolicyOwner:    "team",
-		IncidentOwners: []*mcpreadyv1.IncidentOwner{{Owner: "oncall"}},
+		PolicyOwner: "team",
+		Provenance:  &mcpreadyv1.Provenance{RetrievalDigest: "sha256:00"},
 	}))
 	if err := c.Apply(artifact.KindPolicy, []*mcpreadyv1.Resource{{Name: "default", Version: "2", Bundle: pol}}, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	w := c.Snapshot().Warnings()
-	if len(w) != 1 || w[0].Kind != artifact.KindPolicy || w[0].Name != "default" || !slices.Equal(w[0].Fields, []string{"incidentOwners.owner"}) {
-		t.Fatalf("Warnings = %v, want Policy default: incidentOwners.owner", w)
+	if len(w) != 1 || w[0].Kind != artifact.KindPolicy || w[0].Name != "default" || !slices.Equal(w[0].Fields, []string{"provenance.retrievalDigest"}) {
+		t.Fatalf("Warnings = %v, want Policy default: provenance.retrievalDigest", w)
 	}
-	if !strings.Contains(w[0].String(), "incidentOwners.owner") {
+	if !strings.Contains(w[0].String(), "provenance.retrievalDigest") {
 		t.Errorf("warning text %q does not name the field", w[0])
 	}
-	if n := strings.Count(logs.String(), "not enforced"); n != 1 || !strings.Contains(logs.String(), "incidentOwners.owner") {
-		t.Fatalf("want one logged warning naming incidentOwners.owner, got %d:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "not enforced"); n != 1 || !strings.Contains(logs.String(), "provenance.retrievalDigest") {
+		t.Fatalf("want one logged warning naming provenance.retrievalDigest, got %d:\n%s", n, logs.String())
 	}
 	// Another install that does not change the policy does not log it again.
 	re := env.Sign(artifact.New(artifact.KindRegistryEntry, "srv/tool", &mcpreadyv1.RegistryEntry{Identity: &mcpreadyv1.ToolIdentity{ServerName: "srv", ToolName: "tool"}}))

@@ -131,14 +131,14 @@ func TestAdminCommands(t *testing.T) {
 	// An artifact that sets a field mcpready does not enforce is stored,
 	// with a warning naming the field; the exit status stays 0.
 	silent := testpki.Policy("org/silent", "1", nil)
-	silent.Spec.(*mcpreadyv1.Policy).IncidentOwners = []*mcpreadyv1.IncidentOwner{{Owner: "oncall"}}
+	silent.Spec.(*mcpreadyv1.Policy).Provenance.RetrievalDigest = "sha256:00"
 	silentFile := writeFile(t, dir, "silent.json", testpki.Sign(t, silent, p.Org))
 	code, out, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", silentFile)
 	if code != exitOK || !strings.Contains(out, "Policy/org/silent revision 1 stored") ||
-		!strings.Contains(errOut, "warning: "+silentFile+": Policy/org/silent sets spec.incidentOwners.owner, which is not enforced") {
+		!strings.Contains(errOut, "warning: "+silentFile+": Policy/org/silent sets spec.provenance.retrievalDigest, which is not enforced") {
 		t.Fatalf("apply with an unenforced field: %d %q %q", code, out, errOut)
 	}
-	if code, _, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", pol); strings.Contains(errOut, "incidentOwners") {
+	if code, _, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", pol); strings.Contains(errOut, "retrievalDigest") {
 		t.Fatalf("warning for a policy that does not set the field: %d %q", code, errOut)
 	}
 	// A TrustPolicy whose key may sign Evidence without evidenceIssuer or

@@ -1246,6 +1246,10 @@ type Selection struct {
 	InputSchemaDigest  string                 `protobuf:"bytes,6,opt,name=input_schema_digest,json=inputSchemaDigest,proto3" json:"input_schema_digest,omitempty"`
 	OutputSchemaDigest string                 `protobuf:"bytes,7,opt,name=output_schema_digest,json=outputSchemaDigest,proto3" json:"output_schema_digest,omitempty"`
 	ProtocolVersion    string                 `protobuf:"bytes,8,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// Who answers for this dependency's incidents: the owner of the first
+	// Policy incidentOwners rule whose match covers "<server>/<tool>"; ""
+	// when none does.
+	IncidentOwner string `protobuf:"bytes,9,opt,name=incident_owner,json=incidentOwner,proto3" json:"incident_owner,omitempty"`
 	// The upstream token presented on this route (OAuth upstreams only):
 	// its facts, never the token.
 	Access        *AccessFacts `protobuf:"bytes,100,opt,name=access,proto3" json:"access,omitempty"`
@@ -1335,6 +1339,13 @@ func (x *Selection) GetOutputSchemaDigest() string {
 func (x *Selection) GetProtocolVersion() string {
 	if x != nil {
 		return x.ProtocolVersion
+	}
+	return ""
+}
+
+func (x *Selection) GetIncidentOwner() string {
+	if x != nil {
+		return x.IncidentOwner
 	}
 	return ""
 }
@@ -1755,7 +1766,7 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\bselected\x18\x05 \x01(\bR\bselected\x12C\n" +
 	"\x10rejected_at_step\x18\x06 \x01(\x0e2\x19.mcpready.v1.DecisionStepR\x0erejectedAtStep\x12%\n" +
 	"\x0erejection_code\x18\a \x01(\tR\rrejectionCode\x12)\n" +
-	"\x10rejection_reason\x18\b \x01(\tR\x0frejectionReason\"\xe1\x02\n" +
+	"\x10rejection_reason\x18\b \x01(\tR\x0frejectionReason\"\x88\x03\n" +
 	"\tSelection\x12\x14\n" +
 	"\x05entry\x18\x01 \x01(\tR\x05entry\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x1f\n" +
@@ -1765,7 +1776,8 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\ttool_name\x18\x05 \x01(\tR\btoolName\x12.\n" +
 	"\x13input_schema_digest\x18\x06 \x01(\tR\x11inputSchemaDigest\x120\n" +
 	"\x14output_schema_digest\x18\a \x01(\tR\x12outputSchemaDigest\x12)\n" +
-	"\x10protocol_version\x18\b \x01(\tR\x0fprotocolVersion\x120\n" +
+	"\x10protocol_version\x18\b \x01(\tR\x0fprotocolVersion\x12%\n" +
+	"\x0eincident_owner\x18\t \x01(\tR\rincidentOwner\x120\n" +
 	"\x06access\x18d \x01(\v2\x18.mcpready.v1.AccessFactsR\x06access\"\xca\x01\n" +
 	"\vAccessFacts\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1a\n" +
