@@ -144,6 +144,9 @@ func Of(sr *mcpreadyv1.StoredReceipt) []Paragraph {
 		p("  Routed to %s version %s, tool %s at %s over protocol %s (input schema %s, output schema %s)%s.",
 			s.GetServerName(), or(s.GetServerVersion(), "?"), s.GetToolName(), s.GetEndpoint(), or(s.GetProtocolVersion(), "?"),
 			or(s.GetInputSchemaDigest(), "?"), or(s.GetOutputSchemaDigest(), "?"), authNote(r))
+		if o := s.GetIncidentOwner(); o != "" {
+			p("  Incidents of this route go to %s.", o)
+		}
 	}
 	p("  Side effects: provider declares %s, consumer classifies %s; approval %s.",
 		EnumWord(r.GetProviderSideEffect().String(), "SIDE_EFFECT_CLASS_"), EnumWord(r.GetConsumerSideEffect().String(), "SIDE_EFFECT_CLASS_"),

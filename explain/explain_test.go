@@ -100,3 +100,21 @@ func TestExplainWorkflow(t *testing.T) {
 		t.Errorf("expired workflow:\n%s", buf.String())
 	}
 }
+
+// The route's incident owner, when the receipt names one, is said next to
+// where the call was routed.
+func TestExplainIncidentOwner(t *testing.T) {
+	r := &mcpreadyv1.Receipt{ReceiptId: "r1", Requested: "pay/charge",
+		Selected: &mcpreadyv1.Selection{ServerName: "pay", ToolName: "charge", Endpoint: "http://pay", IncidentOwner: "payments-oncall"}}
+	var buf bytes.Buffer
+	explain.Write(&buf, &mcpreadyv1.StoredReceipt{Receipt: r})
+	if !strings.Contains(buf.String(), "Incidents of this route go to payments-oncall.") {
+		t.Errorf("explain does not name the owner:\n%s", buf.String())
+	}
+	r.Selected.IncidentOwner = ""
+	buf.Reset()
+	explain.Write(&buf, &mcpreadyv1.StoredReceipt{Receipt: r})
+	if strings.Contains(buf.String(), "Incidents") {
+		t.Errorf("explain names an owner the receipt does not:\n%s", buf.String())
+	}
+}
