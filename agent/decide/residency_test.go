@@ -47,57 +47,35 @@ func TestDeclaredDataResidency(t *testing.T) {
 	}
 }
 
-// A Declaration's protocolVersions are the versions its provider
-// supports: an entry pinned to another is rejected at step 1
-// (protocol_version). Before, the list was accepted and ignored.
-func TestDeclaredProtocolVersions(t *testing.T) {
+// What a Declaration says of its server's protocol versions and regions
+// must include the entry's: protocolVersions are the versions the provider
+// supports (an entry pinned to another is rejected at step 1), regions
+// where the server runs (residency was decided on the entry's region,
+// which the provider's own word would contradict: step 3). Before, both
+// lists were accepted and ignored.
+func TestDeclaredVersionsAndRegions(t *testing.T) {
 	for _, tc := range []struct {
-		declared []string
-		ok       bool
+		decl *mcpreadyv1.Declaration
+		code readiness.Code // "" admitted
+		step readiness.Step
 	}{
-		{nil, true},
-		{[]string{"2025-11-25", "2026-07-28"}, true},
-		{[]string{"2026-07-28"}, false},
+		{&mcpreadyv1.Declaration{}, "", 0},
+		{&mcpreadyv1.Declaration{ProtocolVersions: []string{"2025-11-25", "2026-07-28"}, Regions: []string{"eu", "us"}}, "", 0},
+		{&mcpreadyv1.Declaration{ProtocolVersions: []string{"2026-07-28"}}, readiness.CodeProtocolVersion, readiness.StepEligibility},
+		{&mcpreadyv1.Declaration{Regions: []string{"us"}}, readiness.CodeResidency, readiness.StepResidency},
 	} {
 		in := fixture()
-		in.Declarations = map[string]*mcpreadyv1.Declaration{"com.example/docs": {ServerName: "com.example/docs", ProtocolVersions: tc.declared}}
+		tc.decl.ServerName = "com.example/docs"
+		in.Declarations = map[string]*mcpreadyv1.Declaration{"com.example/docs": tc.decl}
 		req := baseReq()
 		req.Tool = "com.example/docs/docs.lookup"
 		d := snap(t, in).Decide(req, nil)
 		var re *RefusalError
 		switch {
-		case tc.ok && d.Refusal != nil:
-			t.Errorf("declared %v: %v", tc.declared, d.Refusal)
-		case !tc.ok && (!errors.As(d.Refusal, &re) || re.Code != readiness.CodeProtocolVersion || re.Step != readiness.StepEligibility):
-			t.Errorf("declared %v: %v, want protocol_version at step 1", tc.declared, d.Refusal)
-		}
-	}
-}
-
-// The entry's region must be one of the regions its provider declares the
-// server runs in (Declaration regions): residency is decided on the
-// entry's region, which the provider's own word then contradicts. Before,
-// regions were accepted and ignored.
-func TestDeclaredRegions(t *testing.T) {
-	for _, tc := range []struct {
-		declared []string
-		ok       bool
-	}{
-		{nil, true},
-		{[]string{"eu", "us"}, true},
-		{[]string{"us"}, false},
-	} {
-		in := fixture()
-		in.Declarations = map[string]*mcpreadyv1.Declaration{"com.example/docs": {ServerName: "com.example/docs", Regions: tc.declared}}
-		req := baseReq()
-		req.Tool = "com.example/docs/docs.lookup"
-		d := snap(t, in).Decide(req, nil)
-		var re *RefusalError
-		switch {
-		case tc.ok && d.Refusal != nil:
-			t.Errorf("declared %v: %v", tc.declared, d.Refusal)
-		case !tc.ok && (!errors.As(d.Refusal, &re) || re.Code != readiness.CodeResidency || re.Step != readiness.StepResidency):
-			t.Errorf("declared %v: %v, want residency at step 3", tc.declared, d.Refusal)
+		case tc.code == "" && d.Refusal != nil:
+			t.Errorf("%v: %v", tc.decl, d.Refusal)
+		case tc.code != "" && (!errors.As(d.Refusal, &re) || re.Code != tc.code || re.Step != tc.step):
+			t.Errorf("%v: %v, want %s at step %d", tc.decl, d.Refusal, tc.code, tc.step)
 		}
 	}
 }
