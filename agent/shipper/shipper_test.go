@@ -83,13 +83,7 @@ func (s *slowServer) UploadBatches(stream mcpreadyv1.ReceiptsService_UploadBatch
 func TestWindowAckAndResendAfterDrop(t *testing.T) {
 	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
 	sp := openSpool(t, key)
-	for i := 0; i < 60; i++ {
-		r := receipt.Builder{EmitterID: "agent-1"}.Start(time.Now())
-		r.Requested = fmt.Sprint(i)
-		if err := sp.Append(r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendReceipts(t, sp, 60)
 	sp.Flush() // 20 batches of 3
 	srv := &slowServer{seen: map[uint64]int{}, dropAfter: 5}
 	lis, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -185,13 +179,7 @@ func (s *limitedServer) UploadBatches(stream mcpreadyv1.ReceiptsService_UploadBa
 func TestRateLimitedBatchesKeptAndResent(t *testing.T) {
 	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
 	sp := openSpool(t, key)
-	for i := 0; i < 30; i++ {
-		r := receipt.Builder{EmitterID: "agent-1"}.Start(time.Now())
-		r.Requested = fmt.Sprint(i)
-		if err := sp.Append(r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendReceipts(t, sp, 30)
 	sp.Flush() // 10 batches of 3
 	srv := &limitedServer{refusals: 3}
 	lis, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -219,5 +207,17 @@ func TestRateLimitedBatchesKeptAndResent(t *testing.T) {
 	}
 	if srv.misorders != 0 || srv.seen[0] != 1 || srv.seen[3] != 1 {
 		t.Fatalf("refused batch not resent first (or a batch skipped): %v", srv.seen)
+	}
+}
+
+// appendReceipts appends n receipts to sp, Requested "0" to n-1.
+func appendReceipts(t *testing.T, sp *spool.Spool, n int) {
+	t.Helper()
+	for i := range n {
+		r := receipt.Builder{EmitterID: "agent-1"}.Start(time.Now())
+		r.Requested = fmt.Sprint(i)
+		if err := sp.Append(r); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
