@@ -3,12 +3,10 @@ package ingest
 import (
 	"context"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -39,15 +37,9 @@ func startDBReplica(t testing.TB, dsn string, p *pki) *dbReplica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	mcpreadyv1.RegisterReceiptsServiceServer(srv, svc)
-	go srv.Serve(lis)
+	srv, addr := serve(t, svc)
 	t.Cleanup(func() { srv.Stop(); db.Close() })
-	return &dbReplica{svc: svc, db: db, addr: lis.Addr().String()}
+	return &dbReplica{svc: svc, db: db, addr: addr}
 }
 
 func uploadTo(r *dbReplica, s sealed) (Result, error) {

@@ -106,6 +106,16 @@ func startCPWith(t testing.TB, dir string, p *pki, logs *syncBuf, heads Heads) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv, addr := serve(t, svc)
+	cp := &controlPlane{svc: svc, store: st, addr: addr, srv: srv}
+	t.Cleanup(cp.stop)
+	return cp
+}
+
+// serve runs svc on a gRPC server on a loopback port and returns the
+// server (stopped when the test ends) and its address.
+func serve(t testing.TB, svc *Service) (*grpc.Server, string) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -113,9 +123,8 @@ func startCPWith(t testing.TB, dir string, p *pki, logs *syncBuf, heads Heads) *
 	srv := grpc.NewServer()
 	mcpreadyv1.RegisterReceiptsServiceServer(srv, svc)
 	go srv.Serve(lis)
-	cp := &controlPlane{svc: svc, store: st, addr: lis.Addr().String(), srv: srv}
-	t.Cleanup(cp.stop)
-	return cp
+	t.Cleanup(srv.Stop)
+	return srv, lis.Addr().String()
 }
 
 func (c *controlPlane) stop() {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
 
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
@@ -180,14 +178,7 @@ func TestShipperKeepsRateLimitedBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	mcpreadyv1.RegisterReceiptsServiceServer(srv, svc)
-	go srv.Serve(lis)
-	defer srv.Stop()
+	_, addr := serve(t, svc)
 	sp := openSpool(t, t.TempDir(), p.agent) // batches of 10
 	defer sp.Close()
 	for i := 0; i < 200; i++ {
@@ -196,7 +187,7 @@ func TestShipperKeepsRateLimitedBatches(t *testing.T) {
 		}
 	}
 	sp.Flush()
-	ship(t, lis.Addr().String(), sp)
+	ship(t, addr, sp)
 	requireExactlyOnce(t, st, 200)
 	if got := testutil.ToFloat64(svc.m.batches.WithLabelValues(ReasonAgentRateLimited)); got == 0 {
 		t.Fatal("no batch was refused: the bound was not exercised")
@@ -259,15 +250,8 @@ func TestRateLimitedStreamRefusesTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	mcpreadyv1.RegisterReceiptsServiceServer(srv, svc)
-	go srv.Serve(lis)
-	defer srv.Stop()
-	stream, err := mcpreadyv1.NewReceiptsServiceClient(dial(t, lis.Addr().String())).UploadBatches(t.Context())
+	_, addr := serve(t, svc)
+	stream, err := mcpreadyv1.NewReceiptsServiceClient(dial(t, addr)).UploadBatches(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
