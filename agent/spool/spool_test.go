@@ -545,7 +545,10 @@ func TestRefusalFloodLeavesRoomForCalls(t *testing.T) {
 		}
 	}
 	st := s.Stats()
-	if st.Bytes > maxBytes/2+4<<10 || st.Shed == 0 || st.Dropped != 0 {
+	// Refusals stop at half; the sealer's batch records for what was
+	// spooled before may still add a little (they are written in the
+	// background), never up to the full spool.
+	if st.Bytes > maxBytes*3/4 || st.Shed == 0 || st.Dropped != 0 {
 		t.Fatalf("after the flood: %+v", st)
 	}
 	if v := gauge(t, reg, "mcpready_receipts_shed_total"); uint64(v) != st.Shed {
