@@ -47,6 +47,9 @@ type RejectedError struct {
 	Sequence uint64
 	BatchID  string
 	Reason   string
+	// RetryAfter is how long the control plane asked the agent to wait
+	// before sending the batch again (0: no wait asked).
+	RetryAfter time.Duration
 }
 
 func (e *RejectedError) Error() string {
@@ -88,6 +91,9 @@ func Run(ctx context.Context, conn grpc.ClientConnInterface, sp *spool.Spool, op
 		}
 		d := min(opts.MinBackoff<<min(failures, 20), opts.MaxBackoff)
 		d = d/2 + rand.N(d/2+1)
+		if re := (*RejectedError)(nil); errors.As(err, &re) && re.RetryAfter > d {
+			d = min(re.RetryAfter, opts.MaxBackoff) // as long as the control plane asked, up to the longest backoff
+		}
 		failures++
 		log.Warn("receipt stream interrupted; retrying", "err", err, "retry_in", d)
 		select {
@@ -160,7 +166,7 @@ func session(ctx context.Context, client mcpreadyv1.ReceiptsServiceClient, sp *s
 			}
 			b := inflight[0]
 			if !a.resp.GetAccepted() {
-				return progressed, &RejectedError{Sequence: b.Sequence, BatchID: b.BatchID, Reason: a.resp.GetError()}
+				return progressed, &RejectedError{Sequence: b.Sequence, BatchID: b.BatchID, Reason: a.resp.GetError(), RetryAfter: a.resp.GetRetryAfter().AsDuration()}
 			}
 			if err := sp.Ack(b.Sequence); err != nil && !errors.Is(err, spool.ErrClosed) {
 				return progressed, err

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/spool"
@@ -140,11 +141,13 @@ func openSpool(t *testing.T, key crypto.Signer) *spool.Spool {
 // refuses an agent over its upload bound, then acknowledges every batch.
 type limitedServer struct {
 	mcpreadyv1.UnimplementedReceiptsServiceServer
-	mu        sync.Mutex
-	refusals  int
-	seen      []uint64
-	acked     uint64
-	misorders int
+	mu         sync.Mutex
+	refusals   int
+	retryAfter time.Duration // sent with each refusal when set
+	seen       []uint64
+	at         []time.Time // when each of seen arrived
+	acked      uint64
+	misorders  int
 }
 
 func (s *limitedServer) UploadBatches(stream mcpreadyv1.ReceiptsService_UploadBatchesServer) error {
@@ -154,7 +157,7 @@ func (s *limitedServer) UploadBatches(stream mcpreadyv1.ReceiptsService_UploadBa
 			return nil
 		}
 		s.mu.Lock()
-		s.seen = append(s.seen, req.GetSequence())
+		s.seen, s.at = append(s.seen, req.GetSequence()), append(s.at, time.Now())
 		resp := &mcpreadyv1.UploadBatchesResponse{BatchId: req.GetBatchId(), Sequence: req.GetSequence(), Accepted: true}
 		switch {
 		case req.GetSequence() != s.acked+1:
@@ -163,6 +166,9 @@ func (s *limitedServer) UploadBatches(stream mcpreadyv1.ReceiptsService_UploadBa
 		case s.refusals > 0:
 			s.refusals--
 			resp.Accepted, resp.Error = false, `agent-rate-limited: agent "agent-1" exceeded the upload bound of 5000 receipts/s (burst 300000): batch of 3 receipts refused unverified and not stored; keep it and retry in 1.2s`
+			if s.retryAfter > 0 {
+				resp.RetryAfter = durationpb.New(s.retryAfter)
+			}
 		default:
 			s.acked++
 		}
@@ -207,6 +213,45 @@ func TestRateLimitedBatchesKeptAndResent(t *testing.T) {
 	}
 	if srv.misorders != 0 || srv.seen[0] != 1 || srv.seen[3] != 1 {
 		t.Fatalf("refused batch not resent first (or a batch skipped): %v", srv.seen)
+	}
+}
+
+// A refusal's retry_after is honoured: the shipper sends the refused batch
+// again no sooner, whatever its own backoff (which restarts short after a
+// session that got batches accepted). Before, it reconnected at its own
+// pace, a few times a second, while the control plane kept refusing.
+func TestRefusalRetryAfterHonoured(t *testing.T) {
+	key, _ := sign.GenerateKey(sign.AlgorithmEd25519)
+	sp := openSpool(t, key)
+	appendReceipts(t, sp, 6)
+	sp.Flush() // 2 batches of 3
+	const wait = 300 * time.Millisecond
+	srv := &limitedServer{refusals: 1, retryAfter: wait}
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	gs := grpc.NewServer()
+	mcpreadyv1.RegisterReceiptsServiceServer(gs, srv)
+	go gs.Serve(lis)
+	defer gs.Stop()
+	conn, _ := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- Run(ctx, conn, sp, Options{Node: &mcpreadyv1.Node{Id: "agent-1"}, Window: 1, MinBackoff: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for sp.Stats().Depth > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if sp.Stats().Depth != 0 || len(srv.seen) < 2 || srv.seen[0] != 1 || srv.seen[1] != 1 {
+		t.Fatalf("spool %+v, batches seen %v", sp.Stats(), srv.seen)
+	}
+	if d := srv.at[1].Sub(srv.at[0]); d < wait {
+		t.Fatalf("the refused batch was sent again after %s, before the %s the control plane asked for", d, wait)
 	}
 }
 

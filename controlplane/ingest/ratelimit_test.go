@@ -271,6 +271,10 @@ func TestRateLimitedStreamRefusesTheRest(t *testing.T) {
 		if accepted := resp.GetAccepted(); accepted != (i == 0) || (i > 0 && !strings.HasPrefix(resp.GetError(), ReasonAgentRateLimited+":")) {
 			t.Fatalf("batch %d: accepted %v error %q", i+1, accepted, resp.GetError())
 		}
+		// The refusal says when to send again (the shipper waits that long).
+		if i > 0 && resp.GetRetryAfter().AsDuration() <= 0 {
+			t.Fatalf("batch %d: refused without retry_after", i+1)
+		}
 	}
 	if got := st.Stats().Receipts; got != 5 {
 		t.Fatalf("%d receipts stored, want 5", got)

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/mcpready/mcpready/controlplane/receiptstore"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -46,6 +47,9 @@ func (s *Service) UploadBatches(stream mcpreadyv1.ReceiptsService_UploadBatchesS
 		resp := &mcpreadyv1.UploadBatchesResponse{BatchId: req.GetBatchId(), Sequence: req.GetSequence(), Accepted: err == nil, Duplicate: res.Duplicate}
 		if err != nil {
 			resp.Error = err.Error()
+		}
+		if rej := (*RejectError)(nil); errors.As(err, &rej) && rej.RetryAfter > 0 {
+			resp.RetryAfter = durationpb.New(rej.RetryAfter)
 		}
 		if err := stream.Send(resp); err != nil {
 			return err

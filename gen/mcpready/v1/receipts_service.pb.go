@@ -9,6 +9,7 @@ package mcpreadyv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -109,8 +110,12 @@ type UploadBatchesResponse struct {
 	Sequence uint64                 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	Accepted bool                   `protobuf:"varint,3,opt,name=accepted,proto3" json:"accepted,omitempty"`
 	// True when the batch had already been stored (a resend).
-	Duplicate     bool   `protobuf:"varint,4,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
-	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Duplicate bool   `protobuf:"varint,4,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	Error     string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// For a refused batch that a later resend may pass (agent-rate-limited),
+	// how long until it would: the agent waits at least this long before it
+	// sends again.
+	RetryAfter    *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -178,6 +183,13 @@ func (x *UploadBatchesResponse) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *UploadBatchesResponse) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
 }
 
 // QueryReceiptsRequest selects receipts. Empty fields do not filter.
@@ -649,19 +661,21 @@ var File_mcpready_v1_receipts_service_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_receipts_service_proto_rawDesc = "" +
 	"\n" +
-	"\"mcpready/v1/receipts_service.proto\x12\vmcpready.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\x1a\x19mcpready/v1/receipt.proto\"\xa8\x01\n" +
+	"\"mcpready/v1/receipts_service.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\x1a\x19mcpready/v1/receipt.proto\"\xa8\x01\n" +
 	"\x14UploadBatchesRequest\x12%\n" +
 	"\x04node\x18\x01 \x01(\v2\x11.mcpready.v1.NodeR\x04node\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x12\x1a\n" +
 	"\bsequence\x18\x03 \x01(\x04R\bsequence\x12\x16\n" +
 	"\x06bundle\x18\x04 \x01(\fR\x06bundle\x12\x1a\n" +
-	"\breceipts\x18\x05 \x03(\fR\breceipts\"\x9e\x01\n" +
+	"\breceipts\x18\x05 \x03(\fR\breceipts\"\xda\x01\n" +
 	"\x15UploadBatchesResponse\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x04R\bsequence\x12\x1a\n" +
 	"\baccepted\x18\x03 \x01(\bR\baccepted\x12\x1c\n" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xc8\x02\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12:\n" +
+	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\"\xc8\x02\n" +
 	"\x14QueryReceiptsRequest\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12\x1f\n" +
@@ -728,30 +742,32 @@ var file_mcpready_v1_receipts_service_proto_goTypes = []any{
 	(*ExportBatchesRequest)(nil),  // 7: mcpready.v1.ExportBatchesRequest
 	(*ExportBatchesResponse)(nil), // 8: mcpready.v1.ExportBatchesResponse
 	(*Node)(nil),                  // 9: mcpready.v1.Node
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*Receipt)(nil),               // 11: mcpready.v1.Receipt
+	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*Receipt)(nil),               // 12: mcpready.v1.Receipt
 }
 var file_mcpready_v1_receipts_service_proto_depIdxs = []int32{
 	9,  // 0: mcpready.v1.UploadBatchesRequest.node:type_name -> mcpready.v1.Node
-	10, // 1: mcpready.v1.QueryReceiptsRequest.since:type_name -> google.protobuf.Timestamp
-	10, // 2: mcpready.v1.QueryReceiptsRequest.until:type_name -> google.protobuf.Timestamp
-	4,  // 3: mcpready.v1.QueryReceiptsResponse.receipts:type_name -> mcpready.v1.StoredReceipt
-	11, // 4: mcpready.v1.StoredReceipt.receipt:type_name -> mcpready.v1.Receipt
-	4,  // 5: mcpready.v1.TailReceiptsResponse.receipt:type_name -> mcpready.v1.StoredReceipt
-	10, // 6: mcpready.v1.ExportBatchesRequest.since:type_name -> google.protobuf.Timestamp
-	0,  // 7: mcpready.v1.ReceiptsService.UploadBatches:input_type -> mcpready.v1.UploadBatchesRequest
-	2,  // 8: mcpready.v1.ReceiptsService.QueryReceipts:input_type -> mcpready.v1.QueryReceiptsRequest
-	5,  // 9: mcpready.v1.ReceiptsService.TailReceipts:input_type -> mcpready.v1.TailReceiptsRequest
-	7,  // 10: mcpready.v1.ReceiptsService.ExportBatches:input_type -> mcpready.v1.ExportBatchesRequest
-	1,  // 11: mcpready.v1.ReceiptsService.UploadBatches:output_type -> mcpready.v1.UploadBatchesResponse
-	3,  // 12: mcpready.v1.ReceiptsService.QueryReceipts:output_type -> mcpready.v1.QueryReceiptsResponse
-	6,  // 13: mcpready.v1.ReceiptsService.TailReceipts:output_type -> mcpready.v1.TailReceiptsResponse
-	8,  // 14: mcpready.v1.ReceiptsService.ExportBatches:output_type -> mcpready.v1.ExportBatchesResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	10, // 1: mcpready.v1.UploadBatchesResponse.retry_after:type_name -> google.protobuf.Duration
+	11, // 2: mcpready.v1.QueryReceiptsRequest.since:type_name -> google.protobuf.Timestamp
+	11, // 3: mcpready.v1.QueryReceiptsRequest.until:type_name -> google.protobuf.Timestamp
+	4,  // 4: mcpready.v1.QueryReceiptsResponse.receipts:type_name -> mcpready.v1.StoredReceipt
+	12, // 5: mcpready.v1.StoredReceipt.receipt:type_name -> mcpready.v1.Receipt
+	4,  // 6: mcpready.v1.TailReceiptsResponse.receipt:type_name -> mcpready.v1.StoredReceipt
+	11, // 7: mcpready.v1.ExportBatchesRequest.since:type_name -> google.protobuf.Timestamp
+	0,  // 8: mcpready.v1.ReceiptsService.UploadBatches:input_type -> mcpready.v1.UploadBatchesRequest
+	2,  // 9: mcpready.v1.ReceiptsService.QueryReceipts:input_type -> mcpready.v1.QueryReceiptsRequest
+	5,  // 10: mcpready.v1.ReceiptsService.TailReceipts:input_type -> mcpready.v1.TailReceiptsRequest
+	7,  // 11: mcpready.v1.ReceiptsService.ExportBatches:input_type -> mcpready.v1.ExportBatchesRequest
+	1,  // 12: mcpready.v1.ReceiptsService.UploadBatches:output_type -> mcpready.v1.UploadBatchesResponse
+	3,  // 13: mcpready.v1.ReceiptsService.QueryReceipts:output_type -> mcpready.v1.QueryReceiptsResponse
+	6,  // 14: mcpready.v1.ReceiptsService.TailReceipts:output_type -> mcpready.v1.TailReceiptsResponse
+	8,  // 15: mcpready.v1.ReceiptsService.ExportBatches:output_type -> mcpready.v1.ExportBatchesResponse
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_receipts_service_proto_init() }
