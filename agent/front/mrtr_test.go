@@ -219,7 +219,7 @@ func TestRequestStateRefused(t *testing.T) {
 		responses   mcp.InputResponseMap
 		want        string
 	}{
-		{"tampered", first.RequestState[:len(first.RequestState)-2] + "AA", args, answer, "unknown or already used"},
+		{"tampered", tamper(first.RequestState), args, answer, "unknown or already used"},
 		{"foreign", "st-1", args, answer, "not issued by this agent"},
 		{"malformed", statePrefix + "!!", args, answer, "malformed"},
 		{"no state", "", args, answer, "without requestState"},
@@ -241,6 +241,17 @@ func TestRequestStateRefused(t *testing.T) {
 	if _, err := retry(second.RequestState, args, answer); err == nil || !strings.Contains(err.Error(), "already used") {
 		t.Fatalf("replay: %v", err)
 	}
+}
+
+// tamper changes the first character of state's random part to another
+// of the same alphabet. (Writing "AA" over its last two characters left
+// one state in 256 as it was, and the test then failed.)
+func tamper(state string) string {
+	i, c := len(statePrefix), byte('A')
+	if state[i] == c {
+		c = 'B'
+	}
+	return state[:i] + string(c) + state[i+1:]
 }
 
 // TestStatelessApproval: the agent's approval reaches a stateless client as
