@@ -29,24 +29,36 @@ func TestUnknownPrice(t *testing.T) {
 		{"priced", &mcpreadyv1.DeclaredPricing{Amount: "0.005", Currency: "USD"}, 0, "", "0.005 USD"},
 		{"too dear", &mcpreadyv1.DeclaredPricing{Amount: "0.5", Currency: "USD"}, 0, readiness.CodeCost, ""},
 	} {
-		in := fixture()
-		in.Policy.Cost = &mcpreadyv1.CostRules{MaxCostPerCall: 0.01, Currency: "USD", OnUnknownPrice: tc.action}
-		in.Declarations = map[string]*mcpreadyv1.Declaration{"com.example/docs": {ServerName: "com.example/docs", Pricing: tc.pricing}}
 		req := baseReq()
 		req.Tool = "com.example/docs/docs.lookup"
-		d := snap(t, in).Decide(req, nil)
-		var re *RefusalError
-		switch {
-		case tc.code != "":
-			if !errors.As(d.Refusal, &re) || re.Code != tc.code || re.Step != readiness.StepBudget {
-				t.Errorf("%s: %v, want %s at step 7", tc.name, d.Refusal, tc.code)
-			}
-		case d.Refusal != nil:
-			t.Errorf("%s: refused %v", tc.name, d.Refusal)
-		case d.Routes[0].Cost != tc.cost:
-			t.Errorf("%s: cost %q, want %q", tc.name, d.Routes[0].Cost, tc.cost)
+		if r, ok := decideCost(t, tc.name, tc.pricing, tc.action, req, tc.code); ok && r.Cost != tc.cost {
+			t.Errorf("%s: cost %q, want %q", tc.name, r.Cost, tc.cost)
 		}
 	}
+}
+
+// decideCost decides req under a ceiling of 0.01 USD per call with the
+// provider's pricing and the unknown-price action, checks a refusal is
+// code at step 7 (none when code is ""), and returns the first route when
+// the call was admitted.
+func decideCost(t *testing.T, name string, pricing *mcpreadyv1.DeclaredPricing, action mcpreadyv1.UnknownEvidenceAction, req Request, code readiness.Code) (Route, bool) {
+	t.Helper()
+	in := fixture()
+	in.Policy.Cost = &mcpreadyv1.CostRules{MaxCostPerCall: 0.01, Currency: "USD", OnUnknownPrice: action}
+	in.Declarations = map[string]*mcpreadyv1.Declaration{"com.example/docs": {ServerName: "com.example/docs", Pricing: pricing}}
+	d := snap(t, in).Decide(req, nil)
+	var re *RefusalError
+	switch {
+	case code != "":
+		if !errors.As(d.Refusal, &re) || re.Code != code || re.Step != readiness.StepBudget {
+			t.Errorf("%s: %v, want %s at step 7", name, d.Refusal, code)
+		}
+	case d.Refusal != nil:
+		t.Errorf("%s: refused %v", name, d.Refusal)
+	default:
+		return d.Routes[0], true
+	}
+	return Route{}, false
 }
 
 // A declared price holds only within its effectiveFrom..effectiveUntil:
@@ -73,22 +85,10 @@ func TestPriceEffectiveWindow(t *testing.T) {
 		{"after", now.Add(time.Hour), 0, readiness.CodeCostUnknown, "", false},
 		{"after, unknown allowed", now.Add(2 * time.Hour), mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW, "", "unknown", false},
 	} {
-		in := fixture()
-		in.Policy.Cost = &mcpreadyv1.CostRules{MaxCostPerCall: 0.01, Currency: "USD", OnUnknownPrice: tc.action}
-		in.Declarations = map[string]*mcpreadyv1.Declaration{"com.example/docs": {ServerName: "com.example/docs", Pricing: pricing}}
 		r := req
 		r.Now = tc.at
-		d := snap(t, in).Decide(r, nil)
-		var re *RefusalError
-		switch {
-		case tc.code != "":
-			if !errors.As(d.Refusal, &re) || re.Code != tc.code || re.Step != readiness.StepBudget {
-				t.Errorf("%s: %v, want %s at step 7", tc.name, d.Refusal, tc.code)
-			}
-		case d.Refusal != nil:
-			t.Errorf("%s: refused %v", tc.name, d.Refusal)
-		case d.Routes[0].Cost != tc.cost || d.Routes[0].Priced != tc.priced:
-			t.Errorf("%s: cost %q priced %v, want %q %v", tc.name, d.Routes[0].Cost, d.Routes[0].Priced, tc.cost, tc.priced)
+		if route, ok := decideCost(t, tc.name, pricing, tc.action, r, tc.code); ok && (route.Cost != tc.cost || route.Priced != tc.priced) {
+			t.Errorf("%s: cost %q priced %v, want %q %v", tc.name, route.Cost, route.Priced, tc.cost, tc.priced)
 		}
 	}
 }

@@ -188,24 +188,7 @@ func TestRateLimitedBatchesKeptAndResent(t *testing.T) {
 	appendReceipts(t, sp, 30)
 	sp.Flush() // 10 batches of 3
 	srv := &limitedServer{refusals: 3}
-	lis, _ := net.Listen("tcp", "127.0.0.1:0")
-	gs := grpc.NewServer()
-	mcpreadyv1.RegisterReceiptsServiceServer(gs, srv)
-	go gs.Serve(lis)
-	defer gs.Stop()
-	conn, _ := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	defer conn.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() {
-		done <- Run(ctx, conn, sp, Options{Node: &mcpreadyv1.Node{Id: "agent-1"}, Window: 1, MinBackoff: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for sp.Stats().Depth > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	<-done
+	shipTo(t, srv, sp)
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if sp.Stats().Depth != 0 || srv.acked != 10 {
@@ -227,6 +210,21 @@ func TestRefusalRetryAfterHonoured(t *testing.T) {
 	sp.Flush() // 2 batches of 3
 	const wait = 300 * time.Millisecond
 	srv := &limitedServer{refusals: 1, retryAfter: wait}
+	shipTo(t, srv, sp)
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if sp.Stats().Depth != 0 || len(srv.seen) < 2 || srv.seen[0] != 1 || srv.seen[1] != 1 {
+		t.Fatalf("spool %+v, batches seen %v", sp.Stats(), srv.seen)
+	}
+	if d := srv.at[1].Sub(srv.at[0]); d < wait {
+		t.Fatalf("the refused batch was sent again after %s, before the %s the control plane asked for", d, wait)
+	}
+}
+
+// shipTo runs the shipper (one batch in flight, 1 ms minimum backoff)
+// against srv on a loopback gRPC server until sp is empty or 10 s pass.
+func shipTo(t *testing.T, srv mcpreadyv1.ReceiptsServiceServer, sp *spool.Spool) {
+	t.Helper()
 	lis, _ := net.Listen("tcp", "127.0.0.1:0")
 	gs := grpc.NewServer()
 	mcpreadyv1.RegisterReceiptsServiceServer(gs, srv)
@@ -245,14 +243,6 @@ func TestRefusalRetryAfterHonoured(t *testing.T) {
 	}
 	cancel()
 	<-done
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	if sp.Stats().Depth != 0 || len(srv.seen) < 2 || srv.seen[0] != 1 || srv.seen[1] != 1 {
-		t.Fatalf("spool %+v, batches seen %v", sp.Stats(), srv.seen)
-	}
-	if d := srv.at[1].Sub(srv.at[0]); d < wait {
-		t.Fatalf("the refused batch was sent again after %s, before the %s the control plane asked for", d, wait)
-	}
 }
 
 // appendReceipts appends n receipts to sp, Requested "0" to n-1.
