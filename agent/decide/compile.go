@@ -34,7 +34,8 @@ const (
 type evidenceRef struct {
 	id                   string
 	principal, tenant    string
-	observed, expires    int64 // unix nanos; expires is the earlier of expires_at and observed+max_age
+	region               string // the hosts' region the evidence was observed from
+	observed, expires    int64  // unix nanos; expires is the earlier of expires_at and observed+max_age
 	p50, p99             time.Duration
 	hasLatency, tooSmall bool
 	// unfit: why the evidence never counts (required independence or

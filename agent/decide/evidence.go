@@ -61,10 +61,17 @@ func indexEvidence(p *mcpreadyv1.Policy, all map[string]*mcpreadyv1.Evidence) ma
 		if expires == 0 {
 			continue // no expiry at all: never decisive
 		}
+		principal, ok1 := condition(ev.GetPrincipalClass(), sub.GetPrincipalClass())
+		tenant, ok2 := condition(ev.GetTenantClass(), sub.GetTenantClass())
+		region, ok3 := condition(ev.GetRegion(), sub.GetRegion())
+		if !ok1 || !ok2 || !ok3 {
+			continue // observed under conditions no request meets
+		}
 		it := evidenceItem{id: id, ev: ev, evidenceRef: evidenceRef{
 			id:        id,
-			principal: ev.GetPrincipalClass(),
-			tenant:    ev.GetTenantClass(),
+			principal: principal,
+			tenant:    tenant,
+			region:    region,
 			observed:  observed.AsTime().UnixNano(),
 			expires:   expires,
 			tooSmall:  rules.GetMinSampleSize() > 0 && ev.GetSample().GetEligible() < rules.GetMinSampleSize(),
@@ -98,6 +105,19 @@ func indexEvidence(p *mcpreadyv1.Policy, all map[string]*mcpreadyv1.Evidence) ma
 	return out
 }
 
+// condition is the value an evidence condition stated both at the top
+// level and in the subject holds the request to: whichever is set; false
+// when both are set and differ (then no request meets it).
+func condition(top, subject string) (string, bool) {
+	switch {
+	case top == "":
+		return subject, true
+	case subject == "" || subject == top:
+		return top, true
+	}
+	return "", false
+}
+
 func msToDuration(ms float64) time.Duration {
 	if ms <= 0 {
 		return 0
@@ -128,7 +148,9 @@ func maxAge(rules *mcpreadyv1.EvidenceRules, ev *mcpreadyv1.Evidence) (time.Dura
 // server version and both schema digests must be equal (an empty subject
 // field is unknown, not "any", so it matches only an entry that is also
 // empty there): a new version or schema invalidates old evidence. The
-// endpoint constrains when set. Evidence that must be independent is unfit
+// endpoint, the protocol version (or the subject's list of them) and the
+// registry record version (the entry's provenance version) constrain when
+// set. Evidence that must be independent is unfit
 // when its issuer is the provider: the Declaration's issuer, owner or
 // operator, or the RegistryEntry's owner. Sorted freshest first.
 func (l evidenceList) applicable(re *mcpreadyv1.RegistryEntry, decl *mcpreadyv1.Declaration) []evidenceRef {
@@ -139,6 +161,12 @@ func (l evidenceList) applicable(re *mcpreadyv1.RegistryEntry, decl *mcpreadyv1.
 		sub := it.ev.GetSubject()
 		if sub.GetServerVersion() != id.GetServerVersion() || !same(sub.GetEndpoint(), id.GetEndpoint()) ||
 			sub.GetInputSchemaDigest() != id.GetInputSchemaDigest() || sub.GetOutputSchemaDigest() != id.GetOutputSchemaDigest() {
+			continue
+		}
+		if !same(it.ev.GetProtocolVersion(), id.GetProtocolVersion()) || !same(sub.GetRegistryRecordVersion(), re.GetProvenance().GetVersion()) {
+			continue
+		}
+		if pvs := sub.GetProtocolVersions(); len(pvs) > 0 && !contains(pvs, id.GetProtocolVersion()) {
 			continue
 		}
 		ref := it.evidenceRef

@@ -33,7 +33,7 @@ var (
 	rejApproval            = rejection{readiness.CodeApprovalUnavailable, "human approval is required and the client cannot be asked"}
 	rejIdempotency         = rejection{readiness.CodeIdempotencyRequired, "policy requires an idempotency key for calls that may change state"}
 	rejCircuit             = rejection{readiness.CodeCircuitOpen, "circuit breaker is open"}
-	rejNoEvidence          = rejection{readiness.CodeEvidenceUnknown, "no accepted evidence covers this tool for this principal and tenant"}
+	rejNoEvidence          = rejection{readiness.CodeEvidenceUnknown, "no accepted evidence covers this tool for this principal, tenant and region"}
 	fixedRejections        = [...]struct {
 		step readiness.Step
 		rej  rejection

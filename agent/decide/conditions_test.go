@@ -1,0 +1,76 @@
+package decide
+
+import (
+	"testing"
+
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// Evidence observed under other conditions than a request's (another
+// region, another protocol version, another registry revision, another
+// principal or tenant class named in its subject) does not speak for that
+// request: before, any of them counted, so evidence gathered from one
+// region's hosts, or against an older registry record, ranked and admitted
+// routes everywhere.
+func TestEvidenceConditions(t *testing.T) {
+	cases := []struct {
+		name    string
+		mutate  func(ev *mcpreadyv1.Evidence, in *Inputs)
+		req     func(r *Request)
+		applies bool
+	}{
+		{"no conditions", func(ev *mcpreadyv1.Evidence, in *Inputs) {}, nil, true},
+		{"same region", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Region = "eu" }, nil, true},
+		{"other region", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Region = "us" }, nil, false},
+		{"region on a host with none", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Region = "eu" }, func(r *Request) { r.Region = "" }, false},
+		{"subject region", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Subject.Region = "eu" }, nil, true},
+		{"other subject region", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Subject.Region = "us" }, nil, false},
+		{"regions disagree", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Region, ev.Subject.Region = "eu", "us" }, nil, false},
+		{"same protocol", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.ProtocolVersion = "2025-11-25" }, nil, true},
+		{"other protocol", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.ProtocolVersion = "2025-06-18" }, nil, false},
+		{"subject protocols include it", func(ev *mcpreadyv1.Evidence, in *Inputs) {
+			ev.Subject.ProtocolVersions = []string{"2025-06-18", "2025-11-25"}
+		}, nil, true},
+		{"subject protocols exclude it", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Subject.ProtocolVersions = []string{"2025-06-18"} }, nil, false},
+		{"same registry revision", func(ev *mcpreadyv1.Evidence, in *Inputs) {
+			ev.Subject.RegistryRecordVersion = "3"
+			in.Entries["docs-a"].Provenance = &mcpreadyv1.Provenance{Version: "3"}
+		}, nil, true},
+		{"older registry revision", func(ev *mcpreadyv1.Evidence, in *Inputs) {
+			ev.Subject.RegistryRecordVersion = "2"
+			in.Entries["docs-a"].Provenance = &mcpreadyv1.Provenance{Version: "3"}
+		}, nil, false},
+		{"subject principal", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Subject.PrincipalClass = "dev" }, nil, true},
+		{"other subject principal", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Subject.PrincipalClass = "intern" }, nil, false},
+		{"principals disagree", func(ev *mcpreadyv1.Evidence, in *Inputs) {
+			ev.PrincipalClass, ev.Subject.PrincipalClass = "dev", "intern"
+		}, nil, false},
+		{"subject tenant", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Subject.TenantClass = "acme" }, nil, true},
+		{"other subject tenant", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Subject.TenantClass = "globex" }, nil, false},
+		{"tenants disagree", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.TenantClass, ev.Subject.TenantClass = "globex", "acme" }, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := fixture()
+			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
+			tc.mutate(in.Evidence["ev-a"], &in)
+			req := baseReq()
+			req.Tool = "com.example/docs/docs.lookup"
+			if tc.req != nil {
+				tc.req(&req)
+			}
+			d := snap(t, in).Decide(req, nil)
+			c := candidate(d, "docs-a")
+			if tc.applies {
+				if len(d.Routes) != 1 || d.Routes[0].EvidenceID != "ev-a" {
+					t.Fatalf("want admitted on ev-a: routes %+v, candidate %v", d.Routes, c)
+				}
+				return
+			}
+			if len(d.Routes) != 0 || readiness.Code(c.GetRejectionCode()) != readiness.CodeEvidenceUnknown {
+				t.Fatalf("want refused as %s (no evidence applies): routes %+v, candidate %v", readiness.CodeEvidenceUnknown, d.Routes, c)
+			}
+		})
+	}
+}
