@@ -233,11 +233,11 @@ func appendDigestInput(dst, b []byte) []byte {
 	return c
 }
 
-var secretPattern = regexp.MustCompile(`(?i)(bearer\s+|basic\s+|token[=:]\s*|api[_-]?key[=:]\s*|authorization[=:]\s*(?:bearer\s+|basic\s+)?|password[=:]\s*)[^\s,;"']+`)
+var secretPattern = regexp.MustCompile(`(?i)(bearer\s+|basic\s+|token[=:]\s*|api[_-]?key[=:]\s*|authorization[=:]\s*(?:bearer\s+|basic\s+)?|password[=:]\s*)[^\s,;"']*[^\s,;"')\]}>]`)
 
 // SafeError returns msg fit for Receipt.error_message: credential-looking
-// values ("Bearer x", "token=x", ...) replaced by "[redacted]" and the
-// length bounded. It is a backstop, not the redaction: msg must already be
+// values ("Bearer x", "token=x", ...) replaced by "[redacted]" (brackets
+// closing right after a value are kept) and the length bounded. It is a backstop, not the redaction: msg must already be
 // classified text (a *validate.Outcome's Error(), which names the class,
 // the code and the agent's own observation but never the upstream's error
 // message or result text). Callers must never pass raw tool output.

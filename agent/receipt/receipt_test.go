@@ -132,3 +132,21 @@ func TestStartFinishTimes(t *testing.T) {
 		}
 	}
 }
+
+// A redacted value keeps the brackets that close around it: before, the
+// value ran up to the next space or separator, so "(token=abc)" lost its
+// ")" and "[Bearer abc]" its "]". A bracket inside the value is still part
+// of what is redacted.
+func TestSafeErrorKeepsClosingBrackets(t *testing.T) {
+	for in, want := range map[string]string{
+		"refused (token=abc)":            "refused (token=[redacted])",
+		"refused [Bearer abc.def]; retry": "refused [Bearer [redacted]]; retry",
+		"{api_key: k1}} and <password=p>": "{api_key: [redacted]}} and <password=[redacted]>",
+		"token=ab)cd rest":                "token=[redacted] rest",
+		"token=) rest":                    "token=) rest",
+	} {
+		if got := SafeError(in); got != want {
+			t.Errorf("SafeError(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
