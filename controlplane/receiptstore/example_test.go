@@ -118,7 +118,6 @@ func ExampleStore_Query() {
 	// page 1 [r-host-1-2-1 r-host-1-2-2]
 	// page 2 [r-host-2-1-0 r-host-1-2-0]
 	// page 3 [r-host-1-1-0 r-host-1-1-1]
-	// page 4 []
 	// host-1-b2 host-1 fetch <nil>
 	// true
 }

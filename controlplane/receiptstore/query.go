@@ -188,8 +188,8 @@ func (q Query) match(e receiptEntry, be batchEntry) bool {
 }
 
 // Query returns matching receipts in store order, at most q.Limit (the
-// newest ones when limited), and, when the limit was reached, the cursor
-// for the page before them. ctx is not consulted: the store is local.
+// newest ones when limited), and, when older ones match too, the cursor
+// for the page before them (never one to an empty page). ctx is not consulted: the store is local.
 func (s *Store) Query(_ context.Context, q Query) ([]*mcpreadyv1.StoredReceipt, string, error) {
 	var before *Cursor
 	if q.Before != "" {
@@ -198,6 +198,12 @@ func (s *Store) Query(_ context.Context, q Query) ([]*mcpreadyv1.StoredReceipt, 
 			return nil, "", err
 		}
 		before = &c
+	}
+	// One hit more than a page is looked for: whether there is an older
+	// page to point a cursor to.
+	limit := q.Limit
+	if limit > 0 {
+		limit++
 	}
 	var hits []hit
 	s.mu.RLock()
@@ -219,7 +225,7 @@ func (s *Store) Query(_ context.Context, q Query) ([]*mcpreadyv1.StoredReceipt, 
 	if all {
 		n = len(s.receipts)
 	}
-	for i := n - 1; i >= 0 && (q.Limit <= 0 || len(hits) < q.Limit); i-- {
+	for i := n - 1; i >= 0 && (limit <= 0 || len(hits) < limit); i-- {
 		ri := int32(i)
 		if !all {
 			ri = cands[i]
@@ -234,14 +240,14 @@ func (s *Store) Query(_ context.Context, q Query) ([]*mcpreadyv1.StoredReceipt, 
 		}
 	}
 	s.mu.RUnlock()
-	if q.Limit <= 0 || len(hits) < q.Limit {
+	if limit <= 0 || len(hits) < limit {
 		// Older receipts on disk, a segment at a time, newest first.
 		var seg []hit
 		full := errors.New("page full")
 		err := s.scanUnindexed(true, func(be batchEntry, b *ledger.Batch) error {
 			if len(seg) > 0 && be.pos.Segment != seg[0].be.pos.Segment {
-				hits, seg = appendNewest(hits, seg, q.Limit), seg[:0]
-				if q.Limit > 0 && len(hits) >= q.Limit {
+				hits, seg = appendNewest(hits, seg, limit), seg[:0]
+				if limit > 0 && len(hits) >= limit {
 					return full
 				}
 			}
@@ -260,7 +266,13 @@ func (s *Store) Query(_ context.Context, q Query) ([]*mcpreadyv1.StoredReceipt, 
 		if err != nil && !errors.Is(err, full) {
 			return nil, "", err
 		}
-		hits = appendNewest(hits, seg, q.Limit)
+		hits = appendNewest(hits, seg, limit)
+	}
+	next := ""
+	if q.Limit > 0 && len(hits) > q.Limit {
+		hits = hits[:q.Limit]
+		oldest := hits[len(hits)-1]
+		next = cursorOf(oldest.e, oldest.be).String()
 	}
 	l := &loader{s: s}
 	out := make([]*mcpreadyv1.StoredReceipt, 0, len(hits))
@@ -270,11 +282,6 @@ func (s *Store) Query(_ context.Context, q Query) ([]*mcpreadyv1.StoredReceipt, 
 			return nil, "", err
 		}
 		out = append(out, r)
-	}
-	next := ""
-	if q.Limit > 0 && len(hits) == q.Limit {
-		oldest := hits[len(hits)-1]
-		next = cursorOf(oldest.e, oldest.be).String()
 	}
 	return out, next, nil
 }

@@ -347,9 +347,32 @@ func TestQueryPages(t *testing.T) {
 		}
 		q.Before = next
 	}
-	if fmt.Sprint(pages) != "[[agent-1-4-2 agent-1-5-0 agent-1-5-1 agent-1-5-2] [agent-1-3-1 agent-1-3-2 agent-1-4-0 agent-1-4-1] [agent-1-2-0 agent-1-2-1 agent-1-2-2 agent-1-3-0] [agent-1-1-0 agent-1-1-1 agent-1-1-2] []]" &&
-		fmt.Sprint(pages) != "[[agent-1-4-2 agent-1-5-0 agent-1-5-1 agent-1-5-2] [agent-1-3-1 agent-1-3-2 agent-1-4-0 agent-1-4-1] [agent-1-2-0 agent-1-2-1 agent-1-2-2 agent-1-3-0] [agent-1-1-0 agent-1-1-1 agent-1-1-2]]" {
+	if fmt.Sprint(pages) != "[[agent-1-4-2 agent-1-5-0 agent-1-5-1 agent-1-5-2] [agent-1-3-1 agent-1-3-2 agent-1-4-0 agent-1-4-1] [agent-1-2-0 agent-1-2-1 agent-1-2-2 agent-1-3-0] [agent-1-1-0 agent-1-1-1 agent-1-1-2]]" {
 		t.Fatalf("pages %v", pages)
+	}
+	// A page that ends exactly at the oldest receipt says so: no cursor
+	// to an empty page after it (before, 15 receipts in pages of 5 or 15
+	// took one more request, answered with nothing).
+	for _, limit := range []int{1, 3, 5, 15, 16} {
+		q, n, requests := Query{Limit: limit}, 0, 0
+		for {
+			rs, next, err := s.Query(context.Background(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			requests++
+			if len(rs) == 0 {
+				t.Fatalf("limit %d: page %d is empty", limit, requests)
+			}
+			n += len(rs)
+			if next == "" {
+				break
+			}
+			q.Before = next
+		}
+		if want := (15 + limit - 1) / limit; n != 15 || requests != want {
+			t.Fatalf("limit %d: %d receipts in %d pages, want 15 in %d", limit, n, requests, want)
+		}
 	}
 	if _, _, err := s.Query(context.Background(), Query{Before: "1.2"}); !errors.Is(err, ErrBadCursor) {
 		t.Fatalf("bad cursor: %v", err)
