@@ -87,6 +87,7 @@ type entry struct {
 	keyRetention                   time.Duration
 	evidence                       []evidenceRef // freshest first
 	perAttemptRetry, perAttemptOne time.Duration // 0: derive from deadline
+	declaredTotal                  time.Duration // Declaration.timeouts.recommendedTotal; 0: none
 	retryOn                        RetryConditions
 	// expires: unix nanos of the entry's provenance expiry, endOfLife of
 	// the declared end of life, deprecated of the declared deprecation; 0 =
@@ -645,9 +646,15 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 		}
 	}
 
+	// The Policy's per-attempt timeout, else the provider's declared one;
+	// else the deadline (or the declared recommended total, when shorter)
+	// is shared by the attempts (filter).
 	if pa := p.GetRetry().GetPerAttemptTimeout().AsDuration(); pa > 0 {
 		e.perAttemptRetry, e.perAttemptOne = pa, pa
+	} else if pa := decl.GetTimeouts().GetPerAttempt().AsDuration(); pa > 0 {
+		e.perAttemptRetry, e.perAttemptOne = pa, pa
 	}
+	e.declaredTotal = max(decl.GetTimeouts().GetRecommendedTotal().AsDuration(), 0)
 	e.retryOn = retryConditions(p.GetRetry(), decl)
 	if exp := re.GetProvenance().GetExpiresAt(); exp != nil {
 		e.expires = exp.AsTime().UnixNano()

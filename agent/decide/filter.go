@@ -113,7 +113,11 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 		a.perAttempt = e.perAttemptRetry
 	}
 	if a.perAttempt <= 0 {
-		a.perAttempt = deadline / time.Duration(a.attempts)
+		budget := deadline
+		if e.declaredTotal > 0 {
+			budget = min(budget, e.declaredTotal)
+		}
+		a.perAttempt = budget / time.Duration(a.attempts)
 	}
 	a.perAttempt = min(a.perAttempt, deadline)
 	a.score = math.Inf(1)
