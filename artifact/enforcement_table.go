@@ -119,7 +119,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"quota.partitionKeys":           yes(inQuota, "\"tenant\" keeps local budgets per tenant too; any other key is not read, and apply warns (artifact.Advise)"),
 		"quota.limit":                   no("a limit without a window cannot be a local budget (Policy.cost.maxQuotaUnits per quotaWindow is); the upstream's RateLimit response hints are read instead"),
 		"pricing.source":                rec(""),
-		"pricing.unit":                  no("the amount is taken as per call"),
+		"pricing.unit":                  yes(inDecide, "none, call, request or invocation (per- prefix allowed, any case) is per call; any other unit makes the cost UNKNOWN, handled as the Policy's cost.onUnknownPrice says"),
 		"pricing.currency":              yes(inDecide, "compared with Policy.cost.currency"),
 		"pricing.amount":                yes(inDecide, "Policy.cost.maxCostPerCall; none or not a number is an unknown price (Policy.cost.onUnknownPrice); recorded in receipts' cost"),
 		"pricing.effectiveFrom":         yes(inDecide, "the declared price holds only from effectiveFrom until effectiveUntil; outside them the cost is UNKNOWN, handled as the Policy's cost.onUnknownPrice says (cost_unknown at step 7, or cost \"unknown\" and no price for the budgets)"),

@@ -625,7 +625,7 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 	// UNKNOWN, handled as the policy says).
 	pr := decl.GetPricing()
 	amt, err := strconv.ParseFloat(pr.GetAmount(), 64)
-	priced := err == nil && amt == amt && amt >= 0
+	priced := err == nil && amt == amt && amt >= 0 && perCall(pr.GetUnit())
 	if priced {
 		e.cost, e.price, e.priced = strings.TrimSpace(pr.GetAmount()+" "+pr.GetCurrency()), amt, true
 	}
@@ -638,7 +638,11 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 		case !priced && p.GetCost().GetOnUnknownPrice() == mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW:
 			e.cost = "unknown"
 		case !priced:
-			set(readiness.StepBudget, readiness.CodeCostUnknown, "the policy caps the cost per call at %g and the provider declares no usable price", ceiling)
+			why := "declares no usable price"
+			if err == nil && !perCall(pr.GetUnit()) {
+				why = fmt.Sprintf("prices per %q, not per call", pr.GetUnit())
+			}
+			set(readiness.StepBudget, readiness.CodeCostUnknown, "the policy caps the cost per call at %g and the provider %s", ceiling, why)
 		case cur != "" && pr.GetCurrency() != "" && cur != pr.GetCurrency():
 			set(readiness.StepBudget, readiness.CodeCost, "declared price is in %s, policy ceiling in %s", pr.GetCurrency(), cur)
 		case amt > ceiling:
@@ -680,4 +684,15 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 		e.fixedPB[i] = e.candidate(f.step, f.rej)
 	}
 	return e
+}
+
+// perCall reports whether a declared pricing unit is a price per call (no
+// unit is taken as one). A price per token, per month or per anything
+// else says nothing about what one call costs.
+func perCall(unit string) bool {
+	switch vocabulary(unit) {
+	case "", "call", "per-call", "request", "per-request", "invocation", "per-invocation":
+		return true
+	}
+	return false
 }

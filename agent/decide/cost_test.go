@@ -28,6 +28,12 @@ func TestUnknownPrice(t *testing.T) {
 		{"no price, allow", nil, mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW, "", "unknown"},
 		{"priced", &mcpreadyv1.DeclaredPricing{Amount: "0.005", Currency: "USD"}, 0, "", "0.005 USD"},
 		{"too dear", &mcpreadyv1.DeclaredPricing{Amount: "0.5", Currency: "USD"}, 0, readiness.CodeCost, ""},
+		// A price per something other than a call is not a price per call:
+		// 0.005 USD per 1k tokens passed a 0.01 USD per call ceiling.
+		{"per call", &mcpreadyv1.DeclaredPricing{Amount: "0.005", Currency: "USD", Unit: "Per_Call"}, 0, "", "0.005 USD"},
+		{"per request", &mcpreadyv1.DeclaredPricing{Amount: "0.005", Currency: "USD", Unit: "request"}, 0, "", "0.005 USD"},
+		{"per 1k tokens", &mcpreadyv1.DeclaredPricing{Amount: "0.005", Currency: "USD", Unit: "1k-tokens"}, 0, readiness.CodeCostUnknown, ""},
+		{"per month, allow", &mcpreadyv1.DeclaredPricing{Amount: "20", Currency: "USD", Unit: "month"}, mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_ALLOW, "", "unknown"},
 	} {
 		req := baseReq()
 		req.Tool = "com.example/docs/docs.lookup"
