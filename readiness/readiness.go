@@ -70,6 +70,7 @@ const (
 	CodePrincipalDenied        Code = "principal_denied"
 	CodeTenant                 Code = "tenant_out_of_boundary"
 	CodeResidency              Code = "residency"
+	CodeDataHandling           Code = "data_handling"
 	CodeDataClass              Code = "data_class"
 	CodeNotEquivalent          Code = "not_equivalent"
 	CodeApprovalUnavailable    Code = "approval_required_unavailable"
@@ -317,6 +318,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeTenant), 0, StepTrust, "the tenant class is outside the entry's tenant boundary or the principal's rules"},
 	{KindCode, string(CodeResidency), 0, StepResidency, "the server's region is not allowed, denied, or not the caller's under same-region only"},
 	{KindCode, string(CodeDataClass), 0, StepResidency, "the entry's data access class is not allowed"},
+	{KindCode, string(CodeDataHandling), 0, StepResidency, "the provider's declared data retention is longer than the policy's cap or not stated, or it names a denied sub-processor"},
 	{KindCode, string(CodeNotEquivalent), 0, StepSemantic, "same tool name only: not an approved member of the equivalence class"},
 	{KindCode, string(CodeArgumentsMissing), 0, StepSemantic, "the call lacks an argument the registry entry's argument contract requires (requiredArguments, compared by exact name); a class falls back to a member whose contract the call meets"},
 	{KindCode, string(CodeApprovalUnavailable), 0, StepSideEffect, "human approval is required and the client cannot be asked"},

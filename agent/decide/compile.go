@@ -544,6 +544,7 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 			set(readiness.StepResidency, readiness.CodeResidency, "the provider declares it keeps data in region %q, which is denied", r)
 		}
 	}
+	dataHandling(res, decl.GetDataHandling(), set)
 	if dcs := res.GetAllowedDataClasses(); len(dcs) > 0 && !slices.Contains(dcs, re.GetDataAccess()) {
 		set(readiness.StepResidency, readiness.CodeDataClass, "data access class %s is not allowed", strings.TrimPrefix(re.GetDataAccess().String(), "DATA_ACCESS_CLASS_"))
 	}

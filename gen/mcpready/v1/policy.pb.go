@@ -744,8 +744,15 @@ type ResidencyRules struct {
 	// When true, only servers in the caller's own region are allowed.
 	SameRegionOnly     bool              `protobuf:"varint,3,opt,name=same_region_only,json=sameRegionOnly,proto3" json:"same_region_only,omitempty"`
 	AllowedDataClasses []DataAccessClass `protobuf:"varint,4,rep,packed,name=allowed_data_classes,json=allowedDataClasses,proto3,enum=mcpready.v1.DataAccessClass" json:"allowed_data_classes,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The longest data retention a provider may declare
+	// (Declaration.data_handling.retention). A provider that states none,
+	// or none the agent can read, is refused. Unset: no cap.
+	MaxRetention *durationpb.Duration `protobuf:"bytes,5,opt,name=max_retention,json=maxRetention,proto3" json:"max_retention,omitempty"`
+	// Sub-processors a provider must not use
+	// (Declaration.data_handling.sub_processors), compared ignoring case.
+	DeniedSubProcessors []string `protobuf:"bytes,6,rep,name=denied_sub_processors,json=deniedSubProcessors,proto3" json:"denied_sub_processors,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ResidencyRules) Reset() {
@@ -802,6 +809,20 @@ func (x *ResidencyRules) GetSameRegionOnly() bool {
 func (x *ResidencyRules) GetAllowedDataClasses() []DataAccessClass {
 	if x != nil {
 		return x.AllowedDataClasses
+	}
+	return nil
+}
+
+func (x *ResidencyRules) GetMaxRetention() *durationpb.Duration {
+	if x != nil {
+		return x.MaxRetention
+	}
+	return nil
+}
+
+func (x *ResidencyRules) GetDeniedSubProcessors() []string {
+	if x != nil {
+		return x.DeniedSubProcessors
 	}
 	return nil
 }
@@ -1429,12 +1450,14 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\x0fmax_quota_units\x18\x03 \x01(\x03R\rmaxQuotaUnits\x12L\n" +
 	"\x10on_unknown_price\x18P \x01(\x0e2\".mcpready.v1.UnknownEvidenceActionR\x0eonUnknownPrice\x12<\n" +
 	"\fquota_window\x18Q \x01(\v2\x19.google.protobuf.DurationR\vquotaWindow\x121\n" +
-	"\x15max_cost_per_workflow\x18R \x01(\x01R\x12maxCostPerWorkflow\"\xda\x01\n" +
+	"\x15max_cost_per_workflow\x18R \x01(\x01R\x12maxCostPerWorkflow\"\xce\x02\n" +
 	"\x0eResidencyRules\x12'\n" +
 	"\x0fallowed_regions\x18\x01 \x03(\tR\x0eallowedRegions\x12%\n" +
 	"\x0edenied_regions\x18\x02 \x03(\tR\rdeniedRegions\x12(\n" +
 	"\x10same_region_only\x18\x03 \x01(\bR\x0esameRegionOnly\x12N\n" +
-	"\x14allowed_data_classes\x18\x04 \x03(\x0e2\x1c.mcpready.v1.DataAccessClassR\x12allowedDataClasses\"\xd2\x03\n" +
+	"\x14allowed_data_classes\x18\x04 \x03(\x0e2\x1c.mcpready.v1.DataAccessClassR\x12allowedDataClasses\x12>\n" +
+	"\rmax_retention\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fmaxRetention\x122\n" +
+	"\x15denied_sub_processors\x18\x06 \x03(\tR\x13deniedSubProcessors\"\xd2\x03\n" +
 	"\n" +
 	"RetryRules\x12!\n" +
 	"\fmax_attempts\x18\x01 \x01(\x05R\vmaxAttempts\x12I\n" +
@@ -1548,21 +1571,22 @@ var file_mcpready_v1_policy_proto_depIdxs = []int32{
 	1,  // 18: mcpready.v1.CostRules.on_unknown_price:type_name -> mcpready.v1.UnknownEvidenceAction
 	19, // 19: mcpready.v1.CostRules.quota_window:type_name -> google.protobuf.Duration
 	21, // 20: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
-	19, // 21: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
-	19, // 22: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
-	19, // 23: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
-	19, // 24: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
-	19, // 25: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
-	19, // 26: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
-	19, // 27: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
-	14, // 28: mcpready.v1.PrincipalRule.methods:type_name -> mcpready.v1.MethodRule
-	0,  // 29: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
-	19, // 30: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	19, // 21: mcpready.v1.ResidencyRules.max_retention:type_name -> google.protobuf.Duration
+	19, // 22: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
+	19, // 23: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
+	19, // 24: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
+	19, // 25: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
+	19, // 26: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
+	19, // 27: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
+	19, // 28: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
+	14, // 29: mcpready.v1.PrincipalRule.methods:type_name -> mcpready.v1.MethodRule
+	0,  // 30: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
+	19, // 31: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_policy_proto_init() }
