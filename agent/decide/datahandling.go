@@ -95,4 +95,3 @@ func dataHandling(res *mcpreadyv1.ResidencyRules, dh *mcpreadyv1.DataHandling, s
 		}
 	}
 }
-

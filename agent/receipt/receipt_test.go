@@ -139,7 +139,7 @@ func TestStartFinishTimes(t *testing.T) {
 // of what is redacted.
 func TestSafeErrorKeepsClosingBrackets(t *testing.T) {
 	for in, want := range map[string]string{
-		"refused (token=abc)":            "refused (token=[redacted])",
+		"refused (token=abc)":             "refused (token=[redacted])",
 		"refused [Bearer abc.def]; retry": "refused [Bearer [redacted]]; retry",
 		"{api_key: k1}} and <password=p>": "{api_key: [redacted]}} and <password=[redacted]>",
 		"token=ab)cd rest":                "token=[redacted] rest",
