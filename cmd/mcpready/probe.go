@@ -62,7 +62,7 @@ one is not (the report is printed either way), 2 for usage errors.`,
 	fl.IntVar(&o.maxPages, "max-pages", 100, "most tools/list pages to read")
 	fl.StringVar(&o.signKey, "sign", "", "sign the run as SYNTHETIC Evidence with this key (cosign format; password as for keygen)")
 	fl.StringVar(&o.observer, "observer", "", "observer id recorded in the Evidence (required with --sign; the TrustPolicy must grant the key Evidence)")
-	fl.StringVar(&o.region, "region", "", "region the probe runs from (recorded in the Evidence)")
+	fl.StringVar(&o.region, "region", "", "region the probe runs from, recorded in the Evidence: it then counts only for agents with that region label")
 	fl.DurationVar(&o.ttl, "ttl", 24*time.Hour, "how long the Evidence stays fresh")
 	fl.StringVar(&o.bundle, "bundle", "", "write the signed Evidence bundle to this file")
 	fl.BoolVar(&o.apply, "apply", false, "apply the signed Evidence to the control plane (--server, --tls-*)")

@@ -55,7 +55,7 @@ the one to alert on) are served on --metrics-listen when given.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.signKey, "sign", "", "signing key for the Evidence (cosign format; password as for keygen)")
 	fl.StringVar(&o.observer, "observer", "", "observer id recorded in the Evidence")
-	fl.StringVar(&o.region, "region", "", "region the prober runs from")
+	fl.StringVar(&o.region, "region", "", "region the prober runs from, recorded in its Evidence: it then counts only for agents with that region label")
 	fl.IntVar(&o.concurrency, "concurrency", 16, "funnels in flight")
 	fl.BoolVar(&o.once, "once", false, "run one round and exit")
 	fl.StringVar(&o.metrics, "metrics-listen", "", `serve /metrics on this loopback address ("" disables)`)
