@@ -154,6 +154,9 @@ func (o *Object) Validate() error {
 	if err := checkSemantic(o); err != nil {
 		return err
 	}
+	if err := checkEvidence(o); err != nil {
+		return err
+	}
 	return checkMethods(o)
 }
 

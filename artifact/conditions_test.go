@@ -1,0 +1,37 @@
+package artifact_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/mcpready/mcpready/artifact"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+)
+
+// Evidence whose top-level condition and subject name different values
+// holds for no call (agent/decide): it is refused at apply, naming both,
+// rather than stored to count for nothing.
+func TestEvidenceConditionsAgree(t *testing.T) {
+	sub := func() *mcpreadyv1.Subject { return &mcpreadyv1.Subject{ServerName: "s", ToolName: "t"} }
+	for name, tc := range map[string]struct {
+		ev   *mcpreadyv1.Evidence
+		want string
+	}{
+		"agree":          {&mcpreadyv1.Evidence{Region: "eu", PrincipalClass: "dev", Subject: &mcpreadyv1.Subject{Region: "eu", PrincipalClass: "dev"}}, ""},
+		"one side set":   {&mcpreadyv1.Evidence{TenantClass: "acme", Subject: sub()}, ""},
+		"regions":        {&mcpreadyv1.Evidence{Region: "eu", Subject: &mcpreadyv1.Subject{Region: "us"}}, `region "eu" and subject.region "us"`},
+		"principals":     {&mcpreadyv1.Evidence{PrincipalClass: "dev", Subject: &mcpreadyv1.Subject{PrincipalClass: "ops"}}, `principalClass "dev" and subject.principalClass "ops"`},
+		"tenants":        {&mcpreadyv1.Evidence{TenantClass: "a", Subject: &mcpreadyv1.Subject{TenantClass: "b"}}, `tenantClass "a" and subject.tenantClass "b"`},
+		"protocol lists": {&mcpreadyv1.Evidence{ProtocolVersion: "2025-11-25", Subject: &mcpreadyv1.Subject{ProtocolVersions: []string{"2025-06-18"}}}, `protocolVersion "2025-11-25" is not in subject.protocolVersions`},
+		"protocol in":    {&mcpreadyv1.Evidence{ProtocolVersion: "2025-11-25", Subject: &mcpreadyv1.Subject{ProtocolVersions: []string{"2025-11-25"}}}, ""},
+	} {
+		err := artifact.New(artifact.KindEvidence, "ev", tc.ev).Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", name, err)
+		case tc.want != "" && (!errors.Is(err, artifact.ErrInvalid) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want ErrInvalid naming %s", name, err, tc.want)
+		}
+	}
+}
