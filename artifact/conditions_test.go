@@ -35,3 +35,21 @@ func TestEvidenceConditionsAgree(t *testing.T) {
 		}
 	}
 }
+
+// A Policy names the evidence methods it accepts by their enum names.
+func TestAcceptedMethodsParse(t *testing.T) {
+	o, err := artifact.Parse([]byte(`apiVersion: mcpready.dev/v1
+kind: Policy
+metadata: {name: p}
+spec:
+  evidence:
+    acceptedMethods: [EVIDENCE_METHOD_PASSIVE, EVIDENCE_METHOD_MIXED]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := o.Spec.(*mcpreadyv1.Policy).GetEvidence().GetAcceptedMethods()
+	if len(got) != 2 || got[0] != mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_PASSIVE || got[1] != mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_MIXED {
+		t.Fatalf("acceptedMethods %v", got)
+	}
+}

@@ -74,3 +74,37 @@ func TestEvidenceConditions(t *testing.T) {
 		})
 	}
 }
+
+// Policy.evidence.acceptedMethods counts only evidence gathered by the
+// methods it names (synthetic probes, passive traffic, or both): evidence
+// of another method, or stating none, is not accepted, as evidence from an
+// issuer the policy does not accept. An empty list accepts every method.
+func TestAcceptedEvidenceMethods(t *testing.T) {
+	synthetic, passive := mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_SYNTHETIC, mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_PASSIVE
+	cases := []struct {
+		name     string
+		accepted []mcpreadyv1.EvidenceMethod
+		method   mcpreadyv1.EvidenceMethod
+		applies  bool
+	}{
+		{"any method", nil, synthetic, true},
+		{"any method, none stated", nil, mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_UNSPECIFIED, true},
+		{"passive accepted", []mcpreadyv1.EvidenceMethod{passive}, passive, true},
+		{"synthetic not accepted", []mcpreadyv1.EvidenceMethod{passive}, synthetic, false},
+		{"none stated, not accepted", []mcpreadyv1.EvidenceMethod{passive, synthetic}, mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_UNSPECIFIED, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := fixture()
+			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
+			in.Policy.Evidence.AcceptedMethods = tc.accepted
+			in.Evidence["ev-a"].Method = tc.method
+			req := baseReq()
+			req.Tool = "com.example/docs/docs.lookup"
+			d := snap(t, in).Decide(req, nil)
+			if got := len(d.Routes) == 1 && d.Routes[0].EvidenceID == "ev-a"; got != tc.applies {
+				t.Fatalf("evidence counted: %v, want %v (routes %+v, candidate %v)", got, tc.applies, d.Routes, candidate(d, "docs-a"))
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package decide
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -24,7 +25,7 @@ type evidenceItem struct {
 
 type evidenceList []evidenceItem
 
-// indexEvidence keeps evidence from accepted issuers, with an observation
+// indexEvidence keeps evidence from accepted issuers and methods, with an observation
 // time and an expiry (expires_at, or observed_at + max age), grouped by
 // "<server>/<tool>". Evidence that names no server or tool subject is
 // broader than any claim and is dropped. Evidence below the policy's
@@ -36,6 +37,9 @@ func indexEvidence(p *mcpreadyv1.Policy, all map[string]*mcpreadyv1.Evidence) ma
 	out := map[string]evidenceList{}
 	for id, ev := range all {
 		if issuers := rules.GetAcceptedIssuers(); len(issuers) > 0 && !contains(issuers, ev.GetProvenance().GetIssuer()) {
+			continue
+		}
+		if methods := rules.GetAcceptedMethods(); len(methods) > 0 && !slices.Contains(methods, ev.GetMethod()) {
 			continue
 		}
 		sub := ev.GetSubject()

@@ -343,8 +343,13 @@ type EvidenceRules struct {
 	MinSampleSize int64                           `protobuf:"varint,4,opt,name=min_sample_size,json=minSampleSize,proto3" json:"min_sample_size,omitempty"`
 	MinConfidence float64                         `protobuf:"fixed64,5,opt,name=min_confidence,json=minConfidence,proto3" json:"min_confidence,omitempty"`
 	OnUnknown     UnknownEvidenceAction           `protobuf:"varint,6,opt,name=on_unknown,json=onUnknown,proto3,enum=mcpready.v1.UnknownEvidenceAction" json:"on_unknown,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Evidence methods that count (EVIDENCE_METHOD_SYNTHETIC, _PASSIVE,
+	// _MIXED). Evidence of another method, or stating none, is not
+	// accepted, as evidence from an issuer acceptedIssuers does not list.
+	// Empty accepts every method.
+	AcceptedMethods []EvidenceMethod `protobuf:"varint,7,rep,packed,name=accepted_methods,json=acceptedMethods,proto3,enum=mcpready.v1.EvidenceMethod" json:"accepted_methods,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *EvidenceRules) Reset() {
@@ -417,6 +422,13 @@ func (x *EvidenceRules) GetOnUnknown() UnknownEvidenceAction {
 		return x.OnUnknown
 	}
 	return UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_UNSPECIFIED
+}
+
+func (x *EvidenceRules) GetAcceptedMethods() []EvidenceMethod {
+	if x != nil {
+		return x.AcceptedMethods
+	}
+	return nil
 }
 
 // AuthRules restricts authentication and scopes.
@@ -1413,7 +1425,7 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\x13semantic_validation\x18\x14 \x03(\v2+.mcpready.v1.Policy.SemanticValidationEntryR\x12semanticValidation\x1aE\n" +
 	"\x17SemanticValidationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe0\x03\n" +
 	"\rEvidenceRules\x12)\n" +
 	"\x10accepted_issuers\x18\x01 \x03(\tR\x0facceptedIssuers\x123\n" +
 	"\x15required_independence\x18\x02 \x01(\tR\x14requiredIndependence\x12?\n" +
@@ -1421,7 +1433,8 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\x0fmin_sample_size\x18\x04 \x01(\x03R\rminSampleSize\x12%\n" +
 	"\x0emin_confidence\x18\x05 \x01(\x01R\rminConfidence\x12A\n" +
 	"\n" +
-	"on_unknown\x18\x06 \x01(\x0e2\".mcpready.v1.UnknownEvidenceActionR\tonUnknown\x1aT\n" +
+	"on_unknown\x18\x06 \x01(\x0e2\".mcpready.v1.UnknownEvidenceActionR\tonUnknown\x12F\n" +
+	"\x10accepted_methods\x18\a \x03(\x0e2\x1b.mcpready.v1.EvidenceMethodR\x0facceptedMethods\x1aT\n" +
 	"\vMaxAgeEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\x05value\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05value:\x028\x01\"\xb8\x01\n" +
@@ -1546,8 +1559,9 @@ var file_mcpready_v1_policy_proto_goTypes = []any{
 	nil,                         // 17: mcpready.v1.EvidenceRules.MaxAgeEntry
 	(*Provenance)(nil),          // 18: mcpready.v1.Provenance
 	(*durationpb.Duration)(nil), // 19: google.protobuf.Duration
-	(SideEffectClass)(0),        // 20: mcpready.v1.SideEffectClass
-	(DataAccessClass)(0),        // 21: mcpready.v1.DataAccessClass
+	(EvidenceMethod)(0),         // 20: mcpready.v1.EvidenceMethod
+	(SideEffectClass)(0),        // 21: mcpready.v1.SideEffectClass
+	(DataAccessClass)(0),        // 22: mcpready.v1.DataAccessClass
 }
 var file_mcpready_v1_policy_proto_depIdxs = []int32{
 	18, // 0: mcpready.v1.Policy.provenance:type_name -> mcpready.v1.Provenance
@@ -1567,26 +1581,27 @@ var file_mcpready_v1_policy_proto_depIdxs = []int32{
 	16, // 14: mcpready.v1.Policy.semantic_validation:type_name -> mcpready.v1.Policy.SemanticValidationEntry
 	17, // 15: mcpready.v1.EvidenceRules.max_age:type_name -> mcpready.v1.EvidenceRules.MaxAgeEntry
 	1,  // 16: mcpready.v1.EvidenceRules.on_unknown:type_name -> mcpready.v1.UnknownEvidenceAction
-	20, // 17: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
-	1,  // 18: mcpready.v1.CostRules.on_unknown_price:type_name -> mcpready.v1.UnknownEvidenceAction
-	19, // 19: mcpready.v1.CostRules.quota_window:type_name -> google.protobuf.Duration
-	21, // 20: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
-	19, // 21: mcpready.v1.ResidencyRules.max_retention:type_name -> google.protobuf.Duration
-	19, // 22: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
-	19, // 23: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
-	19, // 24: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
-	19, // 25: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
-	19, // 26: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
-	19, // 27: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
-	19, // 28: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
-	14, // 29: mcpready.v1.PrincipalRule.methods:type_name -> mcpready.v1.MethodRule
-	0,  // 30: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
-	19, // 31: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	20, // 17: mcpready.v1.EvidenceRules.accepted_methods:type_name -> mcpready.v1.EvidenceMethod
+	21, // 18: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
+	1,  // 19: mcpready.v1.CostRules.on_unknown_price:type_name -> mcpready.v1.UnknownEvidenceAction
+	19, // 20: mcpready.v1.CostRules.quota_window:type_name -> google.protobuf.Duration
+	22, // 21: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
+	19, // 22: mcpready.v1.ResidencyRules.max_retention:type_name -> google.protobuf.Duration
+	19, // 23: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
+	19, // 24: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
+	19, // 25: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
+	19, // 26: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
+	19, // 27: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
+	19, // 28: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
+	19, // 29: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
+	14, // 30: mcpready.v1.PrincipalRule.methods:type_name -> mcpready.v1.MethodRule
+	0,  // 31: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
+	19, // 32: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_policy_proto_init() }
