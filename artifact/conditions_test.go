@@ -53,3 +53,28 @@ spec:
 		t.Fatalf("acceptedMethods %v", got)
 	}
 }
+
+// A clientRequests rule names a server pattern and only the three requests
+// an upstream can send towards a client (or "*"); anything else is refused
+// at apply rather than granting nothing silently.
+func TestClientRequestRulesChecked(t *testing.T) {
+	for name, tc := range map[string]struct {
+		rule *mcpreadyv1.ClientRequestRule
+		want string
+	}{
+		"ok":             {&mcpreadyv1.ClientRequestRule{Server: "com.example/*", Allow: []string{"sampling/createMessage", "elicitation/create", "roots/list"}}, ""},
+		"star":           {&mcpreadyv1.ClientRequestRule{Server: "*", PrincipalClasses: []string{"dev"}, Allow: []string{"*"}}, ""},
+		"deny all":       {&mcpreadyv1.ClientRequestRule{Server: "*"}, ""},
+		"no server":      {&mcpreadyv1.ClientRequestRule{Allow: []string{"roots/list"}}, "clientRequests[0].server: an empty pattern"},
+		"unknown method": {&mcpreadyv1.ClientRequestRule{Server: "*", Allow: []string{"tools/call"}}, `clientRequests[0].allow: "tools/call" is not a request towards the client`},
+		"empty class":    {&mcpreadyv1.ClientRequestRule{Server: "*", PrincipalClasses: []string{""}}, "clientRequests[0].principalClasses: an empty pattern"},
+	} {
+		err := artifact.New(artifact.KindPolicy, "p", &mcpreadyv1.Policy{ClientRequests: []*mcpreadyv1.ClientRequestRule{tc.rule}}).Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", name, err)
+		case tc.want != "" && (!errors.Is(err, artifact.ErrInvalid) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want ErrInvalid naming %s", name, err, tc.want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ const (
 	inPin       = "agent/pin"
 	inKeys      = "agent/pipeline, agent/idempotency"
 	inMethods   = "agent/decide, agent/pipeline"
+	inClientReq = "agent/decide, agent/front"
 	inQuota     = "agent/pipeline, agent/quota"
 	inSign      = "sign"
 	inLifecycle = "controlplane/lifecycle"
@@ -248,6 +249,9 @@ var enforcement = map[Kind]map[string]Rule{
 		"principals.methods.allow":                    yes(inMethods, "the methods granted (resources/subscribe also grants unsubscribe); a principal class with no rule may use none: method_not_permitted"),
 		"principals.methods.resources":                yes(inMethods, "resources/read and subscribe name a matching URI without . or .. segments (else resource_not_permitted); resources/list shows only matching resources, templates/list only templates every expansion of which matches"),
 		"principals.methods.prompts":                  yes(inMethods, "prompts/get and a completion's ref/prompt name a matching prompt (else prompt_not_permitted); prompts/list shows only matching prompts"),
+		"clientRequests.server":                       yes(inClientReq, "glob over server names; when clientRequests is set, an upstream's sampling, elicitation or roots request no rule grants is refused before the client sees it (client_request_not_permitted, or a JSON-RPC error to the upstream)"),
+		"clientRequests.principalClasses":             yes(inClientReq, "globs over the caller's principal class (the session opener's for a dedicated session); empty covers every class"),
+		"clientRequests.allow":                        yes(inClientReq, "sampling/createMessage, elicitation/create, roots/list or *; anything else is refused at apply"),
 		"results.maxResultBytes":                      yes(inValidate, ""),
 		"results.injectionTripwire":                   yes(inValidate, "gates the scan of results and non-tool method contents; tool definitions and upstream instructions are scanned at list time whatever it says"),
 		"results.requireOutputSchema":                 yes(inValidate, ""),

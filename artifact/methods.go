@@ -7,6 +7,7 @@ package artifact
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unicode"
 	"unicode/utf8"
 
@@ -107,6 +108,31 @@ func checkPattern(p string) (string, bool) {
 	return "", true
 }
 
+// ClientRequests are the requests an upstream can send towards a client
+// that Policy.clientRequests grants ("*" grants all three).
+var ClientRequests = []string{"sampling/createMessage", "elicitation/create", "roots/list", "*"}
+
+// checkClientRequests checks every clientRequests rule of a Policy: a
+// server pattern, principal class patterns, and known requests only.
+func checkClientRequests(p *mcpreadyv1.Policy) error {
+	for i, r := range p.GetClientRequests() {
+		if reason, ok := checkPattern(r.GetServer()); !ok {
+			return fmt.Errorf("%w: clientRequests[%d].server: %s", ErrInvalid, i, reason)
+		}
+		for _, c := range r.GetPrincipalClasses() {
+			if reason, ok := checkPattern(c); !ok {
+				return fmt.Errorf("%w: clientRequests[%d].principalClasses: %s", ErrInvalid, i, reason)
+			}
+		}
+		for _, a := range r.GetAllow() {
+			if !slices.Contains(ClientRequests, a) {
+				return fmt.Errorf("%w: clientRequests[%d].allow: %q is not a request towards the client (one of %v)", ErrInvalid, i, a, ClientRequests)
+			}
+		}
+	}
+	return nil
+}
+
 // checkMethods checks every method rule of a Policy spec, in order.
 func checkMethods(o *Object) error {
 	p, ok := o.Spec.(*mcpreadyv1.Policy)
@@ -120,5 +146,5 @@ func checkMethods(o *Object) error {
 			}
 		}
 	}
-	return nil
+	return checkClientRequests(p)
 }

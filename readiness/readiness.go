@@ -101,6 +101,10 @@ const (
 	CodeInputRoute          Code = "input_route_unavailable"
 	CodeInputUnavailable    Code = "input_unavailable"
 	CodeInputFailed         Code = "input_failed"
+	// CodeClientRequestNotPermitted: the upstream asked the client for
+	// something (sampling, elicitation, roots) Policy.clientRequests does
+	// not grant it.
+	CodeClientRequestNotPermitted Code = "client_request_not_permitted"
 	// CodeMethodNotPermitted refuses a resources, prompts, completion or
 	// subscription request no method rule of the principal grants for the
 	// server (and initialize or logging/setLevel of a principal with no
@@ -340,6 +344,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeApprovalDenied), 0, StepNone, "a human declined the call, or approval could not be obtained"},
 	{KindCode, string(CodeInputUnavailable), 0, StepNone, "the upstream asked for input the client cannot provide"},
 	{KindCode, string(CodeInputFailed), 0, StepNone, "the client did not provide the input the upstream asked for"},
+	{KindCode, string(CodeClientRequestNotPermitted), 0, StepNone, "the upstream asked the client for sampling, elicitation or roots, which the policy's clientRequests do not grant it"},
 	{KindCode, string(CodeMethodNotPermitted), 0, StepTrust, "no method rule (Policy.principals[].methods) grants the principal this method on the server; initialize and logging/setLevel need a tool of the server or a method rule for it"},
 	{KindCode, string(CodeResourceNotPermitted), 0, StepTrust, "the resource URI is outside the resources of the method rules that grant the method"},
 	{KindCode, string(CodePromptNotPermitted), 0, StepTrust, "the prompt is not on the prompts of the method rules that grant the method"},

@@ -48,6 +48,9 @@ type metrics struct {
 	// inputRefused counts upstream requests for client input (sampling,
 	// elicitation) refused by the injection tripwire, by server.
 	inputRefused *prometheus.CounterVec
+	// clientRequestsRefused counts upstream requests towards the client
+	// that Policy.clientRequests does not grant, by server and method.
+	clientRequestsRefused *prometheus.CounterVec
 	// slowBodies counts requests refused because their body did not arrive in time.
 	slowBodies prometheus.Counter
 }
@@ -100,6 +103,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		inputRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpready_agent_input_requests_refused_total", Help: "Upstream requests for client input (sampling, elicitation) refused because their text tripped the injection tripwire, by server.",
 		}, []string{"server"}),
+		clientRequestsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpready_agent_client_requests_refused_total", Help: "Upstream requests towards the client (sampling, elicitation, roots) refused because the policy's clientRequests do not grant them, by server and method.",
+		}, []string{"server", "method"}),
 		sessionsForeign: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpready_agent_foreign_session_refused_total", Help: "Requests refused because they presented a session another principal opened.",
 		}),
@@ -108,7 +114,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.frontSessionsRefused, m.frontSessionsOpen, m.frontSessionsEvicted, m.callsRefused, m.callsInProgress, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.foreignOrigin, m.instructionsWithheld, m.inputRefused, m.slowBodies)
+		reg.MustRegister(m.calls, m.latency, m.partialLists, m.sessionsRefused, m.sessionsOpen, m.frontSessionsRefused, m.frontSessionsOpen, m.frontSessionsEvicted, m.callsRefused, m.callsInProgress, m.heldRefused, m.roundsRefused, m.sessionsForeign, m.foreignOrigin, m.instructionsWithheld, m.inputRefused, m.clientRequestsRefused, m.slowBodies)
 	}
 	return m
 }

@@ -122,6 +122,12 @@ func (rd *round) callKey() pendingKey {
 	return pendingKey{server: rd.v.server, principal: id.Name, tool: rd.req.Params.Name, args: receipt.ArgumentsDigest(rd.req.Params.Arguments)}
 }
 
+// class is the principal class of the round's caller.
+func (rd *round) class() string {
+	id, _ := rd.v.f.authenticate(headerOf(rd.req))
+	return id.PrincipalClass
+}
+
 func roundOf(ctx context.Context) *round {
 	rd, _ := ctx.Value(roundKey{}).(*round)
 	return rd
@@ -266,8 +272,9 @@ func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *m
 	}
 	res, err := rd.call(ctx, up, params)
 	for i := 0; err == nil && res.NeedsInput() && rd != nil && rd.ss != nil && i < maxSessionRounds; i++ {
-		if _, bad := scanInput(inputParams(res.InputRequests)...); bad || len(res.InputRequests) == 0 || unsupported(rd.caps, res.InputRequests) != "" {
-			break // askInput refuses what trips the tripwire
+		if _, bad := scanInput(inputParams(res.InputRequests)...); bad || len(res.InputRequests) == 0 || unsupported(rd.caps, res.InputRequests) != "" ||
+			v.f.refusedClientRequest(up.Server, rd.class(), res.InputRequests) != "" {
+			break // askInput refuses what trips the tripwire or the policy does not grant
 		}
 		responses, ferr := fulfil(ctx, rd.ss, res.InputRequests)
 		if ferr != nil {
@@ -421,6 +428,11 @@ func (v *view) askInput(ctx context.Context, rec *mcpreadyv1.Receipt, r decide.R
 		return v.f.pipe.Fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY, Sent: true,
 			Err: fmt.Errorf("%w: input request: %s", validate.ErrInjection, hit.Rule)}, "")
+	}
+	server, class := r.Identity.GetServerName(), rec.GetPrincipalClass()
+	if m := v.f.refusedClientRequest(server, class, n.res.InputRequests); m != "" {
+		v.f.clientRequestRefused(server, class, m)
+		return fail(readiness.CodeClientRequestNotPermitted, fmt.Sprintf("the upstream asked the client for %s, which the policy's clientRequests do not grant %s", m, server))
 	}
 	switch {
 	case n.err != nil:

@@ -31,6 +31,7 @@ type session struct {
 	ups       map[upstream.Target]*upstream.Session // dedicated sessions, one per endpoint of the view's server
 	slots     map[upstream.Target]func()            // releases each dedicated session's cap slot
 	principal string                                // who opened the session (its cap slots)
+	class     string                                // the opener's principal class (requests towards its client)
 	slot      *sessionSlot                          // its front session cap slot, nil for none
 	// last is when a request presenting the session last arrived (unix
 	// nanoseconds); busy counts its requests in progress (an open GET
@@ -253,7 +254,7 @@ func (v *view) upstream(ctx context.Context, s *session, t upstream.Target) (*up
 	if s.ss != nil && s.ss.InitializeParams() != nil {
 		caps = s.ss.InitializeParams().Capabilities
 	}
-	up, err := v.f.pool.Open(s.accessContext(ctx), t, s.relay(caps))
+	up, err := v.f.pool.Open(s.accessContext(ctx), t, s.relay(caps, t.Server))
 	if err != nil {
 		release()
 		return nil, err
@@ -268,8 +269,9 @@ func (v *view) upstream(ctx context.Context, s *session, t upstream.Target) (*up
 	return up, nil
 }
 
-// relay is what the dedicated upstream session sends towards the client.
-func (s *session) relay(caps *mcp.ClientCapabilities) *upstream.Relay {
+// relay is what the dedicated upstream session of server sends towards
+// the client.
+func (s *session) relay(caps *mcp.ClientCapabilities, server string) *upstream.Relay {
 	if caps == nil {
 		caps = &mcp.ClientCapabilities{}
 	}
@@ -277,11 +279,15 @@ func (s *session) relay(caps *mcp.ClientCapabilities) *upstream.Relay {
 		Capabilities: caps,
 		Request: func(_ context.Context, method string, params mcp.Params) (mcp.Result, error) {
 			s.mu.Lock()
-			ss := s.ss
+			ss, class := s.ss, s.class
 			s.mu.Unlock()
 			ctx := s.frontCtx(nil)
 			if ss == nil {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "client session gone"}
+			}
+			if !s.v.f.clientRequestAllowed(server, class, method) {
+				s.v.f.clientRequestRefused(server, class, method)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "refused by the agent: the policy does not let this server send " + method + " to this client"}
 			}
 			if hit, bad := s.v.refuseInput(params); bad {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "refused by the agent: the request tripped the injection tripwire (" + hit.Rule + ")"}
@@ -446,7 +452,7 @@ func (v *view) present(ctx context.Context, s *session, method string, req mcp.R
 	if s != nil {
 		if id, err := v.f.authenticate(headerOf(req)); err == nil {
 			s.mu.Lock()
-			s.principal = id.Name
+			s.principal, s.class = id.Name, id.PrincipalClass
 			s.access = access.Principal{Name: id.Name, SubjectToken: v.f.subjectToken(headerOf(req), id)}
 			s.mu.Unlock()
 		}

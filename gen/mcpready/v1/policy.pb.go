@@ -159,8 +159,14 @@ type Policy struct {
 	// result (the structured result), now and tool that must yield true.
 	// Compiled once per policy; one that does not compile is refused.
 	SemanticValidation map[string]string `protobuf:"bytes,20,rep,name=semantic_validation,json=semanticValidation,proto3" json:"semantic_validation,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Requests an upstream may send towards the client through the agent
+	// (sampling/createMessage, elicitation/create, roots/list). Empty: every
+	// such request reaches the client (after the injection tripwire, within
+	// the capabilities the client declared). Set: only a request a rule
+	// grants reaches it; the rest are refused before the client sees them.
+	ClientRequests []*ClientRequestRule `protobuf:"bytes,21,rep,name=client_requests,json=clientRequests,proto3" json:"client_requests,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
@@ -333,6 +339,80 @@ func (x *Policy) GetSemanticValidation() map[string]string {
 	return nil
 }
 
+func (x *Policy) GetClientRequests() []*ClientRequestRule {
+	if x != nil {
+		return x.ClientRequests
+	}
+	return nil
+}
+
+// ClientRequestRule grants servers requests towards the clients of some
+// principal classes.
+type ClientRequestRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Glob over server names (Declaration.server_name).
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Principal classes whose clients the rule covers; empty covers every
+	// class.
+	PrincipalClasses []string `protobuf:"bytes,2,rep,name=principal_classes,json=principalClasses,proto3" json:"principal_classes,omitempty"`
+	// Requests granted: sampling/createMessage, elicitation/create,
+	// roots/list, or "*" for all three. Anything else is refused at apply.
+	Allow         []string `protobuf:"bytes,3,rep,name=allow,proto3" json:"allow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientRequestRule) Reset() {
+	*x = ClientRequestRule{}
+	mi := &file_mcpready_v1_policy_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientRequestRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientRequestRule) ProtoMessage() {}
+
+func (x *ClientRequestRule) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_policy_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientRequestRule.ProtoReflect.Descriptor instead.
+func (*ClientRequestRule) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClientRequestRule) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ClientRequestRule) GetPrincipalClasses() []string {
+	if x != nil {
+		return x.PrincipalClasses
+	}
+	return nil
+}
+
+func (x *ClientRequestRule) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
 // EvidenceRules says which evidence counts.
 type EvidenceRules struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
@@ -354,7 +434,7 @@ type EvidenceRules struct {
 
 func (x *EvidenceRules) Reset() {
 	*x = EvidenceRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[1]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -366,7 +446,7 @@ func (x *EvidenceRules) String() string {
 func (*EvidenceRules) ProtoMessage() {}
 
 func (x *EvidenceRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[1]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -379,7 +459,7 @@ func (x *EvidenceRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvidenceRules.ProtoReflect.Descriptor instead.
 func (*EvidenceRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{1}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *EvidenceRules) GetAcceptedIssuers() []string {
@@ -448,7 +528,7 @@ type AuthRules struct {
 
 func (x *AuthRules) Reset() {
 	*x = AuthRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[2]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -460,7 +540,7 @@ func (x *AuthRules) String() string {
 func (*AuthRules) ProtoMessage() {}
 
 func (x *AuthRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[2]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -473,7 +553,7 @@ func (x *AuthRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRules.ProtoReflect.Descriptor instead.
 func (*AuthRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{2}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AuthRules) GetRequiredSchemes() []string {
@@ -518,7 +598,7 @@ type SideEffectRule struct {
 
 func (x *SideEffectRule) Reset() {
 	*x = SideEffectRule{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[3]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +610,7 @@ func (x *SideEffectRule) String() string {
 func (*SideEffectRule) ProtoMessage() {}
 
 func (x *SideEffectRule) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[3]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +623,7 @@ func (x *SideEffectRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SideEffectRule.ProtoReflect.Descriptor instead.
 func (*SideEffectRule) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{3}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SideEffectRule) GetMatch() string {
@@ -589,7 +669,7 @@ type ApprovalRule struct {
 
 func (x *ApprovalRule) Reset() {
 	*x = ApprovalRule{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[4]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +681,7 @@ func (x *ApprovalRule) String() string {
 func (*ApprovalRule) ProtoMessage() {}
 
 func (x *ApprovalRule) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[4]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +694,7 @@ func (x *ApprovalRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRule.ProtoReflect.Descriptor instead.
 func (*ApprovalRule) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{4}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ApprovalRule) GetMatch() string {
@@ -677,7 +757,7 @@ type CostRules struct {
 
 func (x *CostRules) Reset() {
 	*x = CostRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[5]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +769,7 @@ func (x *CostRules) String() string {
 func (*CostRules) ProtoMessage() {}
 
 func (x *CostRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[5]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +782,7 @@ func (x *CostRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostRules.ProtoReflect.Descriptor instead.
 func (*CostRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{5}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CostRules) GetMaxCostPerCall() float64 {
@@ -769,7 +849,7 @@ type ResidencyRules struct {
 
 func (x *ResidencyRules) Reset() {
 	*x = ResidencyRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[6]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +861,7 @@ func (x *ResidencyRules) String() string {
 func (*ResidencyRules) ProtoMessage() {}
 
 func (x *ResidencyRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[6]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +874,7 @@ func (x *ResidencyRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResidencyRules.ProtoReflect.Descriptor instead.
 func (*ResidencyRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{6}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ResidencyRules) GetAllowedRegions() []string {
@@ -858,7 +938,7 @@ type RetryRules struct {
 
 func (x *RetryRules) Reset() {
 	*x = RetryRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[7]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +950,7 @@ func (x *RetryRules) String() string {
 func (*RetryRules) ProtoMessage() {}
 
 func (x *RetryRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[7]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +963,7 @@ func (x *RetryRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRules.ProtoReflect.Descriptor instead.
 func (*RetryRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{7}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RetryRules) GetMaxAttempts() int32 {
@@ -959,7 +1039,7 @@ type EquivalenceClass struct {
 
 func (x *EquivalenceClass) Reset() {
 	*x = EquivalenceClass{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[8]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1051,7 @@ func (x *EquivalenceClass) String() string {
 func (*EquivalenceClass) ProtoMessage() {}
 
 func (x *EquivalenceClass) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[8]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1064,7 @@ func (x *EquivalenceClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EquivalenceClass.ProtoReflect.Descriptor instead.
 func (*EquivalenceClass) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{8}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EquivalenceClass) GetName() string {
@@ -1041,7 +1121,7 @@ type CircuitRules struct {
 
 func (x *CircuitRules) Reset() {
 	*x = CircuitRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[9]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1133,7 @@ func (x *CircuitRules) String() string {
 func (*CircuitRules) ProtoMessage() {}
 
 func (x *CircuitRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[9]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1146,7 @@ func (x *CircuitRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitRules.ProtoReflect.Descriptor instead.
 func (*CircuitRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{9}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CircuitRules) GetConsecutiveFailures() int32 {
@@ -1115,7 +1195,7 @@ type IncidentOwner struct {
 
 func (x *IncidentOwner) Reset() {
 	*x = IncidentOwner{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[10]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1207,7 @@ func (x *IncidentOwner) String() string {
 func (*IncidentOwner) ProtoMessage() {}
 
 func (x *IncidentOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[10]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1220,7 @@ func (x *IncidentOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncidentOwner.ProtoReflect.Descriptor instead.
 func (*IncidentOwner) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{10}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IncidentOwner) GetMatch() string {
@@ -1176,7 +1256,7 @@ type PrincipalRule struct {
 
 func (x *PrincipalRule) Reset() {
 	*x = PrincipalRule{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[11]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1268,7 @@ func (x *PrincipalRule) String() string {
 func (*PrincipalRule) ProtoMessage() {}
 
 func (x *PrincipalRule) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[11]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1281,7 @@ func (x *PrincipalRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrincipalRule.ProtoReflect.Descriptor instead.
 func (*PrincipalRule) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{11}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PrincipalRule) GetPrincipalClass() string {
@@ -1266,7 +1346,7 @@ type MethodRule struct {
 
 func (x *MethodRule) Reset() {
 	*x = MethodRule{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[12]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1358,7 @@ func (x *MethodRule) String() string {
 func (*MethodRule) ProtoMessage() {}
 
 func (x *MethodRule) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[12]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1371,7 @@ func (x *MethodRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MethodRule.ProtoReflect.Descriptor instead.
 func (*MethodRule) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{12}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MethodRule) GetServer() string {
@@ -1336,7 +1416,7 @@ type ResultRules struct {
 
 func (x *ResultRules) Reset() {
 	*x = ResultRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[13]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1428,7 @@ func (x *ResultRules) String() string {
 func (*ResultRules) ProtoMessage() {}
 
 func (x *ResultRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[13]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1441,7 @@ func (x *ResultRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultRules.ProtoReflect.Descriptor instead.
 func (*ResultRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{13}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResultRules) GetMaxResultBytes() int64 {
@@ -1396,7 +1476,7 @@ var File_mcpready_v1_policy_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x18mcpready/v1/policy.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18mcpready/v1/common.proto\"\x90\t\n" +
+	"\x18mcpready/v1/policy.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18mcpready/v1/common.proto\"\xd9\t\n" +
 	"\x06Policy\x127\n" +
 	"\n" +
 	"provenance\x18\x01 \x01(\v2\x17.mcpready.v1.ProvenanceR\n" +
@@ -1422,10 +1502,15 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"principals\x18\x12 \x03(\v2\x1a.mcpready.v1.PrincipalRuleR\n" +
 	"principals\x122\n" +
 	"\aresults\x18\x13 \x01(\v2\x18.mcpready.v1.ResultRulesR\aresults\x12\\\n" +
-	"\x13semantic_validation\x18\x14 \x03(\v2+.mcpready.v1.Policy.SemanticValidationEntryR\x12semanticValidation\x1aE\n" +
+	"\x13semantic_validation\x18\x14 \x03(\v2+.mcpready.v1.Policy.SemanticValidationEntryR\x12semanticValidation\x12G\n" +
+	"\x0fclient_requests\x18\x15 \x03(\v2\x1e.mcpready.v1.ClientRequestRuleR\x0eclientRequests\x1aE\n" +
 	"\x17SemanticValidationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe0\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"n\n" +
+	"\x11ClientRequestRule\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12+\n" +
+	"\x11principal_classes\x18\x02 \x03(\tR\x10principalClasses\x12\x14\n" +
+	"\x05allow\x18\x03 \x03(\tR\x05allow\"\xe0\x03\n" +
 	"\rEvidenceRules\x12)\n" +
 	"\x10accepted_issuers\x18\x01 \x03(\tR\x0facceptedIssuers\x123\n" +
 	"\x15required_independence\x18\x02 \x01(\tR\x14requiredIndependence\x12?\n" +
@@ -1537,71 +1622,73 @@ func file_mcpready_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpready_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_mcpready_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_mcpready_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_mcpready_v1_policy_proto_goTypes = []any{
 	(SemanticFailureAction)(0),  // 0: mcpready.v1.SemanticFailureAction
 	(UnknownEvidenceAction)(0),  // 1: mcpready.v1.UnknownEvidenceAction
 	(*Policy)(nil),              // 2: mcpready.v1.Policy
-	(*EvidenceRules)(nil),       // 3: mcpready.v1.EvidenceRules
-	(*AuthRules)(nil),           // 4: mcpready.v1.AuthRules
-	(*SideEffectRule)(nil),      // 5: mcpready.v1.SideEffectRule
-	(*ApprovalRule)(nil),        // 6: mcpready.v1.ApprovalRule
-	(*CostRules)(nil),           // 7: mcpready.v1.CostRules
-	(*ResidencyRules)(nil),      // 8: mcpready.v1.ResidencyRules
-	(*RetryRules)(nil),          // 9: mcpready.v1.RetryRules
-	(*EquivalenceClass)(nil),    // 10: mcpready.v1.EquivalenceClass
-	(*CircuitRules)(nil),        // 11: mcpready.v1.CircuitRules
-	(*IncidentOwner)(nil),       // 12: mcpready.v1.IncidentOwner
-	(*PrincipalRule)(nil),       // 13: mcpready.v1.PrincipalRule
-	(*MethodRule)(nil),          // 14: mcpready.v1.MethodRule
-	(*ResultRules)(nil),         // 15: mcpready.v1.ResultRules
-	nil,                         // 16: mcpready.v1.Policy.SemanticValidationEntry
-	nil,                         // 17: mcpready.v1.EvidenceRules.MaxAgeEntry
-	(*Provenance)(nil),          // 18: mcpready.v1.Provenance
-	(*durationpb.Duration)(nil), // 19: google.protobuf.Duration
-	(EvidenceMethod)(0),         // 20: mcpready.v1.EvidenceMethod
-	(SideEffectClass)(0),        // 21: mcpready.v1.SideEffectClass
-	(DataAccessClass)(0),        // 22: mcpready.v1.DataAccessClass
+	(*ClientRequestRule)(nil),   // 3: mcpready.v1.ClientRequestRule
+	(*EvidenceRules)(nil),       // 4: mcpready.v1.EvidenceRules
+	(*AuthRules)(nil),           // 5: mcpready.v1.AuthRules
+	(*SideEffectRule)(nil),      // 6: mcpready.v1.SideEffectRule
+	(*ApprovalRule)(nil),        // 7: mcpready.v1.ApprovalRule
+	(*CostRules)(nil),           // 8: mcpready.v1.CostRules
+	(*ResidencyRules)(nil),      // 9: mcpready.v1.ResidencyRules
+	(*RetryRules)(nil),          // 10: mcpready.v1.RetryRules
+	(*EquivalenceClass)(nil),    // 11: mcpready.v1.EquivalenceClass
+	(*CircuitRules)(nil),        // 12: mcpready.v1.CircuitRules
+	(*IncidentOwner)(nil),       // 13: mcpready.v1.IncidentOwner
+	(*PrincipalRule)(nil),       // 14: mcpready.v1.PrincipalRule
+	(*MethodRule)(nil),          // 15: mcpready.v1.MethodRule
+	(*ResultRules)(nil),         // 16: mcpready.v1.ResultRules
+	nil,                         // 17: mcpready.v1.Policy.SemanticValidationEntry
+	nil,                         // 18: mcpready.v1.EvidenceRules.MaxAgeEntry
+	(*Provenance)(nil),          // 19: mcpready.v1.Provenance
+	(*durationpb.Duration)(nil), // 20: google.protobuf.Duration
+	(EvidenceMethod)(0),         // 21: mcpready.v1.EvidenceMethod
+	(SideEffectClass)(0),        // 22: mcpready.v1.SideEffectClass
+	(DataAccessClass)(0),        // 23: mcpready.v1.DataAccessClass
 }
 var file_mcpready_v1_policy_proto_depIdxs = []int32{
-	18, // 0: mcpready.v1.Policy.provenance:type_name -> mcpready.v1.Provenance
-	3,  // 1: mcpready.v1.Policy.evidence:type_name -> mcpready.v1.EvidenceRules
-	4,  // 2: mcpready.v1.Policy.auth:type_name -> mcpready.v1.AuthRules
-	5,  // 3: mcpready.v1.Policy.side_effects:type_name -> mcpready.v1.SideEffectRule
-	6,  // 4: mcpready.v1.Policy.approvals:type_name -> mcpready.v1.ApprovalRule
-	7,  // 5: mcpready.v1.Policy.cost:type_name -> mcpready.v1.CostRules
-	19, // 6: mcpready.v1.Policy.deadline:type_name -> google.protobuf.Duration
-	8,  // 7: mcpready.v1.Policy.residency:type_name -> mcpready.v1.ResidencyRules
-	9,  // 8: mcpready.v1.Policy.retry:type_name -> mcpready.v1.RetryRules
-	10, // 9: mcpready.v1.Policy.equivalence_classes:type_name -> mcpready.v1.EquivalenceClass
-	11, // 10: mcpready.v1.Policy.circuit:type_name -> mcpready.v1.CircuitRules
-	12, // 11: mcpready.v1.Policy.incident_owners:type_name -> mcpready.v1.IncidentOwner
-	13, // 12: mcpready.v1.Policy.principals:type_name -> mcpready.v1.PrincipalRule
-	15, // 13: mcpready.v1.Policy.results:type_name -> mcpready.v1.ResultRules
-	16, // 14: mcpready.v1.Policy.semantic_validation:type_name -> mcpready.v1.Policy.SemanticValidationEntry
-	17, // 15: mcpready.v1.EvidenceRules.max_age:type_name -> mcpready.v1.EvidenceRules.MaxAgeEntry
-	1,  // 16: mcpready.v1.EvidenceRules.on_unknown:type_name -> mcpready.v1.UnknownEvidenceAction
-	20, // 17: mcpready.v1.EvidenceRules.accepted_methods:type_name -> mcpready.v1.EvidenceMethod
-	21, // 18: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
-	1,  // 19: mcpready.v1.CostRules.on_unknown_price:type_name -> mcpready.v1.UnknownEvidenceAction
-	19, // 20: mcpready.v1.CostRules.quota_window:type_name -> google.protobuf.Duration
-	22, // 21: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
-	19, // 22: mcpready.v1.ResidencyRules.max_retention:type_name -> google.protobuf.Duration
-	19, // 23: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
-	19, // 24: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
-	19, // 25: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
-	19, // 26: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
-	19, // 27: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
-	19, // 28: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
-	19, // 29: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
-	14, // 30: mcpready.v1.PrincipalRule.methods:type_name -> mcpready.v1.MethodRule
-	0,  // 31: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
-	19, // 32: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	19, // 0: mcpready.v1.Policy.provenance:type_name -> mcpready.v1.Provenance
+	4,  // 1: mcpready.v1.Policy.evidence:type_name -> mcpready.v1.EvidenceRules
+	5,  // 2: mcpready.v1.Policy.auth:type_name -> mcpready.v1.AuthRules
+	6,  // 3: mcpready.v1.Policy.side_effects:type_name -> mcpready.v1.SideEffectRule
+	7,  // 4: mcpready.v1.Policy.approvals:type_name -> mcpready.v1.ApprovalRule
+	8,  // 5: mcpready.v1.Policy.cost:type_name -> mcpready.v1.CostRules
+	20, // 6: mcpready.v1.Policy.deadline:type_name -> google.protobuf.Duration
+	9,  // 7: mcpready.v1.Policy.residency:type_name -> mcpready.v1.ResidencyRules
+	10, // 8: mcpready.v1.Policy.retry:type_name -> mcpready.v1.RetryRules
+	11, // 9: mcpready.v1.Policy.equivalence_classes:type_name -> mcpready.v1.EquivalenceClass
+	12, // 10: mcpready.v1.Policy.circuit:type_name -> mcpready.v1.CircuitRules
+	13, // 11: mcpready.v1.Policy.incident_owners:type_name -> mcpready.v1.IncidentOwner
+	14, // 12: mcpready.v1.Policy.principals:type_name -> mcpready.v1.PrincipalRule
+	16, // 13: mcpready.v1.Policy.results:type_name -> mcpready.v1.ResultRules
+	17, // 14: mcpready.v1.Policy.semantic_validation:type_name -> mcpready.v1.Policy.SemanticValidationEntry
+	3,  // 15: mcpready.v1.Policy.client_requests:type_name -> mcpready.v1.ClientRequestRule
+	18, // 16: mcpready.v1.EvidenceRules.max_age:type_name -> mcpready.v1.EvidenceRules.MaxAgeEntry
+	1,  // 17: mcpready.v1.EvidenceRules.on_unknown:type_name -> mcpready.v1.UnknownEvidenceAction
+	21, // 18: mcpready.v1.EvidenceRules.accepted_methods:type_name -> mcpready.v1.EvidenceMethod
+	22, // 19: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
+	1,  // 20: mcpready.v1.CostRules.on_unknown_price:type_name -> mcpready.v1.UnknownEvidenceAction
+	20, // 21: mcpready.v1.CostRules.quota_window:type_name -> google.protobuf.Duration
+	23, // 22: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
+	20, // 23: mcpready.v1.ResidencyRules.max_retention:type_name -> google.protobuf.Duration
+	20, // 24: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
+	20, // 25: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
+	20, // 26: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
+	20, // 27: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
+	20, // 28: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
+	20, // 29: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
+	20, // 30: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
+	15, // 31: mcpready.v1.PrincipalRule.methods:type_name -> mcpready.v1.MethodRule
+	0,  // 32: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
+	20, // 33: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_policy_proto_init() }
@@ -1616,7 +1703,7 @@ func file_mcpready_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_policy_proto_rawDesc), len(file_mcpready_v1_policy_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

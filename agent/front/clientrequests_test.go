@@ -1,0 +1,56 @@
+package front
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/mcpready/mcpready/agent/decide"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// With Policy.clientRequests set, an upstream's request towards the client
+// that no rule grants is refused before the client sees it, on every path
+// such a request takes: a session-era upstream's sampling request on a
+// dedicated session, a stateless upstream's input request fulfilled over a
+// session-era client's session, and input requests handed to a stateless
+// client (its own or a held call's). Granted requests still reach the
+// client. Failed before: every upstream could sample the client's model.
+func TestClientRequestsUnderPolicy(t *testing.T) {
+	h := newMRTRHarness(t)
+	p := mrtrPolicy()
+	p.ClientRequests = []*mcpreadyv1.ClientRequestRule{{Server: "*", Allow: []string{decide.ClientElicitation}}}
+	h.install(t, p)
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			var asked []string
+			cs := h.connect(t, "/mcp/servers/st", devToken, answering(true, &asked), version)
+			if got := text(call(t, cs, "confirm", map[string]any{"text": "tea"})); got != "tea: accept ok=true" {
+				t.Fatalf("granted elicitation: got %q", got)
+			}
+			wantToolError(t, call(t, cs, "capital", map[string]any{}), "REFUSED", readiness.CodeClientRequestNotPermitted)
+			old := h.connect(t, "/mcp/servers/old", devToken, answering(true, &asked), version)
+			if got := text(call(t, old, "ask", map[string]any{})); got != "accept ok=true" {
+				t.Fatalf("granted elicitation of a session-era upstream: got %q", got)
+			}
+			if res := call(t, old, "muse", map[string]any{}); !res.IsError {
+				t.Fatalf("refused sampling of a session-era upstream answered: %q", text(res))
+			}
+			if slices.Contains(asked, "capital of France?") {
+				t.Fatalf("the client was asked to sample: %q", asked)
+			}
+		})
+	}
+	// Once per era and server: each refusal is counted once, on whichever
+	// path it took.
+	for _, server := range []string{"st", "old"} {
+		if n := testutil.ToFloat64(h.front.metrics.clientRequestsRefused.WithLabelValues(server, decide.ClientSampling)); n != 2 {
+			t.Errorf("refusals of %s's sampling counted %v, want 2", server, n)
+		}
+		if n := testutil.ToFloat64(h.front.metrics.clientRequestsRefused.WithLabelValues(server, decide.ClientElicitation)); n != 0 {
+			t.Errorf("granted elicitation of %s counted as refused %v times", server, n)
+		}
+	}
+}
