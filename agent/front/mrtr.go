@@ -51,6 +51,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/invoke"
+	"github.com/mcpready/mcpready/agent/pipeline"
 	"github.com/mcpready/mcpready/agent/receipt"
 	"github.com/mcpready/mcpready/agent/upstream"
 	"github.com/mcpready/mcpready/agent/validate"
@@ -122,10 +123,11 @@ func (rd *round) callKey() pendingKey {
 	return pendingKey{server: rd.v.server, principal: id.Name, tool: rd.req.Params.Name, args: receipt.ArgumentsDigest(rd.req.Params.Arguments)}
 }
 
-// class is the principal class of the round's caller.
-func (rd *round) class() string {
+// caller is the round's caller, for the requests its upstream sends
+// towards its client.
+func (rd *round) caller() pipeline.Caller {
 	id, _ := rd.v.f.authenticate(headerOf(rd.req))
-	return id.PrincipalClass
+	return pipeline.Caller{Name: id.Name, Principal: id.PrincipalClass, Tenant: id.TenantClass}
 }
 
 func roundOf(ctx context.Context) *round {
@@ -273,10 +275,10 @@ func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *m
 	res, err := rd.call(ctx, up, params)
 	for i := 0; err == nil && res.NeedsInput() && rd != nil && rd.ss != nil && i < maxSessionRounds; i++ {
 		if _, bad := scanInput(inputParams(res.InputRequests)...); bad || len(res.InputRequests) == 0 || unsupported(rd.caps, res.InputRequests) != "" ||
-			v.f.refusedClientRequest(up.Server, rd.class(), res.InputRequests) != "" {
+			v.f.refusedClientRequest(up.Server, rd.caller().Principal, res.InputRequests) != "" {
 			break // askInput refuses what trips the tripwire or the policy does not grant
 		}
-		responses, ferr := fulfil(ctx, rd.ss, res.InputRequests)
+		responses, ferr := v.fulfil(ctx, rd, up.Server, res.InputRequests)
 		if ferr != nil {
 			return upstream.Result{}, &needsInput{res: res.CallToolResult, err: ferr}, nil
 		}
@@ -294,27 +296,23 @@ func (v *view) callUpstream(ctx context.Context, up *upstream.Session, params *m
 }
 
 // fulfil answers input requests by asking the session-era client.
-func fulfil(ctx context.Context, ss *mcp.ServerSession, reqs mcp.InputRequestMap) (mcp.InputResponseMap, error) {
+func (v *view) fulfil(ctx context.Context, rd *round, server string, reqs mcp.InputRequestMap) (mcp.InputResponseMap, error) {
 	out := make(mcp.InputResponseMap, len(reqs))
+	c := rd.caller()
 	for id, ir := range reqs {
-		var res mcp.InputResponse
-		var err error
-		switch p := ir.(type) {
-		case *mcp.ElicitParams:
-			res, err = ss.Elicit(ctx, p)
-		case *mcp.CreateMessageParams:
-			res, err = ss.CreateMessage(ctx, p)
-		case *mcp.CreateMessageWithToolsParams:
-			res, err = ss.CreateMessageWithTools(ctx, p)
-		case *mcp.ListRootsParams:
-			res, err = ss.ListRoots(ctx, p)
-		default:
-			err = fmt.Errorf("unknown input request type %T", ir)
+		p, ok := ir.(mcp.Params)
+		if !ok || clientMethod(p) == "" {
+			return nil, fmt.Errorf("input request %q: unknown input request type %T", id, ir)
 		}
+		res, err := v.askClient(ctx, rd.ss, server, c, p)
 		if err != nil {
 			return nil, fmt.Errorf("input request %q: %w", id, err)
 		}
-		out[id] = res
+		ir, ok := res.(mcp.InputResponse)
+		if !ok {
+			return nil, fmt.Errorf("input request %q: answer of type %T", id, res)
+		}
+		out[id] = ir
 	}
 	return out, nil
 }

@@ -31,7 +31,7 @@ type session struct {
 	ups       map[upstream.Target]*upstream.Session // dedicated sessions, one per endpoint of the view's server
 	slots     map[upstream.Target]func()            // releases each dedicated session's cap slot
 	principal string                                // who opened the session (its cap slots)
-	class     string                                // the opener's principal class (requests towards its client)
+	opener    pipeline.Caller                       // the opener's name and classes (requests towards its client)
 	slot      *sessionSlot                          // its front session cap slot, nil for none
 	// last is when a request presenting the session last arrived (unix
 	// nanoseconds); busy counts its requests in progress (an open GET
@@ -279,28 +279,16 @@ func (s *session) relay(caps *mcp.ClientCapabilities, server string) *upstream.R
 		Capabilities: caps,
 		Request: func(_ context.Context, method string, params mcp.Params) (mcp.Result, error) {
 			s.mu.Lock()
-			ss, class := s.ss, s.class
+			ss, opener := s.ss, s.opener
 			s.mu.Unlock()
 			ctx := s.frontCtx(nil)
 			if ss == nil {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "client session gone"}
 			}
-			if !s.v.f.clientRequestAllowed(server, class, method) {
-				s.v.f.clientRequestRefused(server, class, method)
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "refused by the agent: the policy does not let this server send " + method + " to this client"}
+			if clientMethod(params) == "" {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " not relayed"}
 			}
-			if hit, bad := s.v.refuseInput(params); bad {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "refused by the agent: the request tripped the injection tripwire (" + hit.Rule + ")"}
-			}
-			switch method {
-			case "sampling/createMessage":
-				return ss.CreateMessageWithTools(ctx, params.(*mcp.CreateMessageWithToolsParams))
-			case "elicitation/create":
-				return ss.Elicit(ctx, params.(*mcp.ElicitParams))
-			case "roots/list":
-				return ss.ListRoots(ctx, params.(*mcp.ListRootsParams))
-			}
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " not relayed"}
+			return s.v.askClient(ctx, ss, server, opener, params)
 		},
 		Notify: func(_ context.Context, method string, params mcp.Params) {
 			s.mu.Lock()
@@ -452,7 +440,8 @@ func (v *view) present(ctx context.Context, s *session, method string, req mcp.R
 	if s != nil {
 		if id, err := v.f.authenticate(headerOf(req)); err == nil {
 			s.mu.Lock()
-			s.principal, s.class = id.Name, id.PrincipalClass
+			s.principal = id.Name
+			s.opener = pipeline.Caller{Name: id.Name, Principal: id.PrincipalClass, Tenant: id.TenantClass}
 			s.access = access.Principal{Name: id.Name, SubjectToken: v.f.subjectToken(headerOf(req), id)}
 			s.mu.Unlock()
 		}
