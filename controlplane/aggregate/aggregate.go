@@ -231,8 +231,11 @@ func New(opts Options) (*Aggregator, error) {
 
 func subjectOf(r *mcpreadyv1.Receipt) (subject, bool) {
 	s := r.GetSelected()
-	if s == nil || (s.GetServerName() == "" && s.GetToolName() == "") {
-		return subject{}, false // refused before any candidate was selected: no subject
+	if s.GetToolName() == "" {
+		// Refused before any candidate was selected, or not a tool call
+		// (a resource or prompt request, a request an upstream sent
+		// towards a client): no tool, so no subject.
+		return subject{}, false
 	}
 	return subject{s.GetServerName(), s.GetServerVersion(), s.GetToolName(), s.GetEndpoint(), s.GetInputSchemaDigest(), s.GetOutputSchemaDigest(),
 		s.GetProtocolVersion(), r.GetPrincipalClass(), r.GetTenantClass(), r.GetRegion(), r.GetAuthClass()}, true

@@ -180,3 +180,27 @@ func TestDriftCandidateMintsNoEvidence(t *testing.T) {
 		t.Fatalf("%d evidence for the qualified entry, want 1", len(evs))
 	}
 }
+
+// Receipts of requests that are not tool calls (a resource or prompt
+// request, a request an upstream sent towards a client) name a server but
+// no tool: they are no subject's evidence, and are not counted as
+// unregistered subjects or late receipts, which those metrics are for.
+// Failed before: each was counted as an unregistered subject.
+func TestNonToolReceiptsNotCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, sk, _ := newAgg(t, func(o *Options) { o.Registry = reg })
+	O := mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+	rs := []*mcpreadyv1.Receipt{
+		rc(O, 1, 10, func(r *mcpreadyv1.Receipt) { r.Requested, r.Selected = "sampling/createMessage", &mcpreadyv1.Selection{ServerName: "com.example/docs-a"} }),
+		rc(O, 1, 10, func(r *mcpreadyv1.Receipt) { r.Requested, r.Selected = "resources/read", &mcpreadyv1.Selection{ServerName: "com.example/docs-a"} }),
+		rc(O, 1, 10),
+	}
+	a.Observe("agent-1", rs, digestsFor(rs))
+	evs := flushAll(t, a, sk)
+	if len(evs) != 1 || evs[0].GetSubject().GetToolName() != "lookup" || evs[0].GetSample().GetAttempted() != 1 {
+		t.Fatalf("want the tool call's evidence alone: %v", evs)
+	}
+	if n := testutil.ToFloat64(a.refused.WithLabelValues(reasonUnregistered)); n != 0 {
+		t.Fatalf("non-tool receipts counted as unregistered subjects: %v", n)
+	}
+}
