@@ -191,8 +191,12 @@ func TestNonToolReceiptsNotCounted(t *testing.T) {
 	a, sk, _ := newAgg(t, func(o *Options) { o.Registry = reg })
 	O := mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
 	rs := []*mcpreadyv1.Receipt{
-		rc(O, 1, 10, func(r *mcpreadyv1.Receipt) { r.Requested, r.Selected = "sampling/createMessage", &mcpreadyv1.Selection{ServerName: "com.example/docs-a"} }),
-		rc(O, 1, 10, func(r *mcpreadyv1.Receipt) { r.Requested, r.Selected = "resources/read", &mcpreadyv1.Selection{ServerName: "com.example/docs-a"} }),
+		rc(O, 1, 10, func(r *mcpreadyv1.Receipt) {
+			r.Requested, r.Selected = "sampling/createMessage", &mcpreadyv1.Selection{ServerName: "com.example/docs-a"}
+		}),
+		rc(O, 1, 10, func(r *mcpreadyv1.Receipt) {
+			r.Requested, r.Selected = "resources/read", &mcpreadyv1.Selection{ServerName: "com.example/docs-a"}
+		}),
 		rc(O, 1, 10),
 	}
 	a.Observe("agent-1", rs, digestsFor(rs))
