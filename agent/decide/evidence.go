@@ -25,9 +25,9 @@ type evidenceItem struct {
 
 type evidenceList []evidenceItem
 
-// indexEvidence keeps evidence from accepted issuers and methods, with an observation
-// time and an expiry (expires_at, or observed_at + max age), grouped by
-// "<server>/<tool>". Evidence that names no server or tool subject is
+// indexEvidence keeps evidence from accepted issuers and methods, with an
+// observation time and an expiry (expires_at, or observed_at + max age),
+// grouped by "<server>/<tool>". Evidence that names no server or tool subject is
 // broader than any claim and is dropped. Evidence below the policy's
 // required independence or minimum confidence is kept, marked unfit with
 // the reason (it never counts, but it says why a candidate has none).

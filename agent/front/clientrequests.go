@@ -32,19 +32,13 @@ func clientMethod(p any) string {
 	return ""
 }
 
-// clientRequestAllowed reports whether the current policy lets server send
-// method towards the client of a caller of principal class (none while no
-// policy is installed).
-func (f *Front) clientRequestAllowed(server, class, method string) bool {
-	st := f.state.Load()
-	return st != nil && st.Decide != nil && st.Decide.ClientRequest(server, class, method)
-}
-
-// refusedClientRequest is the method of the first of reqs the policy does
-// not let server send to a client of principal class, "" when it lets all.
+// refusedClientRequest is the method of the first of reqs the current
+// policy does not let server send to a client of principal class (every
+// one while no policy is installed), "" when it lets all.
 func (f *Front) refusedClientRequest(server, class string, reqs mcp.InputRequestMap) string {
+	st := f.state.Load()
 	for _, ir := range reqs {
-		if m := clientMethod(ir); m != "" && !f.clientRequestAllowed(server, class, m) {
+		if m := clientMethod(ir); m != "" && (st == nil || st.Decide == nil || !st.Decide.ClientRequest(server, class, m)) {
 			return m
 		}
 	}

@@ -573,7 +573,7 @@ func (v *view) ownSession(w http.ResponseWriter, r *http.Request, principal stri
 		return nil, true
 	}
 	s.mu.Lock()
-	owner := s.principal
+	owner := s.opener.Name
 	s.mu.Unlock()
 	if owner == principal {
 		return s, true
@@ -593,7 +593,7 @@ func (f *Front) evictIdle(principal string) bool {
 	var lru *session
 	for _, s := range f.liveSessions() {
 		s.mu.Lock()
-		mine := s.principal == principal && s.ss != nil
+		mine := s.opener.Name == principal && s.ss != nil
 		s.mu.Unlock()
 		if !mine || s.slot == nil || !s.slot.claimed.Load() || s.busy.Load() > 0 || s.last.Load() > cutoff {
 			continue

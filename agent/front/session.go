@@ -26,13 +26,12 @@ type session struct {
 	v   *view
 	srv *mcp.Server
 
-	mu        sync.Mutex
-	ss        *mcp.ServerSession
-	ups       map[upstream.Target]*upstream.Session // dedicated sessions, one per endpoint of the view's server
-	slots     map[upstream.Target]func()            // releases each dedicated session's cap slot
-	principal string                                // who opened the session (its cap slots)
-	opener    pipeline.Caller                       // the opener's name and classes (requests towards its client)
-	slot      *sessionSlot                          // its front session cap slot, nil for none
+	mu     sync.Mutex
+	ss     *mcp.ServerSession
+	ups    map[upstream.Target]*upstream.Session // dedicated sessions, one per endpoint of the view's server
+	slots  map[upstream.Target]func()            // releases each dedicated session's cap slot
+	opener pipeline.Caller                       // who opened the session: its cap slots, and whose client its upstream asks
+	slot   *sessionSlot                          // its front session cap slot, nil for none
 	// last is when a request presenting the session last arrived (unix
 	// nanoseconds); busy counts its requests in progress (an open GET
 	// stream included). An idle session is the one a principal at its
@@ -246,7 +245,7 @@ func (v *view) upstream(ctx context.Context, s *session, t upstream.Target) (*up
 		_ = old.Close()
 		s.slots[t]()
 	}
-	release, err := v.f.caps.acquire(s.principal)
+	release, err := v.f.caps.acquire(s.opener.Name)
 	if err != nil {
 		return nil, refusal(err)
 	}
@@ -440,7 +439,6 @@ func (v *view) present(ctx context.Context, s *session, method string, req mcp.R
 	if s != nil {
 		if id, err := v.f.authenticate(headerOf(req)); err == nil {
 			s.mu.Lock()
-			s.principal = id.Name
 			s.opener = pipeline.Caller{Name: id.Name, Principal: id.PrincipalClass, Tenant: id.TenantClass}
 			s.access = access.Principal{Name: id.Name, SubjectToken: v.f.subjectToken(headerOf(req), id)}
 			s.mu.Unlock()

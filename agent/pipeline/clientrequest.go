@@ -44,13 +44,10 @@ func (p *Pipeline) ClientRequest(ctx context.Context, st State, r ClientRequest,
 	c := r.Caller
 	rec.WorkflowId, rec.PrincipalClass, rec.TenantClass = c.Workflow, c.Principal, c.Tenant
 	rec.Selected = &mcpreadyv1.Selection{ServerName: r.Server}
-	fail := func(out invoke.Outcome, code readiness.Code) error {
-		p.Fail(rec, out, code)
-		return &MethodError{Code: code, Outcome: rec.Outcome, Reason: rec.ErrorMessage, Receipt: rec.ReceiptId}
-	}
 	if r.Tripped != "" {
-		return nil, fail(invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT,
+		p.Fail(rec, invoke.Outcome{Class: mcpreadyv1.OutcomeClass_OUTCOME_CLASS_INVALID_RESULT,
 			Layer: mcpreadyv1.ReadinessLayer_READINESS_LAYER_RESULT_VALIDITY, Err: fmt.Errorf("%w: %s", validate.ErrInjection, r.Tripped)}, "")
+		return nil, &MethodError{Outcome: rec.Outcome, Reason: rec.ErrorMessage, Receipt: rec.ReceiptId}
 	}
 	if st.Decide == nil || !st.Decide.ClientRequest(r.Server, c.Principal, r.Method) {
 		reason := fmt.Sprintf("the policy's clientRequests do not let %s send %s to a client of principal class %q", r.Server, r.Method, c.Principal)
