@@ -25,6 +25,10 @@ func TestEvidenceConditionsAgree(t *testing.T) {
 		"tenants":        {&mcpreadyv1.Evidence{TenantClass: "a", Subject: &mcpreadyv1.Subject{TenantClass: "b"}}, `tenantClass "a" and subject.tenantClass "b"`},
 		"protocol lists": {&mcpreadyv1.Evidence{ProtocolVersion: "2025-11-25", Subject: &mcpreadyv1.Subject{ProtocolVersions: []string{"2025-06-18"}}}, `protocolVersion "2025-11-25" is not in subject.protocolVersions`},
 		"protocol in":    {&mcpreadyv1.Evidence{ProtocolVersion: "2025-11-25", Subject: &mcpreadyv1.Subject{ProtocolVersions: []string{"2025-11-25"}}}, ""},
+		"keyless":        {&mcpreadyv1.Evidence{AuthClass: "keyless", Subject: sub()}, ""},
+		"oauth grant":    {&mcpreadyv1.Evidence{AuthClass: "oauth:token_exchange", Subject: sub()}, ""},
+		"auth none":      {&mcpreadyv1.Evidence{AuthClass: "none", Subject: sub()}, `authClass "none" is not an auth class`},
+		"unknown grant":  {&mcpreadyv1.Evidence{AuthClass: "oauth:password", Subject: sub()}, `authClass "oauth:password"`},
 	} {
 		err := artifact.New(artifact.KindEvidence, "ev", tc.ev).Validate()
 		switch {

@@ -282,7 +282,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"observer.software":       rec(""),
 		"observer.independence":   yes(inDecide, "Policy.evidence.requiredIndependence"),
 		"method":                  yes(inDecide, "Policy.evidence.acceptedMethods: evidence of another method, or stating none, is not accepted; an empty list accepts every method"),
-		"authClass":               no("evidence counts for every auth class"),
+		"authClass":               yes(inDecide, "counts only for routes the agent calls the same way (keyless, bearer-token, stdio, oauth:<grant>: the upstream's configuration); another value is refused at apply"),
 		"tenantClass":             yes(inDecide, "matched to the request's tenant class when set"),
 		"principalClass":          yes(inDecide, "matched to the request's principal class when set"),
 		"region":                  yes(inDecide, "matched to the host's region (the agent's region label) when set"),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // EvidenceOptions describe the observer of a probe run. The zero value
@@ -66,9 +67,9 @@ func Evidence(r *Report, o EvidenceOptions) (*artifact.Object, error) {
 		o.TTL = 24 * time.Hour
 	}
 	end := r.StartedAt.Add(r.Took)
-	auth := "keyless"
+	auth := readiness.AuthKeyless
 	if r.BearerPresented {
-		auth = "bearer-token"
+		auth = readiness.AuthBearer
 	}
 	server := r.Server
 	ev := &mcpreadyv1.Evidence{

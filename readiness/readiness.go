@@ -436,3 +436,57 @@ func find(terms []Term, v int32) Term {
 func OutcomeName(o Outcome) string {
 	return strings.TrimPrefix(o.String(), "OUTCOME_CLASS_")
 }
+
+// Auth classes: how a call authenticated to its upstream
+// (Receipt.auth_class), and the class an Evidence's observation was made
+// under (Evidence.auth_class). Evidence that states an auth class counts
+// only for calls the agent makes the same way: success seen without a
+// credential says nothing of a call that presents one, and the reverse.
+const (
+	// AuthKeyless: an HTTP upstream called with no credential.
+	AuthKeyless = "keyless"
+	// AuthBearer: a static bearer token the configuration supplies.
+	AuthBearer = "bearer-token"
+	// AuthStdio: a local process; no credential crosses the wire.
+	AuthStdio = "stdio"
+)
+
+// OAuth grants the agent obtains upstream tokens with (agent/config's
+// OAuth.Grant), as auth classes name them.
+const (
+	GrantClientCredentials = "client_credentials"
+	GrantTokenExchange     = "token_exchange"
+	GrantAuthorizationCode = "authorization_code"
+	GrantJWTBearer         = "jwt_bearer"
+	GrantIDJAG             = "id_jag"
+)
+
+// AuthOAuth is the auth class of a token obtained with an OAuth grant
+// ("oauth:client_credentials", ...).
+func AuthOAuth(grant string) string { return authOAuthPrefix + grant }
+
+const authOAuthPrefix = "oauth:"
+
+// IsAuthClass reports whether s is an auth class an agent calls with: one
+// of the Auth constants, or AuthOAuth of one of the grants.
+func IsAuthClass(s string) bool {
+	switch s {
+	case AuthKeyless, AuthBearer, AuthStdio:
+		return true
+	}
+	g, ok := strings.CutPrefix(s, authOAuthPrefix)
+	switch g {
+	case GrantClientCredentials, GrantTokenExchange, GrantAuthorizationCode, GrantJWTBearer, GrantIDJAG:
+		return ok
+	}
+	return false
+}
+
+// Requests an upstream may send towards the client during a call: what
+// Policy.clientRequests grants, and what the receipt of such a request
+// names (Receipt.requested).
+const (
+	ClientSampling    = "sampling/createMessage"
+	ClientElicitation = "elicitation/create"
+	ClientRoots       = "roots/list"
+)

@@ -52,3 +52,15 @@ func TestActionString(t *testing.T) {
 		t.Fatal("step numbers")
 	}
 }
+
+// The auth classes agents record are the vocabulary evidence may state.
+func TestIsAuthClass(t *testing.T) {
+	for s, want := range map[string]bool{
+		AuthKeyless: true, AuthBearer: true, AuthStdio: true, AuthOAuth(GrantClientCredentials): true, AuthOAuth(GrantIDJAG): true,
+		"": false, "none": false, "unclassified": false, "oauth:": false, "oauth:password": false, "OAUTH:" + GrantTokenExchange: false,
+	} {
+		if got := IsAuthClass(s); got != want {
+			t.Errorf("IsAuthClass(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mcpready/mcpready/internal/loopback"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // Sentinel errors.
@@ -151,6 +152,20 @@ type Upstream struct {
 	OAuth *OAuth `json:"oauth,omitempty"`
 }
 
+// AuthClass is how the agent authenticates to u (readiness.Auth*): the
+// OAuth grant, a static bearer token, a local process, else keyless.
+func (u Upstream) AuthClass() string {
+	switch {
+	case u.OAuth != nil:
+		return readiness.AuthOAuth(u.OAuth.Grant)
+	case len(u.Command) > 0:
+		return readiness.AuthStdio
+	case u.TokenFile != "" || u.TokenEnv != "":
+		return readiness.AuthBearer
+	}
+	return readiness.AuthKeyless
+}
+
 // RunAs is the numeric user and group a stdio command runs as. The child
 // gets no supplementary groups.
 type RunAs struct {
@@ -161,19 +176,20 @@ type RunAs struct {
 // ErrRunAs wraps a runAs the agent cannot honour.
 var ErrRunAs = errors.New("runAs not permitted")
 
-// OAuth grant types (OAuth.Grant).
+// OAuth grant types (OAuth.Grant), named in the auth class of the calls
+// made with them (readiness.AuthOAuth).
 const (
 	// GrantClientCredentials: the agent acts as a service principal.
-	GrantClientCredentials = "client_credentials"
+	GrantClientCredentials = readiness.GrantClientCredentials
 	// GrantTokenExchange: the local principal's own token (from the
 	// organisation's identity provider) is exchanged (RFC 8693) for an
 	// upstream token on its behalf.
-	GrantTokenExchange = "token_exchange"
+	GrantTokenExchange = readiness.GrantTokenExchange
 	// GrantAuthorizationCode: the user completes the authorization-code
 	// flow with PKCE (OAuth 2.1) at the upstream's authorization server in
 	// a browser, once per principal; the agent keeps the tokens (and the
 	// refresh token) in memory.
-	GrantAuthorizationCode = "authorization_code"
+	GrantAuthorizationCode = readiness.GrantAuthorizationCode
 )
 
 // Token endpoint client authentication methods (OAuth.TokenEndpointAuth).

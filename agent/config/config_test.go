@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcpready/mcpready/readiness"
 )
 
 func TestParseAndAuthenticate(t *testing.T) {
@@ -311,4 +313,24 @@ func TestOneNameOneIdentity(t *testing.T) {
 func digest(tok string) string {
 	sum := sha256.Sum256([]byte(tok))
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// An upstream's auth class is how the agent authenticates to it, the
+// class its receipts record and evidence must match.
+func TestUpstreamAuthClass(t *testing.T) {
+	for _, tc := range []struct {
+		u    Upstream
+		want string
+	}{
+		{Upstream{URL: "https://a.example/mcp"}, readiness.AuthKeyless},
+		{Upstream{URL: "https://a.example/mcp", Headers: map[string]string{"X-Team": "a"}}, readiness.AuthKeyless},
+		{Upstream{URL: "https://a.example/mcp", TokenEnv: "TOKEN"}, readiness.AuthBearer},
+		{Upstream{URL: "https://a.example/mcp", TokenFile: "/run/token"}, readiness.AuthBearer},
+		{Upstream{URL: "https://a.example/mcp", TokenEnv: "TOKEN", OAuth: &OAuth{Grant: GrantTokenExchange}}, "oauth:token_exchange"},
+		{Upstream{Command: []string{"server"}, Env: map[string]string{"API_KEY": "x"}}, readiness.AuthStdio},
+	} {
+		if got := tc.u.AuthClass(); got != tc.want || !readiness.IsAuthClass(got) {
+			t.Errorf("%+v: auth class %q, want %q", tc.u, got, tc.want)
+		}
+	}
 }

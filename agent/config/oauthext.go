@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/mcpready/mcpready/internal/loopback"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // The JWT-bearer grants (RFC 7523) of OAuth.Grant, beside those of
@@ -16,13 +17,13 @@ const (
 	// identity token, SEP-1933) as an RFC 7523 authorization grant. The
 	// JWT is read from AssertionFile or AssertionEnv at every token
 	// request, so a rotated file is picked up.
-	GrantJWTBearer = "jwt_bearer"
+	GrantJWTBearer = readiness.GrantJWTBearer
 	// GrantIDJAG: enterprise-managed authorization (SEP-990): the agent
 	// exchanges an ID token of the enterprise identity provider (RFC 8693,
 	// at EnterpriseIdP's token endpoint) for an identity assertion
 	// authorization grant (ID-JAG) for the upstream's authorization server
 	// and resource, and presents that as an RFC 7523 grant there.
-	GrantIDJAG = "id_jag"
+	GrantIDJAG = readiness.GrantIDJAG
 )
 
 // EnterpriseIdP is the enterprise identity provider of GrantIDJAG.

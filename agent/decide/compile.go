@@ -35,6 +35,7 @@ type evidenceRef struct {
 	id                   string
 	principal, tenant    string
 	region               string // the hosts' region the evidence was observed from
+	auth                 string // the auth class it was observed under
 	observed, expires    int64  // unix nanos; expires is the earlier of expires_at and observed+max_age
 	p50, p99             time.Duration
 	hasLatency, tooSmall bool

@@ -49,6 +49,19 @@ func TestEvidenceConditions(t *testing.T) {
 		{"subject tenant", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Subject.TenantClass = "acme" }, nil, true},
 		{"other subject tenant", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Subject.TenantClass = "globex" }, nil, false},
 		{"tenants disagree", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.TenantClass, ev.Subject.TenantClass = "globex", "acme" }, nil, false},
+		{"same auth class", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.AuthClass = readiness.AuthKeyless }, authClasses, true},
+		{"other auth class", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.AuthClass = readiness.AuthBearer }, authClasses, false},
+		{"keyless evidence, token upstream", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.AuthClass = readiness.AuthKeyless },
+			func(r *Request) {
+				r.AuthClass = func(server, endpoint string) string { return readiness.AuthOAuth("client_credentials") }
+			}, false},
+		{"auth class, endpoint called another way", func(ev *mcpreadyv1.Evidence, in *Inputs) {
+			ev.AuthClass = readiness.AuthKeyless
+			in.Entries["docs-a"].Identity.Endpoint = "https://b.example/mcp"
+			ev.Subject.Endpoint = ""
+		}, authClasses, false},
+		{"auth class, agent's unknown", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.AuthClass = readiness.AuthKeyless }, nil, false},
+		{"no auth class, agent's unknown", func(ev *mcpreadyv1.Evidence, in *Inputs) {}, nil, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,6 +85,17 @@ func TestEvidenceConditions(t *testing.T) {
 				t.Fatalf("want refused as %s (no evidence applies): routes %+v, candidate %v", readiness.CodeEvidenceUnknown, d.Routes, c)
 			}
 		})
+	}
+}
+
+// authClasses: the agent calls docs-a's endpoint keyless, any other with a
+// bearer token.
+func authClasses(r *Request) {
+	r.AuthClass = func(server, endpoint string) string {
+		if server == "com.example/docs" && endpoint == "https://a.example/mcp" {
+			return readiness.AuthKeyless
+		}
+		return readiness.AuthBearer
 	}
 }
 

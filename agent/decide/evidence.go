@@ -76,6 +76,7 @@ func indexEvidence(p *mcpreadyv1.Policy, all map[string]*mcpreadyv1.Evidence) ma
 			principal: principal,
 			tenant:    tenant,
 			region:    region,
+			auth:      ev.GetAuthClass(),
 			observed:  observed.AsTime().UnixNano(),
 			expires:   expires,
 			tooSmall:  rules.GetMinSampleSize() > 0 && ev.GetSample().GetEligible() < rules.GetMinSampleSize(),

@@ -214,15 +214,26 @@ func (s *Snapshot) authorise(c *cand, req *Request, g grant) (rejection, bool) {
 }
 
 // freshEvidence picks the freshest evidence applicable to the request's
-// principal, tenant and region that counts (fit and not expired). unknown is true
-// when none does; rj then says why the freshest applicable one did not.
+// principal, tenant, region and auth class that counts (fit and not
+// expired). unknown is true when none does; rj then says why the freshest
+// applicable one did not.
 func (s *Snapshot) freshEvidence(e *entry, req *Request, now int64) (int, rejection, bool) {
 	why := -1
+	auth, authKnown := "", false
 	for i := range e.evidence {
 		ev := &e.evidence[i]
 		if (ev.principal != "" && ev.principal != req.Principal) || (ev.tenant != "" && ev.tenant != req.Tenant) ||
 			(ev.region != "" && ev.region != req.Region) || ev.tooSmall {
 			continue
+		}
+		if ev.auth != "" {
+			if !authKnown && req.AuthClass != nil {
+				auth = req.AuthClass(e.server, e.spec.GetIdentity().GetEndpoint())
+			}
+			authKnown = true
+			if ev.auth != auth {
+				continue
+			}
 		}
 		if ev.unfit.code == "" && now < ev.expires {
 			return i, rejection{}, false

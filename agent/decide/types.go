@@ -83,6 +83,11 @@ type Request struct {
 	// Now is the decision time (evidence and entry expiry). Zero means
 	// time.Now(), so a forgotten clock never makes stale evidence fresh.
 	Now time.Time
+	// AuthClass names how the agent authenticates to a server's upstream
+	// at an endpoint (readiness.Auth*). Evidence stating an auth class
+	// counts only for routes the agent calls that way. Nil knows none, so
+	// evidence stating an auth class counts for no route.
+	AuthClass func(server, endpoint string) string
 	// Drift reports the entries whose live tool definition no longer
 	// matches the pinned one on this host; they are rejected at step 1
 	// (drift_blocked). Nil blocks none.

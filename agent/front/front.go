@@ -312,7 +312,7 @@ func New(opts Options) *Front {
 		f.workflows = workflow.New(o)
 	}
 	f.pipe = pipeline.New(pipeline.Options{Builder: opts.Builder, Region: opts.Region, Now: opts.Now, Telemetry: opts.Telemetry, Keys: opts.Keys, Emit: emit,
-		Ledger: opts.Ledger, ReportDrift: opts.ReportDrift, Logger: opts.Logger, Access: acc, AccessUpstream: accUp, Workflows: f.workflows,
+		Ledger: opts.Ledger, ReportDrift: opts.ReportDrift, Logger: opts.Logger, Access: acc, AccessUpstream: accUp, AuthClass: f.authClass, Workflows: f.workflows,
 		ColdAfter: opts.ColdAfter})
 	f.pool = upstream.NewPool(upstream.Options{
 		Resolve:        f.resolve,
@@ -476,6 +476,16 @@ func (f *Front) resolve(t upstream.Target) (config.Upstream, bool) {
 		}
 	}
 	return config.Upstream{}, false
+}
+
+// authClass is how the agent authenticates to server's upstream at
+// endpoint (config.Upstream.AuthClass); "" when it would not call it.
+func (f *Front) authClass(server, endpoint string) string {
+	u, ok := f.resolve(upstream.Target{Server: server, Endpoint: endpoint})
+	if !ok {
+		return ""
+	}
+	return u.AuthClass()
 }
 
 // ServeHTTP routes /mcp and /mcp/servers/<name>.

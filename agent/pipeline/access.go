@@ -52,19 +52,3 @@ func (p *Pipeline) accessFacts(c Caller, server string) *mcpreadyv1.AccessFacts 
 	return &mcpreadyv1.AccessFacts{Issuer: f.Issuer, Audience: f.Audience, GrantedScopes: f.Scopes,
 		LifetimeClass: access.LifetimeClass(f.Expiry, p.opts.Now()), Grant: up.OAuth.Grant, Verification: f.Verification()}
 }
-
-// authClass is how the agent authenticates to route r's upstream, for the
-// receipt and the evidence folded from it: "oauth:<grant>" for an OAuth
-// upstream, else the entry's qualified credential mode, else
-// "unclassified".
-func (p *Pipeline) authClass(r *decide.Route) string {
-	if p.opts.AccessUpstream != nil {
-		if up, ok := p.opts.AccessUpstream(r.Identity.GetServerName()); ok {
-			return "oauth:" + up.OAuth.Grant
-		}
-	}
-	if m := r.Spec.GetAuthority().GetCredentialMode(); m != "" {
-		return m
-	}
-	return "unclassified"
-}

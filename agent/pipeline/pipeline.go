@@ -85,6 +85,12 @@ type Options struct {
 	// upstream of a server (required with Access).
 	Access         *access.Client
 	AccessUpstream func(server string) (*access.Upstream, bool)
+	// AuthClass names how the agent authenticates to a server's upstream
+	// at an endpoint (readiness.Auth*): the receipt's auth class, and the
+	// one evidence must have been observed under to count. Nil knows none:
+	// receipts record none and evidence stating an auth class counts for
+	// no route.
+	AuthClass func(server, endpoint string) string
 	// Keys binds idempotency keys durably and allocates keys for
 	// state-changing calls to providers that declare key support. Nil binds
 	// nothing and allocates nothing: a client's key is still checked and
@@ -464,7 +470,9 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
 		rec.Cost = r.Cost
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
-		rec.AuthClass = p.authClass(r)
+		if p.opts.AuthClass != nil {
+			rec.AuthClass = p.opts.AuthClass(id.GetServerName(), id.GetEndpoint())
+		}
 	}
 	f.mu.Lock()
 	rec.Warmth = f.warmth
@@ -672,7 +680,7 @@ func (p *Pipeline) redirected(r decide.Route, err error) {
 func (p *Pipeline) request(st *State, c Caller, tool string, now time.Time) decide.Request {
 	return decide.Request{Tool: tool, Principal: c.Principal, Tenant: c.Tenant, Region: p.opts.Region,
 		Workflow: c.Workflow, ProtocolVersion: c.Protocol, ApprovalAvailable: c.Elicit, Now: now, Drift: st.Drift,
-		Access: p.accessGuard(c)}
+		Access: p.accessGuard(c), AuthClass: p.opts.AuthClass}
 }
 
 // Visible is what c may see in tools/list under st: exactly what its calls

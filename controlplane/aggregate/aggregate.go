@@ -44,6 +44,7 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/ledger"
+	"github.com/mcpready/mcpready/readiness"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -219,7 +220,7 @@ func New(opts Options) (*Aggregator, error) {
 	}
 	a := &Aggregator{opts: opts, log: opts.Logger.With("component", "aggregate"), windows: map[windowKey]*acc{}, contrib: map[agentWindow]*contribution{},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mcpready", Subsystem: "aggregate", Name: "refused_receipts_total",
-			Help: "Receipts not folded into evidence, by reason: unregistered-subject, agent-bound, workflow-agent-bound."}, []string{"reason"}),
+			Help: "Receipts not folded into evidence, by reason: unregistered-subject, unknown-auth-class, agent-bound, workflow-agent-bound."}, []string{"reason"}),
 		late:    c("late_receipts_total", "Receipts that arrived after their window's evidence was emitted."),
 		emitted: c("evidence_emitted_total", "Signed passive evidence handed to the sink."),
 		failed:  c("evidence_failed_total", "Evidence that could not be signed or applied.")}
@@ -318,6 +319,10 @@ func (a *Aggregator) Observe(agentID string, receipts []*mcpreadyv1.Receipt, dig
 		}
 		if !a.opts.Subjects.Registered(r.GetSelected()) {
 			a.refused.WithLabelValues(reasonUnregistered).Inc()
+			continue
+		}
+		if auth := r.GetAuthClass(); auth != "" && !readiness.IsAuthClass(auth) {
+			a.refused.WithLabelValues(reasonAuthClass).Inc()
 			continue
 		}
 		if !a.admit(agentID, sub, start) {

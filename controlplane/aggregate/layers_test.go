@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 const (
@@ -132,7 +133,7 @@ func TestAccessRatesPerPrincipalClass(t *testing.T) {
 	}
 	// One principal class under two auth classes: two subjects.
 	a2, sk2, _ := newAgg(t, nil)
-	two := []*mcpreadyv1.Receipt{rc(success, 1, 5, principal("employee", "oauth:token_exchange")), rc(success, 1, 5, principal("employee", "static-token"))}
+	two := []*mcpreadyv1.Receipt{rc(success, 1, 5, principal("employee", "oauth:token_exchange")), rc(success, 1, 5, principal("employee", readiness.AuthBearer))}
 	a2.Observe("agent-1", two, digestsFor(two))
 	if evs := flushAll(t, a2, sk2); len(evs) != 2 || evs[0].GetSubject().GetSubjectId() == evs[1].GetSubject().GetSubjectId() {
 		t.Fatalf("two auth classes folded into %d evidence", len(evs))

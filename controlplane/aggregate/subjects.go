@@ -97,6 +97,10 @@ func (s *RegistrySubjects) Registered(sel *mcpreadyv1.Selection) bool {
 const (
 	reasonUnregistered = "unregistered-subject"
 	reasonAgentBound   = "agent-bound"
+	// reasonAuthClass: the receipt names an auth class outside the
+	// vocabulary (an older agent's): evidence labelled with it would
+	// count for no call, and without it for every auth class.
+	reasonAuthClass = "unknown-auth-class"
 	// reasonWorkflowAgentBound: a workflow receipt past its agent's
 	// workflow bound (workflow.go).
 	reasonWorkflowAgentBound = "workflow-agent-bound"

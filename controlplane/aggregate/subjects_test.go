@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -206,5 +207,29 @@ func TestNonToolReceiptsNotCounted(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(a.refused.WithLabelValues(reasonUnregistered)); n != 0 {
 		t.Fatalf("non-tool receipts counted as unregistered subjects: %v", n)
+	}
+}
+
+// A receipt whose auth class is outside the vocabulary (an older agent
+// recorded an entry's credential mode, or "unclassified") is not folded:
+// evidence labelled with it would be refused at apply and count for no
+// call, and evidence without it would count for every auth class.
+func TestUnknownAuthClassNotFolded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, sk, _ := newAgg(t, func(o *Options) { o.Registry = reg })
+	O := mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+	auth := func(c string) func(*mcpreadyv1.Receipt) { return func(r *mcpreadyv1.Receipt) { r.AuthClass = c } }
+	rs := []*mcpreadyv1.Receipt{
+		rc(O, 1, 10, auth("unclassified")),
+		rc(O, 1, 10, auth("none")),
+		rc(O, 1, 10, auth(readiness.AuthKeyless)),
+	}
+	a.Observe("agent-1", rs, digestsFor(rs))
+	evs := flushAll(t, a, sk)
+	if len(evs) != 1 || evs[0].GetAuthClass() != readiness.AuthKeyless || evs[0].GetSample().GetAttempted() != 1 {
+		t.Fatalf("want the keyless receipt's evidence alone: %v", evs)
+	}
+	if n := testutil.ToFloat64(a.refused.WithLabelValues(reasonAuthClass)); n != 2 {
+		t.Fatalf("refused for their auth class: %v, want 2", n)
 	}
 }

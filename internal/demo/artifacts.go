@@ -16,6 +16,7 @@ import (
 	"github.com/mcpready/mcpready/agent/enroll"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -367,7 +368,7 @@ func syntheticEvidence(s Listed, t *mcp.Tool, e *mcpreadyv1.RegistryEntry, now t
 		},
 		Observer:        &mcpreadyv1.Observer{Id: "observer", Software: "mcpready up (demo)", Independence: "same-organisation"},
 		Method:          mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_SYNTHETIC,
-		AuthClass:       "none",
+		AuthClass:       readiness.AuthKeyless,
 		TenantClass:     TenantClass,
 		PrincipalClass:  PrincipalClass,
 		Region:          s.Region,
