@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // ErrMethodRule is wrapped by every error about a method rule (a
@@ -110,7 +111,7 @@ func checkPattern(p string) (string, bool) {
 
 // ClientRequests are the requests an upstream can send towards a client
 // that Policy.clientRequests grants ("*" grants all three).
-var ClientRequests = []string{"sampling/createMessage", "elicitation/create", "roots/list", "*"}
+var ClientRequests = []string{readiness.ClientSampling, readiness.ClientElicitation, readiness.ClientRoots, "*"}
 
 // checkClientRequests checks every clientRequests rule of a Policy: a
 // server pattern, principal class patterns, and known requests only.

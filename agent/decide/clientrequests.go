@@ -2,15 +2,8 @@ package decide
 
 import "slices"
 
-// Requests an upstream may send towards the client (Policy.clientRequests).
-const (
-	ClientSampling    = "sampling/createMessage"
-	ClientElicitation = "elicitation/create"
-	ClientRoots       = "roots/list"
-)
-
-// ClientRequest reports whether server may send method (ClientSampling,
-// ClientElicitation, ClientRoots) towards the client of a caller of
+// ClientRequest reports whether server may send method
+// (readiness.ClientSampling, ClientElicitation, ClientRoots) towards the client of a caller of
 // principal class: always when the Policy lists no clientRequests, else
 // only when one of them matches server (glob) and principal (any class
 // when the rule names none) and allows method (or "*").

@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpready/mcpready/agent/decide"
 	"github.com/mcpready/mcpready/agent/pipeline"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // clientMethod is the MCP method of an input request (or relayed request
@@ -23,11 +23,11 @@ import (
 func clientMethod(p any) string {
 	switch p.(type) {
 	case *mcp.ElicitParams:
-		return decide.ClientElicitation
+		return readiness.ClientElicitation
 	case *mcp.CreateMessageParams, *mcp.CreateMessageWithToolsParams:
-		return decide.ClientSampling
+		return readiness.ClientSampling
 	case *mcp.ListRootsParams:
-		return decide.ClientRoots
+		return readiness.ClientRoots
 	}
 	return ""
 }

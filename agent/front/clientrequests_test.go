@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/mcpready/mcpready/agent/decide"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
 )
@@ -23,7 +22,7 @@ import (
 func TestClientRequestsUnderPolicy(t *testing.T) {
 	h := newMRTRHarness(t)
 	p := mrtrPolicy()
-	p.ClientRequests = []*mcpreadyv1.ClientRequestRule{{Server: "*", Allow: []string{decide.ClientElicitation}}}
+	p.ClientRequests = []*mcpreadyv1.ClientRequestRule{{Server: "*", Allow: []string{readiness.ClientElicitation}}}
 	h.install(t, p)
 	for _, version := range []string{"2026-07-28", "2025-11-25"} {
 		t.Run(version, func(t *testing.T) {
@@ -48,10 +47,10 @@ func TestClientRequestsUnderPolicy(t *testing.T) {
 	// Once per era and server: each refusal is counted once, on whichever
 	// path it took.
 	for _, server := range []string{"st", "old"} {
-		if n := testutil.ToFloat64(h.front.metrics.clientRequestsRefused.WithLabelValues(server, decide.ClientSampling)); n != 2 {
+		if n := testutil.ToFloat64(h.front.metrics.clientRequestsRefused.WithLabelValues(server, readiness.ClientSampling)); n != 2 {
 			t.Errorf("refusals of %s's sampling counted %v, want 2", server, n)
 		}
-		if n := testutil.ToFloat64(h.front.metrics.clientRequestsRefused.WithLabelValues(server, decide.ClientElicitation)); n != 0 {
+		if n := testutil.ToFloat64(h.front.metrics.clientRequestsRefused.WithLabelValues(server, readiness.ClientElicitation)); n != 0 {
 			t.Errorf("granted elicitation of %s counted as refused %v times", server, n)
 		}
 	}
@@ -65,7 +64,7 @@ func TestClientRequestsUnderPolicy(t *testing.T) {
 func TestClientRequestsReceipted(t *testing.T) {
 	h := newMRTRHarness(t)
 	p := mrtrPolicy()
-	p.ClientRequests = []*mcpreadyv1.ClientRequestRule{{Server: "*", Allow: []string{decide.ClientElicitation}}}
+	p.ClientRequests = []*mcpreadyv1.ClientRequestRule{{Server: "*", Allow: []string{readiness.ClientElicitation}}}
 	h.install(t, p)
 	var asked []string
 	old := h.connect(t, "/mcp/servers/old", devToken, answering(true, &asked), "2025-11-25")

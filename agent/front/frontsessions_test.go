@@ -202,7 +202,7 @@ func TestCallsInProgressCapped(t *testing.T) {
 	waitFor(t, func() bool { return testutil.ToFloat64(f.metrics.callsInProgress) == 2 })
 	hits := h.up.Hits()
 	te := wantToolError(t, call(t, dev, "echo", map[string]any{"text": "x"}), "REFUSED", readiness.CodeAgentCapacity)
-	if !strings.Contains(te.Reason, "principal dev-client holds its limit of 2 tool calls in progress") || h.up.Hits() != hits {
+	if !strings.Contains(te.Reason, "principal dev-client holds its limit of 2 tool calls in progress") || !te.Retryable || h.up.Hits() != hits {
 		t.Fatalf("third call of dev: %+v, upstream hits %d -> %d", te, hits, h.up.Hits())
 	}
 	// Another principal still has room, up to the overall cap.

@@ -119,7 +119,7 @@ func TestHeldAndPendingCapsPerPrincipal(t *testing.T) {
 		t.Fatalf("first held call: %+v", first)
 	}
 	second := call(t, cs, "ask", map[string]any{})
-	if te := wantToolError(t, second, "REFUSED", readiness.CodeAgentCapacity); te.Retryable || !strings.Contains(te.Reason, "held open for input") {
+	if te := wantToolError(t, second, "REFUSED", readiness.CodeAgentCapacity); !te.Retryable || !strings.Contains(te.Reason, "held open for input") {
 		t.Fatalf("second held call: %+v", te)
 	}
 	if n := testutil.ToFloat64(f.metrics.heldRefused.WithLabelValues("principal")); n != 1 {

@@ -28,7 +28,16 @@ func (p *Pipeline) Refuse(rec *mcpreadyv1.Receipt, step readiness.Step, code rea
 	rec.ErrorMessage = receipt.SafeError(reason)
 	_ = p.Emit(rec) // nothing was attempted: never durable, so no error
 	return errorResult(ToolError{Layer: layerName(rec.FailedLayer), Outcome: readiness.OutcomeName(rec.Outcome), Step: readiness.Number(step), Code: string(code),
-		Reason: reason, Retryable: false, Receipt: rec.ReceiptId})
+		Reason: reason, Retryable: transientRefusal(code), Receipt: rec.ReceiptId})
+}
+
+// transientRefusal: a refusal that lifts by itself, so the same call may
+// succeed when repeated later unchanged: the agent's own bounds free up as
+// calls end (agent_capacity), an open circuit breaker half-opens after its
+// cooldown (circuit_open). Every other refusal needs a change first (of
+// the call, the policy, the registry or the host).
+func transientRefusal(code readiness.Code) bool {
+	return code == readiness.CodeAgentCapacity || code == readiness.CodeCircuitOpen
 }
 
 // Fail finishes rec for a request that was attempted (or whose approval or
@@ -55,7 +64,8 @@ func (p *Pipeline) Fail(rec *mcpreadyv1.Receipt, out invoke.Outcome, code readin
 	// could not be made durable.
 	_ = p.Emit(rec)
 	te := ToolError{Layer: layerName(out.Layer), Outcome: readiness.OutcomeName(out.Class), Code: string(code), Reason: rec.ErrorMessage,
-		Retryable:  invoke.Transient(out) && out.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS,
+		Retryable: invoke.Transient(out) && out.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_AMBIGUOUS ||
+			out.Class == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED && transientRefusal(code),
 		HTTPStatus: out.HTTPStatus, JSONRPCCode: out.JSONRPCCode, Owner: rec.GetSelected().GetIncidentOwner(), Receipt: rec.ReceiptId}
 	if out.RetryAfter > 0 {
 		te.RetryAfterSeconds = int(out.RetryAfter.Round(time.Second) / time.Second)

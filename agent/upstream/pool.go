@@ -52,6 +52,7 @@ import (
 	"github.com/mcpready/mcpready/agent/pin"
 	"github.com/mcpready/mcpready/agent/telemetry"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // ErrUnknownUpstream is returned for a target with no known endpoint.
@@ -455,7 +456,7 @@ func relayMiddleware(r *Relay) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
-			case "sampling/createMessage", "elicitation/create", "roots/list":
+			case readiness.ClientSampling, readiness.ClientElicitation, readiness.ClientRoots:
 				if r.Request == nil {
 					return next(ctx, method, req)
 				}
