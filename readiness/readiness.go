@@ -80,6 +80,7 @@ const (
 	CodeEvidenceExpired        Code = "evidence_expired"
 	CodeEvidenceNotIndependent Code = "evidence_not_independent"
 	CodeEvidenceLowConfidence  Code = "evidence_low_confidence"
+	CodeEvidenceDrift          Code = "evidence_drift_observed"
 	CodeDeadlineBudget         Code = "deadline_budget"
 	CodeCost                   Code = "cost"
 	CodeCostUnknown            Code = "cost_unknown"
@@ -332,6 +333,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeEvidenceExpired), 0, StepHealth, "the freshest applicable evidence expired (on_unknown DENY)"},
 	{KindCode, string(CodeEvidenceNotIndependent), 0, StepHealth, "the evidence is below the required independence (on_unknown DENY)"},
 	{KindCode, string(CodeEvidenceLowConfidence), 0, StepHealth, "the evidence is below the minimum confidence (on_unknown DENY)"},
+	{KindCode, string(CodeEvidenceDrift), 0, StepHealth, "the evidence observed its subject's definition drift during its window, so it describes more than this definition (on_unknown DENY)"},
 	{KindCode, string(CodeDeadlineBudget), 0, StepBudget, "the observed p50 latency exceeds the per-attempt budget"},
 	{KindCode, string(CodeCost), 0, StepBudget, "the declared price exceeds the policy's ceiling or is in another currency"},
 	{KindCode, string(CodeQuotaExhausted), 0, StepBudget, "the local quota budget of the principal class for the tool (Policy.cost.maxQuotaUnits per quotaWindow) is spent"},

@@ -91,6 +91,9 @@ func indexEvidence(p *mcpreadyv1.Policy, all map[string]*mcpreadyv1.Evidence) ma
 			}
 			it.needIndependentIssuer = required > levelProvider
 		}
+		if drift := driftLabels(ev.GetDriftObserved()); drift != "" && it.unfit.code == "" {
+			it.unfit = rejection{readiness.CodeEvidenceDrift, fmt.Sprintf("evidence %s observed drift (%s) during its window: it describes more than one definition", id, drift)}
+		}
 		if floor := rules.GetMinConfidence(); floor > 0 && it.unfit.code == "" {
 			if c, why := confidence(ev); c < floor {
 				it.unfit = rejection{readiness.CodeEvidenceLowConfidence, fmt.Sprintf("evidence %s: confidence %.3f (%s) is below the policy minimum %g", id, c, why, floor)}
@@ -108,6 +111,17 @@ func indexEvidence(p *mcpreadyv1.Policy, all map[string]*mcpreadyv1.Evidence) ma
 		out[k] = append(out[k], it)
 	}
 	return out
+}
+
+// driftLabels names the drift an evidence observed ("" for none).
+func driftLabels(labels []mcpreadyv1.DriftLabel) string {
+	var names []string
+	for _, l := range labels {
+		if l != mcpreadyv1.DriftLabel_DRIFT_LABEL_UNSPECIFIED {
+			names = append(names, strings.TrimPrefix(l.String(), "DRIFT_LABEL_"))
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // condition is the value an evidence condition stated both at the top

@@ -111,6 +111,17 @@ func TestEvidenceRules(t *testing.T) {
 			in.Evidence["ev-a-old"] = old
 			in.Evidence["ev-a"].Rates[0].Successes = 50
 		}, "", "ev-a-old"},
+		{"drift observed", func(in *Inputs) {
+			in.Evidence["ev-a"].DriftObserved = []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_OUTPUT_SCHEMA_DRIFT}
+		}, readiness.CodeEvidenceDrift, ""},
+		{"older evidence without drift counts", func(in *Inputs) {
+			in.Evidence["ev-a"].DriftObserved = []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_SIDE_EFFECT_DRIFT}
+			old := evidence("com.example/docs", "docs.lookup", "https://a.example/mcp", 20, 80, t0.Add(-10*time.Minute))
+			in.Evidence["ev-a-old"] = old
+		}, "", "ev-a-old"},
+		{"unspecified drift label", func(in *Inputs) {
+			in.Evidence["ev-a"].DriftObserved = []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_UNSPECIFIED}
+		}, "", "ev-a"},
 		{"unfit reported before expired", func(in *Inputs) {
 			in.Policy.Evidence.MinConfidence = 0.99
 			old := evidence("com.example/docs", "docs.lookup", "https://a.example/mcp", 20, 80, t0.Add(-2*time.Hour))
