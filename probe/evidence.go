@@ -76,7 +76,7 @@ func Evidence(r *Report, o EvidenceOptions) (*artifact.Object, error) {
 		Provenance: &mcpreadyv1.Provenance{Issuer: o.Observer, VerificationMethod: "sigstore-bundle-key",
 			Version: strconv.FormatInt(r.StartedAt.UnixMilli(), 10), IssuedAt: timestamppb.New(end), ExpiresAt: timestamppb.New(end.Add(o.TTL))},
 		Subject: &mcpreadyv1.Subject{ServerName: server, Endpoint: r.URL, ServerVersion: r.ServerVersion, ToolName: r.ProbedTool,
-			Region: o.Region},
+			InputSchemaDigest: r.InputSchemaDigest, OutputSchemaDigest: r.OutputSchemaDigest, Region: o.Region},
 		Observer:         &mcpreadyv1.Observer{Id: o.Observer, Software: o.Software, Independence: "consumer-synthetic"},
 		Method:           mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_SYNTHETIC,
 		AuthClass:        auth,

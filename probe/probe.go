@@ -104,8 +104,13 @@ type Report struct {
 	// Issuers are the authorization servers a 401's protected-resource
 	// metadata names.
 	Issuers []string `json:"issuers,omitempty"`
-	// ProbedTool is the tool invoked, if any.
-	ProbedTool string `json:"probedTool,omitempty"`
+	// ProbedTool is the tool invoked, if any, and the digests that pin its
+	// definition as agents pin it (agent/pin: the Evidence's subject names
+	// them, so it counts for the registry entries that pin the same
+	// definition).
+	ProbedTool         string `json:"probedTool,omitempty"`
+	InputSchemaDigest  string `json:"inputSchemaDigest,omitempty"`
+	OutputSchemaDigest string `json:"outputSchemaDigest,omitempty"`
 	// Cold is the first successful connection (handshake and first
 	// answer); Warm the median of the later calls on the open session.
 	Cold time.Duration `json:"coldNs,omitempty"`

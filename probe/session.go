@@ -13,6 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/mcpready/mcpready/agent/pin"
+	"github.com/mcpready/mcpready/agent/upstream"
 )
 
 // The two protocol eras the probe tries, each on its own.
@@ -131,6 +134,11 @@ func (p *run) invoke(ctx context.Context, cs *mcp.ClientSession, tools []*mcp.To
 		return
 	}
 	p.r.ProbedTool = t.Name
+	if pt, err := upstream.PinTool(t); err == nil {
+		if d, err := pin.Compute(pt); err == nil {
+			p.r.InputSchemaDigest, p.r.OutputSchemaDigest = d.InputSchema, d.OutputSchema
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.Name, Arguments: ExampleArguments(SchemaObject(t.InputSchema))})

@@ -1,0 +1,69 @@
+package probe_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/agent/decide"
+	"github.com/mcpready/mcpready/agent/enroll"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/probe"
+	"github.com/mcpready/mcpready/readiness"
+)
+
+// The probe's Evidence speaks for the tool it probed as agents pin it: an
+// agent that enrolled the same server admits the tool on that Evidence
+// when the policy denies tools without any. Before, the Evidence named no
+// schema digests, so it matched no enrolled entry (which pins them) and
+// counted for no call.
+func TestEvidenceCountsForEnrolledEntry(t *testing.T) {
+	t.Run("session server", func(t *testing.T) { evidenceCounts(t, server(t, nil)) })
+	t.Run("stateless server", func(t *testing.T) { evidenceCounts(t, serverWith(t, &mcp.StreamableHTTPOptions{Stateless: true}, nil)) })
+}
+
+func evidenceCounts(t *testing.T, ts *httptest.Server) {
+	r := run(t, ts.URL, probe.Options{Server: "com.example/docs", ReadOnly: []string{"lookup"}})
+	if r.ProbedTool != "lookup" || !r.Ready() {
+		t.Fatalf("probe: %+v", r)
+	}
+	obj, err := probe.Evidence(r, probe.EvidenceOptions{Observer: "org/prober"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := enroll.List(context.Background(), config.Upstream{Name: "com.example/docs", URL: ts.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	objs, err := srv.Entries("org", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := map[string]*mcpreadyv1.RegistryEntry{}
+	for _, o := range objs {
+		re := o.Spec.(*mcpreadyv1.RegistryEntry)
+		re.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
+		entries[o.Metadata.Name] = re
+	}
+	snap, err := decide.NewSnapshot(decide.Inputs{PolicyVersion: "1", Entries: entries,
+		Evidence: map[string]*mcpreadyv1.Evidence{obj.Metadata.Name: obj.Spec.(*mcpreadyv1.Evidence)},
+		Policy: &mcpreadyv1.Policy{
+			Inventory:   []string{"com.example/docs/*"},
+			Evidence:    &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY},
+			Principals:  []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"*"}}},
+			SideEffects: []*mcpreadyv1.SideEffectRule{{Match: "*", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := snap.Decide(decide.Request{Tool: "com.example/docs/lookup", Principal: "dev", Arguments: []byte(`{"query":"q"}`),
+		AuthClass: func(string, string) string { return readiness.AuthKeyless }}, nil)
+	if len(d.Routes) != 1 || d.Routes[0].EvidenceID != obj.Metadata.Name {
+		t.Fatalf("the probe's evidence did not admit the tool: routes %+v, refusal %v, candidates %v", d.Routes, d.Refusal, d.Candidates)
+	}
+}
