@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/net/http/httpguts"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mcpready/mcpready/internal/loopback"
@@ -145,7 +146,9 @@ type Upstream struct {
 	// TokenFile or TokenEnv supply a bearer token sent to URL.
 	TokenFile string `json:"tokenFile,omitempty"`
 	TokenEnv  string `json:"tokenEnv,omitempty"`
-	// Headers are extra HTTP headers sent to URL (not secrets).
+	// Headers are extra HTTP headers sent to URL, not secrets: a credential
+	// header (Authorization, Cookie, ...) or one the agent sets itself (the
+	// MCP headers, framing, trace context) is refused.
 	Headers map[string]string `json:"headers,omitempty"`
 	// OAuth obtains tokens for URL as the MCP authorization specification
 	// describes (agent/access); nil sends only TokenFile/TokenEnv, if set.
@@ -715,6 +718,14 @@ func New(f File) (*Config, error) {
 		if u.TokenFile != "" && u.TokenEnv != "" {
 			return nil, fmt.Errorf("%w: upstream %s: set at most one of tokenFile and tokenEnv", ErrInvalid, u.Name)
 		}
+		if (u.TokenFile != "" || u.TokenEnv != "" || len(u.Headers) > 0) && u.URL == "" {
+			return nil, fmt.Errorf("%w: upstream %s: tokenFile, tokenEnv and headers apply to a url only (a command gets its credentials through env or envFrom)", ErrInvalid, u.Name)
+		}
+		for k, v := range u.Headers {
+			if err := checkHeader(k, v); err != nil {
+				return nil, fmt.Errorf("%w: upstream %s: header %q: %w", ErrInvalid, u.Name, k, err)
+			}
+		}
 		if o := u.OAuth; o != nil {
 			if u.URL == "" || u.TokenFile != "" || u.TokenEnv != "" {
 				return nil, fmt.Errorf("%w: upstream %s: oauth needs url and no tokenFile or tokenEnv", ErrInvalid, u.Name)
@@ -725,6 +736,37 @@ func New(f File) (*Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// ownHeaders are the request headers an upstream's configured headers must
+// not set (canonical form): credentials, which the file would hold in clear
+// (tokenFile, tokenEnv or oauth supply them), and the headers the agent and
+// its HTTP client set themselves. Any Mcp- header is the protocol's.
+var ownHeaders = map[string]string{
+	"Authorization": "a credential: use tokenFile, tokenEnv or oauth", "Proxy-Authorization": "a credential", "Cookie": "a credential",
+	"Host": "set by the agent", "Content-Type": "set by the agent", "Content-Length": "set by the agent", "Transfer-Encoding": "set by the agent",
+	"Connection": "set by the agent", "Keep-Alive": "set by the agent", "Te": "set by the agent", "Trailer": "set by the agent", "Upgrade": "set by the agent",
+	"Accept": "set by the agent", "Last-Event-Id": "set by the agent",
+	"Traceparent": "trace context, set by the agent", "Tracestate": "trace context, set by the agent", "Baggage": "trace context, set by the agent",
+}
+
+// checkHeader refuses a configured upstream header the agent must own, or
+// one HTTP cannot carry.
+func checkHeader(name, value string) error {
+	if !httpguts.ValidHeaderFieldName(name) {
+		return errors.New("not a valid header name")
+	}
+	if !httpguts.ValidHeaderFieldValue(value) {
+		return errors.New("the value holds a control character")
+	}
+	c := http.CanonicalHeaderKey(name)
+	if why, ok := ownHeaders[c]; ok {
+		return fmt.Errorf("may not be configured: %s", why)
+	}
+	if strings.HasPrefix(c, "Mcp-") {
+		return errors.New("may not be configured: MCP's own header, set by the agent")
+	}
+	return nil
 }
 
 func (p Principal) tokenDigest() ([32]byte, error) {

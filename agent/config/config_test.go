@@ -334,3 +334,37 @@ func TestUpstreamAuthClass(t *testing.T) {
 		}
 	}
 }
+
+// An upstream's headers are refused when they would carry a credential in
+// clear in the file (and past the auth class the receipts record), or take
+// over a header the agent sets itself (the session, the protocol version,
+// the framing); a header or token on a command, which speaks no HTTP, is
+// refused rather than ignored. Before, all of these were accepted.
+func TestUpstreamHeadersChecked(t *testing.T) {
+	for name, u := range map[string]string{
+		"authorization":       "  url: https://a.example/mcp\n  headers: {Authorization: Bearer abc}\n",
+		"lower-case cookie":   "  url: https://a.example/mcp\n  headers: {cookie: s=1}\n",
+		"proxy authorization": "  url: https://a.example/mcp\n  headers: {Proxy-Authorization: Basic x}\n",
+		"session":             "  url: https://a.example/mcp\n  headers: {Mcp-Session-Id: s}\n",
+		"protocol version":    "  url: https://a.example/mcp\n  headers: {MCP-Protocol-Version: 2024-11-05}\n",
+		"method":              "  url: https://a.example/mcp\n  headers: {Mcp-Method: tools/call}\n",
+		"content type":        "  url: https://a.example/mcp\n  headers: {Content-Type: text/plain}\n",
+		"host":                "  url: https://a.example/mcp\n  headers: {Host: b.example}\n",
+		"trace":               "  url: https://a.example/mcp\n  headers: {traceparent: x}\n",
+		"bad name":            "  url: https://a.example/mcp\n  headers: {\"X Team\": a}\n",
+		"value with newline":  "  url: https://a.example/mcp\n  headers: {X-Team: \"a\\r\\nX-Evil: b\"}\n",
+		"headers on command":  "  command: [server]\n  headers: {X-Team: a}\n",
+		"token on command":    "  command: [server]\n  tokenEnv: TOKEN\n",
+	} {
+		if _, err := Parse([]byte("upstreams:\n- name: a\n" + u)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+	c, err := Parse([]byte("upstreams:\n- name: a\n  url: https://a.example/mcp\n  headers: {X-Team: search, Accept-Language: en}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := c.Upstream("a"); u.Headers["X-Team"] != "search" || u.AuthClass() != readiness.AuthKeyless {
+		t.Fatalf("upstream %+v", u)
+	}
+}
