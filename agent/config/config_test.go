@@ -122,10 +122,21 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("receipts: {readOnlyWhenUnavailable: refuse}"))
 	f.Add([]byte("upstreams: [{name: a, command: [x], runAs: {uid: 65534, gid: 65534}, dir: /}]"))
 	f.Add([]byte("limits: {upstreamSessions: 1, readHeaderTimeout: 1s, coldAfter: 10ms, workflows: {open: 2, idleTimeout: 1h}}"))
+	f.Add([]byte("upstreams: [{name: a, url: http://x, headers: {X-Team: a, mcp-session-id: b}}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err == nil {
 			_, _ = c.Authenticate("x")
+			for _, u := range c.Upstreams() {
+				if !readiness.IsAuthClass(u.AuthClass()) {
+					t.Fatalf("upstream %s: auth class %q", u.Name, u.AuthClass())
+				}
+				for k, v := range u.Headers {
+					if checkHeader(k, v) != nil {
+						t.Fatalf("upstream %s: header %q accepted", u.Name, k)
+					}
+				}
+			}
 		}
 	})
 }
