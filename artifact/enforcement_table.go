@@ -315,7 +315,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"errors.count":            rec(""),
 		"ambiguousOutcomes":       rec(""),
 		"quotaObservations":       rec(""),
-		"driftObserved":           yes(inDecide, "evidence that observed drift in its window counts for no call (evidence_drift_observed); it does not change the entry's lifecycle state, which agents' drift reports do"),
+		"driftObserved":           yes(inDecide, "evidence that observed drift in its window counts for no call (evidence_drift_observed; the probe reports what its later listings show changed); it does not change the entry's lifecycle state, which agents' drift reports do"),
 		"coverage":                rec(""),
 		"blindSpots":              rec(""),
 		"confidenceMethod":        rec("confidence is always the Wilson lower bound"),

@@ -95,6 +95,11 @@ func Evidence(r *Report, o EvidenceOptions) (*artifact.Object, error) {
 	if r.Partial {
 		ev.Coverage += ", partial"
 	}
+	for _, l := range r.DriftObserved {
+		if v, ok := mcpreadyv1.DriftLabel_value["DRIFT_LABEL_"+l]; ok {
+			ev.DriftObserved = append(ev.DriftObserved, mcpreadyv1.DriftLabel(v))
+		}
+	}
 	if r.ProtocolVersion != "" {
 		ev.Subject.ProtocolVersions = []string{r.ProtocolVersion}
 	}

@@ -22,6 +22,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/mcpready/mcpready/agent/pin"
 )
 
 // Layer is one layer of the funnel, in the order of the readiness model.
@@ -111,6 +113,11 @@ type Report struct {
 	ProbedTool         string `json:"probedTool,omitempty"`
 	InputSchemaDigest  string `json:"inputSchemaDigest,omitempty"`
 	OutputSchemaDigest string `json:"outputSchemaDigest,omitempty"`
+	// DriftObserved names how the probed tool's definition changed while
+	// the probe watched (its later listings on the open session):
+	// INPUT_SCHEMA_DRIFT, OUTPUT_SCHEMA_DRIFT, DEFINITION_DRIFT. The
+	// Evidence then reports it and counts for no call.
+	DriftObserved []string `json:"driftObserved,omitempty"`
 	// Cold is the first successful connection (handshake and first
 	// answer); Warm the median of the later calls on the open session.
 	Cold time.Duration `json:"coldNs,omitempty"`
@@ -222,6 +229,10 @@ type run struct {
 	u      *url.URL
 	r      *Report
 	client *http.Client
+	// probed: the digests of the probed tool as first listed (ok when
+	// they could be computed), for the drift the later listings show.
+	probed   pin.Digests
+	probedOK bool
 }
 
 func (p *run) add(l Layer, s Status, reason, detail string) bool {

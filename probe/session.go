@@ -134,10 +134,9 @@ func (p *run) invoke(ctx context.Context, cs *mcp.ClientSession, tools []*mcp.To
 		return
 	}
 	p.r.ProbedTool = t.Name
-	if pt, err := upstream.PinTool(t); err == nil {
-		if d, err := pin.Compute(pt); err == nil {
-			p.r.InputSchemaDigest, p.r.OutputSchemaDigest = d.InputSchema, d.OutputSchema
-		}
+	if d, ok := digests(t); ok {
+		p.r.InputSchemaDigest, p.r.OutputSchemaDigest = d.InputSchema, d.OutputSchema
+		p.probed, p.probedOK = d, true
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
 	defer cancel()
@@ -205,22 +204,65 @@ func validateOutput(schema, value any) error {
 	return s.Validate(inst)
 }
 
+// digests pins t as agents pin it; false when its definition cannot be
+// digested.
+func digests(t *mcp.Tool) (pin.Digests, bool) {
+	pt, err := upstream.PinTool(t)
+	if err != nil {
+		return pin.Digests{}, false
+	}
+	d, err := pin.Compute(pt)
+	return d, err == nil
+}
+
 // warm times WarmCalls first-page listings on the open session; Warm is
-// their median.
+// their median. A listing that shows the probed tool defined otherwise than
+// before is drift observed (Report.DriftObserved).
 func (p *run) warm(ctx context.Context, cs *mcp.ClientSession) {
 	var ds []time.Duration
 	for range p.o.WarmCalls {
 		cctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
 		start := time.Now()
-		_, err := cs.ListTools(cctx, nil)
+		res, err := cs.ListTools(cctx, nil)
 		cancel()
 		if err != nil {
 			return
 		}
 		ds = append(ds, time.Since(start))
+		p.drift(res.Tools)
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	p.r.Warm = ds[len(ds)/2]
+}
+
+// drift adds to Report.DriftObserved what tools shows changed in the
+// probed tool's definition (nothing when it is not among them).
+func (p *run) drift(tools []*mcp.Tool) {
+	if !p.probedOK {
+		return
+	}
+	for _, t := range tools {
+		if t.Name != p.r.ProbedTool {
+			continue
+		}
+		d, ok := digests(t)
+		if !ok {
+			return
+		}
+		for _, c := range []struct {
+			changed bool
+			label   string
+		}{
+			{d.InputSchema != p.probed.InputSchema, "INPUT_SCHEMA_DRIFT"},
+			{d.OutputSchema != p.probed.OutputSchema, "OUTPUT_SCHEMA_DRIFT"},
+			{d.Definition != p.probed.Definition, "DEFINITION_DRIFT"},
+		} {
+			if c.changed && !slices.Contains(p.r.DriftObserved, c.label) {
+				p.r.DriftObserved = append(p.r.DriftObserved, c.label)
+			}
+		}
+		return
+	}
 }
 
 // SchemaObject returns a JSON Schema given as any Go value (a map, a
