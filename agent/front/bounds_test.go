@@ -93,7 +93,8 @@ func TestNonToolMethodsUnderPolicy(t *testing.T) {
 		switch {
 		case r.GetOutcome() == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_REFUSED && r.GetPrincipalClass() == "guest":
 			refused++
-		case r.GetOutcome() == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS && r.GetPrincipalClass() == "dev" && r.GetResultDigest() != "":
+		case r.GetOutcome() == mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS && r.GetPrincipalClass() == "dev" && r.GetResultDigest() != "" &&
+			r.GetAuthClass() == readiness.AuthKeyless: // how the agent reached the upstream, as for tool calls
 			allowed++
 		}
 	}

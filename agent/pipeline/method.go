@@ -140,6 +140,9 @@ func (p *Pipeline) method(ctx context.Context, st State, m Method, do func(conte
 			"this host cannot record the request's receipt, so it was not started: "+err.Error())
 	}
 	rec.Selected = &mcpreadyv1.Selection{ServerName: m.Server}
+	if p.opts.AuthClass != nil { // the server's session: its configured or first endpoint
+		rec.AuthClass = p.opts.AuthClass(m.Server, "")
+	}
 	rec.AttemptCount = 1
 	res, err := do(ctx)
 	if err != nil {
