@@ -18,3 +18,16 @@ func ExampleStepName() {
 	// 2 TRUST
 	// 3 RESIDENCY
 }
+
+// An auth class says how a call reached its upstream; Evidence that states
+// one counts only for calls made the same way, and only these values are
+// accepted in Evidence.
+func ExampleIsAuthClass() {
+	for _, c := range []string{readiness.AuthKeyless, readiness.AuthOAuth(readiness.GrantTokenExchange), "none"} {
+		fmt.Println(c, readiness.IsAuthClass(c))
+	}
+	// Output:
+	// keyless true
+	// oauth:token_exchange true
+	// none false
+}
