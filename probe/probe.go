@@ -23,7 +23,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/mcpready/mcpready/agent/pin"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
 // Layer is one layer of the funnel, in the order of the readiness model.
@@ -114,8 +114,9 @@ type Report struct {
 	InputSchemaDigest  string `json:"inputSchemaDigest,omitempty"`
 	OutputSchemaDigest string `json:"outputSchemaDigest,omitempty"`
 	// DriftObserved names how the probed tool's definition changed while
-	// the probe watched (its later listings on the open session):
-	// INPUT_SCHEMA_DRIFT, OUTPUT_SCHEMA_DRIFT, DEFINITION_DRIFT. The
+	// the probe watched (its later listings on the open session), as an
+	// agent's pin names it: INPUT_SCHEMA_DRIFT, OUTPUT_SCHEMA_DRIFT,
+	// DEFINITION_DRIFT, SIDE_EFFECT_DRIFT (the annotations' hints). The
 	// Evidence then reports it and counts for no call.
 	DriftObserved []string `json:"driftObserved,omitempty"`
 	// Cold is the first successful connection (handshake and first
@@ -229,10 +230,10 @@ type run struct {
 	u      *url.URL
 	r      *Report
 	client *http.Client
-	// probed: the digests of the probed tool as first listed (ok when
-	// they could be computed), for the drift the later listings show.
-	probed   pin.Digests
-	probedOK bool
+	// pinned: the probed tool as first listed, pinned as an agent would
+	// pin it (nil when its definition could not be digested), for the
+	// drift the later listings show.
+	pinned *mcpreadyv1.RegistryEntry
 }
 
 func (p *run) add(l Layer, s Status, reason, detail string) bool {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/mcpready/mcpready/agent/pin"
 	"github.com/mcpready/mcpready/agent/upstream"
+	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // The two protocol eras the probe tries, each on its own.
@@ -134,9 +136,9 @@ func (p *run) invoke(ctx context.Context, cs *mcp.ClientSession, tools []*mcp.To
 		return
 	}
 	p.r.ProbedTool = t.Name
-	if d, ok := digests(t); ok {
-		p.r.InputSchemaDigest, p.r.OutputSchemaDigest = d.InputSchema, d.OutputSchema
-		p.probed, p.probedOK = d, true
+	if id, pt, ok := p.observed(t); ok {
+		p.r.InputSchemaDigest, p.r.OutputSchemaDigest = id.GetInputSchemaDigest(), id.GetOutputSchemaDigest()
+		p.pinned = &mcpreadyv1.RegistryEntry{Identity: id, SideEffect: pin.SideEffectOf(pt.Annotations), Idempotency: pin.IdempotencyOf(pt.Annotations)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
 	defer cancel()
@@ -204,15 +206,15 @@ func validateOutput(schema, value any) error {
 	return s.Validate(inst)
 }
 
-// digests pins t as agents pin it; false when its definition cannot be
-// digested.
-func digests(t *mcp.Tool) (pin.Digests, bool) {
+// observed is t as agents pin it, served by the probed server now; false
+// when its definition cannot be digested.
+func (p *run) observed(t *mcp.Tool) (*mcpreadyv1.ToolIdentity, pin.Tool, bool) {
 	pt, err := upstream.PinTool(t)
 	if err != nil {
-		return pin.Digests{}, false
+		return nil, pin.Tool{}, false
 	}
-	d, err := pin.Compute(pt)
-	return d, err == nil
+	id, err := pin.Observed(p.r.Server, p.r.ServerVersion, p.r.URL, p.r.ProtocolVersion, pt)
+	return id, pt, err == nil
 }
 
 // warm times WarmCalls first-page listings on the open session; Warm is
@@ -236,29 +238,23 @@ func (p *run) warm(ctx context.Context, cs *mcp.ClientSession) {
 }
 
 // drift adds to Report.DriftObserved what tools shows changed in the
-// probed tool's definition (nothing when it is not among them).
+// probed tool since it was first listed, as an agent's pin would name it
+// (pin.Compare; nothing when the tool is not among them).
 func (p *run) drift(tools []*mcp.Tool) {
-	if !p.probedOK {
+	if p.pinned == nil {
 		return
 	}
 	for _, t := range tools {
 		if t.Name != p.r.ProbedTool {
 			continue
 		}
-		d, ok := digests(t)
+		id, pt, ok := p.observed(t)
 		if !ok {
 			return
 		}
-		for _, c := range []struct {
-			changed bool
-			label   string
-		}{
-			{d.InputSchema != p.probed.InputSchema, "INPUT_SCHEMA_DRIFT"},
-			{d.OutputSchema != p.probed.OutputSchema, "OUTPUT_SCHEMA_DRIFT"},
-			{d.Definition != p.probed.Definition, "DEFINITION_DRIFT"},
-		} {
-			if c.changed && !slices.Contains(p.r.DriftObserved, c.label) {
-				p.r.DriftObserved = append(p.r.DriftObserved, c.label)
+		for _, l := range pin.Compare(p.pinned, pin.Live{Identity: id, Tool: pt}) {
+			if n := readiness.DriftName(l); !slices.Contains(p.r.DriftObserved, n) {
+				p.r.DriftObserved = append(p.r.DriftObserved, n)
 			}
 		}
 		return

@@ -12,6 +12,7 @@
 package readiness
 
 import (
+	"slices"
 	"strings"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -469,19 +470,24 @@ func AuthOAuth(grant string) string { return authOAuthPrefix + grant }
 
 const authOAuthPrefix = "oauth:"
 
+// Grants lists the OAuth grants, in the order errors name them.
+var Grants = []string{GrantClientCredentials, GrantTokenExchange, GrantAuthorizationCode, GrantJWTBearer, GrantIDJAG}
+
 // IsAuthClass reports whether s is an auth class an agent calls with: one
-// of the Auth constants, or AuthOAuth of one of the grants.
+// of the Auth constants, or AuthOAuth of one of the Grants.
 func IsAuthClass(s string) bool {
 	switch s {
 	case AuthKeyless, AuthBearer, AuthStdio:
 		return true
 	}
 	g, ok := strings.CutPrefix(s, authOAuthPrefix)
-	switch g {
-	case GrantClientCredentials, GrantTokenExchange, GrantAuthorizationCode, GrantJWTBearer, GrantIDJAG:
-		return ok
-	}
-	return false
+	return ok && slices.Contains(Grants, g)
+}
+
+// DriftName is a drift label's name without the DRIFT_LABEL_ prefix
+// (e.g. "INPUT_SCHEMA_DRIFT").
+func DriftName(l mcpreadyv1.DriftLabel) string {
+	return strings.TrimPrefix(l.String(), "DRIFT_LABEL_")
 }
 
 // Requests an upstream may send towards the client during a call: what

@@ -316,10 +316,8 @@ func readSecret(file, env string) (string, error) {
 
 func (o OAuth) validate() error {
 	code := o.Grant == GrantAuthorizationCode
-	switch o.Grant {
-	case GrantClientCredentials, GrantTokenExchange, GrantAuthorizationCode, GrantJWTBearer, GrantIDJAG:
-	default:
-		return fmt.Errorf("oauth.grant %q: want %s, %s, %s, %s or %s", o.Grant, GrantClientCredentials, GrantTokenExchange, GrantAuthorizationCode, GrantJWTBearer, GrantIDJAG)
+	if !slices.Contains(readiness.Grants, o.Grant) {
+		return fmt.Errorf("oauth.grant %q: want one of %s", o.Grant, strings.Join(readiness.Grants, ", "))
 	}
 	if err := o.validateExt(); err != nil {
 		return err
@@ -738,33 +736,29 @@ func New(f File) (*Config, error) {
 	return c, nil
 }
 
-// ownHeaders are the request headers an upstream's configured headers must
-// not set (canonical form): credentials, which the file would hold in clear
-// (tokenFile, tokenEnv or oauth supply them), and the headers the agent and
-// its HTTP client set themselves. Any Mcp- header is the protocol's.
-var ownHeaders = map[string]string{
-	"Authorization": "a credential: use tokenFile, tokenEnv or oauth", "Proxy-Authorization": "a credential", "Cookie": "a credential",
-	"Host": "set by the agent", "Content-Type": "set by the agent", "Content-Length": "set by the agent", "Transfer-Encoding": "set by the agent",
-	"Connection": "set by the agent", "Keep-Alive": "set by the agent", "Te": "set by the agent", "Trailer": "set by the agent", "Upgrade": "set by the agent",
-	"Accept": "set by the agent", "Last-Event-Id": "set by the agent",
-	"Traceparent": "trace context, set by the agent", "Tracestate": "trace context, set by the agent", "Baggage": "trace context, set by the agent",
-}
+// Request headers an upstream's configured headers must not set
+// (canonical form): credentials, which the file would hold in clear, and
+// the headers the agent and its HTTP client set themselves (besides every
+// Mcp- header, the protocol's).
+var (
+	credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie"}
+	agentHeaders      = []string{"Host", "Content-Type", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Te", "Trailer",
+		"Upgrade", "Accept", "Last-Event-Id", "Traceparent", "Tracestate", "Baggage"}
+)
 
 // checkHeader refuses a configured upstream header the agent must own, or
 // one HTTP cannot carry.
 func checkHeader(name, value string) error {
-	if !httpguts.ValidHeaderFieldName(name) {
-		return errors.New("not a valid header name")
-	}
-	if !httpguts.ValidHeaderFieldValue(value) {
-		return errors.New("the value holds a control character")
-	}
 	c := http.CanonicalHeaderKey(name)
-	if why, ok := ownHeaders[c]; ok {
-		return fmt.Errorf("may not be configured: %s", why)
-	}
-	if strings.HasPrefix(c, "Mcp-") {
-		return errors.New("may not be configured: MCP's own header, set by the agent")
+	switch {
+	case !httpguts.ValidHeaderFieldName(name):
+		return errors.New("not a valid header name")
+	case !httpguts.ValidHeaderFieldValue(value):
+		return errors.New("the value holds a control character")
+	case slices.Contains(credentialHeaders, c):
+		return errors.New("a credential may not be configured in clear: use tokenFile, tokenEnv or oauth")
+	case slices.Contains(agentHeaders, c) || strings.HasPrefix(c, "Mcp-"):
+		return errors.New("may not be configured: the agent sets it")
 	}
 	return nil
 }

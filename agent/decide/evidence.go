@@ -118,7 +118,7 @@ func driftLabels(labels []mcpreadyv1.DriftLabel) string {
 	var names []string
 	for _, l := range labels {
 		if l != mcpreadyv1.DriftLabel_DRIFT_LABEL_UNSPECIFIED {
-			names = append(names, strings.TrimPrefix(l.String(), "DRIFT_LABEL_"))
+			names = append(names, readiness.DriftName(l))
 		}
 	}
 	return strings.Join(names, ", ")

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 func newRegistryCmd() *cobra.Command {
@@ -85,7 +86,7 @@ func stateName(s mcpreadyv1.LifecycleState) string {
 func driftNames(ds []mcpreadyv1.DriftLabel) string {
 	var out []string
 	for _, d := range ds {
-		out = append(out, strings.TrimPrefix(d.String(), "DRIFT_LABEL_"))
+		out = append(out, readiness.DriftName(d))
 	}
 	return strings.Join(out, ",")
 }
