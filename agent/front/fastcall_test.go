@@ -90,6 +90,9 @@ func TestFastCallAnswersLikeTheSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := h.front.view("test")
+	// The go-sdk handles notifications/initialized after answering its
+	// POST, so the session may turn fast only just after Connect returns.
+	waitFor(t, func() bool { s, _ := v.fastSession(fastRequest(fast), h.front.opts.Now()); return s != nil })
 	post := func(cs *mcp.ClientSession, body string) (status int, contentType, answer string, viaFast bool) {
 		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp/servers/test", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+devToken)
