@@ -90,8 +90,9 @@ func TestFastCallAnswersLikeTheSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := h.front.view("test")
-	// The go-sdk handles notifications/initialized after answering its
-	// POST, so the session may turn fast only just after Connect returns.
+	// Right after Connect, on a loaded machine, the session is not always
+	// served by the fast path yet (3 in 300 runs; it always is moments
+	// later): the comparison needs it to be.
 	waitFor(t, func() bool { s, _ := v.fastSession(fastRequest(fast), h.front.opts.Now()); return s != nil })
 	post := func(cs *mcp.ClientSession, body string) (status int, contentType, answer string, viaFast bool) {
 		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp/servers/test", strings.NewReader(body))
