@@ -137,16 +137,18 @@ func TestRefusedCampaignPausesAndReports(t *testing.T) {
 
 	var refused atomic.Int32
 	var elected atomic.Bool
-	runCtx, cancel := context.WithTimeout(ctx, time.Second)
+	// Two seconds: under -race on a loaded machine one campaign's refusal
+	// alone took most of one second (1 reported, once in CI).
+	runCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	Run(runCtx, cli, "/test/elections/x", "a", Options{TTL: 2, Retry: 200 * time.Millisecond, OnError: func(error) { refused.Add(1) }},
 		func(context.Context) { elected.Store(true) })
 	if elected.Load() {
 		t.Fatal("elected without permission on the election's prefix")
 	}
-	// One second, a pause of 200 ms after each refusal: about five.
-	if n := refused.Load(); n < 2 || n > 8 {
-		t.Fatalf("%d refused campaigns reported in one second, want 2 to 8", n)
+	// Two seconds, a pause of 200 ms after each refusal: about ten.
+	if n := refused.Load(); n < 2 || n > 16 {
+		t.Fatalf("%d refused campaigns reported in two seconds, want 2 to 16", n)
 	}
 }
 
