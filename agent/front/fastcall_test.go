@@ -89,12 +89,7 @@ func TestFastCallAnswersLikeTheSDK(t *testing.T) {
 	if err := sdk.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "error"}); err != nil {
 		t.Fatal(err)
 	}
-	v := h.front.view("test")
-	// Right after Connect the go-sdk may not have handled the session's
-	// notifications/initialized yet (seen 4 times in 300), and until it has
-	// the go-sdk serves the session's calls: the comparison needs the fast
-	// path.
-	waitFor(t, func() bool { s, _ := v.fastSession(fastRequest(fast), h.front.opts.Now()); return s != nil })
+	v := waitFast(t, h, fast)
 	post := func(cs *mcp.ClientSession, body string) (status int, contentType, answer string, viaFast bool) {
 		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp/servers/test", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+devToken)
@@ -145,10 +140,7 @@ func TestFastCallAnswersLikeTheSDK(t *testing.T) {
 func TestFastAnswerBuffersReused(t *testing.T) {
 	h := newHarness(t)
 	cs := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
-	call(t, cs, "echo", map[string]any{"text": "warm"})
-	if s, _ := h.front.view("test").fastSession(fastRequest(cs), h.front.opts.Now()); s == nil {
-		t.Fatal("the session is not served by the fast path")
-	}
+	waitFast(t, h, cs)
 	for i, text := range []string{strings.Repeat("long ", 400), "short", strings.Repeat("x", maxPooledAnswer), "s", ""} {
 		args, _ := json.Marshal(map[string]string{"text": text})
 		r := fastRequest(cs)
@@ -197,11 +189,8 @@ func TestFastCallAuthenticatedOnce(t *testing.T) {
 	if got := len(h.receiptsFor("echo")); got != before {
 		t.Fatalf("%d receipts after refused requests, want %d", got, before)
 	}
-	v := h.front.view("test")
+	v := waitFast(t, h, cs)
 	s, ss := v.fastSession(fastRequest(cs), h.front.opts.Now())
-	if s == nil {
-		t.Fatal("the session is not served by the fast path")
-	}
 	req := &mcp.CallToolRequest{Session: ss, Params: &mcp.CallToolParamsRaw{Name: "echo"}, Extra: &mcp.RequestExtra{Header: http.Header{}}}
 	if _, err := v.caller(req, s, nil); err == nil {
 		t.Fatal("a request without a token was authenticated")
@@ -259,11 +248,8 @@ func TestAnswerBeforeReceipt(t *testing.T) {
 	p.Principals[0].Deny = nil // "write" is state-changing
 	h.install(t, p)
 	cs := h.connect(t, "/mcp/servers/test", devToken, nil, "2025-11-25")
+	waitFast(t, h, cs)
 	call(t, cs, "echo", map[string]any{"text": "warm"})
-	v := h.front.view("test")
-	if s, _ := v.fastSession(fastRequest(cs), h.front.opts.Now()); s == nil {
-		t.Fatal("the session is not served by the fast path")
-	}
 	// The warm-up's receipt is completed after its answer: wait for it, or
 	// its handler would hold the connection the next call needs while the
 	// sink is locked below.
@@ -309,6 +295,18 @@ func TestAnswerBeforeReceipt(t *testing.T) {
 	if early || len(h.receiptsFor("write")) != 1 {
 		t.Fatalf("state-changing call answered before its receipt (%v), %d receipts", early, len(h.receiptsFor("write")))
 	}
+}
+
+// waitFast waits until cs's session on the view of server "test" is served
+// by the fast path, and returns that view. Right after Connect the go-sdk
+// may not have handled the session's notifications/initialized yet (seen 4
+// times in 300), and until it has the go-sdk serves the session's calls;
+// a call made first narrows that window but does not close it.
+func waitFast(t *testing.T, h *harness, cs *mcp.ClientSession) *view {
+	t.Helper()
+	v := h.front.view("test")
+	waitFor(t, func() bool { s, _ := v.fastSession(fastRequest(cs), h.front.opts.Now()); return s != nil })
+	return v
 }
 
 // fastRequest is a tools/call POST on cs's session as the fast path sees it.
