@@ -108,3 +108,63 @@ func TestPassiveEvidenceOnlyForRegisteredSubjects(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// After an agent reports drift of a registered entry, the passive
+// Evidence of the window the report fell in lists the drift in
+// driftObserved (so it counts for no call). Before, passive evidence
+// never listed drift.
+func TestPassiveEvidenceListsReportedDrift(t *testing.T) {
+	p := testpki.New(t)
+	cli, m := etcdtest.Etcd(t)
+	s := start(t, controlplane.Options{EtcdEndpoints: []string{m.ClientURL}, DataDir: t.TempDir(), Root: p.Root.Public(), ObserverKey: p.Observer,
+		Receipts: &controlplane.ReceiptOptions{EvidenceWindow: 5 * time.Second}})
+	ctx := context.Background()
+	adm := mcpreadyv1.NewAdminServiceClient(dial(t, s.Addr()))
+	if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	applyRealisticEntry(t, adm, p)
+	entry := ledgertest.Realistic(0, time.Now()).GetSelected().GetEntry()
+	cur, err := adm.Get(ctx, &mcpreadyv1.GetRequest{Kind: "RegistryEntry", Name: entry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observed := &mcpreadyv1.ToolIdentity{ServerName: "com.example/docs-a", ServerVersion: "9.9.9", ToolName: "lookup"}
+	if _, err := adm.ReportDrift(ctx, testpki.DriftReport(t, p.Agent, "host-1", entry, cur.GetArtifacts()[0].GetDigest(),
+		[]mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT}, observed, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the suspended revision reaches the registry index
+	sp, err := spool.Open(t.TempDir(), spool.Options{AgentID: "agent-1", Signer: p.Org, BatchSize: 10, BatchInterval: 10 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	for i := range 4 {
+		if err := sp.Append(ledgertest.Realistic(i, time.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go shipper.Run(sctx, dial(t, s.Addr()), sp, shipper.Options{Node: &mcpreadyv1.Node{Id: "agent-1"}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logger: quiet})
+	st := store.New(cli, store.Options{})
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		latest, _, err := st.List(ctx, artifact.KindEvidence)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range latest {
+			obj, err := sign.Peek(rec.Bundle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := obj.Spec.(*mcpreadyv1.Evidence)
+			if got := ev.GetDriftObserved(); len(got) != 1 || got[0] != mcpreadyv1.DriftLabel_DRIFT_LABEL_VERSION_DRIFT {
+				t.Fatalf("passive evidence after a drift report lists drift %v, want [VERSION_DRIFT]", got)
+			}
+			return
+		}
+	}
+	t.Fatal("no passive evidence within 30s")
+}

@@ -120,6 +120,7 @@ func (s *Server) openReceipts(ctx context.Context, w *writer.Writer, st *store.S
 			Signer:   s.o.ObserverKey,
 			Sink:     w, // Evidence only, through the one write path
 			Subjects: p.subj.idx,
+			Drift:    p.subj.idx, // the lifecycle's drift reports, as the registry records them
 			Registry: s.reg,
 			Logger:   s.o.Logger,
 		}

@@ -89,6 +89,11 @@ type Options struct {
 	// Subjects is the registry's view: a receipt whose selected identity
 	// it does not hold is not folded (counted as refused). Required.
 	Subjects SubjectIndex
+	// Drift is the registry's record of drift: the evidence of a window
+	// that ended after its subject's drift was recorded lists that
+	// drift's labels in driftObserved, so that it counts for no call.
+	// Nil: passive evidence lists no drift.
+	Drift DriftIndex
 	// MaxSubjectsPerAgent bounds how many subjects one agent contributes
 	// to per window, MaxReceiptsPerAgent how many receipts; receipts past
 	// either are not folded (counted as refused). Defaults 256 and 100000.
@@ -579,6 +584,10 @@ func (a *Aggregator) evidence(k windowKey, w *acc, now time.Time) *artifact.Obje
 	}
 	if k.protocol != "" {
 		ev.Subject.ProtocolVersions = []string{k.protocol}
+	}
+	if a.opts.Drift != nil {
+		ev.DriftObserved = a.opts.Drift.Drifted(&mcpreadyv1.Selection{ServerName: k.server, ServerVersion: k.version, ToolName: k.tool, Endpoint: k.endpoint,
+			InputSchemaDigest: k.inSchema, OutputSchemaDigest: k.outSchema}, end)
 	}
 	eligible := w.attempted - w.excluded
 	for i, l := range layers {

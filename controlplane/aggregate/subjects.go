@@ -10,8 +10,10 @@ package aggregate
 // window (MaxWorkflowKeysPerAgent, MaxWorkflowReceiptsPerAgent).
 
 import (
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpready/mcpready/controlplane/lifecycle"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -30,10 +32,23 @@ type SubjectFunc func(sel *mcpreadyv1.Selection) bool
 // Registered calls f.
 func (f SubjectFunc) Registered(sel *mcpreadyv1.Selection) bool { return f(sel) }
 
+// DriftIndex says which subjects drifted, and when.
+type DriftIndex interface {
+	// Drifted returns the drift labels (in enum order, each once) recorded
+	// before t for the registry entries with exactly sel's server name
+	// and version, tool, endpoint and schema digests; nil for none.
+	Drifted(sel *mcpreadyv1.Selection, before time.Time) []mcpreadyv1.DriftLabel
+}
+
 // identityKey is the part of a tool identity a receipt's selection must
 // match.
 type identityKey struct {
 	server, version, tool, endpoint, inSchema, outSchema string
+}
+
+// selectionKey is the identity a receipt's selection names.
+func selectionKey(sel *mcpreadyv1.Selection) identityKey {
+	return identityKey{sel.GetServerName(), sel.GetServerVersion(), sel.GetToolName(), sel.GetEndpoint(), sel.GetInputSchemaDigest(), sel.GetOutputSchemaDigest()}
 }
 
 // RegistrySubjects is a SubjectIndex kept from registry entries by name:
@@ -42,18 +57,30 @@ type identityKey struct {
 type RegistrySubjects struct {
 	mu      sync.RWMutex
 	byEntry map[string]identityKey
-	count   map[identityKey]int // entries holding each identity
+	count   map[identityKey]int  // entries holding each identity
+	drift   map[string]driftMark // entries with drift labels, by name
+}
+
+// driftMark is an entry's recorded drift: its labels, and when the
+// revision carrying them was issued (zero when it names no time: every
+// window counts as after it).
+type driftMark struct {
+	key    identityKey
+	labels []mcpreadyv1.DriftLabel
+	at     time.Time
 }
 
 // NewRegistrySubjects returns an empty index.
 func NewRegistrySubjects() *RegistrySubjects {
-	return &RegistrySubjects{byEntry: map[string]identityKey{}, count: map[identityKey]int{}}
+	return &RegistrySubjects{byEntry: map[string]identityKey{}, count: map[identityKey]int{}, drift: map[string]driftMark{}}
 }
 
 // Set records the identity of registry entry name (replacing what it
 // had). A CANDIDATE created from a drift report is left out: its identity
 // is whatever the reporting agent said it observed, and no honest receipt
-// names it (it is never routable).
+// names it (it is never routable). An entry's drift labels are kept as of
+// its revision's issue time: the lifecycle issues the revision that
+// suspends a drifted entry when the drift is reported (Drifted).
 func (s *RegistrySubjects) Set(name string, e *mcpreadyv1.RegistryEntry) {
 	id := e.GetIdentity()
 	k := identityKey{id.GetServerName(), id.GetServerVersion(), id.GetToolName(), id.GetEndpoint(), id.GetInputSchemaDigest(), id.GetOutputSchemaDigest()}
@@ -65,6 +92,13 @@ func (s *RegistrySubjects) Set(name string, e *mcpreadyv1.RegistryEntry) {
 	}
 	s.byEntry[name] = k
 	s.count[k]++
+	if len(e.GetDrift()) > 0 {
+		m := driftMark{key: k, labels: slices.Clone(e.GetDrift())}
+		if ts := e.GetProvenance().GetIssuedAt(); ts != nil {
+			m.at = ts.AsTime()
+		}
+		s.drift[name] = m
+	}
 }
 
 // Remove forgets registry entry name.
@@ -80,6 +114,7 @@ func (s *RegistrySubjects) remove(name string) {
 		return
 	}
 	delete(s.byEntry, name)
+	delete(s.drift, name)
 	if s.count[k]--; s.count[k] <= 0 {
 		delete(s.count, k)
 	}
@@ -87,10 +122,30 @@ func (s *RegistrySubjects) remove(name string) {
 
 // Registered implements SubjectIndex.
 func (s *RegistrySubjects) Registered(sel *mcpreadyv1.Selection) bool {
-	k := identityKey{sel.GetServerName(), sel.GetServerVersion(), sel.GetToolName(), sel.GetEndpoint(), sel.GetInputSchemaDigest(), sel.GetOutputSchemaDigest()}
+	k := selectionKey(sel)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.count[k] > 0
+}
+
+// Drifted implements DriftIndex.
+func (s *RegistrySubjects) Drifted(sel *mcpreadyv1.Selection, before time.Time) []mcpreadyv1.DriftLabel {
+	k := selectionKey(sel)
+	var out []mcpreadyv1.DriftLabel
+	s.mu.RLock()
+	for _, m := range s.drift {
+		if m.key == k && m.at.Before(before) {
+			out = append(out, m.labels...)
+		}
+	}
+	s.mu.RUnlock()
+	slices.Sort(out)
+	out = slices.Compact(out)
+	out = slices.DeleteFunc(out, func(l mcpreadyv1.DriftLabel) bool { return l == mcpreadyv1.DriftLabel_DRIFT_LABEL_UNSPECIFIED })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // Reasons a receipt is not folded (label of refused_receipts_total).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/readiness"
@@ -231,5 +232,59 @@ func TestUnknownAuthClassNotFolded(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(a.refused.WithLabelValues(reasonAuthClass)); n != 2 {
 		t.Fatalf("refused for their auth class: %v, want 2", n)
+	}
+}
+
+// Passive evidence of a window that ended after its subject's drift was
+// recorded in the registry lists that drift in driftObserved (and so
+// counts for no call); a window that ended before it does not, nor does
+// another subject's, nor a registry the aggregator was not given as its
+// Drift.
+func TestPassiveEvidenceRecordsDrift(t *testing.T) {
+	var reg *RegistrySubjects
+	other := identity()
+	other.ToolName = "other"
+	a, sk, _ := newAgg(t, func(o *Options) { reg = o.Subjects.(*RegistrySubjects); o.Drift = reg }, identity(), other)
+	O := mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+	at := func(d time.Duration) func(*mcpreadyv1.Receipt) {
+		return func(r *mcpreadyv1.Receipt) { r.EndedAt = timestamppb.New(t0.Add(d)) }
+	}
+	a.Observe("agent-1", []*mcpreadyv1.Receipt{
+		rc(O, 1, 10, at(time.Minute)),   // window [0, 5m): before the drift
+		rc(O, 1, 10, at(6*time.Minute)), // window [5m, 10m): the drift at 7m falls in it
+		rc(mcpreadyv1.OutcomeClass_OUTCOME_CLASS_DRIFT_BLOCKED, 0, 0, at(11*time.Minute)), // after it
+		rc(O, 1, 10, at(6*time.Minute), func(r *mcpreadyv1.Receipt) { r.Selected.ToolName = "other" }),
+	}, nil)
+	// The lifecycle publishes the drifted entry suspended, with its labels,
+	// issued when the drift was reported.
+	reg.Set("entry-0", &mcpreadyv1.RegistryEntry{Identity: identity(), State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED,
+		Drift:      []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_SIDE_EFFECT_DRIFT, mcpreadyv1.DriftLabel_DRIFT_LABEL_DEFINITION_DRIFT},
+		Provenance: &mcpreadyv1.Provenance{IssuedAt: timestamppb.New(t0.Add(7 * time.Minute))}})
+	got := map[string]string{}
+	for _, ev := range flushAll(t, a, sk) {
+		got[fmt.Sprintf("%s@%s", ev.Subject.ToolName, ev.WindowStart.AsTime().Sub(t0))] = fmt.Sprint(ev.DriftObserved)
+	}
+	want := map[string]string{
+		"lookup@0s":    "[]",
+		"lookup@5m0s":  "[DRIFT_LABEL_SIDE_EFFECT_DRIFT DRIFT_LABEL_DEFINITION_DRIFT]",
+		"lookup@10m0s": "[DRIFT_LABEL_SIDE_EFFECT_DRIFT DRIFT_LABEL_DEFINITION_DRIFT]",
+		"other@5m0s":   "[]",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("driftObserved by window:\n got %v\nwant %v", got, want)
+	}
+	// A revision without drift labels, or the entry's removal, forgets it.
+	sel := &mcpreadyv1.Selection{ServerName: identity().ServerName, ServerVersion: identity().ServerVersion, ToolName: "lookup", Endpoint: identity().Endpoint}
+	reg.Set("entry-0", &mcpreadyv1.RegistryEntry{Identity: identity()})
+	if d := reg.Drifted(sel, t0.Add(time.Hour)); d != nil {
+		t.Fatalf("drift %v after a revision without labels", d)
+	}
+	reg.Set("entry-0", &mcpreadyv1.RegistryEntry{Identity: identity(), Drift: []mcpreadyv1.DriftLabel{mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT}})
+	if d := reg.Drifted(sel, t0); fmt.Sprint(d) != "[DRIFT_LABEL_NETWORK_DRIFT]" {
+		t.Fatalf("drift with no issue time: %v, want it before every window's end", d)
+	}
+	reg.Remove("entry-0")
+	if d := reg.Drifted(sel, t0.Add(time.Hour)); d != nil {
+		t.Fatalf("drift %v after the entry's removal", d)
 	}
 }
