@@ -157,6 +157,9 @@ func (o *Object) Validate() error {
 	if err := checkEvidence(o); err != nil {
 		return err
 	}
+	if err := checkInputClasses(o); err != nil {
+		return err
+	}
 	return checkMethods(o)
 }
 

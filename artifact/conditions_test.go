@@ -18,17 +18,19 @@ func TestEvidenceConditionsAgree(t *testing.T) {
 		ev   *mcpreadyv1.Evidence
 		want string
 	}{
-		"agree":          {&mcpreadyv1.Evidence{Region: "eu", PrincipalClass: "dev", Subject: &mcpreadyv1.Subject{Region: "eu", PrincipalClass: "dev"}}, ""},
-		"one side set":   {&mcpreadyv1.Evidence{TenantClass: "acme", Subject: sub()}, ""},
-		"regions":        {&mcpreadyv1.Evidence{Region: "eu", Subject: &mcpreadyv1.Subject{Region: "us"}}, `region "eu" and subject.region "us"`},
-		"principals":     {&mcpreadyv1.Evidence{PrincipalClass: "dev", Subject: &mcpreadyv1.Subject{PrincipalClass: "ops"}}, `principalClass "dev" and subject.principalClass "ops"`},
-		"tenants":        {&mcpreadyv1.Evidence{TenantClass: "a", Subject: &mcpreadyv1.Subject{TenantClass: "b"}}, `tenantClass "a" and subject.tenantClass "b"`},
-		"protocol lists": {&mcpreadyv1.Evidence{ProtocolVersion: "2025-11-25", Subject: &mcpreadyv1.Subject{ProtocolVersions: []string{"2025-06-18"}}}, `protocolVersion "2025-11-25" is not in subject.protocolVersions`},
-		"protocol in":    {&mcpreadyv1.Evidence{ProtocolVersion: "2025-11-25", Subject: &mcpreadyv1.Subject{ProtocolVersions: []string{"2025-11-25"}}}, ""},
-		"keyless":        {&mcpreadyv1.Evidence{AuthClass: "keyless", Subject: sub()}, ""},
-		"oauth grant":    {&mcpreadyv1.Evidence{AuthClass: "oauth:token_exchange", Subject: sub()}, ""},
-		"auth none":      {&mcpreadyv1.Evidence{AuthClass: "none", Subject: sub()}, `authClass "none" is not an auth class`},
-		"unknown grant":  {&mcpreadyv1.Evidence{AuthClass: "oauth:password", Subject: sub()}, `authClass "oauth:password"`},
+		"agree":           {&mcpreadyv1.Evidence{Region: "eu", PrincipalClass: "dev", Subject: &mcpreadyv1.Subject{Region: "eu", PrincipalClass: "dev"}}, ""},
+		"one side set":    {&mcpreadyv1.Evidence{TenantClass: "acme", Subject: sub()}, ""},
+		"regions":         {&mcpreadyv1.Evidence{Region: "eu", Subject: &mcpreadyv1.Subject{Region: "us"}}, `region "eu" and subject.region "us"`},
+		"principals":      {&mcpreadyv1.Evidence{PrincipalClass: "dev", Subject: &mcpreadyv1.Subject{PrincipalClass: "ops"}}, `principalClass "dev" and subject.principalClass "ops"`},
+		"tenants":         {&mcpreadyv1.Evidence{TenantClass: "a", Subject: &mcpreadyv1.Subject{TenantClass: "b"}}, `tenantClass "a" and subject.tenantClass "b"`},
+		"protocol lists":  {&mcpreadyv1.Evidence{ProtocolVersion: "2025-11-25", Subject: &mcpreadyv1.Subject{ProtocolVersions: []string{"2025-06-18"}}}, `protocolVersion "2025-11-25" is not in subject.protocolVersions`},
+		"protocol in":     {&mcpreadyv1.Evidence{ProtocolVersion: "2025-11-25", Subject: &mcpreadyv1.Subject{ProtocolVersions: []string{"2025-11-25"}}}, ""},
+		"keyless":         {&mcpreadyv1.Evidence{AuthClass: "keyless", Subject: sub()}, ""},
+		"oauth grant":     {&mcpreadyv1.Evidence{AuthClass: "oauth:token_exchange", Subject: sub()}, ""},
+		"auth none":       {&mcpreadyv1.Evidence{AuthClass: "none", Subject: sub()}, `authClass "none" is not an auth class`},
+		"unknown grant":   {&mcpreadyv1.Evidence{AuthClass: "oauth:password", Subject: sub()}, `authClass "oauth:password"`},
+		"input class":     {&mcpreadyv1.Evidence{Subject: &mcpreadyv1.Subject{ServerName: "s", ToolName: "t", InputClass: "bulk"}}, ""},
+		"bad input class": {&mcpreadyv1.Evidence{Subject: &mcpreadyv1.Subject{ServerName: "s", ToolName: "t", InputClass: "Bulk Calls"}}, `subject.inputClass "Bulk Calls"`},
 	} {
 		err := artifact.New(artifact.KindEvidence, "ev", tc.ev).Validate()
 		switch {

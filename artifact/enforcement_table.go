@@ -249,6 +249,9 @@ var enforcement = map[Kind]map[string]Rule{
 		"principals.methods.allow":                    yes(inMethods, "the methods granted (resources/subscribe also grants unsubscribe); a principal class with no rule may use none: method_not_permitted"),
 		"principals.methods.resources":                yes(inMethods, "resources/read and subscribe name a matching URI without . or .. segments (else resource_not_permitted); resources/list shows only matching resources, templates/list only templates every expansion of which matches"),
 		"principals.methods.prompts":                  yes(inMethods, "prompts/get and a completion's ref/prompt name a matching prompt (else prompt_not_permitted); prompts/list shows only matching prompts"),
+		"inputClasses.name":                           yes(inDecide, "the class a call is in: recorded in its receipt (inputClass), the key of passive evidence, matched to evidence's subject.inputClass; 1-63 of a-z 0-9 . _ - or refused at apply"),
+		"inputClasses.tools":                          yes(inDecide, "glob over the route's \"<server>/<tool>\"; empty matches every tool"),
+		"inputClasses.when":                           yes(inDecide, "CEL over args and tool, yielding bool (refused at apply otherwise); the first rule in list order whose tools match and whose expression yields true names the class; an evaluation error matches nothing"),
 		"clientRequests.server":                       yes(inClientReq, "glob over server names; when clientRequests is set, an upstream's sampling, elicitation or roots request no rule grants is refused before the client sees it (client_request_not_permitted, or a JSON-RPC error to the upstream)"),
 		"clientRequests.principalClasses":             yes(inClientReq, "globs over the caller's principal class (the session opener's for a dedicated session); empty covers every class"),
 		"clientRequests.allow":                        yes(inClientReq, "sampling/createMessage, elicitation/create, roots/list or *; anything else is refused at apply"),
@@ -275,7 +278,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"principalClass":        yes(inDecide, "matched to the request's principal class when set; evidence whose top-level principalClass differs counts for none"),
 		"tenantClass":           yes(inDecide, "matched to the request's tenant class when set; evidence whose top-level tenantClass differs counts for none"),
 		"region":                yes(inDecide, "matched to the host's region (the agent's region label) when set; evidence whose top-level region differs counts for none"),
-		"inputClass":            no("evidence counts for every input class"),
+		"inputClass":            yes(inDecide, "counts only for calls in that input class (Policy.inputClasses, for the route's tool); evidence without one counts for every class; a name Policy.inputClasses would refuse is refused at apply"),
 		"assertedAt":            rec(""),
 	}), map[string]Rule{
 		"observer.id":             rec(""),
@@ -397,7 +400,7 @@ func receiptFields() map[string]Rule {
 		"isError", "schemaValidation", "semanticValidation", "semanticValidatorVersion", "actions.kind", "actions.entry", "actions.detail", "cost",
 		"resultDigest", "errorMessage",
 		"failureDomains", "quota", "idempotency.keyRef", "idempotency.scope", "idempotency.retention", "idempotency.allocated", "idempotency.repeat", "idempotency.carried",
-		"warmth", "authClass",
+		"warmth", "authClass", "inputClass",
 	} {
 		out[p] = rec("")
 	}

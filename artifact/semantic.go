@@ -69,19 +69,27 @@ func CompileSemantic(key, expr string) (*cel.Ast, error) {
 	}
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		se := &SemanticError{Key: key, Reason: iss.Err().Error()}
-		if errs := iss.Errors(); len(errs) > 0 {
-			se.Reason = errs[0].Message
-			if loc := errs[0].Location; loc != nil && loc.Line() > 0 {
-				se.Line, se.Column = loc.Line(), loc.Column()+1
-			}
-		}
+		se := &SemanticError{Key: key}
+		se.Line, se.Column, se.Reason = firstIssue(iss)
 		return nil, se
 	}
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, &SemanticError{Key: key, Reason: "expression yields " + t.String() + ", not bool"}
 	}
 	return ast, nil
+}
+
+// firstIssue is the position (1-based; 0 when it has none) and message
+// of the first issue of a failed compilation.
+func firstIssue(iss *cel.Issues) (line, column int, reason string) {
+	errs := iss.Errors()
+	if len(errs) == 0 {
+		return 0, 0, iss.Err().Error()
+	}
+	if loc := errs[0].Location; loc != nil && loc.Line() > 0 {
+		line, column = loc.Line(), loc.Column()+1
+	}
+	return line, column, errs[0].Message
 }
 
 // checkSemantic compiles every semanticValidation expression of a Policy

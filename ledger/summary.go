@@ -20,7 +20,7 @@ var SummaryFields = []protoreflect.Name{
 	"receipt_id", "emitted_at", "workflow_id", "principal_class", "tenant_class", "region",
 	"selected", "consumer_side_effect", "attempt_count", "attempts", "started_at", "ended_at",
 	"latency", "outcome", "failed_layer", "transport_status", "jsonrpc_code", "workflow",
-	"semantic_validation", "semantic_validator_version", "warmth", "auth_class",
+	"semantic_validation", "semantic_validator_version", "warmth", "auth_class", "input_class",
 }
 
 var (
@@ -143,6 +143,8 @@ func DecodeSummary(encoded []byte) (*mcpreadyv1.Receipt, error) {
 				r.SemanticValidatorVersion, err = str(v)
 			case 201:
 				r.AuthClass, err = str(v)
+			case 202:
+				r.InputClass, err = str(v)
 			default:
 				return false, nil
 			}

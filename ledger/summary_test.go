@@ -74,6 +74,7 @@ func full(t testing.TB) []byte {
 	r := ledgertest.Realistic(7, time.Unix(1700000000, 5))
 	r.FailedLayer, r.Outcome, r.JsonrpcCode, r.AttemptCount = mcpreadyv1.ReadinessLayer(3), mcpreadyv1.OutcomeClass(4), -32603, 2
 	r.ConsumerSideEffect = mcpreadyv1.SideEffectClass(2)
+	r.AuthClass, r.InputClass, r.Warmth = "oauth:client_credentials", "bulk", mcpreadyv1.CallWarmth_CALL_WARMTH_WARM
 	r.Attempts = append(r.Attempts, &mcpreadyv1.Attempt{Number: 2, Entry: "e", Outcome: 3, TransportStatus: "503", JsonrpcCode: -1, IsError: true, Hedged: true})
 	e, err := ledger.Encode(r)
 	if err != nil {

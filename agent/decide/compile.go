@@ -36,6 +36,7 @@ type evidenceRef struct {
 	principal, tenant    string
 	region               string // the hosts' region the evidence was observed from
 	auth                 string // the auth class it was observed under
+	input                string // the input class it was observed for
 	observed, expires    int64  // unix nanos; expires is the earlier of expires_at and observed+max_age
 	p50, p99             time.Duration
 	hasLatency, tooSmall bool
@@ -59,6 +60,9 @@ type entry struct {
 	valueRules []valueRule
 	// required: the entry's argumentContract.requiredArguments.
 	required []string
+	// inputRules: indexes into Snapshot.inputClasses of the rules whose
+	// tools pattern matches the entry (inputclass.go).
+	inputRules []int
 	// owner: the incident owner of the first incidentOwners rule matching key.
 	owner string
 	// unknownConfirmation: the Declaration's humanConfirmation for the
@@ -171,13 +175,16 @@ type Snapshot struct {
 	domainSlow  bool
 	quotaLimit  int64
 	quotaWindow time.Duration
-	wfCeiling   float64
+	// inputClasses: the policy's input class rules, compiled (inputclass.go).
+	inputClasses []inputClass
+	wfCeiling    float64
 	// methods: the method rules of non-tool requests (methods.go).
 	methods methodTable
 }
 
 // NewSnapshot precomputes everything request-independent. It fails only on
-// a missing policy or an entry without identity.
+// a missing policy, an entry without identity or an input class rule that
+// does not compile.
 func NewSnapshot(in Inputs) (*Snapshot, error) {
 	p := in.Policy
 	if p == nil {
@@ -242,6 +249,9 @@ func NewSnapshot(in Inputs) (*Snapshot, error) {
 		e := s.newEntry(len(s.entries), n, re, in.Declarations[id.GetServerName()])
 		e.evidence = evidenceBy[id.GetServerName()+"/"+id.GetToolName()].applicable(re, in.Declarations[id.GetServerName()])
 		s.entries = append(s.entries, e)
+	}
+	if err := s.compileInputClasses(p.GetInputClasses()); err != nil {
+		return nil, err
 	}
 
 	// Principal rules: "*" applies to every principal class.

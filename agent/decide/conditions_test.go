@@ -62,6 +62,23 @@ func TestEvidenceConditions(t *testing.T) {
 		}, authClasses, false},
 		{"auth class, agent's unknown", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.AuthClass = readiness.AuthKeyless }, nil, false},
 		{"no auth class, agent's unknown", func(ev *mcpreadyv1.Evidence, in *Inputs) {}, nil, true},
+		{"input class, call in it", bulkEvidence(""), bulkArgs, true},
+		{"input class, call in another", bulkEvidence(""), func(r *Request) { r.Arguments = []byte(`{"ids":[1]}`) }, false},
+		{"input class, call without arguments", bulkEvidence(""), nil, false},
+		{"input class, rule for other tools", bulkEvidence("com.example/other/*"), bulkArgs, false},
+		{"input class, rule for this tool", bulkEvidence("com.example/docs/docs.*"), bulkArgs, true},
+		{"input class, earlier rule cannot be evaluated", func(ev *mcpreadyv1.Evidence, in *Inputs) {
+			bulkEvidence("")(ev, in)
+			in.Policy.InputClasses = append([]*mcpreadyv1.InputClassRule{{Name: "odd", When: "args.missing.field > 1"}}, in.Policy.InputClasses...)
+		}, bulkArgs, true},
+		{"input class, earlier rule holds", func(ev *mcpreadyv1.Evidence, in *Inputs) {
+			bulkEvidence("")(ev, in)
+			in.Policy.InputClasses = append([]*mcpreadyv1.InputClassRule{{Name: "any-ids", When: "has(args.ids)"}}, in.Policy.InputClasses...)
+		}, bulkArgs, false},
+		{"no input class, call in one", func(ev *mcpreadyv1.Evidence, in *Inputs) {
+			bulkEvidence("")(ev, in)
+			ev.Subject.InputClass = ""
+		}, bulkArgs, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,6 +96,9 @@ func TestEvidenceConditions(t *testing.T) {
 				if len(d.Routes) != 1 || d.Routes[0].EvidenceID != "ev-a" {
 					t.Fatalf("want admitted on ev-a: routes %+v, candidate %v", d.Routes, c)
 				}
+				if want := in.Evidence["ev-a"].Subject.InputClass; want != "" && d.Routes[0].InputClass != want {
+					t.Fatalf("route's input class %q, want %q", d.Routes[0].InputClass, want)
+				}
 				return
 			}
 			if len(d.Routes) != 0 || readiness.Code(c.GetRejectionCode()) != readiness.CodeEvidenceUnknown {
@@ -87,6 +107,19 @@ func TestEvidenceConditions(t *testing.T) {
 		})
 	}
 }
+
+// bulkEvidence makes the evidence describe calls in input class "bulk",
+// which the policy defines for the tools tools matches (every tool for "")
+// as calls with more than two ids.
+func bulkEvidence(tools string) func(ev *mcpreadyv1.Evidence, in *Inputs) {
+	return func(ev *mcpreadyv1.Evidence, in *Inputs) {
+		ev.Subject.InputClass = "bulk"
+		in.Policy.InputClasses = []*mcpreadyv1.InputClassRule{{Name: "bulk", Tools: tools, When: "size(args.ids) > 2"}}
+	}
+}
+
+// bulkArgs are arguments in input class "bulk".
+func bulkArgs(r *Request) { r.Arguments = []byte(`{"ids":[1,2,3]}`) }
 
 // authClasses: the agent calls docs-a's endpoint keyless, any other with a
 // bearer token.

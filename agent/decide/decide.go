@@ -87,12 +87,13 @@ func (s *Snapshot) Decide(req Request, h Health) Decision {
 	var own []*mcpreadyv1.Candidate // allocated at the first difference
 	var buf [64]admitted
 	adm := buf[:0]
+	var args classArgs // not in x: what escapes from it would take x's request along
 	bestStep, bestIdx := readiness.Step(-1), 0
 	var bestRej rejection
 	for i := range g.cands {
 		c := &g.cands[i]
 		e := c.e
-		a := admitted{ci: int32(i)}
+		a := admitted{ci: int32(i), input: s.inputClassOf(e, &args, req.Arguments)}
 		step, rej := s.admit(c, &x, h, &a)
 		pb := e.record(step, rej)
 		switch {

@@ -77,6 +77,7 @@ func indexEvidence(p *mcpreadyv1.Policy, all map[string]*mcpreadyv1.Evidence) ma
 			tenant:    tenant,
 			region:    region,
 			auth:      ev.GetAuthClass(),
+			input:     sub.GetInputClass(),
 			observed:  observed.AsTime().UnixNano(),
 			expires:   expires,
 			tooSmall:  rules.GetMinSampleSize() > 0 && ev.GetSample().GetEligible() < rules.GetMinSampleSize(),

@@ -87,7 +87,7 @@ func (s *Snapshot) admit(c *cand, x *call, h Health, a *admitted) (readiness.Ste
 			a.tier |= tierSuspect
 		}
 	}
-	ev, rj, unknown := s.freshEvidence(e, req, now)
+	ev, rj, unknown := s.freshEvidence(e, req, a.input, now)
 	if unknown {
 		if s.denyUnknown {
 			return readiness.StepHealth, rj
@@ -214,16 +214,16 @@ func (s *Snapshot) authorise(c *cand, req *Request, g grant) (rejection, bool) {
 }
 
 // freshEvidence picks the freshest evidence applicable to the request's
-// principal, tenant, region and auth class that counts (fit and not
-// expired). unknown is true when none does; rj then says why the freshest
-// applicable one did not.
-func (s *Snapshot) freshEvidence(e *entry, req *Request, now int64) (int, rejection, bool) {
+// principal, tenant, region, auth class and input class (input, for this
+// entry) that counts (fit and not expired). unknown is true when none
+// does; rj then says why the freshest applicable one did not.
+func (s *Snapshot) freshEvidence(e *entry, req *Request, input string, now int64) (int, rejection, bool) {
 	why := -1
 	auth, authKnown := "", false
 	for i := range e.evidence {
 		ev := &e.evidence[i]
 		if (ev.principal != "" && ev.principal != req.Principal) || (ev.tenant != "" && ev.tenant != req.Tenant) ||
-			(ev.region != "" && ev.region != req.Region) || ev.tooSmall {
+			(ev.region != "" && ev.region != req.Region) || (ev.input != "" && ev.input != input) || ev.tooSmall {
 			continue
 		}
 		if ev.auth != "" {

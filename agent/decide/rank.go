@@ -32,6 +32,7 @@ type admitted struct {
 	attempts   int8 // MaxAttempts of the route (1 unless retryable)
 	score      float64
 	perAttempt time.Duration
+	input      string // the call's input class for the route (inputClassOf)
 }
 
 // rank moves the best k admitted candidates, in order, to the front of
@@ -107,7 +108,7 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 	r.ReadOnly, r.ApprovalRequired, r.Retryable = e.readOnly, a.approval, a.retryable
 	r.Reversible = e.spec.GetRollbackSupported()
 	r.Domains, r.Cost, r.Price, r.Priced = e.domainKey, e.cost, e.price, e.priced
-	r.IncidentOwner = e.owner
+	r.IncidentOwner, r.InputClass = e.owner, a.input
 	if a.unpriced {
 		r.Cost, r.Price, r.Priced = e.unpricedCost, 0, false
 	}

@@ -170,6 +170,10 @@ type Route struct {
 	// first Policy incidentOwners rule matching "<server>/<tool>" ("" for
 	// none).
 	IncidentOwner string
+	// InputClass is the call's input class for the route: the first
+	// Policy.inputClasses rule matching "<server>/<tool>" whose expression
+	// holds for the arguments ("" for none).
+	InputClass string
 	// QuotaUnit names the provider's quota unit (Declaration.quota.unit,
 	// "call" when none); QuotaByTenant: its partition keys include
 	// "tenant", so local budgets are kept per tenant too.

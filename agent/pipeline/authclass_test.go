@@ -65,3 +65,25 @@ func TestAuthClass(t *testing.T) {
 		})
 	}
 }
+
+// A receipt records the input class of the call's arguments for the route
+// that ran (Policy.inputClasses), so that passive evidence is kept per
+// class; a call in no class records none.
+func TestInputClassRecorded(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	p := policy()
+	p.InputClasses = []*mcpreadyv1.InputClassRule{{Name: "long-text", Tools: "a/*", When: "size(args.text) > 5"}}
+	snap, err := decide.NewSnapshot(decide.Inputs{PolicyVersion: "1", Policy: p, Entries: map[string]*mcpreadyv1.RegistryEntry{"a": entry("a", up.URL)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := New(Options{Emit: (&sink{}).emit})
+	for args, want := range map[string]string{`{"text":"a longer text"}`: "long-text", `{"text":"hi"}`: ""} {
+		req := request("a/echo")
+		req.Arguments = []byte(args)
+		rec := pl.Call(context.Background(), State{Decide: snap}, req, newFake(t)).Receipt
+		if rec.GetOutcome() != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS || rec.GetInputClass() != want {
+			t.Fatalf("arguments %s: outcome %v, input class %q, want %q", args, rec.GetOutcome(), rec.GetInputClass(), want)
+		}
+	}
+}

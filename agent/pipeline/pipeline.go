@@ -468,7 +468,7 @@ func (p *Pipeline) call(ctx context.Context, st State, req Request, tr Transport
 		rec.Selected = sel
 		rec.PerAttemptTimeout = setDuration(&parts.perAttempt, r.PerAttempt)
 		rec.ProviderSideEffect, rec.ConsumerSideEffect = r.ProviderSideEffect, r.ConsumerSideEffect
-		rec.Cost = r.Cost
+		rec.Cost, rec.InputClass = r.Cost, r.InputClass
 		rec.Candidates = d.WithSelected(r.Entry) // the decision's records are shared: copy
 		if p.opts.AuthClass != nil {
 			rec.AuthClass = p.opts.AuthClass(id.GetServerName(), id.GetEndpoint())

@@ -119,7 +119,7 @@ var ErrOptions = errors.New("aggregate: invalid options")
 
 // subject is the readiness subject of a receipt.
 type subject struct {
-	server, version, tool, endpoint, inSchema, outSchema, protocol, principal, tenant, region, auth string
+	server, version, tool, endpoint, inSchema, outSchema, protocol, principal, tenant, region, auth, input string
 }
 
 type windowKey struct {
@@ -244,7 +244,7 @@ func subjectOf(r *mcpreadyv1.Receipt) (subject, bool) {
 		return subject{}, false
 	}
 	return subject{s.GetServerName(), s.GetServerVersion(), s.GetToolName(), s.GetEndpoint(), s.GetInputSchemaDigest(), s.GetOutputSchemaDigest(),
-		s.GetProtocolVersion(), r.GetPrincipalClass(), r.GetTenantClass(), r.GetRegion(), r.GetAuthClass()}, true
+		s.GetProtocolVersion(), r.GetPrincipalClass(), r.GetTenantClass(), r.GetRegion(), r.GetAuthClass(), r.GetInputClass()}, true
 }
 
 func receiptTime(r *mcpreadyv1.Receipt) time.Time {
@@ -328,6 +328,10 @@ func (a *Aggregator) Observe(agentID string, receipts []*mcpreadyv1.Receipt, dig
 		}
 		if auth := r.GetAuthClass(); auth != "" && !readiness.IsAuthClass(auth) {
 			a.refused.WithLabelValues(reasonAuthClass).Inc()
+			continue
+		}
+		if ic := r.GetInputClass(); ic != "" && !artifact.ValidInputClass(ic) {
+			a.refused.WithLabelValues(reasonInputClass).Inc()
 			continue
 		}
 		if !a.admit(agentID, sub, start) {
@@ -538,8 +542,11 @@ func EvidenceName(prefix string, server, tool string, subjectDigest string) stri
 
 func (s subject) digest() string {
 	parts := []string{s.server, s.version, s.tool, s.endpoint, s.inSchema, s.outSchema, s.protocol, s.principal, s.tenant, s.region}
-	if s.auth != "" { // receipts without an auth class keep their subjects' digests
+	if s.auth != "" { // receipts without an auth or input class keep their subjects' digests
 		parts = append(parts, s.auth)
+	}
+	if s.input != "" { // no auth class starts so
+		parts = append(parts, "input:"+s.input)
 	}
 	return artifact.Digest([]byte(strings.Join(parts, "\x00")))
 }
@@ -561,7 +568,7 @@ func (a *Aggregator) evidence(k windowKey, w *acc, now time.Time) *artifact.Obje
 		Provenance: &mcpreadyv1.Provenance{Issuer: a.opts.ObserverID, VerificationMethod: "sigstore-bundle-key", Version: evidenceVersion(start, now),
 			IssuedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(end.Add(a.opts.TTL))},
 		Subject: &mcpreadyv1.Subject{SubjectId: sd, ServerName: k.server, Endpoint: k.endpoint, ServerVersion: k.version, ToolName: k.tool,
-			InputSchemaDigest: k.inSchema, OutputSchemaDigest: k.outSchema, PrincipalClass: k.principal, TenantClass: k.tenant, Region: k.region},
+			InputSchemaDigest: k.inSchema, OutputSchemaDigest: k.outSchema, PrincipalClass: k.principal, TenantClass: k.tenant, Region: k.region, InputClass: k.input},
 		Observer:        &mcpreadyv1.Observer{Id: a.opts.ObserverID, Software: "mcpready/aggregate", Independence: "consumer-passive"},
 		Method:          mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_PASSIVE,
 		AuthClass:       k.auth,

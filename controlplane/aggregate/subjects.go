@@ -156,6 +156,9 @@ const (
 	// vocabulary (an older agent's): evidence labelled with it would
 	// count for no call, and without it for every auth class.
 	reasonAuthClass = "unknown-auth-class"
+	// reasonInputClass: the receipt names an input class no Policy could
+	// define (artifact.ValidInputClass).
+	reasonInputClass = "invalid-input-class"
 	// reasonWorkflowAgentBound: a workflow receipt past its agent's
 	// workflow bound (workflow.go).
 	reasonWorkflowAgentBound = "workflow-agent-bound"

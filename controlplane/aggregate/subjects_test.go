@@ -288,3 +288,33 @@ func TestPassiveEvidenceRecordsDrift(t *testing.T) {
 		t.Fatalf("drift %v after the entry's removal", d)
 	}
 }
+
+// Passive evidence is kept per input class: receipts of two classes and
+// of none make three subjects, each evidence naming its class (so that
+// agents count it only for calls in that class); a receipt whose input
+// class no Policy could define is not folded.
+func TestPassiveEvidencePerInputClass(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, sk, _ := newAgg(t, func(o *Options) { o.Registry = reg })
+	O := mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+	class := func(c string) func(*mcpreadyv1.Receipt) { return func(r *mcpreadyv1.Receipt) { r.InputClass = c } }
+	rs := []*mcpreadyv1.Receipt{
+		rc(O, 1, 10, class("bulk")), rc(O, 1, 10, class("bulk")),
+		rc(O, 1, 10, class("single")),
+		rc(O, 1, 10),
+		rc(O, 1, 10, class("Not A Class")),
+	}
+	a.Observe("agent-1", rs, digestsFor(rs))
+	got := map[string]int64{}
+	names := map[string]bool{}
+	for _, ev := range flushAll(t, a, sk) {
+		got[ev.GetSubject().GetInputClass()] += ev.GetSample().GetAttempted()
+		names[ev.GetSubject().GetSubjectId()] = true
+	}
+	if fmt.Sprint(got) != "map[:1 bulk:2 single:1]" || len(names) != 3 {
+		t.Fatalf("attempts by input class %v over %d subjects, want map[:1 bulk:2 single:1] over 3", got, len(names))
+	}
+	if n := testutil.ToFloat64(a.refused.WithLabelValues(reasonInputClass)); n != 1 {
+		t.Fatalf("refused for their input class: %v, want 1", n)
+	}
+}

@@ -165,8 +165,15 @@ type Policy struct {
 	// the capabilities the client declared). Set: only a request a rule
 	// grants reaches it; the rest are refused before the client sees them.
 	ClientRequests []*ClientRequestRule `protobuf:"bytes,21,rep,name=client_requests,json=clientRequests,proto3" json:"client_requests,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Input classes of tool arguments (a part of the readiness subject). A
+	// call to a route is in the first class, in list order, whose tools
+	// pattern matches the route's "<server>/<tool>" and whose expression
+	// yields true; in none, its input class is empty. Receipts record it,
+	// passive evidence is kept per input class, and evidence whose subject
+	// names an input class counts only for calls in that class.
+	InputClasses  []*InputClassRule `protobuf:"bytes,22,rep,name=input_classes,json=inputClasses,proto3" json:"input_classes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
@@ -346,6 +353,82 @@ func (x *Policy) GetClientRequests() []*ClientRequestRule {
 	return nil
 }
 
+func (x *Policy) GetInputClasses() []*InputClassRule {
+	if x != nil {
+		return x.InputClasses
+	}
+	return nil
+}
+
+// InputClassRule names one class of a tool's arguments.
+type InputClassRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The class name: 1-63 of a-z, 0-9, '.', '_' and '-', starting with a
+	// letter or digit.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Glob over "<server>/<tool>" (as Policy.inventory); empty matches
+	// every tool.
+	Tools string `protobuf:"bytes,2,opt,name=tools,proto3" json:"tools,omitempty"`
+	// CEL expression over args (the call's arguments, a map) and tool
+	// ("<server>/<tool>") that must yield a bool; required. One that cannot
+	// be evaluated (a missing field, a type mismatch, the cost limit) puts
+	// the call in no class by this rule.
+	When          string `protobuf:"bytes,3,opt,name=when,proto3" json:"when,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputClassRule) Reset() {
+	*x = InputClassRule{}
+	mi := &file_mcpready_v1_policy_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputClassRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputClassRule) ProtoMessage() {}
+
+func (x *InputClassRule) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpready_v1_policy_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputClassRule.ProtoReflect.Descriptor instead.
+func (*InputClassRule) Descriptor() ([]byte, []int) {
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *InputClassRule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *InputClassRule) GetTools() string {
+	if x != nil {
+		return x.Tools
+	}
+	return ""
+}
+
+func (x *InputClassRule) GetWhen() string {
+	if x != nil {
+		return x.When
+	}
+	return ""
+}
+
 // ClientRequestRule grants servers requests towards the clients of some
 // principal classes.
 type ClientRequestRule struct {
@@ -364,7 +447,7 @@ type ClientRequestRule struct {
 
 func (x *ClientRequestRule) Reset() {
 	*x = ClientRequestRule{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[1]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +459,7 @@ func (x *ClientRequestRule) String() string {
 func (*ClientRequestRule) ProtoMessage() {}
 
 func (x *ClientRequestRule) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[1]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +472,7 @@ func (x *ClientRequestRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientRequestRule.ProtoReflect.Descriptor instead.
 func (*ClientRequestRule) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{1}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ClientRequestRule) GetServer() string {
@@ -434,7 +517,7 @@ type EvidenceRules struct {
 
 func (x *EvidenceRules) Reset() {
 	*x = EvidenceRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[2]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +529,7 @@ func (x *EvidenceRules) String() string {
 func (*EvidenceRules) ProtoMessage() {}
 
 func (x *EvidenceRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[2]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +542,7 @@ func (x *EvidenceRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvidenceRules.ProtoReflect.Descriptor instead.
 func (*EvidenceRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{2}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EvidenceRules) GetAcceptedIssuers() []string {
@@ -528,7 +611,7 @@ type AuthRules struct {
 
 func (x *AuthRules) Reset() {
 	*x = AuthRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[3]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +623,7 @@ func (x *AuthRules) String() string {
 func (*AuthRules) ProtoMessage() {}
 
 func (x *AuthRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[3]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +636,7 @@ func (x *AuthRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRules.ProtoReflect.Descriptor instead.
 func (*AuthRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{3}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AuthRules) GetRequiredSchemes() []string {
@@ -598,7 +681,7 @@ type SideEffectRule struct {
 
 func (x *SideEffectRule) Reset() {
 	*x = SideEffectRule{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[4]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +693,7 @@ func (x *SideEffectRule) String() string {
 func (*SideEffectRule) ProtoMessage() {}
 
 func (x *SideEffectRule) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[4]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +706,7 @@ func (x *SideEffectRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SideEffectRule.ProtoReflect.Descriptor instead.
 func (*SideEffectRule) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{4}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SideEffectRule) GetMatch() string {
@@ -669,7 +752,7 @@ type ApprovalRule struct {
 
 func (x *ApprovalRule) Reset() {
 	*x = ApprovalRule{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[5]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +764,7 @@ func (x *ApprovalRule) String() string {
 func (*ApprovalRule) ProtoMessage() {}
 
 func (x *ApprovalRule) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[5]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +777,7 @@ func (x *ApprovalRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRule.ProtoReflect.Descriptor instead.
 func (*ApprovalRule) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{5}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApprovalRule) GetMatch() string {
@@ -757,7 +840,7 @@ type CostRules struct {
 
 func (x *CostRules) Reset() {
 	*x = CostRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[6]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +852,7 @@ func (x *CostRules) String() string {
 func (*CostRules) ProtoMessage() {}
 
 func (x *CostRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[6]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +865,7 @@ func (x *CostRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostRules.ProtoReflect.Descriptor instead.
 func (*CostRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{6}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CostRules) GetMaxCostPerCall() float64 {
@@ -849,7 +932,7 @@ type ResidencyRules struct {
 
 func (x *ResidencyRules) Reset() {
 	*x = ResidencyRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[7]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +944,7 @@ func (x *ResidencyRules) String() string {
 func (*ResidencyRules) ProtoMessage() {}
 
 func (x *ResidencyRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[7]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +957,7 @@ func (x *ResidencyRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResidencyRules.ProtoReflect.Descriptor instead.
 func (*ResidencyRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{7}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResidencyRules) GetAllowedRegions() []string {
@@ -938,7 +1021,7 @@ type RetryRules struct {
 
 func (x *RetryRules) Reset() {
 	*x = RetryRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[8]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1033,7 @@ func (x *RetryRules) String() string {
 func (*RetryRules) ProtoMessage() {}
 
 func (x *RetryRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[8]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1046,7 @@ func (x *RetryRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRules.ProtoReflect.Descriptor instead.
 func (*RetryRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{8}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RetryRules) GetMaxAttempts() int32 {
@@ -1039,7 +1122,7 @@ type EquivalenceClass struct {
 
 func (x *EquivalenceClass) Reset() {
 	*x = EquivalenceClass{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[9]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1134,7 @@ func (x *EquivalenceClass) String() string {
 func (*EquivalenceClass) ProtoMessage() {}
 
 func (x *EquivalenceClass) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[9]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1147,7 @@ func (x *EquivalenceClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EquivalenceClass.ProtoReflect.Descriptor instead.
 func (*EquivalenceClass) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{9}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EquivalenceClass) GetName() string {
@@ -1121,7 +1204,7 @@ type CircuitRules struct {
 
 func (x *CircuitRules) Reset() {
 	*x = CircuitRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[10]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1216,7 @@ func (x *CircuitRules) String() string {
 func (*CircuitRules) ProtoMessage() {}
 
 func (x *CircuitRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[10]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1229,7 @@ func (x *CircuitRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitRules.ProtoReflect.Descriptor instead.
 func (*CircuitRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{10}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CircuitRules) GetConsecutiveFailures() int32 {
@@ -1195,7 +1278,7 @@ type IncidentOwner struct {
 
 func (x *IncidentOwner) Reset() {
 	*x = IncidentOwner{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[11]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1290,7 @@ func (x *IncidentOwner) String() string {
 func (*IncidentOwner) ProtoMessage() {}
 
 func (x *IncidentOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[11]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1303,7 @@ func (x *IncidentOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncidentOwner.ProtoReflect.Descriptor instead.
 func (*IncidentOwner) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{11}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *IncidentOwner) GetMatch() string {
@@ -1256,7 +1339,7 @@ type PrincipalRule struct {
 
 func (x *PrincipalRule) Reset() {
 	*x = PrincipalRule{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[12]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1351,7 @@ func (x *PrincipalRule) String() string {
 func (*PrincipalRule) ProtoMessage() {}
 
 func (x *PrincipalRule) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[12]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1364,7 @@ func (x *PrincipalRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrincipalRule.ProtoReflect.Descriptor instead.
 func (*PrincipalRule) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{12}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PrincipalRule) GetPrincipalClass() string {
@@ -1346,7 +1429,7 @@ type MethodRule struct {
 
 func (x *MethodRule) Reset() {
 	*x = MethodRule{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[13]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1441,7 @@ func (x *MethodRule) String() string {
 func (*MethodRule) ProtoMessage() {}
 
 func (x *MethodRule) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[13]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1454,7 @@ func (x *MethodRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MethodRule.ProtoReflect.Descriptor instead.
 func (*MethodRule) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{13}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MethodRule) GetServer() string {
@@ -1416,7 +1499,7 @@ type ResultRules struct {
 
 func (x *ResultRules) Reset() {
 	*x = ResultRules{}
-	mi := &file_mcpready_v1_policy_proto_msgTypes[14]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1511,7 @@ func (x *ResultRules) String() string {
 func (*ResultRules) ProtoMessage() {}
 
 func (x *ResultRules) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpready_v1_policy_proto_msgTypes[14]
+	mi := &file_mcpready_v1_policy_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1524,7 @@ func (x *ResultRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultRules.ProtoReflect.Descriptor instead.
 func (*ResultRules) Descriptor() ([]byte, []int) {
-	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{14}
+	return file_mcpready_v1_policy_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResultRules) GetMaxResultBytes() int64 {
@@ -1476,7 +1559,8 @@ var File_mcpready_v1_policy_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x18mcpready/v1/policy.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18mcpready/v1/common.proto\"\xd9\t\n" +
+	"\x18mcpready/v1/policy.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18mcpready/v1/common.proto\"\x9b\n" +
+	"\n" +
 	"\x06Policy\x127\n" +
 	"\n" +
 	"provenance\x18\x01 \x01(\v2\x17.mcpready.v1.ProvenanceR\n" +
@@ -1503,10 +1587,15 @@ const file_mcpready_v1_policy_proto_rawDesc = "" +
 	"principals\x122\n" +
 	"\aresults\x18\x13 \x01(\v2\x18.mcpready.v1.ResultRulesR\aresults\x12\\\n" +
 	"\x13semantic_validation\x18\x14 \x03(\v2+.mcpready.v1.Policy.SemanticValidationEntryR\x12semanticValidation\x12G\n" +
-	"\x0fclient_requests\x18\x15 \x03(\v2\x1e.mcpready.v1.ClientRequestRuleR\x0eclientRequests\x1aE\n" +
+	"\x0fclient_requests\x18\x15 \x03(\v2\x1e.mcpready.v1.ClientRequestRuleR\x0eclientRequests\x12@\n" +
+	"\rinput_classes\x18\x16 \x03(\v2\x1b.mcpready.v1.InputClassRuleR\finputClasses\x1aE\n" +
 	"\x17SemanticValidationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"n\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"N\n" +
+	"\x0eInputClassRule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05tools\x18\x02 \x01(\tR\x05tools\x12\x12\n" +
+	"\x04when\x18\x03 \x01(\tR\x04when\"n\n" +
 	"\x11ClientRequestRule\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12+\n" +
 	"\x11principal_classes\x18\x02 \x03(\tR\x10principalClasses\x12\x14\n" +
@@ -1622,73 +1711,75 @@ func file_mcpready_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpready_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_mcpready_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_mcpready_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_mcpready_v1_policy_proto_goTypes = []any{
 	(SemanticFailureAction)(0),  // 0: mcpready.v1.SemanticFailureAction
 	(UnknownEvidenceAction)(0),  // 1: mcpready.v1.UnknownEvidenceAction
 	(*Policy)(nil),              // 2: mcpready.v1.Policy
-	(*ClientRequestRule)(nil),   // 3: mcpready.v1.ClientRequestRule
-	(*EvidenceRules)(nil),       // 4: mcpready.v1.EvidenceRules
-	(*AuthRules)(nil),           // 5: mcpready.v1.AuthRules
-	(*SideEffectRule)(nil),      // 6: mcpready.v1.SideEffectRule
-	(*ApprovalRule)(nil),        // 7: mcpready.v1.ApprovalRule
-	(*CostRules)(nil),           // 8: mcpready.v1.CostRules
-	(*ResidencyRules)(nil),      // 9: mcpready.v1.ResidencyRules
-	(*RetryRules)(nil),          // 10: mcpready.v1.RetryRules
-	(*EquivalenceClass)(nil),    // 11: mcpready.v1.EquivalenceClass
-	(*CircuitRules)(nil),        // 12: mcpready.v1.CircuitRules
-	(*IncidentOwner)(nil),       // 13: mcpready.v1.IncidentOwner
-	(*PrincipalRule)(nil),       // 14: mcpready.v1.PrincipalRule
-	(*MethodRule)(nil),          // 15: mcpready.v1.MethodRule
-	(*ResultRules)(nil),         // 16: mcpready.v1.ResultRules
-	nil,                         // 17: mcpready.v1.Policy.SemanticValidationEntry
-	nil,                         // 18: mcpready.v1.EvidenceRules.MaxAgeEntry
-	(*Provenance)(nil),          // 19: mcpready.v1.Provenance
-	(*durationpb.Duration)(nil), // 20: google.protobuf.Duration
-	(EvidenceMethod)(0),         // 21: mcpready.v1.EvidenceMethod
-	(SideEffectClass)(0),        // 22: mcpready.v1.SideEffectClass
-	(DataAccessClass)(0),        // 23: mcpready.v1.DataAccessClass
+	(*InputClassRule)(nil),      // 3: mcpready.v1.InputClassRule
+	(*ClientRequestRule)(nil),   // 4: mcpready.v1.ClientRequestRule
+	(*EvidenceRules)(nil),       // 5: mcpready.v1.EvidenceRules
+	(*AuthRules)(nil),           // 6: mcpready.v1.AuthRules
+	(*SideEffectRule)(nil),      // 7: mcpready.v1.SideEffectRule
+	(*ApprovalRule)(nil),        // 8: mcpready.v1.ApprovalRule
+	(*CostRules)(nil),           // 9: mcpready.v1.CostRules
+	(*ResidencyRules)(nil),      // 10: mcpready.v1.ResidencyRules
+	(*RetryRules)(nil),          // 11: mcpready.v1.RetryRules
+	(*EquivalenceClass)(nil),    // 12: mcpready.v1.EquivalenceClass
+	(*CircuitRules)(nil),        // 13: mcpready.v1.CircuitRules
+	(*IncidentOwner)(nil),       // 14: mcpready.v1.IncidentOwner
+	(*PrincipalRule)(nil),       // 15: mcpready.v1.PrincipalRule
+	(*MethodRule)(nil),          // 16: mcpready.v1.MethodRule
+	(*ResultRules)(nil),         // 17: mcpready.v1.ResultRules
+	nil,                         // 18: mcpready.v1.Policy.SemanticValidationEntry
+	nil,                         // 19: mcpready.v1.EvidenceRules.MaxAgeEntry
+	(*Provenance)(nil),          // 20: mcpready.v1.Provenance
+	(*durationpb.Duration)(nil), // 21: google.protobuf.Duration
+	(EvidenceMethod)(0),         // 22: mcpready.v1.EvidenceMethod
+	(SideEffectClass)(0),        // 23: mcpready.v1.SideEffectClass
+	(DataAccessClass)(0),        // 24: mcpready.v1.DataAccessClass
 }
 var file_mcpready_v1_policy_proto_depIdxs = []int32{
-	19, // 0: mcpready.v1.Policy.provenance:type_name -> mcpready.v1.Provenance
-	4,  // 1: mcpready.v1.Policy.evidence:type_name -> mcpready.v1.EvidenceRules
-	5,  // 2: mcpready.v1.Policy.auth:type_name -> mcpready.v1.AuthRules
-	6,  // 3: mcpready.v1.Policy.side_effects:type_name -> mcpready.v1.SideEffectRule
-	7,  // 4: mcpready.v1.Policy.approvals:type_name -> mcpready.v1.ApprovalRule
-	8,  // 5: mcpready.v1.Policy.cost:type_name -> mcpready.v1.CostRules
-	20, // 6: mcpready.v1.Policy.deadline:type_name -> google.protobuf.Duration
-	9,  // 7: mcpready.v1.Policy.residency:type_name -> mcpready.v1.ResidencyRules
-	10, // 8: mcpready.v1.Policy.retry:type_name -> mcpready.v1.RetryRules
-	11, // 9: mcpready.v1.Policy.equivalence_classes:type_name -> mcpready.v1.EquivalenceClass
-	12, // 10: mcpready.v1.Policy.circuit:type_name -> mcpready.v1.CircuitRules
-	13, // 11: mcpready.v1.Policy.incident_owners:type_name -> mcpready.v1.IncidentOwner
-	14, // 12: mcpready.v1.Policy.principals:type_name -> mcpready.v1.PrincipalRule
-	16, // 13: mcpready.v1.Policy.results:type_name -> mcpready.v1.ResultRules
-	17, // 14: mcpready.v1.Policy.semantic_validation:type_name -> mcpready.v1.Policy.SemanticValidationEntry
-	3,  // 15: mcpready.v1.Policy.client_requests:type_name -> mcpready.v1.ClientRequestRule
-	18, // 16: mcpready.v1.EvidenceRules.max_age:type_name -> mcpready.v1.EvidenceRules.MaxAgeEntry
-	1,  // 17: mcpready.v1.EvidenceRules.on_unknown:type_name -> mcpready.v1.UnknownEvidenceAction
-	21, // 18: mcpready.v1.EvidenceRules.accepted_methods:type_name -> mcpready.v1.EvidenceMethod
-	22, // 19: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
-	1,  // 20: mcpready.v1.CostRules.on_unknown_price:type_name -> mcpready.v1.UnknownEvidenceAction
-	20, // 21: mcpready.v1.CostRules.quota_window:type_name -> google.protobuf.Duration
-	23, // 22: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
-	20, // 23: mcpready.v1.ResidencyRules.max_retention:type_name -> google.protobuf.Duration
-	20, // 24: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
-	20, // 25: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
-	20, // 26: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
-	20, // 27: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
-	20, // 28: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
-	20, // 29: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
-	20, // 30: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
-	15, // 31: mcpready.v1.PrincipalRule.methods:type_name -> mcpready.v1.MethodRule
-	0,  // 32: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
-	20, // 33: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	20, // 0: mcpready.v1.Policy.provenance:type_name -> mcpready.v1.Provenance
+	5,  // 1: mcpready.v1.Policy.evidence:type_name -> mcpready.v1.EvidenceRules
+	6,  // 2: mcpready.v1.Policy.auth:type_name -> mcpready.v1.AuthRules
+	7,  // 3: mcpready.v1.Policy.side_effects:type_name -> mcpready.v1.SideEffectRule
+	8,  // 4: mcpready.v1.Policy.approvals:type_name -> mcpready.v1.ApprovalRule
+	9,  // 5: mcpready.v1.Policy.cost:type_name -> mcpready.v1.CostRules
+	21, // 6: mcpready.v1.Policy.deadline:type_name -> google.protobuf.Duration
+	10, // 7: mcpready.v1.Policy.residency:type_name -> mcpready.v1.ResidencyRules
+	11, // 8: mcpready.v1.Policy.retry:type_name -> mcpready.v1.RetryRules
+	12, // 9: mcpready.v1.Policy.equivalence_classes:type_name -> mcpready.v1.EquivalenceClass
+	13, // 10: mcpready.v1.Policy.circuit:type_name -> mcpready.v1.CircuitRules
+	14, // 11: mcpready.v1.Policy.incident_owners:type_name -> mcpready.v1.IncidentOwner
+	15, // 12: mcpready.v1.Policy.principals:type_name -> mcpready.v1.PrincipalRule
+	17, // 13: mcpready.v1.Policy.results:type_name -> mcpready.v1.ResultRules
+	18, // 14: mcpready.v1.Policy.semantic_validation:type_name -> mcpready.v1.Policy.SemanticValidationEntry
+	4,  // 15: mcpready.v1.Policy.client_requests:type_name -> mcpready.v1.ClientRequestRule
+	3,  // 16: mcpready.v1.Policy.input_classes:type_name -> mcpready.v1.InputClassRule
+	19, // 17: mcpready.v1.EvidenceRules.max_age:type_name -> mcpready.v1.EvidenceRules.MaxAgeEntry
+	1,  // 18: mcpready.v1.EvidenceRules.on_unknown:type_name -> mcpready.v1.UnknownEvidenceAction
+	22, // 19: mcpready.v1.EvidenceRules.accepted_methods:type_name -> mcpready.v1.EvidenceMethod
+	23, // 20: mcpready.v1.SideEffectRule.assigned:type_name -> mcpready.v1.SideEffectClass
+	1,  // 21: mcpready.v1.CostRules.on_unknown_price:type_name -> mcpready.v1.UnknownEvidenceAction
+	21, // 22: mcpready.v1.CostRules.quota_window:type_name -> google.protobuf.Duration
+	24, // 23: mcpready.v1.ResidencyRules.allowed_data_classes:type_name -> mcpready.v1.DataAccessClass
+	21, // 24: mcpready.v1.ResidencyRules.max_retention:type_name -> google.protobuf.Duration
+	21, // 25: mcpready.v1.RetryRules.per_attempt_timeout:type_name -> google.protobuf.Duration
+	21, // 26: mcpready.v1.RetryRules.base_backoff:type_name -> google.protobuf.Duration
+	21, // 27: mcpready.v1.RetryRules.max_backoff:type_name -> google.protobuf.Duration
+	21, // 28: mcpready.v1.RetryRules.hedge_after:type_name -> google.protobuf.Duration
+	21, // 29: mcpready.v1.CircuitRules.base_ejection:type_name -> google.protobuf.Duration
+	21, // 30: mcpready.v1.CircuitRules.max_ejection:type_name -> google.protobuf.Duration
+	21, // 31: mcpready.v1.CircuitRules.slow_start_window:type_name -> google.protobuf.Duration
+	16, // 32: mcpready.v1.PrincipalRule.methods:type_name -> mcpready.v1.MethodRule
+	0,  // 33: mcpready.v1.ResultRules.on_semantic_failure:type_name -> mcpready.v1.SemanticFailureAction
+	21, // 34: mcpready.v1.EvidenceRules.MaxAgeEntry.value:type_name -> google.protobuf.Duration
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_policy_proto_init() }
@@ -1703,7 +1794,7 @@ func file_mcpready_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpready_v1_policy_proto_rawDesc), len(file_mcpready_v1_policy_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -396,7 +396,12 @@ type Receipt struct {
 	// "oauth:<grant>" (client_credentials, token_exchange) for an OAuth
 	// upstream, else the entry's qualified authority.credential_mode, else
 	// "unclassified"; "" when nothing was selected.
-	AuthClass     string `protobuf:"bytes,201,opt,name=auth_class,json=authClass,proto3" json:"auth_class,omitempty"`
+	AuthClass string `protobuf:"bytes,201,opt,name=auth_class,json=authClass,proto3" json:"auth_class,omitempty"`
+	// The input class of the call's arguments for the selected route
+	// (Policy.input_classes): the first class, in list order, whose tools
+	// pattern matches the route's "<server>/<tool>" and whose expression
+	// holds; "" when none does or nothing was selected.
+	InputClass    string `protobuf:"bytes,202,opt,name=input_class,json=inputClass,proto3" json:"input_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -770,6 +775,13 @@ func (x *Receipt) GetWarmth() CallWarmth {
 func (x *Receipt) GetAuthClass() string {
 	if x != nil {
 		return x.AuthClass
+	}
+	return ""
+}
+
+func (x *Receipt) GetInputClass() string {
+	if x != nil {
+		return x.InputClass
 	}
 	return ""
 }
@@ -1666,7 +1678,7 @@ var File_mcpready_v1_receipt_proto protoreflect.FileDescriptor
 
 const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\n" +
-	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xb7\x12\n" +
+	"\x19mcpready/v1/receipt.proto\x12\vmcpready.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18mcpready/v1/common.proto\"\xd9\x12\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12\x1d\n" +
@@ -1726,7 +1738,9 @@ const file_mcpready_v1_receipt_proto_rawDesc = "" +
 	"\bworkflow\x18\xbe\x01 \x01(\v2\x1b.mcpready.v1.WorkflowRecordR\bworkflow\x120\n" +
 	"\x06warmth\x18\xc8\x01 \x01(\x0e2\x17.mcpready.v1.CallWarmthR\x06warmth\x12\x1e\n" +
 	"\n" +
-	"auth_class\x18\xc9\x01 \x01(\tR\tauthClass\x1a@\n" +
+	"auth_class\x18\xc9\x01 \x01(\tR\tauthClass\x12 \n" +
+	"\vinput_class\x18\xca\x01 \x01(\tR\n" +
+	"inputClass\x1a@\n" +
 	"\x12KeptArgumentsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b&\x10'\"\x98\x02\n" +
