@@ -14,6 +14,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(`{"apiVersion":"mcpready.dev/v1","kind":"Policy","metadata":{"name":"p"},"spec":null}`))
 	f.Add([]byte(methodsPolicy))
+	f.Add([]byte("apiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: p}\nspec:\n  inputClasses:\n  - {name: bulk, tools: \"a/*\", when: \"size(args.ids) > 2\"}\n"))
 	f.Add([]byte("apiVersion: mcpready.dev/v1\nkind: Evidence\nmetadata: {name: e}\nspec: {windowStart: \"2026-01-01T00:00:00.000000001+01:00\"}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		obj, err := Parse(data)

@@ -41,3 +41,17 @@ func TestInputClassesChecked(t *testing.T) {
 		}
 	}
 }
+
+// Compiling an input class rule never panics, and every refusal is an
+// ErrInvalid.
+func FuzzCompileInputClass(f *testing.F) {
+	f.Add("bulk", "a/*", "size(args.ids) > 2")
+	f.Add("x", "", "tool == 'a/b' && args.q.startsWith('x')")
+	f.Add("", "[", "((((")
+	f.Fuzz(func(t *testing.T, name, tools, when string) {
+		_, err := CompileInputClass(0, &mcpreadyv1.InputClassRule{Name: name, Tools: tools, When: when})
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("untyped error %v", err)
+		}
+	})
+}
