@@ -259,7 +259,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"results.injectionTripwire":                   yes(inValidate, "gates the scan of results and non-tool method contents; tool definitions and upstream instructions are scanned at list time whatever it says"),
 		"results.requireOutputSchema":                 yes(inValidate, ""),
 		"results.onSemanticFailure":                   yes(inValidate, "withhold (semantic_invalid) or annotate (_meta mcpready.dev/semantic) a rejected result"),
-		"semanticValidation":                          yes(inValidate, "CEL over args, result, now and tool, compiled once per policy (refused at apply if it does not compile), cost-bounded; receipts record the verdict and validator version"),
+		"semanticValidation":                          yes(inValidate, "CEL over args, result, now and tool, compiled once per policy (refused at apply if it does not compile), cost-bounded; a key applies by glob to the route's equivalence class, the call's input class (inputClasses) or \"<server>/<tool>\"; receipts record the verdict and validator version"),
 	}),
 
 	KindEvidence: merge(provenance(map[string]Rule{

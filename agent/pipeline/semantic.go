@@ -21,8 +21,8 @@ import (
 // annotates rather than withholds results a validator rejected).
 const MetaSemantic = "mcpready.dev/semantic"
 
-// semantic runs the validators that apply to route r (by class name or
-// "<server>/<tool>") on a successful checked outcome. A rejection is an
+// semantic runs the validators that apply to route r (by equivalence
+// class, the call's input class or "<server>/<tool>") on a successful checked outcome. A rejection is an
 // INVALID_RESULT at the semantic layer, unless the policy annotates. The
 // clock is read only when validators run (a reading costs more than the
 // rest of a call without them).
@@ -36,7 +36,9 @@ func semantic(ch *validate.Checker, r decide.Route, args json.RawMessage, now fu
 		return out
 	}
 	tool := r.Identity.GetServerName() + "/" + r.Identity.GetToolName()
-	applies := func(key string) bool { return (r.Class != "" && decide.Match(key, r.Class)) || decide.Match(key, tool) }
+	applies := func(key string) bool {
+		return (r.Class != "" && decide.Match(key, r.Class)) || (r.InputClass != "" && decide.Match(key, r.InputClass)) || decide.Match(key, tool)
+	}
 	in := validate.SemanticInput{Tool: tool, Now: now(), Result: c.res.StructuredContent, ArgsJSON: args}
 	c.sem = s.Check(applies, in)
 	if f := c.sem.Failure; f != nil {

@@ -93,3 +93,29 @@ func TestRecordSemantic(t *testing.T) {
 		t.Errorf("%v allocations for an answer without validators", n)
 	}
 }
+
+// A semanticValidation key may name an input class (Policy.inputClasses):
+// its validator runs on the calls in that class only, so a consequential
+// class of input can carry checks the others do not.
+func TestSemanticValidationPerInputClass(t *testing.T) {
+	up := mcptest.New(t, mcptest.Options{})
+	p := policy()
+	p.InputClasses = []*mcpreadyv1.InputClassRule{{Name: "long-text", When: "size(args.text) > 5"}}
+	pl, st, out := setup(t, p, map[string]*mcpreadyv1.RegistryEntry{"a": entry("test", up.URL)})
+	sem, err := validate.CompileSemantic(map[string]string{"long-text": "size(result.echo) < 5"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Checker = validate.NewChecker(validate.Rules{Semantic: sem})
+	for i, tc := range []struct{ args, semantic string }{
+		{`{"text":"hi"}`, ""},
+		{`{"text":"a longer text"}`, "failed:long-text"},
+	} {
+		req := request("test/echo")
+		req.Arguments = []byte(tc.args)
+		pl.Call(context.Background(), st, req, newFake(t))
+		if rec := out.recs[i]; rec.GetInputClass() != map[bool]string{true: "long-text"}[tc.semantic != ""] || rec.GetSemanticValidation() != tc.semantic {
+			t.Fatalf("arguments %s: input class %q, semantic %q, want %q", tc.args, rec.GetInputClass(), rec.GetSemanticValidation(), tc.semantic)
+		}
+	}
+}

@@ -155,7 +155,8 @@ type Policy struct {
 	Principals         []*PrincipalRule     `protobuf:"bytes,18,rep,name=principals,proto3" json:"principals,omitempty"`
 	Results            *ResultRules         `protobuf:"bytes,19,opt,name=results,proto3" json:"results,omitempty"`
 	// Semantic validators (readiness layer 6): key is an equivalence class
-	// name or a "<server>/<tool>" pattern, value a CEL expression over args,
+	// name, an input class name (input_classes: the validator runs on calls
+	// in that class) or a "<server>/<tool>" pattern, value a CEL expression over args,
 	// result (the structured result), now and tool that must yield true.
 	// Compiled once per policy; one that does not compile is refused.
 	SemanticValidation map[string]string `protobuf:"bytes,20,rep,name=semantic_validation,json=semanticValidation,proto3" json:"semantic_validation,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
