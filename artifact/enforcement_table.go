@@ -278,7 +278,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"principalClass":        yes(inDecide, "matched to the request's principal class when set; evidence whose top-level principalClass differs counts for none"),
 		"tenantClass":           yes(inDecide, "matched to the request's tenant class when set; evidence whose top-level tenantClass differs counts for none"),
 		"region":                yes(inDecide, "matched to the host's region (the agent's region label) when set; evidence whose top-level region differs counts for none"),
-		"inputClass":            yes(inDecide, "counts only for calls in that input class (Policy.inputClasses, for the route's tool); evidence without one counts for every class; a name Policy.inputClasses would refuse is refused at apply"),
+		"inputClass":            yes(inDecide, "counts only for calls in that input class (Policy.inputClasses, for the route's tool), and evidence without one only for calls in none: once a policy divides a tool's inputs, evidence speaks only for the class it was observed in; a name Policy.inputClasses would refuse is refused at apply"),
 		"assertedAt":            rec(""),
 	}), map[string]Rule{
 		"observer.id":             rec(""),

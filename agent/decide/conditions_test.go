@@ -78,7 +78,12 @@ func TestEvidenceConditions(t *testing.T) {
 		{"no input class, call in one", func(ev *mcpreadyv1.Evidence, in *Inputs) {
 			bulkEvidence("")(ev, in)
 			ev.Subject.InputClass = ""
-		}, bulkArgs, true},
+		}, bulkArgs, false},
+		{"no input class, call in none", func(ev *mcpreadyv1.Evidence, in *Inputs) {
+			bulkEvidence("")(ev, in)
+			ev.Subject.InputClass = ""
+		}, func(r *Request) { r.Arguments = []byte(`{"ids":[1]}`) }, true},
+		{"input class, tool without classes", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Subject.InputClass = "bulk" }, bulkArgs, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -215,7 +215,8 @@ func (s *Snapshot) authorise(c *cand, req *Request, g grant) (rejection, bool) {
 
 // freshEvidence picks the freshest evidence applicable to the request's
 // principal, tenant, region, auth class and input class (input, for this
-// entry) that counts (fit and not expired). unknown is true when none
+// entry: evidence speaks only for its own input class, and evidence naming
+// none only for calls in none) that counts (fit and not expired). unknown is true when none
 // does; rj then says why the freshest applicable one did not.
 func (s *Snapshot) freshEvidence(e *entry, req *Request, input string, now int64) (int, rejection, bool) {
 	why := -1
@@ -223,7 +224,7 @@ func (s *Snapshot) freshEvidence(e *entry, req *Request, input string, now int64
 	for i := range e.evidence {
 		ev := &e.evidence[i]
 		if (ev.principal != "" && ev.principal != req.Principal) || (ev.tenant != "" && ev.tenant != req.Tenant) ||
-			(ev.region != "" && ev.region != req.Region) || (ev.input != "" && ev.input != input) || ev.tooSmall {
+			(ev.region != "" && ev.region != req.Region) || ev.input != input || ev.tooSmall {
 			continue
 		}
 		if ev.auth != "" {

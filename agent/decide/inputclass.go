@@ -1,9 +1,10 @@
 package decide
 
 // Input classes (Policy.inputClasses): which class of arguments a call to
-// a route is in. Evidence whose subject names an input class counts only
-// for calls in it (freshEvidence); the route carries the class to the
-// receipt (Route.InputClass). Nothing here runs for a policy without input
+// a route is in. Evidence counts only for calls in the input class its
+// subject names, evidence naming none only for calls in none
+// (freshEvidence); the route carries the class to the receipt
+// (Route.InputClass). Nothing here runs for a policy without input
 // classes.
 
 import (

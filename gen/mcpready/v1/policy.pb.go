@@ -170,8 +170,9 @@ type Policy struct {
 	// call to a route is in the first class, in list order, whose tools
 	// pattern matches the route's "<server>/<tool>" and whose expression
 	// yields true; in none, its input class is empty. Receipts record it,
-	// passive evidence is kept per input class, and evidence whose subject
-	// names an input class counts only for calls in that class.
+	// passive evidence is kept per input class, and evidence counts only
+	// for calls in the input class its subject names (evidence naming none,
+	// only for calls in none).
 	InputClasses  []*InputClassRule `protobuf:"bytes,22,rep,name=input_classes,json=inputClasses,proto3" json:"input_classes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
