@@ -33,8 +33,8 @@ func applyRealisticEntry(t *testing.T, adm mcpreadyv1.AdminServiceClient, p *tes
 // registry does not hold besides receipts for a registered entry; the
 // control plane stores passive Evidence for the registered subject only.
 // Before, it minted and stored Evidence for whatever the receipts named.
-// The receipts' warmth, auth class and semantic outcome reach the stored
-// Evidence (the ingest summary carries them).
+// The receipts' warmth, auth and input classes and semantic outcome reach
+// the stored Evidence (the ingest summary carries them).
 func TestPassiveEvidenceOnlyForRegisteredSubjects(t *testing.T) {
 	p := testpki.New(t)
 	cli, m := etcdtest.Etcd(t)
@@ -56,7 +56,7 @@ func TestPassiveEvidenceOnlyForRegisteredSubjects(t *testing.T) {
 	defer sp.Close()
 	for i := range 40 {
 		rc := ledgertest.Realistic(i, time.Now())
-		rc.Warmth, rc.AuthClass = mcpreadyv1.CallWarmth_CALL_WARMTH_WARM, "oauth:client_credentials"
+		rc.Warmth, rc.AuthClass, rc.InputClass = mcpreadyv1.CallWarmth_CALL_WARMTH_WARM, "oauth:client_credentials", "bulk"
 		rc.SemanticValidation, rc.SemanticValidatorVersion = "passed", "fresh=cel:0123456789ab"
 		if i%2 == 1 {
 			rc.Selected.ServerName, rc.Selected.Entry = "com.evil/fabricated", "fabricated"
@@ -84,8 +84,8 @@ func TestPassiveEvidenceOnlyForRegisteredSubjects(t *testing.T) {
 			if ev.GetSubject().GetServerName() != "com.example/docs-a" {
 				t.Fatalf("evidence stored for unregistered subject %q", ev.GetSubject().GetServerName())
 			}
-			if ev.GetAuthClass() != "oauth:client_credentials" {
-				t.Fatalf("evidence auth class %q: the receipt's did not reach the aggregator", ev.GetAuthClass())
+			if ev.GetAuthClass() != "oauth:client_credentials" || ev.GetSubject().GetInputClass() != "bulk" {
+				t.Fatalf("evidence auth class %q, input class %q: the receipts' did not reach the aggregator", ev.GetAuthClass(), ev.GetSubject().GetInputClass())
 			}
 			hist, _ := st.History(context.Background(), artifact.KindEvidence, rec.Name)
 			for _, h := range hist {
