@@ -77,6 +77,12 @@ type Options struct {
 	// Grace is how long after a window ends late receipts are still folded
 	// in before it is emitted; default 30s.
 	Grace time.Duration
+	// MaxClockSkew is how far after the aggregator's clock a receipt's time
+	// may lie: a receipt stamped later is not folded (counted as refused,
+	// reason "future"), so that an agent cannot open windows without
+	// bound, nor have evidence signed as observed in the future. Default
+	// 1m.
+	MaxClockSkew time.Duration
 	// TTL is how long evidence stays valid after its window ends;
 	// default 3 × Window. Expired evidence makes routing treat the subject
 	// as UNKNOWN.
@@ -205,6 +211,9 @@ func New(opts Options) (*Aggregator, error) {
 	if opts.Grace <= 0 {
 		opts.Grace = 30 * time.Second
 	}
+	if opts.MaxClockSkew <= 0 {
+		opts.MaxClockSkew = time.Minute
+	}
 	if opts.TTL <= 0 {
 		opts.TTL = 3 * opts.Window
 	}
@@ -301,12 +310,18 @@ func refusedBeforeSend(r *mcpreadyv1.Receipt) bool {
 // ingest.Observer.
 func (a *Aggregator) Observe(agentID string, receipts []*mcpreadyv1.Receipt, digests []string) {
 	win := int64(a.opts.Window)
+	latest := a.opts.Now().Add(a.opts.MaxClockSkew)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i, r := range receipts {
 		var digest string
 		if i < len(digests) {
 			digest = digests[i]
+		}
+		at := receiptTime(r)
+		if at.After(latest) {
+			a.refused.WithLabelValues(reasonFuture).Inc()
+			continue
 		}
 		if a.observeWorkflow(agentID, r, digest) {
 			continue
@@ -315,7 +330,6 @@ func (a *Aggregator) Observe(agentID string, receipts []*mcpreadyv1.Receipt, dig
 		if !ok {
 			continue
 		}
-		at := receiptTime(r)
 		start := at.UnixNano() - at.UnixNano()%win
 		if start < a.emittedUntil {
 			a.lateN++

@@ -159,6 +159,9 @@ const (
 	// reasonInputClass: the receipt names an input class no Policy could
 	// define (artifact.ValidInputClass).
 	reasonInputClass = "invalid-input-class"
+	// reasonFuture: the receipt is stamped more than Options.MaxClockSkew
+	// after the aggregator's clock.
+	reasonFuture = "future"
 	// reasonWorkflowAgentBound: a workflow receipt past its agent's
 	// workflow bound (workflow.go).
 	reasonWorkflowAgentBound = "workflow-agent-bound"

@@ -116,7 +116,7 @@ func TestAgentContributionBounded(t *testing.T) {
 		id.ToolName = fmt.Sprintf("tool-%d", i)
 		ids = append(ids, id)
 	}
-	a, sk, _ := newAgg(t, func(o *Options) { o.MaxSubjectsPerAgent, o.MaxReceiptsPerAgent = 5, 50 }, ids...)
+	a, sk, now := newAgg(t, func(o *Options) { o.MaxSubjectsPerAgent, o.MaxReceiptsPerAgent = 5, 50 }, ids...)
 	O := mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
 	var flood []*mcpreadyv1.Receipt
 	for i := range 1000 {
@@ -141,6 +141,7 @@ func TestAgentContributionBounded(t *testing.T) {
 	// The next window starts a fresh budget.
 	later := rc(O, 1, 10, func(r *mcpreadyv1.Receipt) { r.Selected.ToolName, r.EndedAt.Seconds = "tool-0", r.EndedAt.Seconds+600 })
 	sk.bundles = nil
+	*now = now.Add(10 * time.Minute) // the next window has begun
 	a.Observe("agent-evil", []*mcpreadyv1.Receipt{later}, []string{"sha256:2"})
 	if evs := flushAll(t, a, sk); len(evs) != 1 {
 		t.Fatalf("next window: %d evidence", len(evs))
@@ -161,7 +162,7 @@ func TestSubjectsRequired(t *testing.T) {
 // that identity; no Evidence is minted for it. Once the organisation
 // qualifies an entry with that identity, it is a subject like any other.
 func TestDriftCandidateMintsNoEvidence(t *testing.T) {
-	a, sk, _ := newAgg(t, nil)
+	a, sk, now := newAgg(t, nil)
 	forged := identity()
 	forged.ServerVersion = "6.6.6"
 	cand := &mcpreadyv1.RegistryEntry{Identity: forged, State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE, DiscoverySource: "drift-report:host-evil"}
@@ -177,6 +178,7 @@ func TestDriftCandidateMintsNoEvidence(t *testing.T) {
 	later := []*mcpreadyv1.Receipt{rc(success, 1, 5, func(r *mcpreadyv1.Receipt) {
 		r.Selected.ServerVersion, r.EndedAt.Seconds = "6.6.6", r.EndedAt.Seconds+600
 	})}
+	*now = now.Add(10 * time.Minute) // the next window has begun
 	a.Observe("host-1", later, digestsFor(later))
 	if evs := flushAll(t, a, sk); len(evs) != 1 {
 		t.Fatalf("%d evidence for the qualified entry, want 1", len(evs))
@@ -244,7 +246,8 @@ func TestPassiveEvidenceRecordsDrift(t *testing.T) {
 	var reg *RegistrySubjects
 	other := identity()
 	other.ToolName = "other"
-	a, sk, _ := newAgg(t, func(o *Options) { reg = o.Subjects.(*RegistrySubjects); o.Drift = reg }, identity(), other)
+	a, sk, now := newAgg(t, func(o *Options) { reg = o.Subjects.(*RegistrySubjects); o.Drift = reg }, identity(), other)
+	*now = t0.Add(12 * time.Minute) // after every receipt below
 	O := mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
 	at := func(d time.Duration) func(*mcpreadyv1.Receipt) {
 		return func(r *mcpreadyv1.Receipt) { r.EndedAt = timestamppb.New(t0.Add(d)) }
@@ -316,5 +319,43 @@ func TestPassiveEvidencePerInputClass(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(a.refused.WithLabelValues(reasonInputClass)); n != 1 {
 		t.Fatalf("refused for their input class: %v, want 1", n)
+	}
+}
+
+// Attack: an agent stamps receipts far in the future. Before, each opened
+// a window of its own (memory without bound, one window per receipt), and
+// a flush of every window (at shutdown) signed Evidence observed in the
+// future, fresh long after, whose version, above every honest window's,
+// made the write path refuse the subject's later evidence as a rollback.
+// Now a receipt more than MaxClockSkew ahead of the aggregator's clock is
+// not folded (counted as refused); one within it is.
+func TestFutureReceiptsNotFolded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, sk, now := newAgg(t, func(o *Options) { o.Registry = reg })
+	O := mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS
+	at := func(d time.Duration) func(*mcpreadyv1.Receipt) {
+		return func(r *mcpreadyv1.Receipt) { r.EndedAt = timestamppb.New(now.Add(d)) }
+	}
+	var rs []*mcpreadyv1.Receipt
+	for i := range 100 {
+		rs = append(rs, rc(O, 1, 10, at(time.Duration(i+1)*24*time.Hour)))
+	}
+	wf := rc(O, 1, 10, at(48*time.Hour), func(r *mcpreadyv1.Receipt) {
+		r.Workflow = &mcpreadyv1.WorkflowRecord{EndState: mcpreadyv1.WorkflowEndState_WORKFLOW_END_STATE_COMPLETED}
+	})
+	rs = append(rs, wf, rc(O, 1, 10, at(30*time.Second)))
+	a.Observe("agent-1", rs, digestsFor(rs))
+	a.mu.Lock()
+	windows, workflows := len(a.windows), len(a.workflows)
+	a.mu.Unlock()
+	if windows != 1 || workflows != 0 {
+		t.Fatalf("%d windows and %d workflow populations held, want the one window of the receipt within the skew", windows, workflows)
+	}
+	evs := flushAll(t, a, sk)
+	if len(evs) != 1 || evs[0].GetObservedAt().AsTime().After(now.Add(time.Minute)) {
+		t.Fatalf("evidence %v, want one, observed within the skew", evs)
+	}
+	if n := testutil.ToFloat64(a.refused.WithLabelValues(reasonFuture)); n != 101 {
+		t.Fatalf("refused as future: %v, want 101", n)
 	}
 }

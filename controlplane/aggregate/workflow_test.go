@@ -150,7 +150,7 @@ func TestWorkflowLate(t *testing.T) {
 // flood below minted 1,000 workflow Evidence objects.
 func TestWorkflowContributionBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a, sk, _ := newAgg(t, func(o *Options) {
+	a, sk, now := newAgg(t, func(o *Options) {
 		o.Registry = reg
 		o.MaxWorkflowKeysPerAgent, o.MaxWorkflowReceiptsPerAgent = 3, 40
 	})
@@ -186,6 +186,7 @@ func TestWorkflowContributionBounded(t *testing.T) {
 	later := wfReceipt(mcpreadyv1.WorkflowEndState_WORKFLOW_END_STATE_COMPLETED, wfCall("lookup", success, 1, false, true))
 	later.TenantClass, later.EndedAt.Seconds = "tenant-7", later.EndedAt.Seconds+600
 	sk.bundles = nil
+	*now = now.Add(10 * time.Minute) // the next window has begun
 	a.Observe("agent-evil", []*mcpreadyv1.Receipt{later}, []string{"sha256:2"})
 	if evs := flushAll(t, a, sk); len(evs) != 1 || evs[0].GetTenantClass() != "tenant-7" {
 		t.Fatalf("next window: %v", evs)
