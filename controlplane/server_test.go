@@ -241,7 +241,10 @@ func TestEtcdLeaderLossKeepsServing(t *testing.T) {
 	s := start(t, controlplane.Options{EtcdEndpoints: etcdembed.Endpoints(ms), Root: p.Root.Public()})
 	ch := agent(t, s.Addr())
 	adm := mcpreadyv1.NewAdminServiceClient(dial(t, s.Addr()))
-	ctx := context.Background()
+	// Bounded: a write that waits on the lost leader fails here, by name,
+	// rather than at the package's timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	if _, err := adm.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: p.TrustPolicy}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,16 @@ package cprun
 
 import (
 	"context"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcpready/mcpready/controlplane"
 )
+
+// stopWait bounds how long a test waits for its control plane to stop.
+const stopWait = time.Minute
 
 // Start runs a control plane with o until t ends and returns it once it
 // is ready (at most 30 s).
@@ -26,8 +31,18 @@ func Start(t testing.TB, o controlplane.Options) *controlplane.Server {
 	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("control plane: %v", err)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("control plane: %v", err)
+			}
+		case <-time.After(stopWait):
+			// A stop that hangs is a failure of its own; the goroutines say
+			// where (the package's timeout would say it only after minutes,
+			// for every test at once).
+			var b strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+			t.Errorf("control plane did not stop within %s; goroutines:\n%s", stopWait, b.String())
 		}
 	})
 	select {
