@@ -215,9 +215,10 @@ func (s *Snapshot) authorise(c *cand, req *Request, g grant) (rejection, bool) {
 
 // freshEvidence picks the freshest evidence applicable to the request's
 // principal, tenant, region, auth class and input class (input, for this
-// entry: evidence speaks only for its own input class, and evidence naming
-// none only for calls in none) that counts (fit and not expired). unknown is true when none
-// does; rj then says why the freshest applicable one did not.
+// entry: evidence speaks only for its own input class, and evidence
+// naming none only for calls in none; a listing has none) that counts
+// (fit and not expired). unknown is true when none does; rj then says why
+// the freshest applicable one did not.
 func (s *Snapshot) freshEvidence(e *entry, req *Request, input string, now int64) (int, rejection, bool) {
 	why := -1
 	auth, authKnown := "", false

@@ -22,10 +22,10 @@ import (
 const MetaSemantic = "mcpready.dev/semantic"
 
 // semantic runs the validators that apply to route r (by equivalence
-// class, the call's input class or "<server>/<tool>") on a successful checked outcome. A rejection is an
-// INVALID_RESULT at the semantic layer, unless the policy annotates. The
-// clock is read only when validators run (a reading costs more than the
-// rest of a call without them).
+// class, the call's input class or "<server>/<tool>") on a successful
+// checked outcome. A rejection is an INVALID_RESULT at the semantic layer,
+// unless the policy annotates. The clock is read only when validators run
+// (a reading costs more than the rest of a call without them).
 func semantic(ch *validate.Checker, r decide.Route, args json.RawMessage, now func() time.Time, out invoke.Outcome) invoke.Outcome {
 	c, ok := out.Result.(*checked)
 	if !ok || ch == nil || out.Class != mcpreadyv1.OutcomeClass_OUTCOME_CLASS_SUCCESS {

@@ -559,7 +559,7 @@ func (s subject) digest() string {
 	if s.auth != "" { // receipts without an auth or input class keep their subjects' digests
 		parts = append(parts, s.auth)
 	}
-	if s.input != "" { // no auth class starts so
+	if s.input != "" { // prefixed: no auth class begins with "input:"
 		parts = append(parts, "input:"+s.input)
 	}
 	return artifact.Digest([]byte(strings.Join(parts, "\x00")))
