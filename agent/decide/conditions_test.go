@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"slices"
 	"testing"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
@@ -166,6 +167,33 @@ func TestAcceptedEvidenceMethods(t *testing.T) {
 			d := snap(t, in).Decide(req, nil)
 			if got := len(d.Routes) == 1 && d.Routes[0].EvidenceID == "ev-a"; got != tc.applies {
 				t.Fatalf("evidence counted: %v, want %v (routes %+v, candidate %v)", got, tc.applies, d.Routes, candidate(d, "docs-a"))
+			}
+		})
+	}
+}
+
+// A listing has no arguments, so no input class: a tool the policy divides
+// into classes is listed when evidence of any of its classes counts (a
+// call in that class would be admitted), and not when none does. Before,
+// a listing counted only evidence naming no class, and with onUnknown
+// DENY hid a tool whose evidence all named one.
+func TestListingCountsEvidenceOfAnyInputClass(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(ev *mcpreadyv1.Evidence, in *Inputs)
+		listed bool
+	}{
+		{"evidence of a class", bulkEvidence(""), true},
+		{"evidence of a class, tool without classes", func(ev *mcpreadyv1.Evidence, in *Inputs) { ev.Subject.InputClass = "bulk" }, false},
+		{"evidence of none", func(ev *mcpreadyv1.Evidence, in *Inputs) { bulkEvidence("")(ev, in); ev.Subject.InputClass = "" }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := fixture()
+			in.Policy.Evidence.OnUnknown = mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY
+			tc.mutate(in.Evidence["ev-a"], &in)
+			v, ok := snap(t, in).VisibleNamed(baseReq(), nil, "com.example/docs/docs.lookup")
+			if listed := ok && slices.Contains(v.Entries, "docs-a"); listed != tc.listed {
+				t.Fatalf("docs-a listed: %v, want %v (%+v)", listed, tc.listed, v)
 			}
 		})
 	}

@@ -208,6 +208,9 @@ func (s *Snapshot) visible(g *group, x *call, h Health) (Visible, bool) {
 	var entries []string
 	for i := range g.cands {
 		var a admitted
+		if len(g.cands[i].e.inputRules) > 0 {
+			a.input = anyInputClass // a listing has no arguments: a call in any class may follow
+		}
 		if step, _ := s.admit(&g.cands[i], x, h, &a); step == readiness.StepNone {
 			entries = append(entries, g.cands[i].e.name)
 		}

@@ -214,18 +214,19 @@ func (s *Snapshot) authorise(c *cand, req *Request, g grant) (rejection, bool) {
 }
 
 // freshEvidence picks the freshest evidence applicable to the request's
-// principal, tenant, region, auth class and input class (input, for this
-// entry: evidence speaks only for its own input class, and evidence
-// naming none only for calls in none; a listing has none) that counts
-// (fit and not expired). unknown is true when none does; rj then says why
-// the freshest applicable one did not.
+// principal, tenant, region, auth class and input class that counts (fit
+// and not expired). input is the call's class for this entry: evidence
+// speaks only for its own class, evidence naming none only for calls in
+// none, and anyInputClass (a listing's) takes every class. unknown is
+// true when none does; rj then says why the freshest applicable one did
+// not.
 func (s *Snapshot) freshEvidence(e *entry, req *Request, input string, now int64) (int, rejection, bool) {
 	why := -1
 	auth, authKnown := "", false
 	for i := range e.evidence {
 		ev := &e.evidence[i]
 		if (ev.principal != "" && ev.principal != req.Principal) || (ev.tenant != "" && ev.tenant != req.Tenant) ||
-			(ev.region != "" && ev.region != req.Region) || ev.input != input || ev.tooSmall {
+			(ev.region != "" && ev.region != req.Region) || (ev.input != input && input != anyInputClass) || ev.tooSmall {
 			continue
 		}
 		if ev.auth != "" {

@@ -19,6 +19,11 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
+// anyInputClass is the input class a listing admits with for an entry
+// with input class rules: evidence of any class counts, since a call in
+// that class may follow. No class is called so (artifact.ValidInputClass).
+const anyInputClass = "*"
+
 // inputClassCostLimit bounds one expression's evaluation (CEL cost units):
 // one that would run longer matches nothing.
 const inputClassCostLimit = 10_000
