@@ -2,8 +2,10 @@ package probe_test
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,8 +30,58 @@ func TestEvidenceCountsForEnrolledEntry(t *testing.T) {
 }
 
 func evidenceCounts(t *testing.T, ts *httptest.Server) {
-	r := run(t, ts.URL, probe.Options{Server: "com.example/docs", ReadOnly: []string{"lookup"}})
-	if r.ProbedTool != "lookup" || !r.Ready() {
+	snap, evidence := probeAndEnrol(t, ts, probe.Options{Server: "com.example/docs", ReadOnly: []string{"lookup"}}, nil)
+	d := snap.Decide(decide.Request{Tool: "com.example/docs/lookup", Principal: "dev", Arguments: []byte(`{"query":"q"}`),
+		AuthClass: func(string, string) string { return readiness.AuthKeyless }}, nil)
+	if len(d.Routes) != 1 || d.Routes[0].EvidenceID != evidence {
+		t.Fatalf("the probe's evidence did not admit the tool: routes %+v, refusal %v, candidates %v", d.Routes, d.Refusal, d.Candidates)
+	}
+}
+
+// Probed with the consumer's arguments and their input class, the
+// Evidence counts for calls in that class (Policy.inputClasses) and not
+// for others; the call received those arguments. Before, the probe could
+// only send the smallest schema-valid input and state no class, so a class
+// the policy set apart could get no synthetic evidence at all.
+func TestEvidenceForAnInputClass(t *testing.T) {
+	var got []string
+	ts := server(t, nil, func(s *mcp.Server) {
+		mcp.AddTool(s, &mcp.Tool{Name: "search"}, func(ctx context.Context, req *mcp.CallToolRequest, in lookupIn) (*mcp.CallToolResult, lookupOut, error) {
+			got = append(got, in.Query)
+			return nil, lookupOut{Answer: "x"}, nil
+		})
+	})
+	long := strings.Repeat("word ", 20)
+	classes := []*mcpreadyv1.InputClassRule{{Name: "long-query", When: "size(args.query) > 40"}}
+	snap, evidence := probeAndEnrol(t, ts, probe.Options{Server: "com.example/docs", ReadOnly: []string{"search"},
+		Arguments: map[string]any{"query": long}, InputClass: "long-query"}, classes)
+	if len(got) != 1 || got[0] != long {
+		t.Fatalf("the tool received %q, want the given arguments", got)
+	}
+	if evidence != "probe/com.example/docs/input-class/long-query" {
+		t.Fatalf("evidence named %q: it would replace the evidence of calls in no class", evidence)
+	}
+	for args, admitted := range map[string]bool{`{"query":"` + long + `"}`: true, `{"query":"short"}`: false} {
+		d := snap.Decide(decide.Request{Tool: "com.example/docs/search", Principal: "dev", Arguments: []byte(args),
+			AuthClass: func(string, string) string { return readiness.AuthKeyless }}, nil)
+		if ok := len(d.Routes) == 1 && d.Routes[0].EvidenceID == evidence; ok != admitted {
+			t.Fatalf("arguments %s: admitted on the probe's evidence %v, want %v (candidates %v)", args, ok, admitted, d.Candidates)
+		}
+	}
+	for _, o := range []probe.Options{{InputClass: "long-query"}, {InputClass: "Long Query", Arguments: map[string]any{}}} {
+		if _, err := probe.Run(context.Background(), ts.URL, o); !errors.Is(err, probe.ErrInputClass) {
+			t.Fatalf("input class %q with arguments %v: %v, want ErrInputClass", o.InputClass, o.Arguments, err)
+		}
+	}
+}
+
+// probeAndEnrol probes ts with o, signs the run as Evidence, enrols ts's
+// tools as qualified entries and returns a decision snapshot over them
+// (input classes classes, onUnknown DENY) and the Evidence's name.
+func probeAndEnrol(t *testing.T, ts *httptest.Server, o probe.Options, classes []*mcpreadyv1.InputClassRule) (*decide.Snapshot, string) {
+	t.Helper()
+	r := run(t, ts.URL, o)
+	if r.ProbedTool != o.ReadOnly[0] || !r.Ready() || r.InputClass != o.InputClass {
 		t.Fatalf("probe: %+v", r)
 	}
 	obj, err := probe.Evidence(r, probe.EvidenceOptions{Observer: "org/prober"})
@@ -54,19 +106,16 @@ func evidenceCounts(t *testing.T, ts *httptest.Server) {
 	snap, err := decide.NewSnapshot(decide.Inputs{PolicyVersion: "1", Entries: entries,
 		Evidence: map[string]*mcpreadyv1.Evidence{obj.Metadata.Name: obj.Spec.(*mcpreadyv1.Evidence)},
 		Policy: &mcpreadyv1.Policy{
-			Inventory:   []string{"com.example/docs/*"},
-			Evidence:    &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY},
-			Principals:  []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"*"}}},
-			SideEffects: []*mcpreadyv1.SideEffectRule{{Match: "*", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY}},
+			Inventory:    []string{"com.example/docs/*"},
+			Evidence:     &mcpreadyv1.EvidenceRules{OnUnknown: mcpreadyv1.UnknownEvidenceAction_UNKNOWN_EVIDENCE_ACTION_DENY},
+			Principals:   []*mcpreadyv1.PrincipalRule{{PrincipalClass: "dev", Allow: []string{"*"}}},
+			SideEffects:  []*mcpreadyv1.SideEffectRule{{Match: "*", Assigned: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY}},
+			InputClasses: classes,
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := snap.Decide(decide.Request{Tool: "com.example/docs/lookup", Principal: "dev", Arguments: []byte(`{"query":"q"}`),
-		AuthClass: func(string, string) string { return readiness.AuthKeyless }}, nil)
-	if len(d.Routes) != 1 || d.Routes[0].EvidenceID != obj.Metadata.Name {
-		t.Fatalf("the probe's evidence did not admit the tool: routes %+v, refusal %v, candidates %v", d.Routes, d.Refusal, d.Candidates)
-	}
+	return snap, obj.Metadata.Name
 }
 
 // A tool whose definition changes while the probe watches (here: right

@@ -56,6 +56,8 @@ var definitions = map[mcpreadyv1.ReadinessLayer]string{
 // sign: one sample, per-layer rates with their denominators (a layer not
 // reached or skipped is excluded, never counted as a success), the error
 // codes by layer, the protocol path, the auth class and the blind spots.
+// It is named "probe/<server>", with "/input-class/<class>" after it when
+// the report states an input class.
 func Evidence(r *Report, o EvidenceOptions) (*artifact.Object, error) {
 	if o.Observer == "" {
 		return nil, ErrNoObserver
@@ -76,7 +78,7 @@ func Evidence(r *Report, o EvidenceOptions) (*artifact.Object, error) {
 		Provenance: &mcpreadyv1.Provenance{Issuer: o.Observer, VerificationMethod: "sigstore-bundle-key",
 			Version: strconv.FormatInt(r.StartedAt.UnixMilli(), 10), IssuedAt: timestamppb.New(end), ExpiresAt: timestamppb.New(end.Add(o.TTL))},
 		Subject: &mcpreadyv1.Subject{ServerName: server, Endpoint: r.URL, ServerVersion: r.ServerVersion, ToolName: r.ProbedTool,
-			InputSchemaDigest: r.InputSchemaDigest, OutputSchemaDigest: r.OutputSchemaDigest, Region: o.Region},
+			InputSchemaDigest: r.InputSchemaDigest, OutputSchemaDigest: r.OutputSchemaDigest, Region: o.Region, InputClass: r.InputClass},
 		Observer:         &mcpreadyv1.Observer{Id: o.Observer, Software: o.Software, Independence: "consumer-synthetic"},
 		Method:           mcpreadyv1.EvidenceMethod_EVIDENCE_METHOD_SYNTHETIC,
 		AuthClass:        auth,
@@ -138,7 +140,11 @@ func Evidence(r *Report, o EvidenceOptions) (*artifact.Object, error) {
 	if name == "" {
 		name = strings.TrimPrefix(strings.TrimPrefix(r.URL, "https://"), "http://")
 	}
-	return artifact.New(artifact.KindEvidence, "probe/"+artifact.CleanName(name), ev), nil
+	name = "probe/" + artifact.CleanName(name)
+	if r.InputClass != "" { // beside, not over, the evidence of calls in no class
+		name += "/input-class/" + r.InputClass
+	}
+	return artifact.New(artifact.KindEvidence, name, ev), nil
 }
 
 // protocolPath names the era the layers above protocol used.

@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
 
@@ -119,6 +120,10 @@ type Report struct {
 	// DEFINITION_DRIFT, SIDE_EFFECT_DRIFT (the annotations' hints). The
 	// Evidence then reports it and counts for no call.
 	DriftObserved []string `json:"driftObserved,omitempty"`
+	// InputClass is the input class of the canary call's arguments
+	// (Options.InputClass; the arguments themselves are never in the
+	// report).
+	InputClass string `json:"inputClass,omitempty"`
 	// Cold is the first successful connection (handshake and first
 	// answer); Warm the median of the later calls on the open session.
 	Cold time.Duration `json:"coldNs,omitempty"`
@@ -182,6 +187,16 @@ type Options struct {
 	// WarmCalls is the number of extra listings timed on the open session
 	// for the warm latency. Zero: 3.
 	WarmCalls int
+	// Arguments are the canary call's arguments. Zero: arguments built
+	// from the tool's input schema (ExampleArguments), the smallest valid
+	// input.
+	Arguments map[string]any
+	// InputClass is the input class (Policy.inputClasses) Arguments are
+	// in, stated in the report and the Evidence so that it counts for
+	// calls in that class. It needs Arguments and a name the Policy would
+	// accept (ErrInputClass otherwise). Zero: none, so the Evidence counts
+	// for calls in no class.
+	InputClass string
 }
 
 func (o *Options) defaults() {
@@ -199,6 +214,10 @@ func (o *Options) defaults() {
 // ErrURL is returned for an endpoint URL that cannot be probed.
 var ErrURL = errors.New("probe: bad endpoint URL")
 
+// ErrInputClass is returned for an Options.InputClass without Arguments,
+// or one no Policy could define.
+var ErrInputClass = errors.New("probe: bad input class")
+
 // Run probes endpoint through the whole funnel. It returns an error only for
 // a URL it cannot probe at all; everything the endpoint does is a result.
 func Run(ctx context.Context, endpoint string, o Options) (*Report, error) {
@@ -210,7 +229,13 @@ func Run(ctx context.Context, endpoint string, o Options) (*Report, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: %q is not an http(s) URL", ErrURL, endpoint)
 	}
-	r := &Report{URL: endpoint, Server: o.Server, StartedAt: time.Now().UTC(), BearerPresented: o.Token != ""}
+	switch {
+	case o.InputClass != "" && o.Arguments == nil:
+		return nil, fmt.Errorf("%w: %q states the class of arguments, and none are given", ErrInputClass, o.InputClass)
+	case o.InputClass != "" && !artifact.ValidInputClass(o.InputClass):
+		return nil, fmt.Errorf("%w: %q is not 1-63 of a-z, 0-9, '.', '_' and '-' starting with a letter or digit", ErrInputClass, o.InputClass)
+	}
+	r := &Report{URL: endpoint, Server: o.Server, StartedAt: time.Now().UTC(), BearerPresented: o.Token != "", InputClass: o.InputClass}
 	if o.Token == "" {
 		r.BlindSpots = append(r.BlindSpots, "keyless probe: says nothing about authorised use")
 	}

@@ -120,8 +120,9 @@ func (p *run) partial(tools []*mcp.Tool, reason, detail string) ([]*mcp.Tool, bo
 	return nil, false
 }
 
-// invoke calls one tool the consumer classifies read-only, with arguments
-// valid against its input schema, and checks the result.
+// invoke calls one tool the consumer classifies read-only, with the
+// consumer's arguments or else arguments valid against its input schema,
+// and checks the result.
 func (p *run) invoke(ctx context.Context, cs *mcp.ClientSession, tools []*mcp.Tool) {
 	var t *mcp.Tool
 	for _, x := range tools {
@@ -142,7 +143,11 @@ func (p *run) invoke(ctx context.Context, cs *mcp.ClientSession, tools []*mcp.To
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.StepTimeout)
 	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.Name, Arguments: ExampleArguments(SchemaObject(t.InputSchema))})
+	args := p.o.Arguments
+	if args == nil {
+		args = ExampleArguments(SchemaObject(t.InputSchema))
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.Name, Arguments: args})
 	if err != nil {
 		var je *jsonrpc.Error
 		if errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -20,9 +22,12 @@ import (
 // probeOptions are the flags of probe.
 type probeOptions struct {
 	url, name, tokenFile, ca, output string
-	readOnly, issuers                []string
-	timeout                          time.Duration
-	maxPages                         int
+	// arguments: a file of the canary call's arguments (a JSON object);
+	// inputClass: the input class they are in.
+	arguments, inputClass string
+	readOnly, issuers     []string
+	timeout               time.Duration
+	maxPages              int
 	// Evidence: --sign KEY turns the run into signed SYNTHETIC Evidence,
 	// written with --bundle and applied with --apply.
 	signKey, observer, region, bundle string
@@ -60,6 +65,8 @@ one is not (the report is printed either way), 2 for usage errors.`,
 	fl.StringVar(&o.tokenFile, "token-file", "", "file holding a bearer token to present (else $MCPREADY_PROBE_TOKEN; else keyless)")
 	fl.DurationVar(&o.timeout, "timeout", 10*time.Second, "budget of each network step")
 	fl.IntVar(&o.maxPages, "max-pages", 100, "most tools/list pages to read")
+	fl.StringVar(&o.arguments, "arguments", "", "file holding the canary call's arguments, a JSON object (default: the smallest input the tool's schema allows)")
+	fl.StringVar(&o.inputClass, "input-class", "", "the Policy input class those arguments are in, stated in the Evidence so that it counts for calls in that class (needs --arguments)")
 	fl.StringVar(&o.signKey, "sign", "", "sign the run as SYNTHETIC Evidence with this key (cosign format; password as for keygen)")
 	fl.StringVar(&o.observer, "observer", "", "observer id recorded in the Evidence (required with --sign; the TrustPolicy must grant the key Evidence)")
 	fl.StringVar(&o.region, "region", "", "region the probe runs from, recorded in the Evidence: it then counts only for agents with that region label")
@@ -98,7 +105,14 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 		token = strings.TrimSpace(string(b))
 	}
 	popts := probe.Options{Server: o.name, ReadOnly: o.readOnly, ExpectedIssuers: o.issuers, Token: token,
-		StepTimeout: o.timeout, MaxPages: o.maxPages}
+		StepTimeout: o.timeout, MaxPages: o.maxPages, InputClass: o.inputClass}
+	if o.arguments != "" {
+		args, err := readArguments(o.arguments)
+		if err != nil {
+			return usagef("probe: --arguments: %w", err)
+		}
+		popts.Arguments = args
+	}
 	if o.ca != "" {
 		pool, err := readCAPool(o.ca, "--ca")
 		if err != nil {
@@ -107,7 +121,7 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 		popts.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	r, err := probe.Run(cmd.Context(), o.url, popts)
-	if errors.Is(err, probe.ErrURL) {
+	if errors.Is(err, probe.ErrURL) || errors.Is(err, probe.ErrInputClass) {
 		return usagef("probe: %w", err)
 	} else if err != nil {
 		return err
@@ -126,6 +140,31 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 	return nil
 }
 
+// maxArgumentsFile bounds the --arguments file.
+const maxArgumentsFile = 1 << 20
+
+// readArguments reads a canary call's arguments: a JSON object, at most
+// maxArgumentsFile bytes. Its content is never printed.
+func readArguments(path string) (map[string]any, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxArgumentsFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxArgumentsFile {
+		return nil, fmt.Errorf("%s is over %d bytes", path, maxArgumentsFile)
+	}
+	var args map[string]any
+	if err := json.Unmarshal(b, &args); err != nil || args == nil {
+		return nil, fmt.Errorf("%s is not a JSON object", path)
+	}
+	return args, nil
+}
+
 func probeTable(tw *tabwriter.Writer, r *probe.Report) {
 	fmt.Fprintln(tw, "LAYER\tSTATUS\tREASON\tDETAIL")
 	for _, l := range r.Layers {
@@ -140,6 +179,9 @@ func probeTable(tw *tabwriter.Writer, r *probe.Report) {
 		fmt.Fprintf(tw, "era %s:\t%s\n", e.Requested, state)
 	}
 	fmt.Fprintf(tw, "tools:\t%d on %d page(s)%s\n", r.Tools, r.Pages, map[bool]string{true: ", partial"}[r.Partial])
+	if r.InputClass != "" {
+		fmt.Fprintf(tw, "input class:\t%s\n", r.InputClass)
+	}
 	if r.Cold > 0 {
 		fmt.Fprintf(tw, "latency:\tcold %s, warm %s\n", r.Cold.Round(time.Microsecond), r.Warm.Round(time.Microsecond))
 	}

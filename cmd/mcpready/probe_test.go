@@ -212,3 +212,44 @@ func TestProberOnce(t *testing.T) {
 		t.Errorf("without --sign: exit %d", code)
 	}
 }
+
+// probe --arguments FILE --input-class NAME calls the read-only tool with
+// the file's arguments, reports the class (never the arguments) and names
+// the signed Evidence for it; a class without arguments, a name no Policy
+// accepts, or a file that is not a JSON object is a usage error.
+func TestProbeInputClass(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "com.example/docs", Version: "1"}, nil)
+	type in struct {
+		Q string `json:"q"`
+	}
+	var got []string
+	mcp.AddTool(s, &mcp.Tool{Name: "lookup"}, func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+		got = append(got, a.Q)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	defer ts.Close()
+	dir := t.TempDir()
+	args := writeFile(t, dir, "args.json", []byte(`{"q":"a-very-particular-query"}`))
+	code, out, errOut := runKeyCLI(t, "probe", "--url", ts.URL, "--read-only", "lookup", "--arguments", args, "--input-class", "bulk", "-o", "json")
+	if code != exitOK || len(got) != 1 || got[0] != "a-very-particular-query" {
+		t.Fatalf("exit %d, tool got %q: %s %s", code, got, out, errOut)
+	}
+	var r probe.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.InputClass != "bulk" || strings.Contains(out, "a-very-particular-query") {
+		t.Fatalf("report: %v, input class %q; the arguments must not be in it:\n%s", err, r.InputClass, out)
+	}
+	for _, bad := range [][]string{
+		{"probe", "--url", ts.URL, "--read-only", "lookup", "--input-class", "bulk"},
+		{"probe", "--url", ts.URL, "--read-only", "lookup", "--arguments", args, "--input-class", "Bulk Calls"},
+		{"probe", "--url", ts.URL, "--read-only", "lookup", "--arguments", writeFile(t, dir, "list.json", []byte(`[1,2]`))},
+		{"probe", "--url", ts.URL, "--read-only", "lookup", "--arguments", filepath.Join(dir, "missing.json")},
+	} {
+		if code, _, _ := runKeyCLI(t, bad...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", bad[len(bad)-2:], code, exitUsage)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("refused runs called the tool: %q", got)
+	}
+}
