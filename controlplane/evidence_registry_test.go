@@ -41,6 +41,8 @@ func TestPassiveEvidenceOnlyForRegisteredSubjects(t *testing.T) {
 	// A window of some seconds: receipts shipped after their window's
 	// evidence was emitted are late and never counted, and under -race on a
 	// loaded machine a one-second window lost some (12 of 20, once in CI).
+	// The receipts are stamped one window ahead (within the aggregator's
+	// clock skew), so that shipping has at least a window and its grace.
 	s := start(t, controlplane.Options{EtcdEndpoints: []string{m.ClientURL}, DataDir: t.TempDir(), Root: p.Root.Public(), ObserverKey: p.Observer,
 		Receipts: &controlplane.ReceiptOptions{EvidenceWindow: 5 * time.Second}})
 	adm := mcpreadyv1.NewAdminServiceClient(dial(t, s.Addr()))
@@ -55,7 +57,7 @@ func TestPassiveEvidenceOnlyForRegisteredSubjects(t *testing.T) {
 	}
 	defer sp.Close()
 	for i := range 40 {
-		rc := ledgertest.Realistic(i, time.Now())
+		rc := ledgertest.Realistic(i, time.Now().Add(5*time.Second))
 		rc.Warmth, rc.AuthClass, rc.InputClass = mcpreadyv1.CallWarmth_CALL_WARMTH_WARM, "oauth:client_credentials", "bulk"
 		rc.SemanticValidation, rc.SemanticValidatorVersion = "passed", "fresh=cel:0123456789ab"
 		if i%2 == 1 {
