@@ -24,8 +24,12 @@ var inputClassEnv = sync.OnceValues(func() (*cel.Env, error) {
 	)
 })
 
-// ValidInputClass reports whether name is a name Policy.inputClasses
+// InputClassNames says, for error messages, which names ValidInputClass
 // accepts.
+const InputClassNames = "1-63 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit"
+
+// ValidInputClass reports whether name is a name Policy.inputClasses
+// accepts (InputClassNames).
 func ValidInputClass(name string) bool { return inputClassName.MatchString(name) }
 
 // InputClassEnv is the CEL environment of input class expressions: args
@@ -37,7 +41,7 @@ func InputClassEnv() (*cel.Env, error) { return inputClassEnv() }
 // and name the rule and field.
 func CompileInputClass(i int, r *mcpreadyv1.InputClassRule) (*cel.Ast, error) {
 	if !ValidInputClass(r.GetName()) {
-		return nil, fmt.Errorf("%w: inputClasses[%d].name: %q is not 1-63 of a-z, 0-9, '.', '_' and '-' starting with a letter or digit", ErrInvalid, i, r.GetName())
+		return nil, fmt.Errorf("%w: inputClasses[%d].name: %q is not %s", ErrInvalid, i, r.GetName(), InputClassNames)
 	}
 	if r.GetTools() != "" {
 		if reason, ok := checkPattern(r.GetTools()); !ok {

@@ -233,7 +233,7 @@ func Run(ctx context.Context, endpoint string, o Options) (*Report, error) {
 	case o.InputClass != "" && o.Arguments == nil:
 		return nil, fmt.Errorf("%w: %q states the class of arguments, and none are given", ErrInputClass, o.InputClass)
 	case o.InputClass != "" && !artifact.ValidInputClass(o.InputClass):
-		return nil, fmt.Errorf("%w: %q is not 1-63 of a-z, 0-9, '.', '_' and '-' starting with a letter or digit", ErrInputClass, o.InputClass)
+		return nil, fmt.Errorf("%w: %q is not %s", ErrInputClass, o.InputClass, artifact.InputClassNames)
 	}
 	r := &Report{URL: endpoint, Server: o.Server, StartedAt: time.Now().UTC(), BearerPresented: o.Token != "", InputClass: o.InputClass}
 	if o.Token == "" {

@@ -198,3 +198,16 @@ func TestListingCountsEvidenceOfAnyInputClass(t *testing.T) {
 		})
 	}
 }
+
+// An agent refuses a policy whose input classes do not compile, as apply
+// does: a control plane that let one through (an older one, say) does not
+// get a snapshot that would classify calls by nothing.
+func TestSnapshotRefusesBadInputClass(t *testing.T) {
+	for _, r := range []*mcpreadyv1.InputClassRule{{Name: "bulk"}, {Name: "bulk", When: "size(args"}, {Name: "Bulk", When: "true"}} {
+		in := fixture()
+		in.Policy.InputClasses = []*mcpreadyv1.InputClassRule{r}
+		if _, err := NewSnapshot(in); err == nil {
+			t.Errorf("rule %+v: snapshot built", r)
+		}
+	}
+}
