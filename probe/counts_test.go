@@ -75,13 +75,31 @@ func TestEvidenceForAnInputClass(t *testing.T) {
 	}
 }
 
+// The Evidence names the probed tool's registry record version when the
+// probe is told it (the prober and probe --apply read it from the
+// registry): it then counts for that record (enrolment's version 1) and
+// not for another one, as after the entry is republished. Before, the
+// subject named no record version and counted for any.
+func TestEvidenceNamesRecordVersion(t *testing.T) {
+	ts := server(t, nil)
+	for version, admitted := range map[string]bool{"1": true, "0": false} {
+		snap, evidence := probeAndEnrol(t, ts, probe.Options{Server: "com.example/docs", ReadOnly: []string{"lookup"},
+			RecordVersions: map[string]string{"lookup": version, "other": "9"}}, nil)
+		d := snap.Decide(decide.Request{Tool: "com.example/docs/lookup", Principal: "dev", Arguments: []byte(`{"query":"q"}`),
+			AuthClass: func(string, string) string { return readiness.AuthKeyless }}, nil)
+		if ok := len(d.Routes) == 1 && d.Routes[0].EvidenceID == evidence; ok != admitted {
+			t.Fatalf("evidence for record version %s: admitted %v, want %v (candidates %v)", version, ok, admitted, d.Candidates)
+		}
+	}
+}
+
 // probeAndEnrol probes ts with o, signs the run as Evidence, enrols ts's
 // tools as qualified entries and returns a decision snapshot over them
 // (input classes classes, onUnknown DENY) and the Evidence's name.
 func probeAndEnrol(t *testing.T, ts *httptest.Server, o probe.Options, classes []*mcpreadyv1.InputClassRule) (*decide.Snapshot, string) {
 	t.Helper()
 	r := run(t, ts.URL, o)
-	if r.ProbedTool != o.ReadOnly[0] || !r.Ready() || r.InputClass != o.InputClass {
+	if r.ProbedTool != o.ReadOnly[0] || !r.Ready() || r.InputClass != o.InputClass || r.RegistryRecordVersion != o.RecordVersions[r.ProbedTool] {
 		t.Fatalf("probe: %+v", r)
 	}
 	obj, err := probe.Evidence(r, probe.EvidenceOptions{Observer: "org/prober"})

@@ -114,6 +114,9 @@ type Report struct {
 	ProbedTool         string `json:"probedTool,omitempty"`
 	InputSchemaDigest  string `json:"inputSchemaDigest,omitempty"`
 	OutputSchemaDigest string `json:"outputSchemaDigest,omitempty"`
+	// RegistryRecordVersion is the probed tool's registry record version
+	// (Options.RecordVersions), when known.
+	RegistryRecordVersion string `json:"registryRecordVersion,omitempty"`
 	// DriftObserved names how the probed tool's definition changed while
 	// the probe watched (its later listings on the open session), as an
 	// agent's pin names it: INPUT_SCHEMA_DRIFT, OUTPUT_SCHEMA_DRIFT,
@@ -197,6 +200,13 @@ type Options struct {
 	// accept (ErrInputClass otherwise). Zero: none, so the Evidence counts
 	// for calls in no class.
 	InputClass string
+	// RecordVersions maps a tool's name to the registry record version
+	// (its RegistryEntry's provenance.version) at this endpoint. The probed
+	// tool's is stated in the report and the Evidence
+	// (subject.registryRecordVersion), so the Evidence counts only for that
+	// record and not for a later one. Zero: none stated; the Evidence then
+	// counts for any record of the entry it otherwise matches.
+	RecordVersions map[string]string
 }
 
 func (o *Options) defaults() {

@@ -136,7 +136,7 @@ func (p *run) invoke(ctx context.Context, cs *mcp.ClientSession, tools []*mcp.To
 		p.add(LayerResult, Skipped, "not-invoked", "")
 		return
 	}
-	p.r.ProbedTool = t.Name
+	p.r.ProbedTool, p.r.RegistryRecordVersion = t.Name, p.o.RecordVersions[t.Name]
 	if id, pt, ok := p.observed(t); ok {
 		p.r.InputSchemaDigest, p.r.OutputSchemaDigest = id.GetInputSchemaDigest(), id.GetOutputSchemaDigest()
 		p.pinned = &mcpreadyv1.RegistryEntry{Identity: id, SideEffect: pin.SideEffectOf(pt.Annotations), Idempotency: pin.IdempotencyOf(pt.Annotations)}

@@ -72,7 +72,7 @@ one is not (the report is printed either way), 2 for usage errors.`,
 	fl.StringVar(&o.region, "region", "", "region the probe runs from, recorded in the Evidence: it then counts only for agents with that region label")
 	fl.DurationVar(&o.ttl, "ttl", 24*time.Hour, "how long the Evidence stays fresh")
 	fl.StringVar(&o.bundle, "bundle", "", "write the signed Evidence bundle to this file")
-	fl.BoolVar(&o.apply, "apply", false, "apply the signed Evidence to the control plane (--server, --tls-*)")
+	fl.BoolVar(&o.apply, "apply", false, "apply the signed Evidence to the control plane (--server, --tls-*); its registry then answers the registry layer for --name at --url, and the Evidence names the probed tool's registry record version")
 	o.serverOptions.addFlags(cmd)
 	fl.StringVar(&o.ca, "ca", "", "CA certificates (PEM) the endpoint's certificate must chain to (default: the system roots)")
 	addOutputFlag(cmd, &o.output)
@@ -120,6 +120,22 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 		}
 		popts.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
+	var admin mcpreadyv1.AdminServiceClient
+	if o.apply { // the control plane's registry answers the registry layer
+		conn, err := o.dial()
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		admin = mcpreadyv1.NewAdminServiceClient(conn)
+		if o.name != "" {
+			entries, err := registryEntries(cmd.Context(), admin)
+			if err != nil {
+				return fmt.Errorf("probe: reading the registry: %w", err)
+			}
+			registration(entries, &popts, o.url)
+		}
+	}
 	r, err := probe.Run(cmd.Context(), o.url, popts)
 	if errors.Is(err, probe.ErrURL) || errors.Is(err, probe.ErrInputClass) {
 		return usagef("probe: %w", err)
@@ -130,7 +146,7 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	if o.signKey != "" {
-		if err := o.evidence(cmd, r); err != nil {
+		if err := o.evidence(cmd, r, admin); err != nil {
 			return err
 		}
 	}
@@ -179,6 +195,9 @@ func probeTable(tw *tabwriter.Writer, r *probe.Report) {
 		fmt.Fprintf(tw, "era %s:\t%s\n", e.Requested, state)
 	}
 	fmt.Fprintf(tw, "tools:\t%d on %d page(s)%s\n", r.Tools, r.Pages, map[bool]string{true: ", partial"}[r.Partial])
+	if r.RegistryRecordVersion != "" {
+		fmt.Fprintf(tw, "registry record:\t%s version %s\n", r.ProbedTool, r.RegistryRecordVersion)
+	}
 	if r.InputClass != "" {
 		fmt.Fprintf(tw, "input class:\t%s\n", r.InputClass)
 	}
@@ -190,8 +209,9 @@ func probeTable(tw *tabwriter.Writer, r *probe.Report) {
 	}
 }
 
-// evidence signs the run as SYNTHETIC Evidence, writes and applies it.
-func (o *probeOptions) evidence(cmd *cobra.Command, r *probe.Report) error {
+// evidence signs the run as SYNTHETIC Evidence, writes it, and applies it
+// through admin when that is not nil.
+func (o *probeOptions) evidence(cmd *cobra.Command, r *probe.Report, admin mcpreadyv1.AdminServiceClient) error {
 	key, err := loadSigningKey(cmd, o.signKey)
 	if err != nil {
 		return usagef("probe: --sign: %w", err)
@@ -211,15 +231,10 @@ func (o *probeOptions) evidence(cmd *cobra.Command, r *probe.Report) error {
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "evidence %s written to %s\n", obj.Metadata.Name, o.bundle)
 	}
-	if !o.apply {
+	if admin == nil {
 		return nil
 	}
-	conn, err := o.dial()
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	resp, err := mcpreadyv1.NewAdminServiceClient(conn).Apply(cmd.Context(), &mcpreadyv1.ApplyRequest{Bundle: bundle})
+	resp, err := admin.Apply(cmd.Context(), &mcpreadyv1.ApplyRequest{Bundle: bundle})
 	if err != nil {
 		return fmt.Errorf("probe: applying %s: %w", obj.Metadata.Name, rpcError(err))
 	}

@@ -91,9 +91,11 @@ func TestProbeEvidence(t *testing.T) {
 	}
 	key := writeFile(t, dir, "org.key", pem)
 	bundle := filepath.Join(dir, "ev.bundle.json")
+	// The server has no RegistryEntry: the registry layer is not ready (exit
+	// 1), and the Evidence saying so is applied all the same.
 	code, out0, errOut := runKeyCLI(t, "probe", "--url", ts.URL, "--name", "com.example/docs", "--sign", key, "--observer", "org/prober",
 		"--bundle", bundle, "--apply", "--server", addr)
-	if code != exitOK || !strings.Contains(errOut, "evidence probe/com.example/docs applied (revision 1)") {
+	if code != exitError || !strings.Contains(errOut, "evidence probe/com.example/docs applied (revision 1)") {
 		t.Fatalf("probe --sign: %d %s\n%s", code, errOut, out0)
 	}
 	v, err := sign.VerifyWithKey(mustRead(t, bundle), p.Prober.Public())
@@ -171,42 +173,16 @@ func hexOf(t *testing.T, file string) string {
 // RegistryEntry whose endpoint is a real go-sdk server: the READ_ONLY tool
 // is called, the Evidence is applied and readable.
 func TestProberOnce(t *testing.T) {
-	s := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "1"}, nil)
-	type in struct {
-		Q string `json:"q"`
-	}
-	calls := 0
-	mcp.AddTool(s, &mcp.Tool{Name: "t"}, func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) {
-		calls++
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
-	})
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	defer ts.Close()
-	p := testpki.New(t)
-	addr := startTestControlPlane(t, p, controlplane.Options{})
-	dir := t.TempDir()
-	if code, _, errOut := runKeyCLI(t, "apply", "-f", writeFile(t, dir, "trust.json", p.TrustPolicy), "--server", addr); code != exitOK {
-		t.Fatalf("apply trust: %s", errOut)
-	}
-	entry := artifact.New(artifact.KindRegistryEntry, "s/t", &mcpreadyv1.RegistryEntry{
-		Identity:   &mcpreadyv1.ToolIdentity{ServerName: "s", ServerVersion: "1", ToolName: "t", Endpoint: ts.URL},
-		SideEffect: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY, State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED})
-	b, _, err := sign.Sign(entry, p.Org)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errOut := runKeyCLI(t, "apply", "-f", writeFile(t, dir, "entry.json", b), "--server", addr); code != exitOK {
-		t.Fatalf("apply entry: %s", errOut)
-	}
-	t.Setenv("MCPREADY_PASSWORD", "pw")
-	pem, _ := sign.MarshalPrivateKey(p.Prober, []byte("pw"))
-	key := writeFile(t, dir, "org.key", pem)
+	_, addr, key, calls := registeredEndpoint(t, "s", "t", "4")
 	code, _, errOut := runKeyCLI(t, "prober", "--once", "--sign", key, "--observer", "org/prober", "--server", addr)
-	if code != exitOK || !strings.Contains(errOut, "probed 1 endpoint(s)") || calls != 1 {
-		t.Fatalf("prober: %d calls=%d %s", code, calls, errOut)
+	if code != exitOK || !strings.Contains(errOut, "probed 1 endpoint(s)") || *calls != 1 {
+		t.Fatalf("prober: %d calls=%d %s", code, *calls, errOut)
 	}
-	if code, out, _ := runKeyCLI(t, "get", "Evidence", "probe/s", "--server", addr); code != exitOK || !strings.Contains(out, "probe/s") {
-		t.Fatalf("get: %d %s", code, out)
+	// The endpoint came from the registry: the registry layer is measured
+	// (present), and the Evidence names the probed tool's record version.
+	ev := getEvidence(t, addr, "probe/s")
+	if ev.GetSubject().GetRegistryRecordVersion() != "4" || !hasRate(ev, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REGISTRY, 1) {
+		t.Fatalf("evidence subject %v, rates %v: want record version 4 and the registry layer present", ev.GetSubject(), ev.GetRates())
 	}
 	if code, _, _ := runKeyCLI(t, "prober", "--once", "--server", addr); code != exitUsage {
 		t.Errorf("without --sign: exit %d", code)
@@ -252,4 +228,104 @@ func TestProbeInputClass(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("refused runs called the tool: %q", got)
 	}
+}
+
+// getEvidence reads the stored Evidence name from the control plane at addr.
+func getEvidence(t *testing.T, addr, name string) *mcpreadyv1.Evidence {
+	t.Helper()
+	dir := t.TempDir()
+	code, _, errOut := runKeyCLI(t, "get", "Evidence", name, "--bundles", dir, "--server", addr)
+	if code != exitOK {
+		t.Fatalf("get Evidence %s: exit %d %s", name, code, errOut)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(files) != 1 {
+		t.Fatalf("get --bundles wrote %v", files)
+	}
+	obj, err := sign.Peek(mustRead(t, files[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj.Spec.(*mcpreadyv1.Evidence)
+}
+
+// hasRate reports whether ev rates layer with the given successes of one.
+func hasRate(ev *mcpreadyv1.Evidence, layer mcpreadyv1.ReadinessLayer, successes int64) bool {
+	for _, r := range ev.GetRates() {
+		if r.GetLayer() == layer {
+			return r.GetDenominator() == 1 && r.GetSuccesses() == successes
+		}
+	}
+	return false
+}
+
+// TestProbeRegistryLayer: probe --apply asks the control plane's registry.
+// A server with an entry at the URL is present and the Evidence names the
+// probed tool's record version, so it stops counting once the entry is
+// republished; a server with no entry there is absent, and the run is not
+// ready.
+func TestProbeRegistryLayer(t *testing.T) {
+	ts, addr, key, _ := registeredEndpoint(t, "com.example/docs", "lookup", "7")
+	probeRun := func(name string) (int, probe.Report) {
+		t.Helper()
+		code, out, errOut := runKeyCLI(t, "probe", "--url", ts.URL, "--name", name, "--read-only", "lookup",
+			"--sign", key, "--observer", "org/prober", "--apply", "--server", addr, "-o", "json")
+		var r probe.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("probe --name %s: exit %d, %v: %s %s", name, code, err, out, errOut)
+		}
+		return code, r
+	}
+	code, r := probeRun("com.example/docs")
+	if l := r.Layer(probe.LayerRegistry); code != exitOK || l.Status != probe.Ready || r.RegistryRecordVersion != "7" {
+		t.Fatalf("registered: exit %d, registry layer %+v, record version %q", code, l, r.RegistryRecordVersion)
+	}
+	if ev := getEvidence(t, addr, "probe/com.example/docs"); ev.GetSubject().GetRegistryRecordVersion() != "7" {
+		t.Fatalf("evidence subject %v, want record version 7", ev.GetSubject())
+	}
+	code, r = probeRun("com.example/elsewhere")
+	if l := r.Layer(probe.LayerRegistry); code != exitError || l.Status != probe.NotReady || l.Reason != "absent" || r.RegistryRecordVersion != "" {
+		t.Fatalf("not registered: exit %d, registry layer %+v, record version %q", code, l, r.RegistryRecordVersion)
+	}
+}
+
+// registeredEndpoint serves MCP server with one tool and starts a control
+// plane holding the test TrustPolicy and a READ_ONLY, qualified
+// RegistryEntry for that tool at the server's URL, at record version
+// version. It returns the server, the control plane's address, the
+// prober's key file (password "pw" in $MCPREADY_PASSWORD) and the count of
+// the tool's calls.
+func registeredEndpoint(t *testing.T, server, tool, version string) (*httptest.Server, string, string, *int) {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: server, Version: "1"}, nil)
+	type in struct {
+		Q string `json:"q"`
+	}
+	calls := new(int)
+	mcp.AddTool(s, &mcp.Tool{Name: tool}, func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) {
+		*calls++
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(ts.Close)
+	p := testpki.New(t)
+	addr := startTestControlPlane(t, p, controlplane.Options{})
+	dir := t.TempDir()
+	if code, _, errOut := runKeyCLI(t, "apply", "-f", writeFile(t, dir, "trust.json", p.TrustPolicy), "--server", addr); code != exitOK {
+		t.Fatalf("apply trust: %s", errOut)
+	}
+	entry := artifact.New(artifact.KindRegistryEntry, server+"/"+tool, &mcpreadyv1.RegistryEntry{
+		Provenance: &mcpreadyv1.Provenance{Version: version},
+		Identity:   &mcpreadyv1.ToolIdentity{ServerName: server, ServerVersion: "1", ToolName: tool, Endpoint: ts.URL},
+		SideEffect: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY, State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED})
+	b, _, err := sign.Sign(entry, p.Org)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runKeyCLI(t, "apply", "-f", writeFile(t, dir, "entry.json", b), "--server", addr); code != exitOK {
+		t.Fatalf("apply entry: %s", errOut)
+	}
+	t.Setenv("MCPREADY_PASSWORD", "pw")
+	pem, _ := sign.MarshalPrivateKey(p.Prober, []byte("pw"))
+	return ts, addr, writeFile(t, dir, "prober.key", pem), calls
 }

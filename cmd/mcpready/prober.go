@@ -123,21 +123,17 @@ func listenLoopback(addr string) (net.Listener, error) {
 }
 
 // registryTargets groups the stored RegistryEntries by endpoint: one target
-// per http(s) endpoint, with the tools their entries classify READ_ONLY.
+// per http(s) endpoint, with the tools their entries classify READ_ONLY, the
+// server found in the registry, and each tool's record version.
 func registryTargets(ctx context.Context, admin mcpreadyv1.AdminServiceClient) ([]probe.Target, error) {
-	resp, err := admin.Get(ctx, &mcpreadyv1.GetRequest{Kind: string(artifact.KindRegistryEntry)})
+	entries, err := registryEntries(ctx, admin)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	by := map[string]*probe.Target{}
-	for _, a := range resp.GetArtifacts() {
-		obj, err := sign.Peek(a.GetBundle())
-		if err != nil {
-			continue
-		}
-		e, ok := obj.Spec.(*mcpreadyv1.RegistryEntry)
+	for _, e := range entries {
 		id := e.GetIdentity()
-		if !ok || !(strings.HasPrefix(id.GetEndpoint(), "http://") || strings.HasPrefix(id.GetEndpoint(), "https://")) {
+		if !(strings.HasPrefix(id.GetEndpoint(), "http://") || strings.HasPrefix(id.GetEndpoint(), "https://")) {
 			continue
 		}
 		t := by[id.GetEndpoint()]
@@ -152,10 +148,62 @@ func registryTargets(ctx context.Context, admin mcpreadyv1.AdminServiceClient) (
 	out := make([]probe.Target, 0, len(by))
 	for _, t := range by {
 		sort.Strings(t.Options.ReadOnly)
+		registration(entries, &t.Options, t.URL)
 		out = append(out, *t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].URL < out[j].URL })
 	return out, nil
+}
+
+// registryEntries reads the stored RegistryEntries (verified by the
+// control plane when they were applied).
+func registryEntries(ctx context.Context, admin mcpreadyv1.AdminServiceClient) ([]*mcpreadyv1.RegistryEntry, error) {
+	resp, err := admin.Get(ctx, &mcpreadyv1.GetRequest{Kind: string(artifact.KindRegistryEntry)})
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	var out []*mcpreadyv1.RegistryEntry
+	for _, a := range resp.GetArtifacts() {
+		obj, err := sign.Peek(a.GetBundle())
+		if err != nil {
+			continue
+		}
+		if e, ok := obj.Spec.(*mcpreadyv1.RegistryEntry); ok {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// registration sets o's registry answers for o.Server at endpoint from
+// entries: the server is registered when an entry names it at that
+// endpoint, and each tool's record version is its entry's
+// provenance.version (left out when two entries for the tool disagree, as
+// the probe cannot tell which one it met).
+func registration(entries []*mcpreadyv1.RegistryEntry, o *probe.Options, endpoint string) {
+	present := false
+	versions := map[string]string{}
+	conflict := map[string]bool{}
+	for _, e := range entries {
+		id := e.GetIdentity()
+		if id.GetServerName() != o.Server || id.GetEndpoint() != endpoint {
+			continue
+		}
+		present = true
+		tool, v := id.GetToolName(), e.GetProvenance().GetVersion()
+		if tool == "" || v == "" {
+			continue
+		}
+		if cur, ok := versions[tool]; ok && cur != v {
+			conflict[tool] = true
+		}
+		versions[tool] = v
+	}
+	for tool := range conflict {
+		delete(versions, tool)
+	}
+	o.Registered = func(context.Context, string) (bool, error) { return present, nil }
+	o.RecordVersions = versions
 }
 
 // policyMaxAge merges every Policy's maximum evidence age per layer,
