@@ -1,5 +1,7 @@
 // Package prober runs the probe funnel on a schedule: every round it asks
-// for the endpoints to probe (the registry's entries), probes them with
+// for the endpoints to probe (the registry's entries, and the consumer's
+// canaries: read-only calls with its own arguments for a Policy input
+// class, see Canary), probes them with
 // bounded concurrency, turns each report into signed SYNTHETIC Evidence and
 // applies it. Rounds repeat at an interval derived from the Policy's
 // maximum evidence age per layer (half the shortest, so evidence is renewed
@@ -92,7 +94,7 @@ func New(o Options) (*Prober, error) {
 		return nil, fmt.Errorf("prober: Targets, Apply, Signer and Observer.Observer are required")
 	}
 	p := &Prober{o: o, log: o.Logger,
-		probes: prometheus.NewCounter(prometheus.CounterOpts{Name: "mcpready_prober_probes_total", Help: "Endpoints probed."}),
+		probes: prometheus.NewCounter(prometheus.CounterOpts{Name: "mcpready_prober_probes_total", Help: "Probes run: one per registry endpoint and one per canary."}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcpready_prober_layer_not_ready_total",
 			Help: "Probes whose funnel stopped at a layer, by layer."}, []string{"layer"}),
 		applied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcpready_prober_evidence_total",
@@ -217,12 +219,17 @@ func (p *Prober) Run(ctx context.Context) error {
 func (p *Prober) FailedCounter() *prometheus.CounterVec { return p.failed }
 
 // subject is the evidence-age label of a target: its server name, or its URL
-// when it has none.
+// when it has none, followed by /input-class/<class> for a canary (as its
+// Evidence's name is).
 func subject(t probe.Target) string {
+	s := t.URL
 	if t.Options.Server != "" {
-		return t.Options.Server
+		s = t.Options.Server
 	}
-	return t.URL
+	if t.Options.InputClass != "" {
+		s += "/input-class/" + t.Options.InputClass
+	}
+	return s
 }
 
 var ageDesc = prometheus.NewDesc("mcpready_prober_evidence_age_seconds",

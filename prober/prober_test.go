@@ -145,7 +145,7 @@ func TestMetrics(t *testing.T) {
 	const counters = `# HELP mcpready_prober_layer_not_ready_total Probes whose funnel stopped at a layer, by layer.
 # TYPE mcpready_prober_layer_not_ready_total counter
 mcpready_prober_layer_not_ready_total{layer="access"} %d
-# HELP mcpready_prober_probes_total Endpoints probed.
+# HELP mcpready_prober_probes_total Probes run: one per registry endpoint and one per canary.
 # TYPE mcpready_prober_probes_total counter
 mcpready_prober_probes_total %d
 `
@@ -175,12 +175,16 @@ mcpready_prober_evidence_total{result="refused"} 1
 `), "mcpready_prober_evidence_total"); err != nil {
 		t.Error(err)
 	}
-	targets = all[:1] // the others left the registry: their series go
+	// The others left the registry: their series go. A canary for an input
+	// class has a series of its own, named as its Evidence is.
+	canary := probe.Target{URL: ok.URL, Options: probe.Options{Server: "com.example/docs", InputClass: "bulk", Arguments: map[string]any{}}}
+	targets = []probe.Target{all[0], canary}
 	if _, err := p.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	expect(head + `mcpready_prober_evidence_age_seconds{subject="com.example/docs"} 0
-` + fmt.Sprintf(counters, 2, 5))
+mcpready_prober_evidence_age_seconds{subject="com.example/docs/input-class/bulk"} 0
+` + fmt.Sprintf(counters, 2, 6))
 }
 
 // TestJitter runs Run with a seeded jitter source and a recording wait:

@@ -156,29 +156,38 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 	return nil
 }
 
-// maxArgumentsFile bounds the --arguments file.
+// maxArgumentsFile bounds the --arguments file (and the prober's --canaries).
 const maxArgumentsFile = 1 << 20
 
 // readArguments reads a canary call's arguments: a JSON object, at most
 // maxArgumentsFile bytes. Its content is never printed.
 func readArguments(path string) (map[string]any, error) {
-	f, err := os.Open(path)
+	b, err := readBounded(path, maxArgumentsFile)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxArgumentsFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxArgumentsFile {
-		return nil, fmt.Errorf("%s is over %d bytes", path, maxArgumentsFile)
 	}
 	var args map[string]any
 	if err := json.Unmarshal(b, &args); err != nil || args == nil {
 		return nil, fmt.Errorf("%s is not a JSON object", path)
 	}
 	return args, nil
+}
+
+// readBounded reads the file at path, refusing one over limit bytes.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is over %d bytes", path, limit)
+	}
+	return b, nil
 }
 
 func probeTable(tw *tabwriter.Writer, r *probe.Report) {

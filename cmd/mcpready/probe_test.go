@@ -175,7 +175,7 @@ func hexOf(t *testing.T, file string) string {
 func TestProberOnce(t *testing.T) {
 	_, addr, key, calls := registeredEndpoint(t, "s", "t", "4")
 	code, _, errOut := runKeyCLI(t, "prober", "--once", "--sign", key, "--observer", "org/prober", "--server", addr)
-	if code != exitOK || !strings.Contains(errOut, "probed 1 endpoint(s)") || *calls != 1 {
+	if code != exitOK || !strings.Contains(errOut, "ran 1 probe(s)") || *calls != 1 {
 		t.Fatalf("prober: %d calls=%d %s", code, *calls, errOut)
 	}
 	// The endpoint came from the registry: the registry layer is measured
@@ -286,6 +286,40 @@ func TestProbeRegistryLayer(t *testing.T) {
 	code, r = probeRun("com.example/elsewhere")
 	if l := r.Layer(probe.LayerRegistry); code != exitError || l.Status != probe.NotReady || l.Reason != "absent" || r.RegistryRecordVersion != "" {
 		t.Fatalf("not registered: exit %d, registry layer %+v, record version %q", code, l, r.RegistryRecordVersion)
+	}
+}
+
+// prober --canaries calls the registry's READ_ONLY tool once more with the
+// canary's arguments and applies Evidence for its input class; a canary
+// for a tool the registry does not have as READ_ONLY is not called and is
+// named in a warning; the arguments appear in no output; a bad canary
+// file is a usage error before anything is probed.
+func TestProberCanaries(t *testing.T) {
+	_, addr, key, calls := registeredEndpoint(t, "s", "t", "5")
+	dir := t.TempDir()
+	const secret = "a-canary-secret-query"
+	canaries := writeFile(t, dir, "canaries.yaml", []byte(`
+- {server: s, tool: t, inputClass: long-query, arguments: {q: `+secret+`}}
+- {server: s, tool: write, inputClass: bulk, arguments: {q: `+secret+`}}
+`))
+	code, out, errOut := runKeyCLI(t, "prober", "--once", "--canaries", canaries, "--sign", key, "--observer", "org/prober", "--server", addr)
+	if code != exitOK || !strings.Contains(errOut, "ran 2 probe(s)") || *calls != 2 {
+		t.Fatalf("prober: %d calls=%d %s", code, *calls, errOut)
+	}
+	if !strings.Contains(errOut, "canary not probed") || !strings.Contains(errOut, "tool=write") || strings.Contains(out+errOut, secret) {
+		t.Fatalf("want one warning naming the unmatched canary and no arguments:\n%s%s", out, errOut)
+	}
+	ev := getEvidence(t, addr, "probe/s/input-class/long-query")
+	if sub := ev.GetSubject(); sub.GetInputClass() != "long-query" || sub.GetRegistryRecordVersion() != "5" || sub.GetToolName() != "t" {
+		t.Fatalf("canary evidence subject %v", sub)
+	}
+	if ev := getEvidence(t, addr, "probe/s"); ev.GetSubject().GetInputClass() != "" {
+		t.Fatalf("registry evidence subject %v", ev.GetSubject())
+	}
+	bad := writeFile(t, dir, "bad.yaml", []byte(`[{server: s, tool: t, inputClass: "Long Query", arguments: {q: `+secret+`}}]`))
+	code, out, errOut = runKeyCLI(t, "prober", "--once", "--canaries", bad, "--sign", key, "--observer", "org/prober", "--server", addr)
+	if code != exitUsage || *calls != 2 || strings.Contains(out+errOut, secret) {
+		t.Fatalf("bad canary file: exit %d, calls %d: %s%s", code, *calls, out, errOut)
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 type proberOptions struct {
 	serverOptions
 	signKey, observer, region, metrics string
+	canaries                           string
 	concurrency                        int
 	once                               bool
 }
@@ -45,7 +46,11 @@ most --concurrency funnels in flight, calling only tools whose entry is
 classified READ_ONLY, and applies one signed SYNTHETIC Evidence per server
 (probe/<server>). Rounds repeat every half of the shortest maximum evidence
 age the Policies set (at least 1m; 1h when none is set), plus up to 10%
-jitter. --once runs one round and exits (1 if any Evidence was refused).
+jitter. --canaries FILE adds calls with your own arguments: a YAML or JSON
+list of {server, tool, inputClass, arguments}, each calling a tool the
+registry classifies READ_ONLY with those arguments and applying Evidence
+probe/<server>/input-class/<class>, which counts for calls in that input
+class only. --once runs one round and exits (1 if any Evidence was refused).
 The TrustPolicy must grant the key Evidence. Metrics
 (mcpready_prober_*, among them mcpready_prober_evidence_age_seconds{subject},
 the one to alert on) are served on --metrics-listen when given.`,
@@ -58,6 +63,7 @@ the one to alert on) are served on --metrics-listen when given.`,
 	fl.StringVar(&o.region, "region", "", "region the prober runs from, recorded in its Evidence: it then counts only for agents with that region label")
 	fl.IntVar(&o.concurrency, "concurrency", 16, "funnels in flight")
 	fl.BoolVar(&o.once, "once", false, "run one round and exit")
+	fl.StringVar(&o.canaries, "canaries", "", "file listing canary calls with your own arguments and their Policy input class (YAML or JSON; the arguments are never logged)")
 	fl.StringVar(&o.metrics, "metrics-listen", "", `serve /metrics on this loopback address ("" disables)`)
 	o.serverOptions.addFlags(cmd)
 	return cmd
@@ -71,6 +77,17 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return usagef("prober: --sign: %w", err)
 	}
+	var canaries []prober.Canary
+	if o.canaries != "" {
+		b, err := readBounded(o.canaries, maxArgumentsFile)
+		if err != nil {
+			return usagef("prober: --canaries: %w", err)
+		}
+		if canaries, err = prober.ParseCanaries(b); err != nil {
+			return usagef("prober: --canaries %s: %w", o.canaries, err)
+		}
+	}
+	log := logger(cmd.ErrOrStderr())
 	conn, err := o.dial()
 	if err != nil {
 		return err
@@ -79,8 +96,18 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 	admin := mcpreadyv1.NewAdminServiceClient(conn)
 	reg := prometheus.NewRegistry()
 	p, err := prober.New(prober.Options{
-		Targets: func(ctx context.Context) ([]probe.Target, error) { return registryTargets(ctx, admin) },
-		MaxAge:  func(ctx context.Context) (map[string]*durationpb.Duration, error) { return policyMaxAge(ctx, admin) },
+		Targets: func(ctx context.Context) ([]probe.Target, error) {
+			targets, err := registryTargets(ctx, admin)
+			if err != nil {
+				return nil, err
+			}
+			targets, unmatched := prober.WithCanaries(targets, canaries)
+			for _, c := range unmatched {
+				log.Warn("canary not probed: no READ_ONLY registry entry for its tool at an http(s) endpoint", "server", c.Server, "tool", c.Tool, "inputClass", c.InputClass)
+			}
+			return targets, nil
+		},
+		MaxAge: func(ctx context.Context) (map[string]*durationpb.Duration, error) { return policyMaxAge(ctx, admin) },
 		Apply: func(ctx context.Context, b []byte) error {
 			if _, err := admin.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: b}); err != nil {
 				return rpcError(err)
@@ -88,7 +115,7 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 			return nil
 		},
 		Signer: key, Observer: probe.EvidenceOptions{Observer: o.observer, Software: "mcpready/prober " + buildVersion().Version, Region: o.region},
-		Concurrency: o.concurrency, Logger: logger(cmd.ErrOrStderr()), Registerer: reg,
+		Concurrency: o.concurrency, Logger: log, Registerer: reg,
 	})
 	if err != nil {
 		return usagef("%w", err)
@@ -104,7 +131,7 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 	}
 	if o.once {
 		reports, err := p.Round(cmd.Context())
-		fmt.Fprintf(cmd.ErrOrStderr(), "probed %d endpoint(s)\n", len(reports))
+		fmt.Fprintf(cmd.ErrOrStderr(), "ran %d probe(s)\n", len(reports))
 		return err
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

@@ -1,0 +1,95 @@
+package prober_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/mcpready/mcpready/probe"
+	"github.com/mcpready/mcpready/prober"
+)
+
+func TestParseCanaries(t *testing.T) {
+	cs, err := prober.ParseCanaries([]byte(`
+- server: com.example/docs
+  tool: search
+  inputClass: long-query
+  arguments: {query: "a long secret query", limit: 3}
+- {"server": "com.example/docs", "tool": "search", "inputClass": "bulk", "arguments": {}}
+`))
+	if err != nil || len(cs) != 2 || cs[0].Arguments["query"] != "a long secret query" || cs[0].Arguments["limit"] != float64(3) || cs[1].InputClass != "bulk" {
+		t.Fatalf("%+v %v", cs, err)
+	}
+	if cs, err := prober.ParseCanaries([]byte(" \n")); err != nil || cs != nil {
+		t.Fatalf("an empty file: %v %v", cs, err)
+	}
+	const secret = "s3cret-argument"
+	for name, file := range map[string]string{
+		"not a list":       `{server: a}`,
+		"unknown field":    `[{server: a, tool: t, inputClass: c, arguments: {}, extra: 1}]`,
+		"repeated key":     `[{server: a, server: b, tool: t, inputClass: c, arguments: {}}]`,
+		"no server":        `[{tool: t, inputClass: c, arguments: {q: ` + secret + `}}]`,
+		"no tool":          `[{server: a, inputClass: c, arguments: {}}]`,
+		"no class":         `[{server: a, tool: t, arguments: {q: ` + secret + `}}]`,
+		"bad class":        `[{server: a, tool: t, inputClass: "Long Query", arguments: {q: ` + secret + `}}]`,
+		"no arguments":     `[{server: a, tool: t, inputClass: c}]`,
+		"arguments a list": `[{server: a, tool: t, inputClass: c, arguments: [1]}]`,
+		"same class twice": `[{server: a, tool: t, inputClass: c, arguments: {}}, {server: a, tool: u, inputClass: c, arguments: {q: ` + secret + `}}]`,
+		"not YAML":         "- server: [",
+	} {
+		_, err := prober.ParseCanaries([]byte(file))
+		if !errors.Is(err, prober.ErrCanary) {
+			t.Errorf("%s: %v, want ErrCanary", name, err)
+		} else if strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: the error quotes the arguments: %v", name, err)
+		}
+	}
+}
+
+func FuzzParseCanaries(f *testing.F) {
+	f.Add([]byte(`[{server: a, tool: t, inputClass: c, arguments: {q: 1}}]`))
+	f.Add([]byte(`- {server: a, tool: t, inputClass: c, arguments: {}}`))
+	f.Add([]byte(`[{"server":"a","tool":"t","inputClass":"c","arguments":{"q":[1,{"x":null}]}}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cs, err := prober.ParseCanaries(data)
+		if err != nil {
+			if !errors.Is(err, prober.ErrCanary) || cs != nil {
+				t.Fatalf("%v with %v", err, cs)
+			}
+			return
+		}
+		for _, c := range cs {
+			if c.Server == "" || c.Tool == "" || c.InputClass == "" || c.Arguments == nil {
+				t.Fatalf("accepted %+v", c)
+			}
+		}
+	})
+}
+
+// A canary becomes a target only where the registry has its tool as
+// READ_ONLY (the target calls it): same endpoint and registry answers,
+// that tool alone, the canary's arguments and class.
+func TestWithCanaries(t *testing.T) {
+	versions := map[string]string{"search": "4"}
+	targets := []probe.Target{
+		{URL: "https://docs.example/mcp", Options: probe.Options{Server: "com.example/docs", ReadOnly: []string{"lookup", "search"}, RecordVersions: versions}},
+		{URL: "https://mail.example/mcp", Options: probe.Options{Server: "com.example/mail", ReadOnly: []string{"list"}}},
+	}
+	canaries := []prober.Canary{
+		{Server: "com.example/docs", Tool: "search", InputClass: "long-query", Arguments: map[string]any{"query": "q"}},
+		{Server: "com.example/mail", Tool: "send", InputClass: "bulk", Arguments: map[string]any{}},  // not READ_ONLY
+		{Server: "com.example/other", Tool: "list", InputClass: "bulk", Arguments: map[string]any{}}, // not registered
+	}
+	out, unmatched := prober.WithCanaries(targets, canaries)
+	if len(out) != 3 || len(unmatched) != 2 || unmatched[0].Tool != "send" || unmatched[1].Server != "com.example/other" {
+		t.Fatalf("targets %+v, unmatched %+v", out, unmatched)
+	}
+	c := out[2]
+	if c.URL != targets[0].URL || len(c.Options.ReadOnly) != 1 || c.Options.ReadOnly[0] != "search" || c.Options.InputClass != "long-query" ||
+		c.Options.Arguments["query"] != "q" || c.Options.RecordVersions["search"] != "4" || c.Options.Server != "com.example/docs" {
+		t.Fatalf("canary target %+v", c)
+	}
+	if len(targets[0].Options.ReadOnly) != 2 || targets[0].Options.InputClass != "" {
+		t.Fatalf("the registry's target changed: %+v", targets[0])
+	}
+}
