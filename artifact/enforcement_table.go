@@ -163,7 +163,7 @@ var enforcement = map[Kind]map[string]Rule{
 		"idempotency":                         yes(inDecide, "keyed or naturally idempotent tools may be retried"),
 		"approvalRequired":                    yes(inDecide, "human approval before the call"),
 		"rollbackSupported":                   yes(inDecide, "exempts the entry from approval rules with reversible: true; the approver is told whether the effect can be undone"),
-		"dryRunSupported":                     no(""),
+		"dryRunSupported":                     yes("agent/pipeline", "the approval question says whether the tool offers a dry run"),
 		"qualification.suite":                 rec(""),
 		"qualification.evidenceRef":           yes(inLifecycle, "the evidence that keeps the entry QUALIFIED"),
 		"qualification.qualifiedAt":           rec(""),

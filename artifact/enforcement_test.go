@@ -35,7 +35,7 @@ func TestKnownUnenforcedFields(t *testing.T) {
 		path string
 	}{
 		{artifact.KindPolicy, "provenance.retrievalDigest"},
-		{artifact.KindRegistryEntry, "dryRunSupported"},
+		{artifact.KindRegistryEntry, "authority.tenantBoundary"},
 	} {
 		r, ok := artifact.RuleFor(c.k, c.path)
 		if !ok || r.Status != artifact.NotEnforced {

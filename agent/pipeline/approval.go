@@ -11,7 +11,8 @@ import (
 
 // approvalPrompt is the question put to the human approving route r for
 // caller: the tool, the server, the caller, the side-effect class, whether the effect
-// can be undone, and only the arguments the redaction allow-list keeps
+// can be undone, whether the tool offers a dry run (RegistryEntry
+// dry_run_supported), and only the arguments the redaction allow-list keeps
 // (rec.kept_arguments, never the others).
 func approvalPrompt(caller string, rec *mcpreadyv1.Receipt, r *decide.Route) string {
 	var b strings.Builder
@@ -28,6 +29,9 @@ func approvalPrompt(caller string, rec *mcpreadyv1.Receipt, r *decide.Route) str
 		b.WriteString("; it can be undone (the tool supports rollback).")
 	} else {
 		b.WriteString("; it cannot be undone.")
+	}
+	if r.Spec.GetDryRunSupported() {
+		b.WriteString(" The tool offers a dry run.")
 	}
 	kept := rec.GetKeptArguments()
 	if len(kept) == 0 {

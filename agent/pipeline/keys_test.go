@@ -48,6 +48,7 @@ type payOpts struct {
 	maxKeys          int // the store's MaxKeysPerCaller (0: its default)
 	approvals        []*mcpreadyv1.ApprovalRule
 	rollback         bool // the entry supports rollback
+	dryRun           bool // the entry offers a dry run
 	cost             *mcpreadyv1.CostRules
 	unpriced         bool // the Declaration declares no price
 	quota            *mcpreadyv1.DeclaredQuota
@@ -72,7 +73,7 @@ func newPayment(t *testing.T, o payOpts) *payment {
 		e := entry("test", up.URL)
 		e.Identity.ToolName = tool
 		e.SideEffect = mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_STATE_CHANGING
-		e.RollbackSupported = o.rollback
+		e.RollbackSupported, e.DryRunSupported = o.rollback, o.dryRun
 		pm.entries[name] = e
 		return up, ledger
 	}

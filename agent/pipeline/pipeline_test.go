@@ -221,12 +221,14 @@ func TestVisibleMatchesCall(t *testing.T) {
 }
 
 // The approval question names the tool, the server, the caller, the
-// side-effect class and whether the effect can be undone, and shows only
-// the arguments the redaction allow-list keeps. Before, it showed no
-// arguments and said nothing of reversibility.
+// side-effect class, whether the effect can be undone and whether the tool
+// offers a dry run, and shows only the arguments the redaction allow-list
+// keeps. Before, it showed no arguments and said nothing of reversibility
+// or dry runs.
 func TestApprovalPrompt(t *testing.T) {
 	for _, rollback := range []bool{false, true} {
-		pm := newPayment(t, payOpts{noStore: true, rollback: rollback, approvals: []*mcpreadyv1.ApprovalRule{{Match: "*/charge", Required: true}}})
+		dryRun := !rollback
+		pm := newPayment(t, payOpts{noStore: true, rollback: rollback, dryRun: dryRun, approvals: []*mcpreadyv1.ApprovalRule{{Match: "*/charge", Required: true}}})
 		pm.pl.opts.Builder.Redaction.KeepArguments = []string{"amount"}
 		pm.tr.approve = true
 		req := Request{Requested: "test/charge", Tool: "test/charge", Caller: Caller{Name: "c", Principal: "dev", Elicit: true},
@@ -246,6 +248,9 @@ func TestApprovalPrompt(t *testing.T) {
 			if !strings.Contains(q, want) {
 				t.Errorf("prompt %q lacks %q", q, want)
 			}
+		}
+		if strings.Contains(q, "offers a dry run") != dryRun {
+			t.Errorf("prompt %q: dry run offered %v", q, dryRun)
 		}
 		if strings.Contains(q, "s3cr3t") || strings.Contains(q, "key") {
 			t.Fatalf("prompt %q shows an argument the allow-list does not keep", q)
