@@ -189,7 +189,8 @@ const (
 	// Policy or the entry requires (or the token carries none).
 	CodeTenantMismatch Code = "tenant_mismatch"
 	// CodeIdempotencyKeyReused refuses a key bound to another payload, or
-	// to another principal class or tool, before any upstream sees it.
+	// to another tenant class, principal class, principal or tool, before
+	// any upstream sees it.
 	CodeIdempotencyKeyReused Code = "idempotency_key_reused"
 	// CodeIdempotencyKeyInvalid refuses an empty, oversized or non-printable key.
 	CodeIdempotencyKeyInvalid Code = "idempotency_key_invalid"
@@ -362,7 +363,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodePermissionDrift), 0, StepTrust, "PERMISSION_DRIFT: the token grants scopes beyond the entry's qualified permission set"},
 	{KindCode, string(CodeTokenExpired), 0, StepTrust, "the token for the upstream expired and was not refreshed"},
 	{KindCode, string(CodeTenantMismatch), 0, StepTrust, "the token's tenant claim (oauth.tenantClaim) is missing or not the tenant the Policy (auth.requiredTenant) or the entry (authority.tenant) requires"},
-	{KindCode, string(CodeIdempotencyKeyReused), 0, StepSideEffect, "the idempotency key is bound to another payload, principal class or tool"},
+	{KindCode, string(CodeIdempotencyKeyReused), 0, StepSideEffect, "the idempotency key is bound to another payload, tenant class, principal class, principal or tool"},
 	{KindCode, string(CodeIdempotencyKeyInvalid), 0, StepSideEffect, "the idempotency key is not a string, is empty, is longer than 255 bytes or is not printable ASCII"},
 	{KindCode, string(CodeIdempotencyRouteUnavailable), 0, StepSideEffect, "a repeat's key is bound to a route that is no longer admitted"},
 	{KindCode, string(CodeIdempotencyStore), 0, StepSideEffect, "the idempotency binding could not be made durable, or a new key would pass the agent's live-key limits (limits.idempotencyKeys, limits.idempotencyKeysPerCaller)"},

@@ -69,8 +69,8 @@ type Limits struct {
 	PendingRounds             int `json:"pendingRounds,omitempty"`
 	PendingRoundsPerPrincipal int `json:"pendingRoundsPerPrincipal,omitempty"`
 	// IdempotencyKeys and IdempotencyKeysPerCaller cap the live
-	// idempotency key bindings overall and per caller (one tenant class
-	// and principal class); 0 is 250000 and 100000. A call with a new key
+	// idempotency key bindings overall and per caller (one principal of a
+	// tenant class and principal class); 0 is 250000 and 100000. A call with a new key
 	// past them is refused (idempotency_store_unavailable); bindings
 	// expire after their retention.
 	IdempotencyKeys          int `json:"idempotencyKeys,omitempty"`

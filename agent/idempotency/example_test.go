@@ -33,20 +33,20 @@ func Example() {
 	scope := idempotency.Scope("acme", "dev", "tickets_create")
 	args := receipt.ArgumentsDigest(json.RawMessage(`{"title":"Printer on fire","priority":1}`))
 
-	b, repeat, err := st.Bind(key, scope, args, time.Hour)
+	b, repeat, err := st.Bind(key, scope, "alice", args, time.Hour)
 	fmt.Println("first:", b.Scope, "repeat:", repeat, "err:", err, "expires:", b.Expires.Format(time.RFC3339))
 	_ = st.Finish(b.Ref, "tickets-eu", "SUCCESS") // the call ran
 
 	// The client retries the same payload (key order does not matter).
 	same := receipt.ArgumentsDigest(json.RawMessage(`{"priority":1,"title":"Printer on fire"}`))
-	b, repeat, err = st.Bind(key, scope, same, time.Hour)
+	b, repeat, err = st.Bind(key, scope, "alice", same, time.Hour)
 	fmt.Println("retry:", "repeat:", repeat, "err:", err, "ran on:", b.Entry)
 
 	// The same key with other arguments, or from another principal class.
 	other := receipt.ArgumentsDigest(json.RawMessage(`{"title":"Printer on fire","priority":2}`))
-	_, _, err = st.Bind(key, scope, other, time.Hour)
+	_, _, err = st.Bind(key, scope, "alice", other, time.Hour)
 	fmt.Println("other args:", errors.Is(err, idempotency.ErrKeyReused), err)
-	_, _, err = st.Bind(key, idempotency.Scope("acme", "intern", "tickets_create"), args, time.Hour)
+	_, _, err = st.Bind(key, idempotency.Scope("acme", "intern", "tickets_create"), "alice", args, time.Hour)
 	fmt.Println("other scope:", errors.Is(err, idempotency.ErrKeyScope), err)
 	_ = st.Close()
 

@@ -1,15 +1,16 @@
 // Package idempotency keeps the host agent's idempotency bindings: for every
 // idempotency key a call carried, durably and for the key's retention, the
-// scope it is bound to (principal class and requested tool), the digest of
-// the arguments it was first used with, the route that ran it and the
+// scope it is bound to (tenant class, principal class and requested tool),
+// the principal that bound it, the digest of the arguments it was first
+// used with, the route that ran it and the
 // outcome. With them the call pipeline forwards a repeat of the same
 // payload as a repeat, refuses the same key with another payload or in
-// another scope before any upstream sees it, and allocates keys for
+// another scope or from another principal before any upstream sees it, and allocates keys for
 // state-changing calls to providers that declare key support.
 //
 // It stores keyed references (HMAC-SHA-256 under a secret kept in its
-// directory), never the keys themselves, and never arguments: only their
-// digest. It must not decide whether a call may be retried (package decide
+// directory), never the keys or principal names themselves, and never
+// arguments: only their digest. It must not decide whether a call may be retried (package decide
 // does) nor talk to any server.
 package idempotency
 
@@ -52,7 +53,7 @@ var (
 	// ErrKeyReused: the key is bound to a different payload.
 	ErrKeyReused = errors.New("idempotency: key reused with a different payload")
 	// ErrKeyScope: the key is bound to another tenant class, principal
-	// class or tool.
+	// class, principal or tool.
 	ErrKeyScope = errors.New("idempotency: key bound to another tenant, principal or tool")
 	// ErrStore: the binding could not be made durable.
 	ErrStore = errors.New("idempotency: store")
@@ -68,6 +69,11 @@ type Binding struct {
 	Ref string `json:"ref"`
 	// Scope is the binding's scope (see Scope).
 	Scope string `json:"scope"`
+	// Principal is the keyed reference of the principal that bound the key
+	// (its name, never stored as it is); "" for a binding written before
+	// bindings named their principal, which the first principal to use it
+	// again claims.
+	Principal string `json:"principal,omitempty"`
 	// Digest of the arguments the key was first used with.
 	Digest string `json:"digest"`
 	// Entry is the registry entry that ran the call ("" until known).
@@ -99,9 +105,9 @@ type Options struct {
 	Now func() time.Time
 	// MaxKeys caps the live bindings; 0 means DefaultMaxKeys.
 	MaxKeys int
-	// MaxKeysPerCaller caps the live bindings of one caller: one tenant
-	// class and principal class, the part of a Scope before its tool;
-	// 0 means DefaultMaxKeysPerCaller.
+	// MaxKeysPerCaller caps the live bindings of one caller: one
+	// principal of one tenant class and principal class, so that no
+	// principal uses up another's share; 0 means DefaultMaxKeysPerCaller.
 	MaxKeysPerCaller int
 }
 
@@ -123,7 +129,7 @@ type Store struct {
 	m       map[string]Binding
 	appends int // records written since the last compaction
 
-	// callers counts the bindings in m per caller (callerOf their scope);
+	// callers counts the bindings in m per caller (callerOf them);
 	// swept is when expired bindings were last dropped to make room.
 	callers         map[string]int
 	maxKeys, maxPer int
@@ -333,19 +339,31 @@ func (s *Store) Ref(key string) string {
 	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Bind binds key to scope and the arguments digest for retention (zero
-// means DefaultRetention), durably, unless it is bound already. It
-// returns the binding and whether the call is a repeat (same scope, same
-// digest). The same key with another digest is ErrKeyReused, in another
-// scope ErrKeyScope; neither changes the binding.
-func (s *Store) Bind(key, scope, digest string, retention time.Duration) (b Binding, repeat bool, err error) {
+// principalRef is the keyed reference of a principal's name, kept apart
+// from key references.
+func (s *Store) principalRef(name string) string {
+	m := hmac.New(sha256.New, s.secret)
+	m.Write([]byte("principal\x00"))
+	m.Write([]byte(name))
+	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Bind binds key to scope, the principal named principal and the
+// arguments digest for retention (zero means DefaultRetention), durably,
+// unless it is bound already. It returns the binding and whether the call
+// is a repeat (same scope, principal and digest). The same key in another
+// scope or from another principal is ErrKeyScope, with another digest
+// ErrKeyReused; neither changes the binding. A binding that names no
+// principal (written before bindings did) is claimed by the first
+// principal that repeats it.
+func (s *Store) Bind(key, scope, principal, digest string, retention time.Duration) (b Binding, repeat bool, err error) {
 	if err := CheckKey(key); err != nil {
 		return Binding{}, false, err
 	}
 	if retention <= 0 {
 		retention = DefaultRetention
 	}
-	ref := s.Ref(key)
+	ref, pref := s.Ref(key), s.principalRef(principal)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -353,15 +371,24 @@ func (s *Store) Bind(key, scope, digest string, retention time.Duration) (b Bind
 		switch {
 		case old.Scope != scope:
 			return old, false, fmt.Errorf("%w: bound to another tenant class, principal class or tool", ErrKeyScope)
+		case old.Principal != "" && old.Principal != pref:
+			return old, false, fmt.Errorf("%w: bound to another principal", ErrKeyScope)
 		case old.Digest != digest:
 			return old, false, fmt.Errorf("%w: first used with other arguments", ErrKeyReused)
 		}
+		if old.Principal == "" {
+			old.Principal = pref
+			if err := s.write(old, true); err != nil {
+				return Binding{}, false, err
+			}
+			s.put(old)
+		}
 		return old, true, nil
 	}
-	if err := s.room(callerOf(scope), now); err != nil {
+	b = Binding{Ref: ref, Scope: scope, Principal: pref, Digest: digest, Expires: now.Add(retention)}
+	if err := s.room(callerOf(b), now); err != nil {
 		return Binding{}, false, err
 	}
-	b = Binding{Ref: ref, Scope: scope, Digest: digest, Expires: now.Add(retention)}
 	if err := s.write(b, true); err != nil {
 		return Binding{}, false, err
 	}
@@ -386,19 +413,20 @@ func (s *Store) room(caller string, now time.Time) error {
 	case len(s.m) >= s.maxKeys:
 		return fmt.Errorf("%w: this host holds %d live idempotency keys, its limit", ErrFull, s.maxKeys)
 	case s.callers[caller] >= s.maxPer:
-		return fmt.Errorf("%w: this tenant and principal class hold %d live idempotency keys, their limit", ErrFull, s.maxPer)
+		return fmt.Errorf("%w: this principal holds %d live idempotency keys, its limit", ErrFull, s.maxPer)
 	}
 	return nil
 }
 
-// callerOf is the caller part of a scope: "<tenant class>;<principal
-// class>", or the principal class (both are path-escaped, so the first
-// '/' ends it).
-func callerOf(scope string) string {
-	if i := strings.IndexByte(scope, '/'); i >= 0 {
-		return scope[:i]
+// callerOf is the caller of a binding: the caller part of its scope
+// ("<tenant class>;<principal class>", or the principal class; both are
+// path-escaped, so the first '/' ends it) and its principal.
+func callerOf(b Binding) string {
+	c := b.Scope
+	if i := strings.IndexByte(c, '/'); i >= 0 {
+		c = c[:i]
 	}
-	return scope
+	return c + " " + b.Principal
 }
 
 // put sets b in m, keeping callers counted. s.mu is held (or s is not
@@ -406,7 +434,7 @@ func callerOf(scope string) string {
 func (s *Store) put(b Binding) {
 	s.drop(b.Ref)
 	s.m[b.Ref] = b
-	s.callers[callerOf(b.Scope)]++
+	s.callers[callerOf(b)]++
 }
 
 // drop removes the binding of ref, keeping callers counted.
@@ -416,7 +444,7 @@ func (s *Store) drop(ref string) {
 		return
 	}
 	delete(s.m, ref)
-	c := callerOf(b.Scope)
+	c := callerOf(b)
 	if s.callers[c]--; s.callers[c] <= 0 {
 		delete(s.callers, c)
 	}
@@ -437,7 +465,7 @@ func (s *Store) Finish(ref, entry, outcome string) error {
 	if err := s.write(b, false); err != nil {
 		return err
 	}
-	s.m[ref] = b // same scope: callers unchanged
+	s.m[ref] = b // same scope and principal: callers unchanged
 	return nil
 }
 

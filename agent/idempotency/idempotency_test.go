@@ -38,7 +38,7 @@ func TestBindDurableForRetention(t *testing.T) {
 	dir := t.TempDir()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	s := open(t, dir, c)
-	if _, repeat, err := s.Bind("key-1", "dev/pay", "sha256:a", time.Hour); err != nil || repeat {
+	if _, repeat, err := s.Bind("key-1", "dev/pay", "alice", "sha256:a", time.Hour); err != nil || repeat {
 		t.Fatalf("first bind: repeat %v err %v", repeat, err)
 	}
 	if err := s.Finish(s.Ref("key-1"), "pay-a", "OUTCOME_CLASS_SUCCESS"); err != nil {
@@ -50,7 +50,7 @@ func TestBindDurableForRetention(t *testing.T) {
 		t.Fatalf("bindings file holds the raw key: %s", raw)
 	}
 	s2 := open(t, dir, c)
-	b, repeat, err := s2.Bind("key-1", "dev/pay", "sha256:a", time.Hour)
+	b, repeat, err := s2.Bind("key-1", "dev/pay", "alice", "sha256:a", time.Hour)
 	if err != nil || !repeat || b.Entry != "pay-a" || b.Outcome != "OUTCOME_CLASS_SUCCESS" {
 		t.Fatalf("after restart: %+v repeat %v err %v", b, repeat, err)
 	}
@@ -60,7 +60,7 @@ func TestBindDurableForRetention(t *testing.T) {
 	if _, ok := s3.Lookup("key-1"); ok {
 		t.Fatal("binding kept past its retention")
 	}
-	if _, repeat, err := s3.Bind("key-1", "dev/pay", "sha256:other", 0); err != nil || repeat {
+	if _, repeat, err := s3.Bind("key-1", "dev/pay", "alice", "sha256:other", 0); err != nil || repeat {
 		t.Fatalf("expired key rebinds fresh: repeat %v err %v", repeat, err)
 	}
 }
@@ -70,7 +70,7 @@ func TestBindDurableForRetention(t *testing.T) {
 func TestBindRefusesReuse(t *testing.T) {
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	s := open(t, t.TempDir(), c)
-	if _, _, err := s.Bind("k", "dev/pay", "sha256:a", 0); err != nil {
+	if _, _, err := s.Bind("k", "dev/pay", "alice", "sha256:a", 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -81,7 +81,7 @@ func TestBindRefusesReuse(t *testing.T) {
 		{"ops/pay", "sha256:a", ErrKeyScope},
 		{"dev/refund", "sha256:a", ErrKeyScope},
 	} {
-		_, _, err := s.Bind("k", tc.scope, tc.digest, 0)
+		_, _, err := s.Bind("k", tc.scope, "alice", tc.digest, 0)
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s %s: err %v, want %v", tc.scope, tc.digest, err, tc.want)
 		}
@@ -115,7 +115,7 @@ func TestTornLine(t *testing.T) {
 	dir := t.TempDir()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	s := open(t, dir, c)
-	if _, _, err := s.Bind("k", "dev/pay", "sha256:a", 0); err != nil {
+	if _, _, err := s.Bind("k", "dev/pay", "alice", "sha256:a", 0); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -139,7 +139,7 @@ func TestBindConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, repeat, err := s.Bind("k", "dev/pay", "sha256:"+string(rune('a'+i)), 0)
+			_, repeat, err := s.Bind("k", "dev/pay", "alice", "sha256:"+string(rune('a'+i)), 0)
 			if err == nil && !repeat {
 				mu.Lock()
 				won++
@@ -176,7 +176,7 @@ func BenchmarkBind(b *testing.B) {
 	defer s.Close()
 	for i := 0; b.Loop(); i++ {
 		k := NewKey()
-		if _, _, err := s.Bind(k, "dev/pay", "sha256:a", time.Hour); err != nil {
+		if _, _, err := s.Bind(k, "dev/pay", "alice", "sha256:a", time.Hour); err != nil {
 			b.Fatal(err)
 		}
 		if err := s.Finish(s.Ref(k), "e", "OUTCOME_CLASS_SUCCESS"); err != nil {

@@ -53,7 +53,7 @@ func (p *Pipeline) keys(rec *mcpreadyv1.Receipt, d *decide.Decision, req *Reques
 	if retention <= 0 {
 		retention = idempotency.DefaultRetention
 	}
-	b, repeat, err := st.Bind(key, scope, rec.ArgumentsDigest, retention)
+	b, repeat, err := st.Bind(key, scope, req.Caller.Name, rec.ArgumentsDigest, retention)
 	ir := &mcpreadyv1.IdempotencyRecord{KeyRef: st.Ref(key), Scope: scope, Retention: durationpb.New(retention),
 		Allocated: allocated, Repeat: repeat, Carried: carried(d.Routes)}
 	rec.Idempotency, rec.IdempotencyKeyRef = ir, ir.KeyRef

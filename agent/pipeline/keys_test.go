@@ -426,6 +426,33 @@ func TestKeyBoundToTenant(t *testing.T) {
 	}
 }
 
+// A key is bound to the principal too: another principal of the same
+// tenant and principal class presenting the same key with the same
+// arguments is refused before any upstream sees it, not forwarded as a
+// repeat (the provider, called with the agent's one credential, would
+// return the first principal's result to it). The receipt's scope still
+// names classes only: principal names are not put in receipts. Before, two
+// principals of one class shared their keys.
+func TestKeyBoundToPrincipal(t *testing.T) {
+	pm := newPayment(t, payOpts{header: "Idempotency-Key"})
+	alice := Caller{Name: "alice", Principal: "dev", Tenant: "acme"}
+	res := pm.callAs(t, "test/charge", alice, "order-42", 5)
+	if res.Answer == nil || res.Answer.IsError {
+		t.Fatalf("first call: %+v", res.Answer)
+	}
+	if sc := res.Receipt.GetIdempotency().GetScope(); sc != "acme;dev/test/charge" {
+		t.Fatalf("scope %q", sc)
+	}
+	bob := Caller{Name: "bob", Principal: "dev", Tenant: "acme"}
+	refusedWith(t, pm.callAs(t, "test/charge", bob, "order-42", 5), readiness.CodeIdempotencyKeyReused)
+	if pm.ledger.Calls() != 1 {
+		t.Fatalf("%s: another principal's call reached the provider", pm.ledger)
+	}
+	if res := pm.callAs(t, "test/charge", alice, "order-42", 5); res.Answer.IsError || !res.Receipt.GetIdempotency().GetRepeat() {
+		t.Fatalf("alice's repeat: %+v %v", res.Answer, res.Receipt.GetIdempotency())
+	}
+}
+
 // A caller past its share of live keys is refused before any upstream
 // sees the call, with the reason; its bound keys keep working and another
 // principal class keeps its own share.
