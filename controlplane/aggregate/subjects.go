@@ -61,13 +61,12 @@ type RegistrySubjects struct {
 	drift   map[string]driftMark // entries with drift labels, by name
 }
 
-// driftMark is an entry's recorded drift: its labels, and when the
-// revision carrying them was issued (zero when it names no time: every
-// window counts as after it).
+// driftMark is an entry's recorded drift: each label, and when the first
+// revision of the entry's current run of revisions carrying it was issued
+// (zero when it names no time: every window counts as after it).
 type driftMark struct {
-	key    identityKey
-	labels []mcpreadyv1.DriftLabel
-	at     time.Time
+	key   identityKey
+	since map[mcpreadyv1.DriftLabel]time.Time
 }
 
 // NewRegistrySubjects returns an empty index.
@@ -79,13 +78,16 @@ func NewRegistrySubjects() *RegistrySubjects {
 // had). A CANDIDATE created from a drift report is left out: its identity
 // is whatever the reporting agent said it observed, and no honest receipt
 // names it (it is never routable). An entry's drift labels are kept as of
-// its revision's issue time: the lifecycle issues the revision that
-// suspends a drifted entry when the drift is reported (Drifted).
+// the issue time of the revision that first carried them: the lifecycle
+// issues the revision that suspends a drifted entry when the drift is
+// reported, and a later revision that keeps a label (the organisation
+// re-signing the entry, say) keeps that label's time (Drifted).
 func (s *RegistrySubjects) Set(name string, e *mcpreadyv1.RegistryEntry) {
 	id := e.GetIdentity()
 	k := identityKey{id.GetServerName(), id.GetServerVersion(), id.GetToolName(), id.GetEndpoint(), id.GetInputSchemaDigest(), id.GetOutputSchemaDigest()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	prev, had := s.drift[name]
 	s.remove(name)
 	if e.GetState() == mcpreadyv1.LifecycleState_LIFECYCLE_STATE_CANDIDATE && strings.HasPrefix(e.GetDiscoverySource(), lifecycle.DriftReportSource) {
 		return
@@ -93,9 +95,17 @@ func (s *RegistrySubjects) Set(name string, e *mcpreadyv1.RegistryEntry) {
 	s.byEntry[name] = k
 	s.count[k]++
 	if len(e.GetDrift()) > 0 {
-		m := driftMark{key: k, labels: slices.Clone(e.GetDrift())}
+		var at time.Time
 		if ts := e.GetProvenance().GetIssuedAt(); ts != nil {
-			m.at = ts.AsTime()
+			at = ts.AsTime()
+		}
+		m := driftMark{key: k, since: map[mcpreadyv1.DriftLabel]time.Time{}}
+		for _, l := range e.GetDrift() {
+			if first, ok := prev.since[l]; had && prev.key == k && ok {
+				m.since[l] = first
+			} else if _, seen := m.since[l]; !seen {
+				m.since[l] = at
+			}
 		}
 		s.drift[name] = m
 	}
@@ -134,8 +144,13 @@ func (s *RegistrySubjects) Drifted(sel *mcpreadyv1.Selection, before time.Time) 
 	var out []mcpreadyv1.DriftLabel
 	s.mu.RLock()
 	for _, m := range s.drift {
-		if m.key == k && m.at.Before(before) {
-			out = append(out, m.labels...)
+		if m.key != k {
+			continue
+		}
+		for l, at := range m.since {
+			if at.Before(before) {
+				out = append(out, l)
+			}
 		}
 	}
 	s.mu.RUnlock()

@@ -292,6 +292,39 @@ func TestPassiveEvidenceRecordsDrift(t *testing.T) {
 	}
 }
 
+// A drifted entry republished with its drift labels (the organisation
+// re-signs it, say) keeps each label's first time: windows that ended
+// after the drift still count it, and a label the new revision adds counts
+// from that revision's time only. Before, the republished revision's
+// issue time replaced the drift time, and windows between the two lost
+// the drift.
+func TestDriftTimeKeptAcrossRevisions(t *testing.T) {
+	reg := NewRegistrySubjects()
+	sel := &mcpreadyv1.Selection{ServerName: identity().ServerName, ServerVersion: identity().ServerVersion, ToolName: "lookup", Endpoint: identity().Endpoint}
+	se, nw := mcpreadyv1.DriftLabel_DRIFT_LABEL_SIDE_EFFECT_DRIFT, mcpreadyv1.DriftLabel_DRIFT_LABEL_NETWORK_DRIFT
+	issued := func(d time.Duration, labels ...mcpreadyv1.DriftLabel) *mcpreadyv1.RegistryEntry {
+		return &mcpreadyv1.RegistryEntry{Identity: identity(), State: mcpreadyv1.LifecycleState_LIFECYCLE_STATE_SUSPENDED, Drift: labels,
+			Provenance: &mcpreadyv1.Provenance{IssuedAt: timestamppb.New(t0.Add(d))}}
+	}
+	reg.Set("entry-0", issued(7*time.Minute, se))
+	reg.Set("entry-0", issued(30*time.Minute, se, nw))
+	for before, want := range map[time.Duration]string{
+		5 * time.Minute:  "[]",
+		10 * time.Minute: "[DRIFT_LABEL_SIDE_EFFECT_DRIFT]",
+		31 * time.Minute: "[DRIFT_LABEL_SIDE_EFFECT_DRIFT DRIFT_LABEL_NETWORK_DRIFT]",
+	} {
+		if got := fmt.Sprint(reg.Drifted(sel, t0.Add(before))); got != want {
+			t.Errorf("drift before %v: %s, want %s", before, got, want)
+		}
+	}
+	// A label dropped and later reported again counts from its new time.
+	reg.Set("entry-0", issued(40*time.Minute, nw))
+	reg.Set("entry-0", issued(50*time.Minute, se, nw))
+	if got := fmt.Sprint(reg.Drifted(sel, t0.Add(45*time.Minute))); got != "[DRIFT_LABEL_NETWORK_DRIFT]" {
+		t.Errorf("after the side-effect label came back: %s before 45m, want network drift only", got)
+	}
+}
+
 // Passive evidence is kept per input class: receipts of two classes and
 // of none make three subjects, each evidence naming its class (so that
 // agents count it only for calls in that class); a receipt whose input
