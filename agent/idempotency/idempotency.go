@@ -2,16 +2,16 @@
 // idempotency key a call carried, durably and for the key's retention, the
 // scope it is bound to (tenant class, principal class and requested tool),
 // the principal that bound it, the digest of the arguments it was first
-// used with, the route that ran it and the
-// outcome. With them the call pipeline forwards a repeat of the same
-// payload as a repeat, refuses the same key with another payload or in
-// another scope or from another principal before any upstream sees it, and allocates keys for
+// used with, the route that ran it and the outcome. With them the call
+// pipeline forwards a repeat of the same payload as a repeat, refuses the
+// same key with another payload, in another scope or from another
+// principal before any upstream sees it, and allocates keys for
 // state-changing calls to providers that declare key support.
 //
 // It stores keyed references (HMAC-SHA-256 under a secret kept in its
 // directory), never the keys or principal names themselves, and never
-// arguments: only their digest. It must not decide whether a call may be retried (package decide
-// does) nor talk to any server.
+// arguments: only their digest. It must not decide whether a call may be
+// retried (package decide does) nor talk to any server.
 package idempotency
 
 import (
