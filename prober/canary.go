@@ -69,12 +69,12 @@ func ParseCanaries(data []byte) ([]Canary, error) {
 	return cs, nil
 }
 
-// WithCanaries returns targets followed by one target per canary whose
+// withCanaries returns targets followed by one target per canary whose
 // server has a target calling the canary's tool (that is, the registry
 // classifies it READ_ONLY there): the same endpoint and registry answers,
 // only that tool, the canary's arguments and input class. The canaries
 // with no such target are returned apart, not probed.
-func WithCanaries(targets []probe.Target, canaries []Canary) (out []probe.Target, unmatched []Canary) {
+func withCanaries(targets []probe.Target, canaries []Canary) (out []probe.Target, unmatched []Canary) {
 	out = slices.Clone(targets)
 	for _, c := range canaries {
 		i := slices.IndexFunc(targets, func(t probe.Target) bool {

@@ -47,6 +47,12 @@ import (
 type Options struct {
 	// Targets lists what to probe this round.
 	Targets func(ctx context.Context) ([]probe.Target, error)
+	// Canaries are calls made each round besides the targets, each at the
+	// target of its server that calls its tool (see Canary). A canary no
+	// target matches is not called: it is logged each round, and its
+	// evidence-age series stays (at +Inf, or growing), so that the alert
+	// on evidence age fires. Zero: none.
+	Canaries []Canary
 	// MaxAge returns the Policy's maximum evidence age per layer; nil or an
 	// empty map means DefaultInterval.
 	MaxAge func(ctx context.Context) (map[string]*durationpb.Duration, error)
@@ -132,10 +138,16 @@ func (p *Prober) Round(ctx context.Context) ([]*probe.Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prober: targets: %w", err)
 	}
+	targets, unmatched := withCanaries(targets, p.o.Canaries)
 	reports, errs := probe.RunAll(ctx, targets, p.o.Concurrency)
-	subjects := make([]string, len(targets))
+	subjects := make([]string, len(targets), len(targets)+len(unmatched))
 	for i, t := range targets {
 		subjects[i] = subject(t)
+	}
+	for _, c := range unmatched {
+		p.log.Warn("canary not probed: no target calls its tool (no READ_ONLY registry entry for it at an http(s) endpoint)",
+			"server", c.Server, "tool", c.Tool, "inputClass", c.InputClass)
+		subjects = append(subjects, subject(probe.Target{Options: probe.Options{Server: c.Server, InputClass: c.InputClass}}))
 	}
 	p.age.keep(subjects)
 	var first error

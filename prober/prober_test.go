@@ -128,6 +128,9 @@ func TestMetrics(t *testing.T) {
 			return nil
 		},
 		Signer: key, Observer: probe.EvidenceOptions{Observer: "org/prober"}, Registerer: reg, Now: clk.now,
+		// No target calls this canary's tool: it is not called, and its
+		// series stays at +Inf, so the alert on evidence age fires.
+		Canaries: []prober.Canary{{Server: "com.example/docs", Tool: "lookup", InputClass: "bulk", Arguments: map[string]any{}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +157,7 @@ mcpready_prober_probes_total %d
 	}
 	clk.add(90 * time.Second)
 	expect(head + `mcpready_prober_evidence_age_seconds{subject="com.example/docs"} 90
+mcpready_prober_evidence_age_seconds{subject="com.example/docs/input-class/bulk"} +Inf
 mcpready_prober_evidence_age_seconds{subject="com.example/paid"} 90
 mcpready_prober_evidence_age_seconds{subject="ftp://nope/"} +Inf
 ` + fmt.Sprintf(counters, 1, 2))
@@ -164,6 +168,7 @@ mcpready_prober_evidence_age_seconds{subject="ftp://nope/"} +Inf
 	}
 	clk.add(30 * time.Second)
 	expect(head + `mcpready_prober_evidence_age_seconds{subject="com.example/docs"} 30
+mcpready_prober_evidence_age_seconds{subject="com.example/docs/input-class/bulk"} +Inf
 mcpready_prober_evidence_age_seconds{subject="com.example/paid"} 120
 mcpready_prober_evidence_age_seconds{subject="ftp://nope/"} +Inf
 ` + fmt.Sprintf(counters, 2, 4))
@@ -175,10 +180,12 @@ mcpready_prober_evidence_total{result="refused"} 1
 `), "mcpready_prober_evidence_total"); err != nil {
 		t.Error(err)
 	}
-	// The others left the registry: their series go. A canary for an input
-	// class has a series of its own, named as its Evidence is.
-	canary := probe.Target{URL: ok.URL, Options: probe.Options{Server: "com.example/docs", InputClass: "bulk", Arguments: map[string]any{}}}
-	targets = []probe.Target{all[0], canary}
+	// The others left the registry: their series go. Once a target calls
+	// the canary's tool it is probed, and its series (named as its
+	// Evidence is) ages from then.
+	docs := all[0]
+	docs.Options.ReadOnly = []string{"lookup"}
+	targets = []probe.Target{docs}
 	if _, err := p.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}

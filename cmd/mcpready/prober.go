@@ -96,18 +96,9 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 	admin := mcpreadyv1.NewAdminServiceClient(conn)
 	reg := prometheus.NewRegistry()
 	p, err := prober.New(prober.Options{
-		Targets: func(ctx context.Context) ([]probe.Target, error) {
-			targets, err := registryTargets(ctx, admin)
-			if err != nil {
-				return nil, err
-			}
-			targets, unmatched := prober.WithCanaries(targets, canaries)
-			for _, c := range unmatched {
-				log.Warn("canary not probed: no READ_ONLY registry entry for its tool at an http(s) endpoint", "server", c.Server, "tool", c.Tool, "inputClass", c.InputClass)
-			}
-			return targets, nil
-		},
-		MaxAge: func(ctx context.Context) (map[string]*durationpb.Duration, error) { return policyMaxAge(ctx, admin) },
+		Targets:  func(ctx context.Context) ([]probe.Target, error) { return registryTargets(ctx, admin) },
+		Canaries: canaries,
+		MaxAge:   func(ctx context.Context) (map[string]*durationpb.Duration, error) { return policyMaxAge(ctx, admin) },
 		Apply: func(ctx context.Context, b []byte) error {
 			if _, err := admin.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: b}); err != nil {
 				return rpcError(err)
