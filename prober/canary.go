@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 
 	"sigs.k8s.io/yaml"
@@ -50,6 +51,17 @@ func ParseCanaries(data []byte) ([]Canary, error) {
 	dec.DisallowUnknownFields()
 	var cs []Canary
 	if err := dec.Decode(&cs); err != nil {
+		var te *json.UnmarshalTypeError
+		switch { // a type error's own text would quote a number given as arguments
+		case errors.As(err, &te) && te.Field != "":
+			want := "a string"
+			if te.Type.Kind() == reflect.Map {
+				want = "an object"
+			}
+			return nil, fmt.Errorf("%w: %s is not %s", ErrCanary, te.Field, want)
+		case errors.As(err, &te):
+			return nil, fmt.Errorf("%w: not a list of canaries (server, tool, inputClass, arguments)", ErrCanary)
+		}
 		return nil, fmt.Errorf("%w: not a list of canaries (server, tool, inputClass, arguments): %w", ErrCanary, err)
 	}
 	seen := map[[2]string]bool{}

@@ -24,22 +24,24 @@ func TestParseCanaries(t *testing.T) {
 	}
 	const secret = "s3cret-argument"
 	for name, file := range map[string]string{
-		"not a list":       `{server: a}`,
-		"unknown field":    `[{server: a, tool: t, inputClass: c, arguments: {}, extra: 1}]`,
-		"repeated key":     `[{server: a, server: b, tool: t, inputClass: c, arguments: {}}]`,
-		"no server":        `[{tool: t, inputClass: c, arguments: {q: ` + secret + `}}]`,
-		"no tool":          `[{server: a, inputClass: c, arguments: {}}]`,
-		"no class":         `[{server: a, tool: t, arguments: {q: ` + secret + `}}]`,
-		"bad class":        `[{server: a, tool: t, inputClass: "Long Query", arguments: {q: ` + secret + `}}]`,
-		"no arguments":     `[{server: a, tool: t, inputClass: c}]`,
-		"arguments a list": `[{server: a, tool: t, inputClass: c, arguments: [1]}]`,
-		"same class twice": `[{server: a, tool: t, inputClass: c, arguments: {}}, {server: a, tool: u, inputClass: c, arguments: {q: ` + secret + `}}]`,
-		"not YAML":         "- server: [",
+		"not a list":         `{server: a}`,
+		"unknown field":      `[{server: a, tool: t, inputClass: c, arguments: {}, extra: 1}]`,
+		"repeated key":       `[{server: a, server: b, tool: t, inputClass: c, arguments: {}}]`,
+		"no server":          `[{tool: t, inputClass: c, arguments: {q: ` + secret + `}}]`,
+		"no tool":            `[{server: a, inputClass: c, arguments: {}}]`,
+		"no class":           `[{server: a, tool: t, arguments: {q: ` + secret + `}}]`,
+		"bad class":          `[{server: a, tool: t, inputClass: "Long Query", arguments: {q: ` + secret + `}}]`,
+		"no arguments":       `[{server: a, tool: t, inputClass: c}]`,
+		"arguments a list":   `[{server: a, tool: t, inputClass: c, arguments: [1]}]`,
+		"arguments a number": `[{server: a, tool: t, inputClass: c, arguments: 1234567}]`,
+		"server a number":    `[{server: 1234567, tool: t, inputClass: c, arguments: {}}]`,
+		"same class twice":   `[{server: a, tool: t, inputClass: c, arguments: {}}, {server: a, tool: u, inputClass: c, arguments: {q: ` + secret + `}}]`,
+		"not YAML":           "- server: [",
 	} {
 		_, err := prober.ParseCanaries([]byte(file))
 		if !errors.Is(err, prober.ErrCanary) {
 			t.Errorf("%s: %v, want ErrCanary", name, err)
-		} else if strings.Contains(err.Error(), secret) {
+		} else if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "1234567") {
 			t.Errorf("%s: the error quotes the arguments: %v", name, err)
 		}
 	}
