@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -362,4 +363,35 @@ func registeredEndpoint(t *testing.T, server, tool, version string) (*httptest.S
 	t.Setenv("MCPREADY_PASSWORD", "pw")
 	pem, _ := sign.MarshalPrivateKey(p.Prober, []byte("pw"))
 	return ts, addr, writeFile(t, dir, "prober.key", pem), calls
+}
+
+// registration answers the registry layer from the entries naming the
+// server at the endpoint, and gives each tool its entry's record version,
+// except a tool two entries there give different versions (the probe
+// cannot tell which one it met).
+func TestRegistration(t *testing.T) {
+	entry := func(server, tool, endpoint, version string) *mcpreadyv1.RegistryEntry {
+		return &mcpreadyv1.RegistryEntry{Provenance: &mcpreadyv1.Provenance{Version: version},
+			Identity: &mcpreadyv1.ToolIdentity{ServerName: server, ToolName: tool, Endpoint: endpoint}}
+	}
+	const u = "https://docs.example/mcp"
+	entries := []*mcpreadyv1.RegistryEntry{
+		entry("docs", "lookup", u, "3"),
+		entry("docs", "search", u, "4"), entry("docs", "search", u, "5"), // two versions: unknown
+		entry("docs", "fetch", "https://elsewhere.example/mcp", "6"), // another endpoint
+		entry("other", "list", u, "7"),                               // another server
+	}
+	o := probe.Options{Server: "docs"}
+	registration(entries, &o, u)
+	if ok, err := o.Registered(context.Background(), "docs"); !ok || err != nil {
+		t.Fatalf("registered %v %v", ok, err)
+	}
+	if fmt.Sprint(o.RecordVersions) != "map[lookup:3]" {
+		t.Fatalf("record versions %v, want lookup's alone", o.RecordVersions)
+	}
+	o = probe.Options{Server: "docs"}
+	registration(entries, &o, "https://unknown.example/mcp")
+	if ok, _ := o.Registered(context.Background(), "docs"); ok || len(o.RecordVersions) != 0 {
+		t.Fatalf("an endpoint no entry names: registered %v, versions %v", ok, o.RecordVersions)
+	}
 }
