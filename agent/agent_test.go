@@ -15,31 +15,20 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
-	"github.com/mcpready/mcpready/agent/enroll"
 	"github.com/mcpready/mcpready/agent/internal/cptest"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/enrolltest"
 )
 
 // publish enrolls up as "test" (QUALIFIED), each entry changed by mut, and
 // stores a policy admitting it.
 func publish(t *testing.T, env *cptest.Env, up *mcptest.Upstream, mut ...func(*mcpreadyv1.RegistryEntry)) {
 	t.Helper()
-	srv, err := enroll.List(context.Background(), config.Upstream{Name: "test", URL: up.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	objs, err := srv.Entries("org", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		e := o.Spec.(*mcpreadyv1.RegistryEntry)
-		e.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
+	for _, o := range enrolltest.Qualified(t, config.Upstream{Name: "test", URL: up.URL}) {
 		for _, m := range mut {
-			m(e)
+			m(o.Spec.(*mcpreadyv1.RegistryEntry))
 		}
 		env.Put(o)
 	}

@@ -14,11 +14,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/mcpready/mcpready/agent/config"
-	"github.com/mcpready/mcpready/agent/enroll"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/enrolltest"
 	"github.com/mcpready/mcpready/internal/otelcoltest"
 	"github.com/mcpready/mcpready/sign"
 )
@@ -70,17 +70,7 @@ func configuredAgent(b testing.TB, up *mcptest.Upstream, tel *telemetry.Telemetr
 		}
 	}
 	apply(artifact.KindTrustPolicy, signed(artifact.New(artifact.KindTrustPolicy, "default", &mcpreadyv1.TrustPolicy{})))
-	srv, err := enroll.List(context.Background(), config.Upstream{Name: "test", URL: up.URL})
-	if err != nil {
-		b.Fatal(err)
-	}
-	objs, err := srv.Entries("org", time.Now())
-	srv.Close()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, o := range objs {
-		o.Spec.(*mcpreadyv1.RegistryEntry).State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
+	for _, o := range enrolltest.Qualified(b, config.Upstream{Name: "test", URL: up.URL}) {
 		apply(artifact.KindRegistryEntry, signed(o))
 	}
 	apply(artifact.KindPolicy, signed(artifact.New(artifact.KindPolicy, "default", &mcpreadyv1.Policy{

@@ -7,14 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/decide"
-	"github.com/mcpready/mcpready/agent/enroll"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/enrolltest"
 	"github.com/mcpready/mcpready/probe"
 	"github.com/mcpready/mcpready/readiness"
 )
@@ -106,20 +105,9 @@ func probeAndEnrol(t *testing.T, ts *httptest.Server, o probe.Options, classes [
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := enroll.List(context.Background(), config.Upstream{Name: "com.example/docs", URL: ts.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	objs, err := srv.Entries("org", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	entries := map[string]*mcpreadyv1.RegistryEntry{}
-	for _, o := range objs {
-		re := o.Spec.(*mcpreadyv1.RegistryEntry)
-		re.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
-		entries[o.Metadata.Name] = re
+	for _, o := range enrolltest.Qualified(t, config.Upstream{Name: "com.example/docs", URL: ts.URL}) {
+		entries[o.Metadata.Name] = o.Spec.(*mcpreadyv1.RegistryEntry)
 	}
 	snap, err := decide.NewSnapshot(decide.Inputs{PolicyVersion: "1", Entries: entries,
 		Evidence: map[string]*mcpreadyv1.Evidence{obj.Metadata.Name: obj.Spec.(*mcpreadyv1.Evidence)},

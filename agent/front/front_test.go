@@ -19,10 +19,10 @@ import (
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/decide"
-	"github.com/mcpready/mcpready/agent/enroll"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/enrolltest"
 	"github.com/mcpready/mcpready/readiness"
 )
 
@@ -432,19 +432,8 @@ func FuzzPrecheck(f *testing.F) {
 // enrollQualified lists up's tools and adds their registry entries, QUALIFIED.
 func (h *harness) enrollQualified(t testing.TB, up config.Upstream) {
 	t.Helper()
-	srv, err := enroll.List(context.Background(), up)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := srv.Entries("org", time.Now())
-	srv.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		e := o.Spec.(*mcpreadyv1.RegistryEntry)
-		e.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
-		h.entries[o.Metadata.Name] = e
+	for _, o := range enrolltest.Qualified(t, up) {
+		h.entries[o.Metadata.Name] = o.Spec.(*mcpreadyv1.RegistryEntry)
 	}
 }
 

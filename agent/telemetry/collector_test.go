@@ -17,12 +17,12 @@ import (
 	"github.com/mcpready/mcpready/agent/circuit"
 	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/agent/decide"
-	"github.com/mcpready/mcpready/agent/enroll"
 	"github.com/mcpready/mcpready/agent/front"
 	"github.com/mcpready/mcpready/agent/internal/mcptest"
 	"github.com/mcpready/mcpready/agent/telemetry"
 	"github.com/mcpready/mcpready/agent/validate"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/enrolltest"
 	"github.com/mcpready/mcpready/internal/otelcoltest"
 )
 
@@ -83,20 +83,9 @@ func newStack(t testing.TB, tel *telemetry.Telemetry) *stack {
 		})
 	st.upstream = up.URL
 	ucfg := config.Upstream{Name: "test", URL: up.URL}
-	srv, err := enroll.List(context.Background(), ucfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := srv.Entries("org", time.Now())
-	srv.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	entries := map[string]*mcpreadyv1.RegistryEntry{}
-	for _, o := range objs {
-		e := o.Spec.(*mcpreadyv1.RegistryEntry)
-		e.State = mcpreadyv1.LifecycleState_LIFECYCLE_STATE_QUALIFIED
-		entries[o.Metadata.Name] = e
+	for _, o := range enrolltest.Qualified(t, ucfg) {
+		entries[o.Metadata.Name] = o.Spec.(*mcpreadyv1.RegistryEntry)
 	}
 	cfg, err := config.New(config.File{
 		Principals: []config.Principal{{Identity: config.Identity{Name: "dev-client", PrincipalClass: "dev"}, TokenSHA256: config.TokenDigest(token)}},
