@@ -27,11 +27,15 @@ package prober
 import (
 	"context"
 	"crypto"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +57,13 @@ type Options struct {
 	// evidence-age series stays (at +Inf, or growing), so that the alert
 	// on evidence age fires. Zero: none.
 	Canaries []Canary
+	// TokenFiles maps a server name to the file holding the bearer token
+	// its probes present, read at every round (a rotated token is used
+	// from the next round) and never logged. A target whose server's file
+	// cannot be read, or is empty, is not probed that round: it is logged
+	// and its evidence-age series keeps growing. Zero: every probe is
+	// keyless.
+	TokenFiles map[string]string
 	// MaxAge returns the Policy's maximum evidence age per layer; nil or an
 	// empty map means DefaultInterval.
 	MaxAge func(ctx context.Context) (map[string]*durationpb.Duration, error)
@@ -131,25 +142,28 @@ func New(o Options) (*Prober, error) {
 	return p, nil
 }
 
-// Round probes every target once and applies the Evidence; it returns the
-// reports, in target order, and the first error applying one.
+// Round probes every target (and matched canary) once and applies the
+// Evidence; it returns the reports of those it probed, in order (nil for a
+// URL that cannot be probed at all; none for a target left out for its
+// token file), and the first error applying one.
 func (p *Prober) Round(ctx context.Context) ([]*probe.Report, error) {
 	targets, err := p.o.Targets(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("prober: targets: %w", err)
 	}
 	targets, unmatched := withCanaries(targets, p.o.Canaries)
-	reports, errs := probe.RunAll(ctx, targets, p.o.Concurrency)
-	subjects := make([]string, len(targets), len(targets)+len(unmatched))
-	for i, t := range targets {
-		subjects[i] = subject(t)
+	subjects := make([]string, 0, len(targets)+len(unmatched))
+	for _, t := range targets {
+		subjects = append(subjects, subject(t))
 	}
+	targets = p.withTokens(targets)
 	for _, c := range unmatched {
 		p.log.Warn("canary not probed: no target calls its tool (no READ_ONLY registry entry for it at an http(s) endpoint)",
 			"server", c.Server, "tool", c.Tool, "inputClass", c.InputClass)
 		subjects = append(subjects, subject(probe.Target{Options: probe.Options{Server: c.Server, InputClass: c.InputClass}}))
 	}
 	p.age.keep(subjects)
+	reports, errs := probe.RunAll(ctx, targets, p.o.Concurrency)
 	var first error
 	for i, r := range reports {
 		if errs[i] != nil {
@@ -171,10 +185,63 @@ func (p *Prober) Round(ctx context.Context) ([]*probe.Report, error) {
 			continue
 		}
 		p.applied.WithLabelValues("applied").Inc()
-		p.age.applied(subjects[i])
+		p.age.applied(subject(targets[i]))
 	}
 	p.lastDone.SetToCurrentTime()
 	return reports, first
+}
+
+// maxTokenFile bounds a token file.
+const maxTokenFile = 64 << 10
+
+// withTokens gives each target the bearer token of its server's token file
+// (TokenFiles), leaving out, with a warning, the targets whose file cannot
+// be read.
+func (p *Prober) withTokens(targets []probe.Target) []probe.Target {
+	if len(p.o.TokenFiles) == 0 {
+		return targets
+	}
+	out := targets[:0:0]
+	for _, t := range targets {
+		path, ok := p.o.TokenFiles[t.Options.Server]
+		if !ok {
+			out = append(out, t)
+			continue
+		}
+		tok, err := readToken(path)
+		if err != nil {
+			p.log.Warn("endpoint not probed: its token file cannot be used", "server", t.Options.Server, "url", t.URL, "file", path, "error", err)
+			continue
+		}
+		t.Options.Token = tok
+		out = append(out, t)
+	}
+	return out
+}
+
+// errEmptyToken is a token file that holds no token.
+var errEmptyToken = errors.New("no token in the file")
+
+// readToken reads a bearer token file: at most maxTokenFile bytes, the
+// token without surrounding white space. Errors never quote the content.
+func readToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	switch {
+	case err != nil:
+		return "", err
+	case len(b) > maxTokenFile:
+		return "", fmt.Errorf("over %d bytes", maxTokenFile)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", errEmptyToken
+	}
+	return tok, nil
 }
 
 func (p *Prober) publish(ctx context.Context, r *probe.Report) error {

@@ -6,9 +6,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/safebuf"
 	"github.com/mcpready/mcpready/probe"
 	"github.com/mcpready/mcpready/prober"
 	"github.com/mcpready/mcpready/sign"
@@ -336,5 +340,74 @@ func TestConcurrencyBounded(t *testing.T) {
 	}
 	if len(started) != 9 || applied.Load() != 12 {
 		t.Fatalf("%d more funnels started, %d applied; want 9 and 12", len(started), applied.Load())
+	}
+}
+
+// A server's token file gives its probes a bearer token, read at every
+// round: an endpoint that wants it is ready at the access layer and the
+// Evidence says bearer-token. A target whose file cannot be read is not
+// probed (a keyless run would only report auth-required), is logged
+// without the token, and its evidence-age series stays.
+func TestTokenFiles(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "com.example/docs", Version: "1"}, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	var presented atomic.Value
+	authd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		presented.Store(r.Header.Get("Authorization"))
+		if r.Header.Get("Authorization") != "Bearer s3cret-token" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer authd.Close()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "docs.token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	var logs safebuf.Buffer
+	var applied []*mcpreadyv1.Evidence
+	reg := prometheus.NewRegistry()
+	p, err := prober.New(prober.Options{
+		Targets: func(context.Context) ([]probe.Target, error) {
+			return []probe.Target{{URL: authd.URL, Options: probe.Options{Server: "com.example/docs"}},
+				{URL: authd.URL + "/other", Options: probe.Options{Server: "com.example/other"}}}, nil
+		},
+		TokenFiles: map[string]string{"com.example/docs": tokenFile, "com.example/other": filepath.Join(dir, "missing.token")},
+		Apply: func(_ context.Context, b []byte) error {
+			v, err := sign.VerifyWithKey(b, key.Public())
+			if err != nil {
+				return err
+			}
+			applied = append(applied, v.Object.Spec.(*mcpreadyv1.Evidence))
+			return nil
+		},
+		Signer: key, Observer: probe.EvidenceOptions{Observer: "org/prober"}, Registerer: reg,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: (&clock{t: time.Date(2026, 9, 14, 9, 0, 0, 0, time.UTC)}).now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, err := p.Round(context.Background())
+	if err != nil || len(reports) != 1 {
+		t.Fatalf("%d reports, %v; want the one target with a usable token file", len(reports), err)
+	}
+	if l := reports[0].Layer(probe.LayerAccess); l.Status != probe.Ready || !reports[0].BearerPresented || presented.Load() != "Bearer s3cret-token" {
+		t.Fatalf("access layer %+v, bearer presented %v", l, reports[0].BearerPresented)
+	}
+	if len(applied) != 1 || applied[0].GetAuthClass() != "bearer-token" {
+		t.Fatalf("evidence %v", applied)
+	}
+	if !strings.Contains(logs.String(), "missing.token") || strings.Contains(logs.String(), "s3cret") {
+		t.Fatalf("want the unreadable file named and no token in the logs:\n%s", logs.String())
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`# HELP mcpready_prober_evidence_age_seconds Seconds since this prober last applied Evidence for the subject (+Inf: none since it started), one series per target of the latest round.
+# TYPE mcpready_prober_evidence_age_seconds gauge
+mcpready_prober_evidence_age_seconds{subject="com.example/docs"} 0
+mcpready_prober_evidence_age_seconds{subject="com.example/other"} +Inf
+`), "mcpready_prober_evidence_age_seconds"); err != nil {
+		t.Error(err)
 	}
 }

@@ -188,6 +188,22 @@ func TestProberOnce(t *testing.T) {
 	if code, _, _ := runKeyCLI(t, "prober", "--once", "--server", addr); code != exitUsage {
 		t.Errorf("without --sign: exit %d", code)
 	}
+	for _, bad := range []string{"s", "=f", "s=", "s=a"} {
+		args := []string{"prober", "--once", "--sign", key, "--observer", "org/prober", "--server", addr, "--token-file", bad}
+		if bad == "s=a" {
+			args = append(args, "--token-file", "s=b")
+		}
+		if code, _, _ := runKeyCLI(t, args...); code != exitUsage || *calls != 1 {
+			t.Errorf("--token-file %s: exit %d, calls %d; want a usage error before any probe", bad, code, *calls)
+		}
+	}
+	// A token file is read at every round: a missing one leaves its
+	// server's endpoint unprobed (logged), the round still ends.
+	code, _, errOut = runKeyCLI(t, "prober", "--once", "--sign", key, "--observer", "org/prober", "--server", addr,
+		"--token-file", "s="+filepath.Join(t.TempDir(), "missing"))
+	if code != exitOK || *calls != 1 || !strings.Contains(errOut, "its token file cannot be used") {
+		t.Errorf("missing token file: exit %d, calls %d: %s", code, *calls, errOut)
+	}
 }
 
 // probe --arguments FILE --input-class NAME calls the read-only tool with

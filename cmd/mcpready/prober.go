@@ -31,6 +31,7 @@ type proberOptions struct {
 	serverOptions
 	signKey, observer, region, metrics string
 	canaries                           string
+	tokenFiles                         []string
 	concurrency                        int
 	once                               bool
 }
@@ -50,7 +51,11 @@ jitter. --canaries FILE adds calls with your own arguments: a YAML or JSON
 list of {server, tool, inputClass, arguments}, each calling a tool the
 registry classifies READ_ONLY with those arguments and applying Evidence
 probe/<server>/input-class/<class>, which counts for calls in that input
-class only. --once runs one round and exits (1 if any Evidence was refused).
+class only. Probes are keyless unless --token-file SERVER=FILE names a
+bearer token for a server's endpoints (read at every round, never logged;
+the Evidence then counts for agents that call that server with a static
+bearer token). --once runs one round and exits (1 if any Evidence was
+refused).
 The TrustPolicy must grant the key Evidence. Metrics
 (mcpready_prober_*, among them mcpready_prober_evidence_age_seconds{subject},
 the one to alert on) are served on --metrics-listen when given.`,
@@ -63,6 +68,7 @@ the one to alert on) are served on --metrics-listen when given.`,
 	fl.StringVar(&o.region, "region", "", "region the prober runs from, recorded in its Evidence: it then counts only for agents with that region label")
 	fl.IntVar(&o.concurrency, "concurrency", 16, "funnels in flight")
 	fl.BoolVar(&o.once, "once", false, "run one round and exit")
+	fl.StringArrayVar(&o.tokenFiles, "token-file", nil, "SERVER=FILE: present the bearer token in FILE to SERVER's endpoints (repeatable; read at every round)")
 	fl.StringVar(&o.canaries, "canaries", "", "file listing canary calls with your own arguments and their Policy input class (YAML or JSON; the arguments are never logged)")
 	fl.StringVar(&o.metrics, "metrics-listen", "", `serve /metrics on this loopback address ("" disables)`)
 	o.serverOptions.addFlags(cmd)
@@ -87,6 +93,17 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 			return usagef("prober: --canaries %s: %w", o.canaries, err)
 		}
 	}
+	tokenFiles := map[string]string{}
+	for _, kv := range o.tokenFiles {
+		server, file, ok := strings.Cut(kv, "=")
+		if !ok || server == "" || file == "" {
+			return usagef("prober: --token-file %q: want SERVER=FILE", kv)
+		}
+		if _, dup := tokenFiles[server]; dup {
+			return usagef("prober: --token-file: server %s named twice", server)
+		}
+		tokenFiles[server] = file
+	}
 	log := logger(cmd.ErrOrStderr())
 	conn, err := o.dial()
 	if err != nil {
@@ -97,8 +114,8 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 	reg := prometheus.NewRegistry()
 	p, err := prober.New(prober.Options{
 		Targets:  func(ctx context.Context) ([]probe.Target, error) { return registryTargets(ctx, admin) },
-		Canaries: canaries,
-		MaxAge:   func(ctx context.Context) (map[string]*durationpb.Duration, error) { return policyMaxAge(ctx, admin) },
+		Canaries: canaries, TokenFiles: tokenFiles,
+		MaxAge: func(ctx context.Context) (map[string]*durationpb.Duration, error) { return policyMaxAge(ctx, admin) },
 		Apply: func(ctx context.Context, b []byte) error {
 			if _, err := admin.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: b}); err != nil {
 				return rpcError(err)
