@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/loopback"
 )
 
 // Layer is one layer of the funnel, in the order of the readiness model.
@@ -240,6 +241,8 @@ func Run(ctx context.Context, endpoint string, o Options) (*Report, error) {
 		return nil, fmt.Errorf("%w: %q is not an http(s) URL", ErrURL, endpoint)
 	}
 	switch {
+	case o.Token != "" && !loopback.Confidential(u):
+		return nil, fmt.Errorf("%w: %q must be https: a token is presented to it (plain http on a loopback address only)", ErrURL, endpoint)
 	case o.InputClass != "" && o.Arguments == nil:
 		return nil, fmt.Errorf("%w: %q states the class of arguments, and none are given", ErrInputClass, o.InputClass)
 	case o.InputClass != "" && !artifact.ValidInputClass(o.InputClass):

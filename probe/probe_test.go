@@ -261,6 +261,11 @@ func TestMisbehavingEndpoints(t *testing.T) {
 	if _, err := probe.Run(context.Background(), "ftp://x/", probe.Options{}); !errors.Is(err, probe.ErrURL) {
 		t.Errorf("ftp URL: %v", err)
 	}
+	// A token never crosses the network in clear: refused before any
+	// connection for plain http off loopback.
+	if _, err := probe.Run(context.Background(), "http://no-such-host.invalid/mcp", probe.Options{Token: "s3cret"}); !errors.Is(err, probe.ErrURL) || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("token over plain http to a remote host: %v, want ErrURL", err)
+	}
 }
 
 func TestTLSIdentity(t *testing.T) {

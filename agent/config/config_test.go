@@ -351,6 +351,34 @@ func TestUpstreamAuthClass(t *testing.T) {
 // over a header the agent sets itself (the session, the protocol version,
 // the framing); a header or token on a command, which speaks no HTTP, is
 // refused rather than ignored. Before, all of these were accepted.
+// A credential the agent presents to an upstream never crosses the network
+// in clear: a static token or OAuth for an http URL is refused unless the
+// host is a loopback address. Before, tokenFile with http://remote was
+// accepted and the token sent unencrypted with every call.
+func TestUpstreamCredentialsNeedTLS(t *testing.T) {
+	for name, u := range map[string]string{
+		"token file":         "  url: http://mcp.example.com/mcp\n  tokenFile: /dev/null\n",
+		"token env":          "  url: http://10.0.0.7:8080/mcp\n  tokenEnv: TOKEN\n",
+		"oauth":              "  url: http://mcp.example.com/mcp\n  oauth: {grant: client_credentials, clientId: c, clientSecretEnv: S}\n",
+		"loopback lookalike": "  url: http://127.0.0.1.example.com/mcp\n  tokenEnv: TOKEN\n",
+	} {
+		if _, err := Parse([]byte("upstreams:\n- name: a\n" + u)); !errors.Is(err, ErrInvalid) || !strings.Contains(fmt.Sprint(err), "https") {
+			t.Errorf("%s: err = %v, want ErrInvalid asking for https", name, err)
+		}
+	}
+	for name, u := range map[string]string{
+		"https":         "  url: https://mcp.example.com/mcp\n  tokenEnv: TOKEN\n",
+		"loopback ipv4": "  url: http://127.0.0.1:8080/mcp\n  tokenEnv: TOKEN\n",
+		"loopback ipv6": "  url: http://[::1]:8080/mcp\n  tokenEnv: TOKEN\n",
+		"localhost":     "  url: http://localhost:8080/mcp\n  tokenEnv: TOKEN\n",
+		"keyless http":  "  url: http://mcp.example.com/mcp\n",
+	} {
+		if _, err := Parse([]byte("upstreams:\n- name: a\n" + u)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
 func TestUpstreamHeadersChecked(t *testing.T) {
 	for name, u := range map[string]string{
 		"authorization":       "  url: https://a.example/mcp\n  headers: {Authorization: Bearer abc}\n",

@@ -4,7 +4,10 @@
 // depends on DNS.
 package loopback
 
-import "net"
+import (
+	"net"
+	"net/url"
+)
 
 // Is reports whether addr ("host:port") names a loopback host: localhost,
 // or a loopback IPv4 or IPv6 address. An address that does not parse is not
@@ -22,4 +25,11 @@ func Host(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// Confidential reports whether what is sent to u stays between the two
+// ends: u is https, or http to a loopback host. A credential may be sent
+// only to such a URL.
+func Confidential(u *url.URL) bool {
+	return u.Scheme == "https" || (u.Scheme == "http" && Host(u.Hostname()))
 }

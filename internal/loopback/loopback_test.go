@@ -1,6 +1,7 @@
 package loopback_test
 
 import (
+	"net/url"
 	"testing"
 
 	"github.com/mcpready/mcpready/internal/loopback"
@@ -14,6 +15,22 @@ func TestIs(t *testing.T) {
 	} {
 		if got := loopback.Is(addr); got != want {
 			t.Errorf("%q: %v, want %v", addr, got, want)
+		}
+	}
+}
+
+func TestConfidential(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"https://mcp.example.com/mcp": true, "http://127.0.0.1:8080/mcp": true, "http://[::1]/mcp": true, "http://localhost:1/": true,
+		"http://mcp.example.com/mcp": false, "http://10.0.0.7/mcp": false, "http://127.0.0.1.example.com/": false,
+		"ws://127.0.0.1/": false, "HTTP://mcp.example.com/": false,
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := loopback.Confidential(u); got != want {
+			t.Errorf("%q: %v, want %v", raw, got, want)
 		}
 	}
 }
