@@ -242,7 +242,7 @@ func Run(ctx context.Context, endpoint string, o Options) (*Report, error) {
 	}
 	switch {
 	case o.Token != "" && !loopback.Confidential(u):
-		return nil, fmt.Errorf("%w: %q must be https: a token is presented to it (plain http on a loopback address only)", ErrURL, endpoint)
+		return nil, fmt.Errorf("%w: %q must be https: a token is presented to it (plain http on a loopback address only)", ErrURL, u.Redacted())
 	case o.InputClass != "" && o.Arguments == nil:
 		return nil, fmt.Errorf("%w: %q states the class of arguments, and none are given", ErrInputClass, o.InputClass)
 	case o.InputClass != "" && !artifact.ValidInputClass(o.InputClass):

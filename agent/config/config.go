@@ -720,7 +720,7 @@ func New(f File) (*Config, error) {
 			return nil, fmt.Errorf("%w: upstream %s: tokenFile, tokenEnv and headers apply to a url only (a command gets its credentials through env or envFrom)", ErrInvalid, u.Name)
 		}
 		if pu, err := url.Parse(u.URL); (u.TokenFile != "" || u.TokenEnv != "" || u.OAuth != nil) && (err != nil || !loopback.Confidential(pu)) {
-			return nil, fmt.Errorf("%w: upstream %s: url %q must be https: a credential is sent to it (plain http on a loopback address only)", ErrInvalid, u.Name, u.URL)
+			return nil, fmt.Errorf("%w: upstream %s: its url must be https: a credential is sent to it (plain http on a loopback address only)", ErrInvalid, u.Name)
 		}
 		for k, v := range u.Headers {
 			if err := checkHeader(k, v); err != nil {
