@@ -20,6 +20,7 @@ import (
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/probe"
+	"github.com/mcpready/mcpready/prober"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -323,6 +324,11 @@ func TestProberCanaries(t *testing.T) {
 	if code != exitOK || !strings.Contains(errOut, "ran 2 probe(s)") || *calls != 2 {
 		t.Fatalf("prober: %d calls=%d %s", code, *calls, errOut)
 	}
+	// No Policy defines the classes: the Evidence would count for no call,
+	// and the prober says so.
+	if !strings.Contains(errOut, "input class is defined by no Policy") || !strings.Contains(errOut, "inputClass=long-query") {
+		t.Fatalf("want a warning that no Policy defines long-query:\n%s", errOut)
+	}
 	if !strings.Contains(errOut, "canary not probed") || !strings.Contains(errOut, "tool=write") || strings.Contains(out+errOut, secret) {
 		t.Fatalf("want one warning naming the unmatched canary and no arguments:\n%s%s", out, errOut)
 	}
@@ -409,5 +415,17 @@ func TestRegistration(t *testing.T) {
 	registration(entries, &o, "https://unknown.example/mcp")
 	if ok, _ := o.Registered(context.Background(), "docs"); ok || len(o.RecordVersions) != 0 {
 		t.Fatalf("an endpoint no entry names: registered %v, versions %v", ok, o.RecordVersions)
+	}
+}
+
+// undefinedClasses names the canaries whose input class no Policy defines.
+func TestUndefinedClasses(t *testing.T) {
+	canaries := []prober.Canary{{Server: "s", Tool: "t", InputClass: "bulk"}, {Server: "s", Tool: "t", InputClass: "long-query"}}
+	policies := []*mcpreadyv1.Policy{{}, {InputClasses: []*mcpreadyv1.InputClassRule{{Name: "bulk", When: "true"}}}}
+	if got := undefinedClasses(canaries, policies); len(got) != 1 || got[0].InputClass != "long-query" {
+		t.Fatalf("undefined %+v, want long-query alone", got)
+	}
+	if got := undefinedClasses(canaries, nil); len(got) != 2 {
+		t.Fatalf("with no Policy: %+v, want both", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -113,7 +114,12 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 	admin := mcpreadyv1.NewAdminServiceClient(conn)
 	reg := prometheus.NewRegistry()
 	p, err := prober.New(prober.Options{
-		Targets:  func(ctx context.Context) ([]probe.Target, error) { return registryTargets(ctx, admin) },
+		Targets: func(ctx context.Context) ([]probe.Target, error) {
+			if len(canaries) > 0 {
+				warnUndefinedClasses(ctx, admin, canaries, log)
+			}
+			return registryTargets(ctx, admin)
+		},
 		Canaries: canaries, TokenFiles: tokenFiles,
 		MaxAge: func(ctx context.Context) (map[string]*durationpb.Duration, error) { return policyMaxAge(ctx, admin) },
 		Apply: func(ctx context.Context, b []byte) error {
@@ -190,24 +196,60 @@ func registryTargets(ctx context.Context, admin mcpreadyv1.AdminServiceClient) (
 	return out, nil
 }
 
-// registryEntries reads the stored RegistryEntries (verified by the
-// control plane when they were applied).
+// registryEntries reads the stored RegistryEntries.
 func registryEntries(ctx context.Context, admin mcpreadyv1.AdminServiceClient) ([]*mcpreadyv1.RegistryEntry, error) {
-	resp, err := admin.Get(ctx, &mcpreadyv1.GetRequest{Kind: string(artifact.KindRegistryEntry)})
+	return stored[*mcpreadyv1.RegistryEntry](ctx, admin, artifact.KindRegistryEntry)
+}
+
+// stored reads the specs of the stored artifacts of kind (verified by the
+// control plane when they were applied).
+func stored[T any](ctx context.Context, admin mcpreadyv1.AdminServiceClient, kind artifact.Kind) ([]T, error) {
+	resp, err := admin.Get(ctx, &mcpreadyv1.GetRequest{Kind: string(kind)})
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	var out []*mcpreadyv1.RegistryEntry
+	var out []T
 	for _, a := range resp.GetArtifacts() {
 		obj, err := sign.Peek(a.GetBundle())
 		if err != nil {
 			continue
 		}
-		if e, ok := obj.Spec.(*mcpreadyv1.RegistryEntry); ok {
-			out = append(out, e)
+		if spec, ok := obj.Spec.(T); ok {
+			out = append(out, spec)
 		}
 	}
 	return out, nil
+}
+
+// warnUndefinedClasses logs each canary whose input class no stored Policy
+// defines: its Evidence would count for no call.
+func warnUndefinedClasses(ctx context.Context, admin mcpreadyv1.AdminServiceClient, canaries []prober.Canary, log *slog.Logger) {
+	policies, err := stored[*mcpreadyv1.Policy](ctx, admin, artifact.KindPolicy)
+	if err != nil {
+		log.Warn("policies not read: canaries' input classes not checked", "error", err)
+		return
+	}
+	for _, c := range undefinedClasses(canaries, policies) {
+		log.Warn("canary's input class is defined by no Policy: its Evidence counts for no call", "server", c.Server, "tool", c.Tool, "inputClass", c.InputClass)
+	}
+}
+
+// undefinedClasses returns the canaries whose input class no policy's
+// inputClasses names.
+func undefinedClasses(canaries []prober.Canary, policies []*mcpreadyv1.Policy) []prober.Canary {
+	defined := map[string]bool{}
+	for _, p := range policies {
+		for _, r := range p.GetInputClasses() {
+			defined[r.GetName()] = true
+		}
+	}
+	var out []prober.Canary
+	for _, c := range canaries {
+		if !defined[c.InputClass] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // registration sets o's registry answers for o.Server at endpoint from
@@ -244,17 +286,13 @@ func registration(entries []*mcpreadyv1.RegistryEntry, o *probe.Options, endpoin
 // policyMaxAge merges every Policy's maximum evidence age per layer,
 // keeping the shortest.
 func policyMaxAge(ctx context.Context, admin mcpreadyv1.AdminServiceClient) (map[string]*durationpb.Duration, error) {
-	resp, err := admin.Get(ctx, &mcpreadyv1.GetRequest{Kind: string(artifact.KindPolicy)})
+	policies, err := stored[*mcpreadyv1.Policy](ctx, admin, artifact.KindPolicy)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	out := map[string]*durationpb.Duration{}
-	for _, a := range resp.GetArtifacts() {
-		obj, err := sign.Peek(a.GetBundle())
-		if err != nil {
-			continue
-		}
-		for l, d := range obj.Spec.(*mcpreadyv1.Policy).GetEvidence().GetMaxAge() {
+	for _, p := range policies {
+		for l, d := range p.GetEvidence().GetMaxAge() {
 			if cur, ok := out[l]; !ok || d.AsDuration() < cur.AsDuration() {
 				out[l] = d
 			}
