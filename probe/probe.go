@@ -19,8 +19,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/mcpready/mcpready/artifact"
@@ -220,6 +223,36 @@ func (o *Options) defaults() {
 	if o.WarmCalls <= 0 {
 		o.WarmCalls = 3
 	}
+}
+
+// maxTokenFile bounds a token file.
+const maxTokenFile = 64 << 10
+
+// ErrNoToken is a token file that holds no token.
+var ErrNoToken = errors.New("probe: no token in the file")
+
+// ReadToken reads a bearer token file for Options.Token: at most 64 KiB,
+// the token without surrounding white space; an empty file is ErrNoToken
+// (a probe that meant to present a token must not run keyless). Its
+// errors never quote the content.
+func ReadToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	switch {
+	case err != nil:
+		return "", err
+	case len(b) > maxTokenFile:
+		return "", fmt.Errorf("probe: %s is over %d bytes", path, maxTokenFile)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%w %s", ErrNoToken, path)
+	}
+	return tok, nil
 }
 
 // ErrURL is returned for an endpoint URL that cannot be probed.

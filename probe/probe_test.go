@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -580,5 +582,32 @@ func TestExampleArgumentsHonourUpperBounds(t *testing.T) {
 		if err := sch.Validate(v); err != nil {
 			t.Errorf("%s: example %s is not valid: %v", schema, b, err)
 		}
+	}
+}
+
+// ReadToken gives the token without surrounding white space; an empty or
+// oversized file is an error (a probe meant to present a token must not run
+// keyless), and no error quotes the file's content.
+func TestReadToken(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if tok, err := probe.ReadToken(write("ok", " s3cret\n")); err != nil || tok != "s3cret" {
+		t.Fatalf("%q %v", tok, err)
+	}
+	if _, err := probe.ReadToken(write("empty", " \n")); !errors.Is(err, probe.ErrNoToken) {
+		t.Fatalf("empty file: %v, want ErrNoToken", err)
+	}
+	big := "s3cret" + strings.Repeat("x", 64<<10)
+	if _, err := probe.ReadToken(write("big", big)); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("oversized file: %v", err)
+	}
+	if _, err := probe.ReadToken(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("a missing file read")
 	}
 }

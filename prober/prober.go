@@ -27,15 +27,11 @@ package prober
 import (
 	"context"
 	"crypto"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"os"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -191,9 +187,6 @@ func (p *Prober) Round(ctx context.Context) ([]*probe.Report, error) {
 	return reports, first
 }
 
-// maxTokenFile bounds a token file.
-const maxTokenFile = 64 << 10
-
 // withTokens gives each target the bearer token of its server's token file
 // (TokenFiles), leaving out, with a warning, the targets whose file cannot
 // be read.
@@ -208,7 +201,7 @@ func (p *Prober) withTokens(targets []probe.Target) []probe.Target {
 			out = append(out, t)
 			continue
 		}
-		tok, err := readToken(path)
+		tok, err := probe.ReadToken(path)
 		if err != nil {
 			p.log.Warn("endpoint not probed: its token file cannot be used", "server", t.Options.Server, "url", t.URL, "file", path, "error", err)
 			continue
@@ -217,31 +210,6 @@ func (p *Prober) withTokens(targets []probe.Target) []probe.Target {
 		out = append(out, t)
 	}
 	return out
-}
-
-// errEmptyToken is a token file that holds no token.
-var errEmptyToken = errors.New("no token in the file")
-
-// readToken reads a bearer token file: at most maxTokenFile bytes, the
-// token without surrounding white space. Errors never quote the content.
-func readToken(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
-	switch {
-	case err != nil:
-		return "", err
-	case len(b) > maxTokenFile:
-		return "", fmt.Errorf("over %d bytes", maxTokenFile)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", errEmptyToken
-	}
-	return tok, nil
 }
 
 func (p *Prober) publish(ctx context.Context, r *probe.Report) error {

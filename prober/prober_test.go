@@ -351,10 +351,11 @@ func TestConcurrencyBounded(t *testing.T) {
 func TestTokenFiles(t *testing.T) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "com.example/docs", Version: "1"}, nil)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-	var presented atomic.Value
+	var presented, want atomic.Value
+	want.Store("Bearer s3cret-token")
 	authd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		presented.Store(r.Header.Get("Authorization"))
-		if r.Header.Get("Authorization") != "Bearer s3cret-token" {
+		if r.Header.Get("Authorization") != want.Load() {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
@@ -409,5 +410,15 @@ mcpready_prober_evidence_age_seconds{subject="com.example/docs"} 0
 mcpready_prober_evidence_age_seconds{subject="com.example/other"} +Inf
 `), "mcpready_prober_evidence_age_seconds"); err != nil {
 		t.Error(err)
+	}
+	// The file is read at every round: a rotated token is presented from
+	// the next one.
+	want.Store("Bearer rotated-token")
+	if err := os.WriteFile(tokenFile, []byte("rotated-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reports, err = p.Round(context.Background())
+	if err != nil || len(reports) != 1 || reports[0].Layer(probe.LayerAccess).Status != probe.Ready || presented.Load() != "Bearer rotated-token" {
+		t.Fatalf("after rotation: %d reports, %v, presented %v", len(reports), err, presented.Load())
 	}
 }

@@ -406,24 +406,7 @@ func TestKeyStoreFailureRefuses(t *testing.T) {
 // Before: the binding's scope was principal class and tool alone, and the
 // second tenant's call reached the provider as a repeat.
 func TestKeyBoundToTenant(t *testing.T) {
-	pm := newPayment(t, payOpts{header: "Idempotency-Key"})
-	acme := Caller{Name: "alice", Principal: "dev", Tenant: "acme"}
-	res := pm.callAs(t, "test/charge", acme, "order-42", 5)
-	if res.Answer == nil || res.Answer.IsError {
-		t.Fatalf("first call: %+v", res.Answer)
-	}
-	if sc := res.Receipt.GetIdempotency().GetScope(); sc != "acme;dev/test/charge" {
-		t.Fatalf("scope %q", sc)
-	}
-	globex := Caller{Name: "bob", Principal: "dev", Tenant: "globex"}
-	refusedWith(t, pm.callAs(t, "test/charge", globex, "order-42", 5), readiness.CodeIdempotencyKeyReused)
-	if pm.ledger.Calls() != 1 {
-		t.Fatalf("%s: another tenant's call reached the provider", pm.ledger)
-	}
-	// The first tenant's own repeat is still a repeat.
-	if res := pm.callAs(t, "test/charge", acme, "order-42", 5); res.Answer.IsError || !res.Receipt.GetIdempotency().GetRepeat() {
-		t.Fatalf("repeat: %+v %v", res.Answer, res.Receipt.GetIdempotency())
-	}
+	keyRefusedToOther(t, Caller{Name: "alice", Principal: "dev", Tenant: "acme"}, Caller{Name: "bob", Principal: "dev", Tenant: "globex"})
 }
 
 // A key is bound to the principal too: another principal of the same
@@ -434,22 +417,28 @@ func TestKeyBoundToTenant(t *testing.T) {
 // names classes only: principal names are not put in receipts. Before, two
 // principals of one class shared their keys.
 func TestKeyBoundToPrincipal(t *testing.T) {
+	keyRefusedToOther(t, Caller{Name: "alice", Principal: "dev", Tenant: "acme"}, Caller{Name: "bob", Principal: "dev", Tenant: "acme"})
+}
+
+// keyRefusedToOther: first's keyed call runs (its receipt's scope naming
+// classes and tool only), other presenting the same key and arguments is
+// refused before the provider, and first's own repeat is still a repeat.
+func keyRefusedToOther(t *testing.T, first, other Caller) {
+	t.Helper()
 	pm := newPayment(t, payOpts{header: "Idempotency-Key"})
-	alice := Caller{Name: "alice", Principal: "dev", Tenant: "acme"}
-	res := pm.callAs(t, "test/charge", alice, "order-42", 5)
+	res := pm.callAs(t, "test/charge", first, "order-42", 5)
 	if res.Answer == nil || res.Answer.IsError {
 		t.Fatalf("first call: %+v", res.Answer)
 	}
 	if sc := res.Receipt.GetIdempotency().GetScope(); sc != "acme;dev/test/charge" {
 		t.Fatalf("scope %q", sc)
 	}
-	bob := Caller{Name: "bob", Principal: "dev", Tenant: "acme"}
-	refusedWith(t, pm.callAs(t, "test/charge", bob, "order-42", 5), readiness.CodeIdempotencyKeyReused)
+	refusedWith(t, pm.callAs(t, "test/charge", other, "order-42", 5), readiness.CodeIdempotencyKeyReused)
 	if pm.ledger.Calls() != 1 {
-		t.Fatalf("%s: another principal's call reached the provider", pm.ledger)
+		t.Fatalf("%s: %s's call reached the provider", pm.ledger, other.Name)
 	}
-	if res := pm.callAs(t, "test/charge", alice, "order-42", 5); res.Answer.IsError || !res.Receipt.GetIdempotency().GetRepeat() {
-		t.Fatalf("alice's repeat: %+v %v", res.Answer, res.Receipt.GetIdempotency())
+	if res := pm.callAs(t, "test/charge", first, "order-42", 5); res.Answer.IsError || !res.Receipt.GetIdempotency().GetRepeat() {
+		t.Fatalf("%s's repeat: %+v %v", first.Name, res.Answer, res.Receipt.GetIdempotency())
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -98,11 +97,10 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 	}
 	token := os.Getenv("MCPREADY_PROBE_TOKEN")
 	if o.tokenFile != "" {
-		b, err := os.ReadFile(o.tokenFile)
-		if err != nil {
+		var err error
+		if token, err = probe.ReadToken(o.tokenFile); err != nil {
 			return usagef("probe: --token-file: %w", err)
 		}
-		token = strings.TrimSpace(string(b))
 	}
 	popts := probe.Options{Server: o.name, ReadOnly: o.readOnly, ExpectedIssuers: o.issuers, Token: token,
 		StepTimeout: o.timeout, MaxPages: o.maxPages, InputClass: o.inputClass}

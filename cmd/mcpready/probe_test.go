@@ -70,6 +70,14 @@ func TestProbeCommand(t *testing.T) {
 	if code, _, _ = runKeyCLI(t, "probe", "--url", ts.URL); code != exitOK || auth != "Bearer from-env" {
 		t.Fatalf("token from the environment: exit %d, Authorization %q", code, auth)
 	}
+	// A token file with no token is a usage error, not a keyless run.
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ = runKeyCLI(t, "probe", "--url", ts.URL, "--token-file", empty); code != exitUsage || called != 1 {
+		t.Fatalf("empty token file: exit %d, called %d", code, called)
+	}
 }
 
 // TestProbeEvidence signs a probe run as SYNTHETIC Evidence, writes it,
