@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/mcpready/mcpready/internal/canonjson"
+	"github.com/mcpready/mcpready/internal/yamldoc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
@@ -130,7 +131,7 @@ func toJSON(data []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: trailing data after object", ErrMalformed)
 		}
 	}
-	jsonData, err := yaml.YAMLToJSONStrict(data)
+	jsonData, err := yamldoc.JSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}

@@ -167,6 +167,10 @@ func TestParseErrors(t *testing.T) {
 		{"wrong spec type", "apiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: p}\nspec: []\n", ErrMalformed},
 		{"bad enum", "apiVersion: mcpready.dev/v1\nkind: RegistryEntry\nmetadata: {name: p}\nspec: {sideEffect: SOMETIMES}\n", ErrMalformed},
 		{"trailing data", `{"apiVersion":"mcpready.dev/v1","kind":"Policy","metadata":{"name":"p"}} {}`, ErrMalformed},
+		// A second document would be dropped unsigned and unapplied while
+		// the first was stored: refused whole.
+		{"second document", "apiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: p}\n---\napiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: q}\n", ErrMalformed},
+		{"data after the document end", "apiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: p}\n...\nkind: Widget\n", ErrMalformed},
 		{"wrong apiVersion", "apiVersion: v1\nkind: Policy\nmetadata: {name: p}\n", ErrAPIVersion},
 		{"unknown kind", "apiVersion: mcpready.dev/v1\nkind: Widget\nmetadata: {name: p}\n", ErrUnknownKind},
 		{"no metadata", "apiVersion: mcpready.dev/v1\nkind: Policy\n", ErrInvalid},

@@ -8,9 +8,8 @@ import (
 	"reflect"
 	"slices"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/mcpready/mcpready/artifact"
+	"github.com/mcpready/mcpready/internal/yamldoc"
 	"github.com/mcpready/mcpready/probe"
 )
 
@@ -43,7 +42,7 @@ func ParseCanaries(data []byte) ([]Canary, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil
 	}
-	j, err := yaml.YAMLToJSONStrict(data)
+	j, err := yamldoc.JSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCanary, err)
 	}

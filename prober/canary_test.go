@@ -25,6 +25,7 @@ func TestParseCanaries(t *testing.T) {
 	const secret = "s3cret-argument"
 	for name, file := range map[string]string{
 		"not a list":         `{server: a}`,
+		"second document":    "- {server: a, tool: t, inputClass: c, arguments: {}}\n---\n- {server: b, tool: t, inputClass: c, arguments: {}}\n",
 		"unknown field":      `[{server: a, tool: t, inputClass: c, arguments: {}, extra: 1}]`,
 		"repeated key":       `[{server: a, server: b, tool: t, inputClass: c, arguments: {}}]`,
 		"no server":          `[{tool: t, inputClass: c, arguments: {q: ` + secret + `}}]`,

@@ -29,9 +29,9 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
-	"sigs.k8s.io/yaml"
 
 	"github.com/mcpready/mcpready/internal/loopback"
+	"github.com/mcpready/mcpready/internal/yamldoc"
 	"github.com/mcpready/mcpready/readiness"
 )
 
@@ -599,16 +599,42 @@ func Decode(data []byte) (File, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return f, nil
 	}
-	j, err := yaml.YAMLToJSONStrict(data)
+	if err := decodeStrict(data, &f); err != nil {
+		return File{}, err
+	}
+	return f, nil
+}
+
+// decodeStrict decodes YAML or JSON data into v: unknown fields, repeated
+// keys and values of the wrong type are errors (ErrInvalid).
+func decodeStrict(data []byte, v any) error {
+	j, err := yamldoc.JSON(data)
 	if err != nil {
-		return File{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return File{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return f, nil
+	return nil
+}
+
+// ParseOAuth reads one upstream's oauth block (YAML or JSON, as it appears
+// under an upstream of a configuration file) and validates it as New does;
+// errors are ErrInvalid. It does not read the files the block names.
+func ParseOAuth(data []byte) (OAuth, error) {
+	var o OAuth
+	if len(bytes.TrimSpace(data)) == 0 {
+		return OAuth{}, fmt.Errorf("%w: no oauth settings", ErrInvalid)
+	}
+	if err := decodeStrict(data, &o); err != nil {
+		return OAuth{}, err
+	}
+	if err := o.validate(); err != nil {
+		return OAuth{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return o, nil
 }
 
 // New validates f and resolves its principal tokens.

@@ -407,3 +407,54 @@ func TestUpstreamHeadersChecked(t *testing.T) {
 		t.Fatalf("upstream %+v", u)
 	}
 }
+
+// ParseOAuth reads an oauth block alone as New reads it under an upstream:
+// the same strict decoding and the same validation.
+func TestParseOAuth(t *testing.T) {
+	o, err := ParseOAuth([]byte("grant: client_credentials\nclientID: p\nclientSecretFile: /run/secret\nscopes: [read]\n"))
+	if err != nil || o.Grant != GrantClientCredentials || o.ClientID != "p" || o.ClientSecretFile != "/run/secret" || len(o.Scopes) != 1 {
+		t.Fatalf("%+v, %v", o, err)
+	}
+	if _, err := ParseOAuth([]byte(`{"grant":"jwt_bearer","clientID":"p","tokenEndpointAuth":"none","assertionFile":"/a"}`)); err != nil {
+		t.Errorf("JSON: %v", err)
+	}
+	for name, in := range map[string]string{
+		"empty":           "",
+		"unknown field":   "grant: client_credentials\nclientID: p\nclientSecretFile: /s\nsecret: x\n",
+		"repeated key":    "grant: client_credentials\ngrant: client_credentials\nclientID: p\nclientSecretFile: /s\n",
+		"wrong type":      "grant: client_credentials\nclientID: [p]\nclientSecretFile: /s\n",
+		"no secret":       "grant: client_credentials\nclientID: p\n",
+		"unknown grant":   "grant: password\nclientID: p\nclientSecretFile: /s\n",
+		"trailing object": `{"grant":"client_credentials","clientID":"p","clientSecretFile":"/s"} {}`,
+	} {
+		if _, err := ParseOAuth([]byte(in)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	// A whole configuration is decoded the same way.
+	for _, in := range []string{`{"upstreams":[]} {"upstreams":[{"name":"x","url":"http://x"}]}`,
+		"upstreams: []\n---\nprincipals: [{name: a, principalClass: x, tokenSHA256: sha256:00}]\n"} {
+		if _, err := Parse([]byte(in)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("configuration with a second document %q: %v, want ErrInvalid", in, err)
+		}
+	}
+	// An empty document after the first is nothing lost.
+	if _, err := Parse([]byte("upstreams: []\n---\n")); err != nil {
+		t.Errorf("trailing empty document: %v", err)
+	}
+}
+
+func FuzzParseOAuth(f *testing.F) {
+	f.Add([]byte("grant: client_credentials\nclientID: p\nclientSecretFile: /s\n"))
+	f.Add([]byte("grant: id_jag\nclientID: p\nclientSecretFile: /s\nenterpriseIdP: {clientID: c, tokenEndpoint: 'https://idp/token', idTokenFile: /t}\n"))
+	f.Add([]byte("grant: authorization_code\nclientID: p\ntokenEndpointAuth: none\nredirectURL: 'http://127.0.0.1:1/cb'\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o, err := ParseOAuth(data)
+		if err == nil && o.validate() != nil {
+			t.Fatalf("accepted an invalid block: %+v", o)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("error without ErrInvalid: %v", err)
+		}
+	})
+}
