@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/mcpready/mcpready/internal/resourcemeta"
+	"github.com/mcpready/mcpready/readiness"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
@@ -24,7 +25,7 @@ func (p *run) access(ctx context.Context, status int, hdr http.Header) bool {
 	case http.StatusUnauthorized:
 		return p.unauthorized(ctx, hdr)
 	}
-	if p.o.Token != "" {
+	if p.r.AuthClass != readiness.AuthKeyless {
 		return p.add(LayerAccess, Ready, "token-accepted", "")
 	}
 	return p.add(LayerAccess, Ready, "no-auth-required", "")
@@ -65,7 +66,7 @@ func (p *run) unauthorized(ctx context.Context, hdr http.Header) bool {
 		return p.add(LayerAccess, NotReady, "auth-server-metadata-invalid", "the authorization server's metadata (RFC 8414) is missing or invalid")
 	}
 	reason := "auth-required"
-	if p.o.Token != "" {
+	if p.r.AuthClass != readiness.AuthKeyless {
 		reason = "token-refused"
 	}
 	return p.add(LayerAccess, NotReady, reason, "HTTP 401 with valid protected-resource and authorization-server metadata")

@@ -69,9 +69,9 @@ func Evidence(r *Report, o EvidenceOptions) (*artifact.Object, error) {
 		o.TTL = 24 * time.Hour
 	}
 	end := r.StartedAt.Add(r.Took)
-	auth := readiness.AuthKeyless
-	if r.BearerPresented {
-		auth = readiness.AuthBearer
+	auth := r.AuthClass
+	if auth == "" {
+		auth = readiness.AuthKeyless
 	}
 	server := r.Server
 	ev := &mcpreadyv1.Evidence{

@@ -29,6 +29,7 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/loopback"
+	"github.com/mcpready/mcpready/readiness"
 )
 
 // Layer is one layer of the funnel, in the order of the readiness model.
@@ -138,6 +139,9 @@ type Report struct {
 	// BearerPresented says whether a bearer token was presented (the token
 	// itself is never in the report).
 	BearerPresented bool `json:"bearerPresented,omitempty"`
+	// AuthClass is how the probe authenticated (readiness's auth classes):
+	// keyless, bearer-token (Options.Token) or Options.Credential's class.
+	AuthClass string `json:"authClass"`
 	// Took is the whole run.
 	Took time.Duration `json:"tookNs"`
 	// BlindSpots say what this probe cannot speak for.
@@ -180,6 +184,10 @@ type Options struct {
 	ReadOnly []string
 	// Token, when set, is presented as a bearer token. Zero: keyless.
 	Token string
+	// Credential, when set, presents a credential the caller obtains (an
+	// OAuth client's tokens, as the agent gets them) instead of Token; at
+	// most one of the two. Zero: none.
+	Credential *Credential
 	// ExpectedIssuers, when set, are the authorization servers the consumer
 	// accepts; a 401 naming none of them is a foreign issuer. Zero: any
 	// issuer the metadata names is recorded, none is foreign.
@@ -225,6 +233,21 @@ func (o *Options) defaults() {
 	}
 }
 
+// Credential is a credential presented through the caller's transport,
+// e.g. agent/access's, which obtains, refreshes and presents an upstream's
+// OAuth tokens as the agent does.
+type Credential struct {
+	// Transport wraps base so that the requests it carries present the
+	// credential. The probe sends it only requests for the endpoint's
+	// origin (metadata elsewhere is fetched without it).
+	Transport func(base http.RoundTripper) http.RoundTripper
+	// AuthClass is the auth class of calls made with the credential
+	// (readiness.AuthOAuth of its grant): the Evidence states it, so that
+	// it counts for the agents' calls made the same way. It must be an auth
+	// class that presents a credential.
+	AuthClass string
+}
+
 // maxTokenFile bounds a token file.
 const maxTokenFile = 64 << 10
 
@@ -258,6 +281,10 @@ func ReadToken(path string) (string, error) {
 // ErrURL is returned for an endpoint URL that cannot be probed.
 var ErrURL = errors.New("probe: bad endpoint URL")
 
+// ErrCredential is returned for Options.Credential without a transport or
+// a credential-bearing auth class, or together with Options.Token.
+var ErrCredential = errors.New("probe: bad credential")
+
 // ErrInputClass is returned for an Options.InputClass without Arguments,
 // or one no Policy could define.
 var ErrInputClass = errors.New("probe: bad input class")
@@ -273,16 +300,21 @@ func Run(ctx context.Context, endpoint string, o Options) (*Report, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: %q is not an http(s) URL", ErrURL, endpoint)
 	}
+	auth, err := o.authClass()
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case o.Token != "" && !loopback.Confidential(u):
+	case auth != readiness.AuthKeyless && !loopback.Confidential(u):
 		return nil, fmt.Errorf("%w: %q must be https: a token is presented to it (plain http on a loopback address only)", ErrURL, u.Redacted())
 	case o.InputClass != "" && o.Arguments == nil:
 		return nil, fmt.Errorf("%w: %q states the class of arguments, and none are given", ErrInputClass, o.InputClass)
 	case o.InputClass != "" && !artifact.ValidInputClass(o.InputClass):
 		return nil, fmt.Errorf("%w: %q is not %s", ErrInputClass, o.InputClass, artifact.InputClassNames)
 	}
-	r := &Report{URL: endpoint, Server: o.Server, StartedAt: time.Now().UTC(), BearerPresented: o.Token != "", InputClass: o.InputClass}
-	if o.Token == "" {
+	r := &Report{URL: endpoint, Server: o.Server, StartedAt: time.Now().UTC(), BearerPresented: auth != readiness.AuthKeyless,
+		AuthClass: auth, InputClass: o.InputClass}
+	if auth == readiness.AuthKeyless {
 		r.BlindSpots = append(r.BlindSpots, "keyless probe: says nothing about authorised use")
 	}
 	if len(o.ReadOnly) == 0 {
@@ -294,6 +326,24 @@ func Run(ctx context.Context, endpoint string, o Options) (*Report, error) {
 	p.order()
 	r.Took = time.Since(r.StartedAt)
 	return r, nil
+}
+
+// authClass is the auth class o's probe calls under.
+func (o *Options) authClass() (string, error) {
+	c := o.Credential
+	switch {
+	case c == nil && o.Token != "":
+		return readiness.AuthBearer, nil
+	case c == nil:
+		return readiness.AuthKeyless, nil
+	case o.Token != "":
+		return "", fmt.Errorf("%w: set Token or Credential, not both", ErrCredential)
+	case c.Transport == nil:
+		return "", fmt.Errorf("%w: no transport", ErrCredential)
+	case !readiness.IsAuthClass(c.AuthClass) || c.AuthClass == readiness.AuthKeyless || c.AuthClass == readiness.AuthStdio:
+		return "", fmt.Errorf("%w: %q is not an auth class that presents a credential", ErrCredential, c.AuthClass)
+	}
+	return c.AuthClass, nil
 }
 
 type run struct {

@@ -11,7 +11,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -611,3 +613,61 @@ func TestReadToken(t *testing.T) {
 		t.Fatal("a missing file read")
 	}
 }
+
+// A Credential's transport carries only the requests for the endpoint's
+// origin: the authorization server's metadata, at another origin, is
+// fetched without it. Its auth class is the report's.
+func TestCredential(t *testing.T) {
+	var resource string
+	as := authServer(t, &resource)
+	ep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+as.URL+`/prm"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer ep.Close()
+	resource = ep.URL
+	var mu sync.Mutex
+	var hosts []string
+	cred := &probe.Credential{AuthClass: "oauth:client_credentials", Transport: func(base http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			hosts = append(hosts, r.URL.Host)
+			mu.Unlock()
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer from-the-credential")
+			return base.RoundTrip(r)
+		})
+	}}
+	r := run(t, ep.URL, probe.Options{Credential: cred})
+	want(t, r, "access not-ready token-refused")
+	if r.AuthClass != "oauth:client_credentials" || !r.BearerPresented {
+		t.Errorf("auth class %q, bearer presented %v", r.AuthClass, r.BearerPresented)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(hosts) == 0 || slices.ContainsFunc(hosts, func(h string) bool { return h != strings.TrimPrefix(ep.URL, "http://") }) {
+		t.Errorf("the credential carried requests for %v, want the endpoint's origin only", hosts)
+	}
+	if r := run(t, ep.URL, probe.Options{}); r.AuthClass != "keyless" {
+		t.Errorf("keyless run: auth class %q", r.AuthClass)
+	}
+
+	for name, o := range map[string]probe.Options{
+		"both":         {Token: "t", Credential: cred},
+		"no transport": {Credential: &probe.Credential{AuthClass: "oauth:client_credentials"}},
+		"keyless":      {Credential: &probe.Credential{AuthClass: "keyless", Transport: cred.Transport}},
+		"stdio":        {Credential: &probe.Credential{AuthClass: "stdio", Transport: cred.Transport}},
+		"unknown":      {Credential: &probe.Credential{AuthClass: "oauth:password", Transport: cred.Transport}},
+	} {
+		if _, err := probe.Run(context.Background(), ep.URL, o); !errors.Is(err, probe.ErrCredential) {
+			t.Errorf("%s: %v, want ErrCredential", name, err)
+		}
+	}
+	if _, err := probe.Run(context.Background(), "http://no-such-host.invalid/mcp", probe.Options{Credential: cred}); !errors.Is(err, probe.ErrURL) {
+		t.Errorf("credential over plain http to a remote host: %v, want ErrURL", err)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

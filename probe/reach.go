@@ -18,8 +18,8 @@ import (
 var errCrossOrigin = errors.New("redirect to another origin refused")
 
 // httpClient is the probe's one HTTP client: the configured TLS, at most 3
-// same-origin redirects and none to another origin, and the token (if any)
-// only for the endpoint's origin.
+// same-origin redirects and none to another origin, and the token or
+// credential (if any) only for the endpoint's origin.
 func (p *run) httpClient() *http.Client {
 	if p.client != nil {
 		return p.client
@@ -29,8 +29,15 @@ func (p *run) httpClient() *http.Client {
 	if p.o.TLS != nil {
 		tr.TLSClientConfig = p.o.TLS.Clone()
 	}
+	var with http.RoundTripper = tr
+	switch {
+	case p.o.Credential != nil:
+		with = p.o.Credential.Transport(tr)
+	case p.o.Token != "":
+		with = &bearer{base: tr, token: p.o.Token}
+	}
 	p.client = &http.Client{
-		Transport: &bearer{base: tr, origin: origin(p.u), token: p.o.Token},
+		Transport: &originOnly{origin: origin(p.u), with: with, base: tr},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if origin(req.URL) != origin(p.u) {
 				return errCrossOrigin
@@ -46,18 +53,29 @@ func (p *run) httpClient() *http.Client {
 
 func origin(u *url.URL) string { return strings.ToLower(u.Scheme + "://" + u.Host) }
 
-// bearer adds the token to requests for one origin only.
+// originOnly sends the requests for one origin through with (which
+// presents the credential) and the others through base.
+type originOnly struct {
+	origin     string
+	with, base http.RoundTripper
+}
+
+func (o *originOnly) RoundTrip(r *http.Request) (*http.Response, error) {
+	if origin(r.URL) == o.origin {
+		return o.with.RoundTrip(r)
+	}
+	return o.base.RoundTrip(r)
+}
+
+// bearer adds the token to every request.
 type bearer struct {
-	base   http.RoundTripper
-	origin string
-	token  string
+	base  http.RoundTripper
+	token string
 }
 
 func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b.token != "" && origin(r.URL) == b.origin {
-		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", "Bearer "+b.token)
-	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.base.RoundTrip(r)
 }
 

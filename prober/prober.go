@@ -27,18 +27,25 @@ package prober
 import (
 	"context"
 	"crypto"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/mcpready/mcpready/agent/access"
+	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/probe"
+	"github.com/mcpready/mcpready/readiness"
 	"github.com/mcpready/mcpready/sign"
 )
 
@@ -60,6 +67,21 @@ type Options struct {
 	// and its evidence-age series keeps growing. Zero: every probe is
 	// keyless.
 	TokenFiles map[string]string
+	// OAuth maps a server name to the OAuth settings its probes obtain
+	// tokens with, as an agent configuration's upstream states them
+	// (agent/config.OAuth, read with config.ParseOAuth): the prober gets,
+	// caches, refreshes and presents them through agent/access, as the
+	// agent does, and the Evidence's auth class is oauth:<grant>, so that
+	// it counts for the agents' calls made with that grant. Only the grants
+	// in which the prober acts as itself are accepted (ErrGrant): client
+	// credentials, JWT bearer and ID-JAG. A target whose token cannot be
+	// obtained is not probed that round: it is logged (without the token)
+	// and its evidence-age series keeps growing. A server may not be in
+	// both TokenFiles and OAuth. Zero: none.
+	OAuth map[string]config.OAuth
+	// OAuthHTTP reaches the authorization servers; nil: a default client.
+	// Redirects to another origin are never followed (agent/access).
+	OAuthHTTP *http.Client
 	// MaxAge returns the Policy's maximum evidence age per layer; nil or an
 	// empty map means DefaultInterval.
 	MaxAge func(ctx context.Context) (map[string]*durationpb.Duration, error)
@@ -84,6 +106,42 @@ type Options struct {
 	After func(time.Duration) <-chan time.Time
 }
 
+// ErrGrant is Options.OAuth naming a grant the prober cannot use, or a
+// server that also has a token file.
+var ErrGrant = errors.New("prober: OAuth settings not usable")
+
+// CheckGrant returns ErrGrant unless oa's grant is one in which the
+// prober obtains tokens as itself.
+func CheckGrant(oa config.OAuth) error {
+	if !slices.Contains(selfGrants, oa.Grant) {
+		return fmt.Errorf("%w: grant %q acts for a user or a principal; a probe acts as itself (%s)", ErrGrant, oa.Grant, strings.Join(selfGrants, ", "))
+	}
+	return nil
+}
+
+// OAuthCredential obtains c's token with oa for server's endpoint url,
+// acting as itself, and returns the probe.Credential that presents it
+// (refreshed by c when it nears expiry) with auth class oauth:<grant>.
+// Its errors never contain a token or a secret.
+func OAuthCredential(ctx context.Context, c *access.Client, server, url string, oa config.OAuth) (*probe.Credential, error) {
+	if err := CheckGrant(oa); err != nil {
+		return nil, err
+	}
+	// One upstream per endpoint: discovery and tokens are the endpoint's
+	// (its protected resource), not the server name's.
+	up := access.Upstream{Name: server + " " + url, URL: url, OAuth: oa}
+	if _, err := c.Token(ctx, access.Principal{}, &up); err != nil {
+		return nil, err
+	}
+	return &probe.Credential{AuthClass: readiness.AuthOAuth(oa.Grant),
+		Transport: func(base http.RoundTripper) http.RoundTripper { return c.Transport(base, up) }}, nil
+}
+
+// selfGrants are the OAuth grants in which the prober obtains tokens as
+// itself: the others act for a user (authorization_code) or exchange a
+// principal's token (token_exchange).
+var selfGrants = []string{readiness.GrantClientCredentials, readiness.GrantJWTBearer, readiness.GrantIDJAG}
+
 // Interval bounds.
 const (
 	DefaultInterval = time.Hour
@@ -93,6 +151,7 @@ const (
 // Prober runs rounds.
 type Prober struct {
 	o        Options
+	access   *access.Client
 	log      *slog.Logger
 	probes   prometheus.Counter
 	failed   *prometheus.CounterVec
@@ -105,6 +164,14 @@ type Prober struct {
 func New(o Options) (*Prober, error) {
 	if o.Targets == nil || o.Apply == nil || o.Signer == nil || o.Observer.Observer == "" {
 		return nil, fmt.Errorf("prober: Targets, Apply, Signer and Observer.Observer are required")
+	}
+	for server, oa := range o.OAuth {
+		if _, dup := o.TokenFiles[server]; dup {
+			return nil, fmt.Errorf("%w: server %s has both a token file and OAuth settings", ErrGrant, server)
+		}
+		if err := CheckGrant(oa); err != nil {
+			return nil, fmt.Errorf("server %s: %w", server, err)
+		}
 	}
 	p := &Prober{o: o, log: o.Logger,
 		probes: prometheus.NewCounter(prometheus.CounterOpts{Name: "mcpready_prober_probes_total", Help: "Probes run: one per registry endpoint and one per canary."}),
@@ -128,6 +195,9 @@ func New(o Options) (*Prober, error) {
 		p.o.After = time.After
 	}
 	p.age = &ageCollector{now: p.o.Now, last: map[string]time.Time{}}
+	if len(o.OAuth) > 0 {
+		p.access = access.New(access.Options{HTTP: o.OAuthHTTP})
+	}
 	if o.Registerer != nil {
 		for _, c := range []prometheus.Collector{p.probes, p.failed, p.applied, p.lastDone, p.age} {
 			if err := o.Registerer.Register(c); err != nil {
@@ -152,7 +222,7 @@ func (p *Prober) Round(ctx context.Context) ([]*probe.Report, error) {
 	for _, t := range targets {
 		subjects = append(subjects, subject(t))
 	}
-	targets = p.withTokens(targets)
+	targets = p.withCredentials(ctx, targets)
 	for _, c := range unmatched {
 		p.log.Warn("canary not probed: no target calls its tool (no READ_ONLY registry entry for it at an http(s) endpoint)",
 			"server", c.Server, "tool", c.Tool, "inputClass", c.InputClass)
@@ -187,26 +257,33 @@ func (p *Prober) Round(ctx context.Context) ([]*probe.Report, error) {
 	return reports, first
 }
 
-// withTokens gives each target the bearer token of its server's token file
-// (TokenFiles), leaving out, with a warning, the targets whose file cannot
-// be read.
-func (p *Prober) withTokens(targets []probe.Target) []probe.Target {
-	if len(p.o.TokenFiles) == 0 {
+// withCredentials gives each target its server's credential: the bearer
+// token of its token file (TokenFiles), or its OAuth settings' token
+// (OAuth), leaving out, with a warning, the targets whose credential
+// cannot be had this round.
+func (p *Prober) withCredentials(ctx context.Context, targets []probe.Target) []probe.Target {
+	if len(p.o.TokenFiles) == 0 && len(p.o.OAuth) == 0 {
 		return targets
 	}
 	out := targets[:0:0]
 	for _, t := range targets {
-		path, ok := p.o.TokenFiles[t.Options.Server]
-		if !ok {
-			out = append(out, t)
-			continue
+		server := t.Options.Server
+		if path, ok := p.o.TokenFiles[server]; ok {
+			tok, err := probe.ReadToken(path)
+			if err != nil {
+				p.log.Warn("endpoint not probed: its token file cannot be used", "server", server, "url", t.URL, "file", path, "error", err)
+				continue
+			}
+			t.Options.Token = tok
 		}
-		tok, err := probe.ReadToken(path)
-		if err != nil {
-			p.log.Warn("endpoint not probed: its token file cannot be used", "server", t.Options.Server, "url", t.URL, "file", path, "error", err)
-			continue
+		if oa, ok := p.o.OAuth[server]; ok {
+			cred, err := OAuthCredential(ctx, p.access, server, t.URL, oa)
+			if err != nil {
+				p.log.Warn("endpoint not probed: no OAuth token", "server", server, "url", t.URL, "grant", oa.Grant, "error", err)
+				continue
+			}
+			t.Options.Credential = cred
 		}
-		t.Options.Token = tok
 		out = append(out, t)
 	}
 	return out

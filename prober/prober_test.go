@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,7 +24,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/mcpready/mcpready/agent/config"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/oauthtest"
 	"github.com/mcpready/mcpready/internal/safebuf"
 	"github.com/mcpready/mcpready/probe"
 	"github.com/mcpready/mcpready/prober"
@@ -377,14 +380,7 @@ func TestTokenFiles(t *testing.T) {
 				{URL: authd.URL + "/other", Options: probe.Options{Server: "com.example/other"}}}, nil
 		},
 		TokenFiles: map[string]string{"com.example/docs": tokenFile, "com.example/other": filepath.Join(dir, "missing.token")},
-		Apply: func(_ context.Context, b []byte) error {
-			v, err := sign.VerifyWithKey(b, key.Public())
-			if err != nil {
-				return err
-			}
-			applied = append(applied, v.Object.Spec.(*mcpreadyv1.Evidence))
-			return nil
-		},
+		Apply: keep(key, &applied),
 		Signer: key, Observer: probe.EvidenceOptions{Observer: "org/prober"}, Registerer: reg,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: (&clock{t: time.Date(2026, 9, 14, 9, 0, 0, 0, time.UTC)}).now,
 	})
@@ -420,5 +416,123 @@ mcpready_prober_evidence_age_seconds{subject="com.example/other"} +Inf
 	reports, err = p.Round(context.Background())
 	if err != nil || len(reports) != 1 || reports[0].Layer(probe.LayerAccess).Status != probe.Ready || presented.Load() != "Bearer rotated-token" {
 		t.Fatalf("after rotation: %d reports, %v, presented %v", len(reports), err, presented.Load())
+	}
+}
+
+// keep is an Apply that verifies each bundle with key and appends its
+// Evidence to applied.
+func keep(key ed25519.PrivateKey, applied *[]*mcpreadyv1.Evidence) func(context.Context, []byte) error {
+	return func(_ context.Context, b []byte) error {
+		v, err := sign.VerifyWithKey(b, key.Public())
+		if err != nil {
+			return err
+		}
+		*applied = append(*applied, v.Object.Spec.(*mcpreadyv1.Evidence))
+		return nil
+	}
+}
+
+// protected serves a go-sdk MCP server at /mcp as a resource of as, and
+// records the Authorization header of each request it gets.
+func protected(t *testing.T, as *oauthtest.Server, presented *atomic.Value) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + ln.Addr().String() + "/mcp"
+	s := mcp.NewServer(&mcp.Implementation{Name: "com.example/docs", Version: "1"}, nil)
+	h := as.Protect(oauthtest.Resource{URL: u, Scopes: []string{"read"}}, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("Authorization"); a != "" {
+			presented.Store(a)
+		}
+		h.ServeHTTP(w, r)
+	})}}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	return u
+}
+
+// A server's OAuth settings give its probes the token an agent would get
+// with them, from a real authorization server, cached across rounds: the
+// endpoint is ready at the access layer and the Evidence's auth class is
+// oauth:client_credentials, so it counts for the agents' calls made with
+// that grant. A target whose token cannot be had is not probed and is
+// logged without any secret.
+func TestOAuthCredentials(t *testing.T) {
+	as := oauthtest.Start(t, oauthtest.Options{Clients: []oauthtest.Client{{ID: "prober", Secret: "prober-s3cret"}}})
+	var presented atomic.Value
+	docs, other := protected(t, as, &presented), protected(t, as, &presented)
+	dir := t.TempDir()
+	secret := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := config.OAuth{Grant: config.GrantClientCredentials, ClientID: "prober", ClientSecretFile: secret("good", "prober-s3cret"), Scopes: []string{"read"}}
+	bad := good
+	bad.ClientSecretFile = secret("bad", "wr0ng-s3cret")
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	var logs safebuf.Buffer
+	var applied []*mcpreadyv1.Evidence
+	o := prober.Options{
+		Targets: func(context.Context) ([]probe.Target, error) {
+			return []probe.Target{{URL: docs, Options: probe.Options{Server: "com.example/docs"}},
+				{URL: other, Options: probe.Options{Server: "com.example/other"}}}, nil
+		},
+		OAuth: map[string]config.OAuth{"com.example/docs": good, "com.example/other": bad},
+		Apply: keep(key, &applied),
+		Signer: key, Observer: probe.EvidenceOptions{Observer: "org/prober"},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	}
+	p, err := prober.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		reports, err := p.Round(context.Background())
+		if err != nil || len(reports) != 1 || reports[0].URL != docs {
+			t.Fatalf("round %d: %d reports, %v; want the one target with a usable token", round, len(reports), err)
+		}
+		if l := reports[0].Layer(probe.LayerAccess); l.Status != probe.Ready || l.Reason != "token-accepted" || reports[0].AuthClass != "oauth:client_credentials" {
+			t.Fatalf("round %d: access layer %+v, auth class %q", round, l, reports[0].AuthClass)
+		}
+	}
+	if n := as.Issued(); n != 1 {
+		t.Fatalf("tokens issued = %d, want 1 (cached across rounds)", n)
+	}
+	if len(applied) != 2 || applied[0].GetAuthClass() != "oauth:client_credentials" {
+		t.Fatalf("evidence %v", applied)
+	}
+	tok, _ := presented.Load().(string)
+	if !strings.HasPrefix(tok, "Bearer ") {
+		t.Fatalf("presented %q, want a bearer token", tok)
+	}
+	l := logs.String()
+	if !strings.Contains(l, "no OAuth token") || !strings.Contains(l, other) {
+		t.Fatalf("want the endpoint without a token named in the logs:\n%s", l)
+	}
+	for _, s := range []string{"s3cret", strings.TrimPrefix(tok, "Bearer ")} {
+		if strings.Contains(l, s) {
+			t.Fatalf("logs hold a secret:\n%s", l)
+		}
+	}
+
+	// Grants that act for someone else, and a server with two
+	// credentials, are refused.
+	for _, g := range []string{config.GrantTokenExchange, config.GrantAuthorizationCode} {
+		x := o
+		x.OAuth = map[string]config.OAuth{"com.example/docs": {Grant: g}}
+		if _, err := prober.New(x); !errors.Is(err, prober.ErrGrant) {
+			t.Errorf("grant %s: %v, want ErrGrant", g, err)
+		}
+	}
+	x := o
+	x.TokenFiles = map[string]string{"com.example/docs": secret("token", "t")}
+	if _, err := prober.New(x); !errors.Is(err, prober.ErrGrant) {
+		t.Errorf("token file and OAuth: %v, want ErrGrant", err)
 	}
 }

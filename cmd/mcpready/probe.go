@@ -12,15 +12,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpready/mcpready/agent/access"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/atomicfile"
 	"github.com/mcpready/mcpready/probe"
+	"github.com/mcpready/mcpready/prober"
 	"github.com/mcpready/mcpready/sign"
 )
 
 // probeOptions are the flags of probe.
 type probeOptions struct {
-	url, name, tokenFile, ca, output string
+	url, name, tokenFile, oauth, ca, output string
 	// arguments: a file of the canary call's arguments (a JSON object);
 	// inputClass: the input class they are in.
 	arguments, inputClass string
@@ -51,7 +53,10 @@ collapsed into a score, and a keyless probe says nothing about authorised
 use.
 
 A token, when needed, is read from --token-file or $MCPREADY_PROBE_TOKEN,
-never from a flag value. Exit 0 when every measured layer is ready, 1 when
+never from a flag value, or obtained with the OAuth settings in --oauth FILE
+(an agent configuration's oauth block; grant client_credentials, jwt_bearer
+or id_jag), as the agent obtains it; the Evidence's auth class is then
+oauth:<grant>. Exit 0 when every measured layer is ready, 1 when
 one is not (the report is printed either way), 2 for usage errors.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
@@ -62,6 +67,7 @@ one is not (the report is printed either way), 2 for usage errors.`,
 	fl.StringSliceVar(&o.readOnly, "read-only", nil, "tools you classify read-only: only these may be called")
 	fl.StringSliceVar(&o.issuers, "expected-issuer", nil, "authorization servers you accept (others are foreign)")
 	fl.StringVar(&o.tokenFile, "token-file", "", "file holding a bearer token to present (else $MCPREADY_PROBE_TOKEN; else keyless)")
+	fl.StringVar(&o.oauth, "oauth", "", "file holding the OAuth settings to get a token with: an agent configuration's oauth block (YAML or JSON)")
 	fl.DurationVar(&o.timeout, "timeout", 10*time.Second, "budget of each network step")
 	fl.IntVar(&o.maxPages, "max-pages", 100, "most tools/list pages to read")
 	fl.StringVar(&o.arguments, "arguments", "", "file holding the canary call's arguments, a JSON object (default: the smallest input the tool's schema allows)")
@@ -104,6 +110,19 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 	}
 	popts := probe.Options{Server: o.name, ReadOnly: o.readOnly, ExpectedIssuers: o.issuers, Token: token,
 		StepTimeout: o.timeout, MaxPages: o.maxPages, InputClass: o.inputClass}
+	if o.oauth != "" {
+		if o.tokenFile != "" {
+			return usagef("probe: set --token-file or --oauth, not both")
+		}
+		oa, err := readOAuth(o.oauth)
+		if err != nil {
+			return usagef("probe: --oauth %s: %w", o.oauth, err)
+		}
+		if popts.Credential, err = prober.OAuthCredential(cmd.Context(), access.New(access.Options{}), o.name, o.url, oa); err != nil {
+			return fmt.Errorf("probe: --oauth: no token: %w", err)
+		}
+		popts.Token = ""
+	}
 	if o.arguments != "" {
 		args, err := readArguments(o.arguments)
 		if err != nil {

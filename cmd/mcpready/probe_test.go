@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpready/mcpready/artifact"
 	"github.com/mcpready/mcpready/controlplane"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
+	"github.com/mcpready/mcpready/internal/oauthtest"
 	"github.com/mcpready/mcpready/internal/testpki"
 	"github.com/mcpready/mcpready/probe"
 	"github.com/mcpready/mcpready/prober"
@@ -204,6 +206,20 @@ func TestProberOnce(t *testing.T) {
 		}
 		if code, _, _ := runKeyCLI(t, args...); code != exitUsage || *calls != 1 {
 			t.Errorf("--token-file %s: exit %d, calls %d; want a usage error before any probe", bad, code, *calls)
+		}
+	}
+	// OAuth settings are read before any probe: a file that is missing,
+	// malformed or names a grant acting for someone else, and a server
+	// named twice or with a token file too, are usage errors.
+	dir := t.TempDir()
+	ok := writeFile(t, dir, "ok.yaml", []byte("grant: client_credentials\nclientID: p\nclientSecretFile: /nonexistent\n"))
+	exchange := writeFile(t, dir, "exchange.yaml", []byte("grant: token_exchange\nclientID: p\nclientSecretFile: /nonexistent\n"))
+	unknown := writeFile(t, dir, "unknown.yaml", []byte("grant: client_credentials\nclientID: p\nsecret: x\n"))
+	for _, bad := range [][]string{{"--oauth", "s=" + filepath.Join(dir, "missing")}, {"--oauth", "s=" + exchange}, {"--oauth", "s=" + unknown},
+		{"--oauth", "s=" + ok, "--oauth", "s=" + ok}, {"--oauth", "s=" + ok, "--token-file", "s=" + ok}, {"--oauth", "s"}} {
+		args := append([]string{"prober", "--once", "--sign", key, "--observer", "org/prober", "--server", addr}, bad...)
+		if code, _, errOut := runKeyCLI(t, args...); code != exitUsage || *calls != 1 {
+			t.Errorf("%v: exit %d, calls %d; want a usage error before any probe (%s)", bad, code, *calls, errOut)
 		}
 	}
 	// A token file is read at every round: a missing one leaves its
@@ -435,5 +451,58 @@ func TestUndefinedClasses(t *testing.T) {
 	}
 	if got := undefinedClasses(canaries, nil); len(got) != 2 {
 		t.Fatalf("with no Policy: %+v, want both", got)
+	}
+}
+
+// probe --oauth FILE gets a token with an agent configuration's oauth
+// block from a real authorization server and probes a real go-sdk server
+// it protects: the access layer is ready and the report's auth class is
+// oauth:client_credentials. A block that is malformed, names a grant that
+// acts for someone else, or comes with --token-file is a usage error.
+func TestProbeOAuth(t *testing.T) {
+	as := oauthtest.Start(t, oauthtest.Options{Clients: []oauthtest.Client{{ID: "prober", Secret: "prober-s3cret"}}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + ln.Addr().String() + "/mcp"
+	s := mcp.NewServer(&mcp.Implementation{Name: "com.example/docs", Version: "1"}, nil)
+	hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: as.Protect(oauthtest.Resource{URL: u},
+		mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))}}
+	hs.Start()
+	defer hs.Close()
+	dir := t.TempDir()
+	secret := writeFile(t, dir, "secret", []byte("prober-s3cret\n"))
+	good := writeFile(t, dir, "oauth.yaml", []byte("grant: client_credentials\nclientID: prober\nclientSecretFile: "+secret+"\n"))
+	code, out, errOut := runKeyCLI(t, "probe", "--url", u, "--oauth", good, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	var r probe.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.AuthClass != "oauth:client_credentials" || r.Layer(probe.LayerAccess).Reason != "token-accepted" || as.Issued() != 1 {
+		t.Fatalf("auth class %q, access %+v, tokens issued %d", r.AuthClass, r.Layer(probe.LayerAccess), as.Issued())
+	}
+	if strings.Contains(out+errOut, "s3cret") {
+		t.Fatal("the client secret is in the output")
+	}
+	for name, body := range map[string]string{
+		"unknown field":  "grant: client_credentials\nclientID: prober\nclientSecretFile: " + secret + "\nclientSecret: x\n",
+		"token exchange": "grant: token_exchange\nclientID: prober\nclientSecretFile: " + secret + "\n",
+		"not yaml":       "grant: [\n",
+		"empty":          "",
+	} {
+		f := writeFile(t, dir, "bad.yaml", []byte(body))
+		if code, _, errOut := runKeyCLI(t, "probe", "--url", u, "--oauth", f); code != exitUsage {
+			t.Errorf("%s: exit %d, want a usage error (%s)", name, code, errOut)
+		}
+	}
+	if code, _, _ := runKeyCLI(t, "probe", "--url", u, "--oauth", good, "--token-file", secret); code != exitUsage {
+		t.Errorf("--oauth with --token-file: exit %d", code)
+	}
+	if n := as.Issued(); n != 1 {
+		t.Errorf("tokens issued = %d, want none for the refused runs", n)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/mcpready/mcpready/agent/config"
 	"github.com/mcpready/mcpready/artifact"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/loopback"
@@ -32,7 +33,7 @@ type proberOptions struct {
 	serverOptions
 	signKey, observer, region, metrics string
 	canaries                           string
-	tokenFiles                         []string
+	tokenFiles, oauth                  []string
 	concurrency                        int
 	once                               bool
 }
@@ -55,7 +56,12 @@ probe/<server>/input-class/<class>, which counts for calls in that input
 class only. Probes are keyless unless --token-file SERVER=FILE names a
 bearer token for a server's endpoints (read at every round, never logged;
 the Evidence then counts for agents that call that server with a static
-bearer token). --once runs one round and exits (1 if any Evidence was
+bearer token) or --oauth SERVER=FILE names the OAuth settings its probes
+get tokens with: FILE holds an oauth block as an agent configuration's
+upstream has it (grant client_credentials, jwt_bearer or id_jag: the
+prober acts as itself), the tokens are obtained, cached and refreshed as the
+agent does, and the Evidence counts for agents calling that server with
+that grant. --once runs one round and exits (1 if any Evidence was
 refused).
 The TrustPolicy must grant the key Evidence. Metrics
 (mcpready_prober_*, among them mcpready_prober_evidence_age_seconds{subject},
@@ -70,6 +76,7 @@ the one to alert on) are served on --metrics-listen when given.`,
 	fl.IntVar(&o.concurrency, "concurrency", 16, "funnels in flight")
 	fl.BoolVar(&o.once, "once", false, "run one round and exit")
 	fl.StringArrayVar(&o.tokenFiles, "token-file", nil, "SERVER=FILE: present the bearer token in FILE to SERVER's endpoints (repeatable; read at every round)")
+	fl.StringArrayVar(&o.oauth, "oauth", nil, "SERVER=FILE: get SERVER's tokens with the OAuth settings in FILE, an agent configuration's oauth block (YAML or JSON; repeatable)")
 	fl.StringVar(&o.canaries, "canaries", "", "file listing canary calls with your own arguments and their Policy input class (YAML or JSON; the arguments are never logged)")
 	fl.StringVar(&o.metrics, "metrics-listen", "", `serve /metrics on this loopback address ("" disables)`)
 	o.serverOptions.addFlags(cmd)
@@ -94,16 +101,19 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 			return usagef("prober: --canaries %s: %w", o.canaries, err)
 		}
 	}
-	tokenFiles := map[string]string{}
-	for _, kv := range o.tokenFiles {
-		server, file, ok := strings.Cut(kv, "=")
-		if !ok || server == "" || file == "" {
-			return usagef("prober: --token-file %q: want SERVER=FILE", kv)
+	tokenFiles, err := serverFiles("--token-file", o.tokenFiles)
+	if err != nil {
+		return err
+	}
+	oauthFiles, err := serverFiles("--oauth", o.oauth)
+	if err != nil {
+		return err
+	}
+	oauth := map[string]config.OAuth{}
+	for server, file := range oauthFiles {
+		if oauth[server], err = readOAuth(file); err != nil {
+			return usagef("prober: --oauth %s=%s: %w", server, file, err)
 		}
-		if _, dup := tokenFiles[server]; dup {
-			return usagef("prober: --token-file: server %s named twice", server)
-		}
-		tokenFiles[server] = file
 	}
 	log := logger(cmd.ErrOrStderr())
 	conn, err := o.dial()
@@ -120,7 +130,7 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 			}
 			return registryTargets(ctx, admin)
 		},
-		Canaries: canaries, TokenFiles: tokenFiles,
+		Canaries: canaries, TokenFiles: tokenFiles, OAuth: oauth,
 		MaxAge: func(ctx context.Context) (map[string]*durationpb.Duration, error) { return policyMaxAge(ctx, admin) },
 		Apply: func(ctx context.Context, b []byte) error {
 			if _, err := admin.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: b}); err != nil {
@@ -219,6 +229,39 @@ func stored[T any](ctx context.Context, admin mcpreadyv1.AdminServiceClient, kin
 		}
 	}
 	return out, nil
+}
+
+// serverFiles reads the SERVER=FILE values of a repeatable flag.
+func serverFiles(flag string, kvs []string) (map[string]string, error) {
+	files := map[string]string{}
+	for _, kv := range kvs {
+		server, file, ok := strings.Cut(kv, "=")
+		if !ok || server == "" || file == "" {
+			return nil, usagef("prober: %s %q: want SERVER=FILE", flag, kv)
+		}
+		if _, dup := files[server]; dup {
+			return nil, usagef("prober: %s: server %s named twice", flag, server)
+		}
+		files[server] = file
+	}
+	return files, nil
+}
+
+// maxOAuthFile bounds an --oauth file.
+const maxOAuthFile = 64 << 10
+
+// readOAuth reads an --oauth file: one upstream's oauth block, with a
+// grant in which a probe acts as itself.
+func readOAuth(file string) (config.OAuth, error) {
+	b, err := readBounded(file, maxOAuthFile)
+	if err != nil {
+		return config.OAuth{}, err
+	}
+	oa, err := config.ParseOAuth(b)
+	if err != nil {
+		return config.OAuth{}, err
+	}
+	return oa, prober.CheckGrant(oa)
 }
 
 // warnUndefinedClasses logs each canary whose input class no stored Policy
