@@ -43,13 +43,22 @@ var quotaPartitionKeys = []string{"tenant"}
 
 // adviseDeclaration: a quota partition key the agent does not read
 // (anything but quotaPartitionKeys, matched exactly) does not split the
-// local budgets, however the provider partitions its quota.
+// local budgets, however the provider partitions its quota; a quota limit
+// is counted only when it is positive and has a window.
 func adviseDeclaration(o *Object) []Advisory {
 	d, ok := o.Spec.(*mcpreadyv1.Declaration)
 	if !ok {
 		return nil
 	}
 	var out []Advisory
+	switch l, w := d.GetQuota().GetLimit(), d.GetQuota().GetWindow(); {
+	case l > 0 && w.AsDuration() <= 0:
+		out = append(out, Advisory{Path: "quota.limit",
+			Message: "a limit without a positive quota.window is not counted: agents keep the server's calls within it only per window"})
+	case l < 0 || (l == 0 && w != nil):
+		out = append(out, Advisory{Path: "quota.limit",
+			Message: fmt.Sprintf("limit %d is not counted: a quota is a positive number of units per quota.window", l)})
+	}
 	for i, k := range d.GetQuota().GetPartitionKeys() {
 		if !slices.Contains(quotaPartitionKeys, k) {
 			out = append(out, Advisory{Path: fmt.Sprintf("quota.partitionKeys[%d]", i),

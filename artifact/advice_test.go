@@ -3,6 +3,9 @@ package artifact
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 )
@@ -25,6 +28,28 @@ func TestAdviseQuotaPartitionKeys(t *testing.T) {
 	}
 }
 
+// A quota limit is counted only when positive and with a window: a limit
+// without one, or one that is not positive, is advised.
+func TestAdviseQuotaLimit(t *testing.T) {
+	hour := durationpb.New(time.Hour)
+	for _, c := range []struct {
+		q    *mcpreadyv1.DeclaredQuota
+		want string
+	}{
+		{&mcpreadyv1.DeclaredQuota{Limit: 100, Window: hour}, ""},
+		{&mcpreadyv1.DeclaredQuota{Unit: "call"}, ""},
+		{&mcpreadyv1.DeclaredQuota{Limit: 100}, "quota.limit"},
+		{&mcpreadyv1.DeclaredQuota{Limit: 100, Window: durationpb.New(-time.Second)}, "quota.limit"},
+		{&mcpreadyv1.DeclaredQuota{Limit: -1, Window: hour}, "quota.limit"},
+		{&mcpreadyv1.DeclaredQuota{Window: hour}, "quota.limit"},
+	} {
+		got := Advise(New(KindDeclaration, "docs", &mcpreadyv1.Declaration{Quota: c.q}))
+		if paths := advisedPaths(got); paths != c.want {
+			t.Errorf("%v: advised %q, want %q", c.q, paths, c.want)
+		}
+	}
+}
+
 // advisedPaths joins the advisories' paths.
 func advisedPaths(as []Advisory) string {
 	var paths []string
@@ -35,7 +60,7 @@ func advisedPaths(as []Advisory) string {
 }
 
 // FuzzAdvise: Advise never panics on a parsed artifact, and every
-// advisory names a Declaration's quota partition key.
+// advisory names a Declaration's quota limit or partition key.
 func FuzzAdvise(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"mcpready.dev/v1","kind":"TrustPolicy","metadata":{"name":"org/t"},"spec":{"keys":[{"name":"k","kinds":["Evidence"]}]}}`))
 	f.Add([]byte(`{"apiVersion":"mcpready.dev/v1","kind":"Declaration","metadata":{"name":"docs"},"spec":{"quota":{"partitionKeys":["account"]}}}`))
@@ -45,7 +70,7 @@ func FuzzAdvise(f *testing.F) {
 			return
 		}
 		for _, a := range Advise(o) {
-			if o.Kind != KindDeclaration || !strings.HasPrefix(a.Path, "quota.partitionKeys[") {
+			if o.Kind != KindDeclaration || (a.Path != "quota.limit" && !strings.HasPrefix(a.Path, "quota.partitionKeys[")) {
 				t.Fatalf("advisory %v", a)
 			}
 		}

@@ -44,18 +44,6 @@ func TestKnownUnenforcedFields(t *testing.T) {
 	}
 }
 
-// Declaration.quota.limit is refused as a rule and warned about: a
-// provider's limit without a window cannot be a local budget (the Policy's
-// cost.maxQuotaUnits per quotaWindow is), so apply and the agent name it
-// as not enforced rather than appear to honour it.
-func TestDeclaredQuotaLimitWarned(t *testing.T) {
-	d := &mcpreadyv1.Declaration{Quota: &mcpreadyv1.DeclaredQuota{Unit: "call", Limit: 1000}}
-	got := artifact.Unenforced(artifact.New(artifact.KindDeclaration, "docs", d))
-	if !slices.Equal(got, []string{"quota.limit"}) {
-		t.Fatalf("Unenforced = %q, want quota.limit", got)
-	}
-}
-
 func TestUnenforcedNamesSetFields(t *testing.T) {
 	p := &mcpreadyv1.Policy{
 		SemanticValidation: map[string]string{"nonEmpty": "size(result) > 0"},

@@ -338,7 +338,7 @@ var codeTerms = []Term{
 	{KindCode, string(CodeEvidenceDrift), 0, StepHealth, "the evidence observed its subject's definition drift during its window, so it describes more than this definition (on_unknown DENY)"},
 	{KindCode, string(CodeDeadlineBudget), 0, StepBudget, "the observed p50 latency exceeds the per-attempt budget"},
 	{KindCode, string(CodeCost), 0, StepBudget, "the declared price exceeds the policy's ceiling or is in another currency"},
-	{KindCode, string(CodeQuotaExhausted), 0, StepBudget, "the local quota budget of the principal class for the tool (Policy.cost.maxQuotaUnits per quotaWindow) is spent"},
+	{KindCode, string(CodeQuotaExhausted), 0, StepBudget, "the local quota budget of the principal for the tool (Policy.cost.maxQuotaUnits per quotaWindow), or the provider's declared quota for the server on this host (Declaration.quota.limit per quota.window), is spent on every route"},
 	{KindCode, string(CodeCostCeiling), 0, StepBudget, "the call's declared price would take its workflow past Policy.cost.maxCostPerWorkflow"},
 	{KindCode, string(CodeCostUnknown), 0, StepBudget, "the policy sets a cost ceiling and the tool declares no usable price (costUnknown DENY)"},
 	{KindCode, string(CodeUnauthenticated), 0, StepTrust, "the caller presented no valid credential"},

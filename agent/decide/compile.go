@@ -81,9 +81,12 @@ type entry struct {
 	// price: the declared amount per call; priced: one is declared.
 	price  float64
 	priced bool
-	// quotaUnit, quotaByTenant: Route.QuotaUnit, Route.QuotaByTenant.
-	quotaUnit     string
-	quotaByTenant bool
+	// quotaUnit, quotaByTenant, providerQuota, providerWindow: the Route
+	// fields of those names.
+	quotaUnit      string
+	quotaByTenant  bool
+	providerQuota  int64
+	providerWindow time.Duration
 	// keySupport: the provider declares the tool KEYED; keyHeader,
 	// keyArgument and keyRetention say where the key travels and for how
 	// long the provider keeps it.
@@ -605,6 +608,9 @@ func (s *Snapshot) newEntry(idx int, name string, re *mcpreadyv1.RegistryEntry, 
 		e.quotaUnit = "call"
 	}
 	e.quotaByTenant = slices.Contains(decl.GetQuota().GetPartitionKeys(), "tenant")
+	if l, w := decl.GetQuota().GetLimit(), decl.GetQuota().GetWindow().AsDuration(); l > 0 && w > 0 {
+		e.providerQuota, e.providerWindow = l, w
+	}
 	e.domains = failureDomains(re.GetFailureDomains(), decl.GetFailureDomains())
 	e.domainKey = strings.Join(e.domains, ",")
 	e.approval = re.GetApprovalRequired()

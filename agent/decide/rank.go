@@ -113,6 +113,7 @@ func (s *Snapshot) fill(r *Route, g *group, a *admitted) {
 		r.Cost, r.Price, r.Priced = e.unpricedCost, 0, false
 	}
 	r.QuotaUnit, r.QuotaByTenant = e.quotaUnit, e.quotaByTenant
+	r.ProviderQuota, r.ProviderWindow = e.providerQuota, e.providerWindow
 	r.MaxAttempts, r.RetryOn = int(a.attempts), e.retryOn
 	r.PerAttempt = a.perAttempt
 	if e.readOnly {

@@ -179,6 +179,12 @@ type Route struct {
 	// "tenant", so local budgets are kept per tenant too.
 	QuotaUnit     string
 	QuotaByTenant bool
+	// ProviderQuota is the provider's declared quota for the server, all
+	// its tools together (Declaration.quota.limit), in units per
+	// ProviderWindow (quota.window), counted by the call pipeline on this
+	// host; zero when either is unset.
+	ProviderQuota  int64
+	ProviderWindow time.Duration
 	// Cost is the declared price of one call ("<amount> <currency>"),
 	// "unknown" when the policy caps cost and admits an unpriced tool
 	// (on_unknown_price ALLOW), "" when nothing is declared.

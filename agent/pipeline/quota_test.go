@@ -154,3 +154,44 @@ func TestNarrow(t *testing.T) {
 		}
 	}
 }
+
+// A provider's declared quota (Declaration quota.limit per quota.window)
+// is kept on the host for the server as a whole: all principals and all
+// its endpoints together. Once its two units are spent the next call, of
+// any principal, is refused at step 7 (quota_exhausted) before an upstream
+// sees it, with the provider's quota named; the receipts record it beside
+// the policy's own budget. Partitioned by tenant, each tenant has its own.
+// Before, quota.limit was accepted and ignored.
+func TestDeclaredQuota(t *testing.T) {
+	q := &mcpreadyv1.DeclaredQuota{Unit: "charge", Limit: 2, Window: durationpb.New(time.Hour)}
+	pm := newPayment(t, payOpts{noStore: true, twin: true, quota: q, cost: &mcpreadyv1.CostRules{MaxQuotaUnits: 5, QuotaWindow: durationpb.New(time.Minute)}})
+	charge := func(name, tenant string) Result {
+		return pm.pl.Call(context.Background(), pm.st, Request{Requested: "test/charge", Tool: "test/charge",
+			Caller: Caller{Name: name, Principal: "dev", Tenant: tenant}, Arguments: []byte(`{"amount":1}`)}, pm.tr)
+	}
+	if res := charge("alice", "t1"); res.Answer.IsError || res.Receipt.GetQuota() != "1 charge (1/5 per 1m0s; the provider's 1/2 per 1h0m0s)" {
+		t.Fatalf("first: %+v, quota %q", res.Answer, res.Receipt.GetQuota())
+	}
+	if res := charge("bob", "t2"); res.Answer.IsError {
+		t.Fatalf("second, another principal: %+v", res.Answer)
+	}
+	res := charge("carol", "t3")
+	refusedWith(t, res, readiness.CodeQuotaExhausted)
+	if te, _ := ParseToolError(res.Answer); !strings.Contains(te.Reason, "provider") {
+		t.Errorf("refusal %q does not name the provider's quota", te.Reason)
+	}
+	if n := pm.ledger.Calls() + pm.twin.Calls(); n != 2 {
+		t.Fatalf("%d calls reached the upstreams, want 2", n)
+	}
+
+	// Partitioned by tenant: t1's spent units leave t2 its own.
+	q = &mcpreadyv1.DeclaredQuota{Limit: 1, Window: durationpb.New(time.Hour), PartitionKeys: []string{"tenant"}}
+	pm = newPayment(t, payOpts{noStore: true, quota: q})
+	if res := charge("alice", "t1"); res.Answer.IsError || res.Receipt.GetQuota() != "1 call (the provider's 1/1 per 1h0m0s)" {
+		t.Fatalf("t1: %+v, quota %q", res.Answer, res.Receipt.GetQuota())
+	}
+	refusedWith(t, charge("bob", "t1"), readiness.CodeQuotaExhausted)
+	if res := charge("alice", "t2"); res.Answer.IsError {
+		t.Fatalf("t2: %+v", res.Answer)
+	}
+}

@@ -1,7 +1,9 @@
 // Package quota keeps the host agent's local quota budgets: units used per
 // key (principal and tool, and tenant when the provider partitions
 // by it) in fixed windows, so a principal cannot spend a tool's quota past
-// the policy's budget (Policy.cost.maxQuotaUnits per quotaWindow).
+// the policy's budget (Policy.cost.maxQuotaUnits per quotaWindow), nor the
+// host a server's quota past what its provider declares
+// (Declaration.quota.limit per quota.window).
 //
 // It also parses a provider's RateLimit and RateLimit-Policy response
 // fields and remembers which endpoints said their quota is spent
@@ -20,8 +22,9 @@ import (
 // Key names one count: a principal's use of one tool of one server
 // (Principal its name, Class its principal class; a caller without a
 // name counts under its class), per tenant when the provider partitions
-// its quota by tenant (else Tenant is ""), or, with only Workflow set, a
-// workflow's spend. A struct rather than a joined string, so a lookup
+// its quota by tenant (else Tenant is ""); with only Server (and Tenant)
+// set, the use of a provider's declared quota for the whole server; or,
+// with only Workflow set, a workflow's spend. A struct rather than a joined string, so a lookup
 // allocates nothing.
 type Key struct {
 	Principal, Class, Server, Tool, Tenant string

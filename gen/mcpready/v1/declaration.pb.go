@@ -444,12 +444,17 @@ func (x *DeclaredTimeouts) GetPerAttempt() *durationpb.Duration {
 	return nil
 }
 
-// DeclaredQuota describes quota units and partition keys.
+// DeclaredQuota describes quota units and partition keys, and the quota
+// itself: limit units per window.
 type DeclaredQuota struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
 	PartitionKeys []string               `protobuf:"bytes,2,rep,name=partition_keys,json=partitionKeys,proto3" json:"partition_keys,omitempty"`
-	Limit         int64                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Units of the server's quota (all its tools together) per window. With
+	// a window, each agent keeps the server's calls on its host within it.
+	Limit int64 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The period of limit; zero: the limit is not counted (apply warns).
+	Window        *durationpb.Duration `protobuf:"bytes,4,opt,name=window,proto3" json:"window,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -503,6 +508,13 @@ func (x *DeclaredQuota) GetLimit() int64 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *DeclaredQuota) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
 }
 
 // DeclaredPricing describes price source, unit, currency and interval.
@@ -759,11 +771,12 @@ const file_mcpready_v1_declaration_proto_rawDesc = "" +
 	"\x10DeclaredTimeouts\x12F\n" +
 	"\x11recommended_total\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x10recommendedTotal\x12:\n" +
 	"\vper_attempt\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"perAttempt\"`\n" +
+	"perAttempt\"\x93\x01\n" +
 	"\rDeclaredQuota\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12%\n" +
 	"\x0epartition_keys\x18\x02 \x03(\tR\rpartitionKeys\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\x03R\x05limit\"\xf9\x01\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit\x121\n" +
+	"\x06window\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06window\"\xf9\x01\n" +
 	"\x0fDeclaredPricing\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x12\n" +
 	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x1a\n" +
@@ -824,13 +837,14 @@ var file_mcpready_v1_declaration_proto_depIdxs = []int32{
 	12, // 12: mcpready.v1.DeclaredTool.idempotency_key_retention:type_name -> google.protobuf.Duration
 	12, // 13: mcpready.v1.DeclaredTimeouts.recommended_total:type_name -> google.protobuf.Duration
 	12, // 14: mcpready.v1.DeclaredTimeouts.per_attempt:type_name -> google.protobuf.Duration
-	9,  // 15: mcpready.v1.DeclaredPricing.effective_from:type_name -> google.protobuf.Timestamp
-	9,  // 16: mcpready.v1.DeclaredPricing.effective_until:type_name -> google.protobuf.Timestamp
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	12, // 15: mcpready.v1.DeclaredQuota.window:type_name -> google.protobuf.Duration
+	9,  // 16: mcpready.v1.DeclaredPricing.effective_from:type_name -> google.protobuf.Timestamp
+	9,  // 17: mcpready.v1.DeclaredPricing.effective_until:type_name -> google.protobuf.Timestamp
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_mcpready_v1_declaration_proto_init() }

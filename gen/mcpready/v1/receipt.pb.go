@@ -379,8 +379,10 @@ type Receipt struct {
 	Idempotency *IdempotencyRecord `protobuf:"bytes,80,opt,name=idempotency,proto3" json:"idempotency,omitempty"`
 	// Failure domains of the routes attempted, in order, without repeats.
 	FailureDomains []string `protobuf:"bytes,81,rep,name=failure_domains,json=failureDomains,proto3" json:"failure_domains,omitempty"`
-	// The local quota effect: "<units> <unit> (<used>/<limit> per <window>)",
-	// "" when no local budget applies.
+	// The local quota effect: "<units> <unit> (<used>/<limit> per <window>)"
+	// for the policy's budget, "the provider's <used>/<limit> per <window>"
+	// for the server's declared quota, both joined by "; "; "" when no
+	// local budget applies.
 	Quota string `protobuf:"bytes,82,opt,name=quota,proto3" json:"quota,omitempty"`
 	// Set only on a workflow receipt (requested "mcpready.workflow.report"):
 	// the end state of the workflow workflow_id, as its orchestrator reported
