@@ -20,6 +20,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/mcpready/mcpready/internal/redirect"
 )
 
 // The namespaces of registry metadata in a record's _meta.
@@ -131,8 +133,8 @@ func List(ctx context.Context, base string, o Options) (*Listing, error) {
 	c := o.HTTPClient
 	if c == nil {
 		c = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(r *http.Request, via []*http.Request) error {
-			if r.URL.Host != u.Host || len(via) > 3 {
-				return fmt.Errorf("%w: redirect to %s refused", ErrResponse, r.URL.Host)
+			if err := redirect.SameOrigin(r, via); err != nil {
+				return fmt.Errorf("%w: %w", ErrResponse, err)
 			}
 			return nil
 		}}

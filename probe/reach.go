@@ -12,10 +12,9 @@ import (
 	"net/url"
 	"os"
 	"strings"
-)
 
-// errCrossOrigin refuses a redirect to another origin.
-var errCrossOrigin = errors.New("redirect to another origin refused")
+	"github.com/mcpready/mcpready/internal/redirect"
+)
 
 // httpClient is the probe's one HTTP client: the configured TLS, at most 3
 // same-origin redirects and none to another origin, and the token or
@@ -37,16 +36,8 @@ func (p *run) httpClient() *http.Client {
 		with = &bearer{base: tr, token: p.o.Token}
 	}
 	p.client = &http.Client{
-		Transport: &originOnly{origin: origin(p.u), with: with, base: tr},
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if origin(req.URL) != origin(p.u) {
-				return errCrossOrigin
-			}
-			if len(via) >= 3 {
-				return errors.New("too many redirects")
-			}
-			return nil
-		},
+		Transport:     &originOnly{origin: origin(p.u), with: with, base: tr},
+		CheckRedirect: redirect.SameOrigin,
 	}
 	return p.client
 }
@@ -150,7 +141,7 @@ func (p *run) firstRequest(ctx context.Context) (int, http.Header, bool) {
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := p.httpClient().Do(req)
 	if err != nil {
-		if errors.Is(err, errCrossOrigin) {
+		if errors.Is(err, redirect.ErrCrossOrigin) {
 			p.add(LayerReachability, NotReady, "redirect", "the endpoint redirects to another origin")
 			return 0, nil, false
 		}

@@ -3,7 +3,6 @@ package access
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/internal/redirect"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -137,7 +137,7 @@ func New(o Options) *Client {
 	}
 	if o.HTTP.CheckRedirect == nil {
 		hc := *o.HTTP
-		hc.CheckRedirect = sameOriginRedirect
+		hc.CheckRedirect = redirect.SameOrigin
 		o.HTTP = &hc
 	}
 	if o.RefreshAhead == 0 {
@@ -155,22 +155,7 @@ func New(o Options) *Client {
 // ErrCrossOriginRedirect: an authorization server, or the metadata of
 // one, redirected the agent to another origin; the redirect was not
 // followed.
-var ErrCrossOriginRedirect = errors.New("redirect to another origin not followed")
-
-// maxRedirects bounds the same-origin redirects of one request.
-const maxRedirects = 3
-
-// sameOriginRedirect is the CheckRedirect of the access layer's client.
-func sameOriginRedirect(req *http.Request, via []*http.Request) error {
-	first := via[0].URL
-	switch {
-	case req.URL.Scheme != first.Scheme || req.URL.Host != first.Host:
-		return ErrCrossOriginRedirect
-	case len(via) > maxRedirects:
-		return fmt.Errorf("stopped after %d redirects", maxRedirects)
-	}
-	return nil
-}
+var ErrCrossOriginRedirect = redirect.ErrCrossOrigin
 
 func (c *Client) principalOf(p Principal, up *Upstream) pairKey {
 	return pairKey{Owner(p, up), up.Name}
