@@ -161,6 +161,9 @@ func (o *Object) Validate() error {
 	if err := checkInputClasses(o); err != nil {
 		return err
 	}
+	if err := checkRetrieval(o); err != nil {
+		return err
+	}
 	return checkMethods(o)
 }
 

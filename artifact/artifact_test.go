@@ -178,6 +178,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad name", "apiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: \"a b\"}\n", ErrInvalid},
 		{"name with ..", "apiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: a/../b}\n", ErrInvalid},
 		{"name with leading slash", "apiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: /a}\n", ErrInvalid},
+		{"malformed retrieval digest", "apiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: p}\nspec: {provenance: {retrievalDigest: sha256:00}}\n", ErrInvalid},
 		{"long name", "apiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: " + strings.Repeat("a", 254) + "}\n", ErrInvalid},
 	}
 	for _, tt := range tests {

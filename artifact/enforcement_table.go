@@ -19,6 +19,7 @@ const (
 	inMethods   = "agent/decide, agent/pipeline"
 	inClientReq = "agent/decide, agent/front"
 	inQuota     = "agent/pipeline, agent/quota"
+	inRetrieval = "internal/retrieve, cmd/mcpready"
 	inSign      = "sign"
 	inLifecycle = "controlplane/lifecycle"
 	inAdmin     = "controlplane/admin"
@@ -60,8 +61,8 @@ func provenance(overrides map[string]Rule) map[string]Rule {
 		"version":            yes(inFreshness, "must be strictly greater than the highest version stored or installed for the same kind and name (rollback protection); dot-separated integers, unset is 0"),
 		"issuedAt":           rec(""),
 		"expiresAt":          yes(inFreshness, "an expired artifact is neither stored nor installed"),
-		"sourceUri":          rec(""),
-		"retrievalDigest":    no("the bytes at sourceUri are never fetched or compared"),
+		"sourceUri":          yes(inRetrieval, "where the artifact was fetched from: set by `mcpready sign --source`, fetched again by `mcpready verify --source`"),
+		"retrievalDigest":    yes(inRetrieval, "the SHA-256 of the bytes fetched from sourceUri (sign --source); verify --source fails (exit 3) when the source now serves other bytes; not sha256:<64 hex>: refused"),
 		"owner":              rec(""),
 		"approvalRef":        rec(""),
 	}, overrides))

@@ -34,7 +34,6 @@ func TestKnownUnenforcedFields(t *testing.T) {
 		k    artifact.Kind
 		path string
 	}{
-		{artifact.KindPolicy, "provenance.retrievalDigest"},
 		{artifact.KindRegistryEntry, "authority.tenantBoundary"},
 	} {
 		r, ok := artifact.RuleFor(c.k, c.path)
@@ -45,18 +44,18 @@ func TestKnownUnenforcedFields(t *testing.T) {
 }
 
 func TestUnenforcedNamesSetFields(t *testing.T) {
-	p := &mcpreadyv1.Policy{
-		SemanticValidation: map[string]string{"nonEmpty": "size(result) > 0"},
-		Retry:              &mcpreadyv1.RetryRules{MaxAttempts: 2},
-		IncidentOwners:     []*mcpreadyv1.IncidentOwner{{Match: "*", Owner: "a"}, {Match: "b/*", Owner: "b"}},
-		Provenance:         &mcpreadyv1.Provenance{RetrievalDigest: "sha256:00"},
+	e := &mcpreadyv1.RegistryEntry{
+		SideEffect: mcpreadyv1.SideEffectClass_SIDE_EFFECT_CLASS_READ_ONLY,
+		Authority:  &mcpreadyv1.Authority{Scopes: []string{"read"}, TenantBoundary: "per-tenant credential"},
+		Provenance: &mcpreadyv1.Provenance{RetrievalDigest: artifact.Digest([]byte("x")), SourceUri: "https://x/"},
 	}
-	got := artifact.Unenforced(artifact.New(artifact.KindPolicy, "default", p))
-	want := []string{"provenance.retrievalDigest"}
+	got := artifact.Unenforced(artifact.New(artifact.KindRegistryEntry, "docs", e))
+	want := []string{"authority.tenantBoundary"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Unenforced = %q, want %q", got, want)
 	}
-	if got := artifact.Unenforced(artifact.New(artifact.KindPolicy, "default", &mcpreadyv1.Policy{Retry: &mcpreadyv1.RetryRules{MaxAttempts: 2}})); len(got) != 0 {
+	e.Authority.TenantBoundary = ""
+	if got := artifact.Unenforced(artifact.New(artifact.KindRegistryEntry, "docs", e)); len(got) != 0 {
 		t.Errorf("enforced fields only: Unenforced = %q, want none", got)
 	}
 	if got := artifact.Unenforced(nil); got != nil {

@@ -29,29 +29,29 @@ func TestInstallWarnsAboutUnenforcedFields(t *testing.T) {
 	if w := c.Snapshot().Warnings(); len(w) != 0 {
 		t.Fatalf("warnings for an artifact that sets nothing unenforced: %v", w)
 	}
-	pol := env.Sign(artifact.New(artifact.KindPolicy, "default", &mcpreadyv1.Policy{
-		PolicyOwner: "team",
-		Provenance:  &mcpreadyv1.Provenance{RetrievalDigest: "sha256:00"},
+	re := env.Sign(artifact.New(artifact.KindRegistryEntry, "srv/tool", &mcpreadyv1.RegistryEntry{
+		Identity:  &mcpreadyv1.ToolIdentity{ServerName: "srv", ToolName: "tool"},
+		Authority: &mcpreadyv1.Authority{TenantBoundary: "per-tenant credential"},
 	}))
-	if err := c.Apply(artifact.KindPolicy, []*mcpreadyv1.Resource{{Name: "default", Version: "2", Bundle: pol}}, nil, false); err != nil {
+	if err := c.Apply(artifact.KindRegistryEntry, []*mcpreadyv1.Resource{{Name: "srv/tool", Version: "2", Bundle: re}}, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	w := c.Snapshot().Warnings()
-	if len(w) != 1 || w[0].Kind != artifact.KindPolicy || w[0].Name != "default" || !slices.Equal(w[0].Fields, []string{"provenance.retrievalDigest"}) {
-		t.Fatalf("Warnings = %v, want Policy default: provenance.retrievalDigest", w)
+	if len(w) != 1 || w[0].Kind != artifact.KindRegistryEntry || w[0].Name != "srv/tool" || !slices.Equal(w[0].Fields, []string{"authority.tenantBoundary"}) {
+		t.Fatalf("Warnings = %v, want RegistryEntry srv/tool: authority.tenantBoundary", w)
 	}
-	if !strings.Contains(w[0].String(), "provenance.retrievalDigest") {
+	if !strings.Contains(w[0].String(), "authority.tenantBoundary") {
 		t.Errorf("warning text %q does not name the field", w[0])
 	}
-	if n := strings.Count(logs.String(), "not enforced"); n != 1 || !strings.Contains(logs.String(), "provenance.retrievalDigest") {
-		t.Fatalf("want one logged warning naming provenance.retrievalDigest, got %d:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "not enforced"); n != 1 || !strings.Contains(logs.String(), "authority.tenantBoundary") {
+		t.Fatalf("want one logged warning naming authority.tenantBoundary, got %d:\n%s", n, logs.String())
 	}
-	// Another install that does not change the policy does not log it again.
-	re := env.Sign(artifact.New(artifact.KindRegistryEntry, "srv/tool", &mcpreadyv1.RegistryEntry{Identity: &mcpreadyv1.ToolIdentity{ServerName: "srv", ToolName: "tool"}}))
-	if err := c.Apply(artifact.KindRegistryEntry, []*mcpreadyv1.Resource{{Name: "srv/tool", Version: "3", Bundle: re}}, nil, false); err != nil {
+	// Another install that does not change the entry does not log it again.
+	pol := env.Sign(artifact.New(artifact.KindPolicy, "default", &mcpreadyv1.Policy{PolicyOwner: "team"}))
+	if err := c.Apply(artifact.KindPolicy, []*mcpreadyv1.Resource{{Name: "default", Version: "3", Bundle: pol}}, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(logs.String(), "not enforced"); n != 1 {
-		t.Fatalf("unchanged policy warned again (%d warnings):\n%s", n, logs.String())
+		t.Fatalf("unchanged entry warned again (%d warnings):\n%s", n, logs.String())
 	}
 }

@@ -130,15 +130,17 @@ func TestAdminCommands(t *testing.T) {
 	}
 	// An artifact that sets a field mcpready does not enforce is stored,
 	// with a warning naming the field; the exit status stays 0.
-	silent := testpki.Policy("org/silent", "1", nil)
-	silent.Spec.(*mcpreadyv1.Policy).Provenance.RetrievalDigest = "sha256:00"
+	silent := testpki.Versioned(artifact.KindRegistryEntry, "s/silent@1", &mcpreadyv1.RegistryEntry{
+		Identity:  &mcpreadyv1.ToolIdentity{ServerName: "s", ServerVersion: "1", ToolName: "silent"},
+		Authority: &mcpreadyv1.Authority{TenantBoundary: "per-tenant credential"},
+	}, &mcpreadyv1.Provenance{Issuer: "test", Version: "1"})
 	silentFile := writeFile(t, dir, "silent.json", testpki.Sign(t, silent, p.Org))
 	code, out, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", silentFile)
-	if code != exitOK || !strings.Contains(out, "Policy/org/silent revision 1 stored") ||
-		!strings.Contains(errOut, "warning: "+silentFile+": Policy/org/silent sets spec.provenance.retrievalDigest, which is not enforced") {
+	if code != exitOK || !strings.Contains(out, "RegistryEntry/s/silent@1 revision 1 stored") ||
+		!strings.Contains(errOut, "warning: "+silentFile+": RegistryEntry/s/silent@1 sets spec.authority.tenantBoundary, which is not enforced") {
 		t.Fatalf("apply with an unenforced field: %d %q %q", code, out, errOut)
 	}
-	if code, _, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", pol); strings.Contains(errOut, "retrievalDigest") {
+	if code, _, errOut = runKeyCLI(t, "apply", "--server", addr, "-f", pol); strings.Contains(errOut, "not enforced") {
 		t.Fatalf("warning for a policy that does not set the field: %d %q", code, errOut)
 	}
 	// A TrustPolicy whose key may sign Evidence without evidenceIssuer or

@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcpready/mcpready/artifact"
@@ -99,5 +102,61 @@ func TestVerifyCommand(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d, stdout ~%q, stderr ~%q", code, out, errOut, tt.code, tt.stdout, tt.stderr)
 			}
 		})
+	}
+}
+
+// sign --source fetches a Declaration where its provider publishes it and
+// records the source and the digest of the bytes under the signature;
+// verify --source checks that the source still serves them: unchanged
+// exits 0, changed fails verification (3), unreachable is an error (1),
+// and nothing recorded is an error too. A plain http source off loopback
+// and -f with --source are usage errors.
+func TestSignAndVerifySource(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MCPREADY_PASSWORD", "pw")
+	key := keyPair(t, dir, "org", sign.AlgorithmEd25519)
+	published := mustRead(t, fixturePath(artifact.KindDeclaration))
+	var body atomic.Value
+	body.Store(published)
+	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body.Load().([]byte)) }))
+	defer src.Close()
+	bundle := filepath.Join(dir, "decl.bundle.json")
+	if code, _, errOut := runKeyCLI(t, "sign", "--key", key+".key", "--kind", "Declaration", "--source", src.URL+"/decl.yaml", "--bundle", bundle); code != exitOK {
+		t.Fatalf("sign --source: exit %d: %s", code, errOut)
+	}
+	v, err := sign.VerifyWithKey(mustRead(t, bundle), mustPublicKey(t, key+".pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := v.Object.Provenance(); p.GetSourceUri() != src.URL+"/decl.yaml" || p.GetRetrievalDigest() != artifact.Digest(published) {
+		t.Fatalf("provenance %v, want the source and the digest of the bytes published", p)
+	}
+	code, out, errOut := runKeyCLI(t, "verify", "-f", bundle, "--key", key+".pub", "--source", "-o", "json")
+	if code != exitOK || !strings.Contains(out, `"source": "unchanged"`) {
+		t.Fatalf("unchanged source: exit %d: %s %s", code, out, errOut)
+	}
+	body.Store(append([]byte("# edited\n"), published...))
+	if code, _, errOut := runKeyCLI(t, "verify", "-f", bundle, "--key", key+".pub", "--source"); code != exitVerify || !strings.Contains(errOut, "has changed") {
+		t.Fatalf("changed source: exit %d: %s", code, errOut)
+	}
+	// Without --source nothing leaves the machine: the signature alone.
+	if code, _, errOut := runKeyCLI(t, "verify", "-f", bundle, "--key", key+".pub"); code != exitOK {
+		t.Fatalf("offline: exit %d: %s", code, errOut)
+	}
+	src.Close()
+	if code, _, _ := runKeyCLI(t, "verify", "-f", bundle, "--key", key+".pub", "--source"); code != exitError {
+		t.Fatalf("unreachable source: exit %d", code)
+	}
+	plain := signFixture(t, dir, key, artifact.KindPolicy, fixturePath(artifact.KindPolicy))
+	if code, _, errOut := runKeyCLI(t, "verify", "-f", plain, "--key", key+".pub", "--source"); code != exitError || !strings.Contains(errOut, "no source") {
+		t.Fatalf("nothing recorded: exit %d: %s", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"--source", "http://provider.example/decl.yaml"},
+		{"--source", src.URL, "-f", fixturePath(artifact.KindDeclaration)},
+	} {
+		if code, _, errOut := runKeyCLI(t, append([]string{"sign", "--key", key + ".key", "--kind", "Declaration"}, args...)...); code != exitUsage {
+			t.Errorf("%v: exit %d, want a usage error (%s)", args, code, errOut)
+		}
 	}
 }
