@@ -18,10 +18,15 @@
 // has none), and a subject no longer among the targets is dropped, so the
 // series are bounded by the registry's distinct endpoints.
 //
+// Probes present a server's credential when one is configured: a bearer
+// token file, or OAuth tokens obtained through agent/access in a grant in
+// which the prober acts as itself (OAuthCredential).
+//
 // It must not decide what is safe to call (the targets carry the read-only
-// tools their entries classify) and must not store anything itself: what
-// it produces goes through the caller's Apply, which on the control plane
-// is the one verified write path.
+// tools their entries classify), must not act for a user or a principal,
+// and must not store anything itself: what it produces goes through the
+// caller's Apply, which on the control plane is the one verified write
+// path.
 package prober
 
 import (
@@ -33,6 +38,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	neturl "net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -44,6 +50,7 @@ import (
 
 	"github.com/mcpready/mcpready/agent/access"
 	"github.com/mcpready/mcpready/agent/config"
+	"github.com/mcpready/mcpready/internal/loopback"
 	"github.com/mcpready/mcpready/probe"
 	"github.com/mcpready/mcpready/readiness"
 	"github.com/mcpready/mcpready/sign"
@@ -126,6 +133,9 @@ func CheckGrant(oa config.OAuth) error {
 func OAuthCredential(ctx context.Context, c *access.Client, server, url string, oa config.OAuth) (*probe.Credential, error) {
 	if err := CheckGrant(oa); err != nil {
 		return nil, err
+	}
+	if u, err := neturl.Parse(url); err != nil || !loopback.Confidential(u) {
+		return nil, fmt.Errorf("%w: %q must be https: a token is presented to it (plain http on a loopback address only)", probe.ErrURL, url)
 	}
 	// One upstream per endpoint: discovery and tokens are the endpoint's
 	// (its protected resource), not the server name's.

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/mcpready/mcpready/agent/access"
 	"github.com/mcpready/mcpready/agent/config"
 	mcpreadyv1 "github.com/mcpready/mcpready/gen/mcpready/v1"
 	"github.com/mcpready/mcpready/internal/oauthtest"
@@ -519,6 +520,12 @@ func TestOAuthCredentials(t *testing.T) {
 		if strings.Contains(l, s) {
 			t.Fatalf("logs hold a secret:\n%s", l)
 		}
+	}
+
+	// No token is asked for an endpoint it could not be presented to.
+	issued := as.Issued()
+	if _, err := prober.OAuthCredential(context.Background(), access.New(access.Options{}), "com.example/docs", "http://mcp.example/mcp", good); !errors.Is(err, probe.ErrURL) || as.Issued() != issued {
+		t.Errorf("plain http off loopback: %v, %d tokens issued", err, as.Issued()-issued)
 	}
 
 	// Grants that act for someone else, and a server with two

@@ -118,7 +118,10 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 		if err != nil {
 			return usagef("probe: --oauth %s: %w", o.oauth, err)
 		}
-		if popts.Credential, err = prober.OAuthCredential(cmd.Context(), access.New(access.Options{}), o.name, o.url, oa); err != nil {
+		popts.Credential, err = prober.OAuthCredential(cmd.Context(), access.New(access.Options{}), o.name, o.url, oa)
+		if errors.Is(err, probe.ErrURL) {
+			return usagef("probe: %w", err)
+		} else if err != nil {
 			return fmt.Errorf("probe: --oauth: no token: %w", err)
 		}
 		popts.Token = ""

@@ -502,6 +502,9 @@ func TestProbeOAuth(t *testing.T) {
 	if code, _, _ := runKeyCLI(t, "probe", "--url", u, "--oauth", good, "--token-file", secret); code != exitUsage {
 		t.Errorf("--oauth with --token-file: exit %d", code)
 	}
+	if code, _, _ := runKeyCLI(t, "probe", "--url", "http://mcp.example/mcp", "--oauth", good); code != exitUsage {
+		t.Errorf("--oauth for plain http off loopback: exit %d", code)
+	}
 	if n := as.Issued(); n != 1 {
 		t.Errorf("tokens issued = %d, want none for the refused runs", n)
 	}
