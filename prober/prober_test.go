@@ -381,8 +381,8 @@ func TestTokenFiles(t *testing.T) {
 				{URL: authd.URL + "/other", Options: probe.Options{Server: "com.example/other"}}}, nil
 		},
 		TokenFiles: map[string]string{"com.example/docs": tokenFile, "com.example/other": filepath.Join(dir, "missing.token")},
-		Apply: keep(key, &applied),
-		Signer: key, Observer: probe.EvidenceOptions{Observer: "org/prober"}, Registerer: reg,
+		Apply:      keep(key, &applied),
+		Signer:     key, Observer: probe.EvidenceOptions{Observer: "org/prober"}, Registerer: reg,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: (&clock{t: time.Date(2026, 9, 14, 9, 0, 0, 0, time.UTC)}).now,
 	})
 	if err != nil {
@@ -484,8 +484,8 @@ func TestOAuthCredentials(t *testing.T) {
 			return []probe.Target{{URL: docs, Options: probe.Options{Server: "com.example/docs"}},
 				{URL: other, Options: probe.Options{Server: "com.example/other"}}}, nil
 		},
-		OAuth: map[string]config.OAuth{"com.example/docs": good, "com.example/other": bad},
-		Apply: keep(key, &applied),
+		OAuth:  map[string]config.OAuth{"com.example/docs": good, "com.example/other": bad},
+		Apply:  keep(key, &applied),
 		Signer: key, Observer: probe.EvidenceOptions{Observer: "org/prober"},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	}
