@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -231,6 +232,32 @@ func TestProberOnce(t *testing.T) {
 	}
 }
 
+// prober --ca FILE trusts the file's CA certificates beside the system
+// roots: an endpoint whose certificate only they issue is probed through
+// the whole funnel (its read-only tool called) with them, and not past
+// TLS without them. A file with no certificate is a usage error.
+func TestProberCA(t *testing.T) {
+	ts, addr, key, calls := registered(t, "s", "t", "1", true)
+	base := []string{"prober", "--once", "--sign", key, "--observer", "org/prober", "--server", addr}
+	if code, _, errOut := runKeyCLI(t, base...); code != exitOK || *calls != 0 {
+		t.Fatalf("without --ca: exit %d, calls %d: %s", code, *calls, errOut)
+	}
+	if ev := getEvidence(t, addr, "probe/s"); hasRate(ev, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, 1) {
+		t.Fatalf("without --ca the endpoint's certificate was trusted: %v", ev.GetRates())
+	}
+	dir := t.TempDir()
+	ca := writeFile(t, dir, "ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}))
+	if code, _, errOut := runKeyCLI(t, append(base, "--ca", ca)...); code != exitOK || *calls != 1 {
+		t.Fatalf("with --ca: exit %d, calls %d: %s", code, *calls, errOut)
+	}
+	if ev := getEvidence(t, addr, "probe/s"); !hasRate(ev, mcpreadyv1.ReadinessLayer_READINESS_LAYER_REACHABILITY, 1) {
+		t.Fatalf("with --ca: rates %v", ev.GetRates())
+	}
+	if code, _, _ := runKeyCLI(t, append(base, "--ca", writeFile(t, dir, "empty.pem", []byte("no certificate\n")))...); code != exitUsage {
+		t.Errorf("--ca without a certificate: exit %d", code)
+	}
+}
+
 // probe --arguments FILE --input-class NAME calls the read-only tool with
 // the file's arguments, reports the class (never the arguments) and names
 // the signed Evidence for it; a class without arguments, a name no Policy
@@ -378,6 +405,13 @@ func TestProberCanaries(t *testing.T) {
 // the tool's calls.
 func registeredEndpoint(t *testing.T, server, tool, version string) (*httptest.Server, string, string, *int) {
 	t.Helper()
+	return registered(t, server, tool, version, false)
+}
+
+// registered is registeredEndpoint, the endpoint served over TLS (with
+// httptest's own certificate) when tlsOn.
+func registered(t *testing.T, server, tool, version string, tlsOn bool) (*httptest.Server, string, string, *int) {
+	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: server, Version: "1"}, nil)
 	type in struct {
 		Q string `json:"q"`
@@ -387,7 +421,12 @@ func registeredEndpoint(t *testing.T, server, tool, version string) (*httptest.S
 		*calls++
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
 	})
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	ts := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	if tlsOn {
+		ts.StartTLS()
+	} else {
+		ts.Start()
+	}
 	t.Cleanup(ts.Close)
 	p := testpki.New(t)
 	addr := startTestControlPlane(t, p, controlplane.Options{})

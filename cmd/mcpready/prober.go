@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,7 +34,7 @@ import (
 type proberOptions struct {
 	serverOptions
 	signKey, observer, region, metrics string
-	canaries                           string
+	canaries, ca                       string
 	tokenFiles, oauth                  []string
 	concurrency                        int
 	once                               bool
@@ -61,7 +63,9 @@ get tokens with: FILE holds an oauth block as an agent configuration's
 upstream has it (grant client_credentials, jwt_bearer or id_jag: the
 prober acts as itself), the tokens are obtained, cached and refreshed as the
 agent does, and the Evidence counts for agents calling that server with
-that grant. --once runs one round and exits (1 if any Evidence was
+that grant. --ca FILE adds CA certificates, beside the system roots, for
+the endpoints' and the authorization servers' TLS certificates (a private
+PKI). --once runs one round and exits (1 if any Evidence was
 refused).
 The TrustPolicy must grant the key Evidence. Metrics
 (mcpready_prober_*, among them mcpready_prober_evidence_age_seconds{subject},
@@ -77,6 +81,7 @@ the one to alert on) are served on --metrics-listen when given.`,
 	fl.BoolVar(&o.once, "once", false, "run one round and exit")
 	fl.StringArrayVar(&o.tokenFiles, "token-file", nil, "SERVER=FILE: present the bearer token in FILE to SERVER's endpoints (repeatable; read at every round)")
 	fl.StringArrayVar(&o.oauth, "oauth", nil, "SERVER=FILE: get SERVER's tokens with the OAuth settings in FILE, an agent configuration's oauth block (YAML or JSON; repeatable)")
+	fl.StringVar(&o.ca, "ca", "", "CA certificates (PEM) trusted beside the system roots for the endpoints and authorization servers")
 	fl.StringVar(&o.canaries, "canaries", "", "file listing canary calls with your own arguments and their Policy input class (YAML or JSON; the arguments are never logged)")
 	fl.StringVar(&o.metrics, "metrics-listen", "", `serve /metrics on this loopback address ("" disables)`)
 	o.serverOptions.addFlags(cmd)
@@ -115,6 +120,18 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 			return usagef("prober: --oauth %s=%s: %w", server, file, err)
 		}
 	}
+	var endpointTLS *tls.Config
+	var oauthHTTP *http.Client
+	if o.ca != "" {
+		roots, err := systemRootsWith(o.ca)
+		if err != nil {
+			return usagef("prober: %w", err)
+		}
+		endpointTLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = endpointTLS.Clone()
+		oauthHTTP = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	}
 	log := logger(cmd.ErrOrStderr())
 	conn, err := o.dial()
 	if err != nil {
@@ -128,9 +145,13 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 			if len(canaries) > 0 {
 				warnUndefinedClasses(ctx, admin, canaries, log)
 			}
-			return registryTargets(ctx, admin)
+			targets, err := registryTargets(ctx, admin)
+			for i := range targets {
+				targets[i].Options.TLS = endpointTLS
+			}
+			return targets, err
 		},
-		Canaries: canaries, TokenFiles: tokenFiles, OAuth: oauth,
+		Canaries: canaries, TokenFiles: tokenFiles, OAuth: oauth, OAuthHTTP: oauthHTTP,
 		MaxAge: func(ctx context.Context) (map[string]*durationpb.Duration, error) { return policyMaxAge(ctx, admin) },
 		Apply: func(ctx context.Context, b []byte) error {
 			if _, err := admin.Apply(ctx, &mcpreadyv1.ApplyRequest{Bundle: b}); err != nil {
@@ -229,6 +250,23 @@ func stored[T any](ctx context.Context, admin mcpreadyv1.AdminServiceClient, kin
 		}
 	}
 	return out, nil
+}
+
+// systemRootsWith is the system's root CAs and the PEM certificates in
+// file.
+func systemRootsWith(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--ca: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("--ca %s holds no PEM certificate", file)
+	}
+	return roots, nil
 }
 
 // serverFiles reads the SERVER=FILE values of a repeatable flag.
