@@ -83,8 +83,16 @@ mcpready_agent_upstream_sessions_refused_total{scope="principal"} 1
 `), "mcpready_agent_upstream_sessions_refused_total"); err != nil {
 		t.Errorf("refusal not counted: %v", err)
 	}
-	// The refused session left no front session behind: one more fits the
-	// configured 2 per principal, and then no more.
+	// The refused session leaves no front session behind: its client, told
+	// of the refusal, closes it (the go-sdk's DELETE), and the session's
+	// slot is freed when it ends, just after that answer. Then one more
+	// fits the configured 2 per principal, and then no more.
+	for deadline := time.Now().Add(5 * time.Second); gaugeValue(t, reg, "mcpready_agent_sessions_open") != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("front sessions open: %v, want 1 once the refused one is closed", gaugeValue(t, reg, "mcpready_agent_sessions_open"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	agg, err := connectTo("/mcp")
 	if err != nil {
 		t.Fatalf("a second front session within the configured cap of 2: %v", err)
@@ -253,4 +261,20 @@ func TestExampleLimitsAreDefaults(t *testing.T) {
 	if l := c.Limits(); l.IdempotencyKeys != idempotency.DefaultMaxKeys || l.IdempotencyKeysPerCaller != idempotency.DefaultMaxKeysPerCaller {
 		t.Errorf("example idempotency limits %d and %d, want the defaults", l.IdempotencyKeys, l.IdempotencyKeysPerCaller)
 	}
+}
+
+// gaugeValue is the value of the unlabelled gauge name in reg (-1 when
+// reg has no such gauge).
+func gaugeValue(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }
