@@ -224,6 +224,7 @@ func probeTable(tw *tabwriter.Writer, r *probe.Report) {
 		fmt.Fprintf(tw, "era %s:\t%s\n", e.Requested, state)
 	}
 	fmt.Fprintf(tw, "tools:\t%d on %d page(s)%s\n", r.Tools, r.Pages, map[bool]string{true: ", partial"}[r.Partial])
+	fmt.Fprintf(tw, "auth class:\t%s\n", r.AuthClass)
 	if r.RegistryRecordVersion != "" {
 		fmt.Fprintf(tw, "registry record:\t%s version %s\n", r.ProbedTool, r.RegistryRecordVersion)
 	}

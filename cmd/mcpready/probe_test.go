@@ -527,6 +527,9 @@ func TestProbeOAuth(t *testing.T) {
 	if strings.Contains(out+errOut, "s3cret") {
 		t.Fatal("the client secret is in the output")
 	}
+	if code, out, _ = runKeyCLI(t, "probe", "--url", u, "--oauth", good); code != exitOK || !strings.Contains(out, "oauth:client_credentials") {
+		t.Fatalf("table: exit %d, want the auth class:\n%s", code, out)
+	}
 	for name, body := range map[string]string{
 		"unknown field":  "grant: client_credentials\nclientID: prober\nclientSecretFile: " + secret + "\nclientSecret: x\n",
 		"token exchange": "grant: token_exchange\nclientID: prober\nclientSecretFile: " + secret + "\n",
@@ -544,7 +547,7 @@ func TestProbeOAuth(t *testing.T) {
 	if code, _, _ := runKeyCLI(t, "probe", "--url", "http://mcp.example/mcp", "--oauth", good); code != exitUsage {
 		t.Errorf("--oauth for plain http off loopback: exit %d", code)
 	}
-	if n := as.Issued(); n != 1 {
-		t.Errorf("tokens issued = %d, want none for the refused runs", n)
+	if n := as.Issued(); n != 2 {
+		t.Errorf("tokens issued = %d, want one per run and none for the refused runs", n)
 	}
 }
