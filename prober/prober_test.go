@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -541,5 +543,42 @@ func TestOAuthCredentials(t *testing.T) {
 	x.TokenFiles = map[string]string{"com.example/docs": secret("token", "t")}
 	if _, err := prober.New(x); !errors.Is(err, prober.ErrGrant) {
 		t.Errorf("token file and OAuth: %v, want ErrGrant", err)
+	}
+}
+
+// OAuthHTTP is the client the prober reaches authorization servers with:
+// an https authorization server under a private PKI gives tokens only
+// through a client that trusts it.
+func TestOAuthHTTP(t *testing.T) {
+	as := oauthtest.Start(t, oauthtest.Options{TLS: true, Clients: []oauthtest.Client{{ID: "prober", Secret: "prober-s3cret"}}})
+	var presented atomic.Value
+	docs := protected(t, as, &presented)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("prober-s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	roots := x509.NewCertPool()
+	roots.AddCert(as.Certificate())
+	for _, trusted := range []bool{false, true} {
+		var applied []*mcpreadyv1.Evidence
+		o := prober.Options{
+			Targets: func(context.Context) ([]probe.Target, error) {
+				return []probe.Target{{URL: docs, Options: probe.Options{Server: "com.example/docs"}}}, nil
+			},
+			OAuth: map[string]config.OAuth{"com.example/docs": {Grant: config.GrantClientCredentials, ClientID: "prober", ClientSecretFile: secret, Scopes: []string{"read"}}},
+			Apply: keep(key, &applied), Signer: key, Observer: probe.EvidenceOptions{Observer: "org/prober"},
+		}
+		if trusted {
+			o.OAuthHTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+		}
+		p, err := prober.New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reports, _ := p.Round(context.Background())
+		if got := len(reports) == 1 && reports[0].AuthClass == "oauth:client_credentials"; got != trusted {
+			t.Fatalf("authorization server trusted %v: %d reports", trusted, len(reports))
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -79,7 +80,7 @@ one is not (the report is printed either way), 2 for usage errors.`,
 	fl.StringVar(&o.bundle, "bundle", "", "write the signed Evidence bundle to this file")
 	fl.BoolVar(&o.apply, "apply", false, "apply the signed Evidence to the control plane (--server, --tls-*); its registry then answers the registry layer for --name at --url, and the Evidence names the probed tool's registry record version")
 	o.serverOptions.addFlags(cmd)
-	fl.StringVar(&o.ca, "ca", "", "CA certificates (PEM) the endpoint's certificate must chain to (default: the system roots)")
+	fl.StringVar(&o.ca, "ca", "", "CA certificates (PEM) the endpoint's certificate must chain to (default: the system roots); with --oauth, also trusted beside the system roots for the authorization server")
 	addOutputFlag(cmd, &o.output)
 	cmd.AddCommand(newProbeAnalyzeCmd())
 	return cmd
@@ -110,6 +111,13 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 	}
 	popts := probe.Options{Server: o.name, ReadOnly: o.readOnly, ExpectedIssuers: o.issuers, Token: token,
 		StepTimeout: o.timeout, MaxPages: o.maxPages, InputClass: o.inputClass}
+	if o.ca != "" {
+		pool, err := readCAPool(o.ca, "--ca")
+		if err != nil {
+			return usagef("probe: %w", err)
+		}
+		popts.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
 	if o.oauth != "" {
 		if o.tokenFile != "" {
 			return usagef("probe: set --token-file or --oauth, not both")
@@ -118,7 +126,15 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 		if err != nil {
 			return usagef("probe: --oauth %s: %w", o.oauth, err)
 		}
-		popts.Credential, err = prober.OAuthCredential(cmd.Context(), access.New(access.Options{}), o.name, o.url, oa)
+		var asHTTP *http.Client // the authorization server's: the system roots, and --ca's
+		if o.ca != "" {
+			roots, err := systemRootsWith(o.ca)
+			if err != nil {
+				return usagef("probe: %w", err)
+			}
+			asHTTP = clientTrusting(roots)
+		}
+		popts.Credential, err = prober.OAuthCredential(cmd.Context(), access.New(access.Options{HTTP: asHTTP}), o.name, o.url, oa)
 		if errors.Is(err, probe.ErrURL) {
 			return usagef("probe: %w", err)
 		} else if err != nil {
@@ -132,13 +148,6 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 			return usagef("probe: --arguments: %w", err)
 		}
 		popts.Arguments = args
-	}
-	if o.ca != "" {
-		pool, err := readCAPool(o.ca, "--ca")
-		if err != nil {
-			return usagef("probe: %w", err)
-		}
-		popts.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	var admin mcpreadyv1.AdminServiceClient
 	if o.apply { // the control plane's registry answers the registry layer

@@ -551,3 +551,36 @@ func TestProbeOAuth(t *testing.T) {
 		t.Errorf("tokens issued = %d, want one per run and none for the refused runs", n)
 	}
 }
+
+// With --ca, probe --oauth trusts the file's CA certificates for the
+// authorization server too (beside the system roots): a token from an
+// https authorization server under a private PKI is obtained and presented
+// to an https endpoint under it. Without --ca no token can be had (exit 1).
+func TestProbeOAuthPrivatePKI(t *testing.T) {
+	as := oauthtest.Start(t, oauthtest.Options{TLS: true, Clients: []oauthtest.Client{{ID: "prober", Secret: "prober-s3cret"}}})
+	s := mcp.NewServer(&mcp.Implementation{Name: "com.example/docs", Version: "1"}, nil)
+	var h http.Handler // set once the URL is known, before any request
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	ts.StartTLS()
+	defer ts.Close()
+	res := oauthtest.Resource{URL: ts.URL + "/mcp"}
+	h = as.Protect(res, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	dir := t.TempDir()
+	secret := writeFile(t, dir, "secret", []byte("prober-s3cret\n"))
+	oauth := writeFile(t, dir, "oauth.yaml", []byte("grant: client_credentials\nclientID: prober\nclientSecretFile: "+secret+"\n"))
+	ca := writeFile(t, dir, "ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: as.Certificate().Raw}))
+	if code, _, errOut := runKeyCLI(t, "probe", "--url", res.URL, "--oauth", oauth); code != exitError || !strings.Contains(errOut, "no token") {
+		t.Fatalf("without --ca: exit %d: %s", code, errOut)
+	}
+	code, out, errOut := runKeyCLI(t, "probe", "--url", res.URL, "--oauth", oauth, "--ca", ca, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("with --ca: exit %d: %s %s", code, out, errOut)
+	}
+	var r probe.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.AuthClass != "oauth:client_credentials" || r.Layer(probe.LayerAccess).Reason != "token-accepted" || as.Issued() != 1 {
+		t.Fatalf("auth class %q, access %+v, tokens issued %d", r.AuthClass, r.Layer(probe.LayerAccess), as.Issued())
+	}
+}

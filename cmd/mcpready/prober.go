@@ -128,9 +128,7 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 			return usagef("prober: %w", err)
 		}
 		endpointTLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = endpointTLS.Clone()
-		oauthHTTP = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+		oauthHTTP = clientTrusting(roots)
 	}
 	log := logger(cmd.ErrOrStderr())
 	conn, err := o.dial()
@@ -267,6 +265,14 @@ func systemRootsWith(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("--ca %s holds no PEM certificate", file)
 	}
 	return roots, nil
+}
+
+// clientTrusting is an HTTP client (30 s per request) whose TLS trusts
+// roots.
+func clientTrusting(roots *x509.CertPool) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
 // serverFiles reads the SERVER=FILE values of a repeatable flag.

@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -83,6 +84,9 @@ type Options struct {
 	// Registration serves RFC 7591 dynamic client registration at
 	// /register and advertises it in the metadata.
 	Registration bool
+	// TLS serves https with httptest's certificate (Certificate), so that
+	// the issuer is an https URL only a client trusting it reaches.
+	TLS bool
 }
 
 // Server is a running authorization server.
@@ -131,7 +135,7 @@ func New(o Options) (*Server, error) {
 	st.issued = &s.tokens
 	var h http.Handler = http.NotFoundHandler()
 	var mu sync.RWMutex
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.RLock()
 		defer mu.RUnlock()
 		if s.serveExtra(w, r) {
@@ -153,6 +157,11 @@ func New(o Options) (*Server, error) {
 		}
 		h.ServeHTTP(w, r)
 	}))
+	if o.TLS {
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
 	s.Issuer = s.srv.URL
 	var ck [32]byte
 	if _, err := rand.Read(ck[:]); err != nil {
@@ -171,6 +180,10 @@ func New(o Options) (*Server, error) {
 	mu.Unlock()
 	return s, nil
 }
+
+// Certificate is the server's TLS certificate (with Options.TLS), which
+// httptest's TLS servers all share; nil without TLS.
+func (s *Server) Certificate() *x509.Certificate { return s.srv.Certificate() }
 
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }

@@ -31,7 +31,7 @@ type Resource struct {
 // location), 401 with a resource_metadata challenge without a valid token,
 // 403 insufficient_scope when a required scope is missing.
 func (s *Server) Protect(res Resource, h http.Handler) http.Handler {
-	ks := rp.NewRemoteKeySet(http.DefaultClient, s.JWKSURL())
+	ks := rp.NewRemoteKeySet(s.srv.Client(), s.JWKSURL())
 	v := op.NewAccessTokenVerifier(s.Issuer, ks)
 	verify := func(ctx context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
 		claims, err := op.VerifyAccessToken[*oidc.AccessTokenClaims](ctx, tok, v)
