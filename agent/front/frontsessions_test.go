@@ -197,9 +197,15 @@ func TestCallsInProgressCapped(t *testing.T) {
 			_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "slow"}})
 		}()
 	}
+	before := h.up.Hits()
 	hang(dev)
 	hang(dev)
-	waitFor(t, func() bool { return testutil.ToFloat64(f.metrics.callsInProgress) == 2 })
+	// Both calls hold their slots and both have reached the upstream (a
+	// call takes its slot before it is sent: counting hits before the
+	// second arrives would blame the refused call for it).
+	waitFor(t, func() bool {
+		return testutil.ToFloat64(f.metrics.callsInProgress) == 2 && h.up.Hits() >= before+2
+	})
 	hits := h.up.Hits()
 	te := wantToolError(t, call(t, dev, "echo", map[string]any{"text": "x"}), "REFUSED", readiness.CodeAgentCapacity)
 	if !strings.Contains(te.Reason, "principal dev-client holds its limit of 2 tool calls in progress") || !te.Retryable || h.up.Hits() != hits {
