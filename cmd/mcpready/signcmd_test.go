@@ -100,6 +100,7 @@ func TestSignCommandErrors(t *testing.T) {
 	malformed := write("bad.yaml", "apiVersion: mcpready.dev/v1\nkind: [\n")
 	unknownField := write("unknown.yaml", "apiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: p}\nspec: {noSuchField: 1}\n")
 	unknownKind := write("kind.yaml", "apiVersion: mcpready.dev/v1\nkind: Widget\nmetadata: {name: p}\n")
+	twoDocs := write("two.yaml", "apiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: p}\n---\napiVersion: mcpready.dev/v1\nkind: Policy\nmetadata: {name: q}\n")
 	out := filepath.Join(dir, "out.bundle.json")
 
 	tests := []struct {
@@ -113,6 +114,7 @@ func TestSignCommandErrors(t *testing.T) {
 		{"unknown --kind", []string{"--key", key + ".key", "--kind", "widgets", "-f", decl, "--bundle", out}, "pw", exitUsage, "unknown kind"},
 		{"malformed yaml", []string{"--key", key + ".key", "--kind", "Policy", "-f", malformed, "--bundle", out}, "pw", exitError, "malformed artifact"},
 		{"unknown field", []string{"--key", key + ".key", "--kind", "Policy", "-f", unknownField, "--bundle", out}, "pw", exitError, "noSuchField"},
+		{"two documents", []string{"--key", key + ".key", "--kind", "Policy", "-f", twoDocs, "--bundle", out}, "pw", exitError, "more than one document"},
 		{"unknown kind in file", []string{"--key", key + ".key", "--kind", "Policy", "-f", unknownKind, "--bundle", out}, "pw", exitError, "unknown kind"},
 		{"public key as --key", []string{"--key", key + ".pub", "--kind", "Declaration", "-f", decl, "--bundle", out}, "pw", exitError, "this is a public key"},
 		{"wrong password", []string{"--key", key + ".key", "--kind", "Declaration", "-f", decl, "--bundle", out}, "nope", exitError, "wrong password"},
