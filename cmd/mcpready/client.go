@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -106,13 +108,45 @@ func notFound(format string, args ...any) error {
 
 // readCAPool reads the PEM certificates of file (what names it in errors).
 func readCAPool(file, what string) (*x509.CertPool, error) {
+	pem, err := readCAPEM(file, what)
+	if err != nil {
+		return nil, err
+	}
+	return caPool(x509.NewCertPool(), pem), nil
+}
+
+// readCAPEM reads file, which must hold PEM certificates (what names it
+// in errors).
+func readCAPEM(file, what string) ([]byte, error) {
 	pem, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
+	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
 		return nil, fmt.Errorf("%s %s holds no PEM certificate", what, file)
 	}
-	return pool, nil
+	return pem, nil
+}
+
+// caPool adds the certificates in pem (read with readCAPEM) to pool.
+func caPool(pool *x509.CertPool, pem []byte) *x509.CertPool {
+	pool.AppendCertsFromPEM(pem)
+	return pool
+}
+
+// systemRoots is a copy of the system's root CAs (an empty pool where
+// there are none).
+func systemRoots() *x509.CertPool {
+	if roots, err := x509.SystemCertPool(); err == nil {
+		return roots
+	}
+	return x509.NewCertPool()
+}
+
+// clientTrusting is an HTTP client (30 s per request) whose TLS trusts
+// roots.
+func clientTrusting(roots *x509.CertPool) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,11 +55,11 @@ collapsed into a score, and a keyless probe says nothing about authorised
 use.
 
 A token, when needed, is read from --token-file or $MCPREADY_PROBE_TOKEN,
-never from a flag value, or obtained with the OAuth settings in --oauth FILE
-(an agent configuration's oauth block; grant client_credentials, jwt_bearer
-or id_jag), as the agent obtains it; the Evidence's auth class is then
-oauth:<grant>. Exit 0 when every measured layer is ready, 1 when
-one is not (the report is printed either way), 2 for usage errors.`,
+never from a flag value. With --oauth FILE (an agent configuration's oauth
+block; grant client_credentials, jwt_bearer or id_jag) it is obtained as
+the agent obtains it, $MCPREADY_PROBE_TOKEN is not read, and the Evidence's
+auth class is oauth:<grant>. Exit 0 when every measured layer is ready, 1
+when one is not (the report is printed either way), 2 for usage errors.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -102,37 +103,36 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 	if o.signKey != "" && (o.observer == "" || (o.bundle == "" && !o.apply)) {
 		return usagef("probe: --sign needs --observer, and --bundle or --apply")
 	}
-	token := os.Getenv("MCPREADY_PROBE_TOKEN")
-	if o.tokenFile != "" {
+	if o.tokenFile != "" && o.oauth != "" {
+		return usagef("probe: set --token-file or --oauth, not both")
+	}
+	popts := probe.Options{Server: o.name, ReadOnly: o.readOnly, ExpectedIssuers: o.issuers,
+		StepTimeout: o.timeout, MaxPages: o.maxPages, InputClass: o.inputClass}
+	switch { // the token: the file's, else the environment's unless OAuth gets one
+	case o.tokenFile != "":
 		var err error
-		if token, err = probe.ReadToken(o.tokenFile); err != nil {
+		if popts.Token, err = probe.ReadToken(o.tokenFile); err != nil {
 			return usagef("probe: --token-file: %w", err)
 		}
+	case o.oauth == "":
+		popts.Token = os.Getenv("MCPREADY_PROBE_TOKEN")
 	}
-	popts := probe.Options{Server: o.name, ReadOnly: o.readOnly, ExpectedIssuers: o.issuers, Token: token,
-		StepTimeout: o.timeout, MaxPages: o.maxPages, InputClass: o.inputClass}
+	var caPEM []byte
 	if o.ca != "" {
-		pool, err := readCAPool(o.ca, "--ca")
-		if err != nil {
+		var err error
+		if caPEM, err = readCAPEM(o.ca, "--ca"); err != nil {
 			return usagef("probe: %w", err)
 		}
-		popts.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		popts.TLS = &tls.Config{RootCAs: caPool(x509.NewCertPool(), caPEM), MinVersion: tls.VersionTLS12}
 	}
 	if o.oauth != "" {
-		if o.tokenFile != "" {
-			return usagef("probe: set --token-file or --oauth, not both")
-		}
 		oa, err := readOAuth(o.oauth)
 		if err != nil {
 			return usagef("probe: --oauth %s: %w", o.oauth, err)
 		}
 		var asHTTP *http.Client // the authorization server's: the system roots, and --ca's
-		if o.ca != "" {
-			roots, err := systemRootsWith(o.ca)
-			if err != nil {
-				return usagef("probe: %w", err)
-			}
-			asHTTP = clientTrusting(roots)
+		if caPEM != nil {
+			asHTTP = clientTrusting(caPool(systemRoots(), caPEM))
 		}
 		popts.Credential, err = prober.OAuthCredential(cmd.Context(), access.New(access.Options{HTTP: asHTTP}), o.name, o.url, oa)
 		if errors.Is(err, probe.ErrURL) {
@@ -140,7 +140,6 @@ func (o *probeOptions) run(cmd *cobra.Command) error {
 		} else if err != nil {
 			return fmt.Errorf("probe: --oauth: no token: %w", err)
 		}
-		popts.Token = ""
 	}
 	if o.arguments != "" {
 		args, err := readArguments(o.arguments)

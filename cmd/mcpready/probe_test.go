@@ -527,6 +527,9 @@ func TestProbeOAuth(t *testing.T) {
 	if strings.Contains(out+errOut, "s3cret") {
 		t.Fatal("the client secret is in the output")
 	}
+	// The table names the auth class; $MCPREADY_PROBE_TOKEN is not read
+	// when --oauth gets the token.
+	t.Setenv("MCPREADY_PROBE_TOKEN", "from-env")
 	if code, out, _ = runKeyCLI(t, "probe", "--url", u, "--oauth", good); code != exitOK || !strings.Contains(out, "oauth:client_credentials") {
 		t.Fatalf("table: exit %d, want the auth class:\n%s", code, out)
 	}

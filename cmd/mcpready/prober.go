@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -123,10 +122,11 @@ func (o *proberOptions) run(cmd *cobra.Command) error {
 	var endpointTLS *tls.Config
 	var oauthHTTP *http.Client
 	if o.ca != "" {
-		roots, err := systemRootsWith(o.ca)
+		pem, err := readCAPEM(o.ca, "--ca")
 		if err != nil {
 			return usagef("prober: %w", err)
 		}
+		roots := caPool(systemRoots(), pem)
 		endpointTLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 		oauthHTTP = clientTrusting(roots)
 	}
@@ -248,31 +248,6 @@ func stored[T any](ctx context.Context, admin mcpreadyv1.AdminServiceClient, kin
 		}
 	}
 	return out, nil
-}
-
-// systemRootsWith is the system's root CAs and the PEM certificates in
-// file.
-func systemRootsWith(file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("--ca: %w", err)
-	}
-	roots, err := x509.SystemCertPool()
-	if err != nil {
-		roots = x509.NewCertPool()
-	}
-	if !roots.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("--ca %s holds no PEM certificate", file)
-	}
-	return roots, nil
-}
-
-// clientTrusting is an HTTP client (30 s per request) whose TLS trusts
-// roots.
-func clientTrusting(roots *x509.CertPool) *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
 // serverFiles reads the SERVER=FILE values of a repeatable flag.
