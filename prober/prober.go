@@ -221,7 +221,7 @@ func New(o Options) (*Prober, error) {
 // Round probes every target (and matched canary) once and applies the
 // Evidence; it returns the reports of those it probed, in order (nil for a
 // URL that cannot be probed at all; none for a target left out for its
-// token file), and the first error applying one.
+// credential), and the first error applying one.
 func (p *Prober) Round(ctx context.Context) ([]*probe.Report, error) {
 	targets, err := p.o.Targets(ctx)
 	if err != nil {
@@ -270,21 +270,31 @@ func (p *Prober) Round(ctx context.Context) ([]*probe.Report, error) {
 // withCredentials gives each target its server's credential: the bearer
 // token of its token file (TokenFiles), or its OAuth settings' token
 // (OAuth), leaving out, with a warning, the targets whose credential
-// cannot be had this round.
+// cannot be had this round. Each token file is read once a round,
+// however many of the server's targets present it.
 func (p *Prober) withCredentials(ctx context.Context, targets []probe.Target) []probe.Target {
 	if len(p.o.TokenFiles) == 0 && len(p.o.OAuth) == 0 {
 		return targets
 	}
+	type read struct {
+		token string
+		err   error
+	}
+	tokens := map[string]read{} // by server, this round
 	out := targets[:0:0]
 	for _, t := range targets {
 		server := t.Options.Server
 		if path, ok := p.o.TokenFiles[server]; ok {
-			tok, err := probe.ReadToken(path)
-			if err != nil {
-				p.log.Warn("endpoint not probed: its token file cannot be used", "server", server, "url", t.URL, "file", path, "error", err)
+			r, done := tokens[server]
+			if !done {
+				r.token, r.err = probe.ReadToken(path)
+				tokens[server] = r
+			}
+			if r.err != nil {
+				p.log.Warn("endpoint not probed: its token file cannot be used", "server", server, "url", t.URL, "file", path, "error", r.err)
 				continue
 			}
-			t.Options.Token = tok
+			t.Options.Token = r.token
 		}
 		if oa, ok := p.o.OAuth[server]; ok {
 			cred, err := OAuthCredential(ctx, p.access, server, t.URL, oa)
