@@ -582,3 +582,40 @@ func TestOAuthHTTP(t *testing.T) {
 		}
 	}
 }
+
+// A short-lived token (20 s, under the access layer's 30 s refresh margin)
+// is reused across back-to-back rounds, as a long-lived one is
+// (TestOAuthCredentials): the access layer renews it at half its life
+// (access.TestShortLivedTokenReused). Before, every request of the funnel
+// asked for a new one: 28 tokens for two rounds.
+func TestShortLivedTokenReused(t *testing.T) {
+	as := oauthtest.Start(t, oauthtest.Options{Lifetime: 20 * time.Second, Clients: []oauthtest.Client{{ID: "prober", Secret: "prober-s3cret"}}})
+	var presented atomic.Value
+	docs := protected(t, as, &presented)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("prober-s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	var applied []*mcpreadyv1.Evidence
+	p, err := prober.New(prober.Options{
+		Targets: func(context.Context) ([]probe.Target, error) {
+			return []probe.Target{{URL: docs, Options: probe.Options{Server: "com.example/docs"}}}, nil
+		},
+		OAuth: map[string]config.OAuth{"com.example/docs": {Grant: config.GrantClientCredentials, ClientID: "prober", ClientSecretFile: secret, Scopes: []string{"read"}}},
+		Apply: keep(key, &applied), Signer: key, Observer: probe.EvidenceOptions{Observer: "org/prober"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for range 2 {
+		if reports, err := p.Round(context.Background()); err != nil || len(reports) != 1 || reports[0].Layer(probe.LayerAccess).Status != probe.Ready {
+			t.Fatalf("%d reports, %v", len(reports), err)
+		}
+		seen = append(seen, presented.Load().(string))
+	}
+	if n := as.Issued(); n != 1 || seen[0] != seen[1] {
+		t.Fatalf("tokens issued = %d (the same one presented in both rounds: %v), want one", n, seen[0] == seen[1])
+	}
+}

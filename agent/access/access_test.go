@@ -294,6 +294,29 @@ func TestWronglySignedToken(t *testing.T) {
 	}
 }
 
+// A token that lives less than RefreshAhead is reused for half its life,
+// then replaced. Before, it was within the refresh margin from the start,
+// and a new one was asked for at every request.
+func TestShortLivedTokenReused(t *testing.T) {
+	o, oc := serviceClient(t, "read")
+	as := oauthtest.Start(t, oauthtest.Options{Clients: []oauthtest.Client{oc}, Lifetime: 20 * time.Second})
+	r := newRig(t, as, oauthtest.Resource{}, o)
+	now := time.Now()
+	c := New(Options{Now: func() time.Time { return now }}) // RefreshAhead 30s
+	for range 3 {
+		if err := r.call(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := as.Issued(); n != 1 {
+		t.Fatalf("tokens issued = %d, want 1 (reused for half its 20s life)", n)
+	}
+	now = now.Add(11 * time.Second)
+	if err := r.call(context.Background(), c); err != nil || as.Issued() != 2 {
+		t.Fatalf("past half its life: %v, issued %d; want a new token", err, as.Issued())
+	}
+}
+
 // TestRefreshAheadOfExpiry: a token within RefreshAhead of its expiry is
 // replaced before it is presented; when that fails, it is presented until
 // it expires, never after.

@@ -55,7 +55,8 @@ type Options struct {
 	// to wherever it points.
 	HTTP *http.Client
 	// RefreshAhead: a cached token with less lifetime left is replaced
-	// before it is presented; zero means 30s.
+	// before it is presented (a token living less than twice it, at half
+	// its life); zero means 30s.
 	RefreshAhead time.Duration
 	// Now is the clock; nil uses time.Now.
 	Now func() time.Time
@@ -76,8 +77,10 @@ const unverifiedLifetime = 5 * time.Minute
 type Grant struct {
 	token string
 	Facts Facts
-	pr    *pair  // whose grant it is: its step-up sequence ends when it succeeds
-	sel   string // the scope selection it was obtained for (joined)
+	// obtained is when the token was obtained (Options.Now).
+	obtained time.Time
+	pr       *pair  // whose grant it is: its step-up sequence ends when it succeeds
+	sel      string // the scope selection it was obtained for (joined)
 }
 
 // succeeded ends the step-up sequence of g's principal at its upstream: a
@@ -199,7 +202,7 @@ func (c *Client) Token(ctx context.Context, p Principal, up *Upstream) (*Grant, 
 	sel := c.selectionLocked(pk, up)
 	g := c.grantLocked(pk)
 	c.mu.Unlock()
-	if g != nil && g.Facts.Expiry.Sub(now) > c.o.RefreshAhead {
+	if g != nil && g.Facts.Expiry.Sub(now) > g.refreshMargin(c.o.RefreshAhead) {
 		return g, nil
 	}
 	fresh, err := c.fetch(ctx, p, up, nil, pk, sel)
@@ -207,6 +210,17 @@ func (c *Client) Token(ctx context.Context, p Principal, up *Upstream) (*Grant, 
 		return g, nil // refresh failed early: the held token is still valid
 	}
 	return fresh, err
+}
+
+// refreshMargin is how long before its expiry g is replaced: ahead
+// (Options.RefreshAhead), or half g's lifetime when that is shorter, so
+// that a token living less than ahead is reused for half its life rather
+// than replaced at every request.
+func (g *Grant) refreshMargin(ahead time.Duration) time.Duration {
+	if half := g.Facts.Expiry.Sub(g.obtained) / 2; !g.obtained.IsZero() && half < ahead {
+		return half
+	}
+	return ahead
 }
 
 // flight is what one token request gave its callers.
@@ -510,13 +524,13 @@ func (c *Client) grantOf(ctx context.Context, tok *oauth2.Token, up *Upstream, d
 		if f.Expiry.IsZero() {
 			f.Expiry = c.o.Now().Add(unverifiedLifetime)
 		}
-		return &Grant{token: tok.AccessToken, Facts: f}, nil
+		return &Grant{token: tok.AccessToken, Facts: f, obtained: c.o.Now()}, nil
 	}
 	cl, err := c.verify(ctx, tok, up, d)
 	if err != nil {
 		return nil, err
 	}
-	g := &Grant{token: tok.AccessToken, Facts: factsOf(cl, d, up)}
+	g := &Grant{token: tok.AccessToken, Facts: factsOf(cl, d, up), obtained: c.o.Now()}
 	if !tok.Expiry.IsZero() && tok.Expiry.Before(g.Facts.Expiry) {
 		g.Facts.Expiry = tok.Expiry
 	}
